@@ -1,0 +1,13 @@
+//! `mcpwire-core`: the protocol layers of mcpwire as sans-IO state machines.
+//!
+//! `#![no_std]`, no allocator, no `unsafe`. Every buffer and table has a capacity
+//! chosen by the caller; bytes and time go in, bytes, events and deadlines come out.
+//!
+//! Layers, each depending only on the ones above it in this list:
+//!
+//! - [`hpack`]: header compression for HTTP/2 (RFC 7541).
+#![no_std]
+#![forbid(unsafe_code)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+pub mod hpack;
