@@ -6,8 +6,11 @@
 //! Layers, each depending only on the ones above it in this list:
 //!
 //! - [`hpack`]: header compression for HTTP/2 (RFC 7541).
+//! - [`h2`]: HTTP/2 connections (RFC 9113), client and server.
 #![no_std]
 #![forbid(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+pub mod h2;
 pub mod hpack;
+pub mod time;

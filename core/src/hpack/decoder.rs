@@ -208,7 +208,12 @@ impl<const TABLE: usize> Decoder<TABLE> {
     /// On a size error ([`DecodeError::is_size_error`]) the whole block has
     /// been read and the table is in step with the peer; on any other error
     /// the connection's compression context is lost (COMPRESSION_ERROR).
-    pub fn decode<F>(&mut self, block: &[u8], scratch: &mut [u8], mut on_field: F) -> Result<(), DecodeError>
+    pub fn decode<F>(
+        &mut self,
+        block: &[u8],
+        scratch: &mut [u8],
+        mut on_field: F,
+    ) -> Result<(), DecodeError>
     where
         F: FnMut(Field<'_>),
     {
@@ -257,7 +262,14 @@ impl<const TABLE: usize> Decoder<TABLE> {
                 rest = &rest[n..];
                 let (value, n) = read_literal(rest)?;
                 rest = &rest[n..];
-                self.emit(name, value, never_indexed, scratch, &mut admission, &mut on_field)?;
+                self.emit(
+                    name,
+                    value,
+                    never_indexed,
+                    scratch,
+                    &mut admission,
+                    &mut on_field,
+                )?;
             }
         }
         match admission.error {
@@ -299,7 +311,11 @@ impl<const TABLE: usize> Decoder<TABLE> {
     /// Reads the name part of a literal representation whose index has a
     /// `prefix_bits` prefix. Returns the name and the octets read.
     #[inline]
-    fn read_name<'b>(&self, buf: &'b [u8], prefix_bits: u8) -> Result<(Name<'b>, usize), DecodeError> {
+    fn read_name<'b>(
+        &self,
+        buf: &'b [u8],
+        prefix_bits: u8,
+    ) -> Result<(Name<'b>, usize), DecodeError> {
         let (index, n) = integer::decode(buf, prefix_bits)?;
         if index == 0 {
             let (literal, m) = read_literal(&buf[n..])?;
@@ -377,7 +393,9 @@ impl<const TABLE: usize> Decoder<TABLE> {
         let name_source = match name {
             Name::Static(b) => NameSource::Bytes(b),
             Name::Dynamic(d) => NameSource::Entry(d),
-            Name::Literal(l) if l.huffman => NameSource::Huffman(l.bytes, huffman::decoded_len(l.bytes)?),
+            Name::Literal(l) if l.huffman => {
+                NameSource::Huffman(l.bytes, huffman::decoded_len(l.bytes)?)
+            }
             Name::Literal(l) => NameSource::Bytes(l.bytes),
         };
         let value_source = if value.huffman {
@@ -430,7 +448,12 @@ fn check_strings(name: Name<'_>, value: Literal<'_>) -> Result<(), DecodeError> 
 
 /// A Huffman string did not fit the scratch buffer: a size error, once the
 /// strings are known to be valid.
-fn over_limit(error: DecodeError, name: Name<'_>, value: Literal<'_>, admission: &mut Admission) -> Result<(), DecodeError> {
+fn over_limit(
+    error: DecodeError,
+    name: Name<'_>,
+    value: Literal<'_>,
+    admission: &mut Admission,
+) -> Result<(), DecodeError> {
     if error != DecodeError::FieldTooLarge {
         return Err(error);
     }

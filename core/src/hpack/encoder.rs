@@ -145,10 +145,14 @@ mod tests {
     fn credentials_are_never_indexed() {
         let mut e = Encoder::new();
         let mut out = [0u8; 64];
-        let n = e.encode([Field::new(b"authorization", b"x")], &mut out).unwrap();
+        let n = e
+            .encode([Field::new(b"authorization", b"x")], &mut out)
+            .unwrap();
         // Never indexed, name index 23 (4-bit prefix: 0x1f then 23 - 15 = 8), raw "x".
         assert_eq!(&out[..n], &[0x1f, 0x08, 0x01, b'x']);
-        let n = e.encode([Field::sensitive(b"x-key", b"k")], &mut out).unwrap();
+        let n = e
+            .encode([Field::sensitive(b"x-key", b"k")], &mut out)
+            .unwrap();
         assert_eq!(out[0], 0x10);
         assert_eq!(n, 1 + 1 + huffman::encoded_len(b"x-key") + 2);
     }
@@ -160,9 +164,13 @@ mod tests {
         let mut out = [0u8; 16];
         assert_eq!(e.encode([Field::new(b":method", b"GET")], &mut out), Ok(1));
         e.set_max_table_size(100);
-        let n = e.encode([Field::new(b":method", b"GET")], &mut out).unwrap();
+        let n = e
+            .encode([Field::new(b":method", b"GET")], &mut out)
+            .unwrap();
         assert_eq!(&out[..n], &[0x20, 0x82]);
-        let n = e.encode([Field::new(b":method", b"GET")], &mut out).unwrap();
+        let n = e
+            .encode([Field::new(b":method", b"GET")], &mut out)
+            .unwrap();
         assert_eq!(&out[..n], &[0x82]);
     }
 
@@ -173,7 +181,10 @@ mod tests {
         let fields = [Field::new(b"x-long-name", b"some value here")];
         let needed = e.encoded_len(fields);
         let mut small = [0u8; 4];
-        assert_eq!(e.encode(fields, &mut small), Err(EncodeError::BufferTooSmall { needed }));
+        assert_eq!(
+            e.encode(fields, &mut small),
+            Err(EncodeError::BufferTooSmall { needed })
+        );
         let mut out = [0u8; 64];
         assert_eq!(e.encode(fields, &mut out), Ok(needed));
         assert_eq!(out[0], 0x20);

@@ -54,7 +54,10 @@ impl core::fmt::Display for DecodeError {
             Self::HuffmanEos => f.write_str("Huffman string contains EOS"),
             Self::HuffmanPadding => f.write_str("Huffman string has invalid padding"),
             Self::TableSizeTooLarge { requested, max } => {
-                write!(f, "dynamic table size {requested} exceeds the maximum {max}")
+                write!(
+                    f,
+                    "dynamic table size {requested} exceeds the maximum {max}"
+                )
             }
             Self::TableSizeUpdateNotAtStart => {
                 f.write_str("dynamic table size update after the first field")

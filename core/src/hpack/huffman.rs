@@ -67,12 +67,19 @@ pub const LOOKUP_BITS: u32 = 0;
 static FAST: [u16; 1 << LOOKUP_BITS] = fast_table();
 
 /// Flash taken by the canonical decoding tables.
-pub const CANONICAL_TABLE_BYTES: usize =
-    core::mem::size_of_val(&SORTED) + core::mem::size_of_val(&FIRST_CODE) + core::mem::size_of_val(&FIRST_INDEX) + core::mem::size_of_val(&LIMIT);
+pub const CANONICAL_TABLE_BYTES: usize = core::mem::size_of_val(&SORTED)
+    + core::mem::size_of_val(&FIRST_CODE)
+    + core::mem::size_of_val(&FIRST_INDEX)
+    + core::mem::size_of_val(&LIMIT);
 /// Flash taken by the fast decoding table (0 without `huffman-fast`).
-pub const FAST_TABLE_BYTES: usize = if cfg!(feature = "huffman-fast") { 2 << LOOKUP_BITS } else { 0 };
+pub const FAST_TABLE_BYTES: usize = if cfg!(feature = "huffman-fast") {
+    2 << LOOKUP_BITS
+} else {
+    0
+};
 /// Flash taken by the encoding tables.
-pub const ENCODE_TABLE_BYTES: usize = core::mem::size_of_val(&CODES) + core::mem::size_of_val(&LENGTHS);
+pub const ENCODE_TABLE_BYTES: usize =
+    core::mem::size_of_val(&CODES) + core::mem::size_of_val(&LENGTHS);
 
 const fn canonical_codes() -> [u32; 257] {
     let mut codes = [0u32; 257];
@@ -184,7 +191,10 @@ const fn canonical_lookup(window: u32, min_len: usize) -> (u16, u32) {
 
 /// The length of `src` once Huffman-coded, padding included.
 pub fn encoded_len(src: &[u8]) -> usize {
-    let bits: usize = src.iter().map(|&b| usize::from(LENGTHS[usize::from(b)])).sum();
+    let bits: usize = src
+        .iter()
+        .map(|&b| usize::from(LENGTHS[usize::from(b)]))
+        .sum();
     bits.div_ceil(8)
 }
 
@@ -229,7 +239,10 @@ pub(super) struct SliceSink<'a> {
 impl Sink for SliceSink<'_> {
     #[inline(always)]
     fn put(&mut self, b: u8) -> Result<(), DecodeError> {
-        let slot = self.buf.get_mut(self.len).ok_or(DecodeError::FieldTooLarge)?;
+        let slot = self
+            .buf
+            .get_mut(self.len)
+            .ok_or(DecodeError::FieldTooLarge)?;
         *slot = b;
         self.len += 1;
         Ok(())
@@ -281,7 +294,9 @@ pub(super) fn decode_into<S: Sink>(src: &[u8], sink: &mut S) -> Result<(), Decod
             bits += taken << 3;
         } else {
             while bits <= 56 {
-                let Some((&b, tail)) = rest.split_first() else { break };
+                let Some((&b, tail)) = rest.split_first() else {
+                    break;
+                };
                 acc |= u64::from(b) << (56 - bits);
                 bits += 8;
                 rest = tail;
@@ -359,7 +374,9 @@ mod tests {
 
     #[test]
     fn rfc7541_c4_1_string() {
-        let encoded = [0xf1, 0xe3, 0xc2, 0xe5, 0xf2, 0x3a, 0x6b, 0xa0, 0xab, 0x90, 0xf4, 0xff];
+        let encoded = [
+            0xf1, 0xe3, 0xc2, 0xe5, 0xf2, 0x3a, 0x6b, 0xa0, 0xab, 0x90, 0xf4, 0xff,
+        ];
         let mut out = [0u8; 32];
         assert_eq!(encoded_len(b"www.example.com"), encoded.len());
         let n = encode(b"www.example.com", &mut out).unwrap();
@@ -390,10 +407,16 @@ mod tests {
     fn eos_and_bad_padding_are_errors() {
         let mut out = [0u8; 8];
         // EOS alone, padded to 32 bits.
-        assert_eq!(decode(&[0xff, 0xff, 0xff, 0xff], &mut out), Err(DecodeError::HuffmanEos));
+        assert_eq!(
+            decode(&[0xff, 0xff, 0xff, 0xff], &mut out),
+            Err(DecodeError::HuffmanEos)
+        );
         // '0' (00000) then 3 bits of ones: valid. Then 11 bits of ones: too long.
         assert_eq!(decode(&[0x07], &mut out), Ok(1));
-        assert_eq!(decode(&[0x07, 0xff], &mut out), Err(DecodeError::HuffmanPadding));
+        assert_eq!(
+            decode(&[0x07, 0xff], &mut out),
+            Err(DecodeError::HuffmanPadding)
+        );
         // Padding that is not ones.
         assert_eq!(decode(&[0x06], &mut out), Err(DecodeError::HuffmanPadding));
         // A full octet of ones.

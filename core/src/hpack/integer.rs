@@ -35,7 +35,12 @@ pub fn decode(buf: &[u8], prefix_bits: u8) -> Result<(u32, usize), DecodeError> 
 
 /// Writes `value` with a `prefix_bits` prefix; `flags` fills the bits above
 /// the prefix in the first octet. Returns the number of octets written.
-pub fn encode(value: usize, prefix_bits: u8, flags: u8, out: &mut [u8]) -> Result<usize, EncodeError> {
+pub fn encode(
+    value: usize,
+    prefix_bits: u8,
+    flags: u8,
+    out: &mut [u8],
+) -> Result<usize, EncodeError> {
     let mut w = Out::new(out);
     write(&mut w, value, prefix_bits, flags);
     w.finish()
@@ -114,10 +119,26 @@ mod tests {
     fn boundaries() {
         let mut buf = [0u8; 8];
         for prefix in 1..=8u8 {
-            for v in [0usize, 1, 30, 31, 127, 128, 255, 256, 16383, 16384, u32::MAX as usize] {
+            for v in [
+                0usize,
+                1,
+                30,
+                31,
+                127,
+                128,
+                255,
+                256,
+                16383,
+                16384,
+                u32::MAX as usize,
+            ] {
                 let n = encode(v, prefix, 0, &mut buf).unwrap();
                 assert_eq!(n, encoded_len(v, prefix));
-                assert_eq!(decode(&buf[..n], prefix), Ok((v as u32, n)), "{v} /{prefix}");
+                assert_eq!(
+                    decode(&buf[..n], prefix),
+                    Ok((v as u32, n)),
+                    "{v} /{prefix}"
+                );
                 // Every proper prefix of the encoding is truncated.
                 for cut in 0..n {
                     assert_eq!(decode(&buf[..cut], prefix), Err(DecodeError::Truncated));

@@ -16,9 +16,9 @@ mod decoder;
 mod encoder;
 mod error;
 mod field;
-mod out;
 pub mod huffman;
 pub mod integer;
+mod out;
 mod static_table;
 mod table;
 

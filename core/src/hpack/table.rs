@@ -49,7 +49,12 @@ pub(super) struct DynamicTable<const N: usize> {
 
 impl<const N: usize> DynamicTable<N> {
     pub(super) const fn new(max_size: usize) -> Self {
-        const { assert!(N <= u16::MAX as usize, "dynamic table storage above 65535 bytes") };
+        const {
+            assert!(
+                N <= u16::MAX as usize,
+                "dynamic table storage above 65535 bytes"
+            )
+        };
         Self {
             buf: [0; N],
             head: 0,
@@ -78,7 +83,9 @@ impl<const N: usize> DynamicTable<N> {
     pub(super) fn get(&self, i: usize) -> Option<(&[u8], &[u8])> {
         let (offset, name_len, value_len) = self.record(i)?;
         let name = self.buf.get(offset..offset + name_len)?;
-        let value = self.buf.get(offset + name_len..offset + name_len + value_len)?;
+        let value = self
+            .buf
+            .get(offset + name_len..offset + name_len + value_len)?;
         Some((name, value))
     }
 
@@ -134,7 +141,11 @@ impl<const N: usize> DynamicTable<N> {
     /// Adds an entry, evicting old ones (RFC 7541 §4.4). The caller has
     /// checked that its size is at most the maximum size, and has checked the
     /// Huffman strings with [`huffman::decoded_len`], which gave their lengths.
-    pub(super) fn insert(&mut self, name: NameSource<'_>, value: ValueSource<'_>) -> Result<(), DecodeError> {
+    pub(super) fn insert(
+        &mut self,
+        name: NameSource<'_>,
+        value: ValueSource<'_>,
+    ) -> Result<(), DecodeError> {
         let name_len = self.name_len(name).ok_or(DecodeError::InvalidIndex(0))?;
         let value_len = value_len(value);
         let entry = name_len + value_len + ENTRY_OVERHEAD;

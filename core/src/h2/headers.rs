@@ -1,0 +1,442 @@
+//! Decoded header lists and the field rules of RFC 9113 §8.2–8.3.
+//!
+//! A received header block is decoded into a [`HeaderStore`], a fixed byte
+//! array of records `[name_len: u16][value_len: u16][flags: u8][name][value]`,
+//! and checked field by field as it is stored. The application reads it as a
+//! [`HeaderList`].
+
+use crate::hpack::Field;
+
+const RECORD_HEAD: usize = 5;
+const FLAG_NEVER_INDEXED: u8 = 1;
+
+/// What a header block is, from where it stands on its stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeadersKind {
+    /// The request head (server role).
+    Request,
+    /// A 1xx response (client role); more headers follow.
+    Informational,
+    /// The final response head (client role).
+    Response,
+    /// Trailers, which end the stream.
+    Trailers,
+}
+
+/// Why a header block is malformed (RFC 9113 §8.1.1): a stream error of
+/// type PROTOCOL_ERROR.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Malformed {
+    UppercaseName,
+    InvalidName,
+    InvalidValue,
+    PseudoAfterRegular,
+    UnknownPseudo,
+    DuplicatePseudo,
+    PseudoInTrailers,
+    ConnectionSpecific,
+    TeNotTrailers,
+    MissingPseudo,
+    EmptyPath,
+    InvalidStatus,
+    InvalidContentLength,
+    ContentLengthMismatch,
+}
+
+impl Malformed {
+    pub const fn reason(self) -> &'static str {
+        match self {
+            Self::UppercaseName => "uppercase field name",
+            Self::InvalidName => "invalid character in field name",
+            Self::InvalidValue => "invalid character or whitespace in field value",
+            Self::PseudoAfterRegular => "pseudo-header after a regular field",
+            Self::UnknownPseudo => "unknown or misplaced pseudo-header",
+            Self::DuplicatePseudo => "duplicate pseudo-header",
+            Self::PseudoInTrailers => "pseudo-header in trailers",
+            Self::ConnectionSpecific => "connection-specific field",
+            Self::TeNotTrailers => "te field other than \"trailers\"",
+            Self::MissingPseudo => "missing required pseudo-header",
+            Self::EmptyPath => "empty :path",
+            Self::InvalidStatus => "invalid :status",
+            Self::InvalidContentLength => "invalid content-length",
+            Self::ContentLengthMismatch => "DATA length differs from content-length",
+        }
+    }
+}
+
+/// A decoded header list, borrowed from the connection.
+#[derive(Clone, Copy)]
+pub struct HeaderList<'a> {
+    bytes: &'a [u8],
+}
+
+impl core::fmt::Debug for HeaderList<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+impl<'a> HeaderList<'a> {
+    /// An empty list.
+    pub const EMPTY: HeaderList<'static> = HeaderList { bytes: &[] };
+
+    /// The fields in the order they arrived, pseudo-headers first.
+    pub fn iter(&self) -> Fields<'a> {
+        Fields { rest: self.bytes }
+    }
+
+    /// The value of the first field called `name`.
+    pub fn get(&self, name: &[u8]) -> Option<&'a [u8]> {
+        self.iter().find(|f| f.name == name).map(|f| f.value)
+    }
+
+    /// Whether the list has no fields.
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+}
+
+impl<'a> IntoIterator for HeaderList<'a> {
+    type Item = Field<'a>;
+    type IntoIter = Fields<'a>;
+    fn into_iter(self) -> Fields<'a> {
+        self.iter()
+    }
+}
+
+/// Iterator over a [`HeaderList`].
+#[derive(Debug, Clone)]
+pub struct Fields<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> Iterator for Fields<'a> {
+    type Item = Field<'a>;
+    fn next(&mut self) -> Option<Field<'a>> {
+        let (head, rest) = self.rest.split_first_chunk::<RECORD_HEAD>()?;
+        let name_len = usize::from(u16::from_le_bytes([head[0], head[1]]));
+        let value_len = usize::from(u16::from_le_bytes([head[2], head[3]]));
+        let name = rest.get(..name_len)?;
+        let value = rest.get(name_len..name_len + value_len)?;
+        self.rest = rest.get(name_len + value_len..)?;
+        Some(Field {
+            name,
+            value,
+            never_indexed: head[4] & FLAG_NEVER_INDEXED != 0,
+        })
+    }
+}
+
+/// Which pseudo-headers have been seen.
+#[derive(Debug, Clone, Copy, Default)]
+struct Pseudo {
+    method: bool,
+    scheme: bool,
+    path: bool,
+    authority: bool,
+    status: bool,
+    protocol: bool,
+    connect: bool,
+}
+
+/// Builds one header list at a time, checking each field.
+#[derive(Debug)]
+pub(super) struct HeaderStore<const N: usize> {
+    buf: [u8; N],
+    len: usize,
+    kind: HeadersKind,
+    seen: Pseudo,
+    regular_seen: bool,
+    pub(super) malformed: Option<Malformed>,
+    pub(super) overflow: bool,
+    pub(super) content_length: Option<u64>,
+    /// The 3-digit :status of a response.
+    pub(super) status: u16,
+}
+
+impl<const N: usize> HeaderStore<N> {
+    pub(super) const fn new() -> Self {
+        Self {
+            buf: [0; N],
+            len: 0,
+            kind: HeadersKind::Request,
+            seen: Pseudo {
+                method: false,
+                scheme: false,
+                path: false,
+                authority: false,
+                status: false,
+                protocol: false,
+                connect: false,
+            },
+            regular_seen: false,
+            malformed: None,
+            overflow: false,
+            content_length: None,
+            status: 0,
+        }
+    }
+
+    /// Starts a new list of the given kind (a response's kind is settled by
+    /// its :status when it ends).
+    pub(super) fn begin(&mut self, kind: HeadersKind) {
+        self.len = 0;
+        self.kind = kind;
+        self.seen = Pseudo::default();
+        self.regular_seen = false;
+        self.malformed = None;
+        self.overflow = false;
+        self.content_length = None;
+        self.status = 0;
+    }
+
+    pub(super) fn list(&self) -> HeaderList<'_> {
+        HeaderList {
+            bytes: &self.buf[..self.len],
+        }
+    }
+
+    /// Checks and stores one field.
+    pub(super) fn push(&mut self, f: Field<'_>) {
+        if self.malformed.is_some() {
+            return;
+        }
+        if let Err(m) = self.check(&f) {
+            self.malformed = Some(m);
+            return;
+        }
+        let need = RECORD_HEAD + f.name.len() + f.value.len();
+        let Some(dst) = self.buf.get_mut(self.len..self.len + need) else {
+            self.overflow = true;
+            return;
+        };
+        // Both lengths are below N, which a u16 holds for any sane store;
+        // a longer field cannot reach here without overflowing the store.
+        let (Ok(nl), Ok(vl)) = (u16::try_from(f.name.len()), u16::try_from(f.value.len())) else {
+            self.overflow = true;
+            return;
+        };
+        dst[0..2].copy_from_slice(&nl.to_le_bytes());
+        dst[2..4].copy_from_slice(&vl.to_le_bytes());
+        dst[4] = if f.never_indexed {
+            FLAG_NEVER_INDEXED
+        } else {
+            0
+        };
+        let (name, value) = dst[RECORD_HEAD..].split_at_mut(f.name.len());
+        name.copy_from_slice(f.name);
+        value.copy_from_slice(f.value);
+        self.len += need;
+    }
+
+    fn check(&mut self, f: &Field<'_>) -> Result<(), Malformed> {
+        check_value(f.value)?;
+        if let Some(pseudo) = f.name.strip_prefix(b":") {
+            if self.regular_seen {
+                return Err(Malformed::PseudoAfterRegular);
+            }
+            let slot = match (self.kind, pseudo) {
+                (HeadersKind::Trailers, _) => return Err(Malformed::PseudoInTrailers),
+                (HeadersKind::Request, b"method") => {
+                    self.seen.connect = f.value == b"CONNECT";
+                    &mut self.seen.method
+                }
+                (HeadersKind::Request, b"scheme") => &mut self.seen.scheme,
+                (HeadersKind::Request, b"path") => {
+                    if f.value.is_empty() {
+                        return Err(Malformed::EmptyPath);
+                    }
+                    &mut self.seen.path
+                }
+                (HeadersKind::Request, b"authority") => &mut self.seen.authority,
+                (HeadersKind::Request, b"protocol") => &mut self.seen.protocol,
+                (HeadersKind::Response | HeadersKind::Informational, b"status") => {
+                    self.status = parse_status(f.value).ok_or(Malformed::InvalidStatus)?;
+                    &mut self.seen.status
+                }
+                _ => return Err(Malformed::UnknownPseudo),
+            };
+            if core::mem::replace(slot, true) {
+                return Err(Malformed::DuplicatePseudo);
+            }
+            return Ok(());
+        }
+        self.regular_seen = true;
+        check_name(f.name)?;
+        match f.name {
+            b"connection" | b"keep-alive" | b"proxy-connection" | b"transfer-encoding"
+            | b"upgrade" => Err(Malformed::ConnectionSpecific),
+            b"te" if f.value != b"trailers" => Err(Malformed::TeNotTrailers),
+            b"content-length" => {
+                let n = parse_u64(f.value).ok_or(Malformed::InvalidContentLength)?;
+                match self.content_length {
+                    Some(old) if old != n => Err(Malformed::InvalidContentLength),
+                    _ => {
+                        self.content_length = Some(n);
+                        Ok(())
+                    }
+                }
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// The checks that need the whole list. Returns the final kind.
+    pub(super) fn finish(&mut self) -> Result<HeadersKind, Malformed> {
+        if let Some(m) = self.malformed {
+            return Err(m);
+        }
+        let s = self.seen;
+        match self.kind {
+            HeadersKind::Request => {
+                let complete = if s.connect && !s.protocol {
+                    s.authority && !s.scheme && !s.path
+                } else {
+                    s.method && s.scheme && s.path
+                };
+                if !complete {
+                    return Err(Malformed::MissingPseudo);
+                }
+                Ok(HeadersKind::Request)
+            }
+            HeadersKind::Response | HeadersKind::Informational => {
+                if !s.status {
+                    return Err(Malformed::MissingPseudo);
+                }
+                if (100..200).contains(&self.status) {
+                    Ok(HeadersKind::Informational)
+                } else {
+                    Ok(HeadersKind::Response)
+                }
+            }
+            HeadersKind::Trailers => Ok(HeadersKind::Trailers),
+        }
+    }
+}
+
+/// RFC 9113 §8.2.1: no uppercase, no control characters, no separators
+/// outside of field-name tokens.
+fn check_name(name: &[u8]) -> Result<(), Malformed> {
+    if name.is_empty() {
+        return Err(Malformed::InvalidName);
+    }
+    for &b in name {
+        match b {
+            b'A'..=b'Z' => return Err(Malformed::UppercaseName),
+            0x00..=0x20 | 0x7f..=0xff | b':' => return Err(Malformed::InvalidName),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// RFC 9113 §8.2.1: no NUL, CR or LF, and no leading or trailing space or tab.
+fn check_value(value: &[u8]) -> Result<(), Malformed> {
+    if value.iter().any(|&b| matches!(b, 0 | b'\r' | b'\n')) {
+        return Err(Malformed::InvalidValue);
+    }
+    let ws = |b: Option<&u8>| matches!(b, Some(b' ' | b'\t'));
+    if ws(value.first()) || ws(value.last()) {
+        return Err(Malformed::InvalidValue);
+    }
+    Ok(())
+}
+
+fn parse_status(v: &[u8]) -> Option<u16> {
+    match v {
+        [a @ b'1'..=b'9', b @ b'0'..=b'9', c @ b'0'..=b'9'] => {
+            Some(u16::from(a - b'0') * 100 + u16::from(b - b'0') * 10 + u16::from(c - b'0'))
+        }
+        _ => None,
+    }
+}
+
+pub(super) fn parse_u64(v: &[u8]) -> Option<u64> {
+    if v.is_empty() || v.len() > 19 {
+        return None;
+    }
+    v.iter().try_fold(0u64, |acc, &b| {
+        b.is_ascii_digit().then(|| acc * 10 + u64::from(b - b'0'))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(fields: &[(&[u8], &[u8])]) -> Result<HeadersKind, Malformed> {
+        let mut s = HeaderStore::<512>::new();
+        s.begin(HeadersKind::Request);
+        for &(n, v) in fields {
+            s.push(Field::new(n, v));
+        }
+        s.finish()
+    }
+
+    const BASE: [(&[u8], &[u8]); 3] = [
+        (b":method", b"POST"),
+        (b":scheme", b"http"),
+        (b":path", b"/x"),
+    ];
+
+    #[test]
+    fn a_valid_request_is_stored_in_order() {
+        let mut s = HeaderStore::<512>::new();
+        s.begin(HeadersKind::Request);
+        for (n, v) in BASE {
+            s.push(Field::new(n, v));
+        }
+        s.push(Field::sensitive(b"authorization", b"Bearer t"));
+        assert_eq!(s.finish(), Ok(HeadersKind::Request));
+        let l = s.list();
+        assert_eq!(l.get(b":path"), Some(&b"/x"[..]));
+        assert_eq!(l.iter().count(), 4);
+        assert!(l.iter().last().unwrap().never_indexed);
+    }
+
+    #[test]
+    fn malformed_requests() {
+        let cases: [(&[(&[u8], &[u8])], Malformed); 9] = [
+            (
+                &[(b":method", b"GET"), (b":path", b"/")],
+                Malformed::MissingPseudo,
+            ),
+            (
+                &[(b"x", b"1"), (b":method", b"GET")],
+                Malformed::PseudoAfterRegular,
+            ),
+            (
+                &[(b":method", b"GET"), (b":method", b"GET")],
+                Malformed::DuplicatePseudo,
+            ),
+            (&[(b":status", b"200")], Malformed::UnknownPseudo),
+            (&[(b"X-Up", b"1")], Malformed::UppercaseName),
+            (&[(b"connection", b"close")], Malformed::ConnectionSpecific),
+            (&[(b"te", b"gzip")], Malformed::TeNotTrailers),
+            (&[(b"x", b" padded")], Malformed::InvalidValue),
+            (&[(b":path", b"")], Malformed::EmptyPath),
+        ];
+        for (fields, want) in cases {
+            assert_eq!(request(fields), Err(want), "{fields:?}");
+        }
+        assert_eq!(request(&BASE), Ok(HeadersKind::Request));
+    }
+
+    #[test]
+    fn responses_and_trailers() {
+        let mut s = HeaderStore::<64>::new();
+        s.begin(HeadersKind::Response);
+        s.push(Field::new(b":status", b"103"));
+        assert_eq!(s.finish(), Ok(HeadersKind::Informational));
+        s.begin(HeadersKind::Response);
+        s.push(Field::new(b":status", b"20"));
+        assert_eq!(s.finish(), Err(Malformed::InvalidStatus));
+        s.begin(HeadersKind::Trailers);
+        s.push(Field::new(b":status", b"200"));
+        assert_eq!(s.finish(), Err(Malformed::PseudoInTrailers));
+        // A list larger than the store overflows rather than truncating silently.
+        s.begin(HeadersKind::Trailers);
+        s.push(Field::new(b"grpc-message", &[b'a'; 100]));
+        assert!(s.overflow);
+    }
+}

@@ -1,0 +1,19 @@
+//! HTTP/2 (RFC 9113) as a sans-IO connection, client or server.
+//!
+//! - [`frame`]: the frame header, per-type length and stream rules, whole-frame
+//!   parsing and writers (RFC 9113 §4, §6).
+//! - [`Connection`]: preface, SETTINGS, stream states (§5.1), flow control
+//!   (§6.9), header blocks across CONTINUATION with HPACK, field validation
+//!   (§8.2–8.3), GOAWAY, RST_STREAM and the limits against abuse.
+//! - [`HeaderList`]: a decoded header block as the application reads it.
+
+mod config;
+mod connection;
+mod error;
+pub mod frame;
+mod headers;
+
+pub use config::{Config, FloodLimits, Role};
+pub use connection::{Connection, Data, Event, Received, StreamRef};
+pub use error::{ConnectionError, ErrorCode, StreamError};
+pub use headers::{Fields, HeaderList, HeadersKind, Malformed};
