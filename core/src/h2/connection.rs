@@ -389,8 +389,8 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
 }
 
 type ConnResult<T = ()> = Result<T, frame::Violation>;
-/// DATA handed out by one step: (slot, length, end_stream).
-type DataOut = (usize, usize, bool);
+/// DATA handed out by one step: (stream, length, end_stream).
+type DataOut = (StreamRef, usize, bool);
 
 impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: usize>
     Connection<STREAMS, TABLE, BUF, RESETS>
@@ -520,6 +520,18 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
         self.stream(stream).map(|s| s.id).filter(|&id| id != 0)
     }
 
+    /// The connection-level send window: DATA octets the peer accepts now.
+    pub fn send_window(&self) -> i64 {
+        self.conn_send_window
+    }
+
+    /// The connection-level receive window as it stands once the pending
+    /// WINDOW_UPDATE goes out: what the peer may send before the application
+    /// consumes more.
+    pub fn recv_window(&self) -> i64 {
+        self.conn_recv_window + i64::from(self.conn_release_owed)
+    }
+
     /// Streams open from the peer's side and from ours.
     pub fn open_streams(&self) -> (u32, u32) {
         (self.peer_streams, self.local_streams)
@@ -551,9 +563,8 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
             match self.step(&input[pos..]) {
                 Ok((n, data)) => {
                     pos += n;
-                    if let Some((slot, len, end_stream)) = data {
+                    if let Some((stream, len, end_stream)) = data {
                         let bytes = &input[pos - len..pos];
-                        let stream = self.handle(slot);
                         return Received {
                             consumed: pos,
                             data: Some(Data {
@@ -639,6 +650,10 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
                     self.head_len = 0;
                     let head = FrameHeader::parse(&self.head);
                     self.on_frame_header(head)?;
+                    if let Payload::Data { left: 0 } = self.payload {
+                        // An empty DATA frame can still end the stream.
+                        return Ok((n, self.data_chunk(0)?));
+                    }
                 }
                 Ok((n, None))
             }
@@ -664,14 +679,24 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
                 } else {
                     Payload::Data { left: body }
                 };
+                if let Payload::Data { left: 0 } = self.payload {
+                    return Ok((1, self.data_chunk(0)?));
+                }
                 self.after_progress()?;
                 Ok((1, None))
             }
             Payload::Priority { left } => {
                 let n = input.len().min(usize::from(left));
+                let at = 5 - usize::from(left);
+                self.small[at..at + n].copy_from_slice(&input[..n]);
                 let left = left - n as u8;
                 if left == 0 {
                     let cur = self.current()?;
+                    let b = self.small;
+                    let dependency = u32::from_be_bytes([b[0], b[1], b[2], b[3]]) & MAX_WINDOW;
+                    if dependency == cur.head.stream_id {
+                        self.self_dependency()?;
+                    }
                     let body = cur.head.length
                         - 5
                         - u32::from(cur.pad)
@@ -685,24 +710,8 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
             }
             Payload::Data { left } => {
                 let n = input.len().min(left as usize);
-                let left = left - n as u32;
-                self.payload = Payload::Data { left };
-                let cur = self.current()?;
-                let slot = cur.slot;
-                let end = left == 0 && cur.head.has(flags::END_STREAM);
-                let mut out = None;
-                if let Some(slot) = slot {
-                    if n > 0 || end {
-                        out = Some((slot, n, end));
-                    }
-                }
-                self.after_progress()?;
-                if end {
-                    if let Some(slot) = slot {
-                        self.end_recv(slot);
-                    }
-                }
-                Ok((n, out))
+                self.payload = Payload::Data { left: left - n as u32 };
+                Ok((n, self.data_chunk(n)?))
             }
             Payload::Fragment { left } => {
                 let n = input.len().min(left as usize);
@@ -747,6 +756,75 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
                 self.after_progress()?;
                 Ok((n, None))
             }
+        }
+    }
+
+    /// `n` octets of DATA payload were consumed (0 for an empty stage).
+    /// Returns what to hand the application, after the per-stream checks.
+    fn data_chunk(&mut self, n: usize) -> ConnResult<Option<DataOut>> {
+        let cur = self.current()?;
+        let left = match self.payload {
+            Payload::Data { left } => left,
+            _ => 0,
+        };
+        let end = left == 0 && cur.head.has(flags::END_STREAM);
+        let mut slot = cur.slot;
+        if let Some(k) = slot {
+            // content-length is checked against the DATA actually received
+            // (RFC 9113 §8.1.1).
+            let mismatch = match self.slots[k].stream.as_mut() {
+                Some(st) => {
+                    st.data_received += n as u64;
+                    st.content_length.is_some_and(|cl| st.data_received > cl || (end && st.data_received != cl))
+                }
+                None => true,
+            };
+            if mismatch {
+                self.stream_error(k, ErrorCode::PROTOCOL_ERROR)?;
+                slot = None;
+                if let Some(c) = self.current.as_mut() {
+                    c.slot = None;
+                }
+            }
+        }
+        if slot.is_none() {
+            // Nobody takes these octets: they return to the window at once.
+            if let Some(c) = self.current.as_mut() {
+                c.auto_release += n as u32;
+            }
+        }
+        self.after_progress()?;
+        match slot {
+            Some(k) if n > 0 || end => {
+                // Take the handle before the stream may free.
+                let stream = self.handle(k);
+                if end {
+                    self.end_recv(k);
+                }
+                Ok(Some((stream, n, end)))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// A HEADERS frame whose priority names its own stream (RFC 9113 §5.3.1):
+    /// a stream error, after the block is decoded for HPACK.
+    fn self_dependency(&mut self) -> ConnResult {
+        let Some(block) = self.block_info.as_mut() else {
+            return Ok(());
+        };
+        let id = block.stream_id;
+        match block.target {
+            BlockTarget::Slot(slot) => {
+                block.target = BlockTarget::Ignore;
+                self.stream_error(slot, ErrorCode::PROTOCOL_ERROR)
+            }
+            BlockTarget::New | BlockTarget::Refuse => {
+                block.target = BlockTarget::Ignore;
+                self.refuse(id, ErrorCode::PROTOCOL_ERROR);
+                Ok(())
+            }
+            BlockTarget::Ignore => Ok(()),
         }
     }
 
@@ -964,19 +1042,6 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
             return Ok(None);
         }
         s.recv_window -= i64::from(len);
-        let body = len - if head.has(flags::PADDED) { 1 } else { 0 };
-        // Padding is subtracted when the Pad Length is read; an upper bound
-        // is enough to catch a body over content-length early.
-        s.data_received += u64::from(body);
-        if let Some(cl) = s.content_length {
-            let over = s.data_received > cl && !head.has(flags::PADDED);
-            let short =
-                head.has(flags::END_STREAM) && !head.has(flags::PADDED) && s.data_received != cl;
-            if over || short {
-                self.stream_error(slot, ErrorCode::PROTOCOL_ERROR)?;
-                return Ok(None);
-            }
-        }
         Ok(Some(slot))
     }
 
@@ -1847,7 +1912,7 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
         end_stream: bool,
     ) -> Result<(), StreamError>
     where
-        I: IntoIterator<Item = Field<'f>> + Clone,
+        I: IntoIterator<Item = Field<'f>>,
     {
         if self.quiet(stream) {
             return Ok(());
@@ -1879,7 +1944,15 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
             }
             id = self.next_local_id;
         }
-        self.write_headers_frames(id, fields, end_stream)?;
+        if let Err(e) = self.write_headers_frames(id, fields, end_stream) {
+            if e == StreamError::TransmitFull {
+                if let Some(st) = self.slots[slot].stream.as_mut() {
+                    st.send_blocked = true;
+                    self.some_send_blocked = true;
+                }
+            }
+            return Err(e);
+        }
         let Some(st) = self.slots[slot].stream.as_mut() else {
             return Err(StreamError::UnknownStream);
         };
@@ -1917,56 +1990,53 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
 
     /// Encodes a header block into the transmit buffer as HEADERS and
     /// CONTINUATION frames no larger than the peer's maximum frame size.
-    fn write_headers_frames<'f, I>(
-        &mut self,
-        id: u32,
-        fields: I,
-        end_stream: bool,
-    ) -> Result<(), StreamError>
+    /// On failure nothing is written and the encoder is unchanged.
+    fn write_headers_frames<'f, I>(&mut self, id: u32, fields: I, end_stream: bool) -> Result<(), StreamError>
     where
-        I: IntoIterator<Item = Field<'f>> + Clone,
+        I: IntoIterator<Item = Field<'f>>,
     {
         self.compact_tx();
-        let block_len = self.encoder.encoded_len(fields.clone());
         let max = self.remote.max_frame_size as usize;
-        let frames = block_len.div_ceil(max).max(1);
-        // Room for an RST_STREAM after a final response, too.
-        let needed = block_len + frames * HEADER_LEN + HEADER_LEN + 4;
-        if needed > BUF {
-            return Err(StreamError::HeadersTooLarge { needed });
-        }
-        if self.tx_end + needed > BUF {
-            return Err(StreamError::HeadersTooLarge { needed });
-        }
-        // Encode after room for the first frame header, then slide each
-        // later fragment right to make room for its CONTINUATION header.
         let start = self.tx_end;
         let body = start + HEADER_LEN;
-        let n = self
-            .encoder
-            .encode(fields, &mut self.tx[body..body + block_len])
-            .map_err(|_| StreamError::HeadersTooLarge { needed })?;
+        // Keep room for an RST_STREAM after a final response, and for the
+        // CONTINUATION headers the block may need.
+        let limit = BUF.saturating_sub(HEADER_LEN + 4);
+        let room = limit.saturating_sub(body);
+        let continuation_room = room / (max + HEADER_LEN) * HEADER_LEN;
+        let encode_end = body + room - continuation_room;
+        let n = match self.encoder.encode(fields, &mut self.tx[body.min(encode_end)..encode_end]) {
+            Ok(n) => n,
+            Err(hpack::EncodeError::BufferTooSmall { needed }) => {
+                let frames = needed.div_ceil(max).max(1);
+                let needed = needed + frames * HEADER_LEN + HEADER_LEN + 4;
+                return Err(if needed > BUF {
+                    StreamError::HeadersTooLarge { needed }
+                } else {
+                    StreamError::TransmitFull
+                });
+            }
+        };
+        let frames = n.div_ceil(max).max(1);
+        // Slide each later fragment right to make room for its CONTINUATION
+        // header, last first.
         let mut k = frames;
         while k > 1 {
             k -= 1;
             let from = body + k * max;
             let len = (n - k * max).min(max);
-            let to = body + k * max + k * HEADER_LEN;
+            let to = from + k * HEADER_LEN;
             self.tx.copy_within(from..from + len, to);
         }
         let mut at = start;
         for k in 0..frames {
             let len = (n - k * max).min(max);
-            let last = k + 1 == frames;
             let (kind, mut fl) = if k == 0 {
-                (
-                    FrameType::HEADERS,
-                    if end_stream { flags::END_STREAM } else { 0 },
-                )
+                (FrameType::HEADERS, if end_stream { flags::END_STREAM } else { 0 })
             } else {
                 (FrameType::CONTINUATION, 0)
             };
-            if last {
+            if k + 1 == frames {
                 fl |= flags::END_HEADERS;
             }
             let _ = frame::write_header(&mut self.tx[at..], len, kind, fl, id);

@@ -114,9 +114,12 @@ pub enum StreamError {
     AlreadyEnded,
     /// Headers must come first, or trailers were already sent.
     InvalidState,
-    /// The header block does not fit in the transmit buffer; it needs this
-    /// many bytes of free space.
+    /// The header block can never fit in the transmit buffer: it needs
+    /// this many bytes.
     HeadersTooLarge { needed: usize },
+    /// The transmit buffer is too full for this header block now: write
+    /// out with `poll_transmit`, then try again.
+    TransmitFull,
     /// The peer's MAX_CONCURRENT_STREAMS is reached: send again after
     /// [`Event::StreamsAvailable`](super::Event).
     ConcurrencyLimit,
@@ -136,6 +139,7 @@ impl core::fmt::Display for StreamError {
             Self::HeadersTooLarge { needed } => {
                 write!(f, "header block needs {needed} bytes of transmit buffer")
             }
+            Self::TransmitFull => f.write_str("transmit buffer full"),
             Self::ConcurrencyLimit => f.write_str("peer's concurrent stream limit reached"),
             Self::ConnectionClosed => f.write_str("connection closed"),
             Self::NoCapacity => f.write_str("no free stream slot"),
