@@ -7,10 +7,15 @@
 //!
 //! - [`hpack`]: header compression for HTTP/2 (RFC 7541).
 //! - [`h2`]: HTTP/2 connections (RFC 9113), client and server.
+//! - [`grpc`]: gRPC's messages, status, deadlines and metadata over HTTP/2.
 #![no_std]
 #![forbid(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+#[cfg(test)]
+extern crate std;
+
+pub mod grpc;
 pub mod h2;
 pub mod hpack;
 pub mod time;

@@ -710,7 +710,9 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
             }
             Payload::Data { left } => {
                 let n = input.len().min(left as usize);
-                self.payload = Payload::Data { left: left - n as u32 };
+                self.payload = Payload::Data {
+                    left: left - n as u32,
+                };
                 Ok((n, self.data_chunk(n)?))
             }
             Payload::Fragment { left } => {
@@ -775,7 +777,8 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
             let mismatch = match self.slots[k].stream.as_mut() {
                 Some(st) => {
                     st.data_received += n as u64;
-                    st.content_length.is_some_and(|cl| st.data_received > cl || (end && st.data_received != cl))
+                    st.content_length
+                        .is_some_and(|cl| st.data_received > cl || (end && st.data_received != cl))
                 }
                 None => true,
             };
@@ -1991,7 +1994,12 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
     /// Encodes a header block into the transmit buffer as HEADERS and
     /// CONTINUATION frames no larger than the peer's maximum frame size.
     /// On failure nothing is written and the encoder is unchanged.
-    fn write_headers_frames<'f, I>(&mut self, id: u32, fields: I, end_stream: bool) -> Result<(), StreamError>
+    fn write_headers_frames<'f, I>(
+        &mut self,
+        id: u32,
+        fields: I,
+        end_stream: bool,
+    ) -> Result<(), StreamError>
     where
         I: IntoIterator<Item = Field<'f>>,
     {
@@ -2005,7 +2013,10 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
         let room = limit.saturating_sub(body);
         let continuation_room = room / (max + HEADER_LEN) * HEADER_LEN;
         let encode_end = body + room - continuation_room;
-        let n = match self.encoder.encode(fields, &mut self.tx[body.min(encode_end)..encode_end]) {
+        let n = match self
+            .encoder
+            .encode(fields, &mut self.tx[body.min(encode_end)..encode_end])
+        {
             Ok(n) => n,
             Err(hpack::EncodeError::BufferTooSmall { needed }) => {
                 let frames = needed.div_ceil(max).max(1);
@@ -2032,7 +2043,10 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
         for k in 0..frames {
             let len = (n - k * max).min(max);
             let (kind, mut fl) = if k == 0 {
-                (FrameType::HEADERS, if end_stream { flags::END_STREAM } else { 0 })
+                (
+                    FrameType::HEADERS,
+                    if end_stream { flags::END_STREAM } else { 0 },
+                )
             } else {
                 (FrameType::CONTINUATION, 0)
             };
