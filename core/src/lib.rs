@@ -8,6 +8,7 @@
 //! - [`hpack`]: header compression for HTTP/2 (RFC 7541).
 //! - [`h2`]: HTTP/2 connections (RFC 9113), client and server.
 //! - [`grpc`]: gRPC's messages, status, deadlines and metadata over HTTP/2.
+//! - [`mcp`]: MCP's JSON-RPC envelope, metadata rules and error codes.
 #![no_std]
 #![forbid(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
@@ -18,4 +19,5 @@ extern crate std;
 pub mod grpc;
 pub mod h2;
 pub mod hpack;
+pub mod mcp;
 pub mod time;

@@ -1,0 +1,531 @@
+//! A validating JSON scanner over borrowed bytes (RFC 8259), with a bounded
+//! nesting depth so that hostile input cannot exhaust a small stack.
+//!
+//! It never builds a tree: values are handed out as the raw bytes they span,
+//! and objects are walked member by member. Strings are compared and copied
+//! with their escapes resolved.
+
+/// Deepest nesting of arrays and objects accepted by default.
+pub const DEFAULT_MAX_DEPTH: usize = 32;
+
+/// Why bytes are not the JSON expected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JsonError {
+    /// Not JSON at this offset.
+    Syntax(usize),
+    /// Nested deeper than allowed.
+    TooDeep,
+}
+
+/// Checks that `src` is exactly one JSON value, with optional whitespace.
+pub fn validate(src: &[u8], max_depth: usize) -> Result<(), JsonError> {
+    let start = skip_ws(src, 0);
+    let end = skip_value(src, start, max_depth)?;
+    let end = skip_ws(src, end);
+    if end == src.len() {
+        Ok(())
+    } else {
+        Err(JsonError::Syntax(end))
+    }
+}
+
+/// The value `src` holds once surrounding whitespace is removed.
+pub fn trim(src: &[u8]) -> &[u8] {
+    let start = skip_ws(src, 0);
+    let mut end = src.len();
+    while end > start && matches!(src[end - 1], b' ' | b'\t' | b'\n' | b'\r') {
+        end -= 1;
+    }
+    &src[start..end]
+}
+
+fn skip_ws(src: &[u8], mut i: usize) -> usize {
+    while let Some(b' ' | b'\t' | b'\n' | b'\r') = src.get(i) {
+        i += 1;
+    }
+    i
+}
+
+/// Skips the value starting at `i`; returns the offset after it. Iterative,
+/// so the depth limit is the only bound on nesting and the stack stays flat.
+fn skip_value(src: &[u8], i: usize, max_depth: usize) -> Result<usize, JsonError> {
+    // One bit per open container: 1 = object, 0 = array.
+    let mut stack: u128 = 0;
+    let mut depth = 0usize;
+    let max_depth = max_depth.min(127);
+    let mut i = i;
+    loop {
+        i = skip_ws(src, i);
+        // A value.
+        match src.get(i) {
+            Some(b'{') | Some(b'[') => {
+                let is_obj = src[i] == b'{';
+                depth += 1;
+                if depth > max_depth {
+                    return Err(JsonError::TooDeep);
+                }
+                stack = (stack << 1) | u128::from(is_obj);
+                i = skip_ws(src, i + 1);
+                let close = if is_obj { b'}' } else { b']' };
+                if src.get(i) == Some(&close) {
+                    depth -= 1;
+                    stack >>= 1;
+                    i += 1;
+                } else {
+                    if is_obj {
+                        i = skip_key(src, i)?;
+                    }
+                    continue;
+                }
+            }
+            Some(b'"') => i = skip_string(src, i)?,
+            Some(b't') => i = literal(src, i, b"true")?,
+            Some(b'f') => i = literal(src, i, b"false")?,
+            Some(b'n') => i = literal(src, i, b"null")?,
+            Some(b'-' | b'0'..=b'9') => i = skip_number(src, i)?,
+            _ => return Err(JsonError::Syntax(i)),
+        }
+        // After a value: close containers or move to the next element.
+        loop {
+            if depth == 0 {
+                return Ok(i);
+            }
+            i = skip_ws(src, i);
+            let is_obj = stack & 1 == 1;
+            match src.get(i) {
+                Some(b',') => {
+                    i += 1;
+                    if is_obj {
+                        i = skip_key(src, skip_ws(src, i))?;
+                    }
+                    break;
+                }
+                Some(b'}') if is_obj => {}
+                Some(b']') if !is_obj => {}
+                _ => return Err(JsonError::Syntax(i)),
+            }
+            i += 1;
+            depth -= 1;
+            stack >>= 1;
+        }
+    }
+}
+
+/// Skips `"key" :` and returns the offset of the value.
+fn skip_key(src: &[u8], i: usize) -> Result<usize, JsonError> {
+    if src.get(i) != Some(&b'"') {
+        return Err(JsonError::Syntax(i));
+    }
+    let i = skip_ws(src, skip_string(src, i)?);
+    if src.get(i) != Some(&b':') {
+        return Err(JsonError::Syntax(i));
+    }
+    Ok(i + 1)
+}
+
+fn literal(src: &[u8], i: usize, word: &[u8]) -> Result<usize, JsonError> {
+    if src.get(i..i + word.len()) == Some(word) {
+        Ok(i + word.len())
+    } else {
+        Err(JsonError::Syntax(i))
+    }
+}
+
+fn skip_string(src: &[u8], i: usize) -> Result<usize, JsonError> {
+    let mut j = i + 1;
+    loop {
+        match src.get(j) {
+            None => return Err(JsonError::Syntax(j)),
+            Some(b'"') => return Ok(j + 1),
+            Some(b'\\') => match src.get(j + 1) {
+                Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => j += 2,
+                Some(b'u') => {
+                    let hex = src.get(j + 2..j + 6).ok_or(JsonError::Syntax(j))?;
+                    if !hex.iter().all(u8::is_ascii_hexdigit) {
+                        return Err(JsonError::Syntax(j));
+                    }
+                    j += 6;
+                }
+                _ => return Err(JsonError::Syntax(j)),
+            },
+            Some(&c) if c < 0x20 => return Err(JsonError::Syntax(j)),
+            Some(_) => j += 1,
+        }
+    }
+}
+
+fn skip_number(src: &[u8], i: usize) -> Result<usize, JsonError> {
+    let mut j = i;
+    if src.get(j) == Some(&b'-') {
+        j += 1;
+    }
+    match src.get(j) {
+        Some(b'0') => j += 1,
+        Some(b'1'..=b'9') => {
+            while let Some(b'0'..=b'9') = src.get(j) {
+                j += 1;
+            }
+        }
+        _ => return Err(JsonError::Syntax(j)),
+    }
+    if src.get(j) == Some(&b'.') {
+        j += 1;
+        let start = j;
+        while let Some(b'0'..=b'9') = src.get(j) {
+            j += 1;
+        }
+        if j == start {
+            return Err(JsonError::Syntax(j));
+        }
+    }
+    if let Some(b'e' | b'E') = src.get(j) {
+        j += 1;
+        if let Some(b'+' | b'-') = src.get(j) {
+            j += 1;
+        }
+        let start = j;
+        while let Some(b'0'..=b'9') = src.get(j) {
+            j += 1;
+        }
+        if j == start {
+            return Err(JsonError::Syntax(j));
+        }
+    }
+    Ok(j)
+}
+
+/// The members of an object that [`validate`] accepted, as (raw key string
+/// with quotes, raw value). Yields nothing for a non-object.
+pub fn members(obj: &[u8]) -> Members<'_> {
+    let obj = trim(obj);
+    let i = if obj.first() == Some(&b'{') {
+        1
+    } else {
+        obj.len()
+    };
+    Members { src: obj, i }
+}
+
+/// Iterator over the members of an object.
+#[derive(Debug, Clone)]
+pub struct Members<'a> {
+    src: &'a [u8],
+    i: usize,
+}
+
+impl<'a> Iterator for Members<'a> {
+    type Item = (&'a [u8], &'a [u8]);
+    fn next(&mut self) -> Option<Self::Item> {
+        let src = self.src;
+        let mut i = skip_ws(src, self.i);
+        if src.get(i) == Some(&b',') {
+            i = skip_ws(src, i + 1);
+        }
+        if src.get(i) != Some(&b'"') {
+            self.i = src.len();
+            return None;
+        }
+        let key_end = skip_string(src, i).ok()?;
+        let key = &src[i..key_end];
+        let v = skip_ws(src, skip_key(src, i).ok()?);
+        let end = skip_value(src, v, usize::MAX).ok()?;
+        self.i = end;
+        Some((key, &src[v..end]))
+    }
+}
+
+/// The raw value of member `key` (compared with escapes resolved).
+pub fn get<'a>(obj: &'a [u8], key: &[u8]) -> Option<&'a [u8]> {
+    members(obj).find(|(k, _)| str_eq(k, key)).map(|(_, v)| v)
+}
+
+/// The elements of an array that [`validate`] accepted.
+pub fn elements(arr: &[u8]) -> Elements<'_> {
+    let arr = trim(arr);
+    let i = if arr.first() == Some(&b'[') {
+        1
+    } else {
+        arr.len()
+    };
+    Elements { src: arr, i }
+}
+
+/// Iterator over the elements of an array.
+#[derive(Debug, Clone)]
+pub struct Elements<'a> {
+    src: &'a [u8],
+    i: usize,
+}
+
+impl<'a> Iterator for Elements<'a> {
+    type Item = &'a [u8];
+    fn next(&mut self) -> Option<&'a [u8]> {
+        let src = self.src;
+        let mut i = skip_ws(src, self.i);
+        if src.get(i) == Some(&b',') {
+            i = skip_ws(src, i + 1);
+        }
+        if matches!(src.get(i), None | Some(b']')) {
+            self.i = src.len();
+            return None;
+        }
+        let end = skip_value(src, i, usize::MAX).ok()?;
+        self.i = end;
+        Some(&src[i..end])
+    }
+}
+
+/// What kind of value raw bytes hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Object,
+    Array,
+    String,
+    Number,
+    Bool,
+    Null,
+}
+
+/// The kind of a valid raw value.
+pub fn kind(raw: &[u8]) -> Option<Kind> {
+    Some(match trim(raw).first()? {
+        b'{' => Kind::Object,
+        b'[' => Kind::Array,
+        b'"' => Kind::String,
+        b't' | b'f' => Kind::Bool,
+        b'n' => Kind::Null,
+        _ => Kind::Number,
+    })
+}
+
+/// Resolves the escapes of a raw string (with its quotes) into `out`;
+/// returns the UTF-8 length, or `None` if it is not a string or does not fit.
+pub fn unescape<'o>(raw: &[u8], out: &'o mut [u8]) -> Option<&'o [u8]> {
+    let inner = trim(raw).strip_prefix(b"\"")?.strip_suffix(b"\"")?;
+    let mut n = 0;
+    let mut chars = Unescaped {
+        src: inner,
+        i: 0,
+        failed: false,
+    };
+    while let Some(c) = chars.next_char() {
+        let mut tmp = [0u8; 4];
+        let s = c.encode_utf8(&mut tmp).as_bytes();
+        out.get_mut(n..n + s.len())?.copy_from_slice(s);
+        n += s.len();
+    }
+    if chars.failed {
+        return None;
+    }
+    Some(&out[..n])
+}
+
+/// Whether a raw JSON string equals `text` once unescaped.
+pub fn str_eq(raw: &[u8], text: &[u8]) -> bool {
+    let Some(inner) = trim(raw)
+        .strip_prefix(b"\"")
+        .and_then(|s| s.strip_suffix(b"\""))
+    else {
+        return false;
+    };
+    if !inner.contains(&b'\\') {
+        return inner == text;
+    }
+    let mut chars = Unescaped {
+        src: inner,
+        i: 0,
+        failed: false,
+    };
+    let mut pos = 0;
+    while let Some(c) = chars.next_char() {
+        let mut tmp = [0u8; 4];
+        let s = c.encode_utf8(&mut tmp).as_bytes();
+        if text.get(pos..pos + s.len()) != Some(s) {
+            return false;
+        }
+        pos += s.len();
+    }
+    !chars.failed && pos == text.len()
+}
+
+/// The unescaped string, borrowed when it has no escapes.
+pub fn str_plain(raw: &[u8]) -> Option<&[u8]> {
+    let inner = trim(raw).strip_prefix(b"\"")?.strip_suffix(b"\"")?;
+    (!inner.contains(&b'\\')).then_some(inner)
+}
+
+struct Unescaped<'a> {
+    src: &'a [u8],
+    i: usize,
+    failed: bool,
+}
+
+impl Unescaped<'_> {
+    fn hex4(&self, at: usize) -> Option<u32> {
+        let h = self.src.get(at..at + 4)?;
+        let s = core::str::from_utf8(h).ok()?;
+        u32::from_str_radix(s, 16).ok()
+    }
+
+    fn next_char(&mut self) -> Option<char> {
+        let b = *self.src.get(self.i)?;
+        if b != b'\\' {
+            // Decode one UTF-8 character.
+            let len = match b {
+                0x00..=0x7f => 1,
+                0xc0..=0xdf => 2,
+                0xe0..=0xef => 3,
+                _ => 4,
+            };
+            let bytes = self.src.get(self.i..self.i + len);
+            let c = bytes
+                .and_then(|b| core::str::from_utf8(b).ok())
+                .and_then(|s| s.chars().next());
+            if c.is_none() {
+                self.failed = true;
+            }
+            self.i += len;
+            return c;
+        }
+        let e = *self.src.get(self.i + 1)?;
+        self.i += 2;
+        let c = match e {
+            b'"' => '"',
+            b'\\' => '\\',
+            b'/' => '/',
+            b'b' => '\u{8}',
+            b'f' => '\u{c}',
+            b'n' => '\n',
+            b'r' => '\r',
+            b't' => '\t',
+            b'u' => {
+                let hi = self.hex4(self.i)?;
+                self.i += 4;
+                let code = if (0xd800..0xdc00).contains(&hi)
+                    && self.src.get(self.i..self.i + 2) == Some(b"\\u")
+                {
+                    let lo = self.hex4(self.i + 2)?;
+                    if (0xdc00..0xe000).contains(&lo) {
+                        self.i += 6;
+                        0x10000 + ((hi - 0xd800) << 10) + (lo - 0xdc00)
+                    } else {
+                        hi
+                    }
+                } else {
+                    hi
+                };
+                match char::from_u32(code) {
+                    Some(c) => c,
+                    None => {
+                        self.failed = true;
+                        return None;
+                    }
+                }
+            }
+            _ => {
+                self.failed = true;
+                return None;
+            }
+        };
+        Some(c)
+    }
+}
+
+/// An integer value, if the raw value is one (a number with no fraction,
+/// or with a fraction of zeros, like `42.0`), within ±(2^53−1) or not.
+pub fn as_i64(raw: &[u8]) -> Option<i64> {
+    let raw = trim(raw);
+    let (neg, digits) = match raw.strip_prefix(b"-") {
+        Some(d) => (true, d),
+        None => (false, raw),
+    };
+    let int_end = digits
+        .iter()
+        .position(|b| !b.is_ascii_digit())
+        .unwrap_or(digits.len());
+    let (int, rest) = digits.split_at(int_end);
+    if int.is_empty() || int.len() > 18 {
+        return None;
+    }
+    match rest {
+        [] => {}
+        [b'.', zeros @ ..] if !zeros.is_empty() && zeros.iter().all(|&z| z == b'0') => {}
+        _ => return None,
+    }
+    let v = int
+        .iter()
+        .fold(0i64, |acc, &d| acc * 10 + i64::from(d - b'0'));
+    Some(if neg { -v } else { v })
+}
+
+/// The largest integer JavaScript represents exactly.
+pub const MAX_SAFE_INTEGER: i64 = (1 << 53) - 1;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn validates() {
+        for ok in [
+            &br#"{"a":[1,2,{"b":null}],"c":"x\"y","d":-0.5e+3,"e":true}"#[..],
+            b" [] ",
+            b"0",
+            br#""\u00e9\ud83d\ude00""#,
+        ] {
+            assert_eq!(
+                validate(ok, 8),
+                Ok(()),
+                "{}",
+                core::str::from_utf8(ok).unwrap()
+            );
+        }
+        for bad in [
+            &b"{"[..],
+            b"{\"a\"}",
+            b"[1,]",
+            b"{\"a\":1,}",
+            b"01",
+            b"1.",
+            b"\"\x01\"",
+            b"tru",
+            b"[1] 2",
+            b"{'a':1}",
+            b"",
+        ] {
+            assert!(validate(bad, 8).is_err(), "{:?}", core::str::from_utf8(bad));
+        }
+        assert_eq!(validate(b"[[[[[[[[[1]]]]]]]]]", 8), Err(JsonError::TooDeep));
+        assert_eq!(validate(b"[[[[[[[[1]]]]]]]]", 8), Ok(()));
+    }
+
+    #[test]
+    fn members_and_strings() {
+        let obj = br#" { "id" : 7, "method":"tools\/call", "params":{"name":"echo"} } "#;
+        let keys: [&[u8]; 3] = [b"\"id\"", b"\"method\"", b"\"params\""];
+        assert!(members(obj).map(|(k, _)| k).eq(keys));
+        assert_eq!(get(obj, b"id"), Some(&b"7"[..]));
+        assert!(str_eq(get(obj, b"method").unwrap(), b"tools/call"));
+        assert_eq!(
+            get(get(obj, b"params").unwrap(), b"name"),
+            Some(&br#""echo""#[..])
+        );
+        let mut buf = [0u8; 16];
+        assert_eq!(
+            unescape(br#""a\u00e9\n""#, &mut buf),
+            Some("aé\n".as_bytes())
+        );
+        assert!(str_eq(br#""\ud83d\ude00""#, "😀".as_bytes()));
+        assert_eq!(elements(b"[1, [2], {\"a\":3}]").count(), 3);
+    }
+
+    #[test]
+    fn integers() {
+        assert_eq!(as_i64(b"42"), Some(42));
+        assert_eq!(as_i64(b"-7"), Some(-7));
+        assert_eq!(as_i64(b"42.0"), Some(42));
+        assert_eq!(as_i64(b"42.5"), None);
+        assert_eq!(as_i64(b"1e3"), None);
+        assert_eq!(as_i64(b"9007199254740993"), Some(9_007_199_254_740_993));
+    }
+}

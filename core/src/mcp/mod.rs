@@ -1,0 +1,4 @@
+//! MCP (revision 2026-07-28) over the gRPC binding: the JSON-RPC envelope,
+//! per-request metadata rules and error codes.
+
+pub mod json;
