@@ -1,0 +1,112 @@
+//! The JSON-RPC 2.0 envelope of one message, found without building a tree.
+
+use super::error::{INVALID_REQUEST, PARSE_ERROR, RpcError};
+use super::json;
+
+/// One JSON-RPC message, as raw JSON slices of the body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Message<'a> {
+    Request { id: &'a [u8], method: &'a [u8], params: Option<&'a [u8]> },
+    Notification { method: &'a [u8], params: Option<&'a [u8]> },
+    Response { id: &'a [u8], result: &'a [u8] },
+    Error { id: &'a [u8], error: &'a [u8] },
+}
+
+impl<'a> Message<'a> {
+    /// Parses one message. Not JSON: -32700. JSON but not a JSON-RPC 2.0
+    /// message (a batch array, a wrong `jsonrpc`, a bad `id`...): -32600.
+    /// `method` and `id` stay raw JSON (the id is echoed byte for byte).
+    pub fn parse(body: &'a [u8], max_depth: usize) -> Result<Self, RpcError> {
+        json::validate(body, max_depth).map_err(|e| match e {
+            json::JsonError::TooDeep => RpcError::new(INVALID_REQUEST, "JSON nested too deeply"),
+            json::JsonError::Syntax(_) => RpcError::new(PARSE_ERROR, "Parse error"),
+        })?;
+        if json::kind(body) != Some(json::Kind::Object) {
+            return Err(RpcError::new(INVALID_REQUEST, "a JSON-RPC message must be an object (batches are not supported)"));
+        }
+        let (mut version, mut id, mut method, mut params, mut result, mut error) = (None, None, None, None, None, None);
+        for (key, value) in json::members(body) {
+            let slot = if json::str_eq(key, b"jsonrpc") {
+                &mut version
+            } else if json::str_eq(key, b"id") {
+                &mut id
+            } else if json::str_eq(key, b"method") {
+                &mut method
+            } else if json::str_eq(key, b"params") {
+                &mut params
+            } else if json::str_eq(key, b"result") {
+                &mut result
+            } else if json::str_eq(key, b"error") {
+                &mut error
+            } else {
+                continue;
+            };
+            if slot.replace(value).is_some() {
+                return Err(RpcError::new(INVALID_REQUEST, "duplicate member in JSON-RPC message"));
+            }
+        }
+        let invalid = |m| Err(RpcError::new(INVALID_REQUEST, m));
+        if !version.is_some_and(|v| json::str_eq(v, b"2.0")) {
+            return invalid("jsonrpc must be \"2.0\"");
+        }
+        if let Some(id) = id {
+            if !matches!(json::kind(id), Some(json::Kind::String | json::Kind::Number)) {
+                return invalid("id must be a string or a number");
+            }
+        }
+        if let Some(p) = params {
+            if !matches!(json::kind(p), Some(json::Kind::Object | json::Kind::Array)) {
+                return invalid("params must be an object");
+            }
+        }
+        match (method, id, result, error) {
+            (Some(m), id, None, None) => {
+                if json::kind(m) != Some(json::Kind::String) {
+                    return invalid("method must be a string");
+                }
+                Ok(match id {
+                    Some(id) => Message::Request { id, method: m, params },
+                    None => Message::Notification { method: m, params },
+                })
+            }
+            (None, Some(id), Some(result), None) => Ok(Message::Response { id, result }),
+            (None, Some(id), None, Some(error)) => Ok(Message::Error { id, error }),
+            _ => invalid("not a JSON-RPC request, notification or response"),
+        }
+    }
+
+    /// The raw `id`, if the message has one.
+    pub fn id(&self) -> Option<&'a [u8]> {
+        match *self {
+            Message::Request { id, .. } | Message::Response { id, .. } | Message::Error { id, .. } => Some(id),
+            Message::Notification { .. } => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds() {
+        let m = Message::parse(br#"{"jsonrpc":"2.0","id":"a1","method":"tools/list","params":{}}"#, 16).unwrap();
+        assert_eq!(m, Message::Request { id: br#""a1""#, method: br#""tools/list""#, params: Some(b"{}") });
+        let n = Message::parse(br#"{"method":"notifications/cancelled","jsonrpc":"2.0"}"#, 16).unwrap();
+        assert!(matches!(n, Message::Notification { params: None, .. }));
+        let r = Message::parse(br#"{"jsonrpc":"2.0","id":1,"result":{}}"#, 16).unwrap();
+        assert!(matches!(r, Message::Response { .. }));
+    }
+
+    #[test]
+    fn errors() {
+        let code = |b: &[u8]| Message::parse(b, 16).unwrap_err().code;
+        assert_eq!(code(b"{"), PARSE_ERROR);
+        assert_eq!(code(b"[]"), INVALID_REQUEST);
+        assert_eq!(code(br#"{"jsonrpc":"1.0","id":1,"method":"x"}"#), INVALID_REQUEST);
+        assert_eq!(code(br#"{"jsonrpc":"2.0","id":null,"method":"x"}"#), INVALID_REQUEST);
+        assert_eq!(code(br#"{"jsonrpc":"2.0","id":1,"method":5}"#), INVALID_REQUEST);
+        assert_eq!(code(br#"{"jsonrpc":"2.0","id":1,"method":"x","params":3}"#), INVALID_REQUEST);
+        assert_eq!(code(br#"{"jsonrpc":"2.0","id":1,"id":2,"method":"x"}"#), INVALID_REQUEST);
+    }
+}
