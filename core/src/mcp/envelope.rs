@@ -6,10 +6,23 @@ use super::json;
 /// One JSON-RPC message, as raw JSON slices of the body.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Message<'a> {
-    Request { id: &'a [u8], method: &'a [u8], params: Option<&'a [u8]> },
-    Notification { method: &'a [u8], params: Option<&'a [u8]> },
-    Response { id: &'a [u8], result: &'a [u8] },
-    Error { id: &'a [u8], error: &'a [u8] },
+    Request {
+        id: &'a [u8],
+        method: &'a [u8],
+        params: Option<&'a [u8]>,
+    },
+    Notification {
+        method: &'a [u8],
+        params: Option<&'a [u8]>,
+    },
+    Response {
+        id: &'a [u8],
+        result: &'a [u8],
+    },
+    Error {
+        id: &'a [u8],
+        error: &'a [u8],
+    },
 }
 
 impl<'a> Message<'a> {
@@ -22,9 +35,13 @@ impl<'a> Message<'a> {
             json::JsonError::Syntax(_) => RpcError::new(PARSE_ERROR, "Parse error"),
         })?;
         if json::kind(body) != Some(json::Kind::Object) {
-            return Err(RpcError::new(INVALID_REQUEST, "a JSON-RPC message must be an object (batches are not supported)"));
+            return Err(RpcError::new(
+                INVALID_REQUEST,
+                "a JSON-RPC message must be an object (batches are not supported)",
+            ));
         }
-        let (mut version, mut id, mut method, mut params, mut result, mut error) = (None, None, None, None, None, None);
+        let (mut version, mut id, mut method, mut params, mut result, mut error) =
+            (None, None, None, None, None, None);
         for (key, value) in json::members(body) {
             let slot = if json::str_eq(key, b"jsonrpc") {
                 &mut version
@@ -42,7 +59,10 @@ impl<'a> Message<'a> {
                 continue;
             };
             if slot.replace(value).is_some() {
-                return Err(RpcError::new(INVALID_REQUEST, "duplicate member in JSON-RPC message"));
+                return Err(RpcError::new(
+                    INVALID_REQUEST,
+                    "duplicate member in JSON-RPC message",
+                ));
             }
         }
         let invalid = |m| Err(RpcError::new(INVALID_REQUEST, m));
@@ -50,7 +70,10 @@ impl<'a> Message<'a> {
             return invalid("jsonrpc must be \"2.0\"");
         }
         if let Some(id) = id {
-            if !matches!(json::kind(id), Some(json::Kind::String | json::Kind::Number)) {
+            if !matches!(
+                json::kind(id),
+                Some(json::Kind::String | json::Kind::Number)
+            ) {
                 return invalid("id must be a string or a number");
             }
         }
@@ -65,7 +88,11 @@ impl<'a> Message<'a> {
                     return invalid("method must be a string");
                 }
                 Ok(match id {
-                    Some(id) => Message::Request { id, method: m, params },
+                    Some(id) => Message::Request {
+                        id,
+                        method: m,
+                        params,
+                    },
                     None => Message::Notification { method: m, params },
                 })
             }
@@ -78,7 +105,9 @@ impl<'a> Message<'a> {
     /// The raw `id`, if the message has one.
     pub fn id(&self) -> Option<&'a [u8]> {
         match *self {
-            Message::Request { id, .. } | Message::Response { id, .. } | Message::Error { id, .. } => Some(id),
+            Message::Request { id, .. }
+            | Message::Response { id, .. }
+            | Message::Error { id, .. } => Some(id),
             Message::Notification { .. } => None,
         }
     }
@@ -90,9 +119,24 @@ mod tests {
 
     #[test]
     fn kinds() {
-        let m = Message::parse(br#"{"jsonrpc":"2.0","id":"a1","method":"tools/list","params":{}}"#, 16).unwrap();
-        assert_eq!(m, Message::Request { id: br#""a1""#, method: br#""tools/list""#, params: Some(b"{}") });
-        let n = Message::parse(br#"{"method":"notifications/cancelled","jsonrpc":"2.0"}"#, 16).unwrap();
+        let m = Message::parse(
+            br#"{"jsonrpc":"2.0","id":"a1","method":"tools/list","params":{}}"#,
+            16,
+        )
+        .unwrap();
+        assert_eq!(
+            m,
+            Message::Request {
+                id: br#""a1""#,
+                method: br#""tools/list""#,
+                params: Some(b"{}")
+            }
+        );
+        let n = Message::parse(
+            br#"{"method":"notifications/cancelled","jsonrpc":"2.0"}"#,
+            16,
+        )
+        .unwrap();
         assert!(matches!(n, Message::Notification { params: None, .. }));
         let r = Message::parse(br#"{"jsonrpc":"2.0","id":1,"result":{}}"#, 16).unwrap();
         assert!(matches!(r, Message::Response { .. }));
@@ -103,10 +147,25 @@ mod tests {
         let code = |b: &[u8]| Message::parse(b, 16).unwrap_err().code;
         assert_eq!(code(b"{"), PARSE_ERROR);
         assert_eq!(code(b"[]"), INVALID_REQUEST);
-        assert_eq!(code(br#"{"jsonrpc":"1.0","id":1,"method":"x"}"#), INVALID_REQUEST);
-        assert_eq!(code(br#"{"jsonrpc":"2.0","id":null,"method":"x"}"#), INVALID_REQUEST);
-        assert_eq!(code(br#"{"jsonrpc":"2.0","id":1,"method":5}"#), INVALID_REQUEST);
-        assert_eq!(code(br#"{"jsonrpc":"2.0","id":1,"method":"x","params":3}"#), INVALID_REQUEST);
-        assert_eq!(code(br#"{"jsonrpc":"2.0","id":1,"id":2,"method":"x"}"#), INVALID_REQUEST);
+        assert_eq!(
+            code(br#"{"jsonrpc":"1.0","id":1,"method":"x"}"#),
+            INVALID_REQUEST
+        );
+        assert_eq!(
+            code(br#"{"jsonrpc":"2.0","id":null,"method":"x"}"#),
+            INVALID_REQUEST
+        );
+        assert_eq!(
+            code(br#"{"jsonrpc":"2.0","id":1,"method":5}"#),
+            INVALID_REQUEST
+        );
+        assert_eq!(
+            code(br#"{"jsonrpc":"2.0","id":1,"method":"x","params":3}"#),
+            INVALID_REQUEST
+        );
+        assert_eq!(
+            code(br#"{"jsonrpc":"2.0","id":1,"id":2,"method":"x"}"#),
+            INVALID_REQUEST
+        );
     }
 }

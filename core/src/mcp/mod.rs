@@ -1,9 +1,12 @@
 //! MCP (revision 2026-07-28) over the gRPC binding: the JSON-RPC envelope,
-//! per-request metadata rules and error codes.
+//! per-request `_meta`, metadata mirroring and error codes.
 
 pub mod envelope;
 pub mod error;
 pub mod json;
+pub mod meta;
+pub mod mirror;
 
 pub use envelope::Message;
 pub use error::RpcError;
+pub use meta::RequestMeta;
