@@ -46,11 +46,10 @@ pub fn decode_value<'o>(value: &[u8], out: &'o mut [u8]) -> Result<&'o [u8], Rpc
 /// without surrounding whitespace and does not look like the sentinel, else
 /// as `=?base64?…?=`.
 pub fn encode_value<'o>(value: &[u8], out: &'o mut [u8]) -> Option<&'o [u8]> {
-    let plain = value.iter().all(|&b| (0x20..=0x7e).contains(&b))
-        && !matches!(value.first(), Some(b' '))
-        && !matches!(value.last(), Some(b' '))
-        && !(value.starts_with(SENTINEL_START) && value.ends_with(SENTINEL_END))
-        && !value.is_empty();
+    let printable = value.iter().all(|&b| (0x20..=0x7e).contains(&b));
+    let padded = value.first() == Some(&b' ') || value.last() == Some(&b' ');
+    let looks_encoded = value.starts_with(SENTINEL_START) && value.ends_with(SENTINEL_END);
+    let plain = printable && !padded && !looks_encoded && !value.is_empty();
     if plain {
         let dst = out.get_mut(..value.len())?;
         dst.copy_from_slice(value);
