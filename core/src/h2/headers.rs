@@ -396,7 +396,8 @@ mod tests {
 
     #[test]
     fn malformed_requests() {
-        let cases: [(&[(&[u8], &[u8])], Malformed); 9] = [
+        type Case<'a> = (&'a [(&'a [u8], &'a [u8])], Malformed);
+        let cases: [Case<'_>; 9] = [
             (
                 &[(b":method", b"GET"), (b":path", b"/")],
                 Malformed::MissingPseudo,
