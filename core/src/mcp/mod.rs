@@ -6,6 +6,7 @@ pub mod error;
 pub mod json;
 pub mod meta;
 pub mod mirror;
+pub mod writer;
 
 pub use envelope::Message;
 pub use error::RpcError;
