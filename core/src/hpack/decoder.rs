@@ -334,6 +334,7 @@ impl<const TABLE: usize> Decoder<TABLE> {
     }
 
     /// Hands out a literal that does not enter the table.
+    #[inline]
     fn emit<F: FnMut(Field<'_>)>(
         &self,
         name: Name<'_>,
@@ -346,6 +347,22 @@ impl<const TABLE: usize> Decoder<TABLE> {
         if admission.error.is_some() {
             // Nothing more is handed out, but the strings must still be valid.
             return check_strings(name, value);
+        }
+        // The common case: nothing to decode.
+        let name_raw = match name {
+            Name::Static(b) => Some(b),
+            Name::Literal(l) if !l.huffman => Some(l.bytes),
+            _ => None,
+        };
+        if let (Some(name_bytes), false) = (name_raw, value.huffman) {
+            if admission.admit(name_bytes.len(), value.bytes.len()) {
+                on_field(Field {
+                    name: name_bytes,
+                    value: value.bytes,
+                    never_indexed,
+                });
+            }
+            return Ok(());
         }
         let room = scratch.len().min(admission.limits.max_field_size);
         let scratch = &mut scratch[..room];

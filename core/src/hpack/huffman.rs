@@ -6,10 +6,11 @@
 //!
 //! Decoding keeps up to 64 bits of input in an accumulator. With the
 //! `huffman-fast` feature (the default) it looks the next [`LOOKUP_BITS`] bits
-//! up in a table of `2^LOOKUP_BITS` entries (one symbol and its length each),
-//! which resolves every code of up to 11 bits, all but a few printable
-//! characters, in one step; rarer, longer codes take the canonical walk.
-//! Without the feature every symbol takes the canonical walk.
+//! up in a table of `2^LOOKUP_BITS` entries, each holding the one or two
+//! whole codes those bits start with: two symbols per step for common text,
+//! whose codes are 5 to 8 bits long. Codes longer than the window (rare
+//! punctuation, control and non-ASCII bytes) take the canonical walk. Without
+//! the feature every symbol takes the canonical walk.
 //!
 //! Flash used by the tables (`thumbv7em-none-eabihf`): the canonical tables
 //! are [`CANONICAL_TABLE_BYTES`] bytes; the fast table adds
@@ -58,13 +59,16 @@ const LIMIT: [u32; MAX_LEN + 1] = limits();
 
 /// Bits resolved by one look-up in the fast table.
 #[cfg(feature = "huffman-fast")]
-pub const LOOKUP_BITS: u32 = 11;
+pub const LOOKUP_BITS: u32 = 12;
 /// Bits resolved by one look-up in the fast table (no table in this build).
 #[cfg(not(feature = "huffman-fast"))]
 pub const LOOKUP_BITS: u32 = 0;
 
+/// Per `LOOKUP_BITS`-bit window: first symbol (bits 0–7), second symbol
+/// (8–15), length of the first code (16–19), length of both (20–23), number
+/// of whole codes in the window (24–25; 0 when the first code is longer).
 #[cfg(feature = "huffman-fast")]
-static FAST: [u16; 1 << LOOKUP_BITS] = fast_table();
+static FAST: [u32; 1 << LOOKUP_BITS] = fast_table();
 
 /// Flash taken by the canonical decoding tables.
 pub const CANONICAL_TABLE_BYTES: usize = core::mem::size_of_val(&SORTED)
@@ -73,7 +77,7 @@ pub const CANONICAL_TABLE_BYTES: usize = core::mem::size_of_val(&SORTED)
     + core::mem::size_of_val(&LIMIT);
 /// Flash taken by the fast decoding table (0 without `huffman-fast`).
 pub const FAST_TABLE_BYTES: usize = if cfg!(feature = "huffman-fast") {
-    2 << LOOKUP_BITS
+    4 << LOOKUP_BITS
 } else {
     0
 };
@@ -159,14 +163,22 @@ const fn limits() -> [u32; MAX_LEN + 1] {
 }
 
 #[cfg(feature = "huffman-fast")]
-const fn fast_table() -> [u16; 1 << LOOKUP_BITS] {
-    let mut table = [0u16; 1 << LOOKUP_BITS];
+const fn fast_table() -> [u32; 1 << LOOKUP_BITS] {
+    let mut table = [0u32; 1 << LOOKUP_BITS];
+    let shift = MAX_LEN as u32 - LOOKUP_BITS;
+    let mask = (1u32 << LOOKUP_BITS) - 1;
     let mut i = 0;
     while i < table.len() {
-        let window = (i as u32) << (MAX_LEN as u32 - LOOKUP_BITS);
-        let (sym, len) = canonical_lookup(window, 1);
-        if len <= LOOKUP_BITS {
-            table[i] = ((len as u16) << 8) | sym;
+        let window = i as u32;
+        let (first, len1) = canonical_lookup(window << shift, 1);
+        if len1 <= LOOKUP_BITS {
+            let rest = (window << len1) & mask;
+            let (second, len2) = canonical_lookup(rest << shift, 1);
+            table[i] = if len1 + len2 <= LOOKUP_BITS {
+                first as u32 | (second as u32) << 8 | len1 << 16 | (len1 + len2) << 20 | 2 << 24
+            } else {
+                first as u32 | len1 << 16 | len1 << 20 | 1 << 24
+            };
         }
         i += 1;
     }
@@ -228,6 +240,8 @@ pub(super) fn write(w: &mut Out<'_>, src: &[u8]) {
 /// Where decoded octets go: a slice, or nowhere (to measure a string first).
 pub(super) trait Sink {
     fn put(&mut self, b: u8) -> Result<(), DecodeError>;
+    /// Puts `a`, then `b` if `n` is 2.
+    fn put_pair(&mut self, a: u8, b: u8, n: usize) -> Result<(), DecodeError>;
 }
 
 /// Decodes into a slice; running out of room is [`DecodeError::FieldTooLarge`].
@@ -247,6 +261,22 @@ impl Sink for SliceSink<'_> {
         self.len += 1;
         Ok(())
     }
+
+    #[inline(always)]
+    fn put_pair(&mut self, a: u8, b: u8, n: usize) -> Result<(), DecodeError> {
+        // Both bytes are written when there is room; only `n` count.
+        if let Some([x, y]) = self.buf.get_mut(self.len..self.len + 2) {
+            *x = a;
+            *y = b;
+            self.len += n;
+            return Ok(());
+        }
+        self.put(a)?;
+        if n == 2 {
+            self.put(b)?;
+        }
+        Ok(())
+    }
 }
 
 /// Counts the decoded octets and checks the string, writing nothing.
@@ -256,6 +286,12 @@ impl Sink for CountSink {
     #[inline(always)]
     fn put(&mut self, _: u8) -> Result<(), DecodeError> {
         self.0 += 1;
+        Ok(())
+    }
+
+    #[inline(always)]
+    fn put_pair(&mut self, _: u8, _: u8, n: usize) -> Result<(), DecodeError> {
+        self.0 += n;
         Ok(())
     }
 }
@@ -306,6 +342,17 @@ pub(super) fn decode_into<S: Sink>(src: &[u8], sink: &mut S) -> Result<(), Decod
             break;
         }
         while bits >= MAX_LEN as u32 {
+            #[cfg(feature = "huffman-fast")]
+            {
+                let entry = FAST[(acc >> (64 - LOOKUP_BITS)) as usize];
+                if entry >> 24 != 0 {
+                    sink.put_pair(entry as u8, (entry >> 8) as u8, (entry >> 24) as usize)?;
+                    let len = (entry >> 20) & 0xf;
+                    acc <<= len;
+                    bits -= len;
+                    continue;
+                }
+            }
             let (sym, len) = next_symbol(acc);
             if sym == EOS {
                 return Err(DecodeError::HuffmanEos);
@@ -345,8 +392,8 @@ fn next_symbol(acc: u64) -> (u16, u32) {
     #[cfg(feature = "huffman-fast")]
     {
         let entry = FAST[(acc >> (64 - LOOKUP_BITS)) as usize];
-        if entry != 0 {
-            return (entry & 0xff, u32::from(entry >> 8));
+        if entry >> 24 != 0 {
+            return ((entry & 0xff) as u16, (entry >> 16) & 0xf);
         }
         canonical_lookup((acc >> (64 - MAX_LEN)) as u32, LOOKUP_BITS as usize + 1)
     }

@@ -1,0 +1,268 @@
+#!/usr/bin/env bash
+# The test command of mcpwire, for developers and CI alike (.ci/run calls it).
+#
+#   ./scripts/test.sh              every step
+#   ./scripts/test.sh fmt test     only the named steps (setup always runs)
+#
+# Steps, in order: setup, fmt, clippy, test, nostd-size, fuzz, bench. Every
+# step runs even when an earlier one failed; the exit status is 1 if any
+# failed. The last line reads "summary: N passed, N failed, N skipped".
+#
+# Needs rustup (stable; nightly for the fuzz step), python3 and network access
+# to the package registries. Setup installs, once and quietly: the thumbv7em
+# target, rustfmt, clippy and llvm-tools, a Python venv at .venv with the
+# reference HPACK/HTTP/2 implementations, and cargo-fuzz.
+#
+# Environment:
+#   CI=true                 reference data, nightly and the fuzz run are required
+#   MCPWIRE_REFERENCE_DIR   reference corpora (default: ../shared/reference,
+#                           next to the repository)
+#   MCPWIRE_FUZZ_SECONDS    fuzzing time per target (default 30)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+
+ci=false
+[[ "${CI:-}" == true ]] && ci=true
+reference_dir=${MCPWIRE_REFERENCE_DIR:-$root/../shared/reference}
+fuzz_seconds=${MCPWIRE_FUZZ_SECONDS:-30}
+firmware_dir=firmware/nostd-size
+firmware_target=thumbv7em-none-eabihf
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
+
+# A step that exits with this status was skipped, not failed.
+readonly SKIP=77
+
+note() { printf '    %s\n' "$*"; }
+
+# Runs "$@" with a time limit: nothing this script starts may hang CI.
+bounded() {
+    local seconds=$1
+    shift
+    local rc=0
+    timeout --kill-after=30 "$seconds" "$@" || rc=$?
+    if ((rc == 124 || rc == 137)); then
+        note "timed out after ${seconds} s: $*"
+    fi
+    return "$rc"
+}
+
+# Runs "$@" with its output in a log, shown only when it fails.
+quietly() {
+    local log="$logs/quiet.log"
+    if ! "$@" >"$log" 2>&1; then
+        cat "$log"
+        note "failed: $*"
+        return 1
+    fi
+}
+
+has_nightly() { rustup run nightly rustc --version >/dev/null 2>&1; }
+
+host_tools() {
+    local host
+    host=$(rustc -vV | sed -n 's/^host: //p')
+    printf '%s/lib/rustlib/%s/bin' "$(rustc --print sysroot)" "$host"
+}
+
+# --- steps ----------------------------------------------------------------
+
+step_setup() {
+    local installed
+    installed=$(rustup component list --installed)
+    for component in rustfmt clippy llvm-tools; do
+        if ! grep -q "^$component" <<<"$installed"; then
+            note "rustup component add $component"
+            quietly rustup component add "$component"
+        fi
+    done
+    if ! rustup target list --installed | grep -qx "$firmware_target"; then
+        note "rustup target add $firmware_target"
+        quietly rustup target add "$firmware_target"
+    fi
+
+    local want_python='hpack==4.2.0 h2==4.4.1'
+    if ! .venv/bin/python - "$want_python" >/dev/null 2>&1 <<'PY'; then
+import sys
+from importlib.metadata import version
+sys.exit(any(version(n) != v for n, v in (p.split("==") for p in sys.argv[1].split())))
+PY
+        note "python venv .venv: $want_python"
+        if ! python3 -m venv .venv >/dev/null 2>&1; then
+            # Debian's own python3 needs python3-venv for ensurepip.
+            quietly apt-get update -qq
+            DEBIAN_FRONTEND=noninteractive quietly apt-get install -y -qq python3-venv
+            quietly python3 -m venv .venv
+        fi
+        # shellcheck disable=SC2086 # one word per requirement
+        quietly .venv/bin/pip install -q --disable-pip-version-check $want_python
+    fi
+
+    if has_nightly && ! cargo fuzz --version >/dev/null 2>&1; then
+        note "cargo install cargo-fuzz 0.13.2"
+        quietly bounded 900 cargo install cargo-fuzz --version 0.13.2 --locked
+    fi
+    note "rustc: $(rustc --version)"
+    note "nightly: $(rustup run nightly rustc --version 2>/dev/null || echo 'not installed')"
+    note "python: $(.venv/bin/python --version 2>&1)"
+}
+
+step_fmt() {
+    local rc=0
+    cargo fmt --all -- --check || rc=1
+    # Crates outside the workspace.
+    rustfmt --edition 2024 --check \
+        "$firmware_dir"/build.rs "$firmware_dir"/src/*.rs core/fuzz/fuzz_targets/*.rs || rc=1
+    return "$rc"
+}
+
+step_clippy() {
+    local rc=0
+    bounded 1800 cargo clippy --workspace --all-targets -- -D warnings || rc=1
+    # The firmware, for its target (set in its .cargo/config.toml).
+    (cd "$firmware_dir" && bounded 900 cargo clippy --release -- -D warnings) || rc=1
+    return "$rc"
+}
+
+step_test() {
+    export MCPWIRE_PYTHON=$root/.venv/bin/python
+    if [[ $ci == true || -d $reference_dir ]]; then
+        # Data that is there must be read; in CI it must be there.
+        export MCPWIRE_REQUIRE_REFERENCE=1
+        if [[ -d $reference_dir ]]; then
+            note "reference data: $reference_dir (MCPWIRE_REQUIRE_REFERENCE=1)"
+        else
+            note "no reference data at $reference_dir: required in CI, the tests will fail"
+        fi
+    else
+        note "no reference data at $reference_dir: tests against it are skipped"
+    fi
+    bounded 2400 cargo test --workspace
+}
+
+step_nostd_size() {
+    local tools elf report="$logs/size.txt" baseline=0
+    tools=$(host_tools)
+    [[ -x $tools/llvm-size ]] || {
+        note "llvm-size not found in $tools (rustup component add llvm-tools)"
+        return 1
+    }
+    elf=$root/target/$firmware_target/release/mcpwire-nostd-size
+    printf '%-14s %7s %5s %5s %7s %13s %8s\n' \
+        features text data bss flash hpack-symbols codec >"$report"
+    for features in baseline none huffman-fast; do
+        local args=()
+        [[ $features == none ]] || args=(--features "$features")
+        # Its .cargo/config.toml (target, link script, shared target dir) is
+        # read from the current directory.
+        (cd "$firmware_dir" && bounded 900 cargo build --release --quiet "${args[@]}")
+
+        if "$tools/llvm-nm" "$elf" | grep -E '__rust_(alloc|dealloc|realloc)|__rg_'; then
+            note "allocator symbols in the no_std firmware ($features): the core must not allocate"
+            return 1
+        fi
+        echo "llvm-size ($features):"
+        "$tools/llvm-size" "$elf"
+        # Code and constants named after the hpack module: a lower bound, as
+        # what LTO inlined into main and unnamed constants are not counted.
+        local symbols="$logs/hpack-symbols.txt" hpack flash
+        "$tools/llvm-nm" --print-size --size-sort --radix=d -C "$elf" |
+            awk '$3 ~ /^[tTrR]$/ && /hpack/' >"$symbols"
+        hpack=$(awk '{s += $2} END {print s + 0}' "$symbols")
+        # Flash holds text (vector table, code, rodata) and the initial data.
+        read -r text data bss < <("$tools/llvm-size" "$elf" | awk 'NR == 2 {print $1, $2, $3}')
+        flash=$((text + data))
+        [[ $features == baseline ]] && baseline=$flash
+        printf '%-14s %7d %5d %5d %7d %13d %8d\n' \
+            "$features" "$text" "$data" "$bss" "$flash" "$hpack" $((flash - baseline)) >>"$report"
+    done
+    echo
+    echo "no_std size ($firmware_target, opt-level s, lto fat, no allocator), bytes;"
+    echo "codec = flash over the baseline firmware (runtime alone), hpack-symbols = lower bound:"
+    sed 's/^/    /' "$report"
+}
+
+step_fuzz() {
+    if ! has_nightly; then
+        note "no nightly toolchain: cargo fuzz needs one"
+        [[ $ci == true ]] && return 1
+        return "$SKIP"
+    fi
+    cd core
+    if [[ -d $reference_dir/hpack-test-case ]]; then
+        python3 fuzz/seed_corpus.py "$reference_dir/hpack-test-case"
+    else
+        python3 fuzz/seed_corpus.py
+    fi
+    local target log failed=0
+    for target in hpack_decode hpack_roundtrip; do
+        log=$logs/fuzz-$target.log
+        echo "cargo +nightly fuzz run $target (${fuzz_seconds} s)"
+        # No sanitizer: the core forbids unsafe code, so ASan would only slow
+        # it down. Debug assertions on, to catch arithmetic overflow.
+        if bounded $((fuzz_seconds + 900)) cargo +nightly fuzz run --sanitizer none --debug-assertions \
+            "$target" -- -max_total_time="$fuzz_seconds" -timeout=10 -print_final_stats=1 \
+            >"$log" 2>&1; then
+            grep -E '^#[0-9]+[[:space:]]+DONE|^Done [0-9]+ runs' "$log" | sed "s/^/    $target: /" || tail -n 5 "$log"
+        else
+            tail -n 60 "$log"
+            note "$target failed (output above); a crashing input is kept in core/fuzz/artifacts/$target/"
+            note "replay it: cd core && cargo +nightly fuzz run $target fuzz/artifacts/$target/<file>"
+            failed=1
+        fi
+    done
+    return "$failed"
+}
+
+step_bench() {
+    if [[ ! -f core/benches/hpack.rs ]]; then
+        note "no core/benches/hpack.rs yet"
+        return "$SKIP"
+    fi
+    bounded 1800 cargo bench -p mcpwire-core --bench hpack -- --warm-up-time 1 --measurement-time 2
+    if [[ -f scripts/bench_ratios.py ]]; then
+        python3 scripts/bench_ratios.py
+    fi
+}
+
+# --- driver ---------------------------------------------------------------
+
+steps=(setup fmt clippy test nostd-size fuzz bench)
+selected=("$@")
+for name in "${selected[@]}"; do
+    [[ " ${steps[*]} " == *" $name "* ]] || {
+        echo "unknown step '$name'; steps: ${steps[*]}" >&2
+        exit 2
+    }
+done
+
+passed=0 failed=0 skipped=0
+results=()
+for name in "${steps[@]}"; do
+    if ((${#selected[@]})) && [[ $name != setup && " ${selected[*]} " != *" $name "* ]]; then
+        continue
+    fi
+    printf '\n==> %s\n' "$name"
+    start=$SECONDS
+    set +e
+    (
+        set -euo pipefail
+        "step_${name//-/_}"
+    )
+    rc=$?
+    set -e
+    took=$((SECONDS - start))
+    case $rc in
+    0) status=ok passed=$((passed + 1)) ;;
+    "$SKIP") status=skipped skipped=$((skipped + 1)) ;;
+    *) status=FAILED failed=$((failed + 1)) ;;
+    esac
+    printf -- '--- %s: %s (%d s)\n' "$name" "$status" "$took"
+    results+=("$(printf '%-12s %-8s %5d s' "$name" "$status" "$took")")
+done
+
+printf '\n==> results\n'
+printf '    %s\n' "${results[@]}"
+echo "summary: $passed passed, $failed failed, $skipped skipped"
+((failed == 0))
