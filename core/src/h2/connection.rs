@@ -661,7 +661,14 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
                 let pad = input[0];
                 let cur = self.current_mut()?;
                 let rest = cur.head.length - 1;
-                if u32::from(pad) > rest {
+                let priority_len =
+                    if cur.head.kind == FrameType::HEADERS && cur.head.has(flags::PRIORITY) {
+                        5
+                    } else {
+                        0
+                    };
+                // `check` made sure the frame holds its fixed fields.
+                if u32::from(pad) > rest - priority_len {
                     return Err((
                         ErrorCode::PROTOCOL_ERROR,
                         "padding longer than the frame payload",
