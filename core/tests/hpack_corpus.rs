@@ -37,12 +37,12 @@ fn decode_story(story: &Story) -> Result<usize, String> {
         let at = format!("{} case {}", story.name(), case.seqno.unwrap_or(i as u64));
         // `header_table_size` is the SETTINGS_HEADER_TABLE_SIZE acknowledged
         // just before this case; the encoder's size updates must respect it.
-        if let Some(size) = case.header_table_size {
-            if size != setting {
-                assert!(size <= TABLE, "{at}: table size {size} above the storage");
-                dec.set_max_table_size(size);
-                setting = size;
-            }
+        if let Some(size) = case.header_table_size
+            && size != setting
+        {
+            assert!(size <= TABLE, "{at}: table size {size} above the storage");
+            dec.set_max_table_size(size);
+            setting = size;
         }
         let wire = case
             .wire

@@ -370,10 +370,10 @@ impl Model {
         let mut failed = None;
         for r in reps {
             let r = self.concrete(r);
-            if failed.is_none() {
-                if let Err(e) = self.apply(&r, &mut st) {
-                    failed = Some(e);
-                }
+            if failed.is_none()
+                && let Err(e) = self.apply(&r, &mut st)
+            {
+                failed = Some(e);
             }
             sent.push(r);
         }
@@ -398,10 +398,10 @@ impl Model {
                         max: u32::try_from(self.setting).unwrap(),
                     });
                 }
-                if let Some(required) = self.required.take() {
-                    if *n > required {
-                        return Err(DecodeError::TableSizeUpdateMissing);
-                    }
+                if let Some(required) = self.required.take()
+                    && *n > required
+                {
+                    return Err(DecodeError::TableSizeUpdateMissing);
                 }
                 self.capacity = *n;
                 self.evict_to(*n);
@@ -495,12 +495,11 @@ proptest! {
             let (got, result) = decode_block(&mut dec, &wire, &mut scratch);
             prop_assert_eq!(&got, &want, "fields of {:?}", sent);
             prop_assert_eq!(result, want_result, "result of {:?}", sent);
-            if let Err(e) = result {
-                if !e.is_size_error() {
+            if let Err(e) = result
+                && !e.is_size_error() {
                     // The compression context is gone; the connection ends.
                     break;
                 }
-            }
             prop_assert_eq!(table(&dec), Vec::from(model.entries.clone()));
             prop_assert_eq!(dec.table_size(), model.size);
             prop_assert_eq!(dec.table_capacity(), model.capacity);

@@ -7,14 +7,17 @@
 //!
 //! 1. feed received bytes with [`Connection::recv`] until it has consumed
 //!    them all; each call may return a [`Data`] chunk, which borrows the input
-//!    (no copy), and stops early while an event waits to be read;
-//! 2. after every `recv`, drain [`Connection::poll_event`] until `None`;
-//! 3. write what [`Connection::poll_transmit`] gives until it gives 0;
+//!    (no copy), and it stops early while an event waits to be read or while
+//!    answers it owes the peer wait to be sent;
+//! 2. after **every** call on the connection (`recv`, `poll_transmit`,
+//!    `handle_timeout`, and the application's `send_*`, `reset`,
+//!    `release_data`, `go_away`), drain [`Connection::poll_event`] until `None`:
+//!    `poll_transmit`, for instance, can free room that wakes a stream;
+//! 3. write what [`Connection::poll_transmit`] gives until it gives 0, also
+//!    between `recv` calls when `recv` consumed nothing and returned nothing
+//!    (the peer asked for more answers than fit, for example a burst of PINGs);
 //! 4. sleep until input arrives or [`Connection::poll_timeout`] passes, then
 //!    call [`Connection::handle_timeout`].
-//!
-//! Application calls (`send_headers`, `send_data`, `reset`, `release_data`,
-//! `go_away`) also produce output: drain events and transmit after them too.
 //!
 //! # Memory
 //!
@@ -108,17 +111,6 @@ enum Queued {
         kind: HeadersKind,
         end_stream: bool,
     },
-    Reset {
-        stream: StreamRef,
-        code: ErrorCode,
-        remote: bool,
-    },
-    Closed {
-        stream: StreamRef,
-    },
-    SendReady {
-        stream: StreamRef,
-    },
     StreamsAvailable,
     GoAway {
         last_stream_id: u32,
@@ -132,12 +124,25 @@ enum Queued {
     },
 }
 
+/// The last event of a stream, kept in its slot until it is read (the slot
+/// is not reused before), so that no queue has to hold one per stream.
+#[derive(Debug, Clone, Copy)]
+enum Terminal {
+    Reset { code: ErrorCode, remote: bool },
+    Closed,
+}
+
 const EVENT_QUEUE: usize = 16;
 /// `recv` pauses when fewer event slots than this are free, so that one
 /// frame's events always fit.
 const EVENT_HEADROOM: usize = 4;
-const PING_ACK_QUEUE: usize = 4;
+const PING_ACK_QUEUE: usize = 16;
 const REFUSAL_QUEUE: usize = 8;
+/// Room for the largest control frame: preface, SETTINGS and the first
+/// WINDOW_UPDATE together (82 octets), or a GOAWAY with its reason.
+const STAGE: usize = 128;
+/// GOAWAY debug data is cut to this length.
+const MAX_DEBUG: usize = STAGE - HEADER_LEN - 8;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Half {
@@ -165,11 +170,14 @@ struct Stream {
     send_blocked: bool,
     /// Counts against a MAX_CONCURRENT_STREAMS.
     counted: bool,
-    /// The application reset it; the RST_STREAM still has to go out.
-    reset_pending: Option<ErrorCode>,
-    /// Both halves ended or the stream reset: frees once the transmit
-    /// buffer no longer holds its frames.
-    done: bool,
+    /// The application knows the handle (a Headers event went out, or it
+    /// opened the stream): it gets the stream's last event.
+    announced: bool,
+    /// `SendReady` is owed.
+    ready: bool,
+    /// DATA octets handed out and not yet released; returned to the
+    /// connection window when the stream ends.
+    unreleased: u32,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -179,6 +187,8 @@ struct Slot {
     /// followed by a reset: sends on its handle are accepted and dropped.
     quiet_previous: bool,
     stream: Option<Stream>,
+    /// The last event of the stream that used this slot, with its handle.
+    pending: Option<(StreamRef, Terminal)>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -257,8 +267,8 @@ enum Payload {
 #[derive(Debug, Clone, Copy)]
 struct Current {
     head: FrameHeader,
-    /// The stream slot DATA is handed to, if the stream takes it.
-    slot: Option<usize>,
+    /// The stream DATA is handed to, if it takes it.
+    stream: Option<StreamRef>,
     pad: u8,
     /// Octets of this frame released on arrival (padding, dropped DATA).
     auto_release: u32,
@@ -361,6 +371,14 @@ pub struct Connection<
     refusals: [(u32, ErrorCode); REFUSAL_QUEUE],
     refusals_len: usize,
     goaway_owed: Option<(u32, ErrorCode, &'static str)>,
+    /// A control frame that did not fit the caller's buffer, partly written.
+    stage: [u8; STAGE],
+    stage_len: usize,
+    stage_pos: usize,
+    /// Per-slot events waiting (terminal events and SendReady flags).
+    slot_events: usize,
+    /// The peer acknowledged our SETTINGS.
+    local_acked: bool,
     some_send_blocked: bool,
     streams_wanted: bool,
 
@@ -456,6 +474,7 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
                 generation: 0,
                 quiet_previous: false,
                 stream: None,
+                pending: None,
             }; STREAMS],
             last_peer_id: 0,
             next_local_id: if role == Role::Client { 1 } else { 2 },
@@ -483,6 +502,11 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
             refusals: [(0, ErrorCode::NO_ERROR); REFUSAL_QUEUE],
             refusals_len: 0,
             goaway_owed: None,
+            stage: [0; STAGE],
+            stage_len: 0,
+            stage_pos: 0,
+            slot_events: 0,
+            local_acked: false,
             some_send_blocked: false,
             streams_wanted: false,
             events: [None; EVENT_QUEUE],
@@ -610,14 +634,15 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
     /// Lets time pass.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.now = now;
-        if let Some(deadline) = self.settings_deadline {
-            if now >= deadline && matches!(self.state, State::Open | State::Draining) {
-                self.fail(
-                    ErrorCode::SETTINGS_TIMEOUT,
-                    "SETTINGS not acknowledged in time",
-                );
-                self.error = Some(ConnectionError::SettingsTimeout);
-            }
+        if let Some(deadline) = self.settings_deadline
+            && now >= deadline
+            && matches!(self.state, State::Open | State::Draining)
+        {
+            self.fail_with(
+                ConnectionError::SettingsTimeout,
+                ErrorCode::SETTINGS_TIMEOUT,
+                "SETTINGS not acknowledged in time",
+            );
         }
     }
 
@@ -777,7 +802,9 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
             _ => 0,
         };
         let end = left == 0 && cur.head.has(flags::END_STREAM);
-        let mut slot = cur.slot;
+        // The stream may have died since the frame began (reset by the
+        // application or for an error); its slot may even be reused.
+        let mut slot = cur.stream.and_then(|r| self.slot_of(r));
         if let Some(k) = slot {
             // content-length is checked against the DATA actually received
             // (RFC 9113 §8.1.1).
@@ -792,14 +819,12 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
             if mismatch {
                 self.stream_error(k, ErrorCode::PROTOCOL_ERROR)?;
                 slot = None;
-                if let Some(c) = self.current.as_mut() {
-                    c.slot = None;
-                }
             }
         }
         if slot.is_none() {
             // Nobody takes these octets: they return to the window at once.
             if let Some(c) = self.current.as_mut() {
+                c.stream = None;
                 c.auto_release += n as u32;
             }
         }
@@ -808,6 +833,9 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
             Some(k) if n > 0 || end => {
                 // Take the handle before the stream may free.
                 let stream = self.handle(k);
+                if let Some(st) = self.slots[k].stream.as_mut() {
+                    st.unreleased = st.unreleased.saturating_add(n as u32);
+                }
                 if end {
                     self.end_recv(k);
                 }
@@ -892,7 +920,7 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
         self.current = None;
         if cur.auto_release > 0 {
             self.release_connection(cur.auto_release);
-            if let Some(slot) = cur.slot {
+            if let Some(slot) = cur.stream.and_then(|r| self.slot_of(r)) {
                 self.release_stream(slot, cur.auto_release);
             }
         }
@@ -916,24 +944,22 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
             }
             self.got_settings = true;
         }
-        if let Some(block) = self.block_info {
-            if head.kind != FrameType::CONTINUATION || head.stream_id != block.stream_id {
-                return Err((ErrorCode::PROTOCOL_ERROR, "header block interrupted"));
-            }
+        if let Some(block) = self.block_info
+            && (head.kind != FrameType::CONTINUATION || head.stream_id != block.stream_id)
+        {
+            return Err((ErrorCode::PROTOCOL_ERROR, "header block interrupted"));
         }
         let mut cur = Current {
             head,
-            slot: None,
+            stream: None,
             pad: 0,
             auto_release: 0,
         };
         let len = head.length;
         self.payload = match head.kind {
             FrameType::DATA => {
-                cur.slot = self.on_data_header(&head)?;
-                if cur.slot.is_none() {
-                    cur.auto_release = len;
-                }
+                // Octets nobody takes are released as they are read.
+                cur.stream = self.on_data_header(&head)?.map(|k| self.handle(k));
                 if head.has(flags::PADDED) {
                     Payload::PadLength
                 } else {
@@ -1033,9 +1059,6 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
         let Some(s) = self.slots[slot].stream.as_mut() else {
             return Ok(None);
         };
-        if s.done || s.reset_pending.is_some() {
-            return Ok(None);
-        }
         match s.recv {
             Half::Open if s.head_received => {}
             Half::Ended => {
@@ -1062,13 +1085,9 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
         }
         let target = match self.find(id) {
             Some(slot) => {
-                let s = self.slots[slot]
-                    .stream
-                    .as_ref()
-                    .map(|s| (s.recv, s.done || s.reset_pending.is_some()));
+                let s = self.slots[slot].stream.as_ref().map(|s| s.recv);
                 match s {
-                    Some((_, true)) => BlockTarget::Ignore,
-                    Some((Half::Ended, _)) => {
+                    Some(Half::Ended) => {
                         self.stream_error(slot, ErrorCode::STREAM_CLOSED)?;
                         BlockTarget::Ignore
                     }
@@ -1101,7 +1120,10 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
                     "HEADERS on a stream id never opened",
                 ));
             }
-            None => return Err((ErrorCode::STREAM_CLOSED, "HEADERS on a closed stream")),
+            // The binding: a header block on a closed stream we did not reset
+            // ends the connection with PROTOCOL_ERROR (also RFC 9113 §5.1.1 for
+            // a stream id lower than one already used).
+            None => return Err((ErrorCode::PROTOCOL_ERROR, "HEADERS on a closed stream")),
         };
         self.block_len = 0;
         self.block_info = Some(Block {
@@ -1226,10 +1248,24 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
     }
 
     fn on_settings_ack(&mut self) {
-        if self.settings_deadline.take().is_some() {
-            // Our SETTINGS apply from now (RFC 9113 §6.5.3).
-            self.decoder
-                .set_max_table_size(self.local.header_table_size as usize);
+        self.settings_deadline = None;
+        if self.local_acked {
+            return;
+        }
+        // Our SETTINGS apply from now (RFC 9113 §6.5.3): the HPACK table
+        // limit, and stream windows shrink to our initial window if it is
+        // below the default the peer could use until now.
+        self.local_acked = true;
+        self.decoder
+            .set_max_table_size(self.local.header_table_size as usize);
+        let ours = i64::from(self.local.initial_window_size);
+        let delta = ours - ours.max(65_535);
+        if delta != 0 {
+            for slot in &mut self.slots {
+                if let Some(s) = slot.stream.as_mut() {
+                    s.recv_window += delta;
+                }
+            }
         }
     }
 
@@ -1250,29 +1286,15 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
         let Some(s) = self.slots[slot].stream else {
             return Ok(());
         };
-        if s.done {
-            return Ok(());
-        }
         // The response ended before the reset: keep it, stop sending the
         // request, report no error (the binding's early-response rule).
         let quiet = self.role == Role::Client && s.recv == Half::Ended;
-        let stream = self.handle(slot);
         if quiet {
             self.slots[slot].quiet_previous = true;
-            self.push_event(Queued::Closed { stream });
+            self.end_stream_with(slot, Terminal::Closed);
         } else {
-            self.push_event(Queued::Reset {
-                stream,
-                code,
-                remote: true,
-            });
+            self.end_stream_with(slot, Terminal::Reset { code, remote: true });
         }
-        if let Some(st) = self.slots[slot].stream.as_mut() {
-            st.send = Half::Ended;
-            st.recv = Half::Ended;
-            st.reset_pending = None;
-        }
-        self.finish_stream(slot);
         Ok(())
     }
 
@@ -1312,8 +1334,7 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
         }
         if s.send_blocked && s.send_window > 0 && self.conn_send_window > 0 {
             s.send_blocked = false;
-            let stream = self.handle(slot);
-            self.push_event(Queued::SendReady { stream });
+            self.mark_ready(slot);
         }
         Ok(())
     }
@@ -1329,6 +1350,10 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
                 last_stream_id,
             });
         }
+        self.push_event(Queued::GoAway {
+            last_stream_id,
+            code,
+        });
         // Our streams above the last id were not processed: the
         // application may retry them on a new connection.
         for slot in 0..STREAMS {
@@ -1336,24 +1361,16 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
                 continue;
             };
             let ours = s.id != 0 && !self.peer_initiated(s.id);
-            if ours && s.id > last_stream_id && !s.done {
-                let stream = self.handle(slot);
-                self.push_event(Queued::Reset {
-                    stream,
-                    code: ErrorCode::REFUSED_STREAM,
-                    remote: true,
-                });
-                if let Some(st) = self.slots[slot].stream.as_mut() {
-                    st.send = Half::Ended;
-                    st.recv = Half::Ended;
-                }
-                self.finish_stream(slot);
+            if ours && s.id > last_stream_id {
+                self.end_stream_with(
+                    slot,
+                    Terminal::Reset {
+                        code: ErrorCode::REFUSED_STREAM,
+                        remote: true,
+                    },
+                );
             }
         }
-        self.push_event(Queued::GoAway {
-            last_stream_id,
-            code,
-        });
         self.maybe_close_drained();
     }
 
@@ -1413,7 +1430,7 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
             },
         };
         if size_error {
-            return self.reject_oversize(slot);
+            return self.reject_oversize(slot, kind, info.end_stream);
         }
         let kind = match checked {
             Ok(kind) => kind,
@@ -1446,6 +1463,9 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
             }
         }
         let stream = self.handle(slot);
+        if let Some(st) = self.slots[slot].stream.as_mut() {
+            st.announced = true;
+        }
         self.push_event(Queued::Headers {
             stream,
             kind,
@@ -1468,19 +1488,18 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
         }
     }
 
-    /// A header list over our limits: a server answers 431 and stops the
-    /// request; a client resets the stream. Either way the stream is freed
-    /// at once and the HPACK context stays in step.
-    fn reject_oversize(&mut self, slot: usize) -> ConnResult {
-        if self.role == Role::Server {
+    /// A header list over our limits. A request head gets `:status 431`
+    /// (and RST_STREAM(NO_ERROR) if the request is still coming); anything
+    /// else resets the stream. Either way the stream is freed at once and the
+    /// HPACK context stays in step.
+    fn reject_oversize(&mut self, slot: usize, kind: HeadersKind, end_stream: bool) -> ConnResult {
+        if self.role == Role::Server && kind == HeadersKind::Request {
             let id = self.slots[slot].stream.map_or(0, |s| s.id);
             let fields = [Field::new(b":status", b"431")];
             if self.write_headers_frames(id, fields, true).is_ok() {
-                if let Some(s) = self.slots[slot].stream.as_mut() {
-                    s.send = Half::Ended;
+                if !end_stream {
+                    self.write_rst_in_order(id, ErrorCode::NO_ERROR);
                 }
-                // The request may still be coming: stop it without error.
-                self.write_rst_in_order(id, ErrorCode::NO_ERROR);
                 self.remember_reset(id);
                 self.free_slot_now(slot);
                 return Ok(());
@@ -1531,8 +1550,11 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
             .position(|s| s.stream.is_some_and(|st| st.id == id))
     }
 
+    /// A slot with no stream and no event waiting to be read.
     fn free_slot(&self) -> Option<usize> {
-        self.slots.iter().position(|s| s.stream.is_none())
+        self.slots
+            .iter()
+            .position(|s| s.stream.is_none() && s.pending.is_none())
     }
 
     fn handle(&self, slot: usize) -> StreamRef {
@@ -1560,14 +1582,26 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
             recv: Half::Idle,
             head_received: false,
             send_window: i64::from(self.remote.initial_window_size),
-            recv_window: i64::from(self.local.initial_window_size),
+            recv_window: self.initial_recv_window(),
             release_owed: 0,
             content_length: None,
             data_received: 0,
             send_blocked: false,
             counted: false,
-            reset_pending: None,
-            done: false,
+            announced: false,
+            ready: false,
+            unreleased: 0,
+        }
+    }
+
+    /// A new stream's receive window. Until the peer acknowledges our
+    /// SETTINGS it may still count with the default 65,535 (RFC 9113 §6.9.3).
+    fn initial_recv_window(&self) -> i64 {
+        let ours = i64::from(self.local.initial_window_size);
+        if self.local_acked {
+            ours
+        } else {
+            ours.max(65_535)
         }
     }
 
@@ -1591,6 +1625,7 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
     }
 
     /// The peer broke a rule of one stream: reset it (RFC 9113 §5.4.2).
+    /// The RST_STREAM goes after any frame of the stream already queued.
     fn stream_error(&mut self, slot: usize, code: ErrorCode) -> ConnResult {
         if self.rates.resets.exceeded(
             self.now,
@@ -1602,21 +1637,19 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
         let Some(s) = self.slots[slot].stream else {
             return Ok(());
         };
-        if s.head_received || s.id == 0 || !self.peer_initiated(s.id) {
-            let stream = self.handle(slot);
-            self.push_event(Queued::Reset {
-                stream,
+        self.remember_reset(s.id);
+        self.write_rst_in_order(s.id, code);
+        self.end_stream_with(
+            slot,
+            Terminal::Reset {
                 code,
                 remote: false,
-            });
-        }
-        self.remember_reset(s.id);
-        self.refuse_quietly(s.id, code);
-        self.free_slot_now(slot);
+            },
+        );
         Ok(())
     }
 
-    /// Queues an RST_STREAM for a stream being freed.
+    /// Queues an RST_STREAM for a stream that has no slot.
     fn refuse_quietly(&mut self, id: u32, code: ErrorCode) {
         if self.refusals_len < REFUSAL_QUEUE {
             self.refusals[self.refusals_len] = (id, code);
@@ -1624,30 +1657,46 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
         }
     }
 
-    /// Marks the receive half ended; frees the stream when both are.
+    /// Marks the receive half ended; the stream closes when both are.
     fn end_recv(&mut self, slot: usize) {
         if let Some(s) = self.slots[slot].stream.as_mut() {
             s.recv = Half::Ended;
             if s.send == Half::Ended {
                 self.finish_stream(slot);
-            } else if self.role == Role::Server {
-                // Fine: the response is still being written.
             }
         }
     }
 
-    /// Both halves ended (or a reset): the slot frees. Frames of the stream
-    /// still in the transmit buffer carry its id, so the slot can be reused.
+    /// Both halves ended cleanly.
     fn finish_stream(&mut self, slot: usize) {
-        if self.slots[slot].stream.is_some() {
-            self.free_slot_now(slot);
-        }
+        self.end_stream_with(slot, Terminal::Closed);
     }
 
+    /// Ends a stream: its slot frees now (frames of it still in the transmit
+    /// buffer carry its id, not its slot), and if the application knows the
+    /// stream, `event` waits in the slot until it is read.
+    fn end_stream_with(&mut self, slot: usize, event: Terminal) {
+        let Some(s) = self.slots[slot].stream else {
+            return;
+        };
+        if s.announced {
+            let stream = self.handle(slot);
+            self.slots[slot].pending = Some((stream, event));
+            self.slot_events += 1;
+        }
+        self.free_slot_now(slot);
+    }
+
+    /// Frees a slot without an event. DATA the application has not released
+    /// returns to the connection window with it.
     fn free_slot_now(&mut self, slot: usize) {
         let Some(s) = self.slots[slot].stream.take() else {
             return;
         };
+        if s.ready {
+            self.slot_events -= 1;
+        }
+        self.release_connection(s.unreleased);
         if s.counted {
             if self.peer_initiated(s.id) {
                 self.peer_streams -= 1;
@@ -1659,17 +1708,23 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
                 }
             }
         }
-        // Bytes handed out and not yet released still count against the
-        // connection window; return them with the stream.
         let slot_ref = &mut self.slots[slot];
         slot_ref.generation = slot_ref.generation.wrapping_add(1);
         self.maybe_close_drained();
     }
 
+    /// Owes the stream a `SendReady` event.
+    fn mark_ready(&mut self, slot: usize) {
+        if let Some(s) = self.slots[slot].stream.as_mut()
+            && !s.ready
+        {
+            s.ready = true;
+            self.slot_events += 1;
+        }
+    }
+
     fn has_streams(&self) -> bool {
-        self.slots
-            .iter()
-            .any(|s| s.stream.is_some_and(|st| !st.done))
+        self.slots.iter().any(|s| s.stream.is_some())
     }
 
     fn count_empty(&mut self) -> ConnResult {
@@ -1694,8 +1749,7 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
             };
             if s.send_blocked && s.send_window > 0 {
                 s.send_blocked = false;
-                let stream = self.handle(slot);
-                self.push_event(Queued::SendReady { stream });
+                self.mark_ready(slot);
             } else if s.send_blocked {
                 self.some_send_blocked = true;
             }
@@ -1708,13 +1762,20 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
 
     /// Returns `n` octets of DATA the application has consumed on `stream`,
     /// reopening the stream and connection windows. Windows never reopen
-    /// before this call (RFC 9113 §6.9).
+    /// before this call (RFC 9113 §6.9), except that a stream's unreleased
+    /// octets return to the connection window when the stream ends; releasing
+    /// on a dead handle does nothing.
     pub fn release_data(&mut self, stream: StreamRef, n: usize) {
-        let n = u32::try_from(n).unwrap_or(u32::MAX);
+        let Some(slot) = self.slot_of(stream) else {
+            return;
+        };
+        let Some(s) = self.slots[slot].stream.as_mut() else {
+            return;
+        };
+        let n = u32::try_from(n).unwrap_or(u32::MAX).min(s.unreleased);
+        s.unreleased -= n;
         self.release_connection(n);
-        if let Some(slot) = self.slot_of(stream) {
-            self.release_stream(slot, n);
-        }
+        self.release_stream(slot, n);
     }
 
     fn release_connection(&mut self, n: u32) {
@@ -1722,10 +1783,10 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
     }
 
     fn release_stream(&mut self, slot: usize, n: u32) {
-        if let Some(s) = self.slots[slot].stream.as_mut() {
-            if s.recv == Half::Open {
-                s.release_owed = s.release_owed.saturating_add(n);
-            }
+        if let Some(s) = self.slots[slot].stream.as_mut()
+            && s.recv == Half::Open
+        {
+            s.release_owed = s.release_owed.saturating_add(n);
         }
     }
 
@@ -1738,7 +1799,7 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
     }
 
     fn stream_update_due(&self, s: &Stream) -> bool {
-        s.release_owed > 0 && s.recv == Half::Open && !s.done && s.reset_pending.is_none() && {
+        s.release_owed > 0 && s.recv == Half::Open && {
             let target = i64::from(self.local.initial_window_size);
             i64::from(s.release_owed) >= target / 2 || s.recv_window < target / 2
         }
@@ -1750,21 +1811,28 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
 
     /// A connection error: GOAWAY with `code`, then nothing more is read.
     fn fail(&mut self, code: ErrorCode, reason: &'static str) {
+        self.fail_with(ConnectionError::Local { code, reason }, code, reason);
+    }
+
+    fn fail_with(&mut self, error: ConnectionError, code: ErrorCode, reason: &'static str) {
         if matches!(self.state, State::Failed | State::Closed) {
             return;
         }
         self.goaway_owed = Some((self.last_peer_id, code, reason));
         self.goaway_sent = Some(self.last_peer_id);
-        self.error = Some(ConnectionError::Local { code, reason });
+        self.error = Some(error);
         self.state = State::Failed;
         self.close();
     }
 
     fn close(&mut self) {
         for slot in 0..STREAMS {
-            if self.slots[slot].stream.take().is_some() {
-                let s = &mut self.slots[slot];
-                s.generation = s.generation.wrapping_add(1);
+            if let Some(s) = self.slots[slot].stream.take() {
+                if s.ready {
+                    self.slot_events -= 1;
+                }
+                let sl = &mut self.slots[slot];
+                sl.generation = sl.generation.wrapping_add(1);
             }
         }
         self.peer_streams = 0;
@@ -1809,15 +1877,15 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
 
     fn push_event(&mut self, e: Queued) {
         // Wake-ups are idempotent: one queued is enough.
-        if matches!(e, Queued::SendReady { .. } | Queued::StreamsAvailable)
-            && self.queued().any(|q| same_wakeup(q, &e))
+        if matches!(e, Queued::StreamsAvailable)
+            && self.queued().any(|q| matches!(q, Queued::StreamsAvailable))
         {
             return;
         }
         if self.events_len == EVENT_QUEUE {
-            // recv pauses before the queue can fill, and wake-ups are
-            // deduplicated; only an application that never drains events
-            // gets here, and it loses the newest.
+            // recv pauses before the queue can fill, and per-stream events
+            // wait in their slots; only an application that never drains
+            // events gets here, and it loses the newest.
             return;
         }
         let at = (self.events_head + self.events_len) % EVENT_QUEUE;
@@ -1839,9 +1907,20 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
 
     /// The next event, if any. A `Headers` event borrows the connection's
     /// header list, which stays valid until the next call on the connection.
+    ///
+    /// Order: a stream's events come in the order they happened; events of
+    /// different streams may be reordered; `ConnectionClosed` is always last.
     pub fn poll_event(&mut self) -> Option<Event<'_>> {
         self.free_read_store();
-        if self.events_len == 0 {
+        if self.slot_events > 0
+            && let Some(e) = self.poll_slot_event()
+        {
+            return Some(e);
+        }
+        let front = self.events[self.events_head];
+        if self.events_len == 0
+            || (matches!(front, Some(Queued::ConnectionClosed { .. })) && self.slot_events > 0)
+        {
             return None;
         }
         let e = self.events[self.events_head].take()?;
@@ -1861,17 +1940,6 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
                     end_stream,
                 }
             }
-            Queued::Reset {
-                stream,
-                code,
-                remote,
-            } => Event::Reset {
-                stream,
-                code,
-                remote,
-            },
-            Queued::Closed { stream } => Event::Closed { stream },
-            Queued::SendReady { stream } => Event::SendReady { stream },
             Queued::StreamsAvailable => Event::StreamsAvailable,
             Queued::GoAway {
                 last_stream_id,
@@ -1883,6 +1951,42 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
             Queued::PingAck { payload } => Event::PingAck { payload },
             Queued::ConnectionClosed { error } => Event::ConnectionClosed { error },
         })
+    }
+
+    /// A per-stream event, unless the stream's Headers event is still queued
+    /// (it must come first).
+    fn poll_slot_event(&mut self) -> Option<Event<'static>> {
+        let headers_waiting = self.queued().find_map(|q| match q {
+            Queued::Headers { stream, .. } => Some(*stream),
+            _ => None,
+        });
+        for slot in 0..STREAMS {
+            if let Some((stream, event)) = self.slots[slot].pending {
+                if headers_waiting == Some(stream) {
+                    continue;
+                }
+                self.slots[slot].pending = None;
+                self.slot_events -= 1;
+                return Some(match event {
+                    Terminal::Reset { code, remote } => Event::Reset {
+                        stream,
+                        code,
+                        remote,
+                    },
+                    Terminal::Closed => Event::Closed { stream },
+                });
+            }
+            let handle = self.handle(slot);
+            if let Some(s) = self.slots[slot].stream.as_mut()
+                && s.ready
+                && headers_waiting != Some(handle)
+            {
+                s.ready = false;
+                self.slot_events -= 1;
+                return Some(Event::SendReady { stream: handle });
+            }
+        }
+        None
     }
 
     // ----------------------------------------------------------------
@@ -1897,7 +2001,9 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
             return Err(StreamError::ConnectionClosed);
         }
         let slot = self.free_slot().ok_or(StreamError::NoCapacity)?;
-        self.slots[slot].stream = Some(self.new_stream(0));
+        let mut s = self.new_stream(0);
+        s.announced = true;
+        self.slots[slot].stream = Some(s);
         self.slots[slot].quiet_previous = false;
         Ok(self.handle(slot))
     }
@@ -1929,12 +2035,6 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
         }
         let slot = self.slot_of(stream).ok_or(StreamError::UnknownStream)?;
         let s = self.slots[slot].stream.ok_or(StreamError::UnknownStream)?;
-        if let Some(code) = s.reset_pending {
-            return Err(StreamError::Reset(code));
-        }
-        if s.done {
-            return Err(StreamError::AlreadyEnded);
-        }
         match s.send {
             Half::Ended => return Err(StreamError::AlreadyEnded),
             Half::Open if !end_stream => return Err(StreamError::InvalidState),
@@ -1955,11 +2055,11 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
             id = self.next_local_id;
         }
         if let Err(e) = self.write_headers_frames(id, fields, end_stream) {
-            if e == StreamError::TransmitFull {
-                if let Some(st) = self.slots[slot].stream.as_mut() {
-                    st.send_blocked = true;
-                    self.some_send_blocked = true;
-                }
+            if e == StreamError::TransmitFull
+                && let Some(st) = self.slots[slot].stream.as_mut()
+            {
+                st.send_blocked = true;
+                self.some_send_blocked = true;
             }
             return Err(e);
         }
@@ -2096,9 +2196,6 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
         }
         let slot = self.slot_of(stream).ok_or(StreamError::UnknownStream)?;
         let s = self.slots[slot].stream.ok_or(StreamError::UnknownStream)?;
-        if let Some(code) = s.reset_pending {
-            return Err(StreamError::Reset(code));
-        }
         match s.send {
             Half::Idle => return Err(StreamError::InvalidState),
             Half::Ended => return Err(StreamError::AlreadyEnded),
@@ -2186,11 +2283,8 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
         }
         self.remember_reset(s.id);
         self.write_rst_in_order(s.id, code);
-        if let Some(st) = self.slots[slot].stream.as_mut() {
-            st.send = Half::Ended;
-            st.recv = Half::Ended;
-        }
-        self.finish_stream(slot);
+        // The application ended it itself: no event.
+        self.free_slot_now(slot);
         Ok(())
     }
 
@@ -2222,7 +2316,8 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
 
     /// Whether `poll_transmit` has anything to write.
     pub fn wants_transmit(&self) -> bool {
-        self.send_preface
+        self.stage_len > 0
+            || self.send_preface
             || self.settings_acks_owed > 0
             || self.ping_acks_len > 0
             || self.goaway_owed.is_some()
@@ -2230,19 +2325,22 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
             || self.tx_start < self.tx_end
             || (self.state != State::Closed
                 && (self.connection_update_due()
-                    || self.slots.iter().any(|s| {
-                        s.stream.is_some_and(|st| {
-                            self.stream_update_due(&st) || st.reset_pending.is_some()
-                        })
-                    })))
+                    || self
+                        .slots
+                        .iter()
+                        .any(|s| s.stream.is_some_and(|st| self.stream_update_due(&st)))))
     }
 
     /// Writes pending frames into `out`; returns the octets written. Call
-    /// until it returns 0. Control frames (acknowledgements, GOAWAY,
-    /// refusals, window updates) go before queued HEADERS and DATA, but never
-    /// inside a frame that is partly written.
+    /// until it returns 0; any buffer size works, a frame that does not fit
+    /// is continued on the next call. Control frames (acknowledgements,
+    /// GOAWAY, refusals, window updates) go before queued HEADERS and DATA,
+    /// but never inside a frame that is partly written.
     pub fn poll_transmit(&mut self, out: &mut [u8]) -> usize {
-        let mut w = 0;
+        let mut w = self.flush_stage(out);
+        if self.stage_pos < self.stage_len {
+            return w;
+        }
         // Finish a frame that is partly written first.
         if self.tx_frame_end > self.tx_start {
             w += self.copy_tx(&mut out[w..], self.tx_frame_end);
@@ -2251,92 +2349,102 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
             }
         }
         if self.send_preface {
-            let settings = self.initial_settings();
-            let need = if self.role == Role::Client {
-                PREFACE.len()
-            } else {
-                0
-            } + settings.1
-                + HEADER_LEN
-                + 4;
-            if out.len() - w < need {
-                return w;
-            }
+            self.send_preface = false;
+            let mut frame = [0u8; STAGE];
+            let mut n = 0;
             if self.role == Role::Client {
-                out[w..w + PREFACE.len()].copy_from_slice(PREFACE);
-                w += PREFACE.len();
+                frame[..PREFACE.len()].copy_from_slice(PREFACE);
+                n = PREFACE.len();
             }
-            out[w..w + settings.1].copy_from_slice(&settings.0[..settings.1]);
-            w += settings.1;
+            let (settings, len) = self.initial_settings();
+            frame[n..n + len].copy_from_slice(&settings[..len]);
+            n += len;
             let increment = self.config.connection_window_size.saturating_sub(65_535);
             if increment > 0 {
-                w += put_window_update(&mut out[w..], 0, increment);
-            } else {
-                // No update needed; the space was only reserved.
+                n += put_window_update(&mut frame[n..], 0, increment);
             }
-            self.send_preface = false;
+            if !self.put_control(out, &mut w, &frame[..n]) {
+                return w;
+            }
         }
-        while self.settings_acks_owed > 0 && out.len() - w >= HEADER_LEN {
-            let _ = frame::write_header(&mut out[w..], 0, FrameType::SETTINGS, flags::ACK, 0);
-            w += HEADER_LEN;
+        while self.settings_acks_owed > 0 {
+            let mut frame = [0u8; HEADER_LEN];
+            let _ = frame::write_header(&mut frame, 0, FrameType::SETTINGS, flags::ACK, 0);
             self.settings_acks_owed -= 1;
+            if !self.put_control(out, &mut w, &frame) {
+                return w;
+            }
         }
-        while self.ping_acks_len > 0 && out.len() - w >= HEADER_LEN + 8 {
+        while self.ping_acks_len > 0 {
             let payload = self.ping_acks[0];
             self.ping_acks.copy_within(1.., 0);
             self.ping_acks_len -= 1;
-            let _ = frame::write_header(&mut out[w..], 8, FrameType::PING, flags::ACK, 0);
-            out[w + HEADER_LEN..w + HEADER_LEN + 8].copy_from_slice(&payload);
-            w += HEADER_LEN + 8;
-        }
-        if let Some((last, code, reason)) = self.goaway_owed {
-            let debug = reason.as_bytes();
-            let len = 8 + debug.len();
-            if out.len() - w < HEADER_LEN + len {
+            let mut frame = [0u8; HEADER_LEN + 8];
+            let _ = frame::write_header(&mut frame, 8, FrameType::PING, flags::ACK, 0);
+            frame[HEADER_LEN..].copy_from_slice(&payload);
+            if !self.put_control(out, &mut w, &frame) {
                 return w;
             }
-            let _ = frame::write_header(&mut out[w..], len, FrameType::GOAWAY, 0, 0);
-            let b = &mut out[w + HEADER_LEN..w + HEADER_LEN + len];
-            b[..4].copy_from_slice(&last.to_be_bytes());
-            b[4..8].copy_from_slice(&code.0.to_be_bytes());
-            b[8..].copy_from_slice(debug);
-            w += HEADER_LEN + len;
-            self.goaway_owed = None;
+        }
+        if let Some((last, code, reason)) = self.goaway_owed.take() {
+            let debug = &reason.as_bytes()[..reason.len().min(MAX_DEBUG)];
+            let len = 8 + debug.len();
+            let mut frame = [0u8; STAGE];
+            let _ = frame::write_header(&mut frame, len, FrameType::GOAWAY, 0, 0);
+            frame[HEADER_LEN..HEADER_LEN + 4].copy_from_slice(&last.to_be_bytes());
+            frame[HEADER_LEN + 4..HEADER_LEN + 8].copy_from_slice(&code.0.to_be_bytes());
+            frame[HEADER_LEN + 8..HEADER_LEN + len].copy_from_slice(debug);
+            let all = self.put_control(out, &mut w, &frame[..HEADER_LEN + len]);
             if self.state == State::Closed && code != ErrorCode::NO_ERROR {
                 // After an error GOAWAY nothing else is sent.
                 self.tx_start = self.tx_end;
+                self.tx_frame_end = self.tx_start;
                 self.refusals_len = 0;
                 return w;
             }
+            if !all {
+                return w;
+            }
         }
-        while self.refusals_len > 0 && out.len() - w >= HEADER_LEN + 4 {
+        while self.refusals_len > 0 {
             let (id, code) = self.refusals[0];
             self.refusals.copy_within(1.., 0);
             self.refusals_len -= 1;
-            let _ = frame::write_header(&mut out[w..], 4, FrameType::RST_STREAM, 0, id);
-            out[w + HEADER_LEN..w + HEADER_LEN + 4].copy_from_slice(&code.0.to_be_bytes());
-            w += HEADER_LEN + 4;
+            let mut frame = [0u8; HEADER_LEN + 4];
+            let _ = frame::write_header(&mut frame, 4, FrameType::RST_STREAM, 0, id);
+            frame[HEADER_LEN..].copy_from_slice(&code.0.to_be_bytes());
+            if !self.put_control(out, &mut w, &frame) {
+                return w;
+            }
         }
         if self.state == State::Closed {
             // Flush what is queued, open no windows.
             w += self.copy_tx_frames(&mut out[w..]);
             return w;
         }
-        if self.connection_update_due() && out.len() - w >= HEADER_LEN + 4 {
+        if self.connection_update_due() {
             let n = self.conn_release_owed.min(MAX_WINDOW);
-            w += put_window_update(&mut out[w..], 0, n);
             self.conn_release_owed -= n;
             self.conn_recv_window += i64::from(n);
+            let mut frame = [0u8; HEADER_LEN + 4];
+            put_window_update(&mut frame, 0, n);
+            if !self.put_control(out, &mut w, &frame) {
+                return w;
+            }
         }
         for slot in 0..STREAMS {
             let Some(s) = self.slots[slot].stream else {
                 continue;
             };
-            if self.stream_update_due(&s) && out.len() - w >= HEADER_LEN + 4 {
-                w += put_window_update(&mut out[w..], s.id, s.release_owed);
+            if self.stream_update_due(&s) {
                 if let Some(st) = self.slots[slot].stream.as_mut() {
                     st.recv_window += i64::from(st.release_owed);
                     st.release_owed = 0;
+                }
+                let mut frame = [0u8; HEADER_LEN + 4];
+                put_window_update(&mut frame, s.id, s.release_owed);
+                if !self.put_control(out, &mut w, &frame) {
+                    return w;
                 }
             }
         }
@@ -2350,6 +2458,34 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
             }
         }
         w
+    }
+
+    /// Writes a control frame: whole into `out` if it fits, else as much as
+    /// fits with the rest kept for the next call. Returns false when `out`
+    /// is full (the caller stops; the frame was taken either way).
+    fn put_control(&mut self, out: &mut [u8], w: &mut usize, frame: &[u8]) -> bool {
+        let room = out.len() - *w;
+        if frame.len() <= room {
+            out[*w..*w + frame.len()].copy_from_slice(frame);
+            *w += frame.len();
+            return true;
+        }
+        self.stage[..frame.len()].copy_from_slice(frame);
+        self.stage_len = frame.len();
+        self.stage_pos = 0;
+        *w += self.flush_stage(&mut out[*w..]);
+        false
+    }
+
+    fn flush_stage(&mut self, out: &mut [u8]) -> usize {
+        let n = (self.stage_len - self.stage_pos).min(out.len());
+        out[..n].copy_from_slice(&self.stage[self.stage_pos..self.stage_pos + n]);
+        self.stage_pos += n;
+        if self.stage_pos == self.stage_len {
+            self.stage_pos = 0;
+            self.stage_len = 0;
+        }
+        n
     }
 
     /// Copies whole frames from the transmit buffer, and the start of the
@@ -2415,14 +2551,6 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
         }
         let _ = frame::write_header(&mut buf, n - HEADER_LEN, FrameType::SETTINGS, 0, 0);
         (buf, n)
-    }
-}
-
-fn same_wakeup(a: &Queued, b: &Queued) -> bool {
-    match (a, b) {
-        (Queued::SendReady { stream: x }, Queued::SendReady { stream: y }) => x == y,
-        (Queued::StreamsAvailable, Queued::StreamsAvailable) => true,
-        _ => false,
     }
 }
 

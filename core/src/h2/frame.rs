@@ -141,7 +141,7 @@ impl FrameHeader {
             FrameType::SETTINGS if self.has(flags::ACK) && len != 0 => {
                 Err((E::FRAME_SIZE_ERROR, "SETTINGS ACK with a payload"))
             }
-            FrameType::SETTINGS if len % 6 != 0 => {
+            FrameType::SETTINGS if !len.is_multiple_of(6) => {
                 Err((E::FRAME_SIZE_ERROR, "SETTINGS length not a multiple of 6"))
             }
             FrameType::PING if on_stream => Err((E::PROTOCOL_ERROR, "PING on a stream")),

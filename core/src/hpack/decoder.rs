@@ -452,10 +452,10 @@ fn read_literal(buf: &[u8]) -> Result<(Literal<'_>, usize), DecodeError> {
 
 /// Checks the Huffman strings of a field that is not handed out.
 fn check_strings(name: Name<'_>, value: Literal<'_>) -> Result<(), DecodeError> {
-    if let Name::Literal(l) = name {
-        if l.huffman {
-            huffman::decoded_len(l.bytes)?;
-        }
+    if let Name::Literal(l) = name
+        && l.huffman
+    {
+        huffman::decoded_len(l.bytes)?;
     }
     if value.huffman {
         huffman::decoded_len(value.bytes)?;

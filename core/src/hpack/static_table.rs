@@ -140,10 +140,10 @@ pub(super) fn find(name: &[u8], value: &[u8]) -> Match {
         _ => return Match::None,
     };
     for index in first..first + count {
-        if let Some((_, v)) = get(index) {
-            if v == value {
-                return Match::Full(index);
-            }
+        if let Some((_, v)) = get(index)
+            && v == value
+        {
+            return Match::Full(index);
         }
     }
     Match::Name(first)

@@ -69,18 +69,18 @@ impl<'a> Message<'a> {
         if !version.is_some_and(|v| json::str_eq(v, b"2.0")) {
             return invalid("jsonrpc must be \"2.0\"");
         }
-        if let Some(id) = id {
-            if !matches!(
+        if let Some(id) = id
+            && !matches!(
                 json::kind(id),
                 Some(json::Kind::String | json::Kind::Number)
-            ) {
-                return invalid("id must be a string or a number");
-            }
+            )
+        {
+            return invalid("id must be a string or a number");
         }
-        if let Some(p) = params {
-            if !matches!(json::kind(p), Some(json::Kind::Object | json::Kind::Array)) {
-                return invalid("params must be an object");
-            }
+        if let Some(p) = params
+            && !matches!(json::kind(p), Some(json::Kind::Object | json::Kind::Array))
+        {
+            return invalid("params must be an object");
         }
         match (method, id, result, error) {
             (Some(m), id, None, None) => {
