@@ -4,7 +4,7 @@
 #   ./scripts/test.sh              every step
 #   ./scripts/test.sh fmt test     only the named steps (setup always runs)
 #
-# Steps, in order: setup, fmt, clippy, test, nostd-size, fuzz, bench. Every
+# Steps, in order: setup, fmt, clippy, test, interop, nostd-size, fuzz, bench. Every
 # step runs even when an earlier one failed; the exit status is 1 if any
 # failed. The last line reads "summary: N passed, N failed, N skipped".
 #
@@ -138,7 +138,16 @@ step_test() {
     else
         note "no reference data at $reference_dir: tests against it are skipped"
     fi
-    bounded 2400 cargo test --workspace
+    # The interop crate runs in release, in its own step.
+    bounded 2400 cargo test --workspace --exclude mcpwire-interop
+}
+
+step_interop() {
+    # Real HTTP/2 peers (Python h2, nghttp/nghttpd, curl, the h2 crate) and
+    # the httpwg conformance suite. In CI every peer must be there.
+    [[ $ci == true ]] && export MCPWIRE_REQUIRE_PEERS=1
+    export MCPWIRE_PYTHON=$root/.venv/bin/python
+    bounded 2400 ./scripts/interop-h2.sh
 }
 
 step_nostd_size() {
@@ -228,7 +237,7 @@ step_bench() {
 
 # --- driver ---------------------------------------------------------------
 
-steps=(setup fmt clippy test nostd-size fuzz bench)
+steps=(setup fmt clippy test interop nostd-size fuzz bench)
 selected=("$@")
 for name in "${selected[@]}"; do
     [[ " ${steps[*]} " == *" $name "* ]] || {

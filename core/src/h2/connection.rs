@@ -138,6 +138,8 @@ const EVENT_QUEUE: usize = 16;
 const EVENT_HEADROOM: usize = 4;
 const PING_ACK_QUEUE: usize = 16;
 const REFUSAL_QUEUE: usize = 8;
+/// Gaps in the peer's stream ids remembered (peers rarely skip ids).
+const SKIPPED: usize = 4;
 /// Room for the largest control frame: preface, SETTINGS and the first
 /// WINDOW_UPDATE together (82 octets), or a GOAWAY with its reason.
 const STAGE: usize = 128;
@@ -346,6 +348,8 @@ pub struct Connection<
     local_streams: u32,
     resets: [u32; RESETS],
     resets_next: usize,
+    /// Ranges of peer stream ids skipped over, never opened (newest first).
+    skipped: [(u32, u32); SKIPPED],
     local: Settings,
     remote: Settings,
     settings_deadline: Option<Instant>,
@@ -481,6 +485,7 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
             peer_streams: 0,
             local_streams: 0,
             resets: [0; RESETS],
+            skipped: [(0, 0); SKIPPED],
             resets_next: 0,
             local,
             remote: Settings::INITIAL,
@@ -1102,6 +1107,7 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
                         "HEADERS on a stream the server cannot open",
                     ));
                 }
+                self.note_skipped(id);
                 self.last_peer_id = id;
                 if self.goaway_sent.is_some() || self.state != State::Open {
                     BlockTarget::Ignore
@@ -1114,16 +1120,15 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
                 }
             }
             None if self.was_reset(id) => BlockTarget::Ignore,
-            None if self.is_idle(id) => {
+            // An id the peer skipped was never opened (RFC 9113 §5.1.1).
+            None if self.is_idle(id) || self.was_skipped(id) => {
                 return Err((
                     ErrorCode::PROTOCOL_ERROR,
                     "HEADERS on a stream id never opened",
                 ));
             }
-            // The binding: a header block on a closed stream we did not reset
-            // ends the connection with PROTOCOL_ERROR (also RFC 9113 §5.1.1 for
-            // a stream id lower than one already used).
-            None => return Err((ErrorCode::PROTOCOL_ERROR, "HEADERS on a closed stream")),
+            // A stream that was open and is closed (RFC 9113 §5.1).
+            None => return Err((ErrorCode::STREAM_CLOSED, "HEADERS on a closed stream")),
         };
         self.block_len = 0;
         self.block_info = Some(Block {
@@ -1341,7 +1346,11 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
 
     fn on_goaway(&mut self, last_stream_id: u32, code: ErrorCode) {
         self.goaway_received = Some(last_stream_id);
-        if self.state == State::Open {
+        // GOAWAY limits the streams its receiver opens. A client stops
+        // opening streams and closes when its streams are done; a server
+        // opens none, so it keeps serving until the peer closes the
+        // transport (RFC 9113 §6.8).
+        if self.state == State::Open && self.role == Role::Client {
             self.state = State::Draining;
         }
         if code != ErrorCode::NO_ERROR && self.error.is_none() {
@@ -1527,6 +1536,26 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
         } else {
             id >= self.next_local_id
         }
+    }
+
+    /// The peer opened `id`, leaving ids below it unused: remember the gap,
+    /// so that a later HEADERS there is told from one on a closed stream.
+    fn note_skipped(&mut self, id: u32) {
+        let first = if self.last_peer_id == 0 {
+            if self.role == Role::Server { 1 } else { 2 }
+        } else {
+            self.last_peer_id + 2
+        };
+        if id > first {
+            self.skipped.copy_within(..SKIPPED - 1, 1);
+            self.skipped[0] = (first, id - 2);
+        }
+    }
+
+    fn was_skipped(&self, id: u32) -> bool {
+        self.skipped
+            .iter()
+            .any(|&(a, b)| a <= id && id <= b && a != 0)
     }
 
     fn was_reset(&self, id: u32) -> bool {
@@ -2207,19 +2236,21 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
         self.compact_tx();
         let max = self.remote.max_frame_size as usize;
         let mut taken = 0;
+        let mut ended = false;
         let mut window = s.send_window.min(self.conn_send_window).max(0) as usize;
         loop {
             let left = data.len() - taken;
-            // Leave room for a trailing RST_STREAM of an early response.
-            let room = BUF.saturating_sub(self.tx_end + HEADER_LEN + HEADER_LEN + 4);
+            // Room for a frame header, and for a trailing RST_STREAM of an
+            // early response.
+            let Some(room) = BUF.checked_sub(self.tx_end + HEADER_LEN + HEADER_LEN + 4) else {
+                break;
+            };
             let n = left.min(window).min(max).min(room);
             let last = n == left;
             if n == 0 && !(last && end_stream) {
                 break;
             }
-            if room == 0 && n == 0 && self.tx_end + HEADER_LEN > BUF {
-                break;
-            }
+            ended = last && end_stream;
             let at = self.tx_end;
             let fl = if last && end_stream {
                 flags::END_STREAM
@@ -2237,7 +2268,7 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
         }
         let n64 = taken as i64;
         self.conn_send_window -= n64;
-        let all = taken == data.len();
+        let all = taken == data.len() && (ended || !end_stream);
         if let Some(st) = self.slots[slot].stream.as_mut() {
             st.send_window -= n64;
             if !all {

@@ -41,6 +41,7 @@ pub enum Malformed {
     InvalidStatus,
     InvalidContentLength,
     ContentLengthMismatch,
+    HostMismatch,
 }
 
 impl Malformed {
@@ -60,6 +61,7 @@ impl Malformed {
             Self::InvalidStatus => "invalid :status",
             Self::InvalidContentLength => "invalid content-length",
             Self::ContentLengthMismatch => "DATA length differs from content-length",
+            Self::HostMismatch => "host differs from :authority",
         }
     }
 }
@@ -296,6 +298,14 @@ impl<const N: usize> HeaderStore<N> {
                 };
                 if !complete {
                     return Err(Malformed::MissingPseudo);
+                }
+                // RFC 9113 §8.3.1: a host that differs from :authority
+                // makes the request malformed.
+                let list = self.list();
+                if let (Some(authority), Some(host)) = (list.get(b":authority"), list.get(b"host"))
+                    && authority != host
+                {
+                    return Err(Malformed::HostMismatch);
                 }
                 Ok(HeadersKind::Request)
             }

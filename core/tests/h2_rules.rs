@@ -1,0 +1,1726 @@
+//! Scripted-peer tests: one connection of ours, and a peer that writes the
+//! exact frames of each rule of RFC 9113 and of the gRPC binding
+//! (`shared/spec/grpc-binding.txt`, "HTTP/2") and reads back what the
+//! connection writes. Every test runs with the peer's bytes delivered whole
+//! and one byte at a time.
+// A panic in a test is a failed test, not peer input.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
+
+use mcpwire_core::h2::frame::{MAX_WINDOW, PREFACE, Setting};
+use mcpwire_core::h2::{Config, ConnectionError, ErrorCode, HeadersKind, Role, StreamError};
+use mcpwire_core::time::Instant;
+use support::peer::*;
+use support::*;
+
+/// A server with four stream slots.
+type Sv = Peer<4, 4096, 16384, 64>;
+/// A client with 32 stream slots.
+type Cl = Peer<32, 4096, 16384, 64>;
+/// A client with one stream slot: every new stream reuses slot 0.
+type Cl1 = Peer<1, 4096, 16384, 64>;
+
+const MODES: [Split; 2] = [Split::Whole, Split::ByteAtATime];
+
+fn both(f: impl Fn(Split)) {
+    for split in MODES {
+        eprintln!("-- peer bytes delivered {split:?}");
+        f(split);
+    }
+}
+
+/// A server after the handshake.
+fn server(split: Split) -> Sv {
+    server_with(Config::default(), split)
+}
+
+fn server_with(config: Config, split: Split) -> Sv {
+    let mut p = Sv::server(config, split);
+    p.handshake();
+    p
+}
+
+fn client(split: Split) -> Cl {
+    let mut p = Cl::client(Config::default(), split);
+    p.handshake();
+    p
+}
+
+fn req() -> Fields {
+    request("/mcp.zig.transport.v1.Mcp/Call", &[])
+}
+
+/// The events the application saw for a stream id.
+fn events_for<const S: usize, const T: usize, const B: usize, const R: usize>(
+    p: &Peer<S, T, B, R>,
+    handle: mcpwire_core::h2::StreamRef,
+) -> Vec<Ev> {
+    p.log
+        .iter()
+        .filter(|e| e.stream() == Some(handle))
+        .cloned()
+        .collect()
+}
+
+// ---------------------------------------------------------------------------
+// Preface and SETTINGS
+// ---------------------------------------------------------------------------
+
+#[test]
+fn server_settings_window_update_and_ack() {
+    both(|split| {
+        let mut p = Sv::server(Config::default(), split);
+        let mut first = PREFACE.to_vec();
+        first.extend(Sv::settings(&[]));
+        p.send(&first);
+        let frames = p.take();
+        assert_eq!(
+            frames,
+            vec![
+                Rx::Settings {
+                    ack: false,
+                    params: vec![
+                        (Setting::HEADER_TABLE_SIZE, 4096),
+                        (Setting::MAX_CONCURRENT_STREAMS, 4),
+                        (Setting::INITIAL_WINDOW_SIZE, 1 << 20),
+                        (Setting::MAX_FRAME_SIZE, 16_384),
+                        (Setting::MAX_HEADER_LIST_SIZE, 16_384),
+                    ]
+                },
+                // The binding's 4 MiB connection window.
+                Rx::WindowUpdate {
+                    stream: 0,
+                    increment: (4 << 20) - 65_535
+                },
+                Rx::Settings {
+                    ack: true,
+                    params: vec![]
+                },
+            ]
+        );
+        assert_eq!(p.conn.poll_timeout(), Some(Instant::from_millis(10_000)));
+        p.send(&Sv::settings_ack());
+        assert!(p.take().is_empty());
+        assert_eq!(p.conn.poll_timeout(), None);
+        p.assert_request_works(1);
+    });
+}
+
+#[test]
+fn client_preface_sends_enable_push_0_first() {
+    both(|split| {
+        let mut p = Cl::client(Config::default(), split);
+        p.flush();
+        let frames = p.take();
+        let Some(Rx::Settings { ack: false, params }) = frames.first() else {
+            panic!("the client's first frame after the preface: {frames:?}");
+        };
+        assert!(
+            params.contains(&(Setting::ENABLE_PUSH, 0)),
+            "SETTINGS_ENABLE_PUSH = 0: {params:?}"
+        );
+        assert!(frames.contains(&Rx::WindowUpdate {
+            stream: 0,
+            increment: (4 << 20) - 65_535
+        }));
+    });
+}
+
+#[test]
+fn invalid_preface_ends_the_connection() {
+    both(|split| {
+        let mut p = Sv::server(Config::default(), split);
+        p.send(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+        let frames = p.take();
+        assert!(p.conn.is_closed(), "{frames:?}");
+        assert_eq!(
+            p.conn.error().map(|e| e.code()),
+            Some(ErrorCode::PROTOCOL_ERROR)
+        );
+        for f in &frames {
+            if let Rx::GoAway { code, .. } = f {
+                assert_eq!(*code, ErrorCode::PROTOCOL_ERROR);
+            }
+        }
+    });
+}
+
+#[test]
+fn first_frame_must_be_settings() {
+    both(|split| {
+        let mut p = Sv::server(Config::default(), split);
+        let mut first = PREFACE.to_vec();
+        first.extend(Sv::ping([1; 8]));
+        p.send(&first);
+        p.expect_goaway(ErrorCode::PROTOCOL_ERROR);
+    });
+}
+
+#[test]
+fn settings_ack_timeout_sends_goaway_settings_timeout() {
+    both(|split| {
+        let mut p = Sv::server(Config::default(), split);
+        let mut first = PREFACE.to_vec();
+        first.extend(Sv::settings(&[]));
+        p.send(&first);
+        p.take();
+        // The peer never acknowledges.
+        let deadline = p.conn.poll_timeout().expect("a deadline");
+        assert_eq!(deadline, Instant::from_millis(10_000));
+        p.conn.handle_timeout(Instant::from_millis(9_999));
+        assert!(p.take().is_empty());
+        p.conn.handle_timeout(deadline);
+        p.drain();
+        let frames = p.take();
+        assert!(
+            matches!(frames.as_slice(), [Rx::GoAway { code, .. }] if *code == ErrorCode::SETTINGS_TIMEOUT),
+            "{frames:?}"
+        );
+        assert!(p.conn.is_closed());
+        assert_eq!(p.conn.error(), Some(ConnectionError::SettingsTimeout));
+        assert_eq!(
+            p.log.last(),
+            Some(&Ev::ConnectionClosed {
+                error: Some(ConnectionError::SettingsTimeout)
+            }),
+            "the event says what error() says"
+        );
+    });
+}
+
+#[test]
+fn client_refuses_enable_push_1_from_a_server() {
+    both(|split| {
+        let mut p = Cl::client(Config::default(), split);
+        p.flush();
+        p.take();
+        p.send(&Cl::settings(&[(Setting::ENABLE_PUSH, 1)]));
+        p.expect_goaway(ErrorCode::PROTOCOL_ERROR);
+    });
+}
+
+// ---------------------------------------------------------------------------
+// PING
+// ---------------------------------------------------------------------------
+
+#[test]
+fn ping_is_answered_with_ack_and_the_same_payload() {
+    both(|split| {
+        let mut p = server(split);
+        p.send(&Sv::ping(*b"\x00\x01\x02\x03\xfc\xfd\xfe\xff"));
+        assert_eq!(
+            p.take(),
+            vec![Rx::Ping {
+                ack: true,
+                payload: *b"\x00\x01\x02\x03\xfc\xfd\xfe\xff"
+            }]
+        );
+        // An acknowledgement is reported, not answered.
+        p.send(&Sv::frame(Frame::Ping {
+            ack: true,
+            payload: *b"pong!!!!",
+        }));
+        assert!(p.take().is_empty());
+        assert_eq!(
+            p.take_events(),
+            vec![Ev::PingAck {
+                payload: *b"pong!!!!"
+            }]
+        );
+    });
+}
+
+// ---------------------------------------------------------------------------
+// Frame sizes (binding: wrong lengths are connection errors FRAME_SIZE_ERROR)
+// ---------------------------------------------------------------------------
+
+#[test]
+fn control_frames_of_the_wrong_length_are_frame_size_errors() {
+    // (frame type, flags, stream, payload length); stream 1 is open.
+    let cases: [(u8, u8, u32, usize); 13] = [
+        (0x6, 0, 0, 7),   // PING
+        (0x6, 0, 0, 9),   // PING
+        (0x2, 0, 1, 4),   // PRIORITY
+        (0x2, 0, 1, 6),   // PRIORITY
+        (0x3, 0, 1, 3),   // RST_STREAM
+        (0x3, 0, 1, 5),   // RST_STREAM
+        (0x4, 0, 0, 5),   // SETTINGS
+        (0x4, 0, 0, 7),   // SETTINGS
+        (0x4, ACK, 0, 6), // SETTINGS ACK with a payload
+        (0x8, 0, 0, 3),   // WINDOW_UPDATE, connection
+        (0x8, 0, 0, 5),
+        (0x8, 0, 1, 3), // WINDOW_UPDATE, stream
+        (0x8, 0, 1, 5),
+    ];
+    both(|split| {
+        for (kind, fl, stream, len) in cases {
+            eprintln!("frame type {kind:#x} flags {fl:#x} stream {stream} length {len}");
+            let mut p = server(split);
+            p.request(1, &req(), false);
+            p.send(&Sv::raw(kind, fl, stream, &vec![0; len]));
+            p.expect_goaway(ErrorCode::FRAME_SIZE_ERROR);
+        }
+    });
+}
+
+#[test]
+fn frames_over_max_frame_size_are_frame_size_errors() {
+    both(|split| {
+        let mut p = server(split);
+        p.request(1, &req(), false);
+        p.send(&Sv::data(1, &[0; 16_385], false));
+        p.expect_goaway(ErrorCode::FRAME_SIZE_ERROR);
+
+        let mut p = server(split);
+        let mut block = p.block(&req());
+        block.resize(16_385, 0);
+        p.send(&Sv::headers_frame(1, &block, true));
+        p.expect_goaway(ErrorCode::FRAME_SIZE_ERROR);
+    });
+}
+
+// ---------------------------------------------------------------------------
+// Stream states
+// ---------------------------------------------------------------------------
+
+#[test]
+fn data_on_stream_0_is_a_protocol_error() {
+    both(|split| {
+        let mut p = server(split);
+        p.send(&Sv::raw(0x0, 0, 0, b"x"));
+        p.expect_goaway(ErrorCode::PROTOCOL_ERROR);
+    });
+}
+
+#[test]
+fn headers_on_an_even_stream_from_a_client_is_a_protocol_error() {
+    both(|split| {
+        let mut p = server(split);
+        let h = p.headers(2, &req(), true);
+        p.send(&h);
+        p.expect_goaway(ErrorCode::PROTOCOL_ERROR);
+    });
+}
+
+#[test]
+fn data_on_an_idle_stream_is_a_protocol_error() {
+    both(|split| {
+        let mut p = server(split);
+        p.send(&Sv::data(1, b"x", false));
+        p.expect_goaway(ErrorCode::PROTOCOL_ERROR);
+
+        let mut p = server(split);
+        p.request(1, &req(), false);
+        p.send(&Sv::data(5, b"x", false));
+        p.expect_goaway(ErrorCode::PROTOCOL_ERROR);
+    });
+}
+
+#[test]
+fn rst_stream_and_window_update_on_an_idle_stream_are_protocol_errors() {
+    both(|split| {
+        let mut p = server(split);
+        p.send(&Sv::rst(1, ErrorCode::CANCEL));
+        p.expect_goaway(ErrorCode::PROTOCOL_ERROR);
+
+        let mut p = server(split);
+        p.send(&Sv::window_update(3, 100));
+        p.expect_goaway(ErrorCode::PROTOCOL_ERROR);
+    });
+}
+
+/// A header block on a closed stream we did not reset ends the connection
+/// with the RFC's error (issue #3): STREAM_CLOSED for a stream that was
+/// open (RFC 9113 §5.1); PROTOCOL_ERROR for an id never opened (below).
+#[test]
+fn headers_on_a_closed_stream_is_stream_closed() {
+    both(|split| {
+        let mut p = server(split);
+        let s = p.request(1, &req(), true);
+        p.conn
+            .send_headers(s, as_fields(&response("200", &[])), true)
+            .unwrap();
+        p.take();
+        assert_eq!(p.conn.stream_id(s), None, "stream 1 is closed");
+        let h = p.headers(1, &req(), true);
+        p.send(&h);
+        // RFC 9113 §5.1: frames after END_STREAM on a closed stream are a
+        // connection error of type STREAM_CLOSED.
+        p.expect_goaway(ErrorCode::STREAM_CLOSED);
+    });
+}
+
+/// RFC 9113 §5.1.1: a new stream id lower than one already opened is a
+/// connection error of type PROTOCOL_ERROR.
+#[test]
+fn headers_with_a_decreasing_stream_id_is_a_protocol_error() {
+    both(|split| {
+        let mut p = server(split);
+        p.request(3, &req(), false);
+        let h = p.headers(1, &req(), false);
+        p.send(&h);
+        p.expect_goaway(ErrorCode::PROTOCOL_ERROR);
+    });
+}
+
+#[test]
+fn priority_on_an_idle_stream_is_harmless_and_self_dependency_resets() {
+    both(|split| {
+        let mut p = server(split);
+        p.send(&Sv::priority(9, 1));
+        assert!(p.take().is_empty());
+        p.assert_request_works(1);
+        // HEADERS depending on itself: stream error PROTOCOL_ERROR (§5.3.1).
+        let block = p.block(&req());
+        let mut payload = 3u32.to_be_bytes().to_vec();
+        payload.push(15);
+        payload.extend_from_slice(&block);
+        p.send(&Sv::raw(0x1, END_HEADERS | END_STREAM | 0x20, 3, &payload));
+        p.expect_rst(3, ErrorCode::PROTOCOL_ERROR);
+        p.assert_request_works(5);
+    });
+}
+
+// ---------------------------------------------------------------------------
+// Header blocks and CONTINUATION
+// ---------------------------------------------------------------------------
+
+#[test]
+fn a_header_block_split_over_continuation_frames_decodes() {
+    both(|split| {
+        let mut p = server(split);
+        let mut f = req();
+        f.push((b"x-pad".to_vec(), vec![b'p'; 200]));
+        let block = p.block(&f);
+        // 1 HEADERS + 16 CONTINUATION: the default limit, accepted.
+        let n = block.len() / 17;
+        let mut parts: Vec<&[u8]> = (0..16).map(|i| &block[i * n..(i + 1) * n]).collect();
+        parts.push(&block[16 * n..]);
+        let mut bytes = Sv::frame(Frame::Headers {
+            stream_id: 1,
+            fragment: parts[0],
+            end_stream: true,
+            end_headers: false,
+            pad_len: None,
+        });
+        for (i, part) in parts.iter().enumerate().skip(1) {
+            bytes.extend(Sv::continuation(1, part, i == parts.len() - 1));
+        }
+        p.send(&bytes);
+        let s = p.expect_request(1);
+        assert!(p.take().is_empty());
+        assert_eq!(p.data.get(&s), None);
+    });
+}
+
+#[test]
+fn continuation_interleaving_is_a_protocol_error() {
+    both(|split| {
+        let others: [(&str, Vec<u8>); 5] = [
+            ("DATA", Sv::data(1, b"x", false)),
+            ("PING", Sv::ping([0; 8])),
+            ("HEADERS on 3", Sv::headers_frame(3, &STATIC_POST, true)),
+            ("CONTINUATION on 3", Sv::continuation(3, &[0x84], true)),
+            ("PRIORITY", Sv::priority(1, 0)),
+        ];
+        for (what, other) in others {
+            eprintln!("interrupted by {what}");
+            let mut p = server(split);
+            let mut bytes = Sv::frame(Frame::Headers {
+                stream_id: 1,
+                fragment: &STATIC_POST,
+                end_stream: false,
+                end_headers: false,
+                pad_len: None,
+            });
+            bytes.extend(other);
+            p.send(&bytes);
+            p.expect_goaway(ErrorCode::PROTOCOL_ERROR);
+        }
+        let mut p = server(split);
+        p.send(&Sv::continuation(1, &STATIC_POST, true));
+        p.expect_goaway(ErrorCode::PROTOCOL_ERROR);
+    });
+}
+
+#[test]
+fn too_many_continuation_frames_is_enhance_your_calm() {
+    both(|split| {
+        let mut p = server(split);
+        let mut bytes = Sv::frame(Frame::Headers {
+            stream_id: 1,
+            fragment: &STATIC_POST,
+            end_stream: true,
+            end_headers: false,
+            pad_len: None,
+        });
+        // 17 CONTINUATION frames, over the default of 16.
+        for _ in 0..17 {
+            bytes.extend(Sv::continuation(1, &[0x84], false));
+        }
+        p.send(&bytes);
+        p.expect_goaway(ErrorCode::ENHANCE_YOUR_CALM);
+    });
+}
+
+#[test]
+fn a_header_block_larger_than_the_buffer_is_enhance_your_calm() {
+    both(|split| {
+        let mut p = server(split);
+        let chunk = vec![0x84; 16_000];
+        let mut bytes = Sv::frame(Frame::Headers {
+            stream_id: 1,
+            fragment: &chunk,
+            end_stream: true,
+            end_headers: false,
+            pad_len: None,
+        });
+        bytes.extend(Sv::continuation(1, &chunk, true));
+        p.send(&bytes);
+        p.expect_goaway(ErrorCode::ENHANCE_YOUR_CALM);
+    });
+}
+
+#[test]
+fn hpack_garbage_is_a_compression_error() {
+    let blocks: [(&str, Vec<u8>); 5] = [
+        ("index 0", vec![0x80]),
+        ("index past the tables", vec![0x83, 0xff, 0x80, 0x01]),
+        (
+            "integer overflow",
+            vec![0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x0f],
+        ),
+        ("size update over the maximum", vec![0x3f, 0xe1, 0xff, 0x03]),
+        ("Huffman EOS", vec![0x00, 0x81, 0xff, 0x81, 0xff]),
+    ];
+    both(|split| {
+        for (what, block) in &blocks {
+            eprintln!("{what}");
+            let mut p = server(split);
+            p.send(&Sv::headers_frame(1, block, true));
+            p.expect_goaway(ErrorCode::COMPRESSION_ERROR);
+        }
+    });
+}
+
+/// Binding: "A string length past the end of the block makes the block not
+/// valid, also when the string is over max_field_size. The connection then
+/// ends" — not a 431. (RFC 9113 §4.3 names COMPRESSION_ERROR, the binding
+/// PROTOCOL_ERROR; either is a connection error.)
+#[test]
+fn a_truncated_string_over_max_field_size_ends_the_connection() {
+    both(|split| {
+        let mut p = server(split);
+        let mut block = STATIC_POST.to_vec();
+        block.extend([0x00, 0x01, b'x']);
+        block.extend(hpack_int(100_000, 7, 0));
+        block.extend([b'v'; 10]);
+        p.send(&Sv::headers_frame(1, &block, true));
+        let frames = p.take();
+        assert!(
+            !frames.iter().any(|f| matches!(f, Rx::Headers { .. })),
+            "no 431 for a broken block: {frames:?}"
+        );
+        let code = frames.iter().find_map(|f| match f {
+            Rx::GoAway { code, .. } => Some(*code),
+            _ => None,
+        });
+        assert!(
+            matches!(
+                code,
+                Some(ErrorCode::COMPRESSION_ERROR | ErrorCode::PROTOCOL_ERROR)
+            ),
+            "{frames:?}"
+        );
+        assert!(p.conn.is_closed());
+    });
+}
+
+// ---------------------------------------------------------------------------
+// Malformed requests: RST_STREAM(PROTOCOL_ERROR), the connection goes on
+// ---------------------------------------------------------------------------
+
+fn malformed_heads() -> Vec<(&'static str, Fields)> {
+    let base = |extra: &[(&str, &str)]| request("/x", extra);
+    vec![
+        ("uppercase name", base(&[("X-Upper", "1")])),
+        (
+            "missing :path",
+            fields(&[
+                (":method", "POST"),
+                (":scheme", "http"),
+                (":authority", "a"),
+            ]),
+        ),
+        ("connection header", base(&[("connection", "keep-alive")])),
+        (
+            "transfer-encoding",
+            base(&[("transfer-encoding", "chunked")]),
+        ),
+        ("te: gzip", base(&[("te", "gzip")])),
+        (
+            "pseudo after regular",
+            fields(&[
+                (":method", "POST"),
+                (":scheme", "http"),
+                ("x-a", "1"),
+                (":path", "/x"),
+            ]),
+        ),
+        (
+            "unknown pseudo",
+            base(&[])
+                .into_iter()
+                .chain(fields(&[(":foo", "1")]))
+                .collect(),
+        ),
+        (
+            "duplicate :method",
+            fields(&[
+                (":method", "POST"),
+                (":method", "GET"),
+                (":scheme", "http"),
+                (":path", "/x"),
+            ]),
+        ),
+        (
+            "empty :path",
+            fields(&[(":method", "POST"), (":scheme", "http"), (":path", "")]),
+        ),
+        ("value with a leading space", base(&[("x-a", " 1")])),
+        (":status in a request", base(&[(":status", "200")])),
+        ("invalid content-length", base(&[("content-length", "1x")])),
+    ]
+}
+
+#[test]
+fn malformed_requests_are_reset_and_the_connection_goes_on() {
+    both(|split| {
+        let mut p = server(split);
+        let mut id = 1;
+        // Three rounds: more malformed requests than stream slots (4), so
+        // none may count against the concurrency limit.
+        for round in 0..3 {
+            for (what, head) in malformed_heads() {
+                eprintln!("round {round}: {what} on stream {id}");
+                let h = p.headers(id, &head, true);
+                p.send(&h);
+                p.expect_rst(id, ErrorCode::PROTOCOL_ERROR);
+                assert!(
+                    p.take_events().is_empty(),
+                    "the application never sees a malformed request ({what})"
+                );
+                id += 2;
+            }
+        }
+        assert_eq!(p.conn.open_streams(), (0, 0));
+        p.assert_request_works(id);
+    });
+}
+
+/// content-length against the DATA that arrives (RFC 9113 §8.1.1).
+#[test]
+fn content_length_mismatches_are_reset() {
+    // (what, body frames for stream `id`, trailers follow, reset expected);
+    // content-length is 5.
+    type Case = (&'static str, fn(u32) -> Vec<Vec<u8>>, bool, bool);
+    let cases: [Case; 9] = [
+        (
+            "longer",
+            |id| vec![Sv::data(id, &[1; 10], true)],
+            false,
+            true,
+        ),
+        (
+            "shorter",
+            |id| vec![Sv::data(id, &[1; 3], true)],
+            false,
+            true,
+        ),
+        (
+            "shorter, then trailers",
+            |id| vec![Sv::data(id, &[1; 3], false)],
+            true,
+            true,
+        ),
+        (
+            "exact",
+            |id| vec![Sv::data(id, &[1; 5], true)],
+            false,
+            false,
+        ),
+        (
+            "exact, then trailers",
+            |id| vec![Sv::data(id, &[1; 5], false)],
+            true,
+            false,
+        ),
+        (
+            "exact in pieces, empty end",
+            |id| {
+                vec![
+                    Sv::data(id, &[1; 2], false),
+                    Sv::data(id, &[1; 3], false),
+                    Sv::data(id, &[], true),
+                ]
+            },
+            false,
+            false,
+        ),
+        (
+            "exact with padding",
+            |id| vec![Sv::padded_data(id, &[1; 5], 10, true)],
+            false,
+            false,
+        ),
+        (
+            "longer with padding",
+            |id| vec![Sv::padded_data(id, &[1; 6], 10, true)],
+            false,
+            true,
+        ),
+        (
+            "shorter with padding",
+            |id| vec![Sv::padded_data(id, &[1; 4], 10, true)],
+            false,
+            true,
+        ),
+    ];
+    both(|split| {
+        let mut p = server(split);
+        let mut id = 1;
+        for (what, body, trailers, reset) in cases {
+            eprintln!("{what} on stream {id}");
+            let head = request("/x", &[("content-length", "5")]);
+            let s = p.request(id, &head, false);
+            for f in body(id) {
+                p.send(&f);
+            }
+            if trailers {
+                let t = p.headers(id, &fields(&[("x-t", "1")]), true);
+                p.send(&t);
+            }
+            let frames = p.take();
+            let events = events_for(&p, s);
+            if reset {
+                assert_eq!(
+                    Sv::rsts(&frames, id),
+                    vec![ErrorCode::PROTOCOL_ERROR],
+                    "{what}: {frames:?}"
+                );
+                assert!(
+                    events.contains(&Ev::Reset {
+                        stream: s,
+                        code: ErrorCode::PROTOCOL_ERROR,
+                        remote: false
+                    }),
+                    "{what}: the application learns of the reset: {events:?}"
+                );
+            } else {
+                assert!(Sv::rsts(&frames, id).is_empty(), "{what}: {frames:?}");
+                assert_eq!(p.data.get(&s).map(Vec::len), Some(5), "{what}");
+                let ended = events.iter().any(|e| {
+                    matches!(
+                        e,
+                        Ev::DataEnd { .. }
+                            | Ev::Headers {
+                                end_stream: true,
+                                ..
+                            }
+                    )
+                });
+                assert!(ended, "{what}: {events:?}");
+                // Answer, so the stream closes.
+                p.conn
+                    .send_headers(s, as_fields(&response("200", &[])), true)
+                    .unwrap();
+                p.take();
+            }
+            p.events.clear();
+            id += 2;
+        }
+        // HEADERS with END_STREAM and a non-zero content-length.
+        let head = request("/x", &[("content-length", "5")]);
+        let h = p.headers(id, &head, true);
+        p.send(&h);
+        p.expect_rst(id, ErrorCode::PROTOCOL_ERROR);
+        let events = p.take_events();
+        assert!(
+            events.is_empty()
+                || matches!(events.as_slice(), [Ev::Headers { .. }, Ev::Reset { .. }]),
+            "a Reset only for a stream the application saw: {events:?}"
+        );
+        p.assert_request_works(id + 2);
+        assert_eq!(
+            p.conn.recv_window(),
+            4 << 20,
+            "every DATA octet returned to the connection window once"
+        );
+    });
+}
+
+// ---------------------------------------------------------------------------
+// Header lists over the limit: 431, and the HPACK table stays in step
+// ---------------------------------------------------------------------------
+
+#[test]
+fn a_header_list_over_the_limit_gets_431_and_the_next_block_decodes() {
+    both(|split| {
+        let config = Config {
+            max_header_list_size: 1024,
+            ..Config::default()
+        };
+        let mut p = server_with(config, split);
+        // The oversize block adds two entries to the dynamic table.
+        let mut block = STATIC_POST.to_vec();
+        block.extend(lit_inc(b"x-small", b"abc"));
+        block.extend(lit_inc(b"x-big", &[b'b'; 1500]));
+        p.send(&Sv::headers_frame(1, &block, false));
+        let frames = p.take();
+        assert_eq!(
+            frames,
+            vec![
+                Rx::Headers {
+                    stream: 1,
+                    fields: fields(&[(":status", "431")]),
+                    end_stream: true,
+                    frames: 1
+                },
+                Rx::Rst {
+                    stream: 1,
+                    code: ErrorCode::NO_ERROR
+                }
+            ]
+        );
+        assert!(p.take_events().is_empty(), "the application never sees it");
+        // The rest of the request is dropped without error.
+        p.send(&Sv::data(1, &[0; 1000], true));
+        assert!(
+            p.take()
+                .iter()
+                .all(|f| matches!(f, Rx::WindowUpdate { .. }))
+        );
+        // The next request uses both entries: 62 = x-big (newest), 63 = x-small.
+        let mut next = STATIC_POST.to_vec();
+        next.extend(indexed(63));
+        p.send(&Sv::headers_frame(3, &next, true));
+        let ev = p.take_events();
+        match ev.as_slice() {
+            [
+                Ev::Headers {
+                    kind: HeadersKind::Request,
+                    fields: f,
+                    ..
+                },
+            ] => assert_eq!(get(f, "x-small"), Some("abc")),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(p.conn.open_streams(), (1, 0));
+    });
+}
+
+#[test]
+fn a_field_over_max_field_size_gets_431_too() {
+    both(|split| {
+        let config = Config {
+            max_field_size: 1000,
+            ..Config::default()
+        };
+        let mut p = server_with(config, split);
+        let mut block = STATIC_POST.to_vec();
+        block.extend(lit_inc(b"x-big", &[b'b'; 1500]));
+        p.send(&Sv::headers_frame(1, &block, true));
+        let frames = p.take();
+        assert!(
+            matches!(frames.first(), Some(Rx::Headers { stream: 1, fields: f, end_stream: true, .. })
+                if get(f, ":status") == Some("431")),
+            "{frames:?}"
+        );
+        // The request had ended: with the 431 the stream is closed, and no
+        // frame but PRIORITY may follow on it (RFC 9113 §5.1).
+        assert_eq!(frames.len(), 1, "RST_STREAM on a closed stream: {frames:?}");
+        let mut next = STATIC_POST.to_vec();
+        next.extend(indexed(62));
+        p.send(&Sv::headers_frame(3, &next, true));
+        // x-big is still over the field limit: 431 again, connection up.
+        let frames = p.take();
+        assert!(
+            frames
+                .iter()
+                .any(|f| matches!(f, Rx::Headers { stream: 3, .. })),
+            "{frames:?}"
+        );
+        p.assert_request_works(5);
+    });
+}
+
+/// Trailers over the limit after the response started: a second `:status`
+/// block would be malformed (RFC 9113 §8.1), so the stream is reset, and the
+/// application, which saw the request, learns of it.
+#[test]
+fn oversize_trailers_after_the_response_started_reset_the_stream() {
+    both(|split| {
+        let config = Config {
+            max_header_list_size: 1024,
+            ..Config::default()
+        };
+        let mut p = server_with(config, split);
+        let s = p.request(1, &req(), false);
+        p.conn
+            .send_headers(s, as_fields(&response("200", &[])), false)
+            .unwrap();
+        let frames = p.take();
+        assert_eq!(frames.len(), 1);
+        let trailers = lit_inc(b"x-big", &[b'b'; 1500]);
+        p.send(&Sv::headers_frame(1, &trailers, true));
+        let frames = p.take();
+        assert!(
+            !frames.iter().any(|f| matches!(f, Rx::Headers { .. })),
+            "no second response head on stream 1: {frames:?}"
+        );
+        assert_eq!(Sv::rsts(&frames, 1).len(), 1, "{frames:?}");
+        assert!(
+            events_for(&p, s)
+                .iter()
+                .any(|e| matches!(e, Ev::Reset { .. })),
+            "the application learns its stream is gone: {:?}",
+            events_for(&p, s)
+        );
+        p.assert_request_works(3);
+    });
+}
+
+// ---------------------------------------------------------------------------
+// Remembered resets
+// ---------------------------------------------------------------------------
+
+#[test]
+fn trailers_on_a_stream_we_reset_are_decoded_and_ignored() {
+    both(|split| {
+        let mut p = server(split);
+        let s = p.request(1, &req(), false);
+        p.conn.reset(s, ErrorCode::CANCEL).unwrap();
+        assert_eq!(
+            p.take(),
+            vec![Rx::Rst {
+                stream: 1,
+                code: ErrorCode::CANCEL
+            }]
+        );
+        // What the client sent before the reset arrived.
+        let mut late = Sv::data(1, &[9; 3000], false);
+        late.extend(Sv::padded_data(1, &[9; 100], 50, false));
+        late.extend(Sv::headers_frame(1, &lit_inc(b"x-t", b"late"), true));
+        p.send(&late);
+        let frames = p.take();
+        assert!(
+            frames.iter().all(|f| matches!(f, Rx::WindowUpdate { .. })),
+            "{frames:?}"
+        );
+        let ev = p.take_events();
+        assert!(
+            !ev.iter()
+                .any(|e| matches!(e, Ev::Headers { .. } | Ev::DataEnd { .. })),
+            "nothing of the reset stream reaches the application: {ev:?}"
+        );
+        assert!(p.data.get(&s).is_none_or(Vec::is_empty), "no DATA either");
+        // The table kept the trailer's entry.
+        let mut next = STATIC_POST.to_vec();
+        next.extend(indexed(62));
+        p.send(&Sv::headers_frame(3, &next, true));
+        match p.take_events().as_slice() {
+            [Ev::Headers { fields: f, .. }] => assert_eq!(get(f, "x-t"), Some("late")),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            p.conn.recv_window(),
+            4 << 20,
+            "the octets of the dropped DATA return to the connection window once"
+        );
+    });
+}
+
+/// DATA that nobody takes returns to the connection window exactly once,
+/// whatever the reason it is dropped (h2's CHANGELOG: connection-window
+/// leaks through padding, frames on reset streams, DATA after GOAWAY).
+#[test]
+fn dropped_data_returns_to_the_connection_window_exactly_once() {
+    both(|split| {
+        let w = 4 << 20;
+        // A stream the server reset.
+        let mut p = server(split);
+        let s = p.request(1, &req(), false);
+        p.conn.reset(s, ErrorCode::CANCEL).unwrap();
+        p.take();
+        p.send(&Sv::data(1, &[0; 10_000], false));
+        p.send(&Sv::padded_data(1, &[0; 1000], 200, false));
+        assert_eq!(p.conn.recv_window(), w, "reset stream");
+
+        // A stream refused for the concurrency limit.
+        let config = Config {
+            max_concurrent_streams: 1,
+            ..Config::default()
+        };
+        let mut p = server_with(config, split);
+        p.request(1, &req(), false);
+        let mut b = p.headers(3, &req(), false);
+        b.extend(Sv::data(3, &[0; 5000], true));
+        p.send(&b);
+        assert_eq!(Sv::rsts(&p.take(), 3), vec![ErrorCode::REFUSED_STREAM]);
+        assert_eq!(p.conn.recv_window(), w, "refused stream");
+
+        // A stream the peer broke content-length on.
+        let mut p = server(split);
+        p.request(1, &request("/x", &[("content-length", "1")]), false);
+        p.send(&Sv::data(1, &[0; 7000], false));
+        assert_eq!(Sv::rsts(&p.take(), 1), vec![ErrorCode::PROTOCOL_ERROR]);
+        p.send(&Sv::data(1, &[0; 7000], true));
+        assert_eq!(p.conn.recv_window(), w, "stream reset for content-length");
+
+        // A stream above the last id of our GOAWAY.
+        let mut p = server(split);
+        p.request(1, &req(), false);
+        p.conn.go_away(ErrorCode::NO_ERROR);
+        p.take();
+        let mut b = p.headers(3, &req(), false);
+        b.extend(Sv::data(3, &[0; 4000], true));
+        b.extend(Sv::data(1, &[0; 4000], false));
+        p.send(&b);
+        p.take();
+        assert_eq!(p.data.values().map(Vec::len).sum::<usize>(), 4000);
+        assert_eq!(p.conn.recv_window(), w, "stream after GOAWAY");
+
+        // Padding on a live stream.
+        let mut p = server(split);
+        let s = p.request(1, &req(), false);
+        p.send(&Sv::padded_data(1, &[0; 100], 255, false));
+        assert_eq!(p.data.get(&s).map(Vec::len), Some(100));
+        assert_eq!(p.conn.recv_window(), w, "padding");
+    });
+}
+
+// ---------------------------------------------------------------------------
+// Flow control
+// ---------------------------------------------------------------------------
+
+#[test]
+fn window_update_of_zero() {
+    both(|split| {
+        let mut p = server(split);
+        p.send(&Sv::window_update(0, 0));
+        p.expect_goaway(ErrorCode::PROTOCOL_ERROR);
+
+        let mut p = server(split);
+        let s = p.request(1, &req(), false);
+        p.send(&Sv::window_update(1, 0));
+        p.expect_rst(1, ErrorCode::PROTOCOL_ERROR);
+        assert!(events_for(&p, s).contains(&Ev::Reset {
+            stream: s,
+            code: ErrorCode::PROTOCOL_ERROR,
+            remote: false
+        }));
+        p.assert_request_works(3);
+    });
+}
+
+#[test]
+fn window_overflow_past_2_31_minus_1() {
+    both(|split| {
+        let mut p = server(split);
+        // The connection send window is 65535; this takes it past 2^31-1.
+        p.send(&Sv::window_update(0, MAX_WINDOW));
+        p.expect_goaway(ErrorCode::FLOW_CONTROL_ERROR);
+
+        let mut p = server(split);
+        p.request(1, &req(), false);
+        p.send(&Sv::window_update(1, MAX_WINDOW - 65_535));
+        assert!(p.take().is_empty(), "exactly 2^31-1 is fine");
+        p.send(&Sv::window_update(1, 1));
+        p.expect_rst(1, ErrorCode::FLOW_CONTROL_ERROR);
+        p.assert_request_works(3);
+    });
+}
+
+#[test]
+fn data_beyond_the_stream_window_is_a_flow_control_error() {
+    both(|split| {
+        let config = Config {
+            initial_window_size: 65_535,
+            ..Config::default()
+        };
+        let mut p = server_with(config, split);
+        p.release = false;
+        let s = p.request(1, &req(), false);
+        for chunk in [16_384, 16_384, 16_384, 16_383] {
+            p.send(&Sv::data(1, &vec![1; chunk], false));
+        }
+        assert!(p.take().is_empty(), "a full window is fine");
+        assert_eq!(p.data.get(&s).map(Vec::len), Some(65_535));
+        p.send(&Sv::data(1, &[1], false));
+        p.expect_rst(1, ErrorCode::FLOW_CONTROL_ERROR);
+        p.assert_request_works(3);
+    });
+}
+
+#[test]
+fn data_beyond_the_connection_window_is_a_flow_control_error() {
+    both(|split| {
+        let config = Config {
+            connection_window_size: 65_535,
+            ..Config::default()
+        };
+        let mut p = server_with(config, split);
+        p.release = false;
+        p.request(1, &req(), false);
+        p.request(3, &req(), false);
+        // 65535 in all, over two streams.
+        for (id, chunk) in [(1, 16_384), (3, 16_384), (1, 16_384), (3, 16_383)] {
+            p.send(&Sv::data(id, &vec![1; chunk], false));
+        }
+        assert!(p.take().is_empty());
+        p.send(&Sv::data(1, &[1], false));
+        p.expect_goaway(ErrorCode::FLOW_CONTROL_ERROR);
+    });
+}
+
+/// RFC 9113 §6.9.3: a receiver that advertises a window below 65535 "MUST
+/// be prepared to receive data that exceeds this window size, since the
+/// sender might send data that exceeds the lower limit prior to processing
+/// the SETTINGS frame".
+#[test]
+fn a_smaller_initial_window_tolerates_data_sent_before_the_settings_arrived() {
+    both(|split| {
+        let config = Config {
+            initial_window_size: 16_384,
+            ..Config::default()
+        };
+        let mut p = Sv::server(config, split);
+        p.release = false;
+        let mut first = PREFACE.to_vec();
+        first.extend(Sv::settings(&[]));
+        let h = p.headers(1, &req(), false);
+        first.extend(h);
+        // The client has not seen our SETTINGS: 65535 is its stream window.
+        for chunk in [16_384, 16_384, 16_384, 16_383] {
+            first.extend(Sv::data(1, &vec![1; chunk], false));
+        }
+        p.send(&first);
+        let frames = p.take();
+        assert!(Sv::rsts(&frames, 1).is_empty(), "{frames:?}");
+        assert_eq!(p.data.values().map(Vec::len).sum::<usize>(), 65_535);
+    });
+}
+
+#[test]
+fn initial_window_size_changes_move_open_streams_even_below_zero() {
+    both(|split| {
+        let mut p = server(split);
+        let s = p.request(1, &req(), true);
+        p.conn
+            .send_headers(s, as_fields(&response("200", &[])), false)
+            .unwrap();
+        let body = vec![7u8; 200_000];
+        let mut sent = 0;
+        // Fill the stream (and connection) window of 65535.
+        loop {
+            let n = p.conn.send_data(s, &body[sent..], true).unwrap();
+            sent += n;
+            p.flush();
+            if n == 0 {
+                break;
+            }
+        }
+        assert_eq!(sent, 65_535);
+        let data = |frames: &[Rx]| -> usize {
+            frames
+                .iter()
+                .map(|f| match f {
+                    Rx::Data { data, .. } => data.len(),
+                    _ => 0,
+                })
+                .sum()
+        };
+        assert_eq!(data(&p.take()), 65_535);
+        // Open the connection window wide: the stream window still holds.
+        p.send(&Sv::window_update(0, 1 << 20));
+        assert_eq!(data(&p.take()), 0);
+        p.events.clear();
+        // 65535 → 64535: the stream window is now -1000.
+        p.send(&Sv::settings(&[(Setting::INITIAL_WINDOW_SIZE, 64_535)]));
+        assert_eq!(
+            p.take(),
+            vec![Rx::Settings {
+                ack: true,
+                params: vec![]
+            }]
+        );
+        assert_eq!(p.conn.send_capacity(s), 0);
+        // +1000: back to 0, still nothing to send, no wake-up.
+        p.send(&Sv::window_update(1, 1000));
+        assert!(p.take().is_empty());
+        assert!(!p.take_events().contains(&Ev::SendReady { stream: s }));
+        // +500: 500 octets may go.
+        p.send(&Sv::window_update(1, 500));
+        assert!(p.take_events().contains(&Ev::SendReady { stream: s }));
+        let n = p.conn.send_data(s, &body[sent..], true).unwrap();
+        sent += n;
+        assert_eq!(n, 500);
+        assert_eq!(data(&p.take()), 500);
+        // 64535 → 74535: +10000 on the open stream.
+        p.send(&Sv::settings(&[(Setting::INITIAL_WINDOW_SIZE, 74_535)]));
+        assert!(p.take_events().contains(&Ev::SendReady { stream: s }));
+        let n = p.conn.send_data(s, &body[sent..], true).unwrap();
+        assert_eq!(n, 10_000);
+        let frames = p.take();
+        assert_eq!(data(&frames), 10_000);
+    });
+}
+
+#[test]
+fn initial_window_size_over_the_maximum_is_a_flow_control_error() {
+    both(|split| {
+        let mut p = server(split);
+        p.send(&Sv::settings(&[(
+            Setting::INITIAL_WINDOW_SIZE,
+            MAX_WINDOW + 1,
+        )]));
+        p.expect_goaway(ErrorCode::FLOW_CONTROL_ERROR);
+
+        // A change that takes an open stream's window past 2^31-1.
+        let mut p = server(split);
+        p.request(1, &req(), false);
+        p.send(&Sv::window_update(1, MAX_WINDOW - 65_535));
+        p.send(&Sv::settings(&[(Setting::INITIAL_WINDOW_SIZE, 65_536)]));
+        p.expect_goaway(ErrorCode::FLOW_CONTROL_ERROR);
+    });
+}
+
+// ---------------------------------------------------------------------------
+// Floods (FloodLimits defaults: 100 per 10 s, 1000 resets per 10 s)
+// ---------------------------------------------------------------------------
+
+/// After a flood the connection has closed cleanly: one GOAWAY, one event,
+/// nothing read any more; its memory is its `size_of`, whatever it read.
+fn assert_calm(p: &mut Sv) {
+    p.expect_goaway(ErrorCode::ENHANCE_YOUR_CALM);
+    assert_eq!(
+        std::mem::size_of_val(&*p.conn),
+        std::mem::size_of::<mcpwire_core::h2::Connection<4, 4096, 16384, 64>>()
+    );
+}
+
+#[test]
+fn ping_flood_is_enhance_your_calm() {
+    both(|split| {
+        let mut p = server(split);
+        let pings: Vec<u8> = (0..100u8).flat_map(|i| Sv::ping([i; 8])).collect();
+        p.send(&pings);
+        let acks = p
+            .take()
+            .iter()
+            .filter(|f| matches!(f, Rx::Ping { ack: true, .. }))
+            .count();
+        assert_eq!(acks, 100);
+        p.send(&Sv::ping([0xff; 8]));
+        assert_calm(&mut p);
+    });
+}
+
+#[test]
+fn pings_under_the_limit_in_each_period_are_fine() {
+    both(|split| {
+        let mut p = server(split);
+        for period in 0..3u64 {
+            p.now = Instant::from_millis(period * 10_001);
+            let pings: Vec<u8> = (0..100u8).flat_map(|i| Sv::ping([i; 8])).collect();
+            p.send(&pings);
+            assert_eq!(p.take().len(), 100);
+        }
+        p.now = Instant::from_millis(3 * 10_001);
+        p.assert_alive();
+    });
+}
+
+#[test]
+fn settings_flood_is_enhance_your_calm() {
+    both(|split| {
+        let mut p = server(split);
+        // The handshake's SETTINGS was the first of the period.
+        let many: Vec<u8> = (0..99).flat_map(|_| Sv::settings(&[])).collect();
+        p.send(&many);
+        assert_eq!(p.take().len(), 99);
+        p.send(&Sv::settings(&[]));
+        assert_calm(&mut p);
+    });
+}
+
+#[test]
+fn empty_data_flood_is_enhance_your_calm() {
+    both(|split| {
+        let mut p = server(split);
+        p.request(1, &req(), false);
+        let empties: Vec<u8> = (0..100).flat_map(|_| Sv::data(1, &[], false)).collect();
+        p.send(&empties);
+        assert!(p.take().is_empty());
+        p.send(&Sv::data(1, &[], false));
+        assert_calm(&mut p);
+    });
+}
+
+#[test]
+fn rapid_reset_is_enhance_your_calm() {
+    both(|split| {
+        let mut p = server(split);
+        let mut id = 1;
+        for _ in 0..10 {
+            let mut b = Vec::new();
+            for _ in 0..100 {
+                b.extend(p.headers(id, &req(), false));
+                b.extend(Sv::rst(id, ErrorCode::CANCEL));
+                id += 2;
+            }
+            p.send(&b);
+            assert!(p.take().is_empty());
+        }
+        assert_eq!(p.conn.open_streams(), (0, 0));
+        let mut b = p.headers(id, &req(), false);
+        b.extend(Sv::rst(id, ErrorCode::CANCEL));
+        p.send(&b);
+        assert_calm(&mut p);
+    });
+}
+
+#[test]
+fn refused_stream_flood_is_enhance_your_calm() {
+    both(|split| {
+        let config = Config {
+            max_concurrent_streams: 1,
+            ..Config::default()
+        };
+        let mut p = server_with(config, split);
+        p.request(1, &req(), false);
+        let mut id = 3;
+        for _ in 0..10 {
+            let mut b = Vec::new();
+            for _ in 0..100 {
+                b.extend(p.headers(id, &req(), true));
+                id += 2;
+            }
+            p.send(&b);
+            let frames = p.take();
+            assert_eq!(frames.len(), 100);
+        }
+        let h = p.headers(id, &req(), true);
+        p.send(&h);
+        assert_calm(&mut p);
+    });
+}
+
+// ---------------------------------------------------------------------------
+// GOAWAY from the peer
+// ---------------------------------------------------------------------------
+
+/// A client's GOAWAY limits the streams the server would open (none, with
+/// push off): the server finishes its streams and keeps serving until the
+/// client closes the transport (RFC 9113 §6.8; httpwg's "goaway frame with
+/// unknown error code" sends a PING afterwards and expects its ACK).
+#[test]
+fn goaway_from_the_client_leaves_the_server_serving() {
+    both(|split| {
+        let mut p = server(split);
+        let s = p.request(1, &req(), true);
+        p.send(&Sv::goaway(0, ErrorCode(0xff)));
+        p.conn
+            .send_headers(s, as_fields(&response("200", &[])), true)
+            .unwrap();
+        let frames = p.take();
+        assert!(
+            matches!(frames.as_slice(), [Rx::Headers { stream: 1, .. }]),
+            "{frames:?}"
+        );
+        assert!(
+            !p.conn.is_closed(),
+            "no stream left, but the client may still talk"
+        );
+        p.send(&Sv::ping(*b"stillthr"));
+        let frames = p.take();
+        assert!(
+            frames.contains(&Rx::Ping {
+                ack: true,
+                payload: *b"stillthr"
+            }),
+            "{frames:?}"
+        );
+        assert!(
+            p.log.iter().any(|e| matches!(
+                e,
+                Ev::GoAway {
+                    code: ErrorCode(0xff),
+                    ..
+                }
+            )),
+            "the GOAWAY is reported"
+        );
+    });
+}
+
+// ---------------------------------------------------------------------------
+// Client rules
+// ---------------------------------------------------------------------------
+
+#[test]
+fn push_promise_is_a_protocol_error() {
+    both(|split| {
+        let mut p = client(split);
+        let s = p.conn.open_stream().unwrap();
+        p.conn.send_headers(s, as_fields(&req()), true).unwrap();
+        p.take();
+        let block = p.block(&req());
+        p.send(&Cl::frame(Frame::PushPromise {
+            stream_id: 1,
+            promised_id: 2,
+            fragment: &block,
+        }));
+        let frames = p.take();
+        assert!(
+            matches!(frames.as_slice(), [Rx::GoAway { code, .. }] if *code == ErrorCode::PROTOCOL_ERROR),
+            "{frames:?}"
+        );
+        assert!(p.conn.is_closed());
+    });
+}
+
+#[test]
+fn headers_on_a_stream_the_server_cannot_open_is_a_protocol_error() {
+    both(|split| {
+        let mut p = client(split);
+        let h = p.headers(2, &response("200", &[]), true);
+        p.send(&h);
+        let frames = p.take();
+        assert!(
+            matches!(frames.as_slice(), [Rx::GoAway { code, .. }] if *code == ErrorCode::PROTOCOL_ERROR),
+            "{frames:?}"
+        );
+    });
+}
+
+#[test]
+fn client_request_response_and_trailers() {
+    both(|split| {
+        let mut p = client(split);
+        let s = p.conn.open_stream().unwrap();
+        p.conn.send_headers(s, as_fields(&req()), false).unwrap();
+        assert_eq!(p.conn.send_data(s, b"hello", true), Ok(5));
+        let frames = p.take();
+        assert!(
+            matches!(&frames[..], [Rx::Headers { stream: 1, end_stream: false, .. }, Rx::Data { stream: 1, data, end_stream: true, .. }] if data == b"hello"),
+            "{frames:?}"
+        );
+        let mut b = p.headers(1, &response("200", &[]), false);
+        b.extend(Cl::data(1, b"world", false));
+        b.extend(p.headers(1, &fields(&[("grpc-status", "0")]), true));
+        p.send(&b);
+        let ev = p.take_events();
+        assert!(
+            matches!(
+                &ev[..],
+                [
+                    Ev::Headers {
+                        kind: HeadersKind::Response,
+                        end_stream: false,
+                        ..
+                    },
+                    Ev::Headers {
+                        kind: HeadersKind::Trailers,
+                        end_stream: true,
+                        ..
+                    },
+                    ..
+                ]
+            ),
+            "{ev:?}"
+        );
+        assert_eq!(p.data.get(&s).map(Vec::as_slice), Some(&b"world"[..]));
+        assert_eq!(p.conn.open_streams(), (0, 0));
+    });
+}
+
+/// The early response on the wire: the client keeps the response, then its
+/// sends are accepted and dropped (binding, "Early responses").
+#[test]
+fn client_keeps_an_early_response_and_sends_nothing_after_the_reset() {
+    for code in [ErrorCode::NO_ERROR, ErrorCode::CANCEL] {
+        both(|split| {
+            let mut p = client(split);
+            let s = p.conn.open_stream().unwrap();
+            p.conn.send_headers(s, as_fields(&req()), false).unwrap();
+            p.take();
+            let mut b = p.headers(1, &response("200", &[]), false);
+            b.extend(Cl::data(1, b"no", false));
+            b.extend(p.headers(1, &fields(&[("grpc-status", "16")]), true));
+            b.extend(Cl::rst(1, code));
+            p.send(&b);
+            let ev = p.take_events();
+            assert!(
+                !ev.iter().any(|e| matches!(e, Ev::Reset { .. })),
+                "{code:?}: {ev:?}"
+            );
+            assert_eq!(p.data.get(&s).map(Vec::as_slice), Some(&b"no"[..]));
+            assert_eq!(p.conn.send_data(s, &[0; 70_000], false), Ok(70_000));
+            assert_eq!(
+                p.conn
+                    .send_headers(s, as_fields(&fields(&[("x", "1")])), true),
+                Ok(())
+            );
+            assert_eq!(p.conn.reset(s, ErrorCode::CANCEL), Ok(()));
+            assert!(p.take().is_empty(), "nothing on the wire");
+        });
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Ordering and bookkeeping the sim runs into
+// ---------------------------------------------------------------------------
+
+/// A stream error must not put RST_STREAM on the wire before the frames of
+/// that stream already queued: the peer would get HEADERS on a closed stream
+/// (RFC 9113 §5.1: nothing but PRIORITY may follow RST_STREAM).
+#[test]
+fn rst_stream_never_goes_out_before_queued_frames_of_its_stream() {
+    both(|split| {
+        let mut p = server(split);
+        let s = p.request(1, &request("/x", &[("content-length", "5")]), false);
+        // The response head is queued, not yet written...
+        p.conn
+            .send_headers(s, as_fields(&response("200", &[])), false)
+            .unwrap();
+        // ...when the body breaks content-length.
+        p.feed(&Sv::data(1, &[0; 10], true));
+        let frames = p.take();
+        let rst = frames
+            .iter()
+            .position(|f| matches!(f, Rx::Rst { stream: 1, .. }));
+        let head = frames
+            .iter()
+            .position(|f| matches!(f, Rx::Headers { stream: 1, .. }));
+        assert!(rst.is_some(), "{frames:?}");
+        if let (Some(r), Some(h)) = (rst, head) {
+            assert!(h < r, "HEADERS after RST_STREAM on stream 1: {frames:?}");
+        }
+    });
+}
+
+/// Data of a frame that was partly handed out when the application reset
+/// its stream must not be handed to the stream that takes the slot next.
+#[test]
+fn data_after_a_local_reset_mid_frame_goes_to_no_other_stream() {
+    both(|split| {
+        let mut p = Cl1::client(Config::default(), split);
+        p.handshake();
+        let a = p.conn.open_stream().unwrap();
+        p.conn.send_headers(a, as_fields(&req()), true).unwrap();
+        p.take();
+        let head = p.headers(1, &response("200", &[]), false);
+        p.send(&head);
+        let frame = Cl1::data(1, &[0xaa; 1000], true);
+        p.feed(&frame[..9 + 400]);
+        assert_eq!(p.data.get(&a).map(Vec::len), Some(400));
+        // The application gives up on the first stream and opens another,
+        // which takes the only slot.
+        p.conn.reset(a, ErrorCode::CANCEL).unwrap();
+        // The run loop: drain events after an application call.
+        p.drain();
+        let b = p.conn.open_stream().unwrap();
+        p.conn.send_headers(b, as_fields(&req()), false).unwrap();
+        p.flush();
+        p.feed(&frame[9 + 400..]);
+        p.flush();
+        assert_eq!(p.data.get(&b), None, "stream 3 got stream 1's bytes");
+        assert_eq!(p.conn.stream_id(b), Some(3), "stream 3 still open");
+        assert!(
+            !p.log.contains(&Ev::DataEnd { stream: b }),
+            "stream 1's END_STREAM ended stream 3"
+        );
+        assert_eq!(p.conn.send_data(b, b"x", true), Ok(1));
+    });
+}
+
+/// Every blocked stream gets its SendReady when the connection window
+/// reopens, however many there are.
+#[test]
+fn a_connection_window_update_wakes_every_blocked_stream() {
+    both(|split| {
+        let mut p = client(split);
+        let mut streams = Vec::new();
+        for _ in 0..20 {
+            let s = p.conn.open_stream().unwrap();
+            p.conn.send_headers(s, as_fields(&req()), false).unwrap();
+            streams.push(s);
+        }
+        p.take();
+        // The first stream takes the whole connection window of 65535.
+        let big = vec![0u8; 70_000];
+        let mut sent = 0;
+        while p.conn.send_window() > 0 {
+            sent += p.conn.send_data(streams[0], &big[sent..], false).unwrap();
+            p.flush();
+        }
+        assert_eq!(sent, 65_535);
+        // Every other stream offers data and takes none.
+        for &s in &streams[1..] {
+            assert_eq!(p.conn.send_data(s, b"queued", false), Ok(0));
+        }
+        p.take();
+        p.events.clear();
+        p.send(&Cl::window_update(0, 1 << 20));
+        let woken = p
+            .take_events()
+            .iter()
+            .filter(|e| matches!(e, Ev::SendReady { .. }))
+            .count();
+        assert_eq!(woken, 19, "one SendReady per blocked stream with window");
+    });
+}
+
+/// A GOAWAY that refuses many streams reports each of them, then itself.
+#[test]
+fn goaway_reports_every_refused_stream() {
+    both(|split| {
+        let mut p = client(split);
+        let mut streams = Vec::new();
+        for _ in 0..20 {
+            let s = p.conn.open_stream().unwrap();
+            p.conn.send_headers(s, as_fields(&req()), true).unwrap();
+            streams.push(s);
+        }
+        p.take();
+        p.send(&Cl::goaway(0, ErrorCode::NO_ERROR));
+        let ev = p.take_events();
+        let refused = ev
+            .iter()
+            .filter(|e| {
+                matches!(e, Ev::Reset { code, remote: true, .. } if *code == ErrorCode::REFUSED_STREAM)
+            })
+            .count();
+        assert_eq!(refused, 20, "{ev:?}");
+        assert!(ev.contains(&Ev::GoAway {
+            last_stream_id: 0,
+            code: ErrorCode::NO_ERROR
+        }));
+        assert!(ev.contains(&Ev::ConnectionClosed { error: None }), "{ev:?}");
+    });
+}
+
+/// `ConnectionClosed` is "The last event", also when the peer's GOAWAY
+/// refuses the last open streams and so ends the connection.
+#[test]
+fn connection_closed_is_the_last_event_after_a_goaway() {
+    both(|split| {
+        let mut p = client(split);
+        for _ in 0..2 {
+            let s = p.conn.open_stream().unwrap();
+            p.conn.send_headers(s, as_fields(&req()), true).unwrap();
+        }
+        p.take();
+        p.send(&Cl::goaway(0, ErrorCode::NO_ERROR));
+        let ev = p.take_events();
+        assert_eq!(ev.len(), 4, "{ev:?}");
+        assert_eq!(
+            ev[2..],
+            [
+                Ev::GoAway {
+                    last_stream_id: 0,
+                    code: ErrorCode::NO_ERROR
+                },
+                Ev::ConnectionClosed { error: None }
+            ],
+            "{ev:?}"
+        );
+        assert!(p.conn.is_closed());
+    });
+}
+
+// ---------------------------------------------------------------------------
+// The run loop's contract with small buffers
+// ---------------------------------------------------------------------------
+
+/// The documented loop: recv until consumed, draining events after every
+/// call, and `poll_transmit` when recv consumed nothing and returned nothing
+/// (the answers it owes wait to be sent). A burst of PINGs larger than the
+/// answer queue goes through, and every PING gets its ACK, in order.
+#[test]
+fn a_burst_of_pings_is_answered_through_the_documented_loop() {
+    let mut p = server(Split::Whole);
+    // 50 PINGs: under the flood limit (100), more than the answer queue.
+    let pings: Vec<u8> = (0..50u8).flat_map(|i| Sv::ping([i; 8])).collect();
+    let mut input = &pings[..];
+    let mut frames = Vec::new();
+    for _ in 0..1000 {
+        if input.is_empty() {
+            break;
+        }
+        let r = p.conn.recv(input, Instant::ZERO);
+        input = &input[r.consumed..];
+        let events = p.drain();
+        if r.consumed == 0 && r.data.is_none() && events == 0 {
+            frames.extend(p.take());
+        }
+    }
+    assert!(
+        input.is_empty(),
+        "recv stopped with {} octets left",
+        input.len()
+    );
+    frames.extend(p.take());
+    let acks: Vec<[u8; 8]> = frames
+        .iter()
+        .filter_map(|f| match f {
+            Rx::Ping { ack: true, payload } => Some(*payload),
+            _ => None,
+        })
+        .collect();
+    let want: Vec<[u8; 8]> = (0..50u8).map(|i| [i; 8]).collect();
+    assert_eq!(acks, want);
+}
+
+/// `poll_transmit` "Call until it returns 0": with a small buffer it must
+/// not return 0 while it still has frames (or say how much room it needs).
+#[test]
+fn poll_transmit_with_a_small_buffer_writes_everything() {
+    let mut conn = mcpwire_core::h2::Connection::<4, 4096, 16384, 64>::new(
+        Role::Client,
+        Config::default(),
+        Instant::ZERO,
+    );
+    let mut out = Vec::new();
+    let mut buf = [0u8; 32];
+    loop {
+        let n = conn.poll_transmit(&mut buf);
+        if n == 0 {
+            break;
+        }
+        out.extend_from_slice(&buf[..n]);
+    }
+    assert!(
+        !conn.wants_transmit(),
+        "poll_transmit gave 0 with {} octets written and frames still pending",
+        out.len()
+    );
+    assert!(out.starts_with(PREFACE));
+}
+
+#[test]
+fn send_headers_reports_transmit_full_and_succeeds_after_transmit() {
+    let mut p = client(Split::Whole);
+    let a = p.conn.open_stream().unwrap();
+    p.conn.send_headers(a, as_fields(&req()), false).unwrap();
+    // Fill the transmit buffer with DATA.
+    let n = p.conn.send_data(a, &[0; 60_000], false).unwrap();
+    assert!(n > 0);
+    let b = p.conn.open_stream().unwrap();
+    let r = p.conn.send_headers(b, as_fields(&req()), true);
+    assert_eq!(r, Err(StreamError::TransmitFull));
+    p.flush();
+    assert_eq!(p.conn.send_headers(b, as_fields(&req()), true), Ok(()));
+}
