@@ -580,7 +580,6 @@ fn trailers_in_both_directions() {
 /// `poll_transmit`. A `SendReady` that `poll_transmit` queues is then only
 /// seen when more input arrives; if none comes, the stream waits forever.
 #[test]
-#[ignore = "bug: poll_transmit queues SendReady, which the documented loop never drains"]
 fn the_documented_run_loop_alone_keeps_every_stream_moving() {
     for seed in [1, 2, 3] {
         let mut p = pair(Split::Random, seed, Release::Immediate, small(), small());

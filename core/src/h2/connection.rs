@@ -1353,7 +1353,10 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
         if self.state == State::Open && self.role == Role::Client {
             self.state = State::Draining;
         }
-        if code != ErrorCode::NO_ERROR && self.error.is_none() {
+        // A GOAWAY for an error means the peer closes the transport (RFC
+        // 9113 §5.4.1); an unknown code means nothing special (§7).
+        let error = code != ErrorCode::NO_ERROR && code.name().is_some();
+        if error && self.error.is_none() {
             self.error = Some(ConnectionError::Remote {
                 code,
                 last_stream_id,
@@ -1380,7 +1383,11 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
                 );
             }
         }
-        self.maybe_close_drained();
+        if error {
+            self.close();
+        } else {
+            self.maybe_close_drained();
+        }
     }
 
     /// A complete header block is in `block`.
