@@ -106,7 +106,7 @@ struct Admission {
 
 impl Admission {
     /// Whether a field of these lengths may be handed out.
-    #[inline]
+    #[inline(always)]
     fn admit(&mut self, name_len: usize, value_len: usize) -> bool {
         if self.error.is_some() {
             return false;
@@ -310,7 +310,7 @@ impl<const TABLE: usize> Decoder<TABLE> {
 
     /// Reads the name part of a literal representation whose index has a
     /// `prefix_bits` prefix. Returns the name and the octets read.
-    #[inline]
+    #[inline(always)]
     fn read_name<'b>(
         &self,
         buf: &'b [u8],
@@ -334,7 +334,7 @@ impl<const TABLE: usize> Decoder<TABLE> {
     }
 
     /// Hands out a literal that does not enter the table.
-    #[inline]
+    #[inline(always)]
     fn emit<F: FnMut(Field<'_>)>(
         &self,
         name: Name<'_>,
@@ -344,11 +344,7 @@ impl<const TABLE: usize> Decoder<TABLE> {
         admission: &mut Admission,
         on_field: &mut F,
     ) -> Result<(), DecodeError> {
-        if admission.error.is_some() {
-            // Nothing more is handed out, but the strings must still be valid.
-            return check_strings(name, value);
-        }
-        // The common case: nothing to decode.
+        // The common case, kept small enough to inline: nothing to decode.
         let name_raw = match name {
             Name::Static(b) => Some(b),
             Name::Literal(l) if !l.huffman => Some(l.bytes),
@@ -363,6 +359,24 @@ impl<const TABLE: usize> Decoder<TABLE> {
                 });
             }
             return Ok(());
+        }
+        self.emit_decoded(name, value, never_indexed, scratch, admission, on_field)
+    }
+
+    /// [`Decoder::emit`] for a name or value that needs the table or Huffman.
+    #[inline(never)]
+    fn emit_decoded<F: FnMut(Field<'_>)>(
+        &self,
+        name: Name<'_>,
+        value: Literal<'_>,
+        never_indexed: bool,
+        scratch: &mut [u8],
+        admission: &mut Admission,
+        on_field: &mut F,
+    ) -> Result<(), DecodeError> {
+        if admission.error.is_some() {
+            // Nothing more is handed out, but the strings must still be valid.
+            return check_strings(name, value);
         }
         let room = scratch.len().min(admission.limits.max_field_size);
         let scratch = &mut scratch[..room];
@@ -441,7 +455,7 @@ impl<const TABLE: usize> Decoder<TABLE> {
 }
 
 /// Reads a string literal (§5.2). Returns it and the octets read.
-#[inline]
+#[inline(always)]
 fn read_literal(buf: &[u8]) -> Result<(Literal<'_>, usize), DecodeError> {
     let huffman = buf.first().is_some_and(|&b| b & 0x80 != 0);
     let (len, n) = integer::decode(buf, 7)?;

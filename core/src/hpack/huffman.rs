@@ -316,7 +316,9 @@ pub fn decoded_len(src: &[u8]) -> Result<usize, DecodeError> {
 
 #[inline(always)]
 pub(super) fn decode_into<S: Sink>(src: &[u8], sink: &mut S) -> Result<(), DecodeError> {
-    // Pending input, left-aligned: the next bit to decode is bit 63.
+    // Pending input, left-aligned: the next bit to decode is bit 63. Bits
+    // below the `bits` valid ones are zero or copies of input not yet
+    // counted, never garbage.
     let mut acc: u64 = 0;
     let mut bits: u32 = 0;
     let mut rest = src;
@@ -328,22 +330,19 @@ pub(super) fn decode_into<S: Sink>(src: &[u8], sink: &mut S) -> Result<(), Decod
             let taken = (63 - bits) >> 3;
             rest = &rest[taken as usize..];
             bits += taken << 3;
-        } else {
-            while bits <= 56 {
-                let Some((&b, tail)) = rest.split_first() else {
-                    break;
-                };
-                acc |= u64::from(b) << (56 - bits);
-                bits += 8;
-                rest = tail;
-            }
+        } else if !rest.is_empty() {
+            // The last few octets, as many as fit, in one go.
+            let n = rest.len().min(((64 - bits) / 8) as usize);
+            let mut word = [0u8; 8];
+            word[..n].copy_from_slice(&rest[..n]);
+            acc |= u64::from_be_bytes(word) >> bits;
+            rest = &rest[n..];
+            bits += n as u32 * 8;
         }
-        if bits < MAX_LEN as u32 {
-            break;
-        }
-        while bits >= MAX_LEN as u32 {
+        loop {
+            // One or two whole codes in the next LOOKUP_BITS valid bits.
             #[cfg(feature = "huffman-fast")]
-            {
+            if bits >= LOOKUP_BITS {
                 let entry = FAST[(acc >> (64 - LOOKUP_BITS)) as usize];
                 if entry >> 24 != 0 {
                     sink.put_pair(entry as u8, (entry >> 8) as u8, (entry >> 24) as usize)?;
@@ -353,6 +352,10 @@ pub(super) fn decode_into<S: Sink>(src: &[u8], sink: &mut S) -> Result<(), Decod
                     continue;
                 }
             }
+            // A longer code: the canonical walk needs 30 valid bits.
+            if bits < MAX_LEN as u32 {
+                break;
+            }
             let (sym, len) = next_symbol(acc);
             if sym == EOS {
                 return Err(DecodeError::HuffmanEos);
@@ -361,20 +364,25 @@ pub(super) fn decode_into<S: Sink>(src: &[u8], sink: &mut S) -> Result<(), Decod
             acc <<= len;
             bits -= len;
         }
+        if rest.is_empty() {
+            break;
+        }
     }
-    // Fewer than 30 bits remain and the input is spent. Look at them with
-    // ones below: a code that fits in what is left is a symbol; otherwise
-    // what is left must be padding (RFC 7541 §5.2).
+    // The input is spent and what is left holds no whole code of the fast
+    // table. All ones is padding (no code of 29 bits or fewer is all ones, so
+    // it cannot be a symbol), allowed below 8 bits (RFC 7541 §5.2).
     while bits > 0 {
-        let padded = acc | (u64::MAX >> bits);
-        let (sym, len) = next_symbol(padded);
-        if len > bits {
-            let ones = (u64::MAX << (64 - bits)) & acc == (u64::MAX << (64 - bits));
-            return if bits <= 7 && ones {
+        let ones = u64::MAX << (64 - bits);
+        if acc & ones == ones {
+            return if bits <= 7 {
                 Ok(())
             } else {
                 Err(DecodeError::HuffmanPadding)
             };
+        }
+        let (sym, len) = next_symbol(acc | (u64::MAX >> bits));
+        if len > bits {
+            return Err(DecodeError::HuffmanPadding);
         }
         if sym == EOS {
             return Err(DecodeError::HuffmanEos);

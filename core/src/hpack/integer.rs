@@ -8,7 +8,7 @@ use super::{DecodeError, EncodeError, out::Out};
 /// Returns the value and the number of octets read. Values above `u32::MAX`
 /// and encodings longer than five continuation octets are
 /// [`DecodeError::IntegerOverflow`].
-#[inline]
+#[inline(always)]
 pub fn decode(buf: &[u8], prefix_bits: u8) -> Result<(u32, usize), DecodeError> {
     let mask = prefix_mask(prefix_bits);
     let first = buf.first().ok_or(DecodeError::Truncated)? & mask;
