@@ -140,6 +140,9 @@ step_test() {
     fi
     # The interop crate runs in release, in its own step.
     bounded 2400 cargo test --workspace --exclude mcpwire-interop
+    # The small-flash build: Huffman by the canonical walk, no lookup table.
+    bounded 1200 cargo test -p mcpwire-core --no-default-features --lib \
+        --test hpack_rfc7541 --test hpack_corpus --test hpack_props --test hpack_python
 }
 
 step_interop() {
