@@ -96,6 +96,17 @@ impl<'a> HeaderList<'a> {
     pub fn is_empty(&self) -> bool {
         self.bytes.is_empty()
     }
+
+    /// The list's storage, to keep a copy beyond the event that lent it.
+    pub fn as_bytes(&self) -> &'a [u8] {
+        self.bytes
+    }
+
+    /// A list over a copy made with [`HeaderList::as_bytes`]. Bytes that are
+    /// not such a copy read as fewer fields, never as a panic.
+    pub fn from_bytes(bytes: &'a [u8]) -> Self {
+        Self { bytes }
+    }
 }
 
 impl<'a> IntoIterator for HeaderList<'a> {

@@ -6,6 +6,8 @@ pub mod error;
 pub mod json;
 pub mod meta;
 pub mod mirror;
+pub mod registry;
+pub mod server;
 pub mod writer;
 
 pub use envelope::Message;

@@ -1,0 +1,449 @@
+//! What a server offers, described statically: tools, resources, resource
+//! templates and prompts, and the JSON of the list results built from them.
+//!
+//! Descriptions are borrowed (`&'r str`, usually `'static`), so a firmware
+//! keeps them in flash. Input schemas are JSON text, checked once by
+//! [`Registry::check`].
+
+use super::json;
+use super::mirror::{AnnotationError, Annotations};
+use super::writer::JsonWriter;
+
+/// A tool (MCP 2026-07-28 §10.1).
+#[derive(Debug, Clone, Copy)]
+pub struct ToolInfo<'r> {
+    pub name: &'r str,
+    pub title: Option<&'r str>,
+    pub description: &'r str,
+    /// A JSON Schema object, as JSON text.
+    pub input_schema: &'r str,
+}
+
+/// A resource.
+#[derive(Debug, Clone, Copy)]
+pub struct ResourceInfo<'r> {
+    pub uri: &'r str,
+    pub name: &'r str,
+    pub description: Option<&'r str>,
+    pub mime_type: Option<&'r str>,
+}
+
+/// A resource template (RFC 6570 URI template).
+#[derive(Debug, Clone, Copy)]
+pub struct ResourceTemplateInfo<'r> {
+    pub uri_template: &'r str,
+    pub name: &'r str,
+    pub description: Option<&'r str>,
+    pub mime_type: Option<&'r str>,
+}
+
+/// An argument of a prompt.
+#[derive(Debug, Clone, Copy)]
+pub struct PromptArgument<'r> {
+    pub name: &'r str,
+    pub description: Option<&'r str>,
+    pub required: bool,
+}
+
+/// A prompt.
+#[derive(Debug, Clone, Copy)]
+pub struct PromptInfo<'r> {
+    pub name: &'r str,
+    pub description: Option<&'r str>,
+    pub arguments: &'r [PromptArgument<'r>],
+}
+
+/// Who the server is.
+#[derive(Debug, Clone, Copy)]
+pub struct ServerInfo<'r> {
+    pub name: &'r str,
+    pub version: &'r str,
+    pub instructions: Option<&'r str>,
+}
+
+/// Everything a server offers.
+#[derive(Debug, Clone, Copy)]
+pub struct Registry<'r> {
+    pub info: ServerInfo<'r>,
+    pub tools: &'r [ToolInfo<'r>],
+    pub resources: &'r [ResourceInfo<'r>],
+    pub templates: &'r [ResourceTemplateInfo<'r>],
+    pub prompts: &'r [PromptInfo<'r>],
+    /// The server sends list-changed and resource-updated events on
+    /// `subscriptions/listen` streams.
+    pub listen: bool,
+    /// The server answers `completion/complete`.
+    pub completions: bool,
+}
+
+/// Why a registry cannot be served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RegistryError<'r> {
+    /// A tool's input schema is not a JSON object.
+    InvalidSchema { tool: &'r str },
+    /// A tool's `x-mcp-header` annotations are invalid (§5.5.1).
+    InvalidAnnotation {
+        tool: &'r str,
+        error: AnnotationError,
+    },
+    /// Two tools share a name.
+    DuplicateTool { tool: &'r str },
+}
+
+/// Annotations tracked per tool.
+pub const MAX_ANNOTATIONS: usize = 8;
+
+impl<'r> Registry<'r> {
+    /// Checks the schemas and annotations once, before serving.
+    pub fn check(&self) -> Result<(), RegistryError<'r>> {
+        for (i, t) in self.tools.iter().enumerate() {
+            let schema = t.input_schema.as_bytes();
+            if json::validate(schema, json::DEFAULT_MAX_DEPTH).is_err()
+                || json::kind(schema) != Some(json::Kind::Object)
+            {
+                return Err(RegistryError::InvalidSchema { tool: t.name });
+            }
+            Annotations::<'_, MAX_ANNOTATIONS>::collect(schema).map_err(|error| {
+                RegistryError::InvalidAnnotation {
+                    tool: t.name,
+                    error,
+                }
+            })?;
+            if self.tools[..i].iter().any(|o| o.name == t.name) {
+                return Err(RegistryError::DuplicateTool { tool: t.name });
+            }
+        }
+        Ok(())
+    }
+
+    /// The tool called `name` (a raw JSON string).
+    pub fn tool(&self, name: &[u8]) -> Option<&ToolInfo<'r>> {
+        self.tools
+            .iter()
+            .find(|t| json::str_eq(name, t.name.as_bytes()))
+    }
+
+    /// The prompt called `name` (a raw JSON string).
+    pub fn prompt(&self, name: &[u8]) -> Option<&PromptInfo<'r>> {
+        self.prompts
+            .iter()
+            .find(|p| json::str_eq(name, p.name.as_bytes()))
+    }
+
+    /// Writes the `capabilities` object of `server/discover`.
+    pub fn write_capabilities(&self, w: &mut JsonWriter<'_>) {
+        w.raw(b"{");
+        let mut first = true;
+        let mut cap = |w: &mut JsonWriter<'_>, name: &[u8], body: &[u8]| {
+            w.key(first, name).raw(body);
+            first = false;
+        };
+        if !self.tools.is_empty() {
+            cap(
+                w,
+                b"tools",
+                if self.listen {
+                    b"{\"listChanged\":true}"
+                } else {
+                    b"{}"
+                },
+            );
+        }
+        if !self.resources.is_empty() || !self.templates.is_empty() {
+            cap(
+                w,
+                b"resources",
+                if self.listen {
+                    b"{\"listChanged\":true,\"subscribe\":true}"
+                } else {
+                    b"{}"
+                },
+            );
+        }
+        if !self.prompts.is_empty() {
+            cap(
+                w,
+                b"prompts",
+                if self.listen {
+                    b"{\"listChanged\":true}"
+                } else {
+                    b"{}"
+                },
+            );
+        }
+        if self.completions {
+            cap(w, b"completions", b"{}");
+        }
+        w.raw(b"}");
+    }
+
+    /// The result of `server/discover` (§8.2).
+    pub fn write_discover(&self, w: &mut JsonWriter<'_>, supported: &[&str]) {
+        w.raw(b"{").key(true, b"resultType").string(b"complete");
+        w.key(false, b"supportedVersions").raw(b"[");
+        for (i, v) in supported.iter().enumerate() {
+            if i > 0 {
+                w.raw(b",");
+            }
+            w.string(v.as_bytes());
+        }
+        w.raw(b"]").key(false, b"capabilities");
+        self.write_capabilities(w);
+        if let Some(text) = self.info.instructions {
+            w.key(false, b"instructions").string(text.as_bytes());
+        }
+        w.key(false, b"ttlMs")
+            .int(3_600_000)
+            .key(false, b"cacheScope")
+            .string(b"public");
+        self.write_result_meta(w);
+        w.raw(b"}");
+    }
+
+    /// `"_meta":{"io.modelcontextprotocol/serverInfo":{...}}`, after a member.
+    pub fn write_result_meta(&self, w: &mut JsonWriter<'_>) {
+        w.key(false, b"_meta").raw(b"{");
+        w.key(true, super::meta::KEY_SERVER_INFO.as_bytes())
+            .raw(b"{");
+        w.key(true, b"name").string(self.info.name.as_bytes());
+        w.key(false, b"version")
+            .string(self.info.version.as_bytes());
+        w.raw(b"}}");
+    }
+
+    /// The result of `tools/list`: every tool, one page.
+    pub fn write_tools_list(&self, w: &mut JsonWriter<'_>) {
+        w.raw(b"{")
+            .key(true, b"resultType")
+            .string(b"complete")
+            .key(false, b"tools")
+            .raw(b"[");
+        for (i, t) in self.tools.iter().enumerate() {
+            if i > 0 {
+                w.raw(b",");
+            }
+            w.raw(b"{").key(true, b"name").string(t.name.as_bytes());
+            if let Some(title) = t.title {
+                w.key(false, b"title").string(title.as_bytes());
+            }
+            w.key(false, b"description")
+                .string(t.description.as_bytes());
+            w.key(false, b"inputSchema")
+                .raw(json::trim(t.input_schema.as_bytes()));
+            w.raw(b"}");
+        }
+        w.raw(b"]")
+            .key(false, b"ttlMs")
+            .int(0)
+            .key(false, b"cacheScope")
+            .string(b"public");
+        self.write_result_meta(w);
+        w.raw(b"}");
+    }
+
+    /// The result of `resources/list`.
+    pub fn write_resources_list(&self, w: &mut JsonWriter<'_>) {
+        w.raw(b"{")
+            .key(true, b"resultType")
+            .string(b"complete")
+            .key(false, b"resources")
+            .raw(b"[");
+        for (i, r) in self.resources.iter().enumerate() {
+            if i > 0 {
+                w.raw(b",");
+            }
+            w.raw(b"{").key(true, b"uri").string(r.uri.as_bytes());
+            w.key(false, b"name").string(r.name.as_bytes());
+            optional(w, b"description", r.description);
+            optional(w, b"mimeType", r.mime_type);
+            w.raw(b"}");
+        }
+        w.raw(b"]")
+            .key(false, b"ttlMs")
+            .int(0)
+            .key(false, b"cacheScope")
+            .string(b"public");
+        self.write_result_meta(w);
+        w.raw(b"}");
+    }
+
+    /// The result of `resources/templates/list`.
+    pub fn write_templates_list(&self, w: &mut JsonWriter<'_>) {
+        w.raw(b"{")
+            .key(true, b"resultType")
+            .string(b"complete")
+            .key(false, b"resourceTemplates")
+            .raw(b"[");
+        for (i, r) in self.templates.iter().enumerate() {
+            if i > 0 {
+                w.raw(b",");
+            }
+            w.raw(b"{")
+                .key(true, b"uriTemplate")
+                .string(r.uri_template.as_bytes());
+            w.key(false, b"name").string(r.name.as_bytes());
+            optional(w, b"description", r.description);
+            optional(w, b"mimeType", r.mime_type);
+            w.raw(b"}");
+        }
+        w.raw(b"]")
+            .key(false, b"ttlMs")
+            .int(0)
+            .key(false, b"cacheScope")
+            .string(b"public");
+        self.write_result_meta(w);
+        w.raw(b"}");
+    }
+
+    /// The result of `prompts/list`.
+    pub fn write_prompts_list(&self, w: &mut JsonWriter<'_>) {
+        w.raw(b"{")
+            .key(true, b"resultType")
+            .string(b"complete")
+            .key(false, b"prompts")
+            .raw(b"[");
+        for (i, p) in self.prompts.iter().enumerate() {
+            if i > 0 {
+                w.raw(b",");
+            }
+            w.raw(b"{").key(true, b"name").string(p.name.as_bytes());
+            optional(w, b"description", p.description);
+            w.key(false, b"arguments").raw(b"[");
+            for (j, a) in p.arguments.iter().enumerate() {
+                if j > 0 {
+                    w.raw(b",");
+                }
+                w.raw(b"{").key(true, b"name").string(a.name.as_bytes());
+                optional(w, b"description", a.description);
+                w.key(false, b"required")
+                    .raw(if a.required { b"true" } else { b"false" });
+                w.raw(b"}");
+            }
+            w.raw(b"]}");
+        }
+        w.raw(b"]")
+            .key(false, b"ttlMs")
+            .int(0)
+            .key(false, b"cacheScope")
+            .string(b"public");
+        self.write_result_meta(w);
+        w.raw(b"}");
+    }
+}
+
+fn optional(w: &mut JsonWriter<'_>, key: &[u8], value: Option<&str>) {
+    if let Some(v) = value {
+        w.key(false, key).string(v.as_bytes());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TOOLS: [ToolInfo<'static>; 2] = [
+        ToolInfo {
+            name: "echo",
+            title: None,
+            description: "Returns its text.",
+            input_schema: r#"{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}"#,
+        },
+        ToolInfo {
+            name: "lookup",
+            title: Some("Lookup"),
+            description: "Finds things \"fast\".",
+            input_schema: r#"{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"}}}"#,
+        },
+    ];
+
+    fn registry() -> Registry<'static> {
+        Registry {
+            info: ServerInfo {
+                name: "demo",
+                version: "0.1.0",
+                instructions: Some("Be nice."),
+            },
+            tools: &TOOLS,
+            resources: &[ResourceInfo {
+                uri: "mem://readme",
+                name: "readme",
+                description: None,
+                mime_type: Some("text/plain"),
+            }],
+            templates: &[],
+            prompts: &[PromptInfo {
+                name: "greet",
+                description: None,
+                arguments: &[PromptArgument {
+                    name: "who",
+                    description: None,
+                    required: true,
+                }],
+            }],
+            listen: true,
+            completions: false,
+        }
+    }
+
+    #[test]
+    fn lists_are_valid_json_with_what_was_registered() {
+        let r = registry();
+        assert_eq!(r.check(), Ok(()));
+        let mut buf = [0u8; 2048];
+        for write in [
+            Registry::write_tools_list as fn(&Registry<'static>, &mut JsonWriter<'_>),
+            Registry::write_resources_list,
+            Registry::write_templates_list,
+            Registry::write_prompts_list,
+        ] {
+            let mut w = JsonWriter::new(&mut buf);
+            write(&r, &mut w);
+            let text = w.finish().unwrap();
+            assert_eq!(
+                json::validate(text, 16),
+                Ok(()),
+                "{}",
+                core::str::from_utf8(text).unwrap()
+            );
+        }
+        let mut w = JsonWriter::new(&mut buf);
+        r.write_tools_list(&mut w);
+        let text = w.finish().unwrap();
+        let tools = json::get(text, b"tools").unwrap();
+        assert_eq!(json::elements(tools).count(), 2);
+        let second = json::elements(tools).nth(1).unwrap();
+        assert!(json::str_eq(
+            json::get(second, b"description").unwrap(),
+            b"Finds things \"fast\"."
+        ));
+        let mut w = JsonWriter::new(&mut buf);
+        r.write_discover(&mut w, &["2026-07-28"]);
+        let text = w.finish().unwrap();
+        assert_eq!(json::validate(text, 16), Ok(()));
+        assert!(json::get(json::get(text, b"capabilities").unwrap(), b"tools").is_some());
+    }
+
+    #[test]
+    fn bad_registries_are_refused() {
+        let bad = [ToolInfo {
+            name: "x",
+            title: None,
+            description: "",
+            input_schema: "[1]",
+        }];
+        let r = Registry {
+            tools: &bad,
+            ..registry()
+        };
+        assert_eq!(r.check(), Err(RegistryError::InvalidSchema { tool: "x" }));
+        let dup = [TOOLS[0], TOOLS[0]];
+        let r = Registry {
+            tools: &dup,
+            ..registry()
+        };
+        assert_eq!(
+            r.check(),
+            Err(RegistryError::DuplicateTool { tool: "echo" })
+        );
+    }
+}

@@ -1,0 +1,1068 @@
+//! The MCP server engine of the gRPC tunnel binding
+//! (`/mcp.zig.transport.v1.Mcp/Call`), sans-IO, over an HTTP/2 connection.
+//!
+//! One call carries one JSON-RPC request. The engine checks the call's head
+//! (method, content type, encoding, path), collects the request message,
+//! applies the 2026-07-28 rules (`_meta`, protocol version, metadata
+//! mirroring) and answers what it can itself: `server/discover` and the
+//! list methods from the [`Registry`], and every error found before a
+//! handler would run. Everything else (`tools/call`, `resources/read`,
+//! `prompts/get`, `completion/complete`, `subscriptions/listen`) comes out
+//! as [`ServerEvent::Request`]; the application answers with
+//! [`Engine::respond`], [`Engine::respond_error`], and streams notifications
+//! (progress, listen events) with [`Engine::notify`].
+//!
+//! The run loop is the HTTP/2 connection's: `recv` until consumed, drain
+//! [`Engine::poll_event`] after every call, `poll_transmit` until 0, sleep
+//! until input or [`Engine::poll_timeout`], then `handle_timeout`.
+//!
+//! Errors found before a handler runs (-32700, -32600, -32020, -32022) end
+//! the call with a headers-only response whose trailers carry `grpc-status`,
+//! `grpc-message`, `mcp-error-code` and `mcp-error-bin` (typed binding §9.2).
+//! Other JSON-RPC errors travel as an ordinary error response message
+//! followed by `grpc-status: 0`.
+
+use core::time::Duration;
+
+use super::error::{
+    HEADER_MISMATCH, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, RpcError,
+    UNSUPPORTED_PROTOCOL_VERSION,
+};
+use super::meta::{RequestMeta, SUPPORTED_VERSIONS};
+use super::mirror::{self, Annotations, Mirrored};
+use super::registry::{MAX_ANNOTATIONS, Registry};
+use super::writer::JsonWriter;
+use super::{Message, json};
+use crate::grpc::{self, Code, HeadError, MessageDecoder, RequestHead, base64, percent};
+use crate::h2::{
+    self, Connection, ConnectionError, ErrorCode, Event, HeaderList, HeadersKind, StreamRef,
+};
+use crate::hpack::Field;
+use crate::time::Instant;
+use mcpwire_proto::tunnel::{self, JsonRpcMessage};
+
+/// The path of the tunnel method.
+pub const TUNNEL_PATH: &[u8] = tunnel::CALL_PATH.as_bytes();
+
+/// Octets kept of a call's request headers (what `mcp-*` checks and the
+/// application read later).
+const HEADERS: usize = 1024;
+/// Longest JSON-RPC id kept (raw JSON).
+const MAX_ID: usize = 128;
+/// Room before an outgoing message for its gRPC prefix and protobuf header.
+const FRAMING: usize = 16;
+/// Longest `grpc-message` sent (typed binding §9.2).
+const MAX_GRPC_MESSAGE: usize = 1024;
+/// Longest `mcp-error-bin` value sent.
+const MAX_ERROR_BIN: usize = 4096;
+/// JSON nesting accepted in a request.
+const MAX_DEPTH: usize = 64;
+
+/// Settings of the engine.
+#[derive(Debug, Clone, Copy)]
+pub struct EngineConfig {
+    /// The HTTP/2 connection's settings.
+    pub h2: h2::Config,
+    /// The largest request message (also capped by the engine's `MSG`).
+    /// A larger one ends the call with RESOURCE_EXHAUSTED.
+    pub max_message_bytes: usize,
+    /// Deadline of a request that has no `grpc-timeout` (not for
+    /// `subscriptions/listen`). Default 60 s.
+    pub request_timeout: Duration,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        Self {
+            h2: h2::Config::default(),
+            max_message_bytes: 4 << 20,
+            request_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+/// A call of the engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CallId {
+    index: u16,
+    stream: StreamRef,
+}
+
+/// Why a call's handler must stop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CancelReason {
+    /// The client reset the stream (RST_STREAM(CANCEL)).
+    Reset,
+    /// The deadline passed; the engine answered DEADLINE_EXCEEDED.
+    Deadline,
+    /// The connection ended.
+    ConnectionClosed,
+}
+
+/// A request for the application. Its slices are borrowed from the
+/// engine until the next call on it: copy what the handler needs.
+#[derive(Debug, Clone, Copy)]
+pub struct Request<'a> {
+    /// The method, without quotes (`tools/call`, ...).
+    pub method: &'a [u8],
+    /// The raw JSON id.
+    pub id: &'a [u8],
+    /// The raw JSON `params` object.
+    pub params: &'a [u8],
+    /// The request's `_meta`.
+    pub meta: RequestMeta<'a>,
+    /// The call's request headers (`authorization`, custom metadata).
+    pub headers: HeaderList<'a>,
+    /// When the call must end.
+    pub deadline: Option<Instant>,
+}
+
+/// Something the application must act on.
+#[derive(Debug, Clone, Copy)]
+pub enum ServerEvent<'a> {
+    /// Run the handler for this request; answer with `respond` or
+    /// `respond_error`.
+    Request { call: CallId, request: Request<'a> },
+    /// Stop the handler: the call is over.
+    Cancelled { call: CallId, reason: CancelReason },
+    /// A `notify` or `respond` that was refused as busy can go now.
+    Writable { call: CallId },
+    /// The connection is over; the last event.
+    ConnectionClosed { error: Option<ConnectionError> },
+}
+
+/// Why `respond`, `respond_error` or `notify` did nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendError {
+    /// The call is over (cancelled, reset, or already answered).
+    Gone,
+    /// The previous message is still being written: retry after
+    /// [`ServerEvent::Writable`].
+    Busy,
+    /// The message is larger than the call's buffer (`MSG`).
+    TooLarge { needed: usize },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Collecting the request message.
+    Body,
+    /// The application holds the request.
+    Handler,
+    /// Writing the last message; trailers follow.
+    Finishing,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Queued {
+    Request { index: usize },
+    Cancelled { call: CallId, reason: CancelReason },
+    Writable { call: CallId },
+    ConnectionClosed { error: Option<ConnectionError> },
+}
+
+const EVENTS: usize = 32;
+
+/// Methods the engine answers from the registry.
+#[derive(Debug, Clone, Copy)]
+enum Builtin {
+    Discover,
+    Tools,
+    Resources,
+    Templates,
+    Prompts,
+}
+
+struct Call<const MSG: usize> {
+    stream: StreamRef,
+    phase: Phase,
+    decoder: MessageDecoder,
+    /// The request message, later the outgoing messages.
+    buf: [u8; MSG],
+    message_len: Option<usize>,
+    headers: [u8; HEADERS],
+    headers_len: usize,
+    deadline: Option<Instant>,
+    id: [u8; MAX_ID],
+    id_len: usize,
+    /// Where the request's parts lie in `buf` once parsed.
+    method: (usize, usize),
+    params: (usize, usize),
+    /// The response head went out.
+    head_sent: bool,
+    /// Outgoing bytes in `buf[out_pos..out_end]`.
+    out_pos: usize,
+    out_end: usize,
+    /// The application was told Busy and waits for Writable.
+    wants_writable: bool,
+}
+
+/// The tunnel server over one connection. `STREAMS`, `TABLE` and `BUF` size
+/// the HTTP/2 connection ([`h2::Connection`]); `MSG` is each call's buffer,
+/// which bounds a request and each message of its response.
+pub struct Engine<'r, const STREAMS: usize, const TABLE: usize, const BUF: usize, const MSG: usize>
+{
+    conn: Connection<STREAMS, TABLE, BUF, 64>,
+    calls: [Option<Call<MSG>>; STREAMS],
+    registry: Registry<'r>,
+    config: EngineConfig,
+    now: Instant,
+    events: [Option<Queued>; EVENTS],
+    events_head: usize,
+    events_len: usize,
+    /// A Request event borrows this call's buffer until the next call.
+    lent: Option<usize>,
+    closed: bool,
+}
+
+impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const MSG: usize> core::fmt::Debug
+    for Engine<'_, STREAMS, TABLE, BUF, MSG>
+{
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Engine")
+            .field("conn", &self.conn)
+            .field("calls", &self.calls.iter().filter(|c| c.is_some()).count())
+            .field("closed", &self.closed)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'r, const STREAMS: usize, const TABLE: usize, const BUF: usize, const MSG: usize>
+    Engine<'r, STREAMS, TABLE, BUF, MSG>
+{
+    /// A server engine for one accepted connection.
+    pub fn new(registry: Registry<'r>, config: EngineConfig, now: Instant) -> Self {
+        Self {
+            conn: Connection::new(h2::Role::Server, config.h2, now),
+            calls: [const { None }; STREAMS],
+            registry,
+            config,
+            now,
+            events: [None; EVENTS],
+            events_head: 0,
+            events_len: 0,
+            lent: None,
+            closed: false,
+        }
+    }
+
+    /// The HTTP/2 connection, for its state and windows.
+    pub fn connection(&self) -> &Connection<STREAMS, TABLE, BUF, 64> {
+        &self.conn
+    }
+
+    /// Whether the connection is over and all output was taken.
+    pub fn is_closed(&self) -> bool {
+        self.conn.is_closed()
+    }
+
+    /// Feeds received octets; returns how many were consumed. Call again
+    /// with the rest after draining events (see the module docs).
+    pub fn recv(&mut self, input: &[u8], now: Instant) -> usize {
+        self.now = now;
+        self.lent = None;
+        let r = self.conn.recv(input, now);
+        if let Some(d) = r.data {
+            self.on_data(d.stream, d.bytes, d.end_stream);
+        }
+        self.drain_connection();
+        r.consumed
+    }
+
+    /// The next deadline: the connection's or a call's.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let calls = self.calls.iter().flatten().filter_map(|c| c.deadline).min();
+        match (self.conn.poll_timeout(), calls) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Lets time pass: calls past their deadline end with DEADLINE_EXCEEDED.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.now = now;
+        self.lent = None;
+        self.conn.handle_timeout(now);
+        for i in 0..STREAMS {
+            let Some(call) = self.calls[i].as_ref() else {
+                continue;
+            };
+            if call.deadline.is_some_and(|d| now >= d) {
+                let id = CallId {
+                    index: i as u16,
+                    stream: call.stream,
+                };
+                if call.phase == Phase::Handler {
+                    self.push(Queued::Cancelled {
+                        call: id,
+                        reason: CancelReason::Deadline,
+                    });
+                }
+                self.end_with_status(i, Code::DeadlineExceeded, b"deadline exceeded");
+            }
+        }
+        self.drain_connection();
+    }
+
+    /// Writes pending frames into `out`; call until it returns 0.
+    pub fn poll_transmit(&mut self, out: &mut [u8]) -> usize {
+        self.lent = None;
+        let n = self.conn.poll_transmit(out);
+        self.drain_connection();
+        n
+    }
+
+    /// The next event. A `Request` borrows the engine until the next call.
+    pub fn poll_event(&mut self) -> Option<ServerEvent<'_>> {
+        if self.events_len == 0 {
+            return None;
+        }
+        let e = self.events[self.events_head].take()?;
+        self.events_head = (self.events_head + 1) % EVENTS;
+        self.events_len -= 1;
+        Some(match e {
+            Queued::Request { index } => {
+                let call = self.calls[index].as_ref()?;
+                self.lent = Some(index);
+                let (ms, me) = call.method;
+                let (ps, pe) = call.params;
+                let params = &call.buf[ps..pe];
+                ServerEvent::Request {
+                    call: CallId {
+                        index: index as u16,
+                        stream: call.stream,
+                    },
+                    request: Request {
+                        method: &call.buf[ms..me],
+                        id: &call.id[..call.id_len],
+                        params,
+                        meta: RequestMeta::read(Some(params)).ok()?,
+                        headers: HeaderList::from_bytes(&call.headers[..call.headers_len]),
+                        deadline: call.deadline,
+                    },
+                }
+            }
+            Queued::Cancelled { call, reason } => ServerEvent::Cancelled { call, reason },
+            Queued::Writable { call } => ServerEvent::Writable { call },
+            Queued::ConnectionClosed { error } => ServerEvent::ConnectionClosed { error },
+        })
+    }
+
+    // ------------------------------------------------------------------
+    // Answers from the application
+    // ------------------------------------------------------------------
+
+    /// Answers the request with `result` (a JSON object) and ends the call
+    /// with `grpc-status: 0`.
+    pub fn respond(&mut self, call: CallId, result: &[u8]) -> Result<(), SendError> {
+        let i = self.ready_for_output(call)?;
+        self.write_message(i, |w, id| {
+            w.raw(b"{\"jsonrpc\":\"2.0\",\"id\":")
+                .raw(id)
+                .raw(b",\"result\":")
+                .raw(result)
+                .raw(b"}");
+        })?;
+        self.finish(i);
+        Ok(())
+    }
+
+    /// Answers the request with a JSON-RPC error (an ordinary error
+    /// message, then `grpc-status: 0`: the binding's rule for errors inside
+    /// a running handler). `data` is raw JSON.
+    pub fn respond_error(
+        &mut self,
+        call: CallId,
+        code: i32,
+        message: &str,
+        data: Option<&[u8]>,
+    ) -> Result<(), SendError> {
+        let i = self.ready_for_output(call)?;
+        self.write_message(i, |w, id| {
+            write_error_response(w, id, code, message.as_bytes(), data)
+        })?;
+        self.finish(i);
+        Ok(())
+    }
+
+    /// Sends a notification on the call's stream (progress, listen events):
+    /// `{"jsonrpc":"2.0","method":method,"params":params}`.
+    pub fn notify(&mut self, call: CallId, method: &str, params: &[u8]) -> Result<(), SendError> {
+        let i = self.ready_for_output(call)?;
+        self.write_message(i, |w, _| {
+            w.raw(b"{\"jsonrpc\":\"2.0\",\"method\":")
+                .string(method.as_bytes())
+                .raw(b",\"params\":")
+                .raw(params)
+                .raw(b"}");
+        })?;
+        self.flush(i);
+        Ok(())
+    }
+
+    fn ready_for_output(&mut self, call: CallId) -> Result<usize, SendError> {
+        let i = usize::from(call.index);
+        let c = self
+            .calls
+            .get_mut(i)
+            .and_then(Option::as_mut)
+            .ok_or(SendError::Gone)?;
+        if c.stream != call.stream || c.phase != Phase::Handler {
+            return Err(SendError::Gone);
+        }
+        if c.out_pos < c.out_end {
+            c.wants_writable = true;
+            return Err(SendError::Busy);
+        }
+        Ok(i)
+    }
+
+    /// Writes one JSON-RPC message, framed, into the call's buffer and
+    /// starts sending it.
+    fn write_message<F>(&mut self, i: usize, body: F) -> Result<(), SendError>
+    where
+        F: FnOnce(&mut JsonWriter<'_>, &[u8]),
+    {
+        let Some(c) = self.calls[i].as_mut() else {
+            return Err(SendError::Gone);
+        };
+        let id = c.id;
+        let id_len = c.id_len;
+        let (head, rest) = c.buf.split_at_mut(FRAMING.min(MSG));
+        let mut w = JsonWriter::new(rest);
+        body(&mut w, &id[..id_len]);
+        let len = match w.finish() {
+            Ok(text) => text.len(),
+            Err(e) => {
+                return Err(SendError::TooLarge {
+                    needed: e.needed + FRAMING,
+                });
+            }
+        };
+        let start = frame_message(head, len);
+        c.out_pos = start;
+        c.out_end = FRAMING + len;
+        self.flush(i);
+        Ok(())
+    }
+
+    /// Marks the call's answer complete: trailers follow the last message.
+    fn finish(&mut self, i: usize) {
+        if let Some(c) = self.calls[i].as_mut() {
+            c.phase = Phase::Finishing;
+        }
+        self.flush(i);
+    }
+
+    /// Sends what the call has pending: the response head, the message,
+    /// and once the answer is complete, the trailers.
+    fn flush(&mut self, i: usize) {
+        let Some(c) = self.calls[i].as_mut() else {
+            return;
+        };
+        let stream = c.stream;
+        if !c.head_sent {
+            let head = [
+                Field::new(b":status", b"200"),
+                Field::new(b"content-type", b"application/grpc+proto"),
+            ];
+            match self.conn.send_headers(stream, head, false) {
+                Ok(()) => c.head_sent = true,
+                Err(h2::StreamError::TransmitFull) => return,
+                Err(_) => {
+                    self.drop_call(i);
+                    return;
+                }
+            }
+        }
+        while c.out_pos < c.out_end {
+            match self
+                .conn
+                .send_data(stream, &c.buf[c.out_pos..c.out_end], false)
+            {
+                Ok(0) => return,
+                Ok(n) => c.out_pos += n,
+                Err(_) => {
+                    self.drop_call(i);
+                    return;
+                }
+            }
+        }
+        let writable = core::mem::replace(&mut c.wants_writable, false);
+        let finishing = c.phase == Phase::Finishing;
+        if writable {
+            let call = CallId {
+                index: i as u16,
+                stream,
+            };
+            self.push(Queued::Writable { call });
+        }
+        if finishing {
+            let trailers = [Field::new(b"grpc-status", b"0")];
+            match self.conn.send_headers(stream, trailers, true) {
+                Ok(()) => self.calls[i] = None,
+                Err(h2::StreamError::TransmitFull) => {}
+                Err(_) => self.drop_call(i),
+            }
+        }
+    }
+
+    // ------------------------------------------------------------------
+    // The connection's events
+    // ------------------------------------------------------------------
+
+    fn drain_connection(&mut self) {
+        while let Some(e) = self.conn.poll_event() {
+            match e {
+                Event::Headers {
+                    stream,
+                    kind: HeadersKind::Request,
+                    fields,
+                    end_stream,
+                } => {
+                    // Copy what the call keeps, then act without the borrow.
+                    let mut copy = [0u8; HEADERS];
+                    let raw = fields.as_bytes();
+                    let fits = raw.len() <= HEADERS;
+                    let n = raw.len().min(HEADERS);
+                    copy[..n].copy_from_slice(&raw[..n]);
+                    self.on_request_head(stream, &copy[..n], fits, end_stream);
+                }
+                Event::Headers { .. } => {}
+                Event::Reset { stream, .. } => self.on_stream_gone(stream, true),
+                Event::Closed { stream } => self.on_stream_gone(stream, false),
+                Event::SendReady { stream } => {
+                    if let Some(i) = self.index_of(stream) {
+                        self.flush(i);
+                    }
+                }
+                Event::ConnectionClosed { error } => {
+                    for i in 0..STREAMS {
+                        if let Some(c) = self.calls[i].take()
+                            && c.phase == Phase::Handler
+                        {
+                            let call = CallId {
+                                index: i as u16,
+                                stream: c.stream,
+                            };
+                            self.push(Queued::Cancelled {
+                                call,
+                                reason: CancelReason::ConnectionClosed,
+                            });
+                        }
+                    }
+                    self.closed = true;
+                    self.push(Queued::ConnectionClosed { error });
+                }
+                Event::StreamsAvailable | Event::GoAway { .. } | Event::PingAck { .. } => {}
+            }
+        }
+    }
+
+    fn index_of(&self, stream: StreamRef) -> Option<usize> {
+        self.calls
+            .iter()
+            .position(|c| c.as_ref().is_some_and(|c| c.stream == stream))
+    }
+
+    fn on_stream_gone(&mut self, stream: StreamRef, reset: bool) {
+        let Some(i) = self.index_of(stream) else {
+            return;
+        };
+        if let Some(c) = self.calls[i].take()
+            && reset
+            && c.phase == Phase::Handler
+        {
+            let call = CallId {
+                index: i as u16,
+                stream,
+            };
+            self.push(Queued::Cancelled {
+                call,
+                reason: CancelReason::Reset,
+            });
+        }
+    }
+
+    fn on_request_head(&mut self, stream: StreamRef, raw: &[u8], fits: bool, end_stream: bool) {
+        let fields = HeaderList::from_bytes(raw);
+        let head = match RequestHead::parse(fields) {
+            Ok(head) => head,
+            Err(HeadError::Http(status)) => return self.http_error(stream, status),
+            Err(HeadError::Grpc(code, message)) => {
+                return self.status_only(stream, code, message.as_bytes());
+            }
+        };
+        if head.path != TUNNEL_PATH {
+            return self.status_only(stream, Code::Unimplemented, b"unknown method");
+        }
+        if !fits {
+            return self.status_only(
+                stream,
+                Code::ResourceExhausted,
+                b"request headers too large",
+            );
+        }
+        let Some(i) = self.calls.iter().position(Option::is_none) else {
+            return self.status_only(stream, Code::ResourceExhausted, b"too many calls");
+        };
+        let deadline = Some(self.now + head.timeout.unwrap_or(self.config.request_timeout));
+        let mut call = Call {
+            stream,
+            phase: Phase::Body,
+            decoder: MessageDecoder::new(self.config.max_message_bytes.min(MSG)),
+            buf: [0; MSG],
+            message_len: None,
+            headers: [0; HEADERS],
+            headers_len: raw.len(),
+            deadline,
+            id: [0; MAX_ID],
+            id_len: 0,
+            method: (0, 0),
+            params: (0, 0),
+            head_sent: false,
+            out_pos: 0,
+            out_end: 0,
+            wants_writable: false,
+        };
+        call.headers[..raw.len()].copy_from_slice(raw);
+        self.calls[i] = Some(call);
+        if end_stream {
+            self.dispatch(i);
+        }
+    }
+
+    fn on_data(&mut self, stream: StreamRef, mut bytes: &[u8], end_stream: bool) {
+        // The octets are copied below (or dropped): return them at once.
+        self.conn.release_data(stream, bytes.len());
+        let Some(i) = self.index_of(stream) else {
+            return;
+        };
+        loop {
+            let Some(c) = self.calls[i].as_mut() else {
+                return;
+            };
+            if c.phase != Phase::Body || bytes.is_empty() {
+                break;
+            }
+            if c.message_len.is_some() {
+                return self.end_with_error(
+                    i,
+                    RpcError::new(INVALID_REQUEST, "a call carries one request message"),
+                );
+            }
+            let (used, done) = match c.decoder.feed(bytes, &mut c.buf) {
+                Ok(r) => r,
+                Err(e) => return self.end_with_status(i, e.code(), e.message().as_bytes()),
+            };
+            bytes = &bytes[used..];
+            if let Some(len) = done {
+                c.message_len = Some(len);
+            }
+        }
+        if end_stream {
+            self.dispatch(i);
+        }
+    }
+
+    // ------------------------------------------------------------------
+    // The request
+    // ------------------------------------------------------------------
+
+    /// The request ended: check it and route it.
+    fn dispatch(&mut self, i: usize) {
+        let Some(c) = self.calls[i].as_mut() else {
+            return;
+        };
+        if c.phase != Phase::Body {
+            return;
+        }
+        if let Err(e) = c.decoder.finish() {
+            return self.end_with_status(i, e.code(), e.message().as_bytes());
+        }
+        let Some(len) = c.message_len else {
+            return self.end_with_error(
+                i,
+                RpcError::new(INVALID_REQUEST, "the call carries no request message"),
+            );
+        };
+        let Ok(json) = JsonRpcMessage::decode(&c.buf[..len]) else {
+            return self.end_with_error(i, RpcError::new(PARSE_ERROR, "malformed JsonRpcMessage"));
+        };
+        let (id, method, params) = match Message::parse(json, MAX_DEPTH) {
+            Err(e) => return self.end_with_error(i, e),
+            // A notification gets an empty stream and status 0.
+            Ok(Message::Notification { .. }) => return self.end_with_status(i, Code::Ok, b""),
+            Ok(Message::Response { .. } | Message::Error { .. }) => {
+                return self.end_with_error(
+                    i,
+                    RpcError::new(INVALID_REQUEST, "a server takes requests, not responses"),
+                );
+            }
+            Ok(Message::Request { id, method, params }) => (id, method, params),
+        };
+        if id.len() > MAX_ID {
+            return self.end_with_error(i, RpcError::new(INVALID_REQUEST, "id too long"));
+        }
+        c.id[..id.len()].copy_from_slice(id);
+        c.id_len = id.len();
+        let Some(method_plain) = json::str_plain(method) else {
+            return self.answer_error(i, RpcError::new(METHOD_NOT_FOUND, "Method not found"), None);
+        };
+        let base = c.buf.as_ptr() as usize;
+        let offset = |s: &[u8]| {
+            (
+                s.as_ptr() as usize - base,
+                s.as_ptr() as usize - base + s.len(),
+            )
+        };
+        c.method = offset(method_plain);
+        let params_raw = params.unwrap_or(b"{}");
+        c.params = if params.is_some() {
+            offset(params_raw)
+        } else {
+            (0, 0)
+        };
+        if let Err(e) = self.check_request(i) {
+            return match e.code {
+                HEADER_MISMATCH | UNSUPPORTED_PROTOCOL_VERSION => self.end_with_error(i, e),
+                _ => self.answer_error(i, e, None),
+            };
+        }
+        self.route(i);
+    }
+
+    /// `_meta`, protocol version and the mirrored headers (MCP §5.6 order).
+    fn check_request(&mut self, i: usize) -> Result<(), RpcError> {
+        let Some(c) = self.calls[i].as_ref() else {
+            return Ok(());
+        };
+        let (ms, me) = c.method;
+        let method = &c.buf[ms..me];
+        let params = (c.params.1 > 0).then(|| &c.buf[c.params.0..c.params.1]);
+        let meta = RequestMeta::read(params)?;
+        let headers = HeaderList::from_bytes(&c.headers[..c.headers_len]);
+        let mut scratch = [0u8; 512];
+        // A version header that differs from the body is a mismatch before
+        // the version is judged.
+        if let Some(h) = headers.get(b"mcp-protocol-version") {
+            let (a, b) = scratch.split_at_mut(256);
+            let decoded = mirror::decode_value(h, a)?;
+            if json::unescape(meta.protocol_version, b) != Some(decoded) {
+                return Err(RpcError::new(
+                    HEADER_MISMATCH,
+                    "mcp-protocol-version differs from the body",
+                ));
+            }
+        }
+        if !meta.version_supported() {
+            return Err(RpcError::new(
+                UNSUPPORTED_PROTOCOL_VERSION,
+                "Unsupported protocol version",
+            ));
+        }
+        let name = mirror::name_member(method).and_then(|m| params.and_then(|p| json::get(p, m)));
+        let arguments = if method == b"tools/call" {
+            params.and_then(|p| json::get(p, b"arguments"))
+        } else {
+            None
+        };
+        let tool = (method == b"tools/call")
+            .then(|| name.and_then(|n| self.registry.tool(n)))
+            .flatten();
+        let annotations = tool.and_then(|t| {
+            Annotations::<'_, MAX_ANNOTATIONS>::collect(t.input_schema.as_bytes()).ok()
+        });
+        let body = Mirrored {
+            protocol_version: meta.protocol_version,
+            method: json::trim(&c.buf[ms - 1..me + 1]),
+            name,
+            arguments,
+        };
+        mirror::check(&body, headers, annotations.as_ref(), &mut scratch)
+    }
+
+    fn route(&mut self, i: usize) {
+        let Some(c) = self.calls[i].as_mut() else {
+            return;
+        };
+        let (ms, me) = c.method;
+        let mut m = [0u8; 32];
+        let n = (me - ms).min(32);
+        m[..n].copy_from_slice(&c.buf[ms..ms + n]);
+        let method = &m[..n];
+        let registry = self.registry;
+        let listen = method == b"subscriptions/listen";
+        if listen {
+            // A listen stream has no default timeout.
+            let explicit = HeaderList::from_bytes(&c.headers[..c.headers_len])
+                .get(b"grpc-timeout")
+                .is_some();
+            if !explicit {
+                c.deadline = None;
+            }
+        }
+        c.phase = Phase::Handler;
+        let resources = !registry.resources.is_empty() || !registry.templates.is_empty();
+        let builtin = match method {
+            b"server/discover" => Some(Builtin::Discover),
+            b"tools/list" if !registry.tools.is_empty() => Some(Builtin::Tools),
+            b"resources/list" if resources => Some(Builtin::Resources),
+            b"resources/templates/list" if resources => Some(Builtin::Templates),
+            b"prompts/list" if !registry.prompts.is_empty() => Some(Builtin::Prompts),
+            _ => None,
+        };
+        if let Some(builtin) = builtin {
+            let result = self.write_message(i, |w, id| {
+                w.raw(b"{\"jsonrpc\":\"2.0\",\"id\":")
+                    .raw(id)
+                    .raw(b",\"result\":");
+                match builtin {
+                    Builtin::Discover => registry.write_discover(w, SUPPORTED_VERSIONS),
+                    Builtin::Tools => registry.write_tools_list(w),
+                    Builtin::Resources => registry.write_resources_list(w),
+                    Builtin::Templates => registry.write_templates_list(w),
+                    Builtin::Prompts => registry.write_prompts_list(w),
+                }
+                w.raw(b"}");
+            });
+            if result.is_err() {
+                return self.answer_error(
+                    i,
+                    RpcError::new(
+                        super::error::INTERNAL_ERROR,
+                        "result larger than the call buffer",
+                    ),
+                    None,
+                );
+            }
+            return self.finish(i);
+        }
+        let handled = match method {
+            b"tools/call" => {
+                let known = c_params(&self.calls[i])
+                    .and_then(|p| json::get(p, b"name"))
+                    .is_some_and(|n| registry.tool(n).is_some());
+                if !known {
+                    return self.answer_error(
+                        i,
+                        RpcError::new(INVALID_PARAMS, "Unknown tool"),
+                        None,
+                    );
+                }
+                true
+            }
+            b"resources/read" => !registry.resources.is_empty() || !registry.templates.is_empty(),
+            b"prompts/get" => !registry.prompts.is_empty(),
+            b"completion/complete" => registry.completions,
+            b"subscriptions/listen" => true,
+            _ => false,
+        };
+        if !handled {
+            return self.answer_error(i, RpcError::new(METHOD_NOT_FOUND, "Method not found"), None);
+        }
+        self.push(Queued::Request { index: i });
+    }
+
+    /// An in-band JSON-RPC error, then status 0.
+    fn answer_error(&mut self, i: usize, e: RpcError, data: Option<&[u8]>) {
+        if let Some(c) = self.calls[i].as_mut() {
+            c.phase = Phase::Handler;
+        }
+        let sent = self.write_message(i, |w, id| {
+            write_error_response(w, id, e.code, e.message.as_bytes(), data)
+        });
+        if sent.is_ok() {
+            self.finish(i);
+        } else {
+            self.drop_call(i);
+        }
+    }
+
+    // ------------------------------------------------------------------
+    // Ending calls
+    // ------------------------------------------------------------------
+
+    /// Ends a call with a JSON-RPC error in headers-only trailers.
+    fn end_with_error(&mut self, i: usize, e: RpcError) {
+        // -32022 names what is served and what was asked (§4).
+        let mut data_buf = [0u8; 192];
+        let data = match e.code {
+            UNSUPPORTED_PROTOCOL_VERSION => {
+                let requested = c_params(&self.calls[i])
+                    .and_then(|p| RequestMeta::read(Some(p)).ok())
+                    .map(|m| m.protocol_version)
+                    .filter(|v| v.len() <= 128);
+                let mut w = JsonWriter::new(&mut data_buf);
+                w.raw(b"{\"supported\":[\"2026-07-28\"]");
+                if let Some(v) = requested {
+                    w.raw(b",\"requested\":").raw(v);
+                }
+                w.raw(b"}");
+                w.finish().ok()
+            }
+            _ => None,
+        };
+        let Some(c) = self.calls[i].as_mut() else {
+            return;
+        };
+        let stream = c.stream;
+        let id = c.id;
+        let id_raw: &[u8] = if c.id_len > 0 {
+            &id[..c.id_len]
+        } else {
+            b"null"
+        };
+        // The call buffer holds the trailer values: the error response
+        // JSON, its base64, and the percent-encoded message.
+        let buf = &mut c.buf[..];
+        let (json_part, rest) = buf.split_at_mut(buf.len() / 4);
+        let (bin_part, msg_part) = rest.split_at_mut(rest.len() * 2 / 3);
+        let mut w = JsonWriter::new(json_part);
+        write_error_response(&mut w, id_raw, e.code, e.message.as_bytes(), data);
+        let bin = match w.finish() {
+            Ok(text) => match base64::encode(text, bin_part) {
+                Some(n) if n <= MAX_ERROR_BIN => Some(n),
+                _ => None,
+            },
+            Err(_) => None,
+        };
+        let message = &e.message.as_bytes()[..e.message.len().min(MAX_GRPC_MESSAGE)];
+        let msg_len = percent::encode(message, msg_part).unwrap_or(0);
+        let mut code_text = [0u8; 12];
+        let code_len = write_int(&mut code_text, i64::from(e.code));
+        let status = e.grpc_code();
+        let mut fields = [
+            Field::new(b":status", b"200"),
+            Field::new(b"content-type", b"application/grpc+proto"),
+            Field::new(b"grpc-status", status.as_bytes()),
+            Field::new(b"grpc-message", &msg_part[..msg_len]),
+            Field::new(b"mcp-error-code", &code_text[..code_len]),
+            Field::new(b"mcp-error-bin", b""),
+        ];
+        let count = match bin {
+            Some(n) => {
+                fields[5] = Field::new(b"mcp-error-bin", &bin_part[..n]);
+                6
+            }
+            None => 5,
+        };
+        let _ = self
+            .conn
+            .send_headers(stream, fields[..count].iter().copied(), true);
+        self.calls[i] = None;
+    }
+
+    /// Ends a call with a status and no message (trailers-only, or
+    /// trailers after the response head).
+    fn end_with_status(&mut self, i: usize, code: Code, message: &[u8]) {
+        let Some(c) = self.calls[i].as_ref() else {
+            return;
+        };
+        let stream = c.stream;
+        let head_sent = c.head_sent;
+        let mid_message = c.out_pos < c.out_end;
+        self.calls[i] = None;
+        if mid_message {
+            // Trailers cannot cut a message: stop the stream instead.
+            let _ = self.conn.reset(stream, ErrorCode::CANCEL);
+            return;
+        }
+        if head_sent {
+            let mut enc = [0u8; 3 * 64];
+            let n = percent::encode(&message[..message.len().min(64)], &mut enc).unwrap_or(0);
+            let trailers = [
+                Field::new(b"grpc-status", code.as_bytes()),
+                Field::new(b"grpc-message", &enc[..n]),
+            ];
+            let count = if n == 0 { 1 } else { 2 };
+            let _ = self
+                .conn
+                .send_headers(stream, trailers[..count].iter().copied(), true);
+        } else {
+            self.status_only(stream, code, message);
+        }
+    }
+
+    fn status_only(&mut self, stream: StreamRef, code: Code, message: &[u8]) {
+        let mut enc = [0u8; 3 * 128];
+        let n = percent::encode(&message[..message.len().min(128)], &mut enc).unwrap_or(0);
+        let fields = [
+            Field::new(b":status", b"200"),
+            Field::new(b"content-type", b"application/grpc+proto"),
+            Field::new(b"grpc-status", code.as_bytes()),
+            Field::new(b"grpc-message", &enc[..n]),
+        ];
+        let count = if n == 0 { 3 } else { 4 };
+        let _ = self
+            .conn
+            .send_headers(stream, fields[..count].iter().copied(), true);
+    }
+
+    fn http_error(&mut self, stream: StreamRef, status: u16) {
+        let text: &[u8] = match status {
+            405 => b"405",
+            415 => b"415",
+            _ => b"400",
+        };
+        let _ = self
+            .conn
+            .send_headers(stream, [Field::new(b":status", text)], true);
+    }
+
+    /// Forgets a call whose stream is gone.
+    fn drop_call(&mut self, i: usize) {
+        if let Some(c) = self.calls[i].take() {
+            let _ = self.conn.reset(c.stream, ErrorCode::INTERNAL_ERROR);
+        }
+    }
+
+    fn push(&mut self, e: Queued) {
+        if self.events_len < EVENTS {
+            let at = (self.events_head + self.events_len) % EVENTS;
+            self.events[at] = Some(e);
+            self.events_len += 1;
+        }
+    }
+}
+
+fn c_params<const MSG: usize>(c: &Option<Call<MSG>>) -> Option<&[u8]> {
+    let c = c.as_ref()?;
+    (c.params.1 > 0).then(|| &c.buf[c.params.0..c.params.1])
+}
+
+/// Writes the gRPC prefix and the protobuf header of a `JsonRpcMessage`
+/// whose JSON of `len` octets follows `head`; returns where they start.
+fn frame_message(head: &mut [u8], len: usize) -> usize {
+    let proto_len = JsonRpcMessage::prefix_len(len);
+    let prefix = grpc::write_prefix((proto_len + len) as u32);
+    let start = head.len() - proto_len - prefix.len();
+    head[start..start + prefix.len()].copy_from_slice(&prefix);
+    // `head` has room for the longest protobuf header (FRAMING).
+    let _ = JsonRpcMessage::encode_prefix(len, &mut head[start + prefix.len()..]);
+    start
+}
+
+fn write_error_response(
+    w: &mut JsonWriter<'_>,
+    id: &[u8],
+    code: i32,
+    message: &[u8],
+    data: Option<&[u8]>,
+) {
+    w.raw(b"{\"jsonrpc\":\"2.0\",\"id\":")
+        .raw(id)
+        .raw(b",\"error\":{\"code\":")
+        .int(i64::from(code));
+    w.raw(b",\"message\":").string(message);
+    if let Some(d) = data {
+        w.raw(b",\"data\":").raw(d);
+    }
+    w.raw(b"}}");
+}
+
+fn write_int(out: &mut [u8; 12], v: i64) -> usize {
+    let mut w = JsonWriter::new(out);
+    w.int(v);
+    w.len()
+}

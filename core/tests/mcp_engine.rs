@@ -1,0 +1,456 @@
+//! The tunnel server engine against our HTTP/2 client, in memory: what a
+//! gRPC client of the binding sees.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use mcpwire_core::grpc::{Code, base64, write_prefix};
+use mcpwire_core::h2::{Config, Connection, Event, Role, StreamRef};
+use mcpwire_core::hpack::Field;
+use mcpwire_core::mcp::json;
+use mcpwire_core::mcp::registry::{Registry, ServerInfo, ToolInfo};
+use mcpwire_core::mcp::server::{Engine, EngineConfig, ServerEvent, TUNNEL_PATH};
+use mcpwire_core::time::Instant;
+
+type Client = Connection<8, 4096, 16384, 16>;
+type Server = Engine<'static, 8, 4096, 16384, 8192>;
+
+const TOOLS: [ToolInfo<'static>; 2] = [
+    ToolInfo {
+        name: "echo",
+        title: None,
+        description: "Returns its text.",
+        input_schema: r#"{"type":"object","properties":{"text":{"type":"string"}}}"#,
+    },
+    ToolInfo {
+        name: "lookup",
+        title: None,
+        description: "Annotated.",
+        input_schema: r#"{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"}}}"#,
+    },
+];
+
+fn registry() -> Registry<'static> {
+    Registry {
+        info: ServerInfo {
+            name: "test",
+            version: "1.0",
+            instructions: None,
+        },
+        tools: &TOOLS,
+        resources: &[],
+        templates: &[],
+        prompts: &[],
+        listen: false,
+        completions: false,
+    }
+}
+
+/// What the client saw on one call.
+#[derive(Debug, Default)]
+struct Seen {
+    head: Vec<(String, String)>,
+    messages: Vec<String>,
+    trailers: Vec<(String, String)>,
+    reset: bool,
+}
+
+impl Seen {
+    fn trailer(&self, name: &str) -> Option<&str> {
+        self.trailers
+            .iter()
+            .chain(&self.head)
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+struct Pair {
+    client: Client,
+    server: Server,
+    now: Instant,
+    seen: std::collections::HashMap<StreamRef, Seen>,
+    body: std::collections::HashMap<StreamRef, Vec<u8>>,
+    /// The server's events other than requests.
+    events: Vec<String>,
+}
+
+impl Pair {
+    fn new() -> Self {
+        Pair {
+            client: Client::new(Role::Client, Config::default(), Instant::ZERO),
+            server: Server::new(registry(), EngineConfig::default(), Instant::ZERO),
+            now: Instant::ZERO,
+            seen: Default::default(),
+            body: Default::default(),
+            events: Vec::new(),
+        }
+    }
+
+    /// Runs both sides until nothing moves; the server's requests go to `app`.
+    fn run(&mut self) {
+        let mut buf = vec![0u8; 65536];
+        for _ in 0..1000 {
+            let mut moved = false;
+            while let Some(e) = self.server.poll_event() {
+                assert!(
+                    !matches!(e, ServerEvent::Request { .. }),
+                    "requests come after input"
+                );
+                self.events.push(format!("{e:?}"));
+            }
+            let n = self.client.poll_transmit(&mut buf);
+            let mut input = &buf[..n];
+            while !input.is_empty() {
+                let used = self.server.recv(input, self.now);
+                input = &input[used..];
+                // A Request borrows the server: keep an owned copy.
+                while let Some(e) = self.server.poll_event() {
+                    if let ServerEvent::Request { call, request } = e {
+                        let owned = OwnedRequest {
+                            call,
+                            method: String::from_utf8(request.method.to_vec()).unwrap(),
+                            params: request.params.to_vec(),
+                        };
+                        REQUESTS.with(|r| r.borrow_mut().push(owned));
+                    } else {
+                        self.events.push(format!("{e:?}"));
+                    }
+                }
+                if used == 0 {
+                    break;
+                }
+            }
+            moved |= n > 0;
+            let n = self.server.poll_transmit(&mut buf);
+            let mut input = &buf[..n];
+            while !input.is_empty() {
+                let r = self.client.recv(input, self.now);
+                if let Some(d) = r.data {
+                    self.body
+                        .entry(d.stream)
+                        .or_default()
+                        .extend_from_slice(d.bytes);
+                    self.client.release_data(d.stream, d.bytes.len());
+                }
+                input = &input[r.consumed..];
+                while let Some(e) = self.client.poll_event() {
+                    match e {
+                        Event::Headers { stream, fields, .. } => {
+                            let s = self.seen.entry(stream).or_default();
+                            let list: Vec<(String, String)> = fields
+                                .iter()
+                                .map(|f| {
+                                    (
+                                        String::from_utf8_lossy(f.name).into(),
+                                        String::from_utf8_lossy(f.value).into(),
+                                    )
+                                })
+                                .collect();
+                            if s.head.is_empty() {
+                                s.head = list
+                            } else {
+                                s.trailers = list
+                            }
+                        }
+                        Event::Reset { stream, .. } => {
+                            self.seen.entry(stream).or_default().reset = true
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            moved |= n > 0;
+            if !moved {
+                break;
+            }
+        }
+        // Split the bodies into messages.
+        for (stream, body) in self.body.drain() {
+            let s = self.seen.entry(stream).or_default();
+            let mut rest = &body[..];
+            while rest.len() >= 5 {
+                let len = u32::from_be_bytes([rest[1], rest[2], rest[3], rest[4]]) as usize;
+                let msg = &rest[5..5 + len];
+                // JsonRpcMessage: 0x0a, varint length, JSON.
+                let mut at = 1;
+                let mut n = 0usize;
+                let mut shift = 0;
+                loop {
+                    let b = msg[at];
+                    n |= usize::from(b & 0x7f) << shift;
+                    at += 1;
+                    shift += 7;
+                    if b & 0x80 == 0 {
+                        break;
+                    }
+                }
+                s.messages
+                    .push(String::from_utf8(msg[at..at + n].to_vec()).unwrap());
+                rest = &rest[5 + len..];
+            }
+        }
+    }
+
+    fn call(&mut self, headers: &[(&str, &str)], json: &str) -> StreamRef {
+        let s = self.client.open_stream().unwrap();
+        let mut fields = vec![
+            Field::new(b":method", b"POST"),
+            Field::new(b":scheme", b"http"),
+            Field::new(b":path", TUNNEL_PATH),
+            Field::new(b":authority", b"localhost"),
+            Field::new(b"content-type", b"application/grpc"),
+            Field::new(b"te", b"trailers"),
+        ];
+        for (n, v) in headers {
+            fields.push(Field::new(n.as_bytes(), v.as_bytes()));
+        }
+        self.client
+            .send_headers(s, fields.iter().copied(), false)
+            .unwrap();
+        let mut msg = vec![0x0a];
+        let mut len = json.len();
+        while len >= 0x80 {
+            msg.push((len as u8 & 0x7f) | 0x80);
+            len >>= 7;
+        }
+        msg.push(len as u8);
+        msg.extend_from_slice(json.as_bytes());
+        let mut framed = write_prefix(msg.len() as u32).to_vec();
+        framed.extend_from_slice(&msg);
+        assert_eq!(
+            self.client.send_data(s, &framed, true).unwrap(),
+            framed.len()
+        );
+        s
+    }
+}
+
+struct OwnedRequest {
+    call: mcpwire_core::mcp::server::CallId,
+    method: String,
+    params: Vec<u8>,
+}
+
+thread_local! {
+    static REQUESTS: std::cell::RefCell<Vec<OwnedRequest>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+const META: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}"#;
+
+fn mirrored<'a>(method: &'a str, name: Option<&'a str>) -> Vec<(&'a str, &'a str)> {
+    let mut h = vec![
+        ("mcp-protocol-version", "2026-07-28"),
+        ("mcp-method", method),
+    ];
+    if let Some(n) = name {
+        h.push(("mcp-name", n));
+    }
+    h
+}
+
+#[test]
+fn tools_list_is_answered_by_the_engine() {
+    let mut p = Pair::new();
+    let s = p.call(
+        &mirrored("tools/list", None),
+        &format!(r#"{{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{{{META}}}}}"#),
+    );
+    p.run();
+    let seen = &p.seen[&s];
+    assert_eq!(seen.trailer("grpc-status"), Some("0"), "{seen:?}");
+    assert_eq!(seen.messages.len(), 1);
+    let m = seen.messages[0].as_bytes();
+    assert_eq!(json::validate(m, 32), Ok(()));
+    assert_eq!(json::get(m, b"id"), Some(&b"7"[..]));
+    let tools = json::get(json::get(m, b"result").unwrap(), b"tools").unwrap();
+    assert_eq!(json::elements(tools).count(), 2);
+}
+
+#[test]
+fn a_tool_call_reaches_the_application_and_its_answer_the_client() {
+    let mut p = Pair::new();
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{{"name":"echo","arguments":{{"text":"hi"}},{META}}}}}"#
+    );
+    let s = p.call(&mirrored("tools/call", Some("echo")), &body);
+    p.run();
+    let requests: Vec<OwnedRequest> = REQUESTS.with(|r| r.borrow_mut().drain(..).collect());
+    assert_eq!(requests.len(), 1);
+    assert_eq!(requests[0].method, "tools/call");
+    let args = json::get(&requests[0].params, b"arguments").unwrap();
+    assert!(json::str_eq(json::get(args, b"text").unwrap(), b"hi"));
+    let call = requests[0].call;
+    p.server
+        .notify(
+            call,
+            "notifications/progress",
+            br#"{"progressToken":1,"progress":1}"#,
+        )
+        .unwrap();
+    p.run();
+    p.server
+        .respond(call, br#"{"content":[{"type":"text","text":"hi"}]}"#)
+        .unwrap();
+    p.run();
+    let seen = &p.seen[&s];
+    assert_eq!(seen.messages.len(), 2, "{seen:?}");
+    assert!(seen.messages[0].contains("notifications/progress"));
+    assert!(seen.messages[1].starts_with(r#"{"jsonrpc":"2.0","id":"a","result":"#));
+    assert_eq!(seen.trailer("grpc-status"), Some("0"));
+}
+
+#[test]
+fn errors_before_the_handler_end_the_call_in_the_trailers() {
+    let mut p = Pair::new();
+    // Missing mcp-method: -32020, INVALID_ARGUMENT, mcp-error-bin with the id.
+    let body = format!(r#"{{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{{{META}}}}}"#);
+    let s = p.call(&[("mcp-protocol-version", "2026-07-28")], &body);
+    // Not JSON: -32700.
+    let t = p.call(&mirrored("tools/list", None), "{nope");
+    // Unsupported version in both header and body: -32022.
+    let old = r#"{"jsonrpc":"2.0","id":4,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2099-01-01","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
+    let u = p.call(
+        &[
+            ("mcp-protocol-version", "2099-01-01"),
+            ("mcp-method", "tools/list"),
+        ],
+        old,
+    );
+    p.run();
+    let seen = &p.seen[&s];
+    assert!(seen.messages.is_empty());
+    assert_eq!(
+        seen.trailer("grpc-status"),
+        Some(Code::InvalidArgument.as_bytes()).map(|b| std::str::from_utf8(b).unwrap())
+    );
+    assert_eq!(seen.trailer("mcp-error-code"), Some("-32020"));
+    let bin = seen.trailer("mcp-error-bin").unwrap();
+    let mut decoded = vec![0u8; bin.len()];
+    let n = base64::decode(bin.as_bytes(), &mut decoded).unwrap();
+    let err = &decoded[..n];
+    assert_eq!(json::get(err, b"id"), Some(&b"3"[..]));
+    assert_eq!(
+        json::get(json::get(err, b"error").unwrap(), b"code"),
+        Some(&b"-32020"[..])
+    );
+    assert_eq!(p.seen[&t].trailer("mcp-error-code"), Some("-32700"));
+    let u = &p.seen[&u];
+    assert_eq!(u.trailer("mcp-error-code"), Some("-32022"));
+    let bin = u.trailer("mcp-error-bin").unwrap();
+    let mut decoded = vec![0u8; bin.len()];
+    let n = base64::decode(bin.as_bytes(), &mut decoded).unwrap();
+    let data = json::get(json::get(&decoded[..n], b"error").unwrap(), b"data").unwrap();
+    assert!(json::str_eq(
+        json::get(data, b"requested").unwrap(),
+        b"2099-01-01"
+    ));
+}
+
+#[test]
+fn unknown_tool_and_method_are_in_band_errors_with_status_0() {
+    let mut p = Pair::new();
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"nope",{META}}}}}"#
+    );
+    let s = p.call(&mirrored("tools/call", Some("nope")), &body);
+    let body = format!(r#"{{"jsonrpc":"2.0","id":2,"method":"x/y","params":{{{META}}}}}"#);
+    let t = p.call(&mirrored("x/y", None), &body);
+    p.run();
+    for (stream, code) in [(s, "-32602"), (t, "-32601")] {
+        let seen = &p.seen[&stream];
+        assert_eq!(seen.trailer("grpc-status"), Some("0"), "{seen:?}");
+        let err = json::get(seen.messages[0].as_bytes(), b"error").unwrap();
+        assert_eq!(json::get(err, b"code"), Some(code.as_bytes()));
+    }
+}
+
+#[test]
+fn annotated_arguments_must_be_mirrored() {
+    let mut p = Pair::new();
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"lookup","arguments":{{"region":"eu"}},{META}}}}}"#
+    );
+    let mut ok = mirrored("tools/call", Some("lookup"));
+    ok.push(("mcp-param-region", "eu"));
+    let good = p.call(&ok, &body);
+    let bad = p.call(&mirrored("tools/call", Some("lookup")), &body);
+    p.run();
+    assert_eq!(REQUESTS.with(|r| r.borrow_mut().drain(..).count()), 1);
+    assert!(
+        p.seen
+            .get(&good)
+            .is_none_or(|s| s.trailer("grpc-status").is_none())
+    );
+    assert_eq!(p.seen[&bad].trailer("mcp-error-code"), Some("-32020"));
+}
+
+#[test]
+fn wrong_method_content_type_and_path() {
+    let mut p = Pair::new();
+    let s = p.client.open_stream().unwrap();
+    p.client
+        .send_headers(
+            s,
+            [
+                Field::new(b":method", b"POST"),
+                Field::new(b":scheme", b"http"),
+                Field::new(b":path", b"/other.Service/Nope"),
+                Field::new(b":authority", b"x"),
+                Field::new(b"content-type", b"application/grpc"),
+            ],
+            true,
+        )
+        .unwrap();
+    let t = p.client.open_stream().unwrap();
+    p.client
+        .send_headers(
+            t,
+            [
+                Field::new(b":method", b"POST"),
+                Field::new(b":scheme", b"http"),
+                Field::new(b":path", TUNNEL_PATH),
+                Field::new(b":authority", b"x"),
+                Field::new(b"content-type", b"application/json"),
+            ],
+            true,
+        )
+        .unwrap();
+    p.run();
+    assert_eq!(p.seen[&s].trailer("grpc-status"), Some("12"));
+    assert_eq!(p.seen[&t].trailer(":status"), Some("415"));
+}
+
+#[test]
+fn deadline_and_reset_cancel_the_handler() {
+    let mut p = Pair::new();
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"echo","arguments":{{}},{META}}}}}"#
+    );
+    let mut h = mirrored("tools/call", Some("echo"));
+    h.push(("grpc-timeout", "100m"));
+    let timed = p.call(&h, &body);
+    let cancelled = p.call(
+        &mirrored("tools/call", Some("echo")),
+        &body.replace("\"id\":1", "\"id\":2"),
+    );
+    p.run();
+    assert_eq!(REQUESTS.with(|r| r.borrow_mut().drain(..).count()), 2);
+    assert_eq!(p.server.poll_timeout(), Some(Instant::from_millis(100)));
+    // The client cancels one call; the deadline passes for the other.
+    p.client
+        .reset(cancelled, mcpwire_core::h2::ErrorCode::CANCEL)
+        .unwrap();
+    p.run();
+    p.now = Instant::from_millis(150);
+    p.server.handle_timeout(p.now);
+    p.run();
+    let reasons = &p.events;
+    assert!(
+        reasons.iter().any(|r| r.contains("reason: Reset")),
+        "{reasons:?}"
+    );
+    assert!(
+        reasons.iter().any(|r| r.contains("reason: Deadline")),
+        "{reasons:?}"
+    );
+    assert_eq!(p.seen[&timed].trailer("grpc-status"), Some("4"));
+}
