@@ -211,102 +211,74 @@ impl<'r> Registry<'r> {
         w.raw(b"}}");
     }
 
-    /// The result of `tools/list`: every tool, one page.
-    pub fn write_tools_list(&self, w: &mut JsonWriter<'_>) {
+    /// A complete, cacheable list result: `{"resultType":"complete",
+    /// "<key>":[items],"ttlMs":0,"cacheScope":"public","_meta":...}`.
+    fn write_list<T>(
+        &self,
+        w: &mut JsonWriter<'_>,
+        key: &[u8],
+        items: &[T],
+        item: impl Fn(&mut JsonWriter<'_>, &T),
+    ) {
         w.raw(b"{")
             .key(true, b"resultType")
             .string(b"complete")
-            .key(false, b"tools")
+            .key(false, key)
             .raw(b"[");
-        for (i, t) in self.tools.iter().enumerate() {
+        for (i, x) in items.iter().enumerate() {
             if i > 0 {
                 w.raw(b",");
             }
-            w.raw(b"{").key(true, b"name").string(t.name.as_bytes());
-            if let Some(title) = t.title {
-                w.key(false, b"title").string(title.as_bytes());
-            }
+            w.raw(b"{");
+            item(w, x);
+            w.raw(b"}");
+        }
+        w.raw(b"]")
+            .key(false, b"ttlMs")
+            .int(0)
+            .key(false, b"cacheScope")
+            .string(b"public");
+        self.write_result_meta(w);
+        w.raw(b"}");
+    }
+
+    /// The result of `tools/list`: every tool, one page.
+    pub fn write_tools_list(&self, w: &mut JsonWriter<'_>) {
+        self.write_list(w, b"tools", self.tools, |w, t| {
+            w.key(true, b"name").string(t.name.as_bytes());
+            optional(w, b"title", t.title);
             w.key(false, b"description")
                 .string(t.description.as_bytes());
             w.key(false, b"inputSchema")
                 .raw(json::trim(t.input_schema.as_bytes()));
-            w.raw(b"}");
-        }
-        w.raw(b"]")
-            .key(false, b"ttlMs")
-            .int(0)
-            .key(false, b"cacheScope")
-            .string(b"public");
-        self.write_result_meta(w);
-        w.raw(b"}");
+        });
     }
 
     /// The result of `resources/list`.
     pub fn write_resources_list(&self, w: &mut JsonWriter<'_>) {
-        w.raw(b"{")
-            .key(true, b"resultType")
-            .string(b"complete")
-            .key(false, b"resources")
-            .raw(b"[");
-        for (i, r) in self.resources.iter().enumerate() {
-            if i > 0 {
-                w.raw(b",");
-            }
-            w.raw(b"{").key(true, b"uri").string(r.uri.as_bytes());
-            w.key(false, b"name").string(r.name.as_bytes());
-            optional(w, b"description", r.description);
-            optional(w, b"mimeType", r.mime_type);
-            w.raw(b"}");
-        }
-        w.raw(b"]")
-            .key(false, b"ttlMs")
-            .int(0)
-            .key(false, b"cacheScope")
-            .string(b"public");
-        self.write_result_meta(w);
-        w.raw(b"}");
+        self.write_list(w, b"resources", self.resources, |w, r| {
+            resource_fields(w, b"uri", r.uri, r.name, r.description, r.mime_type);
+        });
     }
 
     /// The result of `resources/templates/list`.
     pub fn write_templates_list(&self, w: &mut JsonWriter<'_>) {
-        w.raw(b"{")
-            .key(true, b"resultType")
-            .string(b"complete")
-            .key(false, b"resourceTemplates")
-            .raw(b"[");
-        for (i, r) in self.templates.iter().enumerate() {
-            if i > 0 {
-                w.raw(b",");
-            }
-            w.raw(b"{")
-                .key(true, b"uriTemplate")
-                .string(r.uri_template.as_bytes());
-            w.key(false, b"name").string(r.name.as_bytes());
-            optional(w, b"description", r.description);
-            optional(w, b"mimeType", r.mime_type);
-            w.raw(b"}");
-        }
-        w.raw(b"]")
-            .key(false, b"ttlMs")
-            .int(0)
-            .key(false, b"cacheScope")
-            .string(b"public");
-        self.write_result_meta(w);
-        w.raw(b"}");
+        self.write_list(w, b"resourceTemplates", self.templates, |w, r| {
+            resource_fields(
+                w,
+                b"uriTemplate",
+                r.uri_template,
+                r.name,
+                r.description,
+                r.mime_type,
+            );
+        });
     }
 
     /// The result of `prompts/list`.
     pub fn write_prompts_list(&self, w: &mut JsonWriter<'_>) {
-        w.raw(b"{")
-            .key(true, b"resultType")
-            .string(b"complete")
-            .key(false, b"prompts")
-            .raw(b"[");
-        for (i, p) in self.prompts.iter().enumerate() {
-            if i > 0 {
-                w.raw(b",");
-            }
-            w.raw(b"{").key(true, b"name").string(p.name.as_bytes());
+        self.write_list(w, b"prompts", self.prompts, |w, p| {
+            w.key(true, b"name").string(p.name.as_bytes());
             optional(w, b"description", p.description);
             w.key(false, b"arguments").raw(b"[");
             for (j, a) in p.arguments.iter().enumerate() {
@@ -319,16 +291,24 @@ impl<'r> Registry<'r> {
                     .raw(if a.required { b"true" } else { b"false" });
                 w.raw(b"}");
             }
-            w.raw(b"]}");
-        }
-        w.raw(b"]")
-            .key(false, b"ttlMs")
-            .int(0)
-            .key(false, b"cacheScope")
-            .string(b"public");
-        self.write_result_meta(w);
-        w.raw(b"}");
+            w.raw(b"]");
+        });
     }
+}
+
+/// The members a resource and a resource template share.
+fn resource_fields(
+    w: &mut JsonWriter<'_>,
+    locator_key: &[u8],
+    locator: &str,
+    name: &str,
+    description: Option<&str>,
+    mime_type: Option<&str>,
+) {
+    w.key(true, locator_key).string(locator.as_bytes());
+    w.key(false, b"name").string(name.as_bytes());
+    optional(w, b"description", description);
+    optional(w, b"mimeType", mime_type);
 }
 
 fn optional(w: &mut JsonWriter<'_>, key: &[u8], value: Option<&str>) {
