@@ -454,3 +454,39 @@ fn deadline_and_reset_cancel_the_handler() {
     );
     assert_eq!(p.seen[&timed].trailer("grpc-status"), Some("4"));
 }
+
+/// The client's metadata builder and the server's checks agree, also on
+/// values that travel as `=?base64?…?=`.
+#[test]
+fn client_built_metadata_passes_the_server_checks() {
+    let mut p = Pair::new();
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{{"name":"lookup","arguments":{{"region":"Hello, 世界"}},{META}}}}}"#
+    );
+    let mut owned: Vec<(String, String)> = Vec::new();
+    mcpwire_core::mcp::client::mirror_headers(
+        body.as_bytes(),
+        Some(TOOLS[1].input_schema.as_bytes()),
+        |n, v| {
+            owned.push((
+                String::from_utf8(n.to_vec()).unwrap(),
+                String::from_utf8(v.to_vec()).unwrap(),
+            ));
+        },
+    )
+    .unwrap();
+    assert!(
+        owned
+            .iter()
+            .any(|(n, v)| n == "mcp-param-region" && v.starts_with("=?base64?")),
+        "{owned:?}"
+    );
+    let headers: Vec<(&str, &str)> = owned
+        .iter()
+        .map(|(a, b)| (a.as_str(), b.as_str()))
+        .collect();
+    let s = p.call(&headers, &body);
+    p.run();
+    let requests: Vec<OwnedRequest> = REQUESTS.with(|r| r.borrow_mut().drain(..).collect());
+    assert_eq!(requests.len(), 1, "{:?}", p.seen.get(&s));
+}

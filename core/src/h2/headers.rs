@@ -140,6 +140,67 @@ impl<'a> Iterator for Fields<'a> {
     }
 }
 
+/// Builds a [`HeaderList`] from fields, without the checks of a received
+/// block: for trailers or metadata an application assembles itself.
+#[derive(Debug)]
+pub struct HeaderBuilder<const N: usize> {
+    buf: [u8; N],
+    len: usize,
+}
+
+impl<const N: usize> Default for HeaderBuilder<N> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<const N: usize> HeaderBuilder<N> {
+    pub const fn new() -> Self {
+        Self {
+            buf: [0; N],
+            len: 0,
+        }
+    }
+
+    /// Adds a field; false when it does not fit (nothing is added).
+    pub fn push(&mut self, f: Field<'_>) -> bool {
+        let need = RECORD_HEAD + f.name.len() + f.value.len();
+        let (Ok(nl), Ok(vl)) = (u16::try_from(f.name.len()), u16::try_from(f.value.len())) else {
+            return false;
+        };
+        let Some(dst) = self.buf.get_mut(self.len..self.len + need) else {
+            return false;
+        };
+        dst[0..2].copy_from_slice(&nl.to_le_bytes());
+        dst[2..4].copy_from_slice(&vl.to_le_bytes());
+        dst[4] = if f.never_indexed {
+            FLAG_NEVER_INDEXED
+        } else {
+            0
+        };
+        let (name, value) = dst[RECORD_HEAD..].split_at_mut(f.name.len());
+        name.copy_from_slice(f.name);
+        value.copy_from_slice(f.value);
+        self.len += need;
+        true
+    }
+
+    /// Empties the builder, adds `fields` (those that fit) and returns the list.
+    pub fn build(&mut self, fields: &[(&[u8], &[u8])]) -> HeaderList<'_> {
+        self.len = 0;
+        for &(name, value) in fields {
+            self.push(Field::new(name, value));
+        }
+        self.list()
+    }
+
+    pub fn list(&self) -> HeaderList<'_> {
+        HeaderList {
+            bytes: &self.buf[..self.len],
+        }
+    }
+}
+
 /// Which pseudo-headers have been seen.
 #[derive(Debug, Clone, Copy, Default)]
 struct Pseudo {

@@ -16,4 +16,4 @@ mod headers;
 pub use config::{Config, FloodLimits, Role};
 pub use connection::{Connection, Data, Event, Received, StreamRef};
 pub use error::{ConnectionError, ErrorCode, StreamError};
-pub use headers::{Fields, HeaderList, HeadersKind, Malformed};
+pub use headers::{Fields, HeaderBuilder, HeaderList, HeadersKind, Malformed};

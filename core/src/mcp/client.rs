@@ -1,0 +1,334 @@
+//! The client side of the tunnel binding, without the connection: the
+//! metadata a call carries (built from its body), and the JSON-RPC error a
+//! call's trailers stand for.
+
+use super::error::{INVALID_REQUEST, RpcError, code_for_status};
+use super::json::{self, MAX_SAFE_INTEGER};
+use super::meta::KEY_PROTOCOL_VERSION;
+use super::mirror::{self, Annotations, ParamType};
+use super::registry::MAX_ANNOTATIONS;
+use super::writer::JsonWriter;
+use crate::grpc::{Code, base64, percent};
+use crate::h2::HeaderList;
+
+/// Longest header value built here.
+const MAX_VALUE: usize = 512;
+
+/// Calls `emit(name, value)` for every metadata header the request `body`
+/// mirrors (MCP 2026-07-28 §5.4–5.5): `mcp-protocol-version`, `mcp-method`,
+/// `mcp-name` for the methods that have one, and `mcp-param-<name>` for each
+/// argument annotated in `input_schema` (the tool's schema from the last
+/// `tools/list`, when known). Values that are not plain header text are
+/// sent as `=?base64?…?=`. An annotated integer outside ±(2^53−1) is refused
+/// with -32600 before anything is sent.
+pub fn mirror_headers<F>(
+    body: &[u8],
+    input_schema: Option<&[u8]>,
+    mut emit: F,
+) -> Result<(), RpcError>
+where
+    F: FnMut(&[u8], &[u8]),
+{
+    const INVALID: RpcError =
+        RpcError::new(INVALID_REQUEST, "not a JSON-RPC request with params._meta");
+    json::validate(body, json::DEFAULT_MAX_DEPTH).map_err(|_| INVALID)?;
+    let method = json::get(body, b"method").ok_or(INVALID)?;
+    let params = json::get(body, b"params");
+    let mut text = [0u8; MAX_VALUE];
+    let mut encoded = [0u8; MAX_VALUE * 2];
+    let mut put = |name: &[u8], raw_string: &[u8], emit: &mut F| -> Result<(), RpcError> {
+        let value = json::unescape(raw_string, &mut text)
+            .ok_or(RpcError::new(INVALID_REQUEST, "value too long to mirror"))?;
+        let value = mirror::encode_value(value, &mut encoded)
+            .ok_or(RpcError::new(INVALID_REQUEST, "value too long to mirror"))?;
+        emit(name, value);
+        Ok(())
+    };
+    if let Some(version) = params
+        .and_then(|p| json::get(p, b"_meta"))
+        .and_then(|m| json::get(m, KEY_PROTOCOL_VERSION))
+    {
+        put(b"mcp-protocol-version", version, &mut emit)?;
+    }
+    put(b"mcp-method", method, &mut emit)?;
+    let method_text = json::str_plain(method).unwrap_or(b"");
+    if let Some(member) = mirror::name_member(method_text) {
+        if let Some(name) = params
+            .and_then(|p| json::get(p, member))
+            .filter(|v| json::kind(v) == Some(json::Kind::String))
+        {
+            put(b"mcp-name", name, &mut emit)?;
+        }
+    }
+    let (Some(schema), Some(arguments)) = (
+        input_schema,
+        params.and_then(|p| json::get(p, b"arguments")),
+    ) else {
+        return Ok(());
+    };
+    let annotations = Annotations::<'_, MAX_ANNOTATIONS>::collect(schema)
+        .map_err(|e| RpcError::new(INVALID_REQUEST, e.reason()))?;
+    let mut header = [0u8; 10 + 64];
+    for ann in annotations.iter() {
+        let Some(value) = ann.value_in(arguments) else {
+            continue;
+        };
+        let name_len = 10 + ann.name.len();
+        let Some(dst) = header.get_mut(..name_len) else {
+            return Err(RpcError::new(INVALID_REQUEST, "x-mcp-header name too long"));
+        };
+        dst[..10].copy_from_slice(b"mcp-param-");
+        for (d, s) in dst[10..].iter_mut().zip(ann.name) {
+            *d = s.to_ascii_lowercase();
+        }
+        let header_name = &header[..name_len];
+        match (ann.kind, json::kind(value)) {
+            (ParamType::String, Some(json::Kind::String)) => put(header_name, value, &mut emit)?,
+            (ParamType::Integer, Some(json::Kind::Number)) => {
+                let v = json::as_i64(value)
+                    .filter(|v| v.abs() <= MAX_SAFE_INTEGER)
+                    .ok_or(RpcError::new(
+                        INVALID_REQUEST,
+                        "annotated integer outside ±(2^53-1)",
+                    ))?;
+                let mut digits = [0u8; 24];
+                let mut w = JsonWriter::new(&mut digits);
+                w.int(v);
+                let n = w.len();
+                emit(header_name, &digits[..n]);
+            }
+            (ParamType::Boolean, Some(json::Kind::Bool)) => emit(header_name, json::trim(value)),
+            _ => {
+                return Err(RpcError::new(
+                    INVALID_REQUEST,
+                    "argument does not match its annotated type",
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// What ended a call that carried no response message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallOutcome {
+    /// The trailers held a JSON-RPC error (from `mcp-error-bin`, or from
+    /// `mcp-error-code` and `grpc-message`): it is written out.
+    RpcError,
+    /// A transport failure: the status, and the HTTP status a client reports
+    /// for it (401 and 403 for UNAUTHENTICATED and PERMISSION_DENIED).
+    Transport { status: Code, http_status: u16 },
+}
+
+/// Reads the JSON-RPC error that trailers carry (typed binding §9.3):
+/// `mcp-error-bin`, else `mcp-error-code` with `grpc-message`, else the
+/// status map of the reference transport. The error response, with `id`,
+/// is written to `out`; `out` holds the JSON text on `Ok`.
+pub fn error_from_trailers<'o>(
+    trailers: HeaderList<'_>,
+    id: &[u8],
+    out: &'o mut [u8],
+) -> (CallOutcome, Option<&'o [u8]>) {
+    let status = trailers
+        .get(b"grpc-status")
+        .and_then(Code::parse)
+        .unwrap_or(Code::Unknown);
+    let transport = matches!(
+        status,
+        Code::Unavailable
+            | Code::DeadlineExceeded
+            | Code::Cancelled
+            | Code::Unauthenticated
+            | Code::PermissionDenied
+    );
+    let http_status = match status {
+        Code::Unauthenticated => 401,
+        Code::PermissionDenied => 403,
+        _ => 200,
+    };
+    let (scratch, out) = out.split_at_mut(out.len() / 2);
+    // 1. mcp-error-bin: base64 of a JSON-RPC error response (possibly
+    // several values joined by commas; the first that decodes wins).
+    if let Some(bin) = trailers.get(b"mcp-error-bin") {
+        for part in bin.split(|&b| b == b',') {
+            let Some(n) = base64::decode(json::trim(part), scratch) else {
+                continue;
+            };
+            let text = &scratch[..n];
+            if json::validate(text, json::DEFAULT_MAX_DEPTH).is_err() {
+                continue;
+            }
+            if let Some(error) =
+                json::get(text, b"error").filter(|e| json::get(e, b"code").is_some())
+            {
+                return (
+                    CallOutcome::RpcError,
+                    write_response(out, id, |w| {
+                        w.raw(json::trim(error));
+                    }),
+                );
+            }
+        }
+    }
+    // 2. mcp-error-code with the percent-decoded grpc-message.
+    if let Some(code) = trailers.get(b"mcp-error-code").and_then(json::as_i64) {
+        let message = trailers.get(b"grpc-message").unwrap_or(b"");
+        let n = percent::decode(message, scratch).unwrap_or(0);
+        let text = core::str::from_utf8(&scratch[..n]).unwrap_or("");
+        return (
+            CallOutcome::RpcError,
+            write_response(out, id, |w| {
+                w.raw(b"{\"code\":")
+                    .int(code)
+                    .raw(b",\"message\":")
+                    .string(text.as_bytes())
+                    .raw(b"}");
+            }),
+        );
+    }
+    if transport {
+        return (
+            CallOutcome::Transport {
+                status,
+                http_status,
+            },
+            None,
+        );
+    }
+    // 3. The status alone.
+    let code = code_for_status(status);
+    let message = trailers
+        .get(b"grpc-message")
+        .unwrap_or(status.name().as_bytes());
+    let n = percent::decode(message, scratch).unwrap_or(0);
+    let text = &scratch[..n];
+    (
+        CallOutcome::RpcError,
+        write_response(out, id, |w| {
+            w.raw(b"{\"code\":")
+                .int(i64::from(code))
+                .raw(b",\"message\":")
+                .string(text)
+                .raw(b"}");
+        }),
+    )
+}
+
+fn write_response<'o>(
+    out: &'o mut [u8],
+    id: &[u8],
+    error: impl FnOnce(&mut JsonWriter<'_>),
+) -> Option<&'o [u8]> {
+    let mut w = JsonWriter::new(out);
+    w.raw(b"{\"jsonrpc\":\"2.0\",\"id\":")
+        .raw(id)
+        .raw(b",\"error\":");
+    error(&mut w);
+    w.raw(b"}");
+    w.finish().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::string::String;
+    use std::vec::Vec;
+
+    fn headers(body: &str, schema: Option<&str>) -> Result<Vec<(String, String)>, RpcError> {
+        let mut v = Vec::new();
+        mirror_headers(body.as_bytes(), schema.map(str::as_bytes), |n, val| {
+            v.push((
+                String::from_utf8(n.to_vec()).unwrap(),
+                String::from_utf8(val.to_vec()).unwrap(),
+            ));
+        })?;
+        Ok(v)
+    }
+
+    const META: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}"#;
+
+    #[test]
+    fn the_spec_example_of_x_mcp_header() {
+        let schema = r#"{"type":"object","properties":{"target":{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"}}},"limit":{"type":"integer","x-mcp-header":"Limit"},"sql":{"type":"string"}}}"#;
+        let body = std::format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"run_query","arguments":{{"target":{{"region":"eu-north1"}},"limit":5,"sql":"x"}},{META}}}}}"#
+        );
+        let h = headers(&body, Some(schema)).unwrap();
+        let want: [(&str, &str); 5] = [
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "run_query"),
+            ("mcp-param-region", "eu-north1"),
+            ("mcp-param-limit", "5"),
+        ];
+        assert!(
+            h.iter().map(|(a, b)| (a.as_str(), b.as_str())).eq(want),
+            "{h:?}"
+        );
+    }
+
+    #[test]
+    fn encoded_values_and_refused_integers() {
+        let schema = r#"{"type":"object","properties":{"q":{"type":"string","x-mcp-header":"Q"},"n":{"type":"integer","x-mcp-header":"N"}}}"#;
+        let body = std::format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"Hello, 世界","arguments":{{"q":" padded "}},{META}}}}}"#
+        );
+        let h = headers(&body, Some(schema)).unwrap();
+        assert_eq!(
+            h[2],
+            ("mcp-name".into(), "=?base64?SGVsbG8sIOS4lueVjA==?=".into())
+        );
+        assert_eq!(
+            h[3],
+            ("mcp-param-q".into(), "=?base64?IHBhZGRlZCA=?=".into())
+        );
+        let unsafe_int = std::format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"t","arguments":{{"n":9007199254740993}},{META}}}}}"#
+        );
+        assert_eq!(
+            headers(&unsafe_int, Some(schema)).unwrap_err().code,
+            INVALID_REQUEST
+        );
+    }
+
+    #[test]
+    fn trailers_to_errors() {
+        let mut store = crate::h2::HeaderBuilder::<1024>::new();
+        let bin = "eyJqc29ucnBjIjoiMi4wIiwiaWQiOm51bGwsImVycm9yIjp7ImNvZGUiOi0zMjYwMiwibWVzc2FnZSI6IlVua25vd24gdG9vbDogbm9wZSJ9fQ==";
+        let mut out = [0u8; 1024];
+        let list = store.build(&[(b"grpc-status", b"3"), (b"mcp-error-bin", bin.as_bytes())]);
+        let (outcome, json) = error_from_trailers(list, b"7", &mut out);
+        assert_eq!(outcome, CallOutcome::RpcError);
+        assert_eq!(
+            json.unwrap(),
+            br#"{"jsonrpc":"2.0","id":7,"error":{"code":-32602,"message":"Unknown tool: nope"}}"#
+        );
+        let mut out = [0u8; 1024];
+        let list = store.build(&[
+            (b"grpc-status", b"3"),
+            (b"mcp-error-code", b"-32020"),
+            (b"grpc-message", b"bad%20header"),
+        ]);
+        let (_, json) = error_from_trailers(list, b"\"x\"", &mut out);
+        assert_eq!(
+            json.unwrap(),
+            br#"{"jsonrpc":"2.0","id":"x","error":{"code":-32020,"message":"bad header"}}"#
+        );
+        let mut out = [0u8; 1024];
+        let list = store.build(&[(b"grpc-status", b"16")]);
+        assert_eq!(
+            error_from_trailers(list, b"1", &mut out).0,
+            CallOutcome::Transport {
+                status: Code::Unauthenticated,
+                http_status: 401
+            }
+        );
+        let mut out = [0u8; 1024];
+        let list = store.build(&[(b"grpc-status", b"12")]);
+        let (_, json) = error_from_trailers(list, b"1", &mut out);
+        assert!(
+            json.unwrap()
+                .starts_with(br#"{"jsonrpc":"2.0","id":1,"error":{"code":-32601"#)
+        );
+    }
+}
