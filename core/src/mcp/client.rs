@@ -52,13 +52,11 @@ where
     }
     put(b"mcp-method", method, &mut emit)?;
     let method_text = json::str_plain(method).unwrap_or(b"");
-    if let Some(member) = mirror::name_member(method_text) {
-        if let Some(name) = params
-            .and_then(|p| json::get(p, member))
-            .filter(|v| json::kind(v) == Some(json::Kind::String))
-        {
-            put(b"mcp-name", name, &mut emit)?;
-        }
+    let name = mirror::name_member(method_text)
+        .and_then(|member| params.and_then(|p| json::get(p, member)))
+        .filter(|v| json::kind(v) == Some(json::Kind::String));
+    if let Some(name) = name {
+        put(b"mcp-name", name, &mut emit)?;
     }
     let (Some(schema), Some(arguments)) = (
         input_schema,
