@@ -4,7 +4,7 @@
 #   ./scripts/test.sh              every step
 #   ./scripts/test.sh fmt test     only the named steps (setup always runs)
 #
-# Steps, in order: setup, fmt, clippy, test, interop, nostd-size, fuzz, bench. Every
+# Steps, in order: setup, fmt, clippy, test, interop, grpc, nostd-size, fuzz, bench. Every
 # step runs even when an earlier one failed; the exit status is 1 if any
 # failed. The last line reads "summary: N passed, N failed, N skipped".
 #
@@ -153,6 +153,30 @@ step_interop() {
     bounded 2400 ./scripts/interop-h2.sh
 }
 
+step_grpc() {
+    # The demo MCP server of the README's run command, called by real gRPC
+    # peers (@grpc/grpc-js and grpcio) over the tunnel binding. Built like
+    # the interop binaries (no LTO, parallel codegen) to share their build.
+    CARGO_PROFILE_RELEASE_LTO=false CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 \
+        bounded 1800 cargo build --release -p mcpwire-tokio --bin mcpwire --quiet
+    local port pid rc=0
+    port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    target/release/mcpwire serve --listen "127.0.0.1:$port" 2>"$logs/serve.log" &
+    pid=$!
+    for _ in $(seq 50); do
+        grep -q '^listening on' "$logs/serve.log" && break
+        sleep 0.1
+    done
+    bounded 600 ./scripts/interop-grpc.sh "127.0.0.1:$port" || rc=$?
+    kill "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+    if ((rc != 0)); then
+        note "server log:"
+        sed 's/^/      /' "$logs/serve.log" | tail -n 20
+    fi
+    return "$rc"
+}
+
 step_nostd_size() {
     local tools elf report="$logs/size.txt" baseline=0
     tools=$(host_tools)
@@ -240,7 +264,7 @@ step_bench() {
 
 # --- driver ---------------------------------------------------------------
 
-steps=(setup fmt clippy test interop nostd-size fuzz bench)
+steps=(setup fmt clippy test interop grpc nostd-size fuzz bench)
 selected=("$@")
 for name in "${selected[@]}"; do
     [[ " ${steps[*]} " == *" $name "* ]] || {

@@ -451,12 +451,18 @@ const SCENARIOS = {
     const r1 = await call(client, m1, metadataFor(m1, { omit: ['mcp-method'] }).md);
     ck.set('missing_mcp_method', { request_id: m1.id, ...trailerError(r1) });
     expectTrailerError(ck, r1, m1, grpc.status.INVALID_ARGUMENT, -32020, 'missing mcp-method');
-    // 2. An unknown method: UNIMPLEMENTED and -32601. A server may answer it
-    // from the metadata before it reads the message: then the id is null.
+    // 2. An unknown method: the binding ends a call in the trailers only for
+    // -32700, -32600, -32020 and -32022, so this is an ordinary error
+    // response with the request id, then status OK.
     const m2 = request('mcpwire/no-such-method', {});
     const r2 = await call(client, m2, metadataFor(m2).md);
-    ck.set('unknown_method', { request_id: m2.id, ...trailerError(r2) });
-    expectTrailerError(ck, r2, m2, grpc.status.UNIMPLEMENTED, -32601, 'unknown method', { nullIdOk: true });
+    ck.set('unknown_method', { request_id: m2.id, grpc_status: r2.code, messages: r2.messages });
+    ck.expect(r2.code === grpc.status.OK, `unknown method: status ${STATUS_NAME[r2.code]} (${r2.code}), want OK`);
+    const e2 = r2.messages.length === 1 ? r2.messages[0] : null;
+    ck.expect(
+      e2 !== null && e2.id === m2.id && e2.error !== undefined && e2.error.code === -32601,
+      `unknown method: want one error response -32601 with id ${m2.id}, got ${JSON.stringify(r2.messages)}`,
+    );
     // 3. An unknown path: UNIMPLEMENTED.
     const m3 = request('tools/list');
     const r3 = await call(client, m3, metadataFor(m3).md, { path: '/mcp.zig.transport.v1.Mcp/NoSuchRpc' });

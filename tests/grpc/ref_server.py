@@ -378,8 +378,6 @@ def validate(body: bytes, md):
             raise EarlyError(HEADER_MISMATCH, "missing mcp-name metadata", req_id=req_id)
         if decode_header_value(raw) != params[name_key]:
             raise EarlyError(HEADER_MISMATCH, "mcp-name differs from the body", req_id=req_id)
-    if method not in KNOWN_METHODS:
-        raise EarlyError(METHOD_NOT_FOUND, f"Method not found: {method}", req_id=req_id)
     if method == "tools/call":
         tool = TOOLS_BY_NAME.get(params.get("name"))
         arguments = params.get("arguments")
@@ -460,6 +458,11 @@ class RefServer:
             yield from self.tools_call(req_id, params, context)
         elif method == "subscriptions/listen":
             yield from self.listen(req_id, params, context)
+        else:
+            # The binding ends a call in the trailers only for -32700,
+            # -32600, -32020 and -32022: an unknown method is an ordinary
+            # error response, then status OK.
+            yield error_response(req_id, METHOD_NOT_FOUND, f"Method not found: {method}")
 
     def tools_call(self, req_id, params, context):
         name, args = params.get("name"), params.get("arguments", {})

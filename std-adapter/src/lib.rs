@@ -1,0 +1,21 @@
+//! mcpwire on tokio: a thin driver for the MCP tunnel server engine of
+//! `mcpwire-core` (`/mcp.zig.transport.v1.Mcp/Call` over HTTP/2), and the
+//! handler API for applications.
+//!
+//! An [`App`] lists tools (async functions of a [`ToolCall`]), resources,
+//! prompts and a listen source; [`Server::bind`] and [`Server::serve`] run
+//! it. The engine answers `server/discover`, the list methods and every
+//! protocol error itself; handlers see only the calls they must answer.
+//! Each handler runs as a tokio task and is aborted when the client resets
+//! the call or its deadline (`grpc-timeout`) passes.
+
+mod app;
+pub mod demo;
+mod server;
+
+pub use app::{
+    App, Content, ListenEvent, PromptGet, PromptMessage, ResourceRead, Role, Schema, ToolCall,
+    ToolError, ToolResult,
+};
+pub use mcpwire_core::mcp::server::EngineConfig;
+pub use server::{CallId, ConnEngine, Server};

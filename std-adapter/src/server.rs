@@ -1,0 +1,755 @@
+//! The tokio driver of the tunnel server engine: an accept loop, and one
+//! task per connection that moves bytes, time and handler answers between
+//! a socket and a boxed [`Engine`].
+//!
+//! The connection task follows the engine's run loop: feed what the socket
+//! read to [`Engine::recv`] until it is consumed, drain
+//! [`Engine::poll_event`] after every call, pull [`Engine::poll_transmit`]
+//! until it returns 0, then sleep until input, a handler message, or
+//! [`Engine::poll_timeout`] (then [`Engine::handle_timeout`]). The protocol
+//! stays in the core.
+//!
+//! Handlers run as tokio tasks. They talk back through one mpsc channel per
+//! connection ([`Outgoing`]); the connection task keeps each call's
+//! [`AbortHandle`] and aborts it when the engine reports
+//! [`ServerEvent::Cancelled`] (client reset, passed deadline, connection
+//! closed).
+
+use std::collections::{HashMap, VecDeque};
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use mcpwire_core::mcp::error::{INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND};
+use mcpwire_core::mcp::meta::{KEY_SERVER_INFO, KEY_SUBSCRIPTION_ID};
+use mcpwire_core::mcp::registry::Registry;
+use mcpwire_core::mcp::server::{Engine, EngineConfig, SendError, ServerEvent};
+use mcpwire_core::time::Instant;
+use serde_json::{Map, Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream, ToSocketAddrs};
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
+use tokio::task::{AbortHandle, JoinSet};
+
+use crate::app::{
+    App, CallLink, Handlers, ListenEvent, PromptGet, ResourceRead, Role, ToolCall, ToolError,
+};
+
+pub use mcpwire_core::mcp::server::CallId;
+
+/// The engine of one connection: 32 calls, a 4 KiB HPACK table, 16 KiB
+/// HTTP/2 buffers, 64 KiB per call (the largest request and the largest
+/// message of a response).
+pub type ConnEngine = Engine<'static, 32, 4096, 16384, 65536>;
+
+const READ_BUF: usize = 64 << 10;
+const TRANSMIT_CHUNK: usize = 16 << 10;
+/// Stop pulling frames while this much waits for the socket.
+const WRITE_HIGH: usize = 64 << 10;
+/// Messages from handlers waiting for the connection task.
+const CHANNEL: usize = 256;
+/// How long connections get to finish after shutdown.
+const GRACE: Duration = Duration::from_secs(5);
+
+/// A message of a handler for its call.
+#[derive(Debug)]
+pub(crate) enum Outgoing {
+    Notify {
+        call: CallId,
+        method: String,
+        params: Vec<u8>,
+    },
+    Respond {
+        call: CallId,
+        result: Vec<u8>,
+    },
+    Error {
+        call: CallId,
+        code: i32,
+        message: String,
+        data: Option<Vec<u8>>,
+    },
+}
+
+impl Outgoing {
+    fn call(&self) -> CallId {
+        match self {
+            Self::Notify { call, .. } | Self::Respond { call, .. } | Self::Error { call, .. } => {
+                *call
+            }
+        }
+    }
+
+    fn is_final(&self) -> bool {
+        !matches!(self, Self::Notify { .. })
+    }
+
+    fn from_result(call: CallId, result: Result<Value, ToolError>) -> Self {
+        match result {
+            Ok(v) => Self::Respond {
+                call,
+                result: v.to_string().into_bytes(),
+            },
+            Err(e) => Self::Error {
+                call,
+                code: e.code,
+                message: e.message,
+                data: e.data.map(|d| d.to_string().into_bytes()),
+            },
+        }
+    }
+}
+
+/// A tunnel server bound to a TCP address.
+#[derive(Debug)]
+pub struct Server {
+    listener: TcpListener,
+    config: EngineConfig,
+}
+
+impl Server {
+    /// Binds `addr` (for example `127.0.0.1:50051`; port 0 picks one).
+    pub async fn bind(addr: impl ToSocketAddrs) -> io::Result<Self> {
+        Ok(Self {
+            listener: TcpListener::bind(addr).await?,
+            config: EngineConfig::default(),
+        })
+    }
+
+    /// The engine's settings (HTTP/2, message size, default deadline).
+    pub fn with_config(mut self, config: EngineConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// The bound address.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Serves `app` until an accept error that is not transient.
+    pub async fn serve(self, app: App) -> io::Result<()> {
+        self.serve_with_shutdown(app, std::future::pending()).await
+    }
+
+    /// Serves `app` until `signal` completes; then stops accepting, ends
+    /// the listen streams with their result, lets running calls finish,
+    /// and closes the connections (at most 5 s later).
+    pub async fn serve_with_shutdown(
+        self,
+        app: App,
+        signal: impl Future<Output = ()>,
+    ) -> io::Result<()> {
+        let registry = app
+            .registry()
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("{e:?}")))?;
+        let handlers = Arc::new(Handlers::new(&app));
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let mut conns = JoinSet::new();
+        tokio::pin!(signal);
+        loop {
+            tokio::select! {
+                r = self.listener.accept() => match r {
+                    Ok((socket, _)) => {
+                        let conn = run_connection(
+                            socket,
+                            registry,
+                            self.config,
+                            Arc::clone(&handlers),
+                            stop_rx.clone(),
+                        );
+                        conns.spawn(conn);
+                    }
+                    // Out of descriptors and the like: wait, then go on.
+                    Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+                },
+                () = &mut signal => break,
+                Some(_) = conns.join_next(), if !conns.is_empty() => {}
+            }
+        }
+        let _ = stop_tx.send(true);
+        let _ =
+            tokio::time::timeout(GRACE, async { while conns.join_next().await.is_some() {} }).await;
+        conns.abort_all();
+        Ok(())
+    }
+}
+
+// ----------------------------------------------------------------------
+// Time
+// ----------------------------------------------------------------------
+
+/// The core's clock: microseconds since the first use in this process.
+fn now() -> Instant {
+    Instant::from_micros(u64::try_from(origin().elapsed().as_micros()).unwrap_or(u64::MAX))
+}
+
+fn origin() -> &'static std::time::Instant {
+    static ORIGIN: OnceLock<std::time::Instant> = OnceLock::new();
+    ORIGIN.get_or_init(std::time::Instant::now)
+}
+
+fn to_tokio(at: Instant) -> tokio::time::Instant {
+    tokio::time::Instant::from_std(*origin() + Duration::from_micros(at.as_micros()))
+}
+
+async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+// ----------------------------------------------------------------------
+// One connection
+// ----------------------------------------------------------------------
+
+/// Builds the engine on the heap. It holds every buffer inline (about
+/// 2 MiB), and `Box::new(Engine::new(..))` may build it on the stack first,
+/// which a tokio worker's stack does not hold: a short-lived thread with a
+/// large stack builds it instead (no unsafe, no in-place constructor in the
+/// core).
+async fn new_engine(
+    registry: Registry<'static>,
+    config: EngineConfig,
+) -> io::Result<Box<ConnEngine>> {
+    let (tx, rx) = oneshot::channel();
+    let stack = 4 * std::mem::size_of::<ConnEngine>() + (1 << 20);
+    std::thread::Builder::new()
+        .name("mcpwire-engine".into())
+        .stack_size(stack)
+        .spawn(move || {
+            let _ = tx.send(Box::new(ConnEngine::new(registry, config, now())));
+        })?;
+    rx.await
+        .map_err(|_| io::Error::other("building the engine failed"))
+}
+
+async fn run_connection(
+    socket: TcpStream,
+    registry: Registry<'static>,
+    config: EngineConfig,
+    handlers: Arc<Handlers>,
+    stop: watch::Receiver<bool>,
+) -> io::Result<()> {
+    let engine = new_engine(registry, config).await?;
+    let (tx, rx) = mpsc::channel(CHANNEL);
+    let mut conn = Conn {
+        engine,
+        calls: Calls::default(),
+        handlers,
+        tx,
+        stop,
+    };
+    conn.drive(socket, rx).await
+}
+
+/// A call whose handler runs.
+struct Running {
+    task: Option<AbortHandle>,
+    cancel: watch::Sender<bool>,
+    /// Messages the engine refused as busy, in order.
+    pending: VecDeque<Outgoing>,
+}
+
+impl Running {
+    fn stop(self) {
+        let _ = self.cancel.send(true);
+        if let Some(task) = self.task {
+            task.abort();
+        }
+    }
+}
+
+/// The running calls; dropping them (the connection task ends or is
+/// aborted) aborts their handlers.
+#[derive(Default)]
+struct Calls(HashMap<CallId, Running>);
+
+impl Drop for Calls {
+    fn drop(&mut self) {
+        for (_, r) in self.0.drain() {
+            r.stop();
+        }
+    }
+}
+
+/// A request copied out of the engine.
+struct OwnedRequest {
+    call: CallId,
+    method: String,
+    id: Value,
+    params: Value,
+    progress_token: Option<Value>,
+}
+
+/// An engine event, copied so the engine can be called while handling it.
+enum Owned {
+    Request(OwnedRequest),
+    Cancelled(CallId),
+    Writable(CallId),
+    Closed,
+}
+
+fn next_event(engine: &mut ConnEngine) -> Option<Owned> {
+    Some(match engine.poll_event()? {
+        ServerEvent::Request { call, request } => Owned::Request(OwnedRequest {
+            call,
+            method: String::from_utf8_lossy(request.method).into_owned(),
+            id: serde_json::from_slice(request.id).unwrap_or(Value::Null),
+            params: if request.params.is_empty() {
+                Value::Object(Map::new())
+            } else {
+                serde_json::from_slice(request.params).unwrap_or(Value::Null)
+            },
+            progress_token: request
+                .meta
+                .progress_token
+                .and_then(|t| serde_json::from_slice(t).ok()),
+        }),
+        ServerEvent::Cancelled { call, .. } => Owned::Cancelled(call),
+        ServerEvent::Writable { call } => Owned::Writable(call),
+        ServerEvent::ConnectionClosed { .. } => Owned::Closed,
+    })
+}
+
+struct Conn {
+    engine: Box<ConnEngine>,
+    calls: Calls,
+    handlers: Arc<Handlers>,
+    tx: mpsc::Sender<Outgoing>,
+    stop: watch::Receiver<bool>,
+}
+
+impl Conn {
+    async fn drive(
+        &mut self,
+        mut socket: TcpStream,
+        mut rx: mpsc::Receiver<Outgoing>,
+    ) -> io::Result<()> {
+        socket.set_nodelay(true)?;
+        let (mut rd, mut wr) = socket.split();
+        let mut rbuf = vec![0u8; READ_BUF];
+        let mut out: Vec<u8> = Vec::with_capacity(WRITE_HIGH + TRANSMIT_CHUNK);
+        let mut written = 0;
+        let mut eof = false;
+        let mut stopping = *self.stop.borrow();
+        loop {
+            if written == out.len() {
+                out.clear();
+                written = 0;
+            }
+            self.transmit(&mut out, WRITE_HIGH);
+            let idle = written == out.len();
+            // The engine has no `recv_eof` nor GOAWAY of its own: on the
+            // peer's EOF, or once shut down with no call left, close the
+            // socket (dropping the calls aborts their handlers).
+            if idle && (self.engine.is_closed() || eof || (stopping && self.calls.0.is_empty())) {
+                break;
+            }
+            let deadline = self.engine.poll_timeout().map(to_tokio);
+            tokio::select! {
+                r = rd.read(&mut rbuf), if !eof => match r {
+                    Ok(0) => eof = true,
+                    Ok(n) => self.feed(&rbuf[..n], &mut out)?,
+                    Err(e) => return Err(e),
+                },
+                r = wr.write(&out[written..]), if written < out.len() => {
+                    written += r?;
+                }
+                Some(msg) = rx.recv() => {
+                    self.outgoing(msg);
+                    // Take what else is queued before writing.
+                    while let Ok(msg) = rx.try_recv() {
+                        self.outgoing(msg);
+                    }
+                    self.drain_events();
+                }
+                () = sleep_until(deadline), if deadline.is_some() => {
+                    self.engine.handle_timeout(now());
+                    self.drain_events();
+                }
+                r = self.stop.changed(), if !stopping => {
+                    // The listen tasks watch the same signal; a dropped
+                    // server stops us as well.
+                    let _ = r;
+                    stopping = true;
+                }
+            }
+        }
+        let _ = wr.shutdown().await;
+        Ok(())
+    }
+
+    /// Feeds `input` to the engine until it is consumed.
+    fn feed(&mut self, mut input: &[u8], out: &mut Vec<u8>) -> io::Result<()> {
+        let mut stalled = 0;
+        while !input.is_empty() {
+            let used = self.engine.recv(input, now());
+            input = &input[used..];
+            self.drain_events();
+            if used > 0 {
+                stalled = 0;
+                continue;
+            }
+            // The engine waits for its control frames to go out first.
+            stalled += 1;
+            if stalled > 3 {
+                return Err(io::Error::other(format!(
+                    "the engine consumes no input ({} octets left)",
+                    input.len()
+                )));
+            }
+            self.transmit(out, usize::MAX);
+        }
+        Ok(())
+    }
+
+    /// Appends what the engine has to send to `out`, up to `limit` octets
+    /// waiting.
+    fn transmit(&mut self, out: &mut Vec<u8>, limit: usize) {
+        let mut idle = 0;
+        while out.len() < limit {
+            let start = out.len();
+            out.resize(start + TRANSMIT_CHUNK, 0);
+            let n = self.engine.poll_transmit(&mut out[start..]);
+            out.truncate(start + n);
+            // An emptied transmit buffer lets blocked calls go on
+            // (Writable): they may queue more.
+            let moved = self.drain_events();
+            if n > 0 || moved {
+                idle = 0;
+            } else {
+                idle += 1;
+                if idle > 1 {
+                    break;
+                }
+            }
+        }
+    }
+
+    /// Handles every queued engine event; whether there was any.
+    fn drain_events(&mut self) -> bool {
+        let mut any = false;
+        while let Some(e) = next_event(&mut self.engine) {
+            any = true;
+            match e {
+                Owned::Request(req) => self.start(req),
+                Owned::Cancelled(call) => {
+                    if let Some(r) = self.calls.0.remove(&call) {
+                        r.stop();
+                    }
+                }
+                Owned::Writable(call) => self.flush_call(call),
+                Owned::Closed => {
+                    for (_, r) in self.calls.0.drain() {
+                        r.stop();
+                    }
+                }
+            }
+        }
+        any
+    }
+
+    /// A handler's message: queue it behind the call's earlier ones.
+    fn outgoing(&mut self, msg: Outgoing) {
+        let call = msg.call();
+        // Unknown: the call was cancelled meanwhile.
+        if let Some(r) = self.calls.0.get_mut(&call) {
+            r.pending.push_back(msg);
+            self.flush_call(call);
+        }
+    }
+
+    /// Hands the call's queued messages to the engine, in order, until it
+    /// is busy.
+    fn flush_call(&mut self, call: CallId) {
+        let Some(r) = self.calls.0.get_mut(&call) else {
+            return;
+        };
+        while let Some(msg) = r.pending.front() {
+            let sent = match msg {
+                Outgoing::Notify { method, params, .. } => self.engine.notify(call, method, params),
+                Outgoing::Respond { result, .. } => self.engine.respond(call, result),
+                Outgoing::Error {
+                    code,
+                    message,
+                    data,
+                    ..
+                } => self
+                    .engine
+                    .respond_error(call, *code, message, data.as_deref()),
+            };
+            match sent {
+                Ok(()) => {
+                    if msg.is_final() {
+                        // The handler is done; the engine sends the trailers.
+                        self.calls.0.remove(&call);
+                        return;
+                    }
+                    r.pending.pop_front();
+                }
+                Err(SendError::Busy) => return,
+                Err(SendError::Gone) => {
+                    if let Some(r) = self.calls.0.remove(&call) {
+                        r.stop();
+                    }
+                    return;
+                }
+                Err(SendError::TooLarge { needed }) => {
+                    if msg.is_final() {
+                        let message = format!("result too large ({needed} octets)");
+                        if let Some(front) = r.pending.front_mut() {
+                            *front = Outgoing::Error {
+                                call,
+                                code: INTERNAL_ERROR,
+                                message,
+                                data: None,
+                            };
+                        }
+                    } else {
+                        // A notification that cannot fit is dropped.
+                        r.pending.pop_front();
+                    }
+                }
+            }
+        }
+    }
+
+    /// Starts the handler of a request.
+    fn start(&mut self, req: OwnedRequest) {
+        let call = req.call;
+        let (cancel, cancelled) = watch::channel(false);
+        let link = CallLink {
+            call,
+            out: self.tx.clone(),
+            cancelled,
+        };
+        let h = &self.handlers;
+        let name = req
+            .params
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let work: crate::app::BoxFuture<Result<Value, ToolError>> = match req.method.as_str() {
+            "tools/call" => match h.tools.get(&name) {
+                Some(handler) => {
+                    let fut = handler(ToolCall {
+                        link,
+                        name,
+                        params: req.params,
+                        progress_token: req.progress_token,
+                    });
+                    Box::pin(async move { fut.await.map(|r| r.to_json()) })
+                }
+                None => Box::pin(async { Err(ToolError::invalid_params("Unknown tool")) }),
+            },
+            "resources/read" => {
+                let uri = req
+                    .params
+                    .get("uri")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned();
+                match h.resources.get(&uri) {
+                    Some((mime, handler)) => {
+                        let mime = mime.clone();
+                        let fut = handler(ResourceRead {
+                            uri: uri.clone(),
+                            params: req.params,
+                        });
+                        Box::pin(async move {
+                            let text = fut.await?;
+                            let mut content = json!({"uri": uri, "text": text});
+                            if let Some(m) = mime {
+                                content["mimeType"] = Value::from(m);
+                            }
+                            Ok(json!({"resultType": "complete", "contents": [content]}))
+                        })
+                    }
+                    None => Box::pin(async move {
+                        let mut e = ToolError::invalid_params("Resource not found");
+                        e.data = Some(json!({"uri": uri}));
+                        Err(e)
+                    }),
+                }
+            }
+            "prompts/get" => match h.prompts.get(&name) {
+                Some(handler) => {
+                    let fut = handler(PromptGet {
+                        name,
+                        params: req.params,
+                    });
+                    Box::pin(async move {
+                        let messages: Vec<Value> = fut
+                            .await?
+                            .into_iter()
+                            .map(|m| {
+                                let role = match m.role {
+                                    Role::User => "user",
+                                    Role::Assistant => "assistant",
+                                };
+                                json!({"role": role, "content": {"type": "text", "text": m.text}})
+                            })
+                            .collect();
+                        Ok(json!({"resultType": "complete", "messages": messages}))
+                    })
+                }
+                None => Box::pin(async { Err(ToolError::invalid_params("Unknown prompt")) }),
+            },
+            "subscriptions/listen" => Box::pin(listen(
+                link,
+                req.id,
+                req.params,
+                Offered {
+                    tools: !h.tools.is_empty(),
+                    prompts: !h.prompts.is_empty(),
+                    resources: !h.resources.is_empty(),
+                },
+                h.listen.as_ref().map(broadcast::Sender::subscribe),
+                self.stop.clone(),
+                h.server_info.clone(),
+            )),
+            _ => Box::pin(async { Err(ToolError::new(METHOD_NOT_FOUND, "Method not found")) }),
+        };
+        let handle = tokio::spawn(work);
+        let task = handle.abort_handle();
+        // A watcher turns the handler's end (or its panic) into the answer;
+        // an aborted handler answers nothing (the engine already ended the
+        // call).
+        let out = self.tx.clone();
+        tokio::spawn(async move {
+            let result = match handle.await {
+                Ok(r) => r,
+                Err(e) if e.is_panic() => Err(ToolError::internal("the handler panicked")),
+                Err(_) => return,
+            };
+            let _ = out.send(Outgoing::from_result(call, result)).await;
+        });
+        self.calls.0.insert(
+            call,
+            Running {
+                task: Some(task),
+                cancel,
+                pending: VecDeque::new(),
+            },
+        );
+    }
+}
+
+// ----------------------------------------------------------------------
+// subscriptions/listen
+// ----------------------------------------------------------------------
+
+/// What the server can notify about.
+#[derive(Debug, Clone, Copy)]
+struct Offered {
+    tools: bool,
+    prompts: bool,
+    resources: bool,
+}
+
+/// The built-in listen handler (MCP §7): the acknowledgement with the
+/// honoured filter, then the wanted events of the listen source, each
+/// tagged with the request id; the result when the server shuts down.
+async fn listen(
+    link: CallLink,
+    id: Value,
+    params: Value,
+    offered: Offered,
+    events: Option<broadcast::Receiver<ListenEvent>>,
+    mut stop: watch::Receiver<bool>,
+    server_info: Value,
+) -> Result<Value, ToolError> {
+    let Some(filter) = params.get("notifications").and_then(Value::as_object) else {
+        return Err(ToolError::new(
+            INVALID_PARAMS,
+            "params.notifications is required",
+        ));
+    };
+    let source = events.is_some();
+    let asked = |key: &str| filter.get(key).and_then(Value::as_bool) == Some(true);
+    let tools = source && offered.tools && asked("toolsListChanged");
+    let prompts = source && offered.prompts && asked("promptsListChanged");
+    let resources = source && offered.resources && asked("resourcesListChanged");
+    let uris: Vec<String> = if source && offered.resources {
+        filter
+            .get("resourceSubscriptions")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default()
+    } else {
+        Vec::new()
+    };
+    let mut honoured = Map::new();
+    for (key, on) in [
+        ("toolsListChanged", tools),
+        ("promptsListChanged", prompts),
+        ("resourcesListChanged", resources),
+    ] {
+        if on {
+            honoured.insert(key.into(), Value::Bool(true));
+        }
+    }
+    if !uris.is_empty() {
+        honoured.insert("resourceSubscriptions".into(), json!(uris));
+    }
+    let meta = json!({ KEY_SUBSCRIPTION_ID: id });
+    link.notify(
+        "notifications/subscriptions/acknowledged",
+        json!({"_meta": meta, "notifications": honoured}),
+    )
+    .await;
+    if let Some(mut events) = events {
+        loop {
+            tokio::select! {
+                e = events.recv() => match e {
+                    Ok(e) => {
+                        let (method, mut params) = match e {
+                            ListenEvent::ToolsListChanged if tools => {
+                                ("notifications/tools/list_changed", json!({}))
+                            }
+                            ListenEvent::PromptsListChanged if prompts => {
+                                ("notifications/prompts/list_changed", json!({}))
+                            }
+                            ListenEvent::ResourcesListChanged if resources => {
+                                ("notifications/resources/list_changed", json!({}))
+                            }
+                            ListenEvent::ResourceUpdated { uri }
+                                if uris.iter().any(|u| uri.starts_with(u.as_str())) =>
+                            {
+                                ("notifications/resources/updated", json!({"uri": uri}))
+                            }
+                            _ => continue,
+                        };
+                        params["_meta"] = meta.clone();
+                        link.notify(method, params).await;
+                    }
+                    // Missed events: the client refreshes on the next one.
+                    Err(broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(broadcast::error::RecvError::Closed) => break,
+                },
+                // `wait_for` yields a guard that is not Send: drop it inside.
+                () = stopped(&mut stop) => break,
+            }
+        }
+    }
+    stopped(&mut stop).await;
+    Ok(json!({
+        "resultType": "complete",
+        "_meta": { KEY_SUBSCRIPTION_ID: id, KEY_SERVER_INFO: server_info },
+    }))
+}
+
+/// Completes once the server stops (or is gone).
+async fn stopped(stop: &mut watch::Receiver<bool>) {
+    let _ = stop.wait_for(|s| *s).await;
+}

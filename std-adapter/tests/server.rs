@@ -1,0 +1,615 @@
+//! The tokio server in-process on 127.0.0.1:0, called by the `h2` crate
+//! with real gRPC tunnel calls: what a gRPC client of the binding sees.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use bytes::{Buf, Bytes, BytesMut};
+use h2::client::{ResponseFuture, SendRequest};
+use http::HeaderMap;
+use mcpwire_tokio::{App, Server, ToolCall, ToolResult, demo};
+use serde_json::{Value, json};
+use tokio::net::TcpStream;
+use tokio::sync::oneshot;
+
+const PATH: &str = "/mcp.zig.transport.v1.Mcp/Call";
+const VERSION: &str = "2026-07-28";
+
+/// What a test tool went through.
+#[derive(Debug, Default)]
+struct Counters {
+    started: AtomicUsize,
+    finished: AtomicUsize,
+    dropped: AtomicUsize,
+}
+
+/// Counts the handler's end however it comes (return or abort).
+struct Guard(Arc<Counters>);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        self.0.dropped.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// The demo plus `counted_sleep`, which records its handler's life.
+fn app(counters: &Arc<Counters>, tick: Duration) -> App {
+    let c = Arc::clone(counters);
+    demo::app(tick).tool(
+        "counted_sleep",
+        "Sleeps `ms` milliseconds and counts.",
+        r#"{"type":"object","properties":{"ms":{"type":"integer"}}}"#,
+        move |call: ToolCall| {
+            let c = Arc::clone(&c);
+            async move {
+                c.started.fetch_add(1, Ordering::SeqCst);
+                let _guard = Guard(Arc::clone(&c));
+                let ms = call.arguments()["ms"].as_u64().unwrap_or(1000);
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+                c.finished.fetch_add(1, Ordering::SeqCst);
+                Ok(ToolResult::text("slept"))
+            }
+        },
+    )
+}
+
+struct Harness {
+    addr: SocketAddr,
+    counters: Arc<Counters>,
+    stop: Option<oneshot::Sender<()>>,
+    served: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+async fn start_with_tick(tick: Duration) -> Harness {
+    let counters = Arc::new(Counters::default());
+    let server = Server::bind("127.0.0.1:0").await.unwrap();
+    let addr = server.local_addr().unwrap();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let app = app(&counters, tick);
+    let served = tokio::spawn(server.serve_with_shutdown(app, async {
+        let _ = stopped.await;
+    }));
+    Harness {
+        addr,
+        counters,
+        stop: Some(stop),
+        served,
+    }
+}
+
+async fn start() -> Harness {
+    start_with_tick(Duration::from_secs(3600)).await
+}
+
+async fn connect(addr: SocketAddr) -> SendRequest<Bytes> {
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    let (send, conn) = h2::client::handshake(tcp).await.unwrap();
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    send
+}
+
+fn meta(caps: Value, progress: Option<&str>) -> Value {
+    let mut m = json!({
+        "io.modelcontextprotocol/protocolVersion": VERSION,
+        "io.modelcontextprotocol/clientCapabilities": caps,
+    });
+    if let Some(t) = progress {
+        m["progressToken"] = Value::from(t);
+    }
+    m
+}
+
+/// A request with `_meta` added to its params.
+fn request(id: Value, method: &str, mut params: Value, meta: Value) -> Value {
+    params["_meta"] = meta;
+    json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+}
+
+/// gRPC prefix + `JsonRpcMessage { bytes jsonrpc = 1 }`.
+fn frame(json: &[u8]) -> Bytes {
+    let mut msg = vec![0x0a];
+    let mut len = json.len();
+    while len >= 0x80 {
+        msg.push((len as u8 & 0x7f) | 0x80);
+        len >>= 7;
+    }
+    msg.push(len as u8);
+    msg.extend_from_slice(json);
+    let mut out = vec![0];
+    out.extend_from_slice(&(msg.len() as u32).to_be_bytes());
+    out.extend_from_slice(&msg);
+    out.into()
+}
+
+/// Opens a tunnel call with the mirrored metadata (and `extra` headers).
+async fn open(
+    send: &mut SendRequest<Bytes>,
+    body: &Value,
+    extra: &[(&str, &str)],
+) -> (ResponseFuture, h2::SendStream<Bytes>) {
+    let method = body["method"].as_str().unwrap();
+    let mut req = http::Request::builder()
+        .method("POST")
+        .uri(format!("http://127.0.0.1{PATH}"))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .header("mcp-protocol-version", VERSION)
+        .header("mcp-method", method);
+    let name = body["params"]["name"]
+        .as_str()
+        .or_else(|| body["params"]["uri"].as_str());
+    if let Some(name) = name {
+        req = req.header("mcp-name", name);
+    }
+    for (n, v) in extra {
+        req = req.header(*n, *v);
+    }
+    let mut ready = send.clone().ready().await.unwrap();
+    let (resp, mut stream) = ready.send_request(req.body(()).unwrap(), false).unwrap();
+    stream
+        .send_data(frame(body.to_string().as_bytes()), true)
+        .unwrap();
+    *send = ready;
+    (resp, stream)
+}
+
+/// What the client saw on one call.
+#[derive(Debug, Default)]
+struct Reply {
+    head: HeaderMap,
+    messages: Vec<Value>,
+    trailers: HeaderMap,
+}
+
+impl Reply {
+    fn status(&self) -> Option<&str> {
+        self.trailers
+            .get("grpc-status")
+            .or_else(|| self.head.get("grpc-status"))
+            .and_then(|v| v.to_str().ok())
+    }
+}
+
+/// Splits gRPC messages off `buf`, decoding their JSON.
+fn take_messages(buf: &mut BytesMut, out: &mut Vec<Value>) {
+    while buf.len() >= 5 {
+        let len = u32::from_be_bytes([buf[1], buf[2], buf[3], buf[4]]) as usize;
+        if buf.len() < 5 + len {
+            return;
+        }
+        buf.advance(5);
+        let msg = buf.split_to(len);
+        assert_eq!(msg[0], 0x0a);
+        let (mut at, mut n, mut shift) = (1, 0usize, 0);
+        loop {
+            let b = msg[at];
+            n |= usize::from(b & 0x7f) << shift;
+            at += 1;
+            shift += 7;
+            if b & 0x80 == 0 {
+                break;
+            }
+        }
+        out.push(serde_json::from_slice(&msg[at..at + n]).unwrap());
+    }
+}
+
+/// Reads a whole call.
+async fn collect(resp: ResponseFuture) -> Reply {
+    let resp = resp.await.unwrap();
+    assert_eq!(resp.status(), 200);
+    let head = resp.headers().clone();
+    let mut body = resp.into_body();
+    let mut buf = BytesMut::new();
+    let mut messages = Vec::new();
+    while let Some(chunk) = body.data().await {
+        let chunk = chunk.unwrap();
+        let _ = body.flow_control().release_capacity(chunk.len());
+        buf.extend_from_slice(&chunk);
+        take_messages(&mut buf, &mut messages);
+    }
+    assert!(buf.is_empty(), "a partial message at the end");
+    let trailers = body.trailers().await.unwrap().unwrap_or_default();
+    Reply {
+        head,
+        messages,
+        trailers,
+    }
+}
+
+async fn call(send: &mut SendRequest<Bytes>, body: Value, extra: &[(&str, &str)]) -> Reply {
+    let (resp, _stream) = open(send, &body, extra).await;
+    tokio::time::timeout(Duration::from_secs(10), collect(resp))
+        .await
+        .expect("the call ends")
+}
+
+fn tool_call(id: u64, name: &str, arguments: Value) -> Value {
+    request(
+        json!(id),
+        "tools/call",
+        json!({"name": name, "arguments": arguments}),
+        meta(json!({}), None),
+    )
+}
+
+/// Waits until `f` holds, up to `limit`.
+async fn eventually(limit: Duration, f: impl Fn() -> bool) -> bool {
+    let end = tokio::time::Instant::now() + limit;
+    while tokio::time::Instant::now() < end {
+        if f() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    f()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_discover_is_answered_by_the_engine() {
+    let h = start().await;
+    let mut send = connect(h.addr).await;
+    let r = call(
+        &mut send,
+        request(
+            json!("d1"),
+            "server/discover",
+            json!({}),
+            meta(json!({}), None),
+        ),
+        &[],
+    )
+    .await;
+    assert_eq!(r.status(), Some("0"), "{r:?}");
+    assert_eq!(r.messages.len(), 1);
+    let result = &r.messages[0]["result"];
+    assert_eq!(r.messages[0]["id"], "d1");
+    assert_eq!(result["resultType"], "complete");
+    assert!(
+        result["supportedVersions"]
+            .as_array()
+            .unwrap()
+            .contains(&json!(VERSION))
+    );
+    assert_eq!(result["capabilities"]["tools"]["listChanged"], true);
+    assert!(result["capabilities"]["resources"].is_object());
+    assert!(result["capabilities"]["prompts"].is_object());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tools_list_names_the_registered_tools() {
+    let h = start().await;
+    let mut send = connect(h.addr).await;
+    let r = call(
+        &mut send,
+        request(json!(1), "tools/list", json!({}), meta(json!({}), None)),
+        &[],
+    )
+    .await;
+    assert_eq!(r.status(), Some("0"), "{r:?}");
+    let tools = r.messages[0]["result"]["tools"].as_array().unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    for name in [
+        "echo",
+        "progress",
+        "sleep",
+        "lookup",
+        "confirm",
+        "counted_sleep",
+    ] {
+        assert!(names.contains(&name), "{names:?}");
+    }
+    let lookup = tools.iter().find(|t| t["name"] == "lookup").unwrap();
+    assert_eq!(
+        lookup["inputSchema"]["properties"]["region"]["x-mcp-header"],
+        "Region"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn echo_returns_its_text() {
+    let h = start().await;
+    let mut send = connect(h.addr).await;
+    let r = call(&mut send, tool_call(7, "echo", json!({"text": "hi"})), &[]).await;
+    assert_eq!(r.status(), Some("0"), "{r:?}");
+    assert_eq!(r.messages.len(), 1);
+    assert_eq!(r.messages[0]["id"], 7);
+    let result = &r.messages[0]["result"];
+    assert_eq!(result["resultType"], "complete");
+    assert_eq!(result["content"], json!([{"type": "text", "text": "hi"}]));
+    // A handler error is an in-band JSON-RPC error with status 0.
+    let r = call(&mut send, tool_call(8, "echo", json!({"text": 5})), &[]).await;
+    assert_eq!(r.status(), Some("0"), "{r:?}");
+    assert_eq!(r.messages[0]["error"]["code"], -32602);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_on_one_connection_run_concurrently() {
+    let h = start().await;
+    let send = connect(h.addr).await;
+    let started = tokio::time::Instant::now();
+    let mut calls = Vec::new();
+    for i in 0..8 {
+        let mut send = send.clone();
+        calls.push(tokio::spawn(async move {
+            call(&mut send, tool_call(i, "sleep", json!({"ms": 300})), &[]).await
+        }));
+    }
+    for c in calls {
+        let r = c.await.unwrap();
+        assert_eq!(r.status(), Some("0"), "{r:?}");
+        assert_eq!(
+            r.messages[0]["result"]["content"][0]["text"],
+            "slept 300 ms"
+        );
+    }
+    assert!(started.elapsed() < Duration::from_millis(2000));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn progress_notifications_precede_the_result() {
+    let h = start().await;
+    let mut send = connect(h.addr).await;
+    let body = request(
+        json!(3),
+        "tools/call",
+        json!({"name": "progress", "arguments": {"steps": 4, "delay_ms": 10}}),
+        meta(json!({}), Some("tok-1")),
+    );
+    let r = call(&mut send, body, &[]).await;
+    assert_eq!(r.status(), Some("0"), "{r:?}");
+    assert_eq!(r.messages.len(), 5, "{r:?}");
+    for (i, m) in r.messages[..4].iter().enumerate() {
+        assert_eq!(m["method"], "notifications/progress");
+        assert_eq!(m["params"]["progressToken"], "tok-1");
+        assert_eq!(m["params"]["progress"], i as u64 + 1);
+        assert_eq!(m["params"]["total"], 4);
+    }
+    assert_eq!(r.messages[4]["id"], 3);
+    assert_eq!(
+        r.messages[4]["result"]["content"][0]["text"],
+        "done after 4 steps"
+    );
+    // Without a progressToken, no notifications.
+    let r = call(
+        &mut send,
+        tool_call(4, "progress", json!({"steps": 2, "delay_ms": 1})),
+        &[],
+    )
+    .await;
+    assert_eq!(r.messages.len(), 1, "{r:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_passed_deadline_ends_the_call_and_aborts_the_handler() {
+    let h = start().await;
+    let mut send = connect(h.addr).await;
+    let started = tokio::time::Instant::now();
+    let r = call(
+        &mut send,
+        tool_call(1, "counted_sleep", json!({"ms": 5000})),
+        &[("grpc-timeout", "200m")],
+    )
+    .await;
+    let took = started.elapsed();
+    assert_eq!(r.status(), Some("4"), "{r:?}");
+    assert!(r.messages.is_empty());
+    assert!(took < Duration::from_secs(1), "{took:?}");
+    let c = &h.counters;
+    assert!(
+        eventually(Duration::from_secs(1), || c.dropped.load(Ordering::SeqCst)
+            == 1)
+        .await
+    );
+    assert_eq!(c.started.load(Ordering::SeqCst), 1);
+    assert_eq!(c.finished.load(Ordering::SeqCst), 0);
+    // The connection goes on.
+    let r = call(
+        &mut send,
+        tool_call(2, "echo", json!({"text": "after"})),
+        &[],
+    )
+    .await;
+    assert_eq!(r.status(), Some("0"), "{r:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_reset_aborts_the_handler() {
+    let h = start().await;
+    let mut send = connect(h.addr).await;
+    let (_resp, mut stream) = open(
+        &mut send,
+        &tool_call(1, "counted_sleep", json!({"ms": 5000})),
+        &[],
+    )
+    .await;
+    let c = Arc::clone(&h.counters);
+    assert!(
+        eventually(Duration::from_secs(2), || c.started.load(Ordering::SeqCst)
+            == 1)
+        .await
+    );
+    stream.send_reset(h2::Reason::CANCEL);
+    assert!(
+        eventually(Duration::from_secs(1), || c.dropped.load(Ordering::SeqCst)
+            == 1)
+        .await
+    );
+    assert_eq!(c.finished.load(Ordering::SeqCst), 0);
+    let r = call(
+        &mut send,
+        tool_call(2, "echo", json!({"text": "after"})),
+        &[],
+    )
+    .await;
+    assert_eq!(r.status(), Some("0"), "{r:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn confirm_takes_two_round_trips() {
+    let h = start().await;
+    let mut send = connect(h.addr).await;
+    let caps = json!({"elicitation": {}});
+    let first = request(
+        json!(10),
+        "tools/call",
+        json!({"name": "confirm", "arguments": {}}),
+        meta(caps.clone(), None),
+    );
+    let r = call(&mut send, first, &[]).await;
+    assert_eq!(r.status(), Some("0"), "{r:?}");
+    let result = &r.messages[0]["result"];
+    assert_eq!(result["resultType"], "input_required", "{r:?}");
+    assert_eq!(
+        result["inputRequests"]["confirm"],
+        json!({"method": "elicitation/create", "params": {
+            "mode": "form", "message": "Proceed?",
+            "requestedSchema": {"type": "object",
+                "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}}})
+    );
+    let state = result["requestState"].as_str().unwrap().to_owned();
+    let retry = request(
+        json!(11),
+        "tools/call",
+        json!({"name": "confirm", "arguments": {},
+            "inputResponses": {"confirm": {"action": "accept", "content": {"ok": true}}},
+            "requestState": state}),
+        meta(caps, None),
+    );
+    let r = call(&mut send, retry, &[]).await;
+    assert_eq!(r.status(), Some("0"), "{r:?}");
+    assert_eq!(r.messages[0]["id"], 11);
+    assert_eq!(r.messages[0]["result"]["resultType"], "complete");
+    assert_eq!(r.messages[0]["result"]["content"][0]["text"], "confirmed");
+    // Without the elicitation capability: -32021.
+    let r = call(&mut send, tool_call(12, "confirm", json!({})), &[]).await;
+    assert_eq!(r.messages[0]["error"]["code"], -32021, "{r:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lookup_needs_its_mirrored_headers() {
+    let h = start().await;
+    let mut send = connect(h.addr).await;
+    let args = json!({"region": "eu", "limit": 10});
+    let r = call(
+        &mut send,
+        tool_call(1, "lookup", args.clone()),
+        &[("mcp-param-region", "eu"), ("mcp-param-limit", "10")],
+    )
+    .await;
+    assert_eq!(r.status(), Some("0"), "{r:?}");
+    assert_eq!(r.messages[0]["result"]["structuredContent"], args);
+    // Missing headers: -32020 in the trailers, before the handler.
+    let r = call(&mut send, tool_call(2, "lookup", args), &[]).await;
+    assert!(r.messages.is_empty(), "{r:?}");
+    assert_eq!(
+        r.head.get("mcp-error-code").map(|v| v.to_str().unwrap()),
+        Some("-32020")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resource_and_prompt() {
+    let h = start().await;
+    let mut send = connect(h.addr).await;
+    let r = call(
+        &mut send,
+        request(
+            json!(1),
+            "resources/read",
+            json!({"uri": "mem://readme"}),
+            meta(json!({}), None),
+        ),
+        &[],
+    )
+    .await;
+    assert_eq!(r.status(), Some("0"), "{r:?}");
+    let contents = &r.messages[0]["result"]["contents"][0];
+    assert_eq!(contents["uri"], "mem://readme");
+    assert!(contents["text"].as_str().unwrap().starts_with("mcpwire"));
+    let r = call(
+        &mut send,
+        request(
+            json!(2),
+            "prompts/get",
+            json!({"name": "greet", "arguments": {"who": "Ada"}}),
+            meta(json!({}), None),
+        ),
+        &[],
+    )
+    .await;
+    assert_eq!(r.status(), Some("0"), "{r:?}");
+    assert_eq!(
+        r.messages[0]["result"]["messages"][0]["content"]["text"],
+        "Say hello to Ada."
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listen_acknowledges_streams_events_and_ends_at_shutdown() {
+    let mut h = start_with_tick(Duration::from_millis(50)).await;
+    let mut send = connect(h.addr).await;
+    let body = request(
+        json!("L1"),
+        "subscriptions/listen",
+        json!({"notifications": {"toolsListChanged": true, "promptsListChanged": false}}),
+        meta(json!({}), None),
+    );
+    let (resp, _stream) = open(&mut send, &body, &[]).await;
+    let resp = resp.await.unwrap();
+    let mut body = resp.into_body();
+    let mut buf = BytesMut::new();
+    let mut messages = Vec::new();
+    while messages.len() < 3 {
+        let chunk = tokio::time::timeout(Duration::from_secs(2), body.data())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        let _ = body.flow_control().release_capacity(chunk.len());
+        buf.extend_from_slice(&chunk);
+        take_messages(&mut buf, &mut messages);
+    }
+    let key = "io.modelcontextprotocol/subscriptionId";
+    assert_eq!(
+        messages[0]["method"],
+        "notifications/subscriptions/acknowledged"
+    );
+    assert_eq!(messages[0]["params"]["_meta"][key], "L1");
+    assert_eq!(
+        messages[0]["params"]["notifications"],
+        json!({"toolsListChanged": true})
+    );
+    for m in &messages[1..] {
+        assert_eq!(m["method"], "notifications/tools/list_changed");
+        assert_eq!(m["params"]["_meta"][key], "L1");
+    }
+    // Shutdown: the listen call ends with its result and status 0.
+    h.stop.take().unwrap().send(()).unwrap();
+    let rest = tokio::time::timeout(Duration::from_secs(3), async {
+        while let Some(chunk) = body.data().await {
+            let chunk = chunk.unwrap();
+            let _ = body.flow_control().release_capacity(chunk.len());
+            buf.extend_from_slice(&chunk);
+            take_messages(&mut buf, &mut messages);
+        }
+        body.trailers().await.unwrap().unwrap_or_default()
+    })
+    .await
+    .unwrap();
+    assert_eq!(rest.get("grpc-status").unwrap(), "0");
+    let last = messages.last().unwrap();
+    assert_eq!(last["id"], "L1");
+    assert_eq!(last["result"]["resultType"], "complete");
+    assert_eq!(last["result"]["_meta"][key], "L1");
+    tokio::time::timeout(Duration::from_secs(6), h.served)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+}
