@@ -170,6 +170,9 @@ struct Stream {
     data_received: u64,
     /// `send_data` took less than offered; `SendReady` is owed.
     send_blocked: bool,
+    /// A send stopped for room in the transmit buffer: `SendReady` is owed
+    /// when it drains, window or not (an empty END_STREAM needs none).
+    want_tx: bool,
     /// Counts against a MAX_CONCURRENT_STREAMS.
     counted: bool,
     /// The application knows the handle (a Headers event went out, or it
@@ -384,6 +387,7 @@ pub struct Connection<
     /// The peer acknowledged our SETTINGS.
     local_acked: bool,
     some_send_blocked: bool,
+    some_want_tx: bool,
     streams_wanted: bool,
 
     events: [Option<Queued>; EVENT_QUEUE],
@@ -513,6 +517,7 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
             slot_events: 0,
             local_acked: false,
             some_send_blocked: false,
+            some_want_tx: false,
             streams_wanted: false,
             events: [None; EVENT_QUEUE],
             events_head: 0,
@@ -1623,6 +1628,7 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
             content_length: None,
             data_received: 0,
             send_blocked: false,
+            want_tx: false,
             counted: false,
             announced: false,
             ready: false,
@@ -2094,8 +2100,8 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
             if e == StreamError::TransmitFull
                 && let Some(st) = self.slots[slot].stream.as_mut()
             {
-                st.send_blocked = true;
-                self.some_send_blocked = true;
+                st.want_tx = true;
+                self.some_want_tx = true;
             }
             return Err(e);
         }
@@ -2244,14 +2250,17 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
         let max = self.remote.max_frame_size as usize;
         let mut taken = 0;
         let mut ended = false;
+        let mut out_of_room;
         let mut window = s.send_window.min(self.conn_send_window).max(0) as usize;
         loop {
             let left = data.len() - taken;
             // Room for a frame header, and for a trailing RST_STREAM of an
             // early response.
             let Some(room) = BUF.checked_sub(self.tx_end + HEADER_LEN + HEADER_LEN + 4) else {
+                out_of_room = true;
                 break;
             };
+            out_of_room = room < left.min(window).min(max);
             let n = left.min(window).min(max).min(room);
             let last = n == left;
             if n == 0 && !(last && end_stream) {
@@ -2278,7 +2287,10 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
         let all = taken == data.len() && (ended || !end_stream);
         if let Some(st) = self.slots[slot].stream.as_mut() {
             st.send_window -= n64;
-            if !all {
+            if !all && out_of_room {
+                st.want_tx = true;
+                self.some_want_tx = true;
+            } else if !all {
                 st.send_blocked = true;
                 self.some_send_blocked = true;
             } else if end_stream {
@@ -2491,6 +2503,16 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
             self.tx_start = 0;
             self.tx_end = 0;
             self.tx_frame_end = 0;
+            if self.some_want_tx {
+                self.some_want_tx = false;
+                for slot in 0..STREAMS {
+                    if let Some(s) = self.slots[slot].stream.as_mut()
+                        && core::mem::replace(&mut s.want_tx, false)
+                    {
+                        self.mark_ready(slot);
+                    }
+                }
+            }
             if self.some_send_blocked {
                 self.wake_blocked();
             }
