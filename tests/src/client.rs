@@ -133,7 +133,12 @@ fn push(conn: &mut Conn, authority: &str, call: &mut Call) -> Result<(), StreamE
         call.body_done = end;
     }
     while !call.body_done {
-        let n = conn.send_data(stream, &call.request.body[call.sent..], true)?;
+        let n = match conn.send_data(stream, &call.request.body[call.sent..], true) {
+            Ok(n) => n,
+            // An empty END_STREAM with no room yet: SendReady follows.
+            Err(StreamError::TransmitFull) => break,
+            Err(e) => return Err(e),
+        };
         call.sent += n;
         if call.sent == call.request.body.len() {
             call.body_done = true;

@@ -174,8 +174,12 @@ fn pump_exchange(
     if ex.end {
         // The request ended after the last echoed octet: an empty
         // END_STREAM.
-        conn.send_data(stream, &[], true)?;
-        return Ok(false);
+        return match conn.send_data(stream, &[], true) {
+            Ok(_) => Ok(false),
+            // No room for the frame yet: SendReady follows.
+            Err(StreamError::TransmitFull) => Ok(true),
+            Err(e) => Err(e),
+        };
     }
     Ok(true)
 }

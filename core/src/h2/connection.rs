@@ -2226,7 +2226,9 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
     /// Sends DATA: as much of `data` as the flow-control windows, the peer's
     /// frame size and the transmit buffer allow. Returns the octets taken;
     /// when fewer than offered, [`Event::SendReady`] follows once more can
-    /// go. `end_stream` applies only when all of `data` is taken.
+    /// go. `end_stream` applies only when all of `data` is taken. An empty
+    /// `data` with `end_stream` that finds no room for its frame is
+    /// [`StreamError::TransmitFull`], and `SendReady` follows.
     pub fn send_data(
         &mut self,
         stream: StreamRef,
@@ -2299,6 +2301,11 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
         }
         if all && end_stream {
             self.on_send_end(slot);
+        }
+        if data.is_empty() && end_stream && !ended {
+            // Nothing to count in octets: say plainly that the stream did
+            // not end yet.
+            return Err(StreamError::TransmitFull);
         }
         Ok(taken)
     }

@@ -24,13 +24,41 @@
 
 pub mod peer;
 
+use std::collections::hash_map::{DefaultHasher, RandomState};
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::hash::BuildHasher;
 use std::time::Duration;
 
 use mcpwire_core::h2::{
     Config, Connection, ConnectionError, ErrorCode, Event, HeadersKind, Role, StreamError,
     StreamRef,
 };
+
+/// The order in which the harness walks its maps, and so the order in which
+/// the application serves its streams: fixed by default, so that a run is
+/// reproducible; random per run with `MCPWIRE_SIM_SHUFFLE=1`, which explores
+/// other orders (it found two wake-up bugs).
+#[derive(Clone, Debug)]
+pub struct SimOrder(Option<RandomState>);
+
+impl Default for SimOrder {
+    fn default() -> Self {
+        Self(std::env::var_os("MCPWIRE_SIM_SHUFFLE").map(|_| RandomState::new()))
+    }
+}
+
+impl BuildHasher for SimOrder {
+    type Hasher = DefaultHasher;
+    fn build_hasher(&self) -> DefaultHasher {
+        match &self.0 {
+            Some(random) => random.build_hasher(),
+            None => DefaultHasher::new(),
+        }
+    }
+}
+
+pub type Map<K, V> = HashMap<K, V, SimOrder>;
+pub type Set<K> = HashSet<K, SimOrder>;
 use mcpwire_core::hpack::Field;
 use mcpwire_core::time::Instant;
 
@@ -316,11 +344,11 @@ pub struct Side<const S: usize, const T: usize, const B: usize, const R: usize> 
     /// Events the scenario has not looked at yet.
     pub inbox: VecDeque<Ev>,
     /// DATA received per stream handle.
-    pub bodies: HashMap<StreamRef, Vec<u8>>,
+    pub bodies: Map<StreamRef, Vec<u8>>,
     /// Streams whose DATA ended the stream.
-    pub data_ended: HashSet<StreamRef>,
+    pub data_ended: Set<StreamRef>,
     /// Wire ids seen for each handle while it was alive.
-    pub ids: HashMap<StreamRef, u32>,
+    pub ids: Map<StreamRef, u32>,
     pub release: Release,
     pub on_death: OnDeath,
     /// Handed out, not yet released: (stream, octets).
@@ -360,9 +388,9 @@ impl<const S: usize, const T: usize, const B: usize, const R: usize> Side<S, T, 
             conn: Box::new(Connection::new(role, config, now)),
             log: Vec::new(),
             inbox: VecDeque::new(),
-            bodies: HashMap::new(),
-            data_ended: HashSet::new(),
-            ids: HashMap::new(),
+            bodies: Map::default(),
+            data_ended: Set::default(),
+            ids: Map::default(),
             release: Release::Immediate,
             on_death: OnDeath::Release,
             unreleased: Vec::new(),
@@ -878,9 +906,13 @@ impl Upload {
                 return Ok(());
             }
             if self.empty_end {
-                // An empty DATA frame with END_STREAM is all that is left.
-                conn.send_data(self.stream, &[], true)?;
-                self.done = true;
+                // An empty DATA frame with END_STREAM is all that is left;
+                // with no room for it, SendReady follows.
+                match conn.send_data(self.stream, &[], true) {
+                    Ok(_) => self.done = true,
+                    Err(StreamError::TransmitFull) => self.blocked = true,
+                    Err(e) => return Err(e),
+                }
                 return Ok(());
             }
             if let Some(t) = self.trailers.clone() {
@@ -904,13 +936,13 @@ pub struct EchoApp {
     pub concurrency: usize,
     pub next: usize,
     /// Client: plan index → upload.
-    pub uploads: HashMap<usize, Upload>,
-    pub by_client_stream: HashMap<StreamRef, usize>,
+    pub uploads: Map<usize, Upload>,
+    pub by_client_stream: Map<StreamRef, usize>,
     pub outcomes: Vec<Outcome>,
     /// Client streams waiting for StreamsAvailable: plan index.
     pub waiting_open: VecDeque<usize>,
     /// Server: stream → (plan index, echo upload, request ended).
-    pub echoes: HashMap<StreamRef, (usize, Upload, bool)>,
+    pub echoes: Map<StreamRef, (usize, Upload, bool)>,
     /// Refused by the server (REFUSED_STREAM) and sent again.
     pub retries: usize,
     pub server_resets_done: usize,
@@ -918,9 +950,9 @@ pub struct EchoApp {
     /// Requests the server saw, by plan index.
     pub server_seen: Vec<usize>,
     /// Server: plan index → stream handle.
-    pub server_streams: HashMap<usize, StreamRef>,
+    pub server_streams: Map<usize, StreamRef>,
     /// Server: response heads not yet taken (TransmitFull).
-    pub heads_pending: HashSet<StreamRef>,
+    pub heads_pending: Set<StreamRef>,
     /// Resume a blocked upload as soon as `send_capacity` says it can
     /// send, not only on `SendReady`: a driver that does not trust its
     /// wake-ups. Off, a lost `SendReady` stalls the stream.

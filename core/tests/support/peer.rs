@@ -9,7 +9,9 @@
 //! connection writes must parse, and a header block must never be
 //! interleaved with another frame.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use super::Map;
 
 use mcpwire_core::h2::frame::{FrameHeader, FrameType, PREFACE, Setting, flags};
 use mcpwire_core::h2::{
@@ -108,7 +110,7 @@ pub struct Peer<const S: usize, const T: usize, const B: usize, const R: usize> 
     /// Every event.
     pub log: Vec<Ev>,
     /// DATA handed to the application, per stream handle.
-    pub data: HashMap<StreamRef, Vec<u8>>,
+    pub data: Map<StreamRef, Vec<u8>>,
     /// Release DATA as soon as it is handed out.
     pub release: bool,
     /// `recv` made no progress and needed a `poll_transmit` to go on.
@@ -147,7 +149,7 @@ impl<const S: usize, const T: usize, const B: usize, const R: usize> Peer<S, T, 
             wire: Vec::new(),
             events: VecDeque::new(),
             log: Vec::new(),
-            data: HashMap::new(),
+            data: Map::default(),
             release: true,
             stalls: 0,
             max_frame_size: 16_384,
