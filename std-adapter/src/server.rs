@@ -336,6 +336,9 @@ impl Conn {
         let mut written = 0;
         let mut eof = false;
         let mut stopping = *self.stop.borrow();
+        if stopping {
+            self.engine.go_away();
+        }
         loop {
             if written == out.len() {
                 out.clear();
@@ -343,16 +346,20 @@ impl Conn {
             }
             self.transmit(&mut out, WRITE_HIGH);
             let idle = written == out.len();
-            // The engine has no `recv_eof` nor GOAWAY of its own: on the
-            // peer's EOF, or once shut down with no call left, close the
-            // socket (dropping the calls aborts their handlers).
+            // After the peer's EOF, or once the GOAWAY of a shutdown has
+            // gone out and no call is left, close the socket (dropping the
+            // calls aborts their handlers).
             if idle && (self.engine.is_closed() || eof || (stopping && self.calls.0.is_empty())) {
                 break;
             }
             let deadline = self.engine.poll_timeout().map(to_tokio);
             tokio::select! {
                 r = rd.read(&mut rbuf), if !eof => match r {
-                    Ok(0) => eof = true,
+                    Ok(0) => {
+                        eof = true;
+                        self.engine.recv_eof();
+                        self.drain_events();
+                    }
                     Ok(n) => self.feed(&rbuf[..n], &mut out)?,
                     Err(e) => return Err(e),
                 },
@@ -376,6 +383,9 @@ impl Conn {
                     // server stops us as well.
                     let _ = r;
                     stopping = true;
+                    // GOAWAY: the client opens no new call here.
+                    self.engine.go_away();
+                    self.drain_events();
                 }
             }
         }

@@ -269,6 +269,22 @@ impl<'r, const STREAMS: usize, const TABLE: usize, const BUF: usize, const MSG: 
         r.consumed
     }
 
+    /// The transport reached end of file or failed: calls in progress are
+    /// cancelled ([`ServerEvent::Cancelled`]), then the connection closes.
+    pub fn recv_eof(&mut self) {
+        self.lent = None;
+        self.conn.recv_eof();
+        self.drain_connection();
+    }
+
+    /// Starts a graceful shutdown: GOAWAY(NO_ERROR); calls in progress
+    /// finish, new ones are refused, and the connection closes after the last.
+    pub fn go_away(&mut self) {
+        self.lent = None;
+        self.conn.go_away(ErrorCode::NO_ERROR);
+        self.drain_connection();
+    }
+
     /// The next deadline: the connection's or a call's.
     pub fn poll_timeout(&self) -> Option<Instant> {
         let calls = self.calls.iter().flatten().filter_map(|c| c.deadline).min();
