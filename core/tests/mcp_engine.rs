@@ -85,36 +85,18 @@ impl Pair {
         }
     }
 
-    /// Runs both sides until nothing moves; the server's requests go to `app`.
+    /// Runs both sides until nothing moves.
     fn run(&mut self) {
         let mut buf = vec![0u8; 65536];
         for _ in 0..1000 {
             let mut moved = false;
-            while let Some(e) = self.server.poll_event() {
-                assert!(
-                    !matches!(e, ServerEvent::Request { .. }),
-                    "requests come after input"
-                );
-                self.events.push(format!("{e:?}"));
-            }
+            self.take_server_events();
             let n = self.client.poll_transmit(&mut buf);
             let mut input = &buf[..n];
             while !input.is_empty() {
                 let used = self.server.recv(input, self.now);
                 input = &input[used..];
-                // A Request borrows the server: keep an owned copy.
-                while let Some(e) = self.server.poll_event() {
-                    if let ServerEvent::Request { call, request } = e {
-                        let owned = OwnedRequest {
-                            call,
-                            method: String::from_utf8(request.method.to_vec()).unwrap(),
-                            params: request.params.to_vec(),
-                        };
-                        REQUESTS.with(|r| r.borrow_mut().push(owned));
-                    } else {
-                        self.events.push(format!("{e:?}"));
-                    }
-                }
+                self.take_server_events();
                 if used == 0 {
                     break;
                 }
@@ -186,6 +168,23 @@ impl Pair {
                 s.messages
                     .push(String::from_utf8(msg[at..at + n].to_vec()).unwrap());
                 rest = &rest[5 + len..];
+            }
+        }
+    }
+
+    /// Drains the server's events; a Request borrows the server, so an
+    /// owned copy is kept.
+    fn take_server_events(&mut self) {
+        while let Some(e) = self.server.poll_event() {
+            if let ServerEvent::Request { call, request } = e {
+                let owned = OwnedRequest {
+                    call,
+                    method: String::from_utf8(request.method.to_vec()).unwrap(),
+                    params: request.params.to_vec(),
+                };
+                REQUESTS.with(|r| r.borrow_mut().push(owned));
+            } else {
+                self.events.push(format!("{e:?}"));
             }
         }
     }
@@ -489,4 +488,73 @@ fn client_built_metadata_passes_the_server_checks() {
     p.run();
     let requests: Vec<OwnedRequest> = REQUESTS.with(|r| r.borrow_mut().drain(..).collect());
     assert_eq!(requests.len(), 1, "{:?}", p.seen.get(&s));
+}
+
+/// With authorization on, nothing is answered before the application
+/// accepts the credentials: a refused call ends UNAUTHENTICATED with a
+/// `www-authenticate` trailer; an accepted one shows its principal.
+#[test]
+fn authorization_comes_before_any_answer() {
+    let mut p = Pair::new();
+    let config = EngineConfig {
+        authorize: true,
+        ..EngineConfig::default()
+    };
+    p.server = Server::new(registry(), config, Instant::ZERO);
+    let list = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{{{META}}}}}"#);
+    let mut bad = mirrored("tools/list", None);
+    bad.push(("authorization", "Bearer wrong"));
+    let refused = p.call(&bad, &list);
+    let call = format!(
+        r#"{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":"echo","arguments":{{}},{META}}}}}"#
+    );
+    let mut good = mirrored("tools/call", Some("echo"));
+    good.push(("authorization", "Bearer right"));
+    let accepted = p.call(&good, &call);
+    // Feed the requests; the engine asks before it answers anything.
+    let mut buf = vec![0u8; 65536];
+    let n = p.client.poll_transmit(&mut buf);
+    let mut input = &buf[..n];
+    let mut asks = Vec::new();
+    while !input.is_empty() {
+        let used = p.server.recv(input, p.now);
+        input = &input[used..];
+        while let Some(e) = p.server.poll_event() {
+            if let ServerEvent::Authorize {
+                call,
+                authorization,
+            } = e
+            {
+                asks.push((call, authorization.map(<[u8]>::to_vec)));
+            }
+        }
+    }
+    assert_eq!(asks.len(), 2);
+    for (call, auth) in asks {
+        if auth.as_deref() == Some(&b"Bearer right"[..]) {
+            p.server.authorized(call, Some("alice"));
+        } else {
+            p.server.unauthorized(
+                call,
+                Code::Unauthenticated,
+                "invalid token",
+                r#"Bearer error="invalid_token""#,
+            );
+        }
+    }
+    p.run();
+    let r = &p.seen[&refused];
+    assert_eq!(r.trailer("grpc-status"), Some("16"), "{r:?}");
+    assert_eq!(
+        r.trailer("www-authenticate"),
+        Some(r#"Bearer error="invalid_token""#)
+    );
+    assert!(r.messages.is_empty());
+    let requests: Vec<OwnedRequest> = REQUESTS.with(|q| q.borrow_mut().drain(..).collect());
+    assert_eq!(requests.len(), 1);
+    assert!(
+        p.seen
+            .get(&accepted)
+            .is_none_or(|s| s.trailer("grpc-status").is_none())
+    );
 }

@@ -287,6 +287,9 @@ struct OwnedRequest {
 
 /// An engine event, copied so the engine can be called while handling it.
 enum Owned {
+    /// Only with `EngineConfig::authorize` on; this driver has no
+    /// credential check yet and accepts every call.
+    Authorize(CallId),
     Request(OwnedRequest),
     Cancelled(CallId),
     Writable(CallId),
@@ -309,6 +312,7 @@ fn next_event(engine: &mut ConnEngine) -> Option<Owned> {
                 .progress_token
                 .and_then(|t| serde_json::from_slice(t).ok()),
         }),
+        ServerEvent::Authorize { call, .. } => Owned::Authorize(call),
         ServerEvent::Cancelled { call, .. } => Owned::Cancelled(call),
         ServerEvent::Writable { call } => Owned::Writable(call),
         ServerEvent::ConnectionClosed { .. } => Owned::Closed,
@@ -453,6 +457,7 @@ impl Conn {
                     }
                 }
                 Owned::Writable(call) => self.flush_call(call),
+                Owned::Authorize(call) => self.engine.authorized(call, None),
                 Owned::Closed => {
                     for (_, r) in self.calls.0.drain() {
                         r.stop();

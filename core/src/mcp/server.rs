@@ -55,6 +55,8 @@ const FRAMING: usize = 16;
 const MAX_GRPC_MESSAGE: usize = 1024;
 /// Longest `mcp-error-bin` value sent.
 const MAX_ERROR_BIN: usize = 4096;
+/// Longest principal name kept for a call.
+const MAX_PRINCIPAL: usize = 128;
 /// JSON nesting accepted in a request.
 const MAX_DEPTH: usize = 64;
 
@@ -69,6 +71,10 @@ pub struct EngineConfig {
     /// Deadline of a request that has no `grpc-timeout` (not for
     /// `subscriptions/listen`). Default 60 s.
     pub request_timeout: Duration,
+    /// Every call waits for [`Engine::authorized`] or
+    /// [`Engine::unauthorized`] after a [`ServerEvent::Authorize`], before
+    /// anything (even `tools/list`) is answered. Default off.
+    pub authorize: bool,
 }
 
 impl Default for EngineConfig {
@@ -77,6 +83,7 @@ impl Default for EngineConfig {
             h2: h2::Config::default(),
             max_message_bytes: 4 << 20,
             request_timeout: Duration::from_secs(60),
+            authorize: false,
         }
     }
 }
@@ -115,11 +122,19 @@ pub struct Request<'a> {
     pub headers: HeaderList<'a>,
     /// When the call must end.
     pub deadline: Option<Instant>,
+    /// What [`Engine::authorized`] named, when authorization is on.
+    pub principal: Option<&'a [u8]>,
 }
 
 /// Something the application must act on.
 #[derive(Debug, Clone, Copy)]
 pub enum ServerEvent<'a> {
+    /// Check the call's credentials (the `authorization` value, if any),
+    /// then call [`Engine::authorized`] or [`Engine::unauthorized`].
+    Authorize {
+        call: CallId,
+        authorization: Option<&'a [u8]>,
+    },
     /// Run the handler for this request; answer with `respond` or
     /// `respond_error`.
     Request { call: CallId, request: Request<'a> },
@@ -145,6 +160,9 @@ pub enum SendError {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
+    /// Waiting for the application to accept the call's credentials,
+    /// while the request message is collected.
+    Authorizing,
     /// Collecting the request message.
     Body,
     /// The application holds the request.
@@ -155,7 +173,8 @@ enum Phase {
 
 #[derive(Debug, Clone, Copy)]
 enum Queued {
-    Request { index: usize },
+    Authorize { index: usize, stream: StreamRef },
+    Request { index: usize, stream: StreamRef },
     Cancelled { call: CallId, reason: CancelReason },
     Writable { call: CallId },
     ConnectionClosed { error: Option<ConnectionError> },
@@ -195,6 +214,10 @@ struct Call<const MSG: usize> {
     out_end: usize,
     /// The application was told Busy and waits for Writable.
     wants_writable: bool,
+    /// The request ended while the call was being authorized.
+    ended: bool,
+    principal: [u8; MAX_PRINCIPAL],
+    principal_len: Option<usize>,
 }
 
 /// The tunnel server over one connection. `STREAMS`, `TABLE` and `BUF` size
@@ -330,14 +353,28 @@ impl<'r, const STREAMS: usize, const TABLE: usize, const BUF: usize, const MSG: 
 
     /// The next event. A `Request` borrows the engine until the next call.
     pub fn poll_event(&mut self) -> Option<ServerEvent<'_>> {
-        if self.events_len == 0 {
-            return None;
-        }
-        let e = self.events[self.events_head].take()?;
-        self.events_head = (self.events_head + 1) % EVENTS;
-        self.events_len -= 1;
+        // A request or authorization whose call ended in the meantime
+        // (reset, deadline) is skipped.
+        let e = loop {
+            if self.events_len == 0 {
+                return None;
+            }
+            let e = self.events[self.events_head].take()?;
+            self.events_head = (self.events_head + 1) % EVENTS;
+            self.events_len -= 1;
+            let stale = match e {
+                Queued::Request { index, stream } => !self.call_is(index, stream, Phase::Handler),
+                Queued::Authorize { index, stream } => {
+                    !self.call_is(index, stream, Phase::Authorizing)
+                }
+                _ => false,
+            };
+            if !stale {
+                break e;
+            }
+        };
         Some(match e {
-            Queued::Request { index } => {
+            Queued::Request { index, .. } => {
                 let call = self.calls[index].as_ref()?;
                 self.lent = Some(index);
                 let (ms, me) = call.method;
@@ -355,13 +392,33 @@ impl<'r, const STREAMS: usize, const TABLE: usize, const BUF: usize, const MSG: 
                         meta: RequestMeta::read(Some(params)).ok()?,
                         headers: HeaderList::from_bytes(&call.headers[..call.headers_len]),
                         deadline: call.deadline,
+                        principal: call.principal_len.map(|n| &call.principal[..n]),
                     },
+                }
+            }
+            Queued::Authorize { index, .. } => {
+                let call = self.calls[index].as_ref()?;
+                self.lent = Some(index);
+                ServerEvent::Authorize {
+                    call: CallId {
+                        index: index as u16,
+                        stream: call.stream,
+                    },
+                    authorization: HeaderList::from_bytes(&call.headers[..call.headers_len])
+                        .get(b"authorization"),
                 }
             }
             Queued::Cancelled { call, reason } => ServerEvent::Cancelled { call, reason },
             Queued::Writable { call } => ServerEvent::Writable { call },
             Queued::ConnectionClosed { error } => ServerEvent::ConnectionClosed { error },
         })
+    }
+
+    fn call_is(&self, index: usize, stream: StreamRef, phase: Phase) -> bool {
+        self.calls
+            .get(index)
+            .and_then(Option::as_ref)
+            .is_some_and(|c| c.stream == stream && c.phase == phase)
     }
 
     // ------------------------------------------------------------------
@@ -640,10 +697,20 @@ impl<'r, const STREAMS: usize, const TABLE: usize, const BUF: usize, const MSG: 
             out_pos: 0,
             out_end: 0,
             wants_writable: false,
+            ended: false,
+            principal: [0; MAX_PRINCIPAL],
+            principal_len: None,
         };
+        if self.config.authorize {
+            call.phase = Phase::Authorizing;
+        }
         call.headers[..raw.len()].copy_from_slice(raw);
+        let authorizing = call.phase == Phase::Authorizing;
+        call.ended = end_stream;
         self.calls[i] = Some(call);
-        if end_stream {
+        if authorizing {
+            self.push(Queued::Authorize { index: i, stream });
+        } else if end_stream {
             self.dispatch(i);
         }
     }
@@ -658,7 +725,7 @@ impl<'r, const STREAMS: usize, const TABLE: usize, const BUF: usize, const MSG: 
             let Some(c) = self.calls[i].as_mut() else {
                 return;
             };
-            if c.phase != Phase::Body || bytes.is_empty() {
+            if !matches!(c.phase, Phase::Body | Phase::Authorizing) || bytes.is_empty() {
                 break;
             }
             if c.message_len.is_some() {
@@ -677,8 +744,66 @@ impl<'r, const STREAMS: usize, const TABLE: usize, const BUF: usize, const MSG: 
             }
         }
         if end_stream {
+            match self.calls[i].as_mut() {
+                Some(c) if c.phase == Phase::Authorizing => c.ended = true,
+                _ => self.dispatch(i),
+            }
+        }
+    }
+
+    /// Accepts a call's credentials; `principal` is shown to its handler.
+    pub fn authorized(&mut self, call: CallId, principal: Option<&str>) {
+        let i = usize::from(call.index);
+        let Some(c) = self.calls.get_mut(i).and_then(Option::as_mut) else {
+            return;
+        };
+        if c.stream != call.stream || c.phase != Phase::Authorizing {
+            return;
+        }
+        c.phase = Phase::Body;
+        if let Some(p) = principal
+            .map(str::as_bytes)
+            .filter(|p| p.len() <= MAX_PRINCIPAL)
+        {
+            c.principal[..p.len()].copy_from_slice(p);
+            c.principal_len = Some(p.len());
+        }
+        if c.ended {
             self.dispatch(i);
         }
+    }
+
+    /// Refuses a call's credentials: it ends with `code` (UNAUTHENTICATED or
+    /// PERMISSION_DENIED) and a `www-authenticate` trailer, before anything
+    /// else is answered.
+    pub fn unauthorized(
+        &mut self,
+        call: CallId,
+        code: Code,
+        message: &str,
+        www_authenticate: &str,
+    ) {
+        let i = usize::from(call.index);
+        let Some(c) = self.calls.get(i).and_then(Option::as_ref) else {
+            return;
+        };
+        if c.stream != call.stream || c.phase != Phase::Authorizing {
+            return;
+        }
+        let stream = c.stream;
+        self.calls[i] = None;
+        let mut enc = [0u8; 3 * 128];
+        let text = &message.as_bytes()[..message.len().min(128)];
+        let n = percent::encode(text, &mut enc).unwrap_or(0);
+        let fields = [
+            Field::new(b":status", b"200"),
+            Field::new(b"content-type", b"application/grpc+proto"),
+            Field::new(b"grpc-status", code.as_bytes()),
+            Field::new(b"grpc-message", &enc[..n]),
+            Field::new(b"www-authenticate", www_authenticate.as_bytes()),
+        ];
+        let _ = self.conn.send_headers(stream, fields, true);
+        self.drain_connection();
     }
 
     // ------------------------------------------------------------------
@@ -877,7 +1002,10 @@ impl<'r, const STREAMS: usize, const TABLE: usize, const BUF: usize, const MSG: 
         if !handled {
             return self.answer_error(i, RpcError::new(METHOD_NOT_FOUND, "Method not found"), None);
         }
-        self.push(Queued::Request { index: i });
+        let Some(stream) = self.calls[i].as_ref().map(|c| c.stream) else {
+            return;
+        };
+        self.push(Queued::Request { index: i, stream });
     }
 
     /// An in-band JSON-RPC error, then status 0.
