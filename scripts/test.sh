@@ -82,7 +82,7 @@ step_setup() {
         quietly rustup target add "$firmware_target"
     fi
 
-    local want_python='hpack==4.2.0 h2==4.4.1'
+    local want_python='hpack==4.2.0 h2==4.4.1 grpcio==1.85.3 grpcio-tools==1.85.1'
     if ! .venv/bin/python - "$want_python" >/dev/null 2>&1 <<'PY'; then
 import sys
 from importlib.metadata import version
@@ -127,6 +127,8 @@ step_clippy() {
 
 step_test() {
     export MCPWIRE_PYTHON=$root/.venv/bin/python
+    # In CI every peer a test names must be there (the venv has them).
+    [[ $ci == true ]] && export MCPWIRE_REQUIRE_PEERS=1
     if [[ $ci == true || -d $reference_dir ]]; then
         # Data that is there must be read; in CI it must be there.
         export MCPWIRE_REQUIRE_REFERENCE=1
@@ -174,6 +176,9 @@ step_grpc() {
         note "server log:"
         sed 's/^/      /' "$logs/serve.log" | tail -n 20
     fi
+    # The same scenarios over TLS (ALPN h2) with a bearer token, plus the
+    # refusals of a missing or wrong token.
+    MCPWIRE_NO_BUILD=1 bounded 600 ./scripts/interop-grpc-tls.sh || rc=1
     return "$rc"
 }
 

@@ -374,12 +374,20 @@ pub struct ToolCall {
     pub(crate) name: String,
     pub(crate) params: Value,
     pub(crate) progress_token: Option<Value>,
+    pub(crate) principal: Option<String>,
 }
 
 impl ToolCall {
     /// The tool's name.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// Who is calling: the principal the server's
+    /// [`Auth`](crate::Auth) named for the call's bearer token; `None`
+    /// when the server authenticates no one.
+    pub fn principal(&self) -> Option<&str> {
+        self.principal.as_deref()
     }
 
     /// `params.arguments` (`Value::Null` when absent).
@@ -431,11 +439,6 @@ impl ToolCall {
     /// (other tasks, blocking threads) through a clone of the `ToolCall`.
     pub async fn cancelled(&self) {
         self.link.cancelled().await;
-    }
-
-    /// Who called, once authorization is wired in; `None` for now.
-    pub fn principal(&self) -> Option<&str> {
-        None
     }
 }
 

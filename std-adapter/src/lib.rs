@@ -10,12 +10,20 @@
 //! the call or its deadline (`grpc-timeout`) passes.
 
 mod app;
+pub mod auth;
+pub mod channel;
 pub mod demo;
 mod server;
+#[cfg(feature = "tls")]
+mod tls;
 
 pub use app::{
     App, Content, ListenEvent, PromptGet, PromptMessage, ResourceRead, Role, Schema, ToolCall,
     ToolError, ToolResult,
 };
+pub use auth::{Auth, AuthDecision, BearerTokens};
+pub use channel::{CallError, CallStream, Channel, ChannelConfig, Diagnostics, Message};
 pub use mcpwire_core::mcp::server::EngineConfig;
 pub use server::{CallId, ConnEngine, Server};
+#[cfg(feature = "tls")]
+pub use tls::TlsConfig;

@@ -28,7 +28,7 @@ use mcpwire_core::mcp::registry::Registry;
 use mcpwire_core::mcp::server::{Engine, EngineConfig, SendError, ServerEvent};
 use mcpwire_core::time::Instant;
 use serde_json::{Map, Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, ToSocketAddrs};
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio::task::{AbortHandle, JoinSet};
@@ -36,6 +36,9 @@ use tokio::task::{AbortHandle, JoinSet};
 use crate::app::{
     App, CallLink, Handlers, ListenEvent, PromptGet, ResourceRead, Role, ToolCall, ToolError,
 };
+use crate::auth::{Auth, AuthDecision, bearer_token, refusal};
+#[cfg(feature = "tls")]
+use crate::tls::{ALPN_H2, TlsConfig};
 
 pub use mcpwire_core::mcp::server::CallId;
 
@@ -52,6 +55,9 @@ const WRITE_HIGH: usize = 64 << 10;
 const CHANNEL: usize = 256;
 /// How long connections get to finish after shutdown.
 const GRACE: Duration = Duration::from_secs(5);
+/// How long a TLS handshake may take.
+#[cfg(feature = "tls")]
+const HANDSHAKE: Duration = Duration::from_secs(10);
 
 /// A message of a handler for its call.
 #[derive(Debug)]
@@ -102,11 +108,27 @@ impl Outgoing {
     }
 }
 
-/// A tunnel server bound to a TCP address.
-#[derive(Debug)]
+/// A tunnel server bound to a TCP address: cleartext HTTP/2 with prior
+/// knowledge, or TLS with ALPN `h2` (feature `tls`); optionally with
+/// bearer-token authentication of every call ([`Server::with_auth`]).
 pub struct Server {
     listener: TcpListener,
     config: EngineConfig,
+    auth: Option<Arc<dyn Auth>>,
+    #[cfg(feature = "tls")]
+    tls: Option<TlsConfig>,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut d = f.debug_struct("Server");
+        d.field("listener", &self.listener)
+            .field("config", &self.config)
+            .field("auth", &self.auth.is_some());
+        #[cfg(feature = "tls")]
+        d.field("tls", &self.tls.is_some());
+        d.finish()
+    }
 }
 
 impl Server {
@@ -115,10 +137,44 @@ impl Server {
         Ok(Self {
             listener: TcpListener::bind(addr).await?,
             config: EngineConfig::default(),
+            auth: None,
+            #[cfg(feature = "tls")]
+            tls: None,
         })
     }
 
+    /// Binds `addr` for TLS with the PEM certificate chain (leaf first) and
+    /// private key; ALPN `h2` only (see [`TlsConfig`]).
+    #[cfg(feature = "tls")]
+    pub async fn bind_tls(
+        addr: impl ToSocketAddrs,
+        cert_chain_pem: &[u8],
+        key_pem: &[u8],
+    ) -> io::Result<Self> {
+        let tls = TlsConfig::from_pem(cert_chain_pem, key_pem)?;
+        Ok(Self::bind(addr).await?.with_tls(tls))
+    }
+
+    /// Serves TLS only, with ALPN `h2`: a client that negotiates another
+    /// protocol, or none, is closed after the handshake.
+    #[cfg(feature = "tls")]
+    pub fn with_tls(mut self, tls: TlsConfig) -> Self {
+        self.tls = Some(tls);
+        self
+    }
+
+    /// Checks every call's bearer token with `auth` before anything is
+    /// answered (see [`crate::auth`]): a refused call ends with
+    /// UNAUTHENTICATED or PERMISSION_DENIED and a `www-authenticate`
+    /// trailer; an allowed one shows the principal to its handler
+    /// ([`ToolCall::principal`]).
+    pub fn with_auth(mut self, auth: impl Auth) -> Self {
+        self.auth = Some(Arc::new(auth));
+        self
+    }
+
     /// The engine's settings (HTTP/2, message size, default deadline).
+    /// `authorize` is set by [`Server::with_auth`], whatever is given here.
     pub fn with_config(mut self, config: EngineConfig) -> Self {
         self.config = config;
         self
@@ -146,6 +202,10 @@ impl Server {
             .registry()
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("{e:?}")))?;
         let handlers = Arc::new(Handlers::new(&app));
+        let config = EngineConfig {
+            authorize: self.auth.is_some(),
+            ..self.config
+        };
         let (stop_tx, stop_rx) = watch::channel(false);
         let mut conns = JoinSet::new();
         tokio::pin!(signal);
@@ -153,14 +213,19 @@ impl Server {
             tokio::select! {
                 r = self.listener.accept() => match r {
                     Ok((socket, _)) => {
-                        let conn = run_connection(
-                            socket,
+                        let shared = Shared {
                             registry,
-                            self.config,
-                            Arc::clone(&handlers),
-                            stop_rx.clone(),
-                        );
-                        conns.spawn(conn);
+                            config,
+                            handlers: Arc::clone(&handlers),
+                            auth: self.auth.clone(),
+                            stop: stop_rx.clone(),
+                        };
+                        #[cfg(feature = "tls")]
+                        if let Some(tls) = &self.tls {
+                            conns.spawn(run_tls_connection(socket, tls.clone(), shared));
+                            continue;
+                        }
+                        conns.spawn(run_connection(socket, shared));
                     }
                     // Out of descriptors and the like: wait, then go on.
                     Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
@@ -227,23 +292,58 @@ async fn new_engine(
         .map_err(|_| io::Error::other("building the engine failed"))
 }
 
-async fn run_connection(
-    socket: TcpStream,
+/// What every connection of a server shares.
+struct Shared {
     registry: Registry<'static>,
     config: EngineConfig,
     handlers: Arc<Handlers>,
+    auth: Option<Arc<dyn Auth>>,
     stop: watch::Receiver<bool>,
-) -> io::Result<()> {
-    let engine = new_engine(registry, config).await?;
-    let (tx, rx) = mpsc::channel(CHANNEL);
-    let mut conn = Conn {
-        engine,
-        calls: Calls::default(),
-        handlers,
-        tx,
-        stop,
-    };
-    conn.drive(socket, rx).await
+}
+
+impl Shared {
+    async fn conn(self) -> io::Result<(Conn, mpsc::Receiver<Outgoing>)> {
+        let engine = new_engine(self.registry, self.config).await?;
+        let (tx, rx) = mpsc::channel(CHANNEL);
+        let conn = Conn {
+            engine,
+            calls: Calls::default(),
+            handlers: self.handlers,
+            auth: self.auth,
+            tx,
+            stop: self.stop,
+        };
+        Ok((conn, rx))
+    }
+}
+
+async fn run_connection(mut socket: TcpStream, shared: Shared) -> io::Result<()> {
+    socket.set_nodelay(true)?;
+    let (mut conn, rx) = shared.conn().await?;
+    let (rd, wr) = socket.split();
+    conn.drive(rd, wr, rx).await
+}
+
+/// The TLS handshake, the ALPN check, then the connection as in the clear.
+#[cfg(feature = "tls")]
+async fn run_tls_connection(socket: TcpStream, tls: TlsConfig, shared: Shared) -> io::Result<()> {
+    socket.set_nodelay(true)?;
+    let acceptor = tokio_rustls::TlsAcceptor::from(tls.config);
+    let mut stream = tokio::time::timeout(HANDSHAKE, acceptor.accept(socket))
+        .await
+        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "TLS handshake timed out"))??;
+    if stream.get_ref().1.alpn_protocol() != Some(ALPN_H2) {
+        // The binding: refuse a client that negotiated another protocol
+        // (or none): close_notify, then close.
+        let _ = stream.shutdown().await;
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "the TLS client did not negotiate ALPN h2",
+        ));
+    }
+    let (mut conn, rx) = shared.conn().await?;
+    let (rd, wr) = tokio::io::split(stream);
+    conn.drive(rd, wr, rx).await
 }
 
 /// A call whose handler runs.
@@ -283,20 +383,25 @@ struct OwnedRequest {
     id: Value,
     params: Value,
     progress_token: Option<Value>,
+    principal: Option<String>,
 }
 
 /// An engine event, copied so the engine can be called while handling it.
 enum Owned {
-    /// Only with `EngineConfig::authorize` on; this driver has no
-    /// credential check yet and accepts every call.
-    Authorize(CallId),
+    /// Only with an [`Auth`]: its decision, and whether the call carried a
+    /// bearer token (the token itself is not copied).
+    Authorize {
+        call: CallId,
+        decision: AuthDecision,
+        had_token: bool,
+    },
     Request(OwnedRequest),
     Cancelled(CallId),
     Writable(CallId),
     Closed,
 }
 
-fn next_event(engine: &mut ConnEngine) -> Option<Owned> {
+fn next_event(engine: &mut ConnEngine, auth: Option<&dyn Auth>) -> Option<Owned> {
     Some(match engine.poll_event()? {
         ServerEvent::Request { call, request } => Owned::Request(OwnedRequest {
             call,
@@ -311,8 +416,23 @@ fn next_event(engine: &mut ConnEngine) -> Option<Owned> {
                 .meta
                 .progress_token
                 .and_then(|t| serde_json::from_slice(t).ok()),
+            principal: request
+                .principal
+                .map(|p| String::from_utf8_lossy(p).into_owned()),
         }),
-        ServerEvent::Authorize { call, .. } => Owned::Authorize(call),
+        ServerEvent::Authorize {
+            call,
+            authorization,
+        } => {
+            let token = bearer_token(authorization);
+            Owned::Authorize {
+                call,
+                // Authorize comes only with `authorize` on, which only an
+                // Auth sets; without one, refuse.
+                decision: auth.map_or(AuthDecision::Unauthenticated, |a| a.check(token)),
+                had_token: token.is_some(),
+            }
+        }
         ServerEvent::Cancelled { call, .. } => Owned::Cancelled(call),
         ServerEvent::Writable { call } => Owned::Writable(call),
         ServerEvent::ConnectionClosed { .. } => Owned::Closed,
@@ -323,18 +443,22 @@ struct Conn {
     engine: Box<ConnEngine>,
     calls: Calls,
     handlers: Arc<Handlers>,
+    auth: Option<Arc<dyn Auth>>,
     tx: mpsc::Sender<Outgoing>,
     stop: watch::Receiver<bool>,
 }
 
 impl Conn {
-    async fn drive(
+    async fn drive<R, W>(
         &mut self,
-        mut socket: TcpStream,
+        mut rd: R,
+        mut wr: W,
         mut rx: mpsc::Receiver<Outgoing>,
-    ) -> io::Result<()> {
-        socket.set_nodelay(true)?;
-        let (mut rd, mut wr) = socket.split();
+    ) -> io::Result<()>
+    where
+        R: AsyncRead + Unpin,
+        W: AsyncWrite + Unpin,
+    {
         let mut rbuf = vec![0u8; READ_BUF];
         let mut out: Vec<u8> = Vec::with_capacity(WRITE_HIGH + TRANSMIT_CHUNK);
         let mut written = 0;
@@ -447,7 +571,7 @@ impl Conn {
     /// Handles every queued engine event; whether there was any.
     fn drain_events(&mut self) -> bool {
         let mut any = false;
-        while let Some(e) = next_event(&mut self.engine) {
+        while let Some(e) = next_event(&mut self.engine, self.auth.as_deref()) {
             any = true;
             match e {
                 Owned::Request(req) => self.start(req),
@@ -457,7 +581,19 @@ impl Conn {
                     }
                 }
                 Owned::Writable(call) => self.flush_call(call),
-                Owned::Authorize(call) => self.engine.authorized(call, None),
+                Owned::Authorize {
+                    call,
+                    decision,
+                    had_token,
+                } => match (&decision, refusal(&decision, had_token)) {
+                    (AuthDecision::Allow { principal }, _) => {
+                        self.engine.authorized(call, Some(principal));
+                    }
+                    (_, Some((code, message, challenge))) => {
+                        self.engine.unauthorized(call, code, message, &challenge);
+                    }
+                    (_, None) => {}
+                },
                 Owned::Closed => {
                     for (_, r) in self.calls.0.drain() {
                         r.stop();
@@ -557,6 +693,7 @@ impl Conn {
                         name,
                         params: req.params,
                         progress_token: req.progress_token,
+                        principal: req.principal,
                     });
                     Box::pin(async move { fut.await.map(|r| r.to_json()) })
                 }

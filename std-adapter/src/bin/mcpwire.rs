@@ -6,13 +6,23 @@ use std::time::Duration;
 
 use mcpwire_tokio::{Server, demo};
 
-const USAGE: &str = "usage: mcpwire serve [--listen ADDR]   (default 127.0.0.1:50051)";
+#[path = "mcpwire/call.rs"]
+mod call;
+
+const USAGE: &str = "usage: mcpwire serve [--listen ADDR]   (default 127.0.0.1:50051)
+         [--token TOKEN]... [--token-file FILE]   require one of these bearer tokens
+         [--tls-cert PEM --tls-key PEM]          serve TLS (ALPN h2) only
+  --token-file: one token a line, optionally followed by a principal name
+  (blank lines and lines starting with # are skipped); prefer it to
+  --token, which other users can see in the process list.";
 
 fn main() -> ExitCode {
     let mut args = std::env::args().skip(1);
     let mut listen = String::from("127.0.0.1:50051");
+    let mut opts = ServeOptions::default();
     match args.next().as_deref() {
         Some("serve") => {}
+        Some("call") => return call::main(args),
         Some("-h" | "--help") => {
             println!("{USAGE}");
             return ExitCode::SUCCESS;
@@ -36,6 +46,12 @@ fn main() -> ExitCode {
                 println!("{USAGE}");
                 return ExitCode::SUCCESS;
             }
+            _ if ServeOptions::takes(&arg) => {
+                if let Err(e) = opts.take(&arg, &mut args) {
+                    eprintln!("{e}\n{USAGE}");
+                    return ExitCode::from(2);
+                }
+            }
             _ => {
                 eprintln!("unknown argument {arg}\n{USAGE}");
                 return ExitCode::from(2);
@@ -52,7 +68,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(serve(&listen)) {
+    match runtime.block_on(serve(&listen, opts)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("mcpwire: {e}");
@@ -61,9 +77,108 @@ fn main() -> ExitCode {
     }
 }
 
-async fn serve(listen: &str) -> std::io::Result<()> {
-    let server = Server::bind(listen).await?;
-    eprintln!("listening on {}", server.local_addr()?);
+/// The bearer tokens and TLS files of `serve`.
+#[derive(Default)]
+struct ServeOptions {
+    /// (token, principal); principals of `--token` are `token-1`, ...
+    tokens: Vec<(String, String)>,
+    tls_cert: Option<String>,
+    tls_key: Option<String>,
+}
+
+impl ServeOptions {
+    const FLAGS: [&str; 4] = ["--token", "--token-file", "--tls-cert", "--tls-key"];
+
+    fn takes(arg: &str) -> bool {
+        Self::FLAGS.contains(&arg.split_once('=').map_or(arg, |(flag, _)| flag))
+    }
+
+    /// Takes `arg` (`--flag VALUE` or `--flag=VALUE`).
+    fn take(&mut self, arg: &str, args: &mut impl Iterator<Item = String>) -> Result<(), String> {
+        let (flag, value) = match arg.split_once('=') {
+            Some((flag, value)) => (flag, value.to_owned()),
+            None => (
+                arg,
+                args.next().ok_or_else(|| format!("{arg} needs a value"))?,
+            ),
+        };
+        match flag {
+            "--token" => {
+                if value.is_empty() {
+                    return Err("--token needs a non-empty token".into());
+                }
+                let principal = format!("token-{}", self.tokens.len() + 1);
+                self.tokens.push((value, principal));
+            }
+            "--token-file" => {
+                let text = std::fs::read_to_string(&value)
+                    .map_err(|e| format!("--token-file {value}: {e}"))?;
+                let before = self.tokens.len();
+                for line in text.lines().map(str::trim) {
+                    if line.is_empty() || line.starts_with('#') {
+                        continue;
+                    }
+                    let mut words = line.split_whitespace();
+                    let token = words.next().unwrap_or_default().to_owned();
+                    let principal = words
+                        .next()
+                        .map_or_else(|| format!("token-{}", self.tokens.len() + 1), str::to_owned);
+                    self.tokens.push((token, principal));
+                }
+                if self.tokens.len() == before {
+                    return Err(format!("--token-file {value}: no token"));
+                }
+            }
+            "--tls-cert" => self.tls_cert = Some(value),
+            _ => self.tls_key = Some(value),
+        }
+        Ok(())
+    }
+}
+
+async fn serve(listen: &str, opts: ServeOptions) -> std::io::Result<()> {
+    use std::io::{Error, ErrorKind};
+    let mut server = match (&opts.tls_cert, &opts.tls_key) {
+        (None, None) => Server::bind(listen).await?,
+        #[cfg(feature = "tls")]
+        (Some(cert), Some(key)) => {
+            let tls = mcpwire_tokio::TlsConfig::from_pem_files(cert, key)?;
+            Server::bind(listen).await?.with_tls(tls)
+        }
+        #[cfg(not(feature = "tls"))]
+        (Some(_), Some(_)) => {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                "this mcpwire is built without the `tls` feature",
+            ));
+        }
+        _ => {
+            return Err(Error::new(
+                ErrorKind::InvalidInput,
+                "--tls-cert and --tls-key go together",
+            ));
+        }
+    };
+    let secured = opts.tls_cert.is_some();
+    let tokens = opts.tokens.len();
+    if tokens > 0 {
+        server = server.with_auth(mcpwire_tokio::BearerTokens::new(opts.tokens));
+    }
+    // The tokens themselves are never printed.
+    eprintln!(
+        "listening on {} ({}, {})",
+        server.local_addr()?,
+        if secured {
+            "TLS, ALPN h2"
+        } else {
+            "cleartext HTTP/2"
+        },
+        if tokens > 0 {
+            format!("{tokens} bearer token(s)")
+        } else {
+            "no authentication".to_owned()
+        },
+    );
     let app = demo::app(Duration::from_secs(5));
     server
         .serve_with_shutdown(app, async {

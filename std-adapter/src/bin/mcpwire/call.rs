@@ -1,0 +1,159 @@
+//! `mcpwire call [--server ADDR] discover | list | tool NAME [JSON-ARGS]
+//! [--progress] [--timeout-ms N]`: one request over the tunnel binding; the
+//! result JSON goes to stdout, progress (with `--progress`) to stderr.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use mcpwire_tokio::{Channel, ChannelConfig, Message};
+use serde_json::{Value, json};
+
+pub const USAGE: &str = "usage: mcpwire call [--server ADDR] discover | list | tool NAME [JSON-ARGS] [--progress] [--timeout-ms N]   (default 127.0.0.1:50051)";
+
+struct Args {
+    server: String,
+    method: String,
+    params: Value,
+    progress: bool,
+    timeout: Option<Duration>,
+}
+
+fn parse(args: impl Iterator<Item = String>) -> Result<Args, String> {
+    let mut server = String::from("127.0.0.1:50051");
+    let mut progress = false;
+    let mut timeout = None;
+    let mut words = Vec::new();
+    let mut args = args.peekable();
+    while let Some(arg) = args.next() {
+        let (flag, inline) = match arg.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f.to_owned(), Some(v.to_owned())),
+            _ => (arg.clone(), None),
+        };
+        match flag.as_str() {
+            "--server" => {
+                server = inline
+                    .or_else(|| args.next())
+                    .ok_or("--server needs an address")?;
+            }
+            "--timeout-ms" => {
+                let v = inline
+                    .or_else(|| args.next())
+                    .ok_or("--timeout-ms needs a number")?;
+                let ms: u64 = v.parse().map_err(|_| format!("bad --timeout-ms {v}"))?;
+                timeout = Some(Duration::from_millis(ms));
+            }
+            "--progress" => progress = true,
+            _ if flag.starts_with("--") => return Err(format!("unknown argument {arg}")),
+            _ => words.push(arg),
+        }
+    }
+    let mut words = words.into_iter();
+    let (method, params) = match words.next().as_deref() {
+        Some("discover") => ("server/discover", json!({})),
+        Some("list") => ("tools/list", json!({})),
+        Some("tool") => {
+            let name = words.next().ok_or("tool needs a NAME")?;
+            let arguments = match words.next() {
+                Some(text) => {
+                    serde_json::from_str::<Value>(&text).map_err(|e| format!("JSON-ARGS: {e}"))?
+                }
+                None => json!({}),
+            };
+            ("tools/call", json!({"name": name, "arguments": arguments}))
+        }
+        Some(other) => return Err(format!("unknown command {other}")),
+        None => return Err("a command is needed".into()),
+    };
+    if let Some(extra) = words.next() {
+        return Err(format!("unexpected argument {extra}"));
+    }
+    Ok(Args {
+        server,
+        method: method.to_owned(),
+        params,
+        progress,
+        timeout,
+    })
+}
+
+/// Runs the subcommand with the arguments after `call`.
+pub fn main(args: impl Iterator<Item = String>) -> ExitCode {
+    let args = match parse(args) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("{e}\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("mcpwire: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(run(args))
+}
+
+async fn run(args: Args) -> ExitCode {
+    let mut config = ChannelConfig::new(args.server.clone());
+    if let Ok(token) = std::env::var("MCPWIRE_TOKEN") {
+        config
+            .extra_metadata
+            .push(("authorization".into(), format!("Bearer {token}")));
+    }
+    let channel = Channel::with_config(config);
+    let mut params = args.params;
+    if args.progress {
+        params["_meta"] = json!({"progressToken": "mcpwire-cli"});
+    }
+    let request = json!({"jsonrpc": "2.0", "method": args.method, "params": params});
+    let mut call = match channel.call_with_timeout(request, args.timeout).await {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("mcpwire: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    loop {
+        match call.next().await {
+            Ok(Some(Message::Notification(n))) => {
+                if args.progress && n["method"] == "notifications/progress" {
+                    let p = &n["params"];
+                    let total = p["total"]
+                        .as_f64()
+                        .map(|t| format!("/{t}"))
+                        .unwrap_or_default();
+                    let message = p["message"].as_str().unwrap_or("");
+                    eprintln!("progress {}{total} {message}", p["progress"]);
+                }
+            }
+            Ok(Some(Message::Response(r))) => {
+                if let Some(error) = r.get("error") {
+                    eprintln!("mcpwire: JSON-RPC error {error}");
+                    return ExitCode::FAILURE;
+                }
+                let result = r.get("result").cloned().unwrap_or(Value::Null);
+                match serde_json::to_string_pretty(&result) {
+                    Ok(text) => println!("{text}"),
+                    Err(e) => {
+                        eprintln!("mcpwire: {e}");
+                        return ExitCode::FAILURE;
+                    }
+                }
+                return ExitCode::SUCCESS;
+            }
+            Ok(None) => {
+                eprintln!("mcpwire: the call ended without a response");
+                return ExitCode::FAILURE;
+            }
+            Err(e) => {
+                eprintln!("mcpwire: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+}

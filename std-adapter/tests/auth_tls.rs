@@ -1,0 +1,405 @@
+//! Bearer-token authentication and TLS of the tokio server, in-process on
+//! 127.0.0.1:0, called by the `h2` crate (over tokio-rustls for TLS).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use bytes::{Buf, Bytes, BytesMut};
+use h2::client::SendRequest;
+use http::HeaderMap;
+use mcpwire_tokio::{App, AuthDecision, BearerTokens, Server, ToolCall, ToolResult, demo};
+use serde_json::{Value, json};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpStream;
+use tokio::sync::oneshot;
+
+const PATH: &str = "/mcp.zig.transport.v1.Mcp/Call";
+const VERSION: &str = "2026-07-28";
+
+/// The demo plus `whoami`, which returns the principal it sees.
+fn app() -> App {
+    demo::app(Duration::from_secs(3600)).tool(
+        "whoami",
+        "Returns the caller's principal.",
+        r#"{"type":"object"}"#,
+        |call: ToolCall| async move {
+            Ok(ToolResult::text(
+                call.principal().unwrap_or("<none>").to_owned(),
+            ))
+        },
+    )
+}
+
+struct Running {
+    addr: SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+fn run(server: Server) -> Running {
+    let addr = server.local_addr().unwrap();
+    let (stop, stopped) = oneshot::channel::<()>();
+    tokio::spawn(server.serve_with_shutdown(app(), async {
+        let _ = stopped.await;
+    }));
+    Running {
+        addr,
+        stop: Some(stop),
+    }
+}
+
+async fn handshake<T>(io: T) -> SendRequest<Bytes>
+where
+    T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let (send, conn) = h2::client::handshake(io).await.unwrap();
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    send
+}
+
+fn frame(json: &[u8]) -> Bytes {
+    let mut msg = vec![0x0a];
+    let mut len = json.len();
+    while len >= 0x80 {
+        msg.push((len as u8 & 0x7f) | 0x80);
+        len >>= 7;
+    }
+    msg.push(len as u8);
+    msg.extend_from_slice(json);
+    let mut out = vec![0];
+    out.extend_from_slice(&(msg.len() as u32).to_be_bytes());
+    out.extend_from_slice(&msg);
+    out.into()
+}
+
+#[derive(Debug)]
+struct Reply {
+    head: HeaderMap,
+    messages: Vec<Value>,
+    trailers: HeaderMap,
+}
+
+impl Reply {
+    fn get(&self, name: &str) -> Option<&str> {
+        self.trailers
+            .get(name)
+            .or_else(|| self.head.get(name))
+            .and_then(|v| v.to_str().ok())
+    }
+
+    fn text(&self) -> &str {
+        self.messages.last().unwrap()["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+    }
+}
+
+/// One `tools/call` of `tool`, with `authorization: Bearer <token>` if given.
+async fn call(
+    send: &mut SendRequest<Bytes>,
+    tool: &str,
+    arguments: Value,
+    token: Option<&str>,
+) -> Reply {
+    let body = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": tool, "arguments": arguments, "_meta": {
+            "io.modelcontextprotocol/protocolVersion": VERSION,
+            "io.modelcontextprotocol/clientCapabilities": {},
+        }},
+    });
+    let mut req = http::Request::builder()
+        .method("POST")
+        .uri(format!("https://localhost{PATH}"))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .header("mcp-protocol-version", VERSION)
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", tool);
+    if let Some(t) = token {
+        req = req.header("authorization", format!("Bearer {t}"));
+    }
+    let mut ready = send.clone().ready().await.unwrap();
+    let (resp, mut stream) = ready.send_request(req.body(()).unwrap(), false).unwrap();
+    stream
+        .send_data(frame(body.to_string().as_bytes()), true)
+        .unwrap();
+    *send = ready;
+    tokio::time::timeout(Duration::from_secs(10), async move {
+        let resp = resp.await.unwrap();
+        assert_eq!(resp.status(), 200);
+        let head = resp.headers().clone();
+        let mut body = resp.into_body();
+        let mut buf = BytesMut::new();
+        let mut messages = Vec::new();
+        while let Some(chunk) = body.data().await {
+            let chunk = chunk.unwrap();
+            let _ = body.flow_control().release_capacity(chunk.len());
+            buf.extend_from_slice(&chunk);
+        }
+        while buf.len() >= 5 {
+            let len = u32::from_be_bytes([buf[1], buf[2], buf[3], buf[4]]) as usize;
+            buf.advance(5);
+            let msg = buf.split_to(len);
+            let (mut at, mut n, mut shift) = (1, 0usize, 0);
+            loop {
+                let b = msg[at];
+                n |= usize::from(b & 0x7f) << shift;
+                at += 1;
+                shift += 7;
+                if b & 0x80 == 0 {
+                    break;
+                }
+            }
+            messages.push(serde_json::from_slice(&msg[at..at + n]).unwrap());
+        }
+        let trailers = body.trailers().await.unwrap().unwrap_or_default();
+        Reply {
+            head,
+            messages,
+            trailers,
+        }
+    })
+    .await
+    .expect("the call ends")
+}
+
+async fn token_server() -> Running {
+    let server = Server::bind("127.0.0.1:0")
+        .await
+        .unwrap()
+        .with_auth(BearerTokens::new([("right-token", "alice")]));
+    run(server)
+}
+
+#[tokio::test]
+async fn auth_missing_token_is_unauthenticated_with_a_challenge() {
+    let s = token_server().await;
+    let mut send = handshake(TcpStream::connect(s.addr).await.unwrap()).await;
+    let r = call(&mut send, "echo", json!({"text": "hi"}), None).await;
+    assert_eq!(r.get("grpc-status"), Some("16"), "{r:?}");
+    assert_eq!(r.get("www-authenticate"), Some(r#"Bearer realm="mcpwire""#));
+    assert!(r.messages.is_empty());
+}
+
+#[tokio::test]
+async fn auth_wrong_token_is_unauthenticated_invalid_token() {
+    let s = token_server().await;
+    let mut send = handshake(TcpStream::connect(s.addr).await.unwrap()).await;
+    let r = call(
+        &mut send,
+        "echo",
+        json!({"text": "hi"}),
+        Some("wrong-token"),
+    )
+    .await;
+    assert_eq!(r.get("grpc-status"), Some("16"), "{r:?}");
+    assert_eq!(
+        r.get("www-authenticate"),
+        Some(r#"Bearer realm="mcpwire", error="invalid_token""#)
+    );
+    assert!(!r.get("grpc-message").unwrap_or_default().contains("wrong"));
+    assert!(r.messages.is_empty());
+}
+
+#[tokio::test]
+async fn auth_right_token_echoes_and_shows_the_principal() {
+    let s = token_server().await;
+    let mut send = handshake(TcpStream::connect(s.addr).await.unwrap()).await;
+    let r = call(
+        &mut send,
+        "echo",
+        json!({"text": "hi"}),
+        Some("right-token"),
+    )
+    .await;
+    assert_eq!(r.get("grpc-status"), Some("0"), "{r:?}");
+    assert_eq!(r.text(), "hi");
+    let r = call(&mut send, "whoami", json!({}), Some("right-token")).await;
+    assert_eq!(r.get("grpc-status"), Some("0"), "{r:?}");
+    assert_eq!(r.text(), "alice");
+    // The same connection still refuses a call without the token.
+    let r = call(&mut send, "whoami", json!({}), None).await;
+    assert_eq!(r.get("grpc-status"), Some("16"), "{r:?}");
+}
+
+#[tokio::test]
+async fn auth_checker_can_deny_permission() {
+    let server = Server::bind("127.0.0.1:0")
+        .await
+        .unwrap()
+        .with_auth(|token: Option<&str>| match token {
+            Some("reader") => AuthDecision::PermissionDenied,
+            Some("admin") => AuthDecision::Allow {
+                principal: "root".into(),
+            },
+            _ => AuthDecision::Unauthenticated,
+        });
+    let s = run(server);
+    let mut send = handshake(TcpStream::connect(s.addr).await.unwrap()).await;
+    let r = call(&mut send, "whoami", json!({}), Some("reader")).await;
+    assert_eq!(r.get("grpc-status"), Some("7"), "{r:?}");
+    assert_eq!(
+        r.get("www-authenticate"),
+        Some(r#"Bearer realm="mcpwire", error="insufficient_scope""#)
+    );
+    let r = call(&mut send, "whoami", json!({}), Some("admin")).await;
+    assert_eq!(r.text(), "root");
+}
+
+#[tokio::test]
+async fn auth_off_means_no_principal() {
+    let s = run(Server::bind("127.0.0.1:0").await.unwrap());
+    let mut send = handshake(TcpStream::connect(s.addr).await.unwrap()).await;
+    let r = call(&mut send, "whoami", json!({}), Some("anything")).await;
+    assert_eq!(r.get("grpc-status"), Some("0"), "{r:?}");
+    assert_eq!(r.text(), "<none>");
+}
+
+#[cfg(feature = "tls")]
+mod tls {
+    use std::sync::Arc;
+
+    use rcgen::{
+        BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair,
+        KeyUsagePurpose,
+    };
+    use tokio_rustls::TlsConnector;
+    use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName};
+    use tokio_rustls::rustls::{ClientConfig, RootCertStore};
+
+    use super::*;
+
+    /// A throwaway CA, and a certificate for localhost and 127.0.0.1 it
+    /// signed: (CA DER, server chain PEM, server key PEM).
+    fn certificates() -> (CertificateDer<'static>, String, String) {
+        let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca.distinguished_name
+            .push(DnType::CommonName, "mcpwire test CA");
+        ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+        let ca = CertifiedIssuer::self_signed(ca, KeyPair::generate().unwrap()).unwrap();
+        let key = KeyPair::generate().unwrap();
+        let leaf = CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()])
+            .unwrap()
+            .signed_by(&key, &ca)
+            .unwrap();
+        (ca.der().clone(), leaf.pem(), key.serialize_pem())
+    }
+
+    fn connector(ca: CertificateDer<'static>, alpn: &[&[u8]]) -> TlsConnector {
+        let mut roots = RootCertStore::empty();
+        roots.add(ca).unwrap();
+        let provider = Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
+        let mut config = ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+        TlsConnector::from(Arc::new(config))
+    }
+
+    async fn tls_server(auth: bool) -> (Running, CertificateDer<'static>) {
+        let (ca, chain, key) = certificates();
+        let mut server = Server::bind_tls("127.0.0.1:0", chain.as_bytes(), key.as_bytes())
+            .await
+            .unwrap();
+        if auth {
+            server = server.with_auth(BearerTokens::new([("right-token", "alice")]));
+        }
+        (run(server), ca)
+    }
+
+    #[tokio::test]
+    async fn tls_h2_call_works_with_a_token() {
+        let (s, ca) = tls_server(true).await;
+        for name in ["localhost", "127.0.0.1"] {
+            let tcp = TcpStream::connect(s.addr).await.unwrap();
+            let tls = connector(ca.clone(), &[b"h2"])
+                .connect(ServerName::try_from(name.to_owned()).unwrap(), tcp)
+                .await
+                .unwrap();
+            assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
+            let mut send = handshake(tls).await;
+            let r = call(
+                &mut send,
+                "echo",
+                json!({"text": "over tls"}),
+                Some("right-token"),
+            )
+            .await;
+            assert_eq!(r.get("grpc-status"), Some("0"), "{r:?}");
+            assert_eq!(r.text(), "over tls");
+            let r = call(&mut send, "whoami", json!({}), Some("right-token")).await;
+            assert_eq!(r.text(), "alice");
+            let r = call(&mut send, "echo", json!({"text": "x"}), Some("bad")).await;
+            assert_eq!(r.get("grpc-status"), Some("16"), "{r:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn tls_client_offering_only_http11_is_refused() {
+        let (s, ca) = tls_server(false).await;
+        let tcp = TcpStream::connect(s.addr).await.unwrap();
+        let r = connector(ca, &[b"http/1.1"])
+            .connect(ServerName::try_from("localhost").unwrap(), tcp)
+            .await;
+        // rustls refuses the handshake (no_application_protocol).
+        let e = r.expect_err("the handshake is refused");
+        assert!(e.to_string().to_lowercase().contains("application"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn tls_client_without_alpn_is_closed() {
+        let (s, ca) = tls_server(false).await;
+        let tcp = TcpStream::connect(s.addr).await.unwrap();
+        let tls = connector(ca, &[])
+            .connect(ServerName::try_from("localhost").unwrap(), tcp)
+            .await
+            .unwrap();
+        assert_eq!(tls.get_ref().1.alpn_protocol(), None);
+        // The server closes before any HTTP/2: no call gets an answer.
+        assert!(no_answer(tls).await);
+    }
+
+    /// Whether a call over `io` fails (the server closed the connection).
+    async fn no_answer<T>(io: T) -> bool
+    where
+        T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let r = tokio::time::timeout(Duration::from_secs(5), async {
+            let (send, conn) = h2::client::handshake(io).await?;
+            tokio::spawn(async move {
+                let _ = conn.await;
+            });
+            let mut ready = send.ready().await?;
+            let req = http::Request::post(format!("http://localhost{PATH}"))
+                .header("content-type", "application/grpc")
+                .body(())
+                .unwrap();
+            let (resp, _) = ready.send_request(req, true)?;
+            resp.await.map(|_| ())
+        })
+        .await
+        .expect("the server closes promptly");
+        r.is_err()
+    }
+
+    #[tokio::test]
+    async fn tls_server_refuses_cleartext_clients() {
+        let (s, _ca) = tls_server(false).await;
+        let tcp = TcpStream::connect(s.addr).await.unwrap();
+        assert!(no_answer(tcp).await);
+    }
+}

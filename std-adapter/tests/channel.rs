@@ -1,0 +1,430 @@
+//! The tokio `Channel` against the demo server in-process (127.0.0.1:0),
+//! and against the grpcio reference server `tests/grpc/ref_server.py`.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use mcpwire_core::grpc::Code;
+use mcpwire_tokio::{App, Channel, Message, Server, ToolCall, ToolResult, demo};
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+
+#[derive(Debug, Default)]
+struct Counters {
+    started: AtomicUsize,
+    finished: AtomicUsize,
+    dropped: AtomicUsize,
+}
+
+struct Guard(Arc<Counters>);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        self.0.dropped.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+fn app(counters: &Arc<Counters>) -> App {
+    let c = Arc::clone(counters);
+    demo::app(Duration::from_secs(3600)).tool(
+        "counted_sleep",
+        "Sleeps `ms` milliseconds and counts.",
+        r#"{"type":"object","properties":{"ms":{"type":"integer"}}}"#,
+        move |call: ToolCall| {
+            let c = Arc::clone(&c);
+            async move {
+                c.started.fetch_add(1, Ordering::SeqCst);
+                let _guard = Guard(Arc::clone(&c));
+                let ms = call.arguments()["ms"].as_u64().unwrap_or(1000);
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+                c.finished.fetch_add(1, Ordering::SeqCst);
+                Ok(ToolResult::text("slept"))
+            }
+        },
+    )
+}
+
+struct Harness {
+    addr: SocketAddr,
+    counters: Arc<Counters>,
+    stop: Option<oneshot::Sender<()>>,
+    served: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl Harness {
+    async fn stop(mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        let _ = (&mut self.served).await;
+    }
+}
+
+async fn start_on(addr: &str) -> Harness {
+    let counters = Arc::new(Counters::default());
+    let server = Server::bind(addr).await.unwrap();
+    let addr = server.local_addr().unwrap();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let served = tokio::spawn(server.serve_with_shutdown(app(&counters), async {
+        let _ = stopped.await;
+    }));
+    Harness {
+        addr,
+        counters,
+        stop: Some(stop),
+        served,
+    }
+}
+
+async fn start() -> Harness {
+    start_on("127.0.0.1:0").await
+}
+
+async fn tool(channel: &Channel, name: &str, arguments: Value) -> Value {
+    channel
+        .request("tools/call", json!({"name": name, "arguments": arguments}))
+        .await
+        .unwrap_or_else(|e| panic!("{name}: {e:?}"))
+}
+
+async fn eventually(limit: Duration, f: impl Fn() -> bool) -> bool {
+    let end = tokio::time::Instant::now() + limit;
+    while tokio::time::Instant::now() < end {
+        if f() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    f()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn discover_over_the_channel() {
+    let h = start().await;
+    let channel = Channel::new(h.addr.to_string());
+    let r = channel.request("server/discover", json!({})).await.unwrap();
+    assert_eq!(r["result"]["resultType"], "complete", "{r}");
+    assert!(
+        r["result"]["supportedVersions"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("2026-07-28"))
+    );
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tools_list_is_cached() {
+    let h = start().await;
+    let channel = Channel::new(h.addr.to_string());
+    let r = channel.request("tools/list", json!({})).await.unwrap();
+    let tools = r["result"]["tools"].as_array().unwrap();
+    // The five demo tools and the test's counted_sleep.
+    let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
+    for n in ["echo", "progress", "sleep", "lookup", "confirm"] {
+        assert!(names.contains(&n), "{names:?}");
+    }
+    assert_eq!(names.len(), 6, "{names:?}");
+    let schema = channel.cached_schema("lookup").unwrap();
+    assert_eq!(schema["properties"]["region"]["x-mcp-header"], "Region");
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn demo_tools_list_has_five_tools() {
+    let server = Server::bind("127.0.0.1:0").await.unwrap();
+    let addr = server.local_addr().unwrap();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let served = tokio::spawn(server.serve_with_shutdown(
+        demo::app(Duration::from_secs(3600)),
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    let channel = Channel::new(addr.to_string());
+    let r = channel.request("tools/list", json!({})).await.unwrap();
+    assert_eq!(r["result"]["tools"].as_array().unwrap().len(), 5, "{r}");
+    let _ = stop.send(());
+    let _ = served.await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn echo_over_the_channel() {
+    let h = start().await;
+    let channel = Channel::new(h.addr.to_string());
+    let r = tool(&channel, "echo", json!({"text": "hello"})).await;
+    assert_eq!(r["result"]["content"][0]["text"], "hello", "{r}");
+    assert!(r["id"].is_number());
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn progress_notifications_stream_before_the_result() {
+    let h = start().await;
+    let channel = Channel::new(h.addr.to_string());
+    let mut call = channel
+        .call(json!({"method": "tools/call", "params": {
+            "name": "progress", "arguments": {"steps": 3, "delay_ms": 100},
+            "_meta": {"progressToken": "p1"}}}))
+        .await
+        .unwrap();
+    let started = tokio::time::Instant::now();
+    let mut seen = Vec::new();
+    loop {
+        match call.next().await.unwrap() {
+            Some(Message::Notification(n)) => {
+                assert_eq!(n["method"], "notifications/progress");
+                seen.push((n["params"]["progress"].as_f64().unwrap(), started.elapsed()));
+            }
+            Some(Message::Response(r)) => {
+                assert_eq!(seen.len(), 3, "{seen:?}");
+                assert_eq!(r["result"]["content"][0]["text"], "done after 3 steps");
+                break;
+            }
+            None => panic!("no response"),
+        }
+    }
+    assert_eq!(call.next().await.unwrap(), None);
+    // Streamed as they came: the first well before the third.
+    assert!(
+        seen[2].1 >= seen[0].1 + Duration::from_millis(150),
+        "{seen:?}"
+    );
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lookup_mirrors_headers_from_the_cached_schema() {
+    let h = start().await;
+    let channel = Channel::new(h.addr.to_string());
+    channel.request("tools/list", json!({})).await.unwrap();
+    let r = tool(
+        &channel,
+        "lookup",
+        json!({"region": "eu-north1", "limit": 5}),
+    )
+    .await;
+    assert_eq!(
+        r["result"]["structuredContent"],
+        json!({"region": "eu-north1", "limit": 5}),
+        "{r}"
+    );
+    // An unsafe integer is refused before a byte goes out.
+    let e = channel
+        .request(
+            "tools/call",
+            json!({"name": "lookup", "arguments": {"region": "x", "limit": 9007199254740993u64}}),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.diagnostics.rpc_code, Some(-32600), "{e:?}");
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lookup_with_an_empty_cache_refreshes_and_retries_once() {
+    let h = start().await;
+    let channel = Channel::new(h.addr.to_string());
+    assert!(channel.cached_schema("lookup").is_none());
+    let r = tool(&channel, "lookup", json!({"region": "eu", "limit": 7})).await;
+    assert_eq!(
+        r["result"]["structuredContent"],
+        json!({"region": "eu", "limit": 7}),
+        "{r}"
+    );
+    // The retry learned the schema from tools/list.
+    assert!(channel.cached_schema("lookup").is_some());
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_in_trailers_become_json_rpc_errors() {
+    let h = start().await;
+    let channel = Channel::new(h.addr.to_string());
+    let r = channel.request("no/such/method", json!({})).await.unwrap();
+    assert_eq!(r["error"]["code"], -32601, "{r}");
+    assert!(r["id"].is_number());
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sleep_past_its_timeout_is_deadline_exceeded() {
+    let h = start().await;
+    let channel = Channel::new(h.addr.to_string());
+    let started = tokio::time::Instant::now();
+    let e = channel
+        .call_with_timeout(
+            json!({"method": "tools/call", "params": {"name": "sleep", "arguments": {"ms": 5000}}}),
+            Some(Duration::from_millis(200)),
+        )
+        .await
+        .unwrap()
+        .response()
+        .await
+        .unwrap_err();
+    assert_eq!(e.status, Code::DeadlineExceeded, "{e:?}");
+    assert!(started.elapsed() < Duration::from_secs(2));
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_a_call_cancels_it() {
+    let h = start().await;
+    let channel = Channel::new(h.addr.to_string());
+    let call = channel
+        .call(json!({"method": "tools/call", "params": {"name": "counted_sleep", "arguments": {"ms": 5000}}}))
+        .await
+        .unwrap();
+    let c = Arc::clone(&h.counters);
+    assert!(
+        eventually(Duration::from_secs(2), || c.started.load(Ordering::SeqCst)
+            == 1)
+        .await
+    );
+    drop(call);
+    assert!(
+        eventually(Duration::from_secs(2), || c.dropped.load(Ordering::SeqCst)
+            == 1)
+        .await
+    );
+    assert_eq!(c.finished.load(Ordering::SeqCst), 0);
+    // The channel still works.
+    let r = tool(&channel, "echo", json!({"text": "after"})).await;
+    assert_eq!(r["result"]["content"][0]["text"], "after");
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sixteen_concurrent_calls_on_one_channel() {
+    let h = start().await;
+    let channel = Channel::new(h.addr.to_string());
+    let mut tasks = Vec::new();
+    for i in 0..16 {
+        let channel = channel.clone();
+        tasks.push(tokio::spawn(async move {
+            let r = channel
+                .request(
+                    "tools/call",
+                    json!({"name": "counted_sleep", "arguments": {"ms": 300}}),
+                )
+                .await
+                .unwrap();
+            (i, r)
+        }));
+    }
+    let started = tokio::time::Instant::now();
+    for t in tasks {
+        let (_, r) = t.await.unwrap();
+        assert_eq!(r["result"]["content"][0]["text"], "slept", "{r}");
+    }
+    // Concurrent, not one after the other.
+    assert!(started.elapsed() < Duration::from_secs(3));
+    assert_eq!(h.counters.finished.load(Ordering::SeqCst), 16);
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconnects_after_the_server_restarts() {
+    let h = start().await;
+    let addr = h.addr;
+    let channel = Channel::new(addr.to_string());
+    let r = tool(&channel, "echo", json!({"text": "one"})).await;
+    assert_eq!(r["result"]["content"][0]["text"], "one");
+    h.stop().await;
+    let h = start_on(&addr.to_string()).await;
+    let r = tool(&channel, "echo", json!({"text": "two"})).await;
+    assert_eq!(r["result"]["content"][0]["text"], "two", "{r}");
+    h.stop().await;
+}
+
+// ----------------------------------------------------------------------
+// Against the grpcio reference server
+// ----------------------------------------------------------------------
+
+struct RefServer {
+    child: std::process::Child,
+    addr: String,
+}
+
+impl Drop for RefServer {
+    fn drop(&mut self) {
+        // Stop the server we started, by its PID.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn ref_server() -> Option<RefServer> {
+    use std::io::BufRead;
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let python = root.join(".venv/bin/python");
+    let has_grpc = std::process::Command::new(&python)
+        .args(["-c", "import grpc"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !has_grpc {
+        if std::env::var("MCPWIRE_REQUIRE_PEERS").as_deref() == Ok("1") {
+            panic!("MCPWIRE_REQUIRE_PEERS=1 but .venv/bin/python lacks grpcio");
+        }
+        eprintln!("skipped: .venv/bin/python lacks grpcio (scripts/interop-grpc.sh installs it)");
+        return None;
+    }
+    let mut child = std::process::Command::new(&python)
+        .arg(root.join("tests/grpc/ref_server.py"))
+        .arg("0")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let mut server = RefServer {
+        child,
+        addr: String::new(),
+    };
+    let mut line = String::new();
+    std::io::BufReader::new(stdout)
+        .read_line(&mut line)
+        .unwrap();
+    server.addr = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("ref_server.py said {line:?}"))
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_owned();
+    Some(server)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpcio_reference_server_echo_and_progress() {
+    let Some(s) = tokio::task::spawn_blocking(ref_server).await.unwrap() else {
+        return;
+    };
+    let channel = Channel::new(s.addr.clone());
+    let r = tool(&channel, "echo", json!({"text": "hi grpcio"})).await;
+    assert_eq!(r["result"]["content"][0]["text"], "hi grpcio", "{r}");
+    let mut call = channel
+        .call(json!({"method": "tools/call", "params": {
+            "name": "progress", "arguments": {"steps": 3, "delay_ms": 50},
+            "_meta": {"progressToken": "p"}}}))
+        .await
+        .unwrap();
+    let mut notes = 0;
+    let response = loop {
+        match call.next().await.unwrap() {
+            Some(Message::Notification(_)) => notes += 1,
+            Some(Message::Response(r)) => break r,
+            None => panic!("no response"),
+        }
+    };
+    assert_eq!(notes, 3);
+    assert_eq!(
+        response["result"]["content"][0]["text"],
+        "done after 3 steps"
+    );
+    drop(s);
+}
