@@ -1,5 +1,5 @@
-//! `mcpwire serve [--listen 127.0.0.1:50051]`: the demo application over
-//! the gRPC tunnel binding.
+//! `mcpwire serve`: the demo application over the gRPC tunnel binding;
+//! `mcpwire call`: discovers, lists and calls tools of such a server.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -14,7 +14,9 @@ const USAGE: &str = "usage: mcpwire serve [--listen ADDR]   (default 127.0.0.1:5
          [--tls-cert PEM --tls-key PEM]          serve TLS (ALPN h2) only
   --token-file: one token a line, optionally followed by a principal name
   (blank lines and lines starting with # are skipped); prefer it to
-  --token, which other users can see in the process list.";
+  --token, which other users can see in the process list.
+       mcpwire call [--server ADDR] discover | list | tool NAME [JSON-ARGS] [--progress] [--timeout-ms N]
+         (MCPWIRE_TOKEN, if set, is sent as a bearer token)";
 
 fn main() -> ExitCode {
     let mut args = std::env::args().skip(1);
