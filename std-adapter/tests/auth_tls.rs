@@ -2,20 +2,19 @@
 //! 127.0.0.1:0, called by the `h2` crate (over tokio-rustls for TLS).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod common;
+
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::Bytes;
+use common::{PATH, Reply, call_at, handshake, tool_call};
 use h2::client::SendRequest;
-use http::HeaderMap;
 use mcpwire_tokio::{App, AuthDecision, BearerTokens, Server, ToolCall, ToolResult, demo};
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
-
-const PATH: &str = "/mcp.zig.transport.v1.Mcp/Call";
-const VERSION: &str = "2026-07-28";
 
 /// The demo plus `whoami`, which returns the principal it sees.
 fn app() -> App {
@@ -56,122 +55,27 @@ fn run(server: Server) -> Running {
     }
 }
 
-async fn handshake<T>(io: T) -> SendRequest<Bytes>
-where
-    T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-{
-    let (send, conn) = h2::client::handshake(io).await.unwrap();
-    tokio::spawn(async move {
-        let _ = conn.await;
-    });
-    send
-}
-
-fn frame(json: &[u8]) -> Bytes {
-    let mut msg = vec![0x0a];
-    let mut len = json.len();
-    while len >= 0x80 {
-        msg.push((len as u8 & 0x7f) | 0x80);
-        len >>= 7;
-    }
-    msg.push(len as u8);
-    msg.extend_from_slice(json);
-    let mut out = vec![0];
-    out.extend_from_slice(&(msg.len() as u32).to_be_bytes());
-    out.extend_from_slice(&msg);
-    out.into()
-}
-
-#[derive(Debug)]
-struct Reply {
-    head: HeaderMap,
-    messages: Vec<Value>,
-    trailers: HeaderMap,
-}
-
-impl Reply {
-    fn get(&self, name: &str) -> Option<&str> {
-        self.trailers
-            .get(name)
-            .or_else(|| self.head.get(name))
-            .and_then(|v| v.to_str().ok())
-    }
-
-    fn text(&self) -> &str {
-        self.messages.last().unwrap()["result"]["content"][0]["text"]
-            .as_str()
-            .unwrap()
-    }
-}
-
-/// One `tools/call` of `tool`, with `authorization: Bearer <token>` if given.
+/// One `tools/call` of `tool` (id 1) to `https://localhost`, with
+/// `authorization: Bearer <token>` if given.
 async fn call(
     send: &mut SendRequest<Bytes>,
     tool: &str,
     arguments: Value,
     token: Option<&str>,
 ) -> Reply {
-    let body = json!({
-        "jsonrpc": "2.0", "id": 1, "method": "tools/call",
-        "params": {"name": tool, "arguments": arguments, "_meta": {
-            "io.modelcontextprotocol/protocolVersion": VERSION,
-            "io.modelcontextprotocol/clientCapabilities": {},
-        }},
-    });
-    let mut req = http::Request::builder()
-        .method("POST")
-        .uri(format!("https://localhost{PATH}"))
-        .header("content-type", "application/grpc")
-        .header("te", "trailers")
-        .header("mcp-protocol-version", VERSION)
-        .header("mcp-method", "tools/call")
-        .header("mcp-name", tool);
-    if let Some(t) = token {
-        req = req.header("authorization", format!("Bearer {t}"));
-    }
-    let mut ready = send.clone().ready().await.unwrap();
-    let (resp, mut stream) = ready.send_request(req.body(()).unwrap(), false).unwrap();
-    stream
-        .send_data(frame(body.to_string().as_bytes()), true)
-        .unwrap();
-    *send = ready;
-    tokio::time::timeout(Duration::from_secs(10), async move {
-        let resp = resp.await.unwrap();
-        assert_eq!(resp.status(), 200);
-        let head = resp.headers().clone();
-        let mut body = resp.into_body();
-        let mut buf = BytesMut::new();
-        let mut messages = Vec::new();
-        while let Some(chunk) = body.data().await {
-            let chunk = chunk.unwrap();
-            let _ = body.flow_control().release_capacity(chunk.len());
-            buf.extend_from_slice(&chunk);
-        }
-        while buf.len() >= 5 {
-            let len = u32::from_be_bytes([buf[1], buf[2], buf[3], buf[4]]) as usize;
-            buf.advance(5);
-            let msg = buf.split_to(len);
-            let (mut at, mut n, mut shift) = (1, 0usize, 0);
-            loop {
-                let b = msg[at];
-                n |= usize::from(b & 0x7f) << shift;
-                at += 1;
-                shift += 7;
-                if b & 0x80 == 0 {
-                    break;
-                }
-            }
-            messages.push(serde_json::from_slice(&msg[at..at + n]).unwrap());
-        }
-        let trailers = body.trailers().await.unwrap().unwrap_or_default();
-        Reply {
-            head,
-            messages,
-            trailers,
-        }
-    })
+    let bearer = token.map(|t| format!("Bearer {t}"));
+    let extra: Vec<(&str, &str)> = bearer
+        .as_deref()
+        .map(|b| ("authorization", b))
+        .into_iter()
+        .collect();
+    call_at(
+        send,
+        "https://localhost",
+        tool_call(1, tool, arguments),
+        &extra,
+    )
     .await
-    .expect("the call ends")
 }
 
 async fn token_server() -> Running {

@@ -2,81 +2,20 @@
 //! and against the grpcio reference server `tests/grpc/ref_server.py`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::net::SocketAddr;
+mod common;
+
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use common::{Harness, eventually_every, start_on_with_tick};
 use mcpwire_core::grpc::Code;
-use mcpwire_tokio::{App, Channel, Message, Server, ToolCall, ToolResult, demo};
+use mcpwire_tokio::{Channel, Message, Server, demo};
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
-#[derive(Debug, Default)]
-struct Counters {
-    started: AtomicUsize,
-    finished: AtomicUsize,
-    dropped: AtomicUsize,
-}
-
-struct Guard(Arc<Counters>);
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        self.0.dropped.fetch_add(1, Ordering::SeqCst);
-    }
-}
-
-fn app(counters: &Arc<Counters>) -> App {
-    let c = Arc::clone(counters);
-    demo::app(Duration::from_secs(3600)).tool(
-        "counted_sleep",
-        "Sleeps `ms` milliseconds and counts.",
-        r#"{"type":"object","properties":{"ms":{"type":"integer"}}}"#,
-        move |call: ToolCall| {
-            let c = Arc::clone(&c);
-            async move {
-                c.started.fetch_add(1, Ordering::SeqCst);
-                let _guard = Guard(Arc::clone(&c));
-                let ms = call.arguments()["ms"].as_u64().unwrap_or(1000);
-                tokio::time::sleep(Duration::from_millis(ms)).await;
-                c.finished.fetch_add(1, Ordering::SeqCst);
-                Ok(ToolResult::text("slept"))
-            }
-        },
-    )
-}
-
-struct Harness {
-    addr: SocketAddr,
-    counters: Arc<Counters>,
-    stop: Option<oneshot::Sender<()>>,
-    served: tokio::task::JoinHandle<std::io::Result<()>>,
-}
-
-impl Harness {
-    async fn stop(mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-        let _ = (&mut self.served).await;
-    }
-}
-
 async fn start_on(addr: &str) -> Harness {
-    let counters = Arc::new(Counters::default());
-    let server = Server::bind(addr).await.unwrap();
-    let addr = server.local_addr().unwrap();
-    let (stop, stopped) = oneshot::channel::<()>();
-    let served = tokio::spawn(server.serve_with_shutdown(app(&counters), async {
-        let _ = stopped.await;
-    }));
-    Harness {
-        addr,
-        counters,
-        stop: Some(stop),
-        served,
-    }
+    start_on_with_tick(addr, Duration::from_secs(3600)).await
 }
 
 async fn start() -> Harness {
@@ -91,14 +30,7 @@ async fn tool(channel: &Channel, name: &str, arguments: Value) -> Value {
 }
 
 async fn eventually(limit: Duration, f: impl Fn() -> bool) -> bool {
-    let end = tokio::time::Instant::now() + limit;
-    while tokio::time::Instant::now() < end {
-        if f() {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    f()
+    eventually_every(Duration::from_millis(10), limit, f).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

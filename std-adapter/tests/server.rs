@@ -2,252 +2,30 @@
 //! with real gRPC tunnel calls: what a gRPC client of the binding sees.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::net::SocketAddr;
+mod common;
+
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use bytes::{Buf, Bytes, BytesMut};
-use h2::client::{ResponseFuture, SendRequest};
-use http::HeaderMap;
-use mcpwire_tokio::{App, Server, ToolCall, ToolResult, demo};
-use serde_json::{Value, json};
-use tokio::net::TcpStream;
-use tokio::sync::oneshot;
-
-const PATH: &str = "/mcp.zig.transport.v1.Mcp/Call";
-const VERSION: &str = "2026-07-28";
-
-/// What a test tool went through.
-#[derive(Debug, Default)]
-struct Counters {
-    started: AtomicUsize,
-    finished: AtomicUsize,
-    dropped: AtomicUsize,
-}
-
-/// Counts the handler's end however it comes (return or abort).
-struct Guard(Arc<Counters>);
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        self.0.dropped.fetch_add(1, Ordering::SeqCst);
-    }
-}
-
-/// The demo plus `counted_sleep`, which records its handler's life.
-fn app(counters: &Arc<Counters>, tick: Duration) -> App {
-    let c = Arc::clone(counters);
-    demo::app(tick).tool(
-        "counted_sleep",
-        "Sleeps `ms` milliseconds and counts.",
-        r#"{"type":"object","properties":{"ms":{"type":"integer"}}}"#,
-        move |call: ToolCall| {
-            let c = Arc::clone(&c);
-            async move {
-                c.started.fetch_add(1, Ordering::SeqCst);
-                let _guard = Guard(Arc::clone(&c));
-                let ms = call.arguments()["ms"].as_u64().unwrap_or(1000);
-                tokio::time::sleep(Duration::from_millis(ms)).await;
-                c.finished.fetch_add(1, Ordering::SeqCst);
-                Ok(ToolResult::text("slept"))
-            }
-        },
-    )
-}
-
-struct Harness {
-    addr: SocketAddr,
-    counters: Arc<Counters>,
-    stop: Option<oneshot::Sender<()>>,
-    served: tokio::task::JoinHandle<std::io::Result<()>>,
-}
+use bytes::BytesMut;
+use common::{
+    Harness, VERSION, call, connect, eventually_every, meta, open, request, start_on_with_tick,
+    take_messages, tool_call,
+};
+use serde_json::json;
 
 async fn start_with_tick(tick: Duration) -> Harness {
-    let counters = Arc::new(Counters::default());
-    let server = Server::bind("127.0.0.1:0").await.unwrap();
-    let addr = server.local_addr().unwrap();
-    let (stop, stopped) = oneshot::channel::<()>();
-    let app = app(&counters, tick);
-    let served = tokio::spawn(server.serve_with_shutdown(app, async {
-        let _ = stopped.await;
-    }));
-    Harness {
-        addr,
-        counters,
-        stop: Some(stop),
-        served,
-    }
+    start_on_with_tick("127.0.0.1:0", tick).await
 }
 
 async fn start() -> Harness {
     start_with_tick(Duration::from_secs(3600)).await
 }
 
-async fn connect(addr: SocketAddr) -> SendRequest<Bytes> {
-    let tcp = TcpStream::connect(addr).await.unwrap();
-    let (send, conn) = h2::client::handshake(tcp).await.unwrap();
-    tokio::spawn(async move {
-        let _ = conn.await;
-    });
-    send
-}
-
-fn meta(caps: Value, progress: Option<&str>) -> Value {
-    let mut m = json!({
-        "io.modelcontextprotocol/protocolVersion": VERSION,
-        "io.modelcontextprotocol/clientCapabilities": caps,
-    });
-    if let Some(t) = progress {
-        m["progressToken"] = Value::from(t);
-    }
-    m
-}
-
-/// A request with `_meta` added to its params.
-fn request(id: Value, method: &str, mut params: Value, meta: Value) -> Value {
-    params["_meta"] = meta;
-    json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
-}
-
-/// gRPC prefix + `JsonRpcMessage { bytes jsonrpc = 1 }`.
-fn frame(json: &[u8]) -> Bytes {
-    let mut msg = vec![0x0a];
-    let mut len = json.len();
-    while len >= 0x80 {
-        msg.push((len as u8 & 0x7f) | 0x80);
-        len >>= 7;
-    }
-    msg.push(len as u8);
-    msg.extend_from_slice(json);
-    let mut out = vec![0];
-    out.extend_from_slice(&(msg.len() as u32).to_be_bytes());
-    out.extend_from_slice(&msg);
-    out.into()
-}
-
-/// Opens a tunnel call with the mirrored metadata (and `extra` headers).
-async fn open(
-    send: &mut SendRequest<Bytes>,
-    body: &Value,
-    extra: &[(&str, &str)],
-) -> (ResponseFuture, h2::SendStream<Bytes>) {
-    let method = body["method"].as_str().unwrap();
-    let mut req = http::Request::builder()
-        .method("POST")
-        .uri(format!("http://127.0.0.1{PATH}"))
-        .header("content-type", "application/grpc")
-        .header("te", "trailers")
-        .header("mcp-protocol-version", VERSION)
-        .header("mcp-method", method);
-    let name = body["params"]["name"]
-        .as_str()
-        .or_else(|| body["params"]["uri"].as_str());
-    if let Some(name) = name {
-        req = req.header("mcp-name", name);
-    }
-    for (n, v) in extra {
-        req = req.header(*n, *v);
-    }
-    let mut ready = send.clone().ready().await.unwrap();
-    let (resp, mut stream) = ready.send_request(req.body(()).unwrap(), false).unwrap();
-    stream
-        .send_data(frame(body.to_string().as_bytes()), true)
-        .unwrap();
-    *send = ready;
-    (resp, stream)
-}
-
-/// What the client saw on one call.
-#[derive(Debug, Default)]
-struct Reply {
-    head: HeaderMap,
-    messages: Vec<Value>,
-    trailers: HeaderMap,
-}
-
-impl Reply {
-    fn status(&self) -> Option<&str> {
-        self.trailers
-            .get("grpc-status")
-            .or_else(|| self.head.get("grpc-status"))
-            .and_then(|v| v.to_str().ok())
-    }
-}
-
-/// Splits gRPC messages off `buf`, decoding their JSON.
-fn take_messages(buf: &mut BytesMut, out: &mut Vec<Value>) {
-    while buf.len() >= 5 {
-        let len = u32::from_be_bytes([buf[1], buf[2], buf[3], buf[4]]) as usize;
-        if buf.len() < 5 + len {
-            return;
-        }
-        buf.advance(5);
-        let msg = buf.split_to(len);
-        assert_eq!(msg[0], 0x0a);
-        let (mut at, mut n, mut shift) = (1, 0usize, 0);
-        loop {
-            let b = msg[at];
-            n |= usize::from(b & 0x7f) << shift;
-            at += 1;
-            shift += 7;
-            if b & 0x80 == 0 {
-                break;
-            }
-        }
-        out.push(serde_json::from_slice(&msg[at..at + n]).unwrap());
-    }
-}
-
-/// Reads a whole call.
-async fn collect(resp: ResponseFuture) -> Reply {
-    let resp = resp.await.unwrap();
-    assert_eq!(resp.status(), 200);
-    let head = resp.headers().clone();
-    let mut body = resp.into_body();
-    let mut buf = BytesMut::new();
-    let mut messages = Vec::new();
-    while let Some(chunk) = body.data().await {
-        let chunk = chunk.unwrap();
-        let _ = body.flow_control().release_capacity(chunk.len());
-        buf.extend_from_slice(&chunk);
-        take_messages(&mut buf, &mut messages);
-    }
-    assert!(buf.is_empty(), "a partial message at the end");
-    let trailers = body.trailers().await.unwrap().unwrap_or_default();
-    Reply {
-        head,
-        messages,
-        trailers,
-    }
-}
-
-async fn call(send: &mut SendRequest<Bytes>, body: Value, extra: &[(&str, &str)]) -> Reply {
-    let (resp, _stream) = open(send, &body, extra).await;
-    tokio::time::timeout(Duration::from_secs(10), collect(resp))
-        .await
-        .expect("the call ends")
-}
-
-fn tool_call(id: u64, name: &str, arguments: Value) -> Value {
-    request(
-        json!(id),
-        "tools/call",
-        json!({"name": name, "arguments": arguments}),
-        meta(json!({}), None),
-    )
-}
-
 /// Waits until `f` holds, up to `limit`.
 async fn eventually(limit: Duration, f: impl Fn() -> bool) -> bool {
-    let end = tokio::time::Instant::now() + limit;
-    while tokio::time::Instant::now() < end {
-        if f() {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    f()
+    eventually_every(Duration::from_millis(5), limit, f).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
