@@ -179,6 +179,10 @@ step_grpc() {
     # The same scenarios over TLS (ALPN h2) with a bearer token, plus the
     # refusals of a missing or wrong token.
     MCPWIRE_NO_BUILD=1 bounded 600 ./scripts/interop-grpc-tls.sh || rc=1
+    # A raw HTTP/2 peer (Python h2) for what gRPC libraries never send
+    # (wrong method or content type, compressed or oversize messages, a
+    # request after the response and the reset), and one curl call.
+    MCPWIRE_NO_BUILD=1 bounded 600 ./scripts/interop-grpc-raw.sh || rc=1
     return "$rc"
 }
 
