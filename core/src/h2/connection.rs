@@ -1660,10 +1660,7 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
     /// Refuses or resets a stream that has no slot.
     fn refuse(&mut self, id: u32, code: ErrorCode) {
         self.remember_reset(id);
-        if self.refusals_len < REFUSAL_QUEUE {
-            self.refusals[self.refusals_len] = (id, code);
-            self.refusals_len += 1;
-        }
+        self.refuse_quietly(id, code);
     }
 
     /// The peer broke a rule of one stream: reset it (RFC 9113 §5.4.2).
@@ -2354,20 +2351,12 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
             self.tx_start = 0;
             self.tx_end = 0;
             self.tx_frame_end = 0;
-        } else if self.tx_start > 0 && self.tx_start == self.tx_frame_end_or_start() {
+        } else if self.tx_start > 0 {
+            // A partly written frame moves too: its end moves with it.
             self.tx.copy_within(self.tx_start..self.tx_end, 0);
             self.tx_end -= self.tx_start;
             self.tx_frame_end = self.tx_frame_end.saturating_sub(self.tx_start);
             self.tx_start = 0;
-        }
-    }
-
-    fn tx_frame_end_or_start(&self) -> usize {
-        if self.tx_frame_end > self.tx_start {
-            // Mid-frame: moving is still fine, offsets shift together.
-            self.tx_start
-        } else {
-            self.tx_start
         }
     }
 

@@ -140,6 +140,26 @@ impl<'a> Iterator for Fields<'a> {
     }
 }
 
+/// Writes one field record at the start of `dst`; `None` when it does not
+/// fit, or a length does not fit the record's u16.
+fn write_record(dst: &mut [u8], f: &Field<'_>) -> Option<usize> {
+    let need = RECORD_HEAD + f.name.len() + f.value.len();
+    let nl = u16::try_from(f.name.len()).ok()?;
+    let vl = u16::try_from(f.value.len()).ok()?;
+    let dst = dst.get_mut(..need)?;
+    dst[0..2].copy_from_slice(&nl.to_le_bytes());
+    dst[2..4].copy_from_slice(&vl.to_le_bytes());
+    dst[4] = if f.never_indexed {
+        FLAG_NEVER_INDEXED
+    } else {
+        0
+    };
+    let (name, value) = dst[RECORD_HEAD..].split_at_mut(f.name.len());
+    name.copy_from_slice(f.name);
+    value.copy_from_slice(f.value);
+    Some(need)
+}
+
 /// Builds a [`HeaderList`] from fields, without the checks of a received
 /// block: for trailers or metadata an application assembles itself.
 #[derive(Debug)]
@@ -164,25 +184,13 @@ impl<const N: usize> HeaderBuilder<N> {
 
     /// Adds a field; false when it does not fit (nothing is added).
     pub fn push(&mut self, f: Field<'_>) -> bool {
-        let need = RECORD_HEAD + f.name.len() + f.value.len();
-        let (Ok(nl), Ok(vl)) = (u16::try_from(f.name.len()), u16::try_from(f.value.len())) else {
-            return false;
-        };
-        let Some(dst) = self.buf.get_mut(self.len..self.len + need) else {
-            return false;
-        };
-        dst[0..2].copy_from_slice(&nl.to_le_bytes());
-        dst[2..4].copy_from_slice(&vl.to_le_bytes());
-        dst[4] = if f.never_indexed {
-            FLAG_NEVER_INDEXED
-        } else {
-            0
-        };
-        let (name, value) = dst[RECORD_HEAD..].split_at_mut(f.name.len());
-        name.copy_from_slice(f.name);
-        value.copy_from_slice(f.value);
-        self.len += need;
-        true
+        match write_record(&mut self.buf[self.len..], &f) {
+            Some(n) => {
+                self.len += n;
+                true
+            }
+            None => false,
+        }
     }
 
     /// Empties the builder, adds `fields` (those that fit) and returns the list.
@@ -279,28 +287,10 @@ impl<const N: usize> HeaderStore<N> {
             self.malformed = Some(m);
             return;
         }
-        let need = RECORD_HEAD + f.name.len() + f.value.len();
-        let Some(dst) = self.buf.get_mut(self.len..self.len + need) else {
-            self.overflow = true;
-            return;
-        };
-        // Both lengths are below N, which a u16 holds for any sane store;
-        // a longer field cannot reach here without overflowing the store.
-        let (Ok(nl), Ok(vl)) = (u16::try_from(f.name.len()), u16::try_from(f.value.len())) else {
-            self.overflow = true;
-            return;
-        };
-        dst[0..2].copy_from_slice(&nl.to_le_bytes());
-        dst[2..4].copy_from_slice(&vl.to_le_bytes());
-        dst[4] = if f.never_indexed {
-            FLAG_NEVER_INDEXED
-        } else {
-            0
-        };
-        let (name, value) = dst[RECORD_HEAD..].split_at_mut(f.name.len());
-        name.copy_from_slice(f.name);
-        value.copy_from_slice(f.value);
-        self.len += need;
+        match write_record(&mut self.buf[self.len..], &f) {
+            Some(n) => self.len += n,
+            None => self.overflow = true,
+        }
     }
 
     fn check(&mut self, f: &Field<'_>) -> Result<(), Malformed> {
