@@ -241,6 +241,7 @@ pub(super) fn write(w: &mut Out<'_>, src: &[u8]) {
 pub(super) trait Sink {
     fn put(&mut self, b: u8) -> Result<(), DecodeError>;
     /// Puts `a`, then `b` if `n` is 2.
+    #[cfg(feature = "huffman-fast")]
     fn put_pair(&mut self, a: u8, b: u8, n: usize) -> Result<(), DecodeError>;
 }
 
@@ -262,6 +263,7 @@ impl Sink for SliceSink<'_> {
         Ok(())
     }
 
+    #[cfg(feature = "huffman-fast")]
     #[inline(always)]
     fn put_pair(&mut self, a: u8, b: u8, n: usize) -> Result<(), DecodeError> {
         // Both bytes are written when there is room; only `n` count.
@@ -289,6 +291,7 @@ impl Sink for CountSink {
         Ok(())
     }
 
+    #[cfg(feature = "huffman-fast")]
     #[inline(always)]
     fn put_pair(&mut self, _: u8, _: u8, n: usize) -> Result<(), DecodeError> {
         self.0 += n;
