@@ -8,10 +8,11 @@ use mcpwire_core::hpack::Field;
 use mcpwire_core::mcp::json;
 use mcpwire_core::mcp::registry::{Registry, ServerInfo, ToolInfo};
 use mcpwire_core::mcp::server::{Engine, EngineConfig, ServerEvent, TUNNEL_PATH};
+use mcpwire_core::mcp::{CallStore, SlabStore};
 use mcpwire_core::time::Instant;
 
 type Client = Connection<8, 4096, 16384, 16>;
-type Server = Engine<'static, 8, 4096, 16384, 8192>;
+type Server<S = SlabStore<8192, 8>> = Engine<'static, S, 8, 4096, 16384>;
 
 const TOOLS: [ToolInfo<'static>; 2] = [
     ToolInfo {
@@ -63,25 +64,34 @@ impl Seen {
     }
 }
 
-struct Pair {
+struct Pair<S: CallStore = SlabStore<8192, 8>> {
     client: Client,
-    server: Server,
+    server: Server<S>,
     now: Instant,
     seen: std::collections::HashMap<StreamRef, Seen>,
     body: std::collections::HashMap<StreamRef, Vec<u8>>,
     /// The server's events other than requests.
     events: Vec<String>,
+    /// Request bodies not sent yet.
+    pending: Vec<(StreamRef, Vec<u8>)>,
 }
 
 impl Pair {
     fn new() -> Self {
+        Self::with(SlabStore::new(), EngineConfig::default())
+    }
+}
+
+impl<S: CallStore> Pair<S> {
+    fn with(store: S, config: EngineConfig) -> Self {
         Pair {
             client: Client::new(Role::Client, Config::default(), Instant::ZERO),
-            server: Server::new(registry(), EngineConfig::default(), Instant::ZERO),
+            server: Server::new(registry(), config, store, Instant::ZERO),
             now: Instant::ZERO,
             seen: Default::default(),
             body: Default::default(),
             events: Vec::new(),
+            pending: Vec::new(),
         }
     }
 
@@ -89,7 +99,7 @@ impl Pair {
     fn run(&mut self) {
         let mut buf = vec![0u8; 65536];
         for _ in 0..1000 {
-            let mut moved = false;
+            let mut moved = self.send_pending();
             self.take_server_events();
             let n = self.client.poll_transmit(&mut buf);
             let mut input = &buf[..n];
@@ -215,11 +225,22 @@ impl Pair {
         msg.extend_from_slice(json.as_bytes());
         let mut framed = write_prefix(msg.len() as u32).to_vec();
         framed.extend_from_slice(&msg);
-        assert_eq!(
-            self.client.send_data(s, &framed, true).unwrap(),
-            framed.len()
-        );
+        self.pending.push((s, framed));
+        self.send_pending();
         s
+    }
+
+    /// Sends what the windows and the transmit buffer take of the request
+    /// bodies (the last piece with END_STREAM).
+    fn send_pending(&mut self) -> bool {
+        let mut moved = false;
+        for (s, rest) in &mut self.pending {
+            let n = self.client.send_data(*s, rest, true).unwrap();
+            rest.drain(..n);
+            moved |= n > 0;
+        }
+        self.pending.retain(|(_, rest)| !rest.is_empty());
+        moved
     }
 }
 
@@ -495,12 +516,11 @@ fn client_built_metadata_passes_the_server_checks() {
 /// `www-authenticate` trailer; an accepted one shows its principal.
 #[test]
 fn authorization_comes_before_any_answer() {
-    let mut p = Pair::new();
     let config = EngineConfig {
         authorize: true,
         ..EngineConfig::default()
     };
-    p.server = Server::new(registry(), config, Instant::ZERO);
+    let mut p = Pair::with(SlabStore::<8192, 8>::new(), config);
     let list = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{{{META}}}}}"#);
     let mut bad = mirrored("tools/list", None);
     bad.push(("authorization", "Bearer wrong"));
@@ -557,4 +577,184 @@ fn authorization_comes_before_any_answer() {
             .get(&accepted)
             .is_none_or(|s| s.trailer("grpc-status").is_none())
     );
+}
+
+/// A store over `Vec`s that counts the buffers calls hold, as a driver
+/// with an allocator would write it.
+#[derive(Debug, Default)]
+struct VecStore {
+    max: usize,
+    live: usize,
+    peak_bytes: usize,
+}
+
+impl CallStore for VecStore {
+    type Buf = Vec<u8>;
+    fn max_len(&self) -> usize {
+        self.max
+    }
+    fn take(&mut self, len: usize) -> Option<Vec<u8>> {
+        (len <= self.max).then(|| {
+            self.live += 1;
+            vec![0; len]
+        })
+    }
+    fn grow(&mut self, buf: &mut Vec<u8>, len: usize) -> bool {
+        if len > self.max {
+            return false;
+        }
+        if buf.len() < len {
+            buf.resize(len, 0);
+        }
+        self.peak_bytes = self.peak_bytes.max(buf.len());
+        true
+    }
+    fn bytes<'a>(&'a self, buf: &'a Vec<u8>) -> &'a [u8] {
+        buf
+    }
+    fn bytes_mut<'a>(&'a mut self, buf: &'a mut Vec<u8>) -> &'a mut [u8] {
+        buf
+    }
+    fn put(&mut self, _: Vec<u8>) {
+        self.live -= 1;
+    }
+}
+
+fn echo_call(id: u32, text: &str) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"echo","arguments":{{"text":"{text}"}},{META}}}}}"#
+    )
+}
+
+fn take_requests() -> Vec<OwnedRequest> {
+    REQUESTS.with(|r| r.borrow_mut().drain(..).collect())
+}
+
+/// Every way a call ends gives its buffer back: answered by the engine,
+/// answered by the application, refused before the handler, reset by the
+/// client, past its deadline.
+#[test]
+fn every_ended_call_gives_its_buffer_back() {
+    let mut p = Pair::with(SlabStore::<4096, 3>::new(), EngineConfig::default());
+    let list = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{{{META}}}}}"#);
+    let listed = p.call(&mirrored("tools/list", None), &list);
+    let refused = p.call(&[("mcp-protocol-version", "2026-07-28")], &list);
+    let answered = p.call(&mirrored("tools/call", Some("echo")), &echo_call(2, "a"));
+    let mut timed = mirrored("tools/call", Some("echo"));
+    timed.push(("grpc-timeout", "10m"));
+    let timed = p.call(&timed, &echo_call(3, "b"));
+    p.run();
+    let requests = take_requests();
+    assert_eq!(requests.len(), 2);
+    assert_eq!(p.seen[&listed].trailer("grpc-status"), Some("0"));
+    assert_eq!(p.seen[&refused].trailer("mcp-error-code"), Some("-32020"));
+    // Two handlers hold their buffers.
+    assert_eq!(p.server.store().in_use(), 2);
+    p.server.respond(requests[0].call, b"{}").unwrap();
+    p.now = Instant::from_millis(20);
+    p.server.handle_timeout(p.now);
+    p.run();
+    assert_eq!(p.seen[&answered].trailer("grpc-status"), Some("0"));
+    assert_eq!(p.seen[&timed].trailer("grpc-status"), Some("4"));
+    assert_eq!(p.server.store().in_use(), 0);
+    // A reset call, too.
+    let reset = p.call(&mirrored("tools/call", Some("echo")), &echo_call(4, "c"));
+    p.run();
+    assert_eq!(take_requests().len(), 1);
+    assert_eq!(p.server.store().in_use(), 1);
+    p.client
+        .reset(reset, mcpwire_core::h2::ErrorCode::CANCEL)
+        .unwrap();
+    p.run();
+    assert_eq!(p.server.store().in_use(), 0);
+}
+
+/// With every buffer held, a new call is refused with REFUSED_STREAM (not
+/// processed: gRPC clients retry it), and once a call ends the next one
+/// is served.
+#[test]
+fn a_full_store_refuses_the_stream_and_recovers() {
+    let mut p = Pair::with(SlabStore::<4096, 1>::new(), EngineConfig::default());
+    let held = p.call(&mirrored("tools/call", Some("echo")), &echo_call(1, "a"));
+    let refused = p.call(&mirrored("tools/call", Some("echo")), &echo_call(2, "b"));
+    p.run();
+    let requests = take_requests();
+    assert_eq!(requests.len(), 1);
+    assert!(p.seen[&refused].reset, "{:?}", p.seen.get(&refused));
+    assert!(p.seen[&refused].messages.is_empty());
+    p.server.respond(requests[0].call, b"{}").unwrap();
+    p.run();
+    assert_eq!(p.seen[&held].trailer("grpc-status"), Some("0"));
+    let next = p.call(&mirrored("tools/call", Some("echo")), &echo_call(3, "c"));
+    p.run();
+    let requests = take_requests();
+    assert_eq!(requests.len(), 1);
+    p.server.respond(requests[0].call, b"{}").unwrap();
+    p.run();
+    assert_eq!(p.seen[&next].trailer("grpc-status"), Some("0"));
+}
+
+/// A request or a response larger than the store's buffers: the request
+/// ends with RESOURCE_EXHAUSTED, the response is refused to the
+/// application with the size it needed; the connection goes on.
+#[test]
+fn messages_larger_than_the_store_gives() {
+    let mut p = Pair::with(SlabStore::<1024, 2>::new(), EngineConfig::default());
+    let big = p.call(
+        &mirrored("tools/call", Some("echo")),
+        &echo_call(1, &"x".repeat(2000)),
+    );
+    let small = p.call(&mirrored("tools/call", Some("echo")), &echo_call(2, "y"));
+    p.run();
+    assert_eq!(p.seen[&big].trailer("grpc-status"), Some("8"));
+    let requests = take_requests();
+    assert_eq!(requests.len(), 1);
+    let result = format!(
+        r#"{{"content":[{{"type":"text","text":"{}"}}]}}"#,
+        "z".repeat(2000)
+    );
+    match p.server.respond(requests[0].call, result.as_bytes()) {
+        Err(mcpwire_core::mcp::server::SendError::TooLarge { needed }) => {
+            assert!(needed > 2000, "{needed}")
+        }
+        other => panic!("{other:?}"),
+    }
+    p.server.respond(requests[0].call, b"{}").unwrap();
+    p.run();
+    assert_eq!(p.seen[&small].trailer("grpc-status"), Some("0"));
+    assert_eq!(p.server.store().in_use(), 0);
+}
+
+/// A growing store: the buffer follows the request (50 KB) and the
+/// response (200 KB, several flow-control windows), and is returned.
+#[test]
+fn a_growing_store_carries_large_messages() {
+    let store = VecStore {
+        max: 1 << 20,
+        ..VecStore::default()
+    };
+    let mut p = Pair::with(store, EngineConfig::default());
+    let text = "q".repeat(50_000);
+    let s = p.call(&mirrored("tools/call", Some("echo")), &echo_call(1, &text));
+    p.run();
+    let requests = take_requests();
+    assert_eq!(requests.len(), 1);
+    let args = json::get(&requests[0].params, b"arguments").unwrap();
+    assert!(json::str_eq(
+        json::get(args, b"text").unwrap(),
+        text.as_bytes()
+    ));
+    assert_eq!(p.server.store().live, 1);
+    let out = "r".repeat(200_000);
+    let result = format!(r#"{{"content":[{{"type":"text","text":"{out}"}}]}}"#);
+    p.server
+        .respond(requests[0].call, result.as_bytes())
+        .unwrap();
+    p.run();
+    let seen = &p.seen[&s];
+    assert_eq!(seen.trailer("grpc-status"), Some("0"));
+    assert_eq!(seen.messages.len(), 1);
+    assert!(seen.messages[0].contains(&out));
+    assert_eq!(p.server.store().live, 0);
+    assert!(p.server.store().peak_bytes > 200_000);
 }

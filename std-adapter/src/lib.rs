@@ -14,6 +14,7 @@ pub mod auth;
 pub mod channel;
 pub mod demo;
 mod server;
+mod store;
 #[cfg(feature = "tls")]
 mod tls;
 
@@ -25,5 +26,6 @@ pub use auth::{Auth, AuthDecision, BearerTokens};
 pub use channel::{CallError, CallStream, Channel, ChannelConfig, Diagnostics, Message};
 pub use mcpwire_core::mcp::server::EngineConfig;
 pub use server::{CallId, ConnEngine, Server};
+pub use store::HeapStore;
 #[cfg(feature = "tls")]
 pub use tls::TlsConfig;

@@ -30,24 +30,27 @@ use mcpwire_core::time::Instant;
 use serde_json::{Map, Value, json};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, ToSocketAddrs};
-use tokio::sync::{broadcast, mpsc, oneshot, watch};
+use tokio::sync::{broadcast, mpsc, watch};
 use tokio::task::{AbortHandle, JoinSet};
 
 use crate::app::{
     App, CallLink, Handlers, ListenEvent, PromptGet, ResourceRead, Role, ToolCall, ToolError,
 };
 use crate::auth::{Auth, AuthDecision, bearer_token, refusal};
+use crate::store::HeapStore;
 #[cfg(feature = "tls")]
 use crate::tls::{ALPN_H2, TlsConfig};
 
 pub use mcpwire_core::mcp::server::CallId;
 
-/// The engine of one connection: 32 calls, a 4 KiB HPACK table, 16 KiB
-/// HTTP/2 buffers, 64 KiB per call (the largest request and the largest
-/// message of a response).
-pub type ConnEngine = Engine<'static, 32, 4096, 16384, 65536>;
+/// The engine of one connection: 32 concurrent calls, a 4 KiB HPACK table,
+/// 8 KiB HTTP/2 buffers (the largest request head), and a heap buffer per
+/// call while it lasts, sized to its request and to each message of its
+/// response.
+pub type ConnEngine = Engine<'static, HeapStore, 32, 4096, 8192>;
 
-const READ_BUF: usize = 64 << 10;
+/// Read from the socket at a time (one frame of the default size).
+const READ_BUF: usize = 16 << 10;
 const TRANSMIT_CHUNK: usize = 16 << 10;
 /// Stop pulling frames while this much waits for the socket.
 const WRITE_HIGH: usize = 64 << 10;
@@ -271,27 +274,6 @@ async fn sleep_until(deadline: Option<tokio::time::Instant>) {
 // One connection
 // ----------------------------------------------------------------------
 
-/// Builds the engine on the heap. It holds every buffer inline (about
-/// 2 MiB), and `Box::new(Engine::new(..))` may build it on the stack first,
-/// which a tokio worker's stack does not hold: a short-lived thread with a
-/// large stack builds it instead (no unsafe, no in-place constructor in the
-/// core).
-async fn new_engine(
-    registry: Registry<'static>,
-    config: EngineConfig,
-) -> io::Result<Box<ConnEngine>> {
-    let (tx, rx) = oneshot::channel();
-    let stack = 4 * std::mem::size_of::<ConnEngine>() + (1 << 20);
-    std::thread::Builder::new()
-        .name("mcpwire-engine".into())
-        .stack_size(stack)
-        .spawn(move || {
-            let _ = tx.send(Box::new(ConnEngine::new(registry, config, now())));
-        })?;
-    rx.await
-        .map_err(|_| io::Error::other("building the engine failed"))
-}
-
 /// What every connection of a server shares.
 struct Shared {
     registry: Registry<'static>,
@@ -302,8 +284,11 @@ struct Shared {
 }
 
 impl Shared {
-    async fn conn(self) -> io::Result<(Conn, mpsc::Receiver<Outgoing>)> {
-        let engine = new_engine(self.registry, self.config).await?;
+    fn conn(self) -> (Conn, mpsc::Receiver<Outgoing>) {
+        // Calls may carry messages up to `max_message_bytes`; their
+        // responses too (plus the framing).
+        let store = HeapStore::new(self.config.max_message_bytes.saturating_add(64 << 10));
+        let engine = Box::new(ConnEngine::new(self.registry, self.config, store, now()));
         let (tx, rx) = mpsc::channel(CHANNEL);
         let conn = Conn {
             engine,
@@ -313,13 +298,13 @@ impl Shared {
             tx,
             stop: self.stop,
         };
-        Ok((conn, rx))
+        (conn, rx)
     }
 }
 
 async fn run_connection(mut socket: TcpStream, shared: Shared) -> io::Result<()> {
     socket.set_nodelay(true)?;
-    let (mut conn, rx) = shared.conn().await?;
+    let (mut conn, rx) = shared.conn();
     let (rd, wr) = socket.split();
     conn.drive(rd, wr, rx).await
 }
@@ -341,7 +326,7 @@ async fn run_tls_connection(socket: TcpStream, tls: TlsConfig, shared: Shared) -
             "the TLS client did not negotiate ALPN h2",
         ));
     }
-    let (mut conn, rx) = shared.conn().await?;
+    let (mut conn, rx) = shared.conn();
     let (rd, wr) = tokio::io::split(stream);
     conn.drive(rd, wr, rx).await
 }
@@ -460,7 +445,7 @@ impl Conn {
         W: AsyncWrite + Unpin,
     {
         let mut rbuf = vec![0u8; READ_BUF];
-        let mut out: Vec<u8> = Vec::with_capacity(WRITE_HIGH + TRANSMIT_CHUNK);
+        let mut out: Vec<u8> = Vec::with_capacity(TRANSMIT_CHUNK);
         let mut written = 0;
         let mut eof = false;
         let mut stopping = *self.stop.borrow();
@@ -471,6 +456,10 @@ impl Conn {
             if written == out.len() {
                 out.clear();
                 written = 0;
+                // An idle connection keeps one chunk, not its peak.
+                if out.capacity() > 2 * TRANSMIT_CHUNK {
+                    out.shrink_to(TRANSMIT_CHUNK);
+                }
             }
             self.transmit(&mut out, WRITE_HIGH);
             let idle = written == out.len();

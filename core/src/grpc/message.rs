@@ -69,14 +69,15 @@ impl MessageDecoder {
         self.prefix_len == 0
     }
 
-    /// Feeds `data`, copying message octets into `buf`. Returns how much of
-    /// `data` was consumed and, when a message completed, its length: the
-    /// message is `buf[..len]`; handle it, then feed the rest.
-    pub fn feed(
-        &mut self,
-        data: &[u8],
-        buf: &mut [u8],
-    ) -> Result<(usize, Option<usize>), MessageError> {
+    /// Reads the prefix of the next message, and nothing after it: returns
+    /// how much of `data` was consumed and, once the prefix is complete,
+    /// the message's length (at most `max_message_bytes`). A caller that
+    /// sizes its buffer per message calls this first, then
+    /// [`MessageDecoder::feed`] with a buffer of that length.
+    pub fn feed_prefix(&mut self, data: &[u8]) -> Result<(usize, Option<usize>), MessageError> {
+        if usize::from(self.prefix_len) == PREFIX_LEN {
+            return Ok((0, Some(self.len)));
+        }
         let mut pos = 0;
         while usize::from(self.prefix_len) < PREFIX_LEN {
             let Some(&b) = data.get(pos) else {
@@ -85,31 +86,50 @@ impl MessageDecoder {
             self.prefix[usize::from(self.prefix_len)] = b;
             self.prefix_len += 1;
             pos += 1;
-            if usize::from(self.prefix_len) == PREFIX_LEN {
-                if self.prefix[0] != 0 {
-                    return Err(MessageError::Compressed);
-                }
-                let len = u32::from_be_bytes([
-                    self.prefix[1],
-                    self.prefix[2],
-                    self.prefix[3],
-                    self.prefix[4],
-                ]);
-                let max = self.max.min(buf.len());
-                if len as usize > max {
-                    return Err(MessageError::TooLarge { len, max: self.max });
-                }
-                self.len = len as usize;
-                self.filled = 0;
-            }
         }
-        let n = (data.len() - pos).min(self.len - self.filled);
+        if self.prefix[0] != 0 {
+            return Err(MessageError::Compressed);
+        }
+        let len = u32::from_be_bytes([
+            self.prefix[1],
+            self.prefix[2],
+            self.prefix[3],
+            self.prefix[4],
+        ]);
+        if len as usize > self.max {
+            return Err(MessageError::TooLarge { len, max: self.max });
+        }
+        self.len = len as usize;
+        self.filled = 0;
+        Ok((pos, Some(self.len)))
+    }
+
+    /// Feeds `data`, copying message octets into `buf`. Returns how much of
+    /// `data` was consumed and, when a message completed, its length: the
+    /// message is `buf[..len]`; handle it, then feed the rest. A message
+    /// longer than `buf` is [`MessageError::TooLarge`].
+    pub fn feed(
+        &mut self,
+        data: &[u8],
+        buf: &mut [u8],
+    ) -> Result<(usize, Option<usize>), MessageError> {
+        let (mut pos, len) = self.feed_prefix(data)?;
+        let Some(len) = len else {
+            return Ok((pos, None));
+        };
+        if len > buf.len() {
+            return Err(MessageError::TooLarge {
+                len: len as u32,
+                max: buf.len().min(self.max),
+            });
+        }
+        let n = (data.len() - pos).min(len - self.filled);
         buf[self.filled..self.filled + n].copy_from_slice(&data[pos..pos + n]);
         self.filled += n;
         pos += n;
-        if self.filled == self.len {
+        if self.filled == len {
             self.prefix_len = 0;
-            return Ok((pos, Some(self.len)));
+            return Ok((pos, Some(len)));
         }
         Ok((pos, None))
     }
@@ -177,6 +197,27 @@ mod tests {
         );
         let mut d = MessageDecoder::new(4);
         assert_eq!(d.feed(&[0, 0, 0], &mut buf), Ok((3, None)));
+        assert_eq!(d.finish(), Err(MessageError::Truncated));
+        // A buffer shorter than the message is refused, not overrun.
+        let mut d = MessageDecoder::new(64);
+        assert_eq!(
+            d.feed(&[0, 0, 0, 0, 9, 1], &mut buf),
+            Err(MessageError::TooLarge { len: 9, max: 8 })
+        );
+    }
+
+    #[test]
+    fn prefix_first_then_a_buffer_of_that_size() {
+        let wire = [0, 0, 0, 0, 3, b'a', b'b', b'c', 0, 0];
+        let mut d = MessageDecoder::new(64);
+        assert_eq!(d.feed_prefix(&wire[..2]), Ok((2, None)));
+        assert_eq!(d.feed_prefix(&wire[2..]), Ok((3, Some(3))));
+        // Asking again consumes nothing and names the same length.
+        assert_eq!(d.feed_prefix(&wire[5..]), Ok((0, Some(3))));
+        let mut buf = [0u8; 3];
+        assert_eq!(d.feed(&wire[5..], &mut buf), Ok((3, Some(3))));
+        assert_eq!(&buf, b"abc");
+        assert_eq!(d.feed_prefix(&wire[8..]), Ok((2, None)));
         assert_eq!(d.finish(), Err(MessageError::Truncated));
     }
 }

@@ -9,8 +9,10 @@ pub mod meta;
 pub mod mirror;
 pub mod registry;
 pub mod server;
+pub mod store;
 pub mod writer;
 
 pub use envelope::Message;
 pub use error::RpcError;
 pub use meta::RequestMeta;
+pub use store::{CallStore, SlabBuf, SlabStore};

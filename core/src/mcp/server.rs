@@ -31,6 +31,7 @@ use super::error::{
 use super::meta::{RequestMeta, SUPPORTED_VERSIONS};
 use super::mirror::{self, Annotations, Mirrored};
 use super::registry::{MAX_ANNOTATIONS, Registry};
+use super::store::CallStore;
 use super::writer::JsonWriter;
 use super::{Message, json};
 use crate::grpc::{self, Code, HeadError, MessageDecoder, RequestHead, base64, percent};
@@ -44,9 +45,6 @@ use mcpwire_proto::tunnel::{self, JsonRpcMessage};
 /// The path of the tunnel method.
 pub const TUNNEL_PATH: &[u8] = tunnel::CALL_PATH.as_bytes();
 
-/// Octets kept of a call's request headers (what `mcp-*` checks and the
-/// application read later).
-const HEADERS: usize = 1024;
 /// Longest JSON-RPC id kept (raw JSON).
 const MAX_ID: usize = 128;
 /// Room before an outgoing message for its gRPC prefix and protobuf header.
@@ -55,6 +53,9 @@ const FRAMING: usize = 16;
 const MAX_GRPC_MESSAGE: usize = 1024;
 /// Longest `mcp-error-bin` value sent.
 const MAX_ERROR_BIN: usize = 4096;
+/// Room asked of the store for the trailer values of an error (the error
+/// response, its base64 and the percent-encoded message).
+const ERROR_ROOM: usize = 8 << 10;
 /// Longest principal name kept for a call.
 const MAX_PRINCIPAL: usize = 128;
 /// JSON nesting accepted in a request.
@@ -65,8 +66,8 @@ const MAX_DEPTH: usize = 64;
 pub struct EngineConfig {
     /// The HTTP/2 connection's settings.
     pub h2: h2::Config,
-    /// The largest request message (also capped by the engine's `MSG`).
-    /// A larger one ends the call with RESOURCE_EXHAUSTED.
+    /// The largest request message (also capped by the call store's
+    /// largest buffer). A larger one ends the call with RESOURCE_EXHAUSTED.
     pub max_message_bytes: usize,
     /// Deadline of a request that has no `grpc-timeout` (not for
     /// `subscriptions/listen`). Default 60 s.
@@ -154,7 +155,7 @@ pub enum SendError {
     /// The previous message is still being written: retry after
     /// [`ServerEvent::Writable`].
     Busy,
-    /// The message is larger than the call's buffer (`MSG`).
+    /// The message is larger than the call store can give a call.
     TooLarge { needed: usize },
 }
 
@@ -192,41 +193,58 @@ enum Builtin {
     Prompts,
 }
 
-struct Call<const MSG: usize> {
+/// A call, and where its parts lie in its buffer: the request head's
+/// octets, room for the id, room for the principal (with authorization),
+/// then the body — the request message, later each outgoing message.
+struct Call<B> {
     stream: StreamRef,
     phase: Phase,
     decoder: MessageDecoder,
-    /// The request message, later the outgoing messages.
-    buf: [u8; MSG],
-    message_len: Option<usize>,
-    headers: [u8; HEADERS],
+    buf: B,
     headers_len: usize,
-    deadline: Option<Instant>,
-    id: [u8; MAX_ID],
     id_len: usize,
-    /// Where the request's parts lie in `buf` once parsed.
+    principal_len: Option<usize>,
+    /// Where the body starts.
+    body: usize,
+    message_len: Option<usize>,
+    deadline: Option<Instant>,
+    /// Where the request's method and params lie in the buffer once parsed.
     method: (usize, usize),
     params: (usize, usize),
     /// The response head went out.
     head_sent: bool,
-    /// Outgoing bytes in `buf[out_pos..out_end]`.
+    /// Outgoing octets in `buf[out_pos..out_end]`.
     out_pos: usize,
     out_end: usize,
     /// The application was told Busy and waits for Writable.
     wants_writable: bool,
     /// The request ended while the call was being authorized.
     ended: bool,
-    principal: [u8; MAX_PRINCIPAL],
-    principal_len: Option<usize>,
+}
+
+impl<B> Call<B> {
+    fn id_at(&self) -> core::ops::Range<usize> {
+        self.headers_len..self.headers_len + self.id_len
+    }
+
+    fn principal_at(&self) -> Option<core::ops::Range<usize>> {
+        let start = self.headers_len + MAX_ID;
+        self.principal_len.map(|n| start..start + n)
+    }
+
+    fn params_at(&self) -> Option<core::ops::Range<usize>> {
+        (self.params.1 > 0).then_some(self.params.0..self.params.1)
+    }
 }
 
 /// The tunnel server over one connection. `STREAMS`, `TABLE` and `BUF` size
-/// the HTTP/2 connection ([`h2::Connection`]); `MSG` is each call's buffer,
-/// which bounds a request and each message of its response.
-pub struct Engine<'r, const STREAMS: usize, const TABLE: usize, const BUF: usize, const MSG: usize>
-{
+/// the HTTP/2 connection ([`h2::Connection`]); the [`CallStore`] `S` gives
+/// each call its buffer while it lasts, which bounds a request and each
+/// message of its response.
+pub struct Engine<'r, S: CallStore, const STREAMS: usize, const TABLE: usize, const BUF: usize> {
     conn: Connection<STREAMS, TABLE, BUF, 64>,
-    calls: [Option<Call<MSG>>; STREAMS],
+    calls: [Option<Call<S::Buf>>; STREAMS],
+    store: S,
     registry: Registry<'r>,
     config: EngineConfig,
     now: Instant,
@@ -238,8 +256,8 @@ pub struct Engine<'r, const STREAMS: usize, const TABLE: usize, const BUF: usize
     closed: bool,
 }
 
-impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const MSG: usize> core::fmt::Debug
-    for Engine<'_, STREAMS, TABLE, BUF, MSG>
+impl<S: CallStore, const STREAMS: usize, const TABLE: usize, const BUF: usize> core::fmt::Debug
+    for Engine<'_, S, STREAMS, TABLE, BUF>
 {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Engine")
@@ -250,14 +268,16 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const MSG: usiz
     }
 }
 
-impl<'r, const STREAMS: usize, const TABLE: usize, const BUF: usize, const MSG: usize>
-    Engine<'r, STREAMS, TABLE, BUF, MSG>
+impl<'r, S: CallStore, const STREAMS: usize, const TABLE: usize, const BUF: usize>
+    Engine<'r, S, STREAMS, TABLE, BUF>
 {
-    /// A server engine for one accepted connection.
-    pub fn new(registry: Registry<'r>, config: EngineConfig, now: Instant) -> Self {
+    /// A server engine for one accepted connection, whose calls take their
+    /// buffers from `store`.
+    pub fn new(registry: Registry<'r>, config: EngineConfig, store: S, now: Instant) -> Self {
         Self {
             conn: Connection::new(h2::Role::Server, config.h2, now),
             calls: [const { None }; STREAMS],
+            store,
             registry,
             config,
             now,
@@ -267,6 +287,11 @@ impl<'r, const STREAMS: usize, const TABLE: usize, const BUF: usize, const MSG: 
             lent: None,
             closed: false,
         }
+    }
+
+    /// The call store, for its state.
+    pub fn store(&self) -> &S {
+        &self.store
     }
 
     /// The HTTP/2 connection, for its state and windows.
@@ -377,34 +402,35 @@ impl<'r, const STREAMS: usize, const TABLE: usize, const BUF: usize, const MSG: 
             Queued::Request { index, .. } => {
                 let call = self.calls[index].as_ref()?;
                 self.lent = Some(index);
+                let bytes = self.store.bytes(&call.buf);
                 let (ms, me) = call.method;
-                let (ps, pe) = call.params;
-                let params = &call.buf[ps..pe];
+                let params = call.params_at().map_or(&[][..], |r| &bytes[r]);
                 ServerEvent::Request {
                     call: CallId {
                         index: index as u16,
                         stream: call.stream,
                     },
                     request: Request {
-                        method: &call.buf[ms..me],
-                        id: &call.id[..call.id_len],
+                        method: &bytes[ms..me],
+                        id: &bytes[call.id_at()],
                         params,
                         meta: RequestMeta::read(Some(params)).ok()?,
-                        headers: HeaderList::from_bytes(&call.headers[..call.headers_len]),
+                        headers: HeaderList::from_bytes(&bytes[..call.headers_len]),
                         deadline: call.deadline,
-                        principal: call.principal_len.map(|n| &call.principal[..n]),
+                        principal: call.principal_at().map(|r| &bytes[r]),
                     },
                 }
             }
             Queued::Authorize { index, .. } => {
                 let call = self.calls[index].as_ref()?;
                 self.lent = Some(index);
+                let bytes = self.store.bytes(&call.buf);
                 ServerEvent::Authorize {
                     call: CallId {
                         index: index as u16,
                         stream: call.stream,
                     },
-                    authorization: HeaderList::from_bytes(&call.headers[..call.headers_len])
+                    authorization: HeaderList::from_bytes(&bytes[..call.headers_len])
                         .get(b"authorization"),
                 }
             }
@@ -490,31 +516,48 @@ impl<'r, const STREAMS: usize, const TABLE: usize, const BUF: usize, const MSG: 
         Ok(i)
     }
 
-    /// Writes one JSON-RPC message, framed, into the call's buffer and
-    /// starts sending it.
+    /// Writes one JSON-RPC message, framed, into the call's buffer (grown
+    /// to fit when the store can) and starts sending it.
     fn write_message<F>(&mut self, i: usize, body: F) -> Result<(), SendError>
     where
-        F: FnOnce(&mut JsonWriter<'_>, &[u8]),
+        F: Fn(&mut JsonWriter<'_>, &[u8]),
     {
         let Some(c) = self.calls[i].as_mut() else {
             return Err(SendError::Gone);
         };
-        let id = c.id;
-        let id_len = c.id_len;
-        let (head, rest) = c.buf.split_at_mut(FRAMING.min(MSG));
-        let mut w = JsonWriter::new(rest);
-        body(&mut w, &id[..id_len]);
-        let len = match w.finish() {
-            Ok(text) => text.len(),
-            Err(e) => {
+        let mut room = c.body + FRAMING;
+        let mut tries = 0;
+        let len = loop {
+            if !self.store.grow(&mut c.buf, room) {
                 return Err(SendError::TooLarge {
-                    needed: e.needed + FRAMING,
+                    needed: room - c.body,
                 });
             }
+            let id_at = c.id_at();
+            let bytes = self.store.bytes_mut(&mut c.buf);
+            let (before, out) = bytes.split_at_mut(c.body);
+            let (_, rest) = out.split_at_mut(FRAMING);
+            let mut w = JsonWriter::new(rest);
+            body(&mut w, &before[id_at]);
+            match w.finish() {
+                Ok(text) => break text.len(),
+                // A second overflow cannot happen with the same body; give
+                // up rather than loop.
+                Err(e) if tries == 0 => {
+                    tries += 1;
+                    room = c.body + FRAMING + e.needed;
+                }
+                Err(e) => {
+                    return Err(SendError::TooLarge {
+                        needed: e.needed + FRAMING,
+                    });
+                }
+            }
         };
-        let start = frame_message(head, len);
-        c.out_pos = start;
-        c.out_end = FRAMING + len;
+        let bytes = self.store.bytes_mut(&mut c.buf);
+        let start = frame_message(&mut bytes[c.body..c.body + FRAMING], len);
+        c.out_pos = c.body + start;
+        c.out_end = c.body + FRAMING + len;
         self.flush(i);
         Ok(())
     }
@@ -549,9 +592,10 @@ impl<'r, const STREAMS: usize, const TABLE: usize, const BUF: usize, const MSG: 
             }
         }
         while c.out_pos < c.out_end {
+            let bytes = self.store.bytes(&c.buf);
             match self
                 .conn
-                .send_data(stream, &c.buf[c.out_pos..c.out_end], false)
+                .send_data(stream, &bytes[c.out_pos..c.out_end], false)
             {
                 Ok(0) => return,
                 Ok(n) => c.out_pos += n,
@@ -573,7 +617,9 @@ impl<'r, const STREAMS: usize, const TABLE: usize, const BUF: usize, const MSG: 
         if finishing {
             let trailers = [Field::new(b"grpc-status", b"0")];
             match self.conn.send_headers(stream, trailers, true) {
-                Ok(()) => self.calls[i] = None,
+                Ok(()) => {
+                    self.remove(i);
+                }
                 Err(h2::StreamError::TransmitFull) => {}
                 Err(_) => self.drop_call(i),
             }
@@ -593,13 +639,10 @@ impl<'r, const STREAMS: usize, const TABLE: usize, const BUF: usize, const MSG: 
                     fields,
                     end_stream,
                 } => {
-                    // Copy what the call keeps, then act without the borrow.
-                    let mut copy = [0u8; HEADERS];
-                    let raw = fields.as_bytes();
-                    let fits = raw.len() <= HEADERS;
-                    let n = raw.len().min(HEADERS);
-                    copy[..n].copy_from_slice(&raw[..n]);
-                    self.on_request_head(stream, &copy[..n], fits, end_stream);
+                    // Judge the head and copy what the call keeps, then
+                    // act without the borrow.
+                    let admission = admit(&mut self.store, &self.config, fields);
+                    self.on_request_head(stream, admission, end_stream);
                 }
                 Event::Headers { .. } => {}
                 Event::Reset { stream, .. } => self.on_stream_gone(stream, true),
@@ -611,12 +654,10 @@ impl<'r, const STREAMS: usize, const TABLE: usize, const BUF: usize, const MSG: 
                 }
                 Event::ConnectionClosed { error } => {
                     for i in 0..STREAMS {
-                        if let Some(c) = self.calls[i].take()
-                            && c.phase == Phase::Handler
-                        {
+                        if let Some((stream, Phase::Handler)) = self.remove(i) {
                             let call = CallId {
                                 index: i as u16,
-                                stream: c.stream,
+                                stream,
                             };
                             self.push(Queued::Cancelled {
                                 call,
@@ -642,9 +683,8 @@ impl<'r, const STREAMS: usize, const TABLE: usize, const BUF: usize, const MSG: 
         let Some(i) = self.index_of(stream) else {
             return;
         };
-        if let Some(c) = self.calls[i].take()
+        if let Some((_, Phase::Handler)) = self.remove(i)
             && reset
-            && c.phase == Phase::Handler
         {
             let call = CallId {
                 index: i as u16,
@@ -657,57 +697,55 @@ impl<'r, const STREAMS: usize, const TABLE: usize, const BUF: usize, const MSG: 
         }
     }
 
-    fn on_request_head(&mut self, stream: StreamRef, raw: &[u8], fits: bool, end_stream: bool) {
-        let fields = HeaderList::from_bytes(raw);
-        let head = match RequestHead::parse(fields) {
-            Ok(head) => head,
-            Err(HeadError::Http(status)) => return self.http_error(stream, status),
-            Err(HeadError::Grpc(code, message)) => {
-                return self.status_only(stream, code, message.as_bytes());
+    fn on_request_head(
+        &mut self,
+        stream: StreamRef,
+        admission: Admission<S::Buf>,
+        end_stream: bool,
+    ) {
+        let (buf, headers_len, timeout) = match admission {
+            Admission::Accepted {
+                buf,
+                headers_len,
+                timeout,
+            } => (buf, headers_len, timeout),
+            Admission::Http(status) => return self.http_error(stream, status),
+            Admission::Status(code, message) => return self.status_only(stream, code, message),
+            // No buffer now: not processed, so the client may retry it.
+            Admission::Refused => {
+                let _ = self.conn.reset(stream, ErrorCode::REFUSED_STREAM);
+                return;
             }
         };
-        if head.path != TUNNEL_PATH {
-            return self.status_only(stream, Code::Unimplemented, b"unknown method");
-        }
-        if !fits {
-            return self.status_only(
-                stream,
-                Code::ResourceExhausted,
-                b"request headers too large",
-            );
-        }
         let Some(i) = self.calls.iter().position(Option::is_none) else {
+            self.store.put(buf);
             return self.status_only(stream, Code::ResourceExhausted, b"too many calls");
         };
-        let deadline = Some(self.now + head.timeout.unwrap_or(self.config.request_timeout));
-        let mut call = Call {
+        let authorizing = self.config.authorize;
+        let principal_room = if authorizing { MAX_PRINCIPAL } else { 0 };
+        self.calls[i] = Some(Call {
             stream,
-            phase: Phase::Body,
-            decoder: MessageDecoder::new(self.config.max_message_bytes.min(MSG)),
-            buf: [0; MSG],
-            message_len: None,
-            headers: [0; HEADERS],
-            headers_len: raw.len(),
-            deadline,
-            id: [0; MAX_ID],
+            phase: if authorizing {
+                Phase::Authorizing
+            } else {
+                Phase::Body
+            },
+            decoder: MessageDecoder::new(self.config.max_message_bytes),
+            buf,
+            headers_len,
             id_len: 0,
+            principal_len: None,
+            body: headers_len + MAX_ID + principal_room,
+            message_len: None,
+            deadline: Some(self.now + timeout.unwrap_or(self.config.request_timeout)),
             method: (0, 0),
             params: (0, 0),
             head_sent: false,
             out_pos: 0,
             out_end: 0,
             wants_writable: false,
-            ended: false,
-            principal: [0; MAX_PRINCIPAL],
-            principal_len: None,
-        };
-        if self.config.authorize {
-            call.phase = Phase::Authorizing;
-        }
-        call.headers[..raw.len()].copy_from_slice(raw);
-        let authorizing = call.phase == Phase::Authorizing;
-        call.ended = end_stream;
-        self.calls[i] = Some(call);
+            ended: end_stream,
+        });
         if authorizing {
             self.push(Queued::Authorize { index: i, stream });
         } else if end_stream {
@@ -734,7 +772,26 @@ impl<'r, const STREAMS: usize, const TABLE: usize, const BUF: usize, const MSG: 
                     RpcError::new(INVALID_REQUEST, "a call carries one request message"),
                 );
             }
-            let (used, done) = match c.decoder.feed(bytes, &mut c.buf) {
+            // The prefix names the message's length: grow the buffer to it
+            // before collecting the message.
+            let (used, len) = match c.decoder.feed_prefix(bytes) {
+                Ok(r) => r,
+                Err(e) => return self.end_with_status(i, e.code(), e.message().as_bytes()),
+            };
+            bytes = &bytes[used..];
+            let Some(len) = len else {
+                break;
+            };
+            if !self.store.grow(&mut c.buf, c.body + len) {
+                return self.end_with_status(
+                    i,
+                    Code::ResourceExhausted,
+                    b"message larger than the call buffer",
+                );
+            }
+            let body = c.body;
+            let out = &mut self.store.bytes_mut(&mut c.buf)[body..body + len];
+            let (used, done) = match c.decoder.feed(bytes, out) {
                 Ok(r) => r,
                 Err(e) => return self.end_with_status(i, e.code(), e.message().as_bytes()),
             };
@@ -765,7 +822,8 @@ impl<'r, const STREAMS: usize, const TABLE: usize, const BUF: usize, const MSG: 
             .map(str::as_bytes)
             .filter(|p| p.len() <= MAX_PRINCIPAL)
         {
-            c.principal[..p.len()].copy_from_slice(p);
+            let start = c.headers_len + MAX_ID;
+            self.store.bytes_mut(&mut c.buf)[start..start + p.len()].copy_from_slice(p);
             c.principal_len = Some(p.len());
         }
         if c.ended {
@@ -791,7 +849,7 @@ impl<'r, const STREAMS: usize, const TABLE: usize, const BUF: usize, const MSG: 
             return;
         }
         let stream = c.stream;
-        self.calls[i] = None;
+        self.remove(i);
         let mut enc = [0u8; 3 * 128];
         let text = &message.as_bytes()[..message.len().min(128)];
         let n = percent::encode(text, &mut enc).unwrap_or(0);
@@ -827,7 +885,8 @@ impl<'r, const STREAMS: usize, const TABLE: usize, const BUF: usize, const MSG: 
                 RpcError::new(INVALID_REQUEST, "the call carries no request message"),
             );
         };
-        let Ok(json) = JsonRpcMessage::decode(&c.buf[..len]) else {
+        let bytes = self.store.bytes_mut(&mut c.buf);
+        let Ok(json) = JsonRpcMessage::decode(&bytes[c.body..c.body + len]) else {
             return self.end_with_error(i, RpcError::new(PARSE_ERROR, "malformed JsonRpcMessage"));
         };
         let (id, method, params) = match Message::parse(json, MAX_DEPTH) {
@@ -845,25 +904,25 @@ impl<'r, const STREAMS: usize, const TABLE: usize, const BUF: usize, const MSG: 
         if id.len() > MAX_ID {
             return self.end_with_error(i, RpcError::new(INVALID_REQUEST, "id too long"));
         }
-        c.id[..id.len()].copy_from_slice(id);
-        c.id_len = id.len();
-        let Some(method_plain) = json::str_plain(method) else {
-            return self.answer_error(i, RpcError::new(METHOD_NOT_FOUND, "Method not found"), None);
-        };
-        let base = c.buf.as_ptr() as usize;
+        // Where the parts lie, as offsets into the buffer (the slices
+        // borrow it).
+        let base = bytes.as_ptr() as usize;
         let offset = |s: &[u8]| {
             (
                 s.as_ptr() as usize - base,
                 s.as_ptr() as usize - base + s.len(),
             )
         };
-        c.method = offset(method_plain);
-        let params_raw = params.unwrap_or(b"{}");
-        c.params = if params.is_some() {
-            offset(params_raw)
-        } else {
-            (0, 0)
+        let id_at = offset(id);
+        let method_at = json::str_plain(method).map(offset);
+        let params_at = params.map(offset);
+        bytes.copy_within(id_at.0..id_at.1, c.headers_len);
+        c.id_len = id_at.1 - id_at.0;
+        let Some(method_at) = method_at else {
+            return self.answer_error(i, RpcError::new(METHOD_NOT_FOUND, "Method not found"), None);
         };
+        c.method = method_at;
+        c.params = params_at.unwrap_or((0, 0));
         if let Err(e) = self.check_request(i) {
             return match e.code {
                 HEADER_MISMATCH | UNSUPPORTED_PROTOCOL_VERSION => self.end_with_error(i, e),
@@ -878,11 +937,12 @@ impl<'r, const STREAMS: usize, const TABLE: usize, const BUF: usize, const MSG: 
         let Some(c) = self.calls[i].as_ref() else {
             return Ok(());
         };
+        let bytes = self.store.bytes(&c.buf);
         let (ms, me) = c.method;
-        let method = &c.buf[ms..me];
-        let params = (c.params.1 > 0).then(|| &c.buf[c.params.0..c.params.1]);
+        let method = &bytes[ms..me];
+        let params = c.params_at().map(|r| &bytes[r]);
         let meta = RequestMeta::read(params)?;
-        let headers = HeaderList::from_bytes(&c.headers[..c.headers_len]);
+        let headers = HeaderList::from_bytes(&bytes[..c.headers_len]);
         let mut scratch = [0u8; 512];
         // A version header that differs from the body is a mismatch before
         // the version is judged.
@@ -916,7 +976,7 @@ impl<'r, const STREAMS: usize, const TABLE: usize, const BUF: usize, const MSG: 
         });
         let body = Mirrored {
             protocol_version: meta.protocol_version,
-            method: json::trim(&c.buf[ms - 1..me + 1]),
+            method: json::trim(&bytes[ms - 1..me + 1]),
             name,
             arguments,
         };
@@ -927,16 +987,17 @@ impl<'r, const STREAMS: usize, const TABLE: usize, const BUF: usize, const MSG: 
         let Some(c) = self.calls[i].as_mut() else {
             return;
         };
+        let bytes = self.store.bytes(&c.buf);
         let (ms, me) = c.method;
         let mut m = [0u8; 32];
         let n = (me - ms).min(32);
-        m[..n].copy_from_slice(&c.buf[ms..ms + n]);
+        m[..n].copy_from_slice(&bytes[ms..ms + n]);
         let method = &m[..n];
         let registry = self.registry;
         let listen = method == b"subscriptions/listen";
         if listen {
             // A listen stream has no default timeout.
-            let explicit = HeaderList::from_bytes(&c.headers[..c.headers_len])
+            let explicit = HeaderList::from_bytes(&bytes[..c.headers_len])
                 .get(b"grpc-timeout")
                 .is_some();
             if !explicit {
@@ -981,7 +1042,8 @@ impl<'r, const STREAMS: usize, const TABLE: usize, const BUF: usize, const MSG: 
         }
         let handled = match method {
             b"tools/call" => {
-                let known = c_params(&self.calls[i])
+                let known = self
+                    .params(i)
                     .and_then(|p| json::get(p, b"name"))
                     .is_some_and(|n| registry.tool(n).is_some());
                 if !known {
@@ -1033,7 +1095,8 @@ impl<'r, const STREAMS: usize, const TABLE: usize, const BUF: usize, const MSG: 
         let mut data_buf = [0u8; 192];
         let data = match e.code {
             UNSUPPORTED_PROTOCOL_VERSION => {
-                let requested = c_params(&self.calls[i])
+                let requested = self
+                    .params(i)
                     .and_then(|p| RequestMeta::read(Some(p)).ok())
                     .map(|m| m.protocol_version)
                     .filter(|v| v.len() <= 128);
@@ -1051,15 +1114,18 @@ impl<'r, const STREAMS: usize, const TABLE: usize, const BUF: usize, const MSG: 
             return;
         };
         let stream = c.stream;
-        let id = c.id;
-        let id_raw: &[u8] = if c.id_len > 0 {
-            &id[..c.id_len]
-        } else {
-            b"null"
-        };
         // The call buffer holds the trailer values: the error response
-        // JSON, its base64, and the percent-encoded message.
-        let buf = &mut c.buf[..];
+        // JSON, its base64, and the percent-encoded message. What does not
+        // fit is left out (`mcp-error-bin`) or cut (`grpc-message`).
+        let _ = self.store.grow(&mut c.buf, c.body + ERROR_ROOM);
+        let id_at = c.id_at();
+        let bytes = self.store.bytes_mut(&mut c.buf);
+        let (before, buf) = bytes.split_at_mut(c.body);
+        let id_raw: &[u8] = if id_at.is_empty() {
+            b"null"
+        } else {
+            &before[id_at]
+        };
         let (json_part, rest) = buf.split_at_mut(buf.len() / 4);
         let (bin_part, msg_part) = rest.split_at_mut(rest.len() * 2 / 3);
         let mut w = JsonWriter::new(json_part);
@@ -1072,7 +1138,7 @@ impl<'r, const STREAMS: usize, const TABLE: usize, const BUF: usize, const MSG: 
             Err(_) => None,
         };
         let message = &e.message.as_bytes()[..e.message.len().min(MAX_GRPC_MESSAGE)];
-        let msg_len = percent::encode(message, msg_part).unwrap_or(0);
+        let msg_len = percent_cut(message, msg_part);
         let mut code_text = [0u8; 12];
         let code_len = write_int(&mut code_text, i64::from(e.code));
         let status = e.grpc_code();
@@ -1094,7 +1160,7 @@ impl<'r, const STREAMS: usize, const TABLE: usize, const BUF: usize, const MSG: 
         let _ = self
             .conn
             .send_headers(stream, fields[..count].iter().copied(), true);
-        self.calls[i] = None;
+        self.remove(i);
     }
 
     /// Ends a call with a status and no message (trailers-only, or
@@ -1106,7 +1172,7 @@ impl<'r, const STREAMS: usize, const TABLE: usize, const BUF: usize, const MSG: 
         let stream = c.stream;
         let head_sent = c.head_sent;
         let mid_message = c.out_pos < c.out_end;
-        self.calls[i] = None;
+        self.remove(i);
         if mid_message {
             // Trailers cannot cut a message: stop the stream instead.
             let _ = self.conn.reset(stream, ErrorCode::CANCEL);
@@ -1156,9 +1222,25 @@ impl<'r, const STREAMS: usize, const TABLE: usize, const BUF: usize, const MSG: 
 
     /// Forgets a call whose stream is gone.
     fn drop_call(&mut self, i: usize) {
-        if let Some(c) = self.calls[i].take() {
-            let _ = self.conn.reset(c.stream, ErrorCode::INTERNAL_ERROR);
+        if let Some((stream, _)) = self.remove(i) {
+            let _ = self.conn.reset(stream, ErrorCode::INTERNAL_ERROR);
         }
+    }
+
+    /// Ends a call's life in the engine: its buffer goes back to the store.
+    fn remove(&mut self, i: usize) -> Option<(StreamRef, Phase)> {
+        let c = self.calls[i].take()?;
+        if self.lent == Some(i) {
+            self.lent = None;
+        }
+        self.store.put(c.buf);
+        Some((c.stream, c.phase))
+    }
+
+    /// The raw `params` of a parsed request.
+    fn params(&self, i: usize) -> Option<&[u8]> {
+        let c = self.calls[i].as_ref()?;
+        c.params_at().map(|r| &self.store.bytes(&c.buf)[r])
     }
 
     fn push(&mut self, e: Queued) {
@@ -1170,9 +1252,63 @@ impl<'r, const STREAMS: usize, const TABLE: usize, const BUF: usize, const MSG: 
     }
 }
 
-fn c_params<const MSG: usize>(c: &Option<Call<MSG>>) -> Option<&[u8]> {
-    let c = c.as_ref()?;
-    (c.params.1 > 0).then(|| &c.buf[c.params.0..c.params.1])
+/// What the engine does with a request head.
+enum Admission<B> {
+    /// Answer with this HTTP status.
+    Http(u16),
+    /// Answer with this gRPC status, trailers-only.
+    Status(Code, &'static [u8]),
+    /// No call buffer now: RST_STREAM(REFUSED_STREAM).
+    Refused,
+    /// A call: the head's octets are at the start of `buf`.
+    Accepted {
+        buf: B,
+        headers_len: usize,
+        timeout: Option<Duration>,
+    },
+}
+
+/// Checks a request head (method, content type, encoding, path) and gives
+/// an accepted call its buffer, holding the head.
+fn admit<S: CallStore>(
+    store: &mut S,
+    config: &EngineConfig,
+    fields: HeaderList<'_>,
+) -> Admission<S::Buf> {
+    let head = match RequestHead::parse(fields) {
+        Ok(head) => head,
+        Err(HeadError::Http(status)) => return Admission::Http(status),
+        Err(HeadError::Grpc(code, message)) => return Admission::Status(code, message.as_bytes()),
+    };
+    if head.path != TUNNEL_PATH {
+        return Admission::Status(Code::Unimplemented, b"unknown method");
+    }
+    let raw = fields.as_bytes();
+    let principal_room = if config.authorize { MAX_PRINCIPAL } else { 0 };
+    // The head, the id, the principal, and room for a small request.
+    let want = raw.len() + MAX_ID + principal_room;
+    if want > store.max_len() {
+        return Admission::Status(Code::ResourceExhausted, b"request headers too large");
+    }
+    let Some(mut buf) = store.take(want) else {
+        return Admission::Refused;
+    };
+    store.bytes_mut(&mut buf)[..raw.len()].copy_from_slice(raw);
+    Admission::Accepted {
+        buf,
+        headers_len: raw.len(),
+        timeout: head.timeout,
+    }
+}
+
+/// Percent-encodes as much of `text` as surely fits in `out` (three octets
+/// each), cut at a character boundary; returns the length.
+fn percent_cut(text: &[u8], out: &mut [u8]) -> usize {
+    let mut take = text.len().min(out.len() / 3);
+    while take > 0 && take < text.len() && text[take] & 0xC0 == 0x80 {
+        take -= 1;
+    }
+    percent::encode(&text[..take], out).unwrap_or(0)
 }
 
 /// Writes the gRPC prefix and the protobuf header of a `JsonRpcMessage`
