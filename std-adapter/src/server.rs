@@ -15,11 +15,14 @@
 //! [`ServerEvent::Cancelled`] (client reset, passed deadline, connection
 //! closed).
 
+use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
+use std::task::Poll;
 use std::time::Duration;
 
 use mcpwire_core::mcp::error::{INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND};
@@ -28,7 +31,7 @@ use mcpwire_core::mcp::registry::Registry;
 use mcpwire_core::mcp::server::{Engine, EngineConfig, SendError, ServerEvent};
 use mcpwire_core::time::Instant;
 use serde_json::{Map, Value, json};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream, ToSocketAddrs};
 use tokio::sync::{broadcast, mpsc, watch};
 use tokio::task::{AbortHandle, JoinSet};
@@ -49,8 +52,8 @@ pub use mcpwire_core::mcp::server::CallId;
 /// response.
 pub type ConnEngine = Engine<'static, HeapStore, 32, 4096, 8192>;
 
-/// Read from the socket at a time (one frame of the default size).
-const READ_BUF: usize = 16 << 10;
+/// Read from the socket at a time.
+const READ_BUF: usize = 64 << 10;
 const TRANSMIT_CHUNK: usize = 16 << 10;
 /// Stop pulling frames while this much waits for the socket.
 const WRITE_HIGH: usize = 64 << 10;
@@ -274,6 +277,32 @@ async fn sleep_until(deadline: Option<tokio::time::Instant>) {
 // One connection
 // ----------------------------------------------------------------------
 
+// The read and transmit buffers of the connections a worker thread runs.
+// Input is fed to the engine as soon as it is read, and output is kept
+// only while the socket does not take it, so an idle connection holds no
+// buffer of its own. Two cells: feeding may transmit.
+thread_local! {
+    static READ: RefCell<Box<[u8]>> = RefCell::new(vec![0; READ_BUF].into_boxed_slice());
+    static TRANSMIT: RefCell<Box<[u8]>> =
+        RefCell::new(vec![0; TRANSMIT_CHUNK].into_boxed_slice());
+}
+
+/// Reads into this thread's read buffer; returns how many octets it holds.
+/// The caller must take them before its next await (the task may move to
+/// another thread then).
+fn read_shared<R: AsyncRead + Unpin>(rd: &mut R) -> impl Future<Output = io::Result<usize>> + '_ {
+    std::future::poll_fn(move |cx| {
+        READ.with_borrow_mut(|b| {
+            let mut buf = ReadBuf::new(b);
+            match Pin::new(&mut *rd).poll_read(cx, &mut buf) {
+                Poll::Ready(Ok(())) => Poll::Ready(Ok(buf.filled().len())),
+                Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+                Poll::Pending => Poll::Pending,
+            }
+        })
+    })
+}
+
 /// What every connection of a server shares.
 struct Shared {
     registry: Registry<'static>,
@@ -444,8 +473,8 @@ impl Conn {
         R: AsyncRead + Unpin,
         W: AsyncWrite + Unpin,
     {
-        let mut rbuf = vec![0u8; READ_BUF];
-        let mut out: Vec<u8> = Vec::with_capacity(TRANSMIT_CHUNK);
+        // Octets waiting for the socket; empty (and unallocated) when idle.
+        let mut out: Vec<u8> = Vec::new();
         let mut written = 0;
         let mut eof = false;
         let mut stopping = *self.stop.borrow();
@@ -454,12 +483,9 @@ impl Conn {
         }
         loop {
             if written == out.len() {
-                out.clear();
+                // Everything went out: an idle connection holds no buffer.
+                out = Vec::new();
                 written = 0;
-                // An idle connection keeps one chunk, not its peak.
-                if out.capacity() > 2 * TRANSMIT_CHUNK {
-                    out.shrink_to(TRANSMIT_CHUNK);
-                }
             }
             self.transmit(&mut out, WRITE_HIGH);
             let idle = written == out.len();
@@ -471,13 +497,15 @@ impl Conn {
             }
             let deadline = self.engine.poll_timeout().map(to_tokio);
             tokio::select! {
-                r = rd.read(&mut rbuf), if !eof => match r {
+                r = read_shared(&mut rd), if !eof => match r {
                     Ok(0) => {
                         eof = true;
                         self.engine.recv_eof();
                         self.drain_events();
                     }
-                    Ok(n) => self.feed(&rbuf[..n], &mut out)?,
+                    // The octets are in this thread's buffer until the
+                    // next await: feed them now.
+                    Ok(n) => READ.with_borrow(|b| self.feed(&b[..n], &mut out))?,
                     Err(e) => return Err(e),
                 },
                 r = wr.write(&out[written..]), if written < out.len() => {
@@ -539,10 +567,11 @@ impl Conn {
     fn transmit(&mut self, out: &mut Vec<u8>, limit: usize) {
         let mut idle = 0;
         while out.len() < limit {
-            let start = out.len();
-            out.resize(start + TRANSMIT_CHUNK, 0);
-            let n = self.engine.poll_transmit(&mut out[start..]);
-            out.truncate(start + n);
+            let n = TRANSMIT.with_borrow_mut(|b| {
+                let n = self.engine.poll_transmit(b);
+                out.extend_from_slice(&b[..n]);
+                n
+            });
             // An emptied transmit buffer lets blocked calls go on
             // (Writable): they may queue more.
             let moved = self.drain_events();
