@@ -174,6 +174,17 @@ impl App {
         self
     }
 
+    /// Adds every tool of a portable, no-alloc tool set (see
+    /// [`crate::portable`]): the same tools a firmware serves with
+    /// `mcpwire-embassy`. Each call runs on a blocking-pool thread and is
+    /// dropped when cancelled.
+    pub fn portable_tools<T>(self, tools: T) -> Self
+    where
+        T: crate::portable::Tools + Send + Sync + 'static,
+    {
+        crate::portable::register(self, tools)
+    }
+
     /// Adds a text resource at `uri`; the handler returns its text.
     pub fn resource<F, Fut>(
         mut self,

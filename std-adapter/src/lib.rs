@@ -13,6 +13,7 @@ mod app;
 pub mod auth;
 pub mod channel;
 pub mod demo;
+pub mod portable;
 mod server;
 mod store;
 #[cfg(feature = "tls")]

@@ -10,6 +10,7 @@ pub mod mirror;
 pub mod registry;
 pub mod server;
 pub mod store;
+pub mod tool;
 pub mod writer;
 
 pub use envelope::Message;

@@ -1,0 +1,300 @@
+//! mcpwire on embassy: the MCP tunnel server of `mcpwire-core`
+//! (`/mcp.zig.transport.v1.Mcp/Call` over HTTP/2) on embassy-net TCP
+//! sockets, with no allocator and no `std`.
+//!
+//! A [`Server`] holds the application's portable tools
+//! ([`mcpwire_core::mcp::tool::Tools`], the same tools `mcpwire-tokio`
+//! serves with `App::portable_tools`) and a fixed pool of `HANDLERS` handler
+//! slots. The firmware runs two kinds of embassy tasks over one
+//! `&'static Server`:
+//!
+//! - **connection tasks** ([`Server::run_connection`]): each owns one
+//!   [`embassy_net::tcp::TcpSocket`] (receive and transmit
+//!   buffers given by the task), accepts on [`Config::port`], and runs the
+//!   engine over that connection until it ends, then accepts again. `N`
+//!   tasks serve `N` connections at a time on one port;
+//! - **handler tasks** ([`Server::run_handler`]): each serves one slot and
+//!   runs the tools called on it, one call at a time. A call arriving while
+//!   every slot is busy is answered with a JSON-RPC error (-32603).
+//!
+//! The engine answers `server/discover`, `tools/list` and every protocol
+//! error itself; `subscriptions/listen` is acknowledged (this server has no
+//! listen source) and stays open until the client ends it. A client reset
+//! or a passed deadline (`grpc-timeout`) drops the tool's future at its next
+//! await. Deadlines and timers come from `embassy-time`.
+//!
+//! Sizes are the firmware's choice, as const generics: `HANDLERS` slots of
+//! `ARGS` octets of arguments and `RESULT` octets of result each; per
+//! connection, the HTTP/2 engine's `STREAMS` (concurrent calls), `TABLE`
+//! (HPACK table) and `BUF` (HTTP/2 buffers; the largest request head), and
+//! its [`CallStore`] (for example [`SlabStore<SIZE, COUNT>`]: `COUNT`
+//! call buffers of `SIZE` octets, the largest request and response message).
+//!
+//! Logging goes through `defmt` (feature `defmt`) or `log` (feature `log`),
+//! and compiles to nothing with neither.
+//!
+//! ```no_run
+//! use embassy_executor::Spawner;
+//! use embassy_net::Stack;
+//! use mcpwire_core::mcp::error::RpcError;
+//! use mcpwire_core::mcp::registry::{ServerInfo, ToolInfo};
+//! use mcpwire_core::mcp::tool::{Arguments, Tool, ToolContext, ToolOutput};
+//! use mcpwire_embassy::{Config, Server, SlabStore};
+//! use static_cell::StaticCell;
+//!
+//! struct Hello;
+//!
+//! impl Tool for Hello {
+//!     const INFO: ToolInfo<'static> = ToolInfo {
+//!         name: "hello",
+//!         title: None,
+//!         description: "Says hello.",
+//!         input_schema: r#"{"type":"object"}"#,
+//!     };
+//!     async fn call<C: ToolContext>(&self, _: Arguments<'_>, _: &C, out: &mut ToolOutput<'_>)
+//!         -> Result<(), RpcError> {
+//!         out.text("hello from the board");
+//!         Ok(())
+//!     }
+//! }
+//!
+//! // 2 handler slots, 512 octets of arguments and 2 KiB of result each.
+//! type Mcp = Server<'static, (Hello,), 2, 512, 2048>;
+//! static SERVER: StaticCell<Mcp> = StaticCell::new();
+//!
+//! #[embassy_executor::task(pool_size = 2)]
+//! async fn mcp_connection(stack: Stack<'static>, server: &'static Mcp) -> ! {
+//!     let mut rx = [0u8; 4096];
+//!     let mut tx = [0u8; 4096];
+//!     // 4 concurrent calls, a 4 KiB HPACK table, 4 KiB HTTP/2 buffers,
+//!     // 4 call buffers of 4 KiB.
+//!     server
+//!         .run_connection::<SlabStore<4096, 4>, 4, 4096, 4096>(stack, &mut rx, &mut tx)
+//!         .await
+//! }
+//!
+//! #[embassy_executor::task(pool_size = 2)]
+//! async fn mcp_handler(server: &'static Mcp) -> ! {
+//!     server.run_handler().await
+//! }
+//!
+//! fn start(spawner: Spawner, stack: Stack<'static>) {
+//!     let info = ServerInfo { name: "board", version: "1.0", instructions: None };
+//!     let Ok(server) = Mcp::new(info, (Hello,), Config::default()) else {
+//!         return; // a tool's schema is invalid
+//!     };
+//!     let server: &'static Mcp = SERVER.init(server);
+//!     for _ in 0..2 {
+//!         spawner.spawn(mcp_connection(stack, server).unwrap());
+//!         spawner.spawn(mcp_handler(server).unwrap());
+//!     }
+//! }
+//! # fn main() {}
+//! ```
+#![no_std]
+
+#[macro_use]
+mod fmt;
+mod connection;
+mod handler;
+
+use core::cell::Cell;
+
+use embassy_net::Stack;
+use embassy_net::tcp::TcpSocket;
+use embassy_sync::blocking_mutex::Mutex as BlockingMutex;
+use embassy_sync::blocking_mutex::raw::CriticalSectionRawMutex;
+use embassy_time::{Duration, Timer, with_timeout};
+use mcpwire_core::mcp::registry::{Registry, RegistryError, ServerInfo};
+use mcpwire_core::mcp::server::{Engine, EngineConfig};
+pub use mcpwire_core::mcp::store::{CallStore, SlabStore};
+use mcpwire_core::mcp::tool::Tools;
+
+use connection::{Conn, now};
+use handler::Slot;
+pub use handler::{MAX_PROGRESS_TOKEN, NOTE as MAX_PROGRESS_PARAMS};
+
+/// How long a closing connection has to deliver its last octets.
+const CLOSE_GRACE: Duration = Duration::from_secs(2);
+
+/// Settings of a [`Server`].
+#[derive(Debug, Clone, Copy)]
+pub struct Config {
+    /// The TCP port every connection task accepts on. Default 50051.
+    pub port: u16,
+    /// The engine's settings (HTTP/2, message size, default deadline).
+    /// `authorize` is always off: this driver authenticates no one.
+    pub engine: EngineConfig,
+    /// TCP keep-alive interval. Default 15 s.
+    pub keep_alive: Option<Duration>,
+    /// A connection that receives nothing (keep-alive answers included) for
+    /// this long is dropped. Default 60 s.
+    pub idle_timeout: Option<Duration>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            port: 50051,
+            engine: EngineConfig::default(),
+            keep_alive: Some(Duration::from_secs(15)),
+            idle_timeout: Some(Duration::from_secs(60)),
+        }
+    }
+}
+
+/// An MCP server over embassy-net: the tools `T`, `HANDLERS` handler slots
+/// with `ARGS` octets of arguments and `RESULT` octets of result each.
+/// Keep it in a `static` (a `StaticCell`) and hand `&'static` to the
+/// connection and handler tasks (see the crate docs).
+pub struct Server<'a, T, const HANDLERS: usize, const ARGS: usize, const RESULT: usize> {
+    tools: T,
+    registry: Registry<'a>,
+    config: Config,
+    slots: [Slot<ARGS, RESULT>; HANDLERS],
+    /// The last connection mark handed out.
+    tokens: BlockingMutex<CriticalSectionRawMutex, Cell<u32>>,
+}
+
+impl<T, const HANDLERS: usize, const ARGS: usize, const RESULT: usize> core::fmt::Debug
+    for Server<'_, T, HANDLERS, ARGS, RESULT>
+{
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Server")
+            .field("info", &self.registry.info)
+            .field("tools", &self.registry.tools.len())
+            .field("config", &self.config)
+            .field("handlers", &HANDLERS)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a, T: Tools, const HANDLERS: usize, const ARGS: usize, const RESULT: usize>
+    Server<'a, T, HANDLERS, ARGS, RESULT>
+{
+    /// A server for `tools`, answering `server/discover` with `info`. Fails
+    /// when a tool's input schema or its `x-mcp-header` annotations are
+    /// invalid, or two tools share a name.
+    pub fn new(info: ServerInfo<'a>, tools: T, config: Config) -> Result<Self, RegistryError<'a>> {
+        let registry = Registry {
+            info,
+            tools: T::TOOLS,
+            resources: &[],
+            templates: &[],
+            prompts: &[],
+            listen: false,
+            completions: false,
+        };
+        registry.check()?;
+        let config = Config {
+            engine: EngineConfig {
+                authorize: false,
+                ..config.engine
+            },
+            ..config
+        };
+        Ok(Self {
+            tools,
+            registry,
+            config,
+            slots: [const { Slot::new() }; HANDLERS],
+            tokens: BlockingMutex::new(Cell::new(0)),
+        })
+    }
+
+    /// The server's settings.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The tools.
+    pub fn tools(&self) -> &T {
+        &self.tools
+    }
+
+    /// Serves one handler slot forever: waits for a call, runs its tool,
+    /// hands the result to the call's connection. Run it in `HANDLERS`
+    /// embassy tasks; a task beyond `HANDLERS` has no slot and only waits.
+    pub async fn run_handler(&self) -> ! {
+        let slot = self.slots.iter().find(|slot| {
+            slot.with(|s| {
+                let free = !s.attached;
+                s.attached = true;
+                free
+            })
+        });
+        match slot {
+            Some(slot) => handler::serve(&self.tools, slot).await,
+            None => {
+                warn!("mcpwire: more handler tasks than handler slots");
+                core::future::pending().await
+            }
+        }
+    }
+
+    /// Serves connections on [`Config::port`] forever, one at a time: a
+    /// socket over `rx_buffer` and `tx_buffer` accepts, the engine
+    /// (`Engine<S, STREAMS, TABLE, BUF>`, built on this task's stack for
+    /// each connection) runs it until it ends, the socket closes, and the
+    /// next accept begins. Run it in as many embassy tasks as connections
+    /// are to be served at once.
+    pub async fn run_connection<S, const STREAMS: usize, const TABLE: usize, const BUF: usize>(
+        &self,
+        stack: Stack<'_>,
+        rx_buffer: &mut [u8],
+        tx_buffer: &mut [u8],
+    ) -> !
+    where
+        S: CallStore + Default,
+    {
+        loop {
+            let mut socket = TcpSocket::new(stack, rx_buffer, tx_buffer);
+            socket.set_timeout(self.config.idle_timeout);
+            socket.set_keep_alive(self.config.keep_alive);
+            if socket.accept(self.config.port).await.is_err() {
+                warn!("mcpwire: accept failed");
+                Timer::after(Duration::from_millis(100)).await;
+                continue;
+            }
+            socket.set_nagle_enabled(false);
+            let token = self.next_token();
+            info!("mcpwire: connection {} accepted", token);
+            let engine = Engine::<S, STREAMS, TABLE, BUF>::new(
+                self.registry,
+                self.config.engine,
+                S::default(),
+                now(),
+            );
+            let mut conn = Conn {
+                server: self,
+                engine,
+                token,
+            };
+            let ended = {
+                let (mut reader, mut writer) = socket.split();
+                conn.drive(&mut reader, &mut writer).await
+            };
+            // Dropping the engine's calls stops their handlers.
+            conn.release_all();
+            drop(conn);
+            if ended.is_err() {
+                warn!("mcpwire: connection {} failed", token);
+            } else {
+                info!("mcpwire: connection {} closed", token);
+            }
+            socket.close();
+            let _ = with_timeout(CLOSE_GRACE, socket.flush()).await;
+            socket.abort();
+            let _ = with_timeout(Duration::from_millis(100), socket.flush()).await;
+        }
+    }
+
+    /// A mark for a new connection (never 0).
+    fn next_token(&self) -> u32 {
+        self.tokens.lock(|t| {
+            let next = t.get().wrapping_add(1).max(1);
+            t.set(next);
+            next
+        })
+    }
+}

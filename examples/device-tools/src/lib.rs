@@ -1,0 +1,352 @@
+//! The tools of the mcpwire device examples, written once against the
+//! portable tool API of `mcpwire-core` ([`mcpwire_core::mcp::tool`]), so the
+//! same code runs on a board (`mcpwire-embassy`), in the host run of that
+//! firmware (embassy's std executor on a TAP device), and under the tokio
+//! driver (`mcpwire-tokio`'s `App::portable_tools`).
+//!
+//! - `read_sensor`: the board's temperature, as text and structured content;
+//! - `toggle_output`: sets or toggles the board's output (a GPIO pin on a
+//!   board, a flag on the host) and returns its new state;
+//! - `slow_task`: `steps` steps, `delay_ms` apart, a progress notification
+//!   after each; stops when the call is cancelled or its deadline passes.
+//!
+//! The board is reached through [`Board`]; [`SimBoard`] is the host's.
+//!
+//! ```
+//! use mcpwire_core::mcp::tool::Tools;
+//! use mcpwire_device_tools::{DeviceTools, SimBoard, tools};
+//!
+//! static BOARD: SimBoard = SimBoard::new(21_500);
+//! let set: DeviceTools<'static, SimBoard> = tools(&BOARD);
+//! assert_eq!(DeviceTools::<SimBoard>::TOOLS.len(), 3);
+//! # let _ = set;
+//! ```
+#![no_std]
+
+use core::fmt::{self, Write as _};
+use core::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use core::time::Duration;
+
+use mcpwire_core::mcp::error::{INVALID_PARAMS, RpcError};
+use mcpwire_core::mcp::registry::ToolInfo;
+use mcpwire_core::mcp::tool::{Arguments, Tool, ToolContext, ToolOutput};
+
+/// `serverInfo.name` of the device examples.
+pub const SERVER_NAME: &str = "mcpwire-device";
+/// `serverInfo.version` of the device examples.
+pub const SERVER_VERSION: &str = env!("CARGO_PKG_VERSION");
+/// `instructions` of the device examples.
+pub const INSTRUCTIONS: &str = "A device with a temperature sensor and one output.";
+
+/// Most steps `slow_task` takes.
+pub const MAX_STEPS: u64 = 100;
+/// Longest delay between the steps of `slow_task`.
+pub const MAX_DELAY_MS: u64 = 10_000;
+
+/// What the tools need from the hardware.
+pub trait Board {
+    /// The temperature, in thousandths of a degree Celsius.
+    fn temperature_millicelsius(&self) -> i32;
+    /// Drives the output.
+    fn set_output(&self, on: bool);
+    /// The output's state.
+    fn output(&self) -> bool;
+}
+
+/// A board without hardware: an injected temperature and a flag for the
+/// output.
+#[derive(Debug)]
+pub struct SimBoard {
+    temperature: AtomicI32,
+    output: AtomicBool,
+}
+
+impl SimBoard {
+    /// A board that reads `millicelsius`, with its output off.
+    pub const fn new(millicelsius: i32) -> Self {
+        Self {
+            temperature: AtomicI32::new(millicelsius),
+            output: AtomicBool::new(false),
+        }
+    }
+
+    /// Injects the next temperature reading.
+    pub fn set_temperature(&self, millicelsius: i32) {
+        self.temperature.store(millicelsius, Ordering::Relaxed);
+    }
+}
+
+impl Board for SimBoard {
+    fn temperature_millicelsius(&self) -> i32 {
+        self.temperature.load(Ordering::Relaxed)
+    }
+
+    fn set_output(&self, on: bool) {
+        self.output.store(on, Ordering::Relaxed);
+    }
+
+    fn output(&self) -> bool {
+        self.output.load(Ordering::Relaxed)
+    }
+}
+
+/// The three tools, in `tools/list` order.
+pub type DeviceTools<'b, B> = (ReadSensor<'b, B>, ToggleOutput<'b, B>, SlowTask);
+
+/// The device tools on `board`.
+pub fn tools<B: Board>(board: &B) -> DeviceTools<'_, B> {
+    (ReadSensor(board), ToggleOutput(board), SlowTask)
+}
+
+/// `read_sensor`: the temperature.
+#[derive(Debug)]
+pub struct ReadSensor<'b, B>(pub &'b B);
+
+impl<B: Board> Tool for ReadSensor<'_, B> {
+    const INFO: ToolInfo<'static> = ToolInfo {
+        name: "read_sensor",
+        title: Some("Read the temperature sensor"),
+        description: "Reads the board's temperature sensor (degrees Celsius).",
+        input_schema: r#"{"type":"object","properties":{}}"#,
+    };
+
+    async fn call<C: ToolContext>(
+        &self,
+        _args: Arguments<'_>,
+        _cx: &C,
+        out: &mut ToolOutput<'_>,
+    ) -> Result<(), RpcError> {
+        let mc = self.0.temperature_millicelsius();
+        out.text_fmt(format_args!("temperature {} °C", Milli(mc)))
+            .structured(|w| {
+                w.raw(b"{\"sensor\":\"temperature\",\"millicelsius\":")
+                    .int(i64::from(mc))
+                    .raw(b"}");
+            });
+        Ok(())
+    }
+}
+
+/// `toggle_output`: sets the output (`on`) or toggles it.
+#[derive(Debug)]
+pub struct ToggleOutput<'b, B>(pub &'b B);
+
+impl<B: Board> Tool for ToggleOutput<'_, B> {
+    const INFO: ToolInfo<'static> = ToolInfo {
+        name: "toggle_output",
+        title: Some("Switch the output"),
+        description: "Sets the board's output to `on`, or toggles it when `on` is absent; returns its new state.",
+        input_schema: r#"{"type":"object","properties":{"on":{"type":"boolean"}}}"#,
+    };
+
+    async fn call<C: ToolContext>(
+        &self,
+        args: Arguments<'_>,
+        _cx: &C,
+        out: &mut ToolOutput<'_>,
+    ) -> Result<(), RpcError> {
+        let on = match args.get(b"on") {
+            None | Some(b"null") => !self.0.output(),
+            Some(_) => args
+                .bool(b"on")
+                .ok_or(RpcError::new(INVALID_PARAMS, "on must be a boolean"))?,
+        };
+        self.0.set_output(on);
+        out.text(if on { "output on" } else { "output off" })
+            .structured(|w| {
+                w.raw(if on {
+                    b"{\"on\":true}"
+                } else {
+                    b"{\"on\":false}"
+                });
+            });
+        Ok(())
+    }
+}
+
+/// `slow_task`: steps with progress, a delay between them.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SlowTask;
+
+impl Tool for SlowTask {
+    const INFO: ToolInfo<'static> = ToolInfo {
+        name: "slow_task",
+        title: Some("A slow task"),
+        description: "Runs `steps` steps (default 5), `delay_ms` apart (default 200), with a progress notification after each; stops when cancelled.",
+        input_schema: r#"{"type":"object","properties":{"steps":{"type":"integer","minimum":1,"maximum":100},"delay_ms":{"type":"integer","minimum":0,"maximum":10000}}}"#,
+    };
+
+    async fn call<C: ToolContext>(
+        &self,
+        args: Arguments<'_>,
+        cx: &C,
+        out: &mut ToolOutput<'_>,
+    ) -> Result<(), RpcError> {
+        let steps = bounded(&args, b"steps", 5, 1, MAX_STEPS)
+            .ok_or(RpcError::new(INVALID_PARAMS, "steps must be 1 to 100"))?;
+        let delay = bounded(&args, b"delay_ms", 200, 0, MAX_DELAY_MS)
+            .ok_or(RpcError::new(INVALID_PARAMS, "delay_ms must be 0 to 10000"))?;
+        for step in 1..=steps {
+            cx.sleep(Duration::from_millis(delay)).await;
+            if cx.is_cancelled() {
+                return Ok(());
+            }
+            let mut text = Text::<32>::new();
+            let _ = write!(text, "step {step} of {steps}");
+            cx.progress(step, Some(steps), Some(text.as_str())).await;
+        }
+        out.text_fmt(format_args!("done after {steps} steps"));
+        Ok(())
+    }
+}
+
+/// Member `key` as an integer in `min..=max`, `default` when absent.
+fn bounded(args: &Arguments<'_>, key: &[u8], default: u64, min: u64, max: u64) -> Option<u64> {
+    match args.get(key) {
+        None | Some(b"null") => Some(default),
+        Some(_) => args.u64(key).filter(|v| (min..=max).contains(v)),
+    }
+}
+
+/// Thousandths, printed as a decimal.
+struct Milli(i32);
+
+impl fmt::Display for Milli {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let sign = if self.0 < 0 { "-" } else { "" };
+        let v = self.0.unsigned_abs();
+        write!(f, "{sign}{}.{:03}", v / 1000, v % 1000)
+    }
+}
+
+/// A short text formatted on the stack; what does not fit is cut at a
+/// character boundary.
+struct Text<const N: usize> {
+    buf: [u8; N],
+    len: usize,
+}
+
+impl<const N: usize> Text<N> {
+    fn new() -> Self {
+        Self {
+            buf: [0; N],
+            len: 0,
+        }
+    }
+
+    fn as_str(&self) -> &str {
+        core::str::from_utf8(&self.buf[..self.len]).unwrap_or("")
+    }
+}
+
+impl<const N: usize> fmt::Write for Text<N> {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        for c in s.chars() {
+            let mut enc = [0u8; 4];
+            let bytes = c.encode_utf8(&mut enc).as_bytes();
+            let end = self.len + bytes.len();
+            let Some(dst) = self.buf.get_mut(self.len..end) else {
+                return Err(fmt::Error);
+            };
+            dst.copy_from_slice(bytes);
+            self.len = end;
+        }
+        Ok(())
+    }
+}
+
+/// The device application on embassy (feature `embassy`): the sizes, the
+/// server type and the connection loop that the firmware and its host run
+/// share, so both run the same application logic. The embassy tasks
+/// themselves (`#[embassy_executor::task]` cannot be generic) are one line
+/// each in the binary:
+///
+/// ```ignore
+/// #[embassy_executor::task(pool_size = app::CONNECTIONS)]
+/// async fn mcp_connection(stack: Stack<'static>, server: &'static app::DeviceServer<MyBoard>) -> ! {
+///     app::connection(stack, server).await
+/// }
+/// #[embassy_executor::task(pool_size = app::HANDLERS)]
+/// async fn mcp_handler(server: &'static app::DeviceServer<MyBoard>) -> ! {
+///     server.run_handler().await
+/// }
+/// ```
+#[cfg(feature = "embassy")]
+pub mod app {
+    use embassy_net::Stack;
+    use mcpwire_core::mcp::registry::{RegistryError, ServerInfo};
+    use mcpwire_embassy::{Config, Server, SlabStore};
+
+    use super::{Board, DeviceTools, INSTRUCTIONS, SERVER_NAME, SERVER_VERSION, tools};
+
+    /// Connections served at once (connection tasks, TCP sockets).
+    pub const CONNECTIONS: usize = 3;
+    /// Tool calls run at once (handler tasks).
+    pub const HANDLERS: usize = 3;
+    /// Largest `arguments` object of a call.
+    pub const ARGS: usize = 512;
+    /// Largest tool result.
+    pub const RESULT: usize = 2048;
+    /// TCP receive and transmit buffers of each connection.
+    pub const SOCKET_RX: usize = 4096;
+    /// See [`SOCKET_RX`].
+    pub const SOCKET_TX: usize = 4096;
+    /// Concurrent calls on one connection.
+    pub const STREAMS: usize = 4;
+    /// HPACK dynamic table of each connection.
+    pub const TABLE: usize = 4096;
+    /// HTTP/2 buffers of each connection (the largest request head).
+    pub const BUF: usize = 4096;
+    /// Call buffers of each connection: `STREAMS` of 4 KiB (the largest
+    /// request and response message).
+    pub type Store = SlabStore<4096, STREAMS>;
+    /// The gRPC port.
+    pub const PORT: u16 = 50051;
+
+    /// The device's MCP server over `B`.
+    pub type DeviceServer<B> = Server<'static, DeviceTools<'static, B>, HANDLERS, ARGS, RESULT>;
+
+    /// The server of the device tools on `board`.
+    pub fn server<B: Board>(board: &'static B) -> Result<DeviceServer<B>, RegistryError<'static>> {
+        let info = ServerInfo {
+            name: SERVER_NAME,
+            version: SERVER_VERSION,
+            instructions: Some(INSTRUCTIONS),
+        };
+        let config = Config {
+            port: PORT,
+            ..Config::default()
+        };
+        Server::new(info, tools(board), config)
+    }
+
+    /// One connection task's body: its socket buffers, then the server's
+    /// connection loop.
+    pub async fn connection<B: Board>(
+        stack: Stack<'static>,
+        server: &'static DeviceServer<B>,
+    ) -> ! {
+        let mut rx = [0u8; SOCKET_RX];
+        let mut tx = [0u8; SOCKET_TX];
+        server
+            .run_connection::<Store, STREAMS, TABLE, BUF>(stack, &mut rx, &mut tx)
+            .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mcpwire_core::mcp::tool::Tools;
+
+    #[test]
+    fn milli_and_text() {
+        let mut t = Text::<32>::new();
+        let _ = write!(t, "{} {} {}", Milli(21_500), Milli(-1_005), Milli(7));
+        assert_eq!(t.as_str(), "21.500 -1.005 0.007");
+        let mut t = Text::<4>::new();
+        assert!(write!(t, "abcdef").is_err());
+        assert_eq!(t.as_str(), "abcd");
+        assert_eq!(DeviceTools::<SimBoard>::find(b"\"slow_task\""), Some(2));
+    }
+}
