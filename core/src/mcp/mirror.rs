@@ -203,14 +203,9 @@ impl<'s, const N: usize> Annotations<'s, N> {
                 for (name, sub) in json::members(value) {
                     if depth == MAX_PATH {
                         // Only an annotation deeper than we track is a problem.
-                        let mut probe = Self {
-                            items: [None; N],
-                            len: 0,
-                        };
-                        let mut p = *path;
-                        probe
-                            .walk(sub, false, &mut p, depth, nesting + 1)
-                            .map_err(|_| AnnotationError::TooMany)?;
+                        if has_annotation(sub, nesting + 1) {
+                            return Err(AnnotationError::TooMany);
+                        }
                         continue;
                     }
                     path[depth] = name;
@@ -359,6 +354,22 @@ pub fn check<'s, const N: usize>(
     Ok(())
 }
 
+/// Whether an `x-mcp-header` key appears anywhere in `node`, or `node`
+/// nests deeper than the scanner's limit. Its frame is small: the walk
+/// recurses once per nesting level of a schema that may come from a peer.
+fn has_annotation(node: &[u8], nesting: usize) -> bool {
+    if nesting > json::DEFAULT_MAX_DEPTH {
+        return true;
+    }
+    match json::kind(node) {
+        Some(json::Kind::Object) => json::members(node).any(|(key, value)| {
+            json::str_eq(key, b"x-mcp-header") || has_annotation(value, nesting + 1)
+        }),
+        Some(json::Kind::Array) => json::elements(node).any(|e| has_annotation(e, nesting + 1)),
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -397,6 +408,48 @@ mod tests {
         "limit":{"type":"integer","x-mcp-header":"Limit"},
         "dry":{"type":"boolean","x-mcp-header":"Dry"},
         "sql":{"type":"string"}}}"#;
+
+    /// `properties` nested `levels` deep, with `leaf` at the bottom.
+    fn nested(levels: usize, leaf: &str) -> std::string::String {
+        let mut s = std::string::String::new();
+        for _ in 0..levels {
+            s.push_str(r#"{"type":"object","properties":{"a":"#);
+        }
+        s.push_str(leaf);
+        for _ in 0..levels {
+            s.push_str("}}");
+        }
+        s
+    }
+
+    #[test]
+    fn deep_schemas_are_bounded() {
+        let annotated = r#"{"type":"string","x-mcp-header":"A"}"#;
+        let plain = r#"{"type":"string"}"#;
+        // Within the tracked path: found, with its whole path.
+        let s = nested(MAX_PATH, annotated);
+        let a = Annotations::<'_, 4>::collect(s.as_bytes()).unwrap();
+        assert_eq!(a.iter().next().map(|x| x.path().len()), Some(MAX_PATH));
+        // One level deeper than tracked: refused, not mirrored wrongly.
+        let s = nested(MAX_PATH + 1, annotated);
+        assert_eq!(
+            Annotations::<'_, 4>::collect(s.as_bytes()).err(),
+            Some(AnnotationError::TooMany)
+        );
+        // Deep but without annotations: fine up to the scanner's depth.
+        let s = nested(MAX_PATH + 4, plain);
+        assert!(
+            Annotations::<'_, 4>::collect(s.as_bytes())
+                .unwrap()
+                .is_empty()
+        );
+        // Deeper than the scanner goes: refused.
+        let s = nested(json::DEFAULT_MAX_DEPTH, plain);
+        assert_eq!(
+            Annotations::<'_, 4>::collect(s.as_bytes()).err(),
+            Some(AnnotationError::TooMany)
+        );
+    }
 
     #[test]
     fn annotations_follow_properties() {
