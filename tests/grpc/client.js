@@ -21,21 +21,13 @@
 'use strict';
 
 const fs = require('node:fs');
-const http2 = require('node:http2');
-const path = require('node:path');
 const tls = require('node:tls');
 const grpc = require('@grpc/grpc-js');
-const loader = require('@grpc/proto-loader');
+const { PROTOCOL_VERSION, STATUS_NAME, McpClient, requests, rawCall, main } = require('./common');
 
-const PROTOCOL_VERSION = '2026-07-28';
-const CALL_PATH = '/mcp.zig.transport.v1.Mcp/Call';
 const DEMO_TOOLS = ['echo', 'progress', 'sleep', 'lookup', 'confirm'];
 const DEFAULT_DEADLINE_MS = 10000;
 const CLIENT_INFO = { name: 'mcpwire-interop-grpc-js', version: '0.1.0' };
-const STATUS_NAME = Object.fromEntries(Object.entries(grpc.status).map(([k, v]) => [v, k]));
-
-const def = loader.loadSync(path.join(__dirname, 'mcp_zig_transport_v1.proto'), { keepCase: true });
-const McpClient = grpc.loadPackageDefinition(def).mcp.zig.transport.v1.Mcp;
 
 // ---------------------------------------------------------------------------
 // Connection
@@ -59,17 +51,7 @@ function splitAddr(addr) {
 // ---------------------------------------------------------------------------
 // Requests and their metadata
 
-let nextId = 1;
-
-function request(method, params = {}, { capabilities = {}, progressToken, id } = {}) {
-  const meta = {
-    'io.modelcontextprotocol/protocolVersion': PROTOCOL_VERSION,
-    'io.modelcontextprotocol/clientCapabilities': capabilities,
-    'io.modelcontextprotocol/clientInfo': CLIENT_INFO,
-  };
-  if (progressToken !== undefined) meta.progressToken = progressToken;
-  return { jsonrpc: '2.0', id: id === undefined ? nextId++ : id, method, params: { ...params, _meta: meta } };
-}
+const request = requests(CLIENT_INFO);
 
 // MCP §5.5.3: plain when printable ASCII without surrounding whitespace and
 // not sentinel-looking, else =?base64?…?=.
@@ -178,49 +160,6 @@ function redact(headers) {
   return out;
 }
 
-// One call over plain node:http2, without a client-side timer: what the
-// server does on its own (grpc-js enforces a deadline itself, so a
-// DEADLINE_EXCEEDED seen through it does not show the server's part).
-function rawCall(addr, msg, headers, { giveUpMs = 3000 } = {}) {
-  return new Promise((resolve) => {
-    const ca = process.env.MCPWIRE_CA;
-    const session = ca
-      ? http2.connect(`https://${addr}`, { ca: fs.readFileSync(ca), servername: 'localhost', ALPNProtocols: ['h2'] })
-      : http2.connect(`http://${addr}`);
-    const json = Buffer.from(JSON.stringify(msg), 'utf8');
-    const len = [];
-    for (let n = json.length; ; n >>>= 7) { if (n > 0x7f) len.push((n & 0x7f) | 0x80); else { len.push(n); break; } }
-    const body = Buffer.concat([Buffer.from([0x0a]), Buffer.from(len), json]);
-    const prefix = Buffer.alloc(5);
-    prefix.writeUInt32BE(body.length, 1);
-    const started = Date.now();
-    const out = { headers: null, trailers: null, rstCode: null, dataBytes: 0, error: null };
-    let settled = false;
-    const done = () => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(timer);
-      out.elapsedMs = Date.now() - started;
-      const h = { ...(out.headers || {}), ...(out.trailers || {}) };
-      out.grpcStatus = h['grpc-status'] === undefined ? null : Number(h['grpc-status']);
-      out.grpcMessage = h['grpc-message'];
-      session.close();
-      resolve(out);
-    };
-    session.on('error', (e) => { out.error = e.code || e.message; done(); });
-    const req = session.request({
-      ':method': 'POST', ':path': CALL_PATH, 'content-type': 'application/grpc+proto', te: 'trailers', ...headers,
-    });
-    const timer = setTimeout(() => { out.error = `no end within ${giveUpMs} ms`; req.close(http2.constants.NGHTTP2_CANCEL); done(); }, giveUpMs);
-    req.on('response', (h) => { out.headers = h; });
-    req.on('trailers', (t) => { out.trailers = t; });
-    req.on('data', (c) => { out.dataBytes += c.length; });
-    req.on('error', (e) => { out.error = out.error || e.code || e.message; });
-    req.on('close', () => { out.rstCode = req.rstCode; done(); });
-    req.end(Buffer.concat([prefix, body]));
-  });
-}
-
 function first(md, key) {
   const v = md ? md.get(key) : [];
   return v.length ? v[0] : undefined;
@@ -245,12 +184,6 @@ function statusOf(r) {
 
 // ---------------------------------------------------------------------------
 // Checks
-
-class Check {
-  constructor(scenario) { this.obs = { client: 'grpc-js', scenario }; this.failures = []; }
-  expect(cond, reason) { if (!cond) this.failures.push(reason); return !!cond; }
-  set(k, v) { this.obs[k] = v; }
-}
 
 // A call that should end with one response (after notifications) and OK.
 // Returns the response or null.
@@ -479,7 +412,7 @@ const SCENARIOS = {
     ck.expect(r.messages.length === 0, `${r.messages.length} message(s) on the stream`);
     // The server's own part: grpc-timeout 300m and no timer in the client.
     const m2 = request('tools/call', { name: 'sleep', arguments: { ms: 5000 } });
-    const raw = await rawCall(addr, m2, { ...metadataFor(m2).headers, 'grpc-timeout': '300m' });
+    const raw = await rawCall(addr, m2, { ...metadataFor(m2).headers, 'grpc-timeout': '300m' }, { ca: process.env.MCPWIRE_CA });
     ck.set('server_side', { grpc_status: raw.grpcStatus, grpc_message: raw.grpcMessage, http_status: raw.headers && raw.headers[':status'],
       rst_code: raw.rstCode, data_bytes: raw.dataBytes, elapsed_ms: raw.elapsedMs, error: raw.error });
     ck.expect(raw.grpcStatus === grpc.status.DEADLINE_EXCEEDED,
@@ -669,34 +602,7 @@ const SCENARIOS = {
   },
 };
 
-async function main() {
-  const [addr, scenario] = process.argv.slice(2);
-  if (!addr || !scenario || !(scenario in SCENARIOS)) {
-    process.stderr.write(`usage: node client.js HOST:PORT SCENARIO\nscenarios: ${Object.keys(SCENARIOS).join(' ')}\n`);
-    process.exit(2);
-  }
-  const ck = new Check(scenario);
+main('client.js', SCENARIOS, (addr, ck) => {
   ck.set('tls', !!process.env.MCPWIRE_CA);
-  const client = makeClient(addr);
-  const watchdog = setTimeout(() => {
-    ck.failures.push('scenario did not finish within 30 s');
-    finish(ck, client);
-  }, 30000);
-  try {
-    await SCENARIOS[scenario](client, ck, addr);
-  } catch (e) {
-    ck.failures.push(`exception: ${e && e.stack ? e.stack.split('\n').slice(0, 3).join(' | ') : e}`);
-  }
-  clearTimeout(watchdog);
-  finish(ck, client);
-}
-
-function finish(ck, client) {
-  ck.obs.ok = ck.failures.length === 0;
-  if (!ck.obs.ok) ck.obs.reason = ck.failures.join('; ');
-  process.stdout.write(`${JSON.stringify(ck.obs)}\n`);
-  try { client.close(); } catch { /* closing only */ }
-  process.exit(ck.obs.ok ? 0 : 1);
-}
-
-main();
+  return makeClient(addr);
+});

@@ -15,31 +15,13 @@
 // (10 s) unless the scenario sets its own.
 'use strict';
 
-const http2 = require('node:http2');
-const path = require('node:path');
 const grpc = require('@grpc/grpc-js');
-const loader = require('@grpc/proto-loader');
+const { PROTOCOL_VERSION, STATUS_NAME, McpClient, requests, rawCall, main } = require('./common');
 
-const PROTOCOL_VERSION = '2026-07-28';
-const CALL_PATH = '/mcp.zig.transport.v1.Mcp/Call';
 const DEVICE_TOOLS = ['read_sensor', 'toggle_output', 'slow_task'];
 const CLIENT_INFO = { name: 'mcpwire-device-grpc-js', version: '0.1.0' };
-const STATUS_NAME = Object.fromEntries(Object.entries(grpc.status).map(([k, v]) => [v, k]));
 
-const def = loader.loadSync(path.join(__dirname, 'mcp_zig_transport_v1.proto'), { keepCase: true });
-const McpClient = grpc.loadPackageDefinition(def).mcp.zig.transport.v1.Mcp;
-
-let nextId = 1;
-
-function request(method, params = {}, { progressToken } = {}) {
-  const meta = {
-    'io.modelcontextprotocol/protocolVersion': PROTOCOL_VERSION,
-    'io.modelcontextprotocol/clientCapabilities': {},
-    'io.modelcontextprotocol/clientInfo': CLIENT_INFO,
-  };
-  if (progressToken !== undefined) meta.progressToken = progressToken;
-  return { jsonrpc: '2.0', id: nextId++, method, params: { ...params, _meta: meta } };
-}
+const request = requests(CLIENT_INFO);
 
 function headersFor(msg) {
   const h = { 'mcp-protocol-version': PROTOCOL_VERSION, 'mcp-method': msg.method };
@@ -74,50 +56,6 @@ function call(client, msg, { deadlineMs = 10000, onMessage } = {}) {
     c.on('error', () => {}); // the status event carries it
     c.on('status', (s) => resolve({ messages, code: s.code, details: s.details, elapsedMs: Date.now() - started }));
   });
-}
-
-// One call over plain node:http2 with grpc-timeout and no client timer: what
-// the server does on its own.
-function rawCall(addr, msg, headers, giveUpMs = 3000) {
-  return new Promise((resolve) => {
-    const session = http2.connect(`http://${addr}`);
-    const json = Buffer.from(JSON.stringify(msg), 'utf8');
-    const len = [];
-    for (let n = json.length; ; n >>>= 7) { if (n > 0x7f) len.push((n & 0x7f) | 0x80); else { len.push(n); break; } }
-    const body = Buffer.concat([Buffer.from([0x0a]), Buffer.from(len), json]);
-    const prefix = Buffer.alloc(5);
-    prefix.writeUInt32BE(body.length, 1);
-    const started = Date.now();
-    const out = { headers: null, trailers: null, error: null, dataBytes: 0 };
-    let settled = false;
-    const done = () => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(timer);
-      out.elapsedMs = Date.now() - started;
-      const h = { ...(out.headers || {}), ...(out.trailers || {}) };
-      out.grpcStatus = h['grpc-status'] === undefined ? null : Number(h['grpc-status']);
-      session.close();
-      resolve(out);
-    };
-    session.on('error', (e) => { out.error = e.code || e.message; done(); });
-    const req = session.request({
-      ':method': 'POST', ':path': CALL_PATH, 'content-type': 'application/grpc+proto', te: 'trailers', ...headers,
-    });
-    const timer = setTimeout(() => { out.error = `no end within ${giveUpMs} ms`; req.close(http2.constants.NGHTTP2_CANCEL); done(); }, giveUpMs);
-    req.on('response', (h) => { out.headers = h; });
-    req.on('trailers', (t) => { out.trailers = t; });
-    req.on('data', (c) => { out.dataBytes += c.length; });
-    req.on('error', (e) => { out.error = out.error || e.code || e.message; });
-    req.on('close', () => done());
-    req.end(Buffer.concat([prefix, body]));
-  });
-}
-
-class Check {
-  constructor(scenario) { this.obs = { client: 'grpc-js', scenario }; this.failures = []; }
-  expect(cond, reason) { if (!cond) this.failures.push(reason); return !!cond; }
-  set(k, v) { this.obs[k] = v; }
 }
 
 // The one response of a call that ended OK, after notifications only.
@@ -268,30 +206,4 @@ const SCENARIOS = {
   },
 };
 
-async function main() {
-  const [addr, scenario] = process.argv.slice(2);
-  if (!addr || !(scenario in SCENARIOS)) {
-    process.stderr.write(`usage: node device.js HOST:PORT SCENARIO\nscenarios: ${Object.keys(SCENARIOS).join(' ')}\n`);
-    process.exit(2);
-  }
-  const ck = new Check(scenario);
-  const client = new McpClient(addr, grpc.credentials.createInsecure());
-  const watchdog = setTimeout(() => { ck.failures.push('scenario did not finish within 30 s'); finish(ck, client); }, 30000);
-  try {
-    await SCENARIOS[scenario](client, ck, addr);
-  } catch (e) {
-    ck.failures.push(`exception: ${e && e.stack ? e.stack.split('\n').slice(0, 3).join(' | ') : e}`);
-  }
-  clearTimeout(watchdog);
-  finish(ck, client);
-}
-
-function finish(ck, client) {
-  ck.obs.ok = ck.failures.length === 0;
-  if (!ck.obs.ok) ck.obs.reason = ck.failures.join('; ');
-  process.stdout.write(`${JSON.stringify(ck.obs)}\n`);
-  try { client.close(); } catch { /* closing only */ }
-  process.exit(ck.obs.ok ? 0 : 1);
-}
-
-main();
+main('device.js', SCENARIOS, (addr) => new McpClient(addr, grpc.credentials.createInsecure()));

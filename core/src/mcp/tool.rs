@@ -366,41 +366,9 @@ struct Escaper<'w, 'b>(&'w mut JsonWriter<'b>);
 
 impl fmt::Write for Escaper<'_, '_> {
     fn write_str(&mut self, s: &str) -> fmt::Result {
-        escape_fragment(self.0, s.as_bytes());
+        self.0.escaped(s.as_bytes());
         Ok(())
     }
-}
-
-/// Writes `s` escaped as the inside of a JSON string (RFC 8259 §7).
-fn escape_fragment(w: &mut JsonWriter<'_>, s: &[u8]) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut start = 0;
-    for (i, &b) in s.iter().enumerate() {
-        let short: &[u8] = match b {
-            b'"' => b"\\\"",
-            b'\\' => b"\\\\",
-            b'\n' => b"\\n",
-            b'\r' => b"\\r",
-            b'\t' => b"\\t",
-            0x00..=0x1f => b"",
-            _ => continue,
-        };
-        w.raw(&s[start..i]);
-        if short.is_empty() {
-            w.raw(&[
-                b'\\',
-                b'u',
-                b'0',
-                b'0',
-                HEX[usize::from(b >> 4)],
-                HEX[usize::from(b & 0xf)],
-            ]);
-        } else {
-            w.raw(short);
-        }
-        start = i + 1;
-    }
-    w.raw(&s[start..]);
 }
 
 /// Writes the `params` of `notifications/progress`:

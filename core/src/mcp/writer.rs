@@ -32,7 +32,12 @@ impl<'b> JsonWriter<'b> {
 
     /// Appends `s` as a JSON string, quoted and escaped.
     pub fn string(&mut self, s: &[u8]) -> &mut Self {
-        self.raw(b"\"");
+        self.raw(b"\"").escaped(s).raw(b"\"")
+    }
+
+    /// Appends `s` escaped as the inside of a JSON string, without the
+    /// quotes (for a string written in pieces).
+    pub fn escaped(&mut self, s: &[u8]) -> &mut Self {
         let mut start = 0;
         for (i, &b) in s.iter().enumerate() {
             let escape: &[u8] = match b {
@@ -60,8 +65,7 @@ impl<'b> JsonWriter<'b> {
             }
             start = i + 1;
         }
-        self.raw(&s[start..]);
-        self.raw(b"\"")
+        self.raw(&s[start..])
     }
 
     /// Appends a signed integer.
