@@ -57,7 +57,11 @@ pub fn app(tick: Duration) -> App {
                 let steps = call.arguments()["steps"].as_u64().unwrap_or(3);
                 let delay = call.arguments()["delay_ms"].as_u64().unwrap_or(100);
                 for i in 1..=steps {
-                    tokio::time::sleep(Duration::from_millis(delay)).await;
+                    // A zero delay sends at once (a zero sleep still waits
+                    // for the timer's next tick, about 1 ms).
+                    if delay > 0 {
+                        tokio::time::sleep(Duration::from_millis(delay)).await;
+                    }
                     let message = format!("step {i} of {steps}");
                     call.progress(i as f64, Some(steps as f64), Some(&message))
                         .await;
