@@ -22,7 +22,8 @@ use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
-use std::task::Poll;
+use std::panic::AssertUnwindSafe;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use mcpwire_core::mcp::error::{INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND};
@@ -264,6 +265,17 @@ fn origin() -> &'static std::time::Instant {
 
 fn to_tokio(at: Instant) -> tokio::time::Instant {
     tokio::time::Instant::from_std(*origin() + Duration::from_micros(at.as_micros()))
+}
+
+/// Polls `fut` once, with a waker that does nothing (a future that waits
+/// registers the real one when its task polls it again); a panic is caught.
+fn poll_once<F: Future + ?Sized>(fut: Pin<&mut F>) -> Poll<std::thread::Result<F::Output>> {
+    let mut cx = Context::from_waker(std::task::Waker::noop());
+    match std::panic::catch_unwind(AssertUnwindSafe(|| fut.poll(&mut cx))) {
+        Ok(Poll::Ready(v)) => Poll::Ready(Ok(v)),
+        Ok(Poll::Pending) => Poll::Pending,
+        Err(panic) => Poll::Ready(Err(panic)),
+    }
 }
 
 async fn sleep_until(deadline: Option<tokio::time::Instant>) {
@@ -785,6 +797,32 @@ impl Conn {
             )),
             _ => Box::pin(async { Err(ToolError::new(METHOD_NOT_FOUND, "Method not found")) }),
         };
+        let mut work = work;
+        let running = Running {
+            task: None,
+            cancel,
+            pending: VecDeque::new(),
+        };
+        // Most handlers finish without waiting: run the handler once here,
+        // and spawn a task only for one that waits. Its answer takes the
+        // channel like every other message of the call, after the
+        // notifications it may have sent.
+        if let Poll::Ready(r) = poll_once(work.as_mut()) {
+            let result = r.unwrap_or_else(|_| Err(ToolError::internal("the handler panicked")));
+            match self.tx.try_send(Outgoing::from_result(call, result)) {
+                Ok(()) => {}
+                Err(mpsc::error::TrySendError::Full(msg)) => {
+                    let out = self.tx.clone();
+                    tokio::spawn(async move {
+                        let _ = out.send(msg).await;
+                    });
+                }
+                // The connection is going away.
+                Err(mpsc::error::TrySendError::Closed(_)) => return,
+            }
+            self.calls.0.insert(call, running);
+            return;
+        }
         let handle = tokio::spawn(work);
         let task = handle.abort_handle();
         // A watcher turns the handler's end (or its panic) into the answer;
@@ -803,8 +841,7 @@ impl Conn {
             call,
             Running {
                 task: Some(task),
-                cancel,
-                pending: VecDeque::new(),
+                ..running
             },
         );
     }
