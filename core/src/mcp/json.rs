@@ -131,9 +131,29 @@ fn literal(src: &[u8], i: usize, word: &[u8]) -> Result<usize, JsonError> {
     }
 }
 
+/// Whether none of the eight octets in `w` ends or escapes a string or is
+/// a control character (`"`, `\\`, below 0x20): the scan skips them at once.
+fn plain_word(w: u64) -> bool {
+    const LO: u64 = 0x0101_0101_0101_0101;
+    const HI: u64 = 0x8080_8080_8080_8080;
+    // Nonzero exactly when some byte of `v` is zero (and, for `control`,
+    // when some byte is below 0x20).
+    let zero = |v: u64| v.wrapping_sub(LO) & !v & HI;
+    let quote = zero(w ^ (LO * u64::from(b'"')));
+    let backslash = zero(w ^ (LO * u64::from(b'\\')));
+    let control = w.wrapping_sub(LO * 0x20) & !w & HI;
+    (quote | backslash | control) == 0
+}
+
 fn skip_string(src: &[u8], i: usize) -> Result<usize, JsonError> {
     let mut j = i + 1;
     loop {
+        while let Some(Ok(word)) = src.get(j..j + 8).map(<[u8; 8]>::try_from) {
+            if !plain_word(u64::from_le_bytes(word)) {
+                break;
+            }
+            j += 8;
+        }
         match src.get(j) {
             None => return Err(JsonError::Syntax(j)),
             Some(b'"') => return Ok(j + 1),
@@ -464,6 +484,30 @@ pub const MAX_SAFE_INTEGER: i64 = (1 << 53) - 1;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_word_scan_agrees_with_the_byte_scan() {
+        let plain = |b: u8| b != b'"' && b != b'\\' && b >= 0x20;
+        for pos in 0..8 {
+            for b in 0..=255u8 {
+                let mut w = [b'a'; 8];
+                w[pos] = b;
+                assert_eq!(
+                    plain_word(u64::from_le_bytes(w)),
+                    plain(b),
+                    "{b:#x} at {pos}"
+                );
+            }
+        }
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..100_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let w = x.to_le_bytes();
+            assert_eq!(plain_word(x), w.iter().all(|&b| plain(b)), "{w:?}");
+        }
+    }
 
     #[test]
     fn validates() {
