@@ -4,20 +4,24 @@
 #   ./scripts/test.sh              every step
 #   ./scripts/test.sh fmt test     only the named steps (setup always runs)
 #
-# Steps, in order: setup, fmt, clippy, test, interop, grpc, nostd-size, fuzz, bench. Every
+# Steps, in order: setup, fmt, clippy, test, interop, grpc, embassy, nostd-size, firmware, qemu, fuzz, bench. Every
 # step runs even when an earlier one failed; the exit status is 1 if any
 # failed. The last line reads "summary: N passed, N failed, N skipped".
 #
 # Needs rustup (stable; nightly for the fuzz step), python3 and network access
 # to the package registries. Setup installs, once and quietly: the thumbv7em
 # target, rustfmt, clippy and llvm-tools, a Python venv at .venv with the
-# reference HPACK/HTTP/2 implementations, and cargo-fuzz.
+# reference HPACK/HTTP/2 implementations, cargo-fuzz, and qemu-system-arm
+# (apt) for the qemu step.
 #
 # Environment:
 #   CI=true                 reference data, nightly and the fuzz run are required
 #   MCPWIRE_REFERENCE_DIR   reference corpora (default: ../shared/reference,
 #                           next to the repository)
 #   MCPWIRE_FUZZ_SECONDS    fuzzing time per target (default 30)
+#
+# The embassy step makes a network namespace and a TAP device: it needs root
+# and /dev/net/tun (skipped without them, a failure in CI).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -27,6 +31,7 @@ ci=false
 reference_dir=${MCPWIRE_REFERENCE_DIR:-$root/../shared/reference}
 fuzz_seconds=${MCPWIRE_FUZZ_SECONDS:-30}
 firmware_dir=firmware/nostd-size
+qemu_dir=firmware/qemu-sim
 firmware_target=thumbv7em-none-eabihf
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
@@ -99,6 +104,12 @@ PY
         quietly .venv/bin/pip install -q --disable-pip-version-check $want_python
     fi
 
+    if ! command -v qemu-system-arm >/dev/null 2>&1; then
+        note "apt-get install qemu-system-arm"
+        quietly apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive quietly apt-get install -y -qq qemu-system-arm
+    fi
+
     if has_nightly && ! cargo fuzz --version >/dev/null 2>&1; then
         note "cargo install cargo-fuzz 0.13.2"
         quietly bounded 900 cargo install cargo-fuzz --version 0.13.2 --locked
@@ -106,6 +117,7 @@ PY
     note "rustc: $(rustc --version)"
     note "nightly: $(rustup run nightly rustc --version 2>/dev/null || echo 'not installed')"
     note "python: $(.venv/bin/python --version 2>&1)"
+    note "qemu: $(qemu-system-arm --version 2>/dev/null | head -n 1 || echo 'not installed')"
 }
 
 step_fmt() {
@@ -113,7 +125,9 @@ step_fmt() {
     cargo fmt --all -- --check || rc=1
     # Crates outside the workspace.
     rustfmt --edition 2024 --check \
-        "$firmware_dir"/build.rs "$firmware_dir"/src/*.rs core/fuzz/fuzz_targets/*.rs || rc=1
+        "$firmware_dir"/build.rs "$firmware_dir"/src/*.rs core/fuzz/fuzz_targets/*.rs \
+        "$qemu_dir"/build.rs "$qemu_dir"/src/*.rs \
+        examples/firmware/build.rs examples/firmware/src/*.rs || rc=1
     return "$rc"
 }
 
@@ -122,6 +136,13 @@ step_clippy() {
     bounded 1800 cargo clippy --workspace --all-targets -- -D warnings || rc=1
     # The firmware, for its target (set in its .cargo/config.toml).
     (cd "$firmware_dir" && bounded 900 cargo clippy --release -- -D warnings) || rc=1
+    (cd "$qemu_dir" && bounded 900 cargo clippy --release -- -D warnings) || rc=1
+    # The embassy driver for the board's target (no_std), with defmt.
+    bounded 900 cargo clippy -p mcpwire-embassy --target "$firmware_target" --features defmt \
+        -- -D warnings || rc=1
+    # The board example, without and with its defmt logging.
+    (cd examples/firmware && bounded 900 cargo clippy --release -- -D warnings) || rc=1
+    (cd examples/firmware && bounded 900 cargo clippy --release --features defmt -- -D warnings) || rc=1
     return "$rc"
 }
 
@@ -186,6 +207,14 @@ step_grpc() {
     return "$rc"
 }
 
+step_embassy() {
+    # The device application (examples/device-tools on mcpwire-embassy) run
+    # on the host: embassy's std executor on a TAP device in a network
+    # namespace, called by grpc-js and by our tokio Channel. Exits 77
+    # (skipped) without root or /dev/net/tun, except in CI.
+    bounded 1800 ./scripts/interop-embassy-host.sh
+}
+
 step_nostd_size() {
     local tools elf report="$logs/size.txt" baseline=0
     tools=$(host_tools)
@@ -226,6 +255,74 @@ step_nostd_size() {
     echo "no_std size ($firmware_target, opt-level s, lto fat, no allocator), bytes;"
     echo "codec = flash over the baseline firmware (runtime alone), hpack-symbols = lower bound:"
     sed 's/^/    /' "$report"
+}
+
+step_firmware() {
+    # The MCP server firmware of examples/firmware (NUCLEO-F767ZI, embassy,
+    # 2 connections on port 50051), built as it ships: its flash (text +
+    # data) and static RAM (data + bss, TCP buffers and every task
+    # included) must stay within the budget of issue #5.
+    local max_flash=$((128 * 1024)) max_ram=$((48 * 1024))
+    local tools elf=$root/target/$firmware_target/release/mcpwire-firmware-example
+    tools=$(host_tools)
+    [[ -x $tools/llvm-size ]] || {
+        note "llvm-size not found in $tools (rustup component add llvm-tools)"
+        return 1
+    }
+    # Its .cargo/config.toml (target, shared target dir) is read from the
+    # current directory.
+    (cd examples/firmware && bounded 1200 cargo build --release --quiet)
+    if "$tools/llvm-nm" "$elf" | grep -E '__rust_(alloc|dealloc|realloc)|__rg_'; then
+        note "allocator symbols in the firmware: nothing may allocate"
+        return 1
+    fi
+    "$tools/llvm-size" "$elf"
+    local text data bss flash ram rc=0
+    read -r text data bss < <("$tools/llvm-size" "$elf" | awk 'NR == 2 {print $1, $2, $3}')
+    flash=$((text + data))
+    ram=$((data + bss))
+    echo "largest statics (bytes):"
+    "$tools/llvm-nm" --print-size --size-sort --radix=d -C "$elf" |
+        awk '$3 ~ /^[bBdD]$/ {size = $2 + 0; $1 = $2 = $3 = ""; sub(/^ +/, ""); sub(/::h[0-9a-f]+$/, ""); printf "    %7d  %s\n", size, $0}' |
+        tail -n 8 | sort -rn
+    awk -v f="$flash" -v r="$ram" -v mf="$max_flash" -v mr="$max_ram" 'BEGIN {
+        printf "flash      %7d bytes (%5.1f KiB of %d KiB)\n", f, f / 1024, mf / 1024
+        printf "static RAM %7d bytes (%5.1f KiB of %d KiB)\n", r, r / 1024, mr / 1024
+    }'
+    if ((flash > max_flash)); then
+        note "flash over budget: $flash > $max_flash"
+        rc=1
+    fi
+    if ((ram > max_ram)); then
+        note "static RAM over budget: $ram > $max_ram"
+        rc=1
+    fi
+    return "$rc"
+}
+
+step_qemu() {
+    # The simulation scenarios (HTTP/2 client and server, the MCP engine)
+    # on the Cortex-M4 instruction set: the no_std firmware boots in QEMU,
+    # prints one line per scenario and the stack high-water mark through
+    # semihosting, and exits with 0 only if every scenario passed.
+    command -v qemu-system-arm >/dev/null || {
+        note "qemu-system-arm not found (setup installs it with apt)"
+        return 1
+    }
+    (cd "$qemu_dir" && bounded 900 cargo build --release --quiet)
+    local elf=$root/target/$firmware_target/release/mcpwire-qemu-sim tools
+    tools=$(host_tools)
+    if [[ -x $tools/llvm-nm ]] && "$tools/llvm-nm" "$elf" | grep -E '__rust_(alloc|dealloc|realloc)|__rg_'; then
+        note "allocator symbols in the qemu firmware: the core must not allocate"
+        return 1
+    fi
+    local rc=0
+    bounded 300 qemu-system-arm -machine mps2-an386 -cpu cortex-m4 -nographic \
+        -semihosting-config enable=on,target=native -kernel "$elf" </dev/null | sed 's/^/    /' || rc=$?
+    if ((rc != 0)); then
+        note "the firmware exited with status $rc"
+    fi
+    return "$rc"
 }
 
 step_fuzz() {
@@ -269,11 +366,15 @@ step_bench() {
     if [[ -f scripts/bench_ratios.py ]]; then
         python3 scripts/bench_ratios.py
     fi
+    # The load benchmark, short: our server and tonic's side by side (every
+    # call checked; a failed call fails the step). README has a longer run.
+    MCPWIRE_BENCH_SECONDS=${MCPWIRE_BENCH_SECONDS:-1} MCPWIRE_BENCH_WARMUP=${MCPWIRE_BENCH_WARMUP:-0.3} \
+        bounded 1800 ./scripts/bench-load.sh
 }
 
 # --- driver ---------------------------------------------------------------
 
-steps=(setup fmt clippy test interop grpc nostd-size fuzz bench)
+steps=(setup fmt clippy test interop grpc embassy nostd-size firmware qemu fuzz bench)
 selected=("$@")
 for name in "${selected[@]}"; do
     [[ " ${steps[*]} " == *" $name "* ]] || {

@@ -1,0 +1,459 @@
+//! What travels on a tunnel call: the gRPC length prefix around
+//! `JsonRpcMessage { bytes jsonrpc = 1 }`, the two JSON-RPC requests of the
+//! load (`echo` and `progress`) and the checks of what comes back.
+
+use std::borrow::Cow;
+
+use bytes::{Buf, Bytes, BytesMut};
+use serde::Deserialize;
+use serde_json::json;
+
+/// The path of the tunnel method.
+pub const PATH: &str = "/mcp.zig.transport.v1.Mcp/Call";
+/// The MCP revision the requests speak.
+pub const PROTOCOL_VERSION: &str = "2026-07-28";
+
+/// What each call of a scenario asks for.
+#[derive(Debug, Clone)]
+pub enum Work {
+    /// `echo` with this text; the result must carry it back.
+    Echo { text: String },
+    /// `progress` with `steps` notifications and no delay between them.
+    Progress { steps: u32 },
+}
+
+/// A stand-in for the id in a rendered request, split off to make a template.
+const ID_MARK: u64 = 918_273_645_546_372_819;
+
+impl Work {
+    /// An `echo` of `len` bytes of printable ASCII (no JSON escapes).
+    pub fn echo(len: usize) -> Self {
+        let alphabet = b"abcdefghijklmnopqrstuvwxyz0123456789";
+        let text = (0..len)
+            .map(|i| char::from(alphabet[i % alphabet.len()]))
+            .collect();
+        Self::Echo { text }
+    }
+
+    /// The tool this work calls (also its `mcp-name`).
+    pub fn tool(&self) -> &'static str {
+        match self {
+            Self::Echo { .. } => "echo",
+            Self::Progress { .. } => "progress",
+        }
+    }
+
+    /// Messages one call receives (notifications and the response).
+    pub fn messages_per_call(&self) -> u64 {
+        match self {
+            Self::Echo { .. } => 1,
+            Self::Progress { steps } => u64::from(*steps) + 1,
+        }
+    }
+
+    /// The request of call `id` as JSON; a progress call uses `id` as its
+    /// progress token too.
+    fn request_json(&self, id: u64) -> serde_json::Value {
+        let mut meta = json!({
+            "io.modelcontextprotocol/protocolVersion": PROTOCOL_VERSION,
+            "io.modelcontextprotocol/clientCapabilities": {},
+        });
+        let arguments = match self {
+            Self::Echo { text } => json!({ "text": text }),
+            Self::Progress { steps } => {
+                meta["progressToken"] = json!(id);
+                json!({ "steps": steps, "delay_ms": 0 })
+            }
+        };
+        json!({
+            "jsonrpc": "2.0",
+            "id": id,
+            "method": "tools/call",
+            "params": { "name": self.tool(), "arguments": arguments, "_meta": meta },
+        })
+    }
+
+    /// A template that renders the request of any id cheaply.
+    pub fn template(&self) -> Template {
+        let text = self.request_json(ID_MARK).to_string();
+        let mark = ID_MARK.to_string();
+        Template {
+            parts: text.split(&mark).map(|p| p.as_bytes().to_vec()).collect(),
+        }
+    }
+
+    /// A checker of the messages of call `id`.
+    pub fn checker(&self, id: u64) -> Checker<'_> {
+        Checker {
+            work: self,
+            id,
+            notifications: 0,
+            last_progress: f64::NEG_INFINITY,
+            done: false,
+        }
+    }
+}
+
+/// A request with the id cut out: the id goes between any two parts.
+#[derive(Debug, Clone)]
+pub struct Template {
+    parts: Vec<Vec<u8>>,
+}
+
+impl Template {
+    /// The framed request (gRPC prefix, protobuf field 1, JSON) of call `id`.
+    pub fn frame(&self, id: u64) -> Bytes {
+        let id = id.to_string();
+        let gaps = self.parts.len().saturating_sub(1);
+        let json_len = self.parts.iter().map(Vec::len).sum::<usize>() + gaps * id.len();
+        let mut out = BytesMut::with_capacity(json_len + 16);
+        put_prefix(&mut out, json_len);
+        for (i, part) in self.parts.iter().enumerate() {
+            if i > 0 {
+                out.extend_from_slice(id.as_bytes());
+            }
+            out.extend_from_slice(part);
+        }
+        out.freeze()
+    }
+}
+
+/// The gRPC prefix (not compressed, length) and the protobuf key and
+/// length of `JsonRpcMessage.jsonrpc` for a JSON text of `json_len` bytes.
+fn put_prefix(out: &mut BytesMut, json_len: usize) {
+    let mut varint = [0u8; 10];
+    let mut n = 0;
+    let mut len = json_len;
+    loop {
+        let low = (len & 0x7f) as u8;
+        len >>= 7;
+        if len == 0 {
+            varint[n] = low;
+            n += 1;
+            break;
+        }
+        varint[n] = low | 0x80;
+        n += 1;
+    }
+    let message_len = 1 + n + json_len;
+    out.extend_from_slice(&[0]);
+    out.extend_from_slice(&(message_len as u32).to_be_bytes());
+    out.extend_from_slice(&[0x0a]);
+    out.extend_from_slice(&varint[..n]);
+}
+
+/// Splits gRPC messages off the received DATA and unwraps their
+/// `JsonRpcMessage`.
+#[derive(Debug, Default)]
+pub struct Deframer {
+    buf: BytesMut,
+}
+
+impl Deframer {
+    pub fn push(&mut self, data: &[u8]) {
+        self.buf.extend_from_slice(data);
+    }
+
+    /// The JSON text of the next complete message, if one is there.
+    pub fn next_message(&mut self) -> Result<Option<Bytes>, String> {
+        if self.buf.len() < 5 {
+            return Ok(None);
+        }
+        if self.buf[0] != 0 {
+            return Err(format!("compressed flag {} on a message", self.buf[0]));
+        }
+        let len = u32::from_be_bytes([self.buf[1], self.buf[2], self.buf[3], self.buf[4]]) as usize;
+        if self.buf.len() < 5 + len {
+            return Ok(None);
+        }
+        self.buf.advance(5);
+        let message = self.buf.split_to(len).freeze();
+        json_field(message).map(Some)
+    }
+
+    /// Whether a part of a message is left over.
+    pub fn is_empty(&self) -> bool {
+        self.buf.is_empty()
+    }
+}
+
+/// Field 1 of `JsonRpcMessage`, the only field a server sends.
+fn json_field(mut message: Bytes) -> Result<Bytes, String> {
+    if message.first() != Some(&0x0a) {
+        return Err(format!(
+            "a JsonRpcMessage that does not start with field 1: {:02x?}",
+            &message[..message.len().min(8)]
+        ));
+    }
+    message.advance(1);
+    let mut len = 0usize;
+    let mut shift = 0;
+    loop {
+        let Some(&b) = message.first() else {
+            return Err("a JsonRpcMessage cut in its length".into());
+        };
+        message.advance(1);
+        len |= usize::from(b & 0x7f) << shift;
+        shift += 7;
+        if b & 0x80 == 0 {
+            break;
+        }
+        if shift > 35 {
+            return Err("a JsonRpcMessage length over 5 bytes".into());
+        }
+    }
+    if message.len() != len {
+        return Err(format!(
+            "JsonRpcMessage field 1 of {len} bytes in {} bytes",
+            message.len()
+        ));
+    }
+    Ok(message)
+}
+
+/// The parts of a received JSON-RPC message the checks read.
+#[derive(Debug, Deserialize)]
+struct Received<'a> {
+    #[serde(default)]
+    jsonrpc: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    method: Option<Cow<'a, str>>,
+    #[serde(default)]
+    id: Option<serde_json::Value>,
+    #[serde(borrow, default)]
+    result: Option<CallResult<'a>>,
+    #[serde(default)]
+    error: Option<serde_json::Value>,
+    #[serde(default)]
+    params: Option<ProgressParams>,
+}
+
+#[derive(Debug, Deserialize)]
+struct CallResult<'a> {
+    #[serde(borrow, default)]
+    content: Vec<Content<'a>>,
+    #[serde(rename = "isError", default)]
+    is_error: bool,
+}
+
+#[derive(Debug, Deserialize)]
+struct Content<'a> {
+    #[serde(borrow, default)]
+    text: Option<Cow<'a, str>>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ProgressParams {
+    #[serde(rename = "progressToken", default)]
+    progress_token: Option<serde_json::Value>,
+    #[serde(default)]
+    progress: Option<f64>,
+}
+
+/// Checks the messages of one call in order; [`Checker::finish`] at the end.
+#[derive(Debug)]
+pub struct Checker<'w> {
+    work: &'w Work,
+    id: u64,
+    notifications: u32,
+    last_progress: f64,
+    done: bool,
+}
+
+impl Checker<'_> {
+    pub fn message(&mut self, json: &[u8]) -> Result<(), String> {
+        let m: Received<'_> = serde_json::from_slice(json).map_err(|e| {
+            format!(
+                "not a JSON-RPC message ({e}): {}",
+                String::from_utf8_lossy(&json[..json.len().min(200)])
+            )
+        })?;
+        if m.jsonrpc.as_deref() != Some("2.0") {
+            return Err("a message without \"jsonrpc\": \"2.0\"".into());
+        }
+        if self.done {
+            return Err("a message after the response".into());
+        }
+        if let Some(method) = m.method {
+            return self.notification(&method, m.params.as_ref());
+        }
+        if m.id.as_ref().and_then(serde_json::Value::as_u64) != Some(self.id) {
+            return Err(format!("response id {:?}, sent {}", m.id, self.id));
+        }
+        if let Some(e) = m.error {
+            return Err(format!("error response: {e}"));
+        }
+        let Some(result) = m.result else {
+            return Err("a response with neither result nor error".into());
+        };
+        if result.is_error {
+            return Err("a tool result with isError".into());
+        }
+        let text = result.content.first().and_then(|c| c.text.as_deref());
+        match self.work {
+            Work::Echo { text: sent } => {
+                if text != Some(sent.as_str()) {
+                    return Err(format!(
+                        "echo returned {:?}, sent {} bytes",
+                        text.map(|t| &t[..t.len().min(40)]),
+                        sent.len()
+                    ));
+                }
+            }
+            Work::Progress { steps } => {
+                if self.notifications != *steps {
+                    return Err(format!(
+                        "{} progress notifications before the result, asked for {steps}",
+                        self.notifications
+                    ));
+                }
+                if text.is_none() {
+                    return Err("a progress result without text".into());
+                }
+            }
+        }
+        self.done = true;
+        Ok(())
+    }
+
+    fn notification(
+        &mut self,
+        method: &str,
+        params: Option<&ProgressParams>,
+    ) -> Result<(), String> {
+        if !matches!(self.work, Work::Progress { .. }) || method != "notifications/progress" {
+            return Err(format!("unexpected notification {method}"));
+        }
+        let Some(params) = params else {
+            return Err("a progress notification without params".into());
+        };
+        if params
+            .progress_token
+            .as_ref()
+            .and_then(serde_json::Value::as_u64)
+            != Some(self.id)
+        {
+            return Err(format!(
+                "progress token {:?}, sent {}",
+                params.progress_token, self.id
+            ));
+        }
+        let progress = params.progress.unwrap_or(f64::NAN);
+        if progress.is_nan() || progress <= self.last_progress {
+            return Err(format!(
+                "progress {progress} after {}: must increase",
+                self.last_progress
+            ));
+        }
+        self.last_progress = progress;
+        self.notifications += 1;
+        Ok(())
+    }
+
+    /// The call ended: was the response there?
+    pub fn finish(&self) -> Result<(), String> {
+        if self.done {
+            Ok(())
+        } else {
+            Err(format!(
+                "the stream ended without a response ({} notifications)",
+                self.notifications
+            ))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    fn deframe_all(bytes: &[u8]) -> Vec<Bytes> {
+        let mut d = Deframer::default();
+        d.push(bytes);
+        let mut out = Vec::new();
+        while let Some(m) = d.next_message().unwrap() {
+            out.push(m);
+        }
+        assert!(d.is_empty());
+        out
+    }
+
+    #[test]
+    fn template_renders_the_request_of_each_id() {
+        for work in [Work::echo(200), Work::Progress { steps: 100 }] {
+            let t = work.template();
+            for id in [0, 7, 123_456_789] {
+                let framed = t.frame(id);
+                let got = deframe_all(&framed);
+                assert_eq!(got.len(), 1);
+                let v: serde_json::Value = serde_json::from_slice(&got[0]).unwrap();
+                assert_eq!(v, work.request_json(id));
+            }
+        }
+    }
+
+    #[test]
+    fn long_lengths_take_a_multi_byte_varint() {
+        let framed = Work::echo(20_000).template().frame(1);
+        assert_eq!(framed[5], 0x0a);
+        assert!(framed[6] & 0x80 != 0);
+        assert_eq!(deframe_all(&framed).len(), 1);
+    }
+
+    #[test]
+    fn echo_checks_id_and_text() {
+        let work = Work::echo(5);
+        let ok =
+            br#"{"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"text","text":"abcde"}]}}"#;
+        let mut c = work.checker(3);
+        assert!(c.finish().is_err());
+        c.message(ok).unwrap();
+        c.finish().unwrap();
+        assert!(c.message(ok).is_err(), "a second response");
+        assert!(work.checker(4).message(ok).is_err(), "wrong id");
+        let other =
+            br#"{"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"text","text":"abcdf"}]}}"#;
+        assert!(work.checker(3).message(other).is_err());
+        let error = br#"{"jsonrpc":"2.0","id":3,"error":{"code":-32602,"message":"no"}}"#;
+        assert!(work.checker(3).message(error).is_err());
+    }
+
+    #[test]
+    fn progress_counts_increasing_notifications() {
+        let work = Work::Progress { steps: 2 };
+        let n = |p: u32| {
+            format!(
+                r#"{{"jsonrpc":"2.0","method":"notifications/progress","params":{{"progressToken":9,"progress":{p},"total":2}}}}"#
+            )
+        };
+        let done =
+            br#"{"jsonrpc":"2.0","id":9,"result":{"content":[{"type":"text","text":"done"}]}}"#;
+        let mut c = work.checker(9);
+        c.message(n(1).as_bytes()).unwrap();
+        c.message(n(2).as_bytes()).unwrap();
+        c.message(done).unwrap();
+        c.finish().unwrap();
+
+        let mut short = work.checker(9);
+        short.message(n(1).as_bytes()).unwrap();
+        assert!(short.message(done).is_err());
+
+        let mut repeated = work.checker(9);
+        repeated.message(n(1).as_bytes()).unwrap();
+        assert!(repeated.message(n(1).as_bytes()).is_err());
+    }
+
+    #[test]
+    fn deframer_waits_for_whole_messages() {
+        let framed = Work::echo(50).template().frame(1);
+        let mut d = Deframer::default();
+        for chunk in framed.chunks(7) {
+            assert!(d.next_message().unwrap().is_none());
+            d.push(chunk);
+        }
+        assert!(d.next_message().unwrap().is_some());
+        assert!(d.is_empty());
+    }
+}
