@@ -20,9 +20,9 @@ use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
+use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
-use std::panic::AssertUnwindSafe;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
