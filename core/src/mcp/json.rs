@@ -145,6 +145,66 @@ fn plain_word(w: u64) -> bool {
     (quote | backslash | control) == 0
 }
 
+/// The end of the value at `i` of a document that [`validate`] accepted:
+/// strings are skipped by their quotes and containers by their brackets,
+/// without checking the grammar again. On other input it gives some end,
+/// or `None`, and never panics.
+fn skip_valid(src: &[u8], i: usize) -> Option<usize> {
+    match *src.get(i)? {
+        b'"' => skip_quoted(src, i),
+        b'{' | b'[' => {
+            let mut depth = 0usize;
+            let mut j = i;
+            loop {
+                match *src.get(j)? {
+                    b'"' => {
+                        j = skip_quoted(src, j)?;
+                        continue;
+                    }
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth = depth.saturating_sub(1);
+                        if depth == 0 {
+                            return Some(j + 1);
+                        }
+                    }
+                    _ => {}
+                }
+                j += 1;
+            }
+        }
+        _ => {
+            let mut j = i;
+            while let Some(&c) = src.get(j) {
+                if matches!(c, b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r') {
+                    break;
+                }
+                j += 1;
+            }
+            Some(j)
+        }
+    }
+}
+
+/// The end of the string whose opening quote is at `i`, by its closing
+/// quote (escapes skipped, not checked).
+fn skip_quoted(src: &[u8], i: usize) -> Option<usize> {
+    let mut j = i + 1;
+    loop {
+        while let Some(Ok(word)) = src.get(j..j + 8).map(<[u8; 8]>::try_from) {
+            if !plain_word(u64::from_le_bytes(word)) {
+                break;
+            }
+            j += 8;
+        }
+        match *src.get(j)? {
+            b'"' => return Some(j + 1),
+            b'\\' => j += 2,
+            _ => j += 1,
+        }
+    }
+}
+
 fn skip_string(src: &[u8], i: usize) -> Result<usize, JsonError> {
     let mut j = i + 1;
     loop {
@@ -247,8 +307,13 @@ impl<'a> Iterator for Members<'a> {
         }
         let key_end = skip_string(src, i).ok()?;
         let key = &src[i..key_end];
-        let v = skip_ws(src, skip_key(src, i).ok()?);
-        let end = skip_value(src, v, usize::MAX).ok()?;
+        let colon = skip_ws(src, key_end);
+        if src.get(colon) != Some(&b':') {
+            self.i = src.len();
+            return None;
+        }
+        let v = skip_ws(src, colon + 1);
+        let end = skip_valid(src, v)?;
         self.i = end;
         Some((key, &src[v..end]))
     }
@@ -257,6 +322,25 @@ impl<'a> Iterator for Members<'a> {
 /// The raw value of member `key` (compared with escapes resolved).
 pub fn get<'a>(obj: &'a [u8], key: &[u8]) -> Option<&'a [u8]> {
     members(obj).find(|(k, _)| str_eq(k, key)).map(|(_, v)| v)
+}
+
+/// The raw values of several members, in one pass over the object (the
+/// first of each key wins, as with [`get`]).
+pub fn get_all<'a, const N: usize>(obj: &'a [u8], keys: [&[u8]; N]) -> [Option<&'a [u8]>; N] {
+    let mut found = [None; N];
+    let mut left = N;
+    for (k, v) in members(obj) {
+        if let Some(i) = keys.iter().position(|key| str_eq(k, key))
+            && found[i].is_none()
+        {
+            found[i] = Some(v);
+            left -= 1;
+            if left == 0 {
+                break;
+            }
+        }
+    }
+    found
 }
 
 /// The elements of an array that [`validate`] accepted.
@@ -289,7 +373,7 @@ impl<'a> Iterator for Elements<'a> {
             self.i = src.len();
             return None;
         }
-        let end = skip_value(src, i, usize::MAX).ok()?;
+        let end = skip_valid(src, i)?;
         self.i = end;
         Some(&src[i..end])
     }
@@ -484,6 +568,46 @@ pub const MAX_SAFE_INTEGER: i64 = (1 << 53) - 1;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_quick_skip_ends_where_the_validating_skip_ends() {
+        let docs: [&[u8]; 9] = [
+            br#"{"a":[1,{"b":"]}\"}"},-2.5e3],"c":{}}"#,
+            br#"["x\\",[[]],true,null,false,{"k":"v"}]"#,
+            br#""a string with { and ] and \" inside, longer than a word""#,
+            b"-12.75e+2",
+            b"true",
+            br#"{"nested":{"deep":{"deeper":[1,2,3,"\u00e9"]}},"z":0}"#,
+            br#"[ 1 , "two" , { "three" : 3 } ]"#,
+            br#"{"text":"0123456789abcdef0123456789abcdef\\"}"#,
+            b"{}",
+        ];
+        for doc in docs {
+            assert_eq!(validate(doc, DEFAULT_MAX_DEPTH), Ok(()), "{doc:?}");
+            assert_eq!(
+                skip_valid(doc, 0),
+                skip_value(doc, 0, DEFAULT_MAX_DEPTH).ok(),
+                "{:?}",
+                core::str::from_utf8(doc)
+            );
+        }
+        // Members and elements of such documents, by the quick skip.
+        let obj = br#"{"a" : "x,}", "b":[1,"]"], "c":{"d":"\""}}"#;
+        let keys: [&[u8]; 3] = [br#""a""#, br#""b""#, br#""c""#];
+        assert!(members(obj).map(|(k, _)| k).eq(keys));
+        assert_eq!(get(obj, b"b"), Some(&br#"[1,"]"]"#[..]));
+        assert_eq!(elements(br#"[1,"]",{"x":[2]}]"#).count(), 3);
+        // Broken input ends somewhere, without a panic.
+        for bad in [
+            &br#"{"a":"unterminated"#[..],
+            b"{\"a\":[1,2",
+            b"[\"x",
+            b"{\"a\" 1}",
+        ] {
+            let _ = members(bad).count();
+            let _ = elements(bad).count();
+        }
+    }
 
     #[test]
     fn the_word_scan_agrees_with_the_byte_scan() {

@@ -38,13 +38,21 @@ impl<'a> RequestMeta<'a> {
         if json::kind(meta) != Some(json::Kind::Object) {
             return Err(MISSING);
         }
-        let version = json::get(meta, KEY_PROTOCOL_VERSION)
+        let [version, caps, token] = json::get_all(
+            meta,
+            [
+                KEY_PROTOCOL_VERSION,
+                KEY_CLIENT_CAPABILITIES,
+                b"progressToken",
+            ],
+        );
+        let version = version
             .filter(|v| json::kind(v) == Some(json::Kind::String))
             .ok_or(MISSING)?;
-        let caps = json::get(meta, KEY_CLIENT_CAPABILITIES)
+        let caps = caps
             .filter(|v| json::kind(v) == Some(json::Kind::Object))
             .ok_or(MISSING)?;
-        let progress_token = json::get(meta, b"progressToken")
+        let progress_token = token
             .filter(|v| matches!(json::kind(v), Some(json::Kind::String | json::Kind::Number)));
         Ok(Self {
             protocol_version: version,
