@@ -27,9 +27,16 @@
 //! frames waiting to be sent) and the ids of the last `RESETS` streams it
 //! reset. DATA payloads are never buffered: they are handed out from the
 //! input. `core::mem::size_of` is the whole cost.
+//!
+//! The three `BUF` buffers live in the trailing type parameter, a
+//! [`FrameBuffers`] that defaults to [`InlineBuffers`]. A driver with an
+//! allocator can pass one that holds each buffer only while it is in use
+//! (see [`buffers`](super::buffers) for when they are taken and given back,
+//! and how the connection answers when one cannot be had).
 
 use core::time::Duration;
 
+use super::buffers::{FrameBuffer, FrameBuffers, InlineBuffers};
 use super::config::{Config, Role};
 use super::frame::{self, FrameHeader, FrameType, HEADER_LEN, MAX_WINDOW, PREFACE, Setting, flags};
 use super::headers::{HeaderList, HeaderStore, HeadersKind};
@@ -318,6 +325,7 @@ pub struct Connection<
     const TABLE: usize = 4096,
     const BUF: usize = 16384,
     const RESETS: usize = 64,
+    B: FrameBuffers<BUF> = InlineBuffers<BUF>,
 > {
     role: Role,
     config: Config,
@@ -333,11 +341,12 @@ pub struct Connection<
     current: Option<Current>,
     small: [u8; 8],
     small_len: u8,
-    block: [u8; BUF],
+    /// The block, the header store and the transmit buffer.
+    bufs: B,
     block_len: usize,
     block_info: Option<Block>,
     decoder: Decoder<TABLE>,
-    store: HeaderStore<BUF>,
+    store: HeaderStore,
     /// An event points into the store; recv waits until it was read.
     store_busy: bool,
     /// The store's event was handed out; free it on the next call.
@@ -366,7 +375,6 @@ pub struct Connection<
 
     // Transmitting.
     encoder: Encoder,
-    tx: [u8; BUF],
     tx_start: usize,
     tx_end: usize,
     /// End of the frame at `tx_start` that is partly written.
@@ -397,8 +405,13 @@ pub struct Connection<
     error: Option<ConnectionError>,
 }
 
-impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: usize>
-    core::fmt::Debug for Connection<STREAMS, TABLE, BUF, RESETS>
+impl<
+    const STREAMS: usize,
+    const TABLE: usize,
+    const BUF: usize,
+    const RESETS: usize,
+    B: FrameBuffers<BUF>,
+> core::fmt::Debug for Connection<STREAMS, TABLE, BUF, RESETS, B>
 {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Connection")
@@ -418,13 +431,32 @@ type ConnResult<T = ()> = Result<T, frame::Violation>;
 /// DATA handed out by one step: (stream, length, end_stream).
 type DataOut = (StreamRef, usize, bool);
 
-impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: usize>
-    Connection<STREAMS, TABLE, BUF, RESETS>
+impl<
+    const STREAMS: usize,
+    const TABLE: usize,
+    const BUF: usize,
+    const RESETS: usize,
+    B: FrameBuffers<BUF> + Default,
+> Connection<STREAMS, TABLE, BUF, RESETS, B>
 {
     /// A connection in the given role. A client writes the preface and its
     /// SETTINGS on the first `poll_transmit`; a server writes its SETTINGS
     /// and waits for the client preface.
     pub fn new(role: Role, config: Config, now: Instant) -> Self {
+        Self::with_buffers(role, config, now, B::default())
+    }
+}
+
+impl<
+    const STREAMS: usize,
+    const TABLE: usize,
+    const BUF: usize,
+    const RESETS: usize,
+    B: FrameBuffers<BUF>,
+> Connection<STREAMS, TABLE, BUF, RESETS, B>
+{
+    /// [`Connection::new`] with the given buffer storage.
+    pub fn with_buffers(role: Role, config: Config, now: Instant, buffers: B) -> Self {
         const {
             assert!(
                 STREAMS > 0 && STREAMS < u16::MAX as usize,
@@ -471,7 +503,7 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
             current: None,
             small: [0; 8],
             small_len: 0,
-            block: [0; BUF],
+            bufs: buffers,
             block_len: 0,
             block_info: None,
             decoder,
@@ -500,7 +532,6 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
             conn_recv_window: i64::from(config.connection_window_size),
             conn_release_owed: 0,
             encoder: Encoder::new(),
-            tx: [0; BUF],
             tx_start: 0,
             tx_end: 0,
             tx_frame_end: 0,
@@ -760,7 +791,11 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
             Payload::Fragment { left } => {
                 let n = input.len().min(left as usize);
                 let end = self.block_len + n;
-                let Some(dst) = self.block.get_mut(self.block_len..end) else {
+                let Some(dst) = self
+                    .bufs
+                    .get_mut(FrameBuffer::Block)
+                    .get_mut(self.block_len..end)
+                else {
                     // The block cannot be decoded, so the HPACK context would be
                     // lost: the connection ends (RFC 9113 §10.5.1).
                     return Err((
@@ -1135,6 +1170,11 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
             // A stream that was open and is closed (RFC 9113 §5.1).
             None => return Err((ErrorCode::STREAM_CLOSED, "HEADERS on a closed stream")),
         };
+        if !self.hold(FrameBuffer::Block) {
+            // Without the buffer the block cannot be decoded, and the HPACK
+            // context would be lost (see `buffers`).
+            return Err((ErrorCode::ENHANCE_YOUR_CALM, "no buffer for a header block"));
+        }
         self.block_len = 0;
         self.block_info = Some(Block {
             stream_id: id,
@@ -1395,8 +1435,33 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
         }
     }
 
-    /// A complete header block is in `block`.
+    /// Holds `which`, which has at least `BUF` octets; false when it cannot
+    /// be had.
+    #[inline]
+    fn hold(&mut self, which: FrameBuffer) -> bool {
+        if self.bufs.acquire(which) {
+            if self.bufs.get(which).len() >= BUF {
+                return true;
+            }
+            self.bufs.release(which);
+        }
+        false
+    }
+
+    /// A complete header block is in the block buffer: decodes it and gives
+    /// the buffer back, and the header store too unless an event points
+    /// into it.
     fn end_block(&mut self) -> ConnResult {
+        let result = self.decode_block();
+        self.block_len = 0;
+        self.bufs.release(FrameBuffer::Block);
+        if !self.store_busy {
+            self.bufs.release(FrameBuffer::Headers);
+        }
+        result
+    }
+
+    fn decode_block(&mut self) -> ConnResult {
         let Some(info) = self.block_info.take() else {
             return Ok(());
         };
@@ -1427,18 +1492,31 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
                 return Ok(());
             }
         };
+        if !self.hold(FrameBuffer::Headers) {
+            // No room for the list (see `buffers`): keep HPACK in step, then
+            // refuse a new stream, reset one already open.
+            self.decode_ignored()?;
+            return match info.target {
+                BlockTarget::Slot(slot) => self.stream_error(slot, ErrorCode::ENHANCE_YOUR_CALM),
+                _ => {
+                    self.refuse(info.stream_id, ErrorCode::REFUSED_STREAM);
+                    Ok(())
+                }
+            };
+        }
         self.store.begin(kind);
         let store = &mut self.store;
         // Huffman-coded literals are decoded into the free end of the block
         // buffer before the store copies them.
-        let (block, scratch) = self.block.split_at_mut(self.block_len);
-        let result = self.decoder.decode(block, scratch, |f| store.push(f));
+        let (block, list) = self.bufs.block_and_headers();
+        let (block, scratch) = block.split_at_mut(self.block_len);
+        let result = self.decoder.decode(block, scratch, |f| store.push(list, f));
         let size_error = match result {
             Ok(()) => self.store.overflow,
             Err(e) if e.is_size_error() => true,
             Err(_) => return Err((ErrorCode::COMPRESSION_ERROR, "HPACK decoding failed")),
         };
-        let checked = self.store.finish();
+        let checked = self.store.finish(self.bufs.get(FrameBuffer::Headers));
         // Open the stream (server), or find it.
         let slot = match info.target {
             BlockTarget::Slot(slot) => slot,
@@ -1501,7 +1579,8 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
 
     /// Decodes the block only to keep the HPACK context in step.
     fn decode_ignored(&mut self) -> ConnResult {
-        let (block, scratch) = self.block.split_at_mut(self.block_len);
+        let (block, _) = self.bufs.block_and_headers();
+        let (block, scratch) = block.split_at_mut(self.block_len);
         match self.decoder.decode(block, scratch, |_| {}) {
             Ok(()) => Ok(()),
             Err(e) if e.is_size_error() => Ok(()),
@@ -1878,6 +1957,11 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
         self.local_streams = 0;
         self.state = State::Closed;
         self.store_busy = false;
+        self.store_read = false;
+        self.block_info = None;
+        self.block_len = 0;
+        self.bufs.release(FrameBuffer::Block);
+        self.bufs.release(FrameBuffer::Headers);
         let error = self.error;
         // The closing event must fit even in a full queue.
         if self.events_len == EVENT_QUEUE {
@@ -1941,6 +2025,7 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
         if self.store_read {
             self.store_read = false;
             self.store_busy = false;
+            self.bufs.release(FrameBuffer::Headers);
         }
     }
 
@@ -1975,7 +2060,7 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
                 Event::Headers {
                     stream,
                     kind,
-                    fields: self.store.list(),
+                    fields: self.store.list(self.bufs.get(FrameBuffer::Headers)),
                     end_stream,
                 }
             }
@@ -2150,6 +2235,10 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
         I: IntoIterator<Item = Field<'f>>,
     {
         self.compact_tx();
+        if !self.hold(FrameBuffer::Transmit) {
+            return Err(StreamError::TransmitFull);
+        }
+        let tx = self.bufs.get_mut(FrameBuffer::Transmit);
         let max = self.remote.max_frame_size as usize;
         let start = self.tx_end;
         let body = start + HEADER_LEN;
@@ -2161,7 +2250,7 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
         let encode_end = body + room - continuation_room;
         let n = match self
             .encoder
-            .encode(fields, &mut self.tx[body.min(encode_end)..encode_end])
+            .encode(fields, &mut tx[body.min(encode_end)..encode_end])
         {
             Ok(n) => n,
             Err(hpack::EncodeError::BufferTooSmall { needed }) => {
@@ -2183,7 +2272,7 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
             let from = body + k * max;
             let len = (n - k * max).min(max);
             let to = from + k * HEADER_LEN;
-            self.tx.copy_within(from..from + len, to);
+            tx.copy_within(from..from + len, to);
         }
         let mut at = start;
         for k in 0..frames {
@@ -2199,7 +2288,7 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
             if k + 1 == frames {
                 fl |= flags::END_HEADERS;
             }
-            let _ = frame::write_header(&mut self.tx[at..], len, kind, fl, id);
+            let _ = frame::write_header(&mut tx[at..], len, kind, fl, id);
             at += HEADER_LEN + len;
         }
         self.tx_end = at;
@@ -2210,10 +2299,11 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
     /// already there; falls back to the refusal queue when full.
     fn write_rst_in_order(&mut self, id: u32, code: ErrorCode) {
         self.compact_tx();
-        if self.tx_end + HEADER_LEN + 4 <= BUF {
+        if self.tx_end + HEADER_LEN + 4 <= BUF && self.hold(FrameBuffer::Transmit) {
             let at = self.tx_end;
-            let _ = frame::write_header(&mut self.tx[at..], 4, FrameType::RST_STREAM, 0, id);
-            self.tx[at + HEADER_LEN..at + HEADER_LEN + 4].copy_from_slice(&code.0.to_be_bytes());
+            let tx = self.bufs.get_mut(FrameBuffer::Transmit);
+            let _ = frame::write_header(&mut tx[at..], 4, FrameType::RST_STREAM, 0, id);
+            tx[at + HEADER_LEN..at + HEADER_LEN + 4].copy_from_slice(&code.0.to_be_bytes());
             self.tx_end += HEADER_LEN + 4;
         } else {
             self.refuse_quietly(id, code);
@@ -2249,9 +2339,14 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
         let max = self.remote.max_frame_size as usize;
         let mut taken = 0;
         let mut ended = false;
-        let mut out_of_room;
+        // Without the buffer, as if it were full (see `buffers`).
+        let held = self.hold(FrameBuffer::Transmit);
+        let mut out_of_room = !held;
         let mut window = s.send_window.min(self.conn_send_window).max(0) as usize;
         loop {
+            if !held {
+                break;
+            }
             let left = data.len() - taken;
             // Room for a frame header, and for a trailing RST_STREAM of an
             // early response.
@@ -2272,8 +2367,9 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
             } else {
                 0
             };
-            let _ = frame::write_header(&mut self.tx[at..], n, FrameType::DATA, fl, s.id);
-            self.tx[at + HEADER_LEN..at + HEADER_LEN + n].copy_from_slice(&data[taken..taken + n]);
+            let tx = self.bufs.get_mut(FrameBuffer::Transmit);
+            let _ = frame::write_header(&mut tx[at..], n, FrameType::DATA, fl, s.id);
+            tx[at + HEADER_LEN..at + HEADER_LEN + n].copy_from_slice(&data[taken..taken + n]);
             self.tx_end += HEADER_LEN + n;
             taken += n;
             window -= n;
@@ -2353,7 +2449,10 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
             self.tx_frame_end = 0;
         } else if self.tx_start > 0 {
             // A partly written frame moves too: its end moves with it.
-            self.tx.copy_within(self.tx_start..self.tx_end, 0);
+            let (start, end) = (self.tx_start, self.tx_end);
+            self.bufs
+                .get_mut(FrameBuffer::Transmit)
+                .copy_within(start..end, 0);
             self.tx_end -= self.tx_start;
             self.tx_frame_end = self.tx_frame_end.saturating_sub(self.tx_start);
             self.tx_start = 0;
@@ -2443,8 +2542,10 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
             let all = self.put_control(out, &mut w, &frame[..HEADER_LEN + len]);
             if self.state == State::Closed && code != ErrorCode::NO_ERROR {
                 // After an error GOAWAY nothing else is sent.
-                self.tx_start = self.tx_end;
-                self.tx_frame_end = self.tx_start;
+                self.tx_start = 0;
+                self.tx_end = 0;
+                self.tx_frame_end = 0;
+                self.bufs.release(FrameBuffer::Transmit);
                 self.refusals_len = 0;
                 return w;
             }
@@ -2466,6 +2567,12 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
         if self.state == State::Closed {
             // Flush what is queued, open no windows.
             w += self.copy_tx_frames(&mut out[w..]);
+            if self.tx_start == self.tx_end {
+                self.tx_start = 0;
+                self.tx_end = 0;
+                self.tx_frame_end = 0;
+                self.bufs.release(FrameBuffer::Transmit);
+            }
             return w;
         }
         if self.connection_update_due() {
@@ -2499,7 +2606,9 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
             self.tx_start = 0;
             self.tx_end = 0;
             self.tx_frame_end = 0;
-            if self.some_want_tx {
+            // Streams that wait for room wake with the buffer held (it may
+            // have been refused to them); otherwise it goes back.
+            if self.some_want_tx && self.hold(FrameBuffer::Transmit) {
                 self.some_want_tx = false;
                 for slot in 0..STREAMS {
                     if let Some(s) = self.slots[slot].stream.as_mut()
@@ -2508,6 +2617,8 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
                         self.mark_ready(slot);
                     }
                 }
+            } else if !self.some_want_tx {
+                self.bufs.release(FrameBuffer::Transmit);
             }
             if self.some_send_blocked {
                 self.wake_blocked();
@@ -2549,7 +2660,11 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
     fn copy_tx_frames(&mut self, out: &mut [u8]) -> usize {
         let mut w = 0;
         while self.tx_start < self.tx_end && w < out.len() {
-            let Some(head) = self.tx.get(self.tx_start..self.tx_start + HEADER_LEN) else {
+            let Some(head) = self
+                .bufs
+                .get(FrameBuffer::Transmit)
+                .get(self.tx_start..self.tx_start + HEADER_LEN)
+            else {
                 break;
             };
             let len =
@@ -2562,7 +2677,9 @@ impl<const STREAMS: usize, const TABLE: usize, const BUF: usize, const RESETS: u
 
     fn copy_tx(&mut self, out: &mut [u8], until: usize) -> usize {
         let n = (until - self.tx_start).min(out.len());
-        out[..n].copy_from_slice(&self.tx[self.tx_start..self.tx_start + n]);
+        out[..n].copy_from_slice(
+            &self.bufs.get(FrameBuffer::Transmit)[self.tx_start..self.tx_start + n],
+        );
         self.tx_start += n;
         n
     }

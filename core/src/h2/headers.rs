@@ -221,10 +221,10 @@ struct Pseudo {
     connect: bool,
 }
 
-/// Builds one header list at a time, checking each field.
+/// Builds one header list at a time, checking each field, into a buffer
+/// the caller keeps (the connection's [`FrameBuffer::Headers`](super::FrameBuffer)).
 #[derive(Debug)]
-pub(super) struct HeaderStore<const N: usize> {
-    buf: [u8; N],
+pub(super) struct HeaderStore {
     len: usize,
     kind: HeadersKind,
     seen: Pseudo,
@@ -236,10 +236,9 @@ pub(super) struct HeaderStore<const N: usize> {
     pub(super) status: u16,
 }
 
-impl<const N: usize> HeaderStore<N> {
+impl HeaderStore {
     pub(super) const fn new() -> Self {
         Self {
-            buf: [0; N],
             len: 0,
             kind: HeadersKind::Request,
             seen: Pseudo {
@@ -272,14 +271,15 @@ impl<const N: usize> HeaderStore<N> {
         self.status = 0;
     }
 
-    pub(super) fn list(&self) -> HeaderList<'_> {
+    /// The list stored in `buf` (the buffer given to `push`).
+    pub(super) fn list<'a>(&self, buf: &'a [u8]) -> HeaderList<'a> {
         HeaderList {
-            bytes: &self.buf[..self.len],
+            bytes: buf.get(..self.len).unwrap_or_default(),
         }
     }
 
-    /// Checks and stores one field.
-    pub(super) fn push(&mut self, f: Field<'_>) {
+    /// Checks one field and stores it in `buf`.
+    pub(super) fn push(&mut self, buf: &mut [u8], f: Field<'_>) {
         if self.malformed.is_some() {
             return;
         }
@@ -287,7 +287,10 @@ impl<const N: usize> HeaderStore<N> {
             self.malformed = Some(m);
             return;
         }
-        match write_record(&mut self.buf[self.len..], &f) {
+        match buf
+            .get_mut(self.len..)
+            .and_then(|dst| write_record(dst, &f))
+        {
             Some(n) => self.len += n,
             None => self.overflow = true,
         }
@@ -345,8 +348,9 @@ impl<const N: usize> HeaderStore<N> {
         }
     }
 
-    /// The checks that need the whole list. Returns the final kind.
-    pub(super) fn finish(&mut self) -> Result<HeadersKind, Malformed> {
+    /// The checks that need the whole list (stored in `buf`). Returns the
+    /// final kind.
+    pub(super) fn finish(&mut self, buf: &[u8]) -> Result<HeadersKind, Malformed> {
         if let Some(m) = self.malformed {
             return Err(m);
         }
@@ -363,7 +367,7 @@ impl<const N: usize> HeaderStore<N> {
                 }
                 // RFC 9113 §8.3.1: a host that differs from :authority
                 // makes the request malformed.
-                let list = self.list();
+                let list = self.list(buf);
                 if let (Some(authority), Some(host)) = (list.get(b":authority"), list.get(b"host"))
                     && authority != host
                 {
@@ -437,12 +441,13 @@ mod tests {
     use super::*;
 
     fn request(fields: &[(&[u8], &[u8])]) -> Result<HeadersKind, Malformed> {
-        let mut s = HeaderStore::<512>::new();
+        let mut buf = [0; 512];
+        let mut s = HeaderStore::new();
         s.begin(HeadersKind::Request);
         for &(n, v) in fields {
-            s.push(Field::new(n, v));
+            s.push(&mut buf, Field::new(n, v));
         }
-        s.finish()
+        s.finish(&buf)
     }
 
     const BASE: [(&[u8], &[u8]); 3] = [
@@ -453,14 +458,15 @@ mod tests {
 
     #[test]
     fn a_valid_request_is_stored_in_order() {
-        let mut s = HeaderStore::<512>::new();
+        let mut buf = [0; 512];
+        let mut s = HeaderStore::new();
         s.begin(HeadersKind::Request);
         for (n, v) in BASE {
-            s.push(Field::new(n, v));
+            s.push(&mut buf, Field::new(n, v));
         }
-        s.push(Field::sensitive(b"authorization", b"Bearer t"));
-        assert_eq!(s.finish(), Ok(HeadersKind::Request));
-        let l = s.list();
+        s.push(&mut buf, Field::sensitive(b"authorization", b"Bearer t"));
+        assert_eq!(s.finish(&buf), Ok(HeadersKind::Request));
+        let l = s.list(&buf);
         assert_eq!(l.get(b":path"), Some(&b"/x"[..]));
         assert_eq!(l.iter().count(), 4);
         assert!(l.iter().last().unwrap().never_indexed);
@@ -497,19 +503,20 @@ mod tests {
 
     #[test]
     fn responses_and_trailers() {
-        let mut s = HeaderStore::<64>::new();
+        let mut buf = [0; 64];
+        let mut s = HeaderStore::new();
         s.begin(HeadersKind::Response);
-        s.push(Field::new(b":status", b"103"));
-        assert_eq!(s.finish(), Ok(HeadersKind::Informational));
+        s.push(&mut buf, Field::new(b":status", b"103"));
+        assert_eq!(s.finish(&buf), Ok(HeadersKind::Informational));
         s.begin(HeadersKind::Response);
-        s.push(Field::new(b":status", b"20"));
-        assert_eq!(s.finish(), Err(Malformed::InvalidStatus));
+        s.push(&mut buf, Field::new(b":status", b"20"));
+        assert_eq!(s.finish(&buf), Err(Malformed::InvalidStatus));
         s.begin(HeadersKind::Trailers);
-        s.push(Field::new(b":status", b"200"));
-        assert_eq!(s.finish(), Err(Malformed::PseudoInTrailers));
+        s.push(&mut buf, Field::new(b":status", b"200"));
+        assert_eq!(s.finish(&buf), Err(Malformed::PseudoInTrailers));
         // A list larger than the store overflows rather than truncating silently.
         s.begin(HeadersKind::Trailers);
-        s.push(Field::new(b"grpc-message", &[b'a'; 100]));
+        s.push(&mut buf, Field::new(b"grpc-message", &[b'a'; 100]));
         assert!(s.overflow);
     }
 }

@@ -5,14 +5,18 @@
 //! - [`Connection`]: preface, SETTINGS, stream states (§5.1), flow control
 //!   (§6.9), header blocks across CONTINUATION with HPACK, field validation
 //!   (§8.2–8.3), GOAWAY, RST_STREAM and the limits against abuse.
+//! - [`buffers`]: where a connection keeps its three large buffers (inline
+//!   by default, or taken on demand by a driver with an allocator).
 //! - [`HeaderList`]: a decoded header block as the application reads it.
 
+pub mod buffers;
 mod config;
 mod connection;
 mod error;
 pub mod frame;
 mod headers;
 
+pub use buffers::{FrameBuffer, FrameBuffers, InlineBuffers};
 pub use config::{Config, FloodLimits, Role};
 pub use connection::{Connection, Data, Event, Received, StreamRef};
 pub use error::{ConnectionError, ErrorCode, StreamError};

@@ -36,7 +36,8 @@ use super::writer::JsonWriter;
 use super::{Message, json};
 use crate::grpc::{self, Code, HeadError, MessageDecoder, RequestHead, base64, percent};
 use crate::h2::{
-    self, Connection, ConnectionError, ErrorCode, Event, HeaderList, HeadersKind, StreamRef,
+    self, Connection, ConnectionError, ErrorCode, Event, FrameBuffers, HeaderList, HeadersKind,
+    InlineBuffers, StreamRef,
 };
 use crate::hpack::Field;
 use crate::time::Instant;
@@ -240,9 +241,17 @@ impl<B> Call<B> {
 /// The tunnel server over one connection. `STREAMS`, `TABLE` and `BUF` size
 /// the HTTP/2 connection ([`h2::Connection`]); the [`CallStore`] `S` gives
 /// each call its buffer while it lasts, which bounds a request and each
-/// message of its response.
-pub struct Engine<'r, S: CallStore, const STREAMS: usize, const TABLE: usize, const BUF: usize> {
-    conn: Connection<STREAMS, TABLE, BUF, 64>,
+/// message of its response. `FB` keeps the connection's three `BUF` buffers
+/// (inline by default; see [`h2::buffers`]).
+pub struct Engine<
+    'r,
+    S: CallStore,
+    const STREAMS: usize,
+    const TABLE: usize,
+    const BUF: usize,
+    FB: FrameBuffers<BUF> = InlineBuffers<BUF>,
+> {
+    conn: Connection<STREAMS, TABLE, BUF, 64, FB>,
     calls: [Option<Call<S::Buf>>; STREAMS],
     store: S,
     registry: Registry<'r>,
@@ -256,8 +265,13 @@ pub struct Engine<'r, S: CallStore, const STREAMS: usize, const TABLE: usize, co
     closed: bool,
 }
 
-impl<S: CallStore, const STREAMS: usize, const TABLE: usize, const BUF: usize> core::fmt::Debug
-    for Engine<'_, S, STREAMS, TABLE, BUF>
+impl<
+    S: CallStore,
+    const STREAMS: usize,
+    const TABLE: usize,
+    const BUF: usize,
+    FB: FrameBuffers<BUF>,
+> core::fmt::Debug for Engine<'_, S, STREAMS, TABLE, BUF, FB>
 {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Engine")
@@ -268,8 +282,14 @@ impl<S: CallStore, const STREAMS: usize, const TABLE: usize, const BUF: usize> c
     }
 }
 
-impl<'r, S: CallStore, const STREAMS: usize, const TABLE: usize, const BUF: usize>
-    Engine<'r, S, STREAMS, TABLE, BUF>
+impl<
+    'r,
+    S: CallStore,
+    const STREAMS: usize,
+    const TABLE: usize,
+    const BUF: usize,
+    FB: FrameBuffers<BUF> + Default,
+> Engine<'r, S, STREAMS, TABLE, BUF, FB>
 {
     /// A server engine for one accepted connection, whose calls take their
     /// buffers from `store`.
@@ -295,7 +315,7 @@ impl<'r, S: CallStore, const STREAMS: usize, const TABLE: usize, const BUF: usiz
     }
 
     /// The HTTP/2 connection, for its state and windows.
-    pub fn connection(&self) -> &Connection<STREAMS, TABLE, BUF, 64> {
+    pub fn connection(&self) -> &Connection<STREAMS, TABLE, BUF, 64, FB> {
         &self.conn
     }
 
@@ -962,18 +982,24 @@ impl<'r, S: CallStore, const STREAMS: usize, const TABLE: usize, const BUF: usiz
                 "Unsupported protocol version",
             ));
         }
-        let name = mirror::name_member(method).and_then(|m| params.and_then(|p| json::get(p, m)));
-        let arguments = if method == b"tools/call" {
-            params.and_then(|p| json::get(p, b"arguments"))
-        } else {
-            None
+        let is_tool_call = method == b"tools/call";
+        let (name, arguments) = match (mirror::name_member(method), params) {
+            (Some(member), Some(p)) => {
+                let [name, arguments] = json::get_all(p, [member, b"arguments"]);
+                (name, arguments.filter(|_| is_tool_call))
+            }
+            _ => (None, None),
         };
-        let tool = (method == b"tools/call")
+        let tool = is_tool_call
             .then(|| name.and_then(|n| self.registry.tool(n)))
             .flatten();
-        let annotations = tool.and_then(|t| {
-            Annotations::<'_, MAX_ANNOTATIONS>::collect(t.input_schema.as_bytes()).ok()
-        });
+        // Most schemas have no annotation: skip the walk for them (an
+        // escaped key would hide from the byte search, so a schema with a
+        // backslash is walked).
+        let annotations = tool
+            .map(|t| t.input_schema.as_bytes())
+            .filter(|schema| contains(schema, b"x-mcp-header") || schema.contains(&b'\\'))
+            .and_then(|schema| Annotations::<'_, MAX_ANNOTATIONS>::collect(schema).ok());
         let body = Mirrored {
             protocol_version: meta.protocol_version,
             method: json::trim(&bytes[ms - 1..me + 1]),
@@ -1250,6 +1276,11 @@ impl<'r, S: CallStore, const STREAMS: usize, const TABLE: usize, const BUF: usiz
             self.events_len += 1;
         }
     }
+}
+
+/// Whether `needle` occurs in `haystack`.
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
 }
 
 /// What the engine does with a request head.
