@@ -360,13 +360,20 @@ pub(crate) struct CallLink {
 }
 
 impl CallLink {
-    pub(crate) async fn notify(&self, method: &str, params: Value) {
+    pub(crate) async fn notify(&self, method: &'static str, params: Value) {
+        let mut bytes = Vec::new();
+        write_json(&mut bytes, &params);
+        self.notify_raw(method, bytes).await;
+    }
+
+    /// Sends a notification whose params are JSON text already.
+    pub(crate) async fn notify_raw(&self, method: &'static str, params: Vec<u8>) {
         let _ = self
             .out
             .send(Outgoing::Notify {
                 call: self.call,
-                method: method.to_owned(),
-                params: params.to_string().into_bytes(),
+                method,
+                params,
             })
             .await;
     }
@@ -434,14 +441,23 @@ impl ToolCall {
         let Some(token) = &self.progress_token else {
             return;
         };
-        let mut params = json!({"progressToken": token, "progress": number(progress)});
+        // Written straight to JSON text: one notification per step is the
+        // hot path of a progress stream.
+        let mut params = Vec::with_capacity(96);
+        params.extend_from_slice(b"{\"progressToken\":");
+        write_json(&mut params, token);
+        params.extend_from_slice(b",\"progress\":");
+        write_json(&mut params, &number(progress));
         if let Some(total) = total {
-            params["total"] = number(total);
+            params.extend_from_slice(b",\"total\":");
+            write_json(&mut params, &number(total));
         }
         if let Some(message) = message {
-            params["message"] = Value::from(message);
+            params.extend_from_slice(b",\"message\":");
+            write_json(&mut params, message);
         }
-        self.link.notify("notifications/progress", params).await;
+        params.push(b'}');
+        self.link.notify_raw("notifications/progress", params).await;
     }
 
     /// Completes when the call is cancelled (client reset, deadline,
@@ -451,6 +467,12 @@ impl ToolCall {
     pub async fn cancelled(&self) {
         self.link.cancelled().await;
     }
+}
+
+/// Appends `v` as JSON text. Serializing a `Value` or a `str` into a `Vec`
+/// cannot fail.
+pub(crate) fn write_json<T: serde::Serialize + ?Sized>(out: &mut Vec<u8>, v: &T) {
+    let _ = serde_json::to_writer(out, v);
 }
 
 /// Integers print as integers (`3`, not `3.0`).

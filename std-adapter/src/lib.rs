@@ -11,6 +11,7 @@
 
 mod app;
 pub mod auth;
+mod buffers;
 pub mod channel;
 pub mod demo;
 pub mod portable;
@@ -24,6 +25,7 @@ pub use app::{
     ToolError, ToolResult,
 };
 pub use auth::{Auth, AuthDecision, BearerTokens};
+pub use buffers::HeapBuffers;
 pub use channel::{CallError, CallStream, Channel, ChannelConfig, Diagnostics, Message};
 pub use mcpwire_core::mcp::server::EngineConfig;
 pub use server::{CallId, ConnEngine, Server};

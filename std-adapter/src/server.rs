@@ -41,6 +41,7 @@ use crate::app::{
     App, CallLink, Handlers, ListenEvent, PromptGet, ResourceRead, Role, ToolCall, ToolError,
 };
 use crate::auth::{Auth, AuthDecision, bearer_token, refusal};
+use crate::buffers::HeapBuffers;
 use crate::store::HeapStore;
 #[cfg(feature = "tls")]
 use crate::tls::{ALPN_H2, TlsConfig};
@@ -48,10 +49,10 @@ use crate::tls::{ALPN_H2, TlsConfig};
 pub use mcpwire_core::mcp::server::CallId;
 
 /// The engine of one connection: 32 concurrent calls, a 4 KiB HPACK table,
-/// 8 KiB HTTP/2 buffers (the largest request head), and a heap buffer per
-/// call while it lasts, sized to its request and to each message of its
-/// response.
-pub type ConnEngine = Engine<'static, HeapStore, 32, 4096, 8192>;
+/// 8 KiB HTTP/2 buffers (the largest request head) held only while in use,
+/// and a heap buffer per call while it lasts, sized to its request and to
+/// each message of its response.
+pub type ConnEngine = Engine<'static, HeapStore, 32, 4096, 8192, HeapBuffers<8192>>;
 
 /// Read from the socket at a time.
 const READ_BUF: usize = 64 << 10;
@@ -71,7 +72,7 @@ const HANDSHAKE: Duration = Duration::from_secs(10);
 pub(crate) enum Outgoing {
     Notify {
         call: CallId,
-        method: String,
+        method: &'static str,
         params: Vec<u8>,
     },
     Respond {
@@ -103,16 +104,23 @@ impl Outgoing {
         match result {
             Ok(v) => Self::Respond {
                 call,
-                result: v.to_string().into_bytes(),
+                result: json_bytes(&v),
             },
             Err(e) => Self::Error {
                 call,
                 code: e.code,
                 message: e.message,
-                data: e.data.map(|d| d.to_string().into_bytes()),
+                data: e.data.as_ref().map(json_bytes),
             },
         }
     }
+}
+
+/// A value as JSON text (serde_json's writer, not its `Display`).
+fn json_bytes(v: &Value) -> Vec<u8> {
+    let mut out = Vec::new();
+    crate::app::write_json(&mut out, v);
+    out
 }
 
 /// A tunnel server bound to a TCP address: cleartext HTTP/2 with prior
@@ -809,7 +817,15 @@ impl Conn {
         // notifications it may have sent.
         if let Poll::Ready(r) = poll_once(work.as_mut()) {
             let result = r.unwrap_or_else(|_| Err(ToolError::internal("the handler panicked")));
-            match self.tx.try_send(Outgoing::from_result(call, result)) {
+            let msg = Outgoing::from_result(call, result);
+            // Nothing of this call waits in the channel (it is empty): the
+            // answer goes to the engine at once.
+            if self.tx.capacity() == self.tx.max_capacity() {
+                self.calls.0.insert(call, running);
+                self.outgoing(msg);
+                return;
+            }
+            match self.tx.try_send(msg) {
                 Ok(()) => {}
                 Err(mpsc::error::TrySendError::Full(msg)) => {
                     let out = self.tx.clone();

@@ -1,0 +1,152 @@
+//! The HTTP/2 buffers of the tokio driver: a connection holds each of its
+//! three `BUF`-octet buffers (header block, header list, transmit) only
+//! while it is in use, so that an idle connection costs none of them.
+//!
+//! Buffers given back go to a small per-thread free list, so the hot path
+//! (a call's HEADERS in, its response out) reuses memory instead of
+//! allocating and zeroing `BUF` octets each time.
+
+use std::cell::RefCell;
+
+use mcpwire_core::h2::{FrameBuffer, FrameBuffers};
+
+/// Buffers kept for reuse per thread (of any one size: 8 KiB each for the
+/// server's connections, so at most 128 KiB per thread).
+const FREE_LIST: usize = 16;
+
+thread_local! {
+    static FREE: RefCell<Vec<Box<[u8]>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A buffer of `len` octets from this thread's free list, else a new one.
+fn take(len: usize) -> Box<[u8]> {
+    let reused = FREE
+        .try_with(|f| {
+            let mut f = f.borrow_mut();
+            // Another size is of no use here: let it go.
+            while let Some(b) = f.pop() {
+                if b.len() == len {
+                    return Some(b);
+                }
+            }
+            None
+        })
+        .ok()
+        .flatten();
+    reused.unwrap_or_else(|| vec![0; len].into_boxed_slice())
+}
+
+/// Gives a buffer back to this thread's free list, or to the allocator when
+/// the list is full.
+fn give(b: Box<[u8]>) {
+    let _ = FREE.try_with(|f| {
+        let mut f = f.borrow_mut();
+        if f.len() < FREE_LIST {
+            f.push(b);
+        }
+    });
+}
+
+/// [`FrameBuffers`] on the heap, taken on demand and given back when empty.
+/// Never refuses (allocation failure aborts, as everywhere in std).
+#[derive(Default)]
+pub struct HeapBuffers<const BUF: usize> {
+    bufs: [Option<Box<[u8]>>; 3],
+}
+
+impl<const BUF: usize> std::fmt::Debug for HeapBuffers<BUF> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HeapBuffers")
+            .field("held", &self.bufs.iter().filter(|b| b.is_some()).count())
+            .finish()
+    }
+}
+
+impl<const BUF: usize> HeapBuffers<BUF> {
+    /// How many of the three buffers are held.
+    pub fn held(&self) -> usize {
+        self.bufs.iter().filter(|b| b.is_some()).count()
+    }
+}
+
+fn index(which: FrameBuffer) -> usize {
+    match which {
+        FrameBuffer::Block => 0,
+        FrameBuffer::Headers => 1,
+        FrameBuffer::Transmit => 2,
+    }
+}
+
+impl<const BUF: usize> FrameBuffers<BUF> for HeapBuffers<BUF> {
+    #[inline]
+    fn acquire(&mut self, which: FrameBuffer) -> bool {
+        let slot = &mut self.bufs[index(which)];
+        if slot.is_none() {
+            *slot = Some(take(BUF));
+        }
+        true
+    }
+
+    #[inline]
+    fn release(&mut self, which: FrameBuffer) {
+        if let Some(b) = self.bufs[index(which)].take() {
+            give(b);
+        }
+    }
+
+    #[inline]
+    fn is_held(&self, which: FrameBuffer) -> bool {
+        self.bufs[index(which)].is_some()
+    }
+
+    #[inline]
+    fn get(&self, which: FrameBuffer) -> &[u8] {
+        self.bufs[index(which)].as_deref().unwrap_or_default()
+    }
+
+    #[inline]
+    fn get_mut(&mut self, which: FrameBuffer) -> &mut [u8] {
+        self.bufs[index(which)].as_deref_mut().unwrap_or_default()
+    }
+
+    #[inline]
+    fn block_and_headers(&mut self) -> (&mut [u8], &mut [u8]) {
+        let [block, headers, _] = &mut self.bufs;
+        (
+            block.as_deref_mut().unwrap_or_default(),
+            headers.as_deref_mut().unwrap_or_default(),
+        )
+    }
+}
+
+impl<const BUF: usize> Drop for HeapBuffers<BUF> {
+    fn drop(&mut self) {
+        for b in self.bufs.iter_mut().filter_map(Option::take) {
+            give(b);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn taken_on_demand_and_reused() {
+        let mut a = HeapBuffers::<1024>::default();
+        assert_eq!(a.held(), 0);
+        assert!(a.get(FrameBuffer::Transmit).is_empty());
+        assert!(a.acquire(FrameBuffer::Transmit));
+        assert_eq!(a.get_mut(FrameBuffer::Transmit).len(), 1024);
+        a.get_mut(FrameBuffer::Transmit)[0] = 7;
+        let ptr = a.get(FrameBuffer::Transmit).as_ptr();
+        a.release(FrameBuffer::Transmit);
+        assert_eq!(a.held(), 0);
+        // The same memory comes back from the free list.
+        let mut b = HeapBuffers::<1024>::default();
+        assert!(b.acquire(FrameBuffer::Block));
+        assert_eq!(b.get(FrameBuffer::Block).as_ptr(), ptr);
+        let (block, headers) = b.block_and_headers();
+        assert_eq!((block.len(), headers.len()), (1024, 0));
+    }
+}
