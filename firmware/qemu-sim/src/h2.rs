@@ -9,12 +9,13 @@
 //! compute the expected bytes ([`body_byte`]).
 
 use mcpwire_core::h2::{
-    Config, Connection, ErrorCode, Event, HeaderList, HeadersKind, Role, StreamError, StreamRef,
+    Config, Connection, Data, ErrorCode, Event, HeaderList, HeadersKind, Role, StreamError,
+    StreamRef,
 };
 use mcpwire_core::hpack::Field;
 use mcpwire_core::time::Instant;
 
-use crate::sim::{Failed, Outcome, Pair, Peer, Rng, body_byte, context, format_u32, parse_u32};
+use crate::sim::{ConnPeer, Failed, Outcome, Pair, Rng, body_byte, context, format_u32, parse_u32};
 use crate::stack::measured;
 use crate::{ensure, fail, failed, text};
 
@@ -106,6 +107,60 @@ impl Client {
             .iter_mut()
             .find(|s| s.as_ref().is_some_and(|s| s.stream == stream))
     }
+}
+
+impl ConnPeer for Client {
+    fn conn(&mut self) -> &mut Conn {
+        &mut self.conn
+    }
+
+    fn act(&mut self, rng: &mut Rng, _now: Instant) -> Result<bool, Failed> {
+        let mut moved = false;
+        // Open queued streams while slots are free.
+        for i in 0..SLOTS {
+            let Some(plan) = self.queued[i] else { continue };
+            let Some(free) = self.streams.iter().position(Option::is_none) else {
+                break;
+            };
+            let stream = match self.conn.open_stream() {
+                Ok(s) => s,
+                Err(StreamError::NoCapacity) => break,
+                Err(e) => fail!("client: open_stream: {e}"),
+            };
+            self.queued[i] = None;
+            self.streams[free] = Some(ClientStream {
+                plan,
+                stream,
+                head_sent: false,
+                sent: 0,
+                received: 0,
+                status_ok: false,
+            });
+        }
+        // One turn per stream per pass, passes until no stream takes more:
+        // the streams share the windows and the transmit buffer fairly.
+        let mut pass = true;
+        while pass {
+            pass = false;
+            for slot in &mut self.streams {
+                let Some(s) = slot.as_mut() else { continue };
+                pass |= client_turn(&mut self.conn, s, rng)?;
+                if s.plan.reset_after.is_some_and(|at| s.sent >= at) {
+                    // Mid-body: the request has more to send.
+                    self.conn
+                        .reset(s.stream, ErrorCode::CANCEL)
+                        .map_err(|e| failed!("client: reset: {e}"))?;
+                    let i = self.resets_sent as usize % self.reset_handles.len();
+                    self.reset_handles[i] = Some(s.stream);
+                    self.resets_sent += 1;
+                    *slot = None;
+                }
+            }
+            moved |= pass;
+        }
+        self.events()?;
+        Ok(moved)
+    }
 
     fn events(&mut self) -> Result<(), Failed> {
         while let Some(e) = measured("h2 client poll_event", || self.conn.poll_event()) {
@@ -171,7 +226,7 @@ impl Client {
         Ok(())
     }
 
-    fn data(&mut self, stream: StreamRef, bytes: &[u8]) -> Result<(), Failed> {
+    fn data(&mut self, Data { stream, bytes, .. }: Data<'_>) -> Result<(), Failed> {
         let Some(Some(s)) = self.find(stream) else {
             fail!("client: data on an unknown stream");
         };
@@ -220,79 +275,6 @@ fn send_chunk(
     })?;
     *sent += n as u32;
     Ok(n > 0)
-}
-
-impl Peer for Client {
-    fn act(&mut self, rng: &mut Rng, _now: Instant) -> Result<bool, Failed> {
-        let mut moved = false;
-        // Open queued streams while slots are free.
-        for i in 0..SLOTS {
-            let Some(plan) = self.queued[i] else { continue };
-            let Some(free) = self.streams.iter().position(Option::is_none) else {
-                break;
-            };
-            let stream = match self.conn.open_stream() {
-                Ok(s) => s,
-                Err(StreamError::NoCapacity) => break,
-                Err(e) => fail!("client: open_stream: {e}"),
-            };
-            self.queued[i] = None;
-            self.streams[free] = Some(ClientStream {
-                plan,
-                stream,
-                head_sent: false,
-                sent: 0,
-                received: 0,
-                status_ok: false,
-            });
-        }
-        // One turn per stream per pass, passes until no stream takes more:
-        // the streams share the windows and the transmit buffer fairly.
-        let mut pass = true;
-        while pass {
-            pass = false;
-            for slot in &mut self.streams {
-                let Some(s) = slot.as_mut() else { continue };
-                pass |= client_turn(&mut self.conn, s, rng)?;
-                if s.plan.reset_after.is_some_and(|at| s.sent >= at) {
-                    // Mid-body: the request has more to send.
-                    self.conn
-                        .reset(s.stream, ErrorCode::CANCEL)
-                        .map_err(|e| failed!("client: reset: {e}"))?;
-                    let i = self.resets_sent as usize % self.reset_handles.len();
-                    self.reset_handles[i] = Some(s.stream);
-                    self.resets_sent += 1;
-                    *slot = None;
-                }
-            }
-            moved |= pass;
-        }
-        self.events()?;
-        Ok(moved)
-    }
-
-    fn recv(&mut self, input: &[u8], now: Instant) -> Result<usize, Failed> {
-        let r = measured("h2 client recv", || self.conn.recv(input, now));
-        if let Some(d) = r.data {
-            self.data(d.stream, d.bytes)?;
-            self.conn.release_data(d.stream, d.bytes.len());
-        }
-        self.events()?;
-        Ok(r.consumed)
-    }
-
-    fn poll_transmit(&mut self, out: &mut [u8]) -> Result<usize, Failed> {
-        let n = measured("h2 client poll_transmit", || self.conn.poll_transmit(out));
-        self.events()?;
-        Ok(n)
-    }
-
-    fn timeout(&mut self, now: Instant) -> Result<(), Failed> {
-        if self.conn.poll_timeout().is_some_and(|t| t <= now) {
-            measured("h2 handle_timeout", || self.conn.handle_timeout(now));
-        }
-        self.events()
-    }
 }
 
 /// A client stream's turn: its head, or the next chunk of its body (up to
@@ -401,6 +383,32 @@ impl Server {
             request_ended: false,
         })
     }
+}
+
+impl ConnPeer for Server {
+    fn conn(&mut self) -> &mut Conn {
+        &mut self.conn
+    }
+
+    fn act(&mut self, rng: &mut Rng, _now: Instant) -> Result<bool, Failed> {
+        let mut moved = false;
+        let mut pass = true;
+        while pass {
+            pass = false;
+            for slot in &mut self.streams {
+                let Some(s) = slot.as_mut() else { continue };
+                let (turn, done) = server_turn(&mut self.conn, s, rng)?;
+                pass |= turn;
+                if done {
+                    *slot = None;
+                    self.answered += 1;
+                }
+            }
+            moved |= pass;
+        }
+        self.events()?;
+        Ok(moved)
+    }
 
     fn events(&mut self) -> Result<(), Failed> {
         while let Some(e) = measured("h2 server poll_event", || self.conn.poll_event()) {
@@ -452,7 +460,8 @@ impl Server {
         Ok(())
     }
 
-    fn data(&mut self, stream: StreamRef, bytes: &[u8], end: bool) -> Result<(), Failed> {
+    fn data(&mut self, data: Data<'_>) -> Result<(), Failed> {
+        let (stream, bytes, end) = (data.stream, data.bytes, data.end_stream);
         let Some(Some(s)) = self.find(stream) else {
             fail!("server: data on an unknown stream");
         };
@@ -481,51 +490,6 @@ impl Server {
             s.request_ended = true;
         }
         Ok(())
-    }
-}
-
-impl Peer for Server {
-    fn act(&mut self, rng: &mut Rng, _now: Instant) -> Result<bool, Failed> {
-        let mut moved = false;
-        let mut pass = true;
-        while pass {
-            pass = false;
-            for slot in &mut self.streams {
-                let Some(s) = slot.as_mut() else { continue };
-                let (turn, done) = server_turn(&mut self.conn, s, rng)?;
-                pass |= turn;
-                if done {
-                    *slot = None;
-                    self.answered += 1;
-                }
-            }
-            moved |= pass;
-        }
-        self.events()?;
-        Ok(moved)
-    }
-
-    fn recv(&mut self, input: &[u8], now: Instant) -> Result<usize, Failed> {
-        let r = measured("h2 server recv", || self.conn.recv(input, now));
-        if let Some(d) = r.data {
-            self.data(d.stream, d.bytes, d.end_stream)?;
-            self.conn.release_data(d.stream, d.bytes.len());
-        }
-        self.events()?;
-        Ok(r.consumed)
-    }
-
-    fn poll_transmit(&mut self, out: &mut [u8]) -> Result<usize, Failed> {
-        let n = measured("h2 server poll_transmit", || self.conn.poll_transmit(out));
-        self.events()?;
-        Ok(n)
-    }
-
-    fn timeout(&mut self, now: Instant) -> Result<(), Failed> {
-        if self.conn.poll_timeout().is_some_and(|t| t <= now) {
-            measured("h2 handle_timeout", || self.conn.handle_timeout(now));
-        }
-        self.events()
     }
 }
 

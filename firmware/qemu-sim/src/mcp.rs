@@ -9,7 +9,7 @@
 //! [`MessageDecoder`] and, for errors in trailers, [`error_from_trailers`].
 
 use mcpwire_core::grpc::{Code, MessageDecoder, PREFIX_LEN, write_prefix};
-use mcpwire_core::h2::{Event, HeaderBuilder, HeaderList, HeadersKind, Role, StreamRef};
+use mcpwire_core::h2::{Data, Event, HeaderBuilder, HeaderList, HeadersKind, Role, StreamRef};
 use mcpwire_core::hpack::Field;
 use mcpwire_core::mcp::SlabStore;
 use mcpwire_core::mcp::client::{CallOutcome, error_from_trailers, mirror_headers};
@@ -23,7 +23,7 @@ use mcpwire_core::time::Instant;
 use mcpwire_proto::tunnel::JsonRpcMessage;
 
 use crate::h2::Conn;
-use crate::sim::{Failed, Outcome, Pair, Peer, Rng, Text, context};
+use crate::sim::{ConnPeer, Failed, Outcome, Pair, Peer, Rng, Text, context};
 use crate::stack::measured;
 use crate::{ensure, fail, failed, text};
 
@@ -575,6 +575,17 @@ impl ClientSide {
             .find(|c| c.stream == stream && !c.seen.ended)
             .ok_or_else(|| failed!("client: frames of an unknown stream"))
     }
+}
+
+impl ConnPeer for ClientSide {
+    fn conn(&mut self) -> &mut Conn {
+        &mut self.conn
+    }
+
+    fn act(&mut self, _rng: &mut Rng, _now: Instant) -> Result<bool, Failed> {
+        self.events()?;
+        Ok(false)
+    }
 
     fn events(&mut self) -> Result<(), Failed> {
         while let Some(e) = measured("h2 client poll_event", || self.conn.poll_event()) {
@@ -637,7 +648,12 @@ impl ClientSide {
         Ok(())
     }
 
-    fn data(&mut self, stream: StreamRef, mut bytes: &[u8]) -> Result<(), Failed> {
+    fn data(
+        &mut self,
+        Data {
+            stream, mut bytes, ..
+        }: Data<'_>,
+    ) -> Result<(), Failed> {
         let c = self.find(stream)?;
         ensure!(c.seen.head_ok, "client: data before the response head");
         while !bytes.is_empty() {
@@ -651,36 +667,6 @@ impl ClientSide {
             bytes = &bytes[used..];
         }
         Ok(())
-    }
-}
-
-impl Peer for ClientSide {
-    fn act(&mut self, _rng: &mut Rng, _now: Instant) -> Result<bool, Failed> {
-        self.events()?;
-        Ok(false)
-    }
-
-    fn recv(&mut self, input: &[u8], now: Instant) -> Result<usize, Failed> {
-        let r = measured("h2 client recv", || self.conn.recv(input, now));
-        if let Some(d) = r.data {
-            self.data(d.stream, d.bytes)?;
-            self.conn.release_data(d.stream, d.bytes.len());
-        }
-        self.events()?;
-        Ok(r.consumed)
-    }
-
-    fn poll_transmit(&mut self, out: &mut [u8]) -> Result<usize, Failed> {
-        let n = measured("h2 client poll_transmit", || self.conn.poll_transmit(out));
-        self.events()?;
-        Ok(n)
-    }
-
-    fn timeout(&mut self, now: Instant) -> Result<(), Failed> {
-        if self.conn.poll_timeout().is_some_and(|t| t <= now) {
-            measured("h2 handle_timeout", || self.conn.handle_timeout(now));
-        }
-        self.events()
     }
 }
 

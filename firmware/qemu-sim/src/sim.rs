@@ -7,7 +7,11 @@ use core::sync::atomic::{AtomicUsize, Ordering};
 
 use cortex_m::interrupt::{self, Mutex};
 use mcpwire_core::h2::frame::{FrameHeader, FrameType, HEADER_LEN, PREFACE};
+use mcpwire_core::h2::{Data, Role};
 use mcpwire_core::time::Instant;
+
+use crate::h2::Conn;
+use crate::stack::measured;
 
 // ---------------------------------------------------------------------------
 // Text
@@ -371,6 +375,58 @@ pub trait Peer {
     fn poll_transmit(&mut self, out: &mut [u8]) -> Result<usize, Failed>;
     /// `handle_timeout` when the deadline passed.
     fn timeout(&mut self, now: Instant) -> Result<(), Failed>;
+}
+
+/// One of our h2 [`Conn`]s with an application on top: a [`Peer`] whose
+/// `recv`, `poll_transmit` and `timeout` are the same for every such peer,
+/// `measured` under labels that name the connection's role.
+pub trait ConnPeer {
+    /// The connection.
+    fn conn(&mut self) -> &mut Conn;
+    /// [`Peer::act`].
+    fn act(&mut self, rng: &mut Rng, now: Instant) -> Result<bool, Failed>;
+    /// Drains the connection's events.
+    fn events(&mut self) -> Result<(), Failed>;
+    /// Takes a piece of DATA payload (released after it returns).
+    fn data(&mut self, data: Data<'_>) -> Result<(), Failed>;
+}
+
+impl<P: ConnPeer> Peer for P {
+    fn act(&mut self, rng: &mut Rng, now: Instant) -> Result<bool, Failed> {
+        ConnPeer::act(self, rng, now)
+    }
+
+    fn recv(&mut self, input: &[u8], now: Instant) -> Result<usize, Failed> {
+        let label = match self.conn().role() {
+            Role::Client => "h2 client recv",
+            Role::Server => "h2 server recv",
+        };
+        let r = measured(label, || self.conn().recv(input, now));
+        if let Some(d) = r.data {
+            self.data(d)?;
+            self.conn().release_data(d.stream, d.bytes.len());
+        }
+        self.events()?;
+        Ok(r.consumed)
+    }
+
+    fn poll_transmit(&mut self, out: &mut [u8]) -> Result<usize, Failed> {
+        let label = match self.conn().role() {
+            Role::Client => "h2 client poll_transmit",
+            Role::Server => "h2 server poll_transmit",
+        };
+        let n = measured(label, || self.conn().poll_transmit(out));
+        self.events()?;
+        Ok(n)
+    }
+
+    fn timeout(&mut self, now: Instant) -> Result<(), Failed> {
+        let conn = self.conn();
+        if conn.poll_timeout().is_some_and(|t| t <= now) {
+            measured("h2 handle_timeout", || conn.handle_timeout(now));
+        }
+        self.events()
+    }
 }
 
 /// The most stack [`Pair::run`] used below its own frame.
