@@ -1,0 +1,517 @@
+//! The client engine (`Caller`) against the server `Engine`, in memory.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use core::time::Duration;
+
+use mcpwire_core::grpc::Code;
+use mcpwire_core::mcp::SlabStore;
+use mcpwire_core::mcp::caller::{CallEvent, CallRef, Caller, CallerConfig, StartError};
+use mcpwire_core::mcp::json;
+use mcpwire_core::mcp::registry::{Registry, ServerInfo, ToolInfo};
+use mcpwire_core::mcp::server::{CallId, Engine, EngineConfig, ServerEvent};
+use mcpwire_core::time::Instant;
+
+type Server = Engine<'static, SlabStore<8192, 8>, 8, 4096, 16384>;
+type Client = Caller<4, 8192, 2048>;
+
+const TOOLS: [ToolInfo<'static>; 3] = [
+    ToolInfo {
+        name: "echo",
+        title: None,
+        description: "Returns its text.",
+        input_schema: r#"{"type":"object","properties":{"text":{"type":"string"}}}"#,
+    },
+    ToolInfo {
+        name: "lookup",
+        title: None,
+        description: "Annotated.",
+        input_schema: r#"{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"},"limit":{"type":"integer","x-mcp-header":"Limit"}}}"#,
+    },
+    ToolInfo {
+        name: "broken",
+        title: None,
+        description: "An invalid annotation (number).",
+        input_schema: r#"{"type":"object","properties":{"x":{"type":"number","x-mcp-header":"X"}}}"#,
+    },
+];
+
+fn registry() -> Registry<'static> {
+    Registry {
+        info: ServerInfo {
+            name: "test",
+            version: "1.0",
+            instructions: None,
+        },
+        tools: &TOOLS,
+        resources: &[],
+        templates: &[],
+        prompts: &[],
+        listen: false,
+        completions: false,
+    }
+}
+
+const META: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}"#;
+
+/// A failure as seen: code, message, data, response, HTTP status, gRPC
+/// status, transport.
+type Fail = (
+    i32,
+    String,
+    Option<String>,
+    String,
+    Option<u16>,
+    Option<Code>,
+    bool,
+);
+
+/// What the application saw of a call.
+#[derive(Debug, Default, Clone)]
+struct Seen {
+    notifications: Vec<String>,
+    response: Option<String>,
+    failed: Option<Fail>,
+    ended: bool,
+}
+
+#[derive(Debug)]
+struct Req {
+    call: CallId,
+    method: String,
+    params: String,
+    deadline: Option<Instant>,
+}
+
+struct Pair {
+    client: Box<Client>,
+    server: Box<Server>,
+    now: Instant,
+    seen: std::collections::HashMap<CallRef, Seen>,
+    warnings: Vec<(String, &'static str)>,
+    requests: Vec<Req>,
+    server_events: Vec<String>,
+    /// Octets the client wrote.
+    client_bytes: usize,
+    authorize: Option<Code>,
+}
+
+impl Pair {
+    fn new() -> Self {
+        Self::with(EngineConfig::default())
+    }
+
+    fn with(config: EngineConfig) -> Self {
+        Pair {
+            client: Box::new(Client::new(CallerConfig::default(), Instant::ZERO)),
+            server: Box::new(Server::new(
+                registry(),
+                config,
+                SlabStore::new(),
+                Instant::ZERO,
+            )),
+            now: Instant::ZERO,
+            seen: Default::default(),
+            warnings: Vec::new(),
+            requests: Vec::new(),
+            server_events: Vec::new(),
+            client_bytes: 0,
+            authorize: None,
+        }
+    }
+
+    fn take_client_events(&mut self) {
+        while let Some(e) = self.client.poll_event() {
+            let s = |b: &[u8]| String::from_utf8(b.to_vec()).unwrap();
+            match e {
+                CallEvent::Notification { call, json } => self
+                    .seen
+                    .entry(call)
+                    .or_default()
+                    .notifications
+                    .push(s(json)),
+                CallEvent::Response { call, json } => {
+                    self.seen.entry(call).or_default().response = Some(s(json))
+                }
+                CallEvent::Failed { call, error } => {
+                    self.seen.entry(call).or_default().failed = Some((
+                        error.code,
+                        s(error.message),
+                        error.data.map(s),
+                        s(error.response),
+                        error.diagnostics.http_status,
+                        error.diagnostics.grpc_status,
+                        error.diagnostics.transport,
+                    ))
+                }
+                CallEvent::Ended { call } => self.seen.entry(call).or_default().ended = true,
+                CallEvent::Warning { tool, reason, .. } => self.warnings.push((s(tool), reason)),
+                CallEvent::ConnectionClosed { .. } => {}
+            }
+        }
+    }
+
+    fn take_server_events(&mut self) {
+        while let Some(e) = self.server.poll_event() {
+            match e {
+                ServerEvent::Request { call, request } => self.requests.push(Req {
+                    call,
+                    method: String::from_utf8(request.method.to_vec()).unwrap(),
+                    params: String::from_utf8(request.params.to_vec()).unwrap(),
+                    deadline: request.deadline,
+                }),
+                ServerEvent::Authorize { call, .. } => {
+                    let code = self.authorize.unwrap_or(Code::Unauthenticated);
+                    self.server
+                        .unauthorized(call, code, "no token", "Bearer realm=\"x\"");
+                }
+                e => self.server_events.push(format!("{e:?}")),
+            }
+        }
+    }
+
+    /// Runs both sides until nothing moves.
+    fn run(&mut self) {
+        let mut buf = vec![0u8; 65536];
+        for _ in 0..10_000 {
+            self.take_server_events();
+            self.take_client_events();
+            let n = self.client.poll_transmit(&mut buf);
+            self.client_bytes += n;
+            let mut input = &buf[..n];
+            while !input.is_empty() {
+                let used = self.server.recv(input, self.now);
+                input = &input[used..];
+                self.take_server_events();
+                if used == 0 {
+                    break;
+                }
+            }
+            let m = self.server.poll_transmit(&mut buf);
+            let mut input = &buf[..m];
+            while !input.is_empty() {
+                let used = self.client.recv(input, self.now);
+                input = &input[used..];
+                self.take_client_events();
+                if used == 0 {
+                    break;
+                }
+            }
+            if n == 0 && m == 0 {
+                break;
+            }
+        }
+        self.take_server_events();
+        self.take_client_events();
+    }
+
+    fn call(&mut self, body: &str, timeout: Option<Duration>) -> CallRef {
+        self.client
+            .call(body.as_bytes(), timeout, self.now)
+            .unwrap()
+    }
+
+    fn seen(&self, call: CallRef) -> Seen {
+        self.seen.get(&call).cloned().unwrap_or_default()
+    }
+}
+
+fn tools_call(id: u32, name: &str, args: &str) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{name}","arguments":{args},{META}}}}}"#
+    )
+}
+
+#[test]
+fn tools_list_drops_the_invalid_tool_and_fills_the_cache() {
+    let mut p = Pair::new();
+    let c = p.call(
+        &format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{{{META}}}}}"#),
+        None,
+    );
+    p.run();
+    let seen = p.seen(c);
+    assert!(seen.ended, "{seen:?}");
+    let r = seen.response.expect("a response");
+    assert_eq!(json::validate(r.as_bytes(), 32), Ok(()), "{r}");
+    assert_eq!(json::get(r.as_bytes(), b"id"), Some(&b"1"[..]));
+    let tools = json::get(json::get(r.as_bytes(), b"result").unwrap(), b"tools").unwrap();
+    let names: Vec<String> = json::elements(tools)
+        .map(|t| String::from_utf8(json::get(t, b"name").unwrap().to_vec()).unwrap())
+        .collect();
+    assert_eq!(names, ["\"echo\"", "\"lookup\""]);
+    assert_eq!(p.warnings.len(), 1);
+    assert_eq!(p.warnings[0].0, "\"broken\"");
+    assert!(p.client.cached_schema(b"\"lookup\"").is_some());
+    assert!(p.client.cached_schema(b"\"echo\"").is_none());
+    assert!(!p.client.is_active(c));
+}
+
+#[test]
+fn a_tool_call_with_progress_then_the_response() {
+    let mut p = Pair::new();
+    let c = p.call(&tools_call(2, "echo", r#"{"text":"hi"}"#), None);
+    p.run();
+    assert_eq!(p.requests.len(), 1);
+    let call = p.requests[0].call;
+    assert_eq!(p.requests[0].method, "tools/call");
+    for i in 1..=3 {
+        p.server
+            .notify(
+                call,
+                "notifications/progress",
+                format!(r#"{{"progressToken":1,"progress":{i},"total":3}}"#).as_bytes(),
+            )
+            .unwrap();
+        p.run();
+    }
+    p.server
+        .respond(call, br#"{"content":[{"type":"text","text":"hi"}]}"#)
+        .unwrap();
+    p.run();
+    let seen = p.seen(c);
+    assert_eq!(seen.notifications.len(), 3, "{seen:?}");
+    assert!(seen.notifications[2].contains(r#""progress":3"#));
+    assert!(
+        seen.response
+            .as_deref()
+            .unwrap()
+            .starts_with(r#"{"jsonrpc":"2.0","id":2,"result":"#)
+    );
+    assert!(seen.failed.is_none());
+    assert!(seen.ended);
+}
+
+#[test]
+fn header_mismatch_relists_and_retries_once() {
+    let mut p = Pair::new();
+    // The cache does not know `lookup` yet: its annotated arguments are
+    // not mirrored, the server answers -32020, the caller reads tools/list
+    // and sends the call once more, now with mcp-param-region.
+    let c = p.call(
+        &tools_call(3, "lookup", r#"{"region":"eu-north1","limit":5}"#),
+        None,
+    );
+    p.run();
+    assert_eq!(p.requests.len(), 1, "{:?}", p.seen(c));
+    assert!(p.requests[0].params.contains("eu-north1"));
+    assert!(p.client.cached_schema(b"\"lookup\"").is_some());
+    p.server
+        .respond(p.requests[0].call, br#"{"content":[]}"#)
+        .unwrap();
+    p.run();
+    let seen = p.seen(c);
+    assert!(
+        seen.response
+            .as_deref()
+            .unwrap()
+            .starts_with(r#"{"jsonrpc":"2.0","id":3,"result":"#),
+        "{seen:?}"
+    );
+    assert!(seen.ended);
+    // The relist's warning (the broken tool) was reported.
+    assert!(p.warnings.iter().any(|(t, _)| t == "\"broken\""));
+}
+
+#[test]
+fn an_unsafe_integer_is_refused_before_a_byte_goes_out() {
+    let mut p = Pair::new();
+    // Learn the annotations first.
+    p.call(
+        &format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{{{META}}}}}"#),
+        None,
+    );
+    p.run();
+    let before = p.client_bytes;
+    let e = p
+        .client
+        .call(
+            tools_call(4, "lookup", r#"{"region":"x","limit":9007199254740993}"#).as_bytes(),
+            None,
+            p.now,
+        )
+        .unwrap_err();
+    assert!(
+        matches!(e, StartError::Invalid(r) if r.code == -32600),
+        "{e:?}"
+    );
+    p.run();
+    assert_eq!(p.client_bytes, before);
+    assert!(p.requests.is_empty());
+}
+
+#[test]
+fn the_deadline_travels_and_the_server_answers_deadline_exceeded() {
+    let mut p = Pair::new();
+    p.now = Instant::from_millis(1000);
+    let c = p.call(
+        &tools_call(5, "echo", r#"{"text":"slow"}"#),
+        Some(Duration::from_millis(1500)),
+    );
+    p.now = Instant::from_millis(1200);
+    p.run();
+    assert_eq!(p.requests.len(), 1);
+    // grpc-timeout carried the time left when the head went out (1.5 s).
+    assert_eq!(
+        p.requests[0].deadline,
+        Some(Instant::from_millis(1200 + 1500))
+    );
+    assert!(p.client.poll_timeout().unwrap() <= Instant::from_millis(2500));
+    // The server's deadline passes first here.
+    p.now = Instant::from_millis(2700);
+    p.server.handle_timeout(p.now);
+    p.run();
+    let seen = p.seen(c);
+    let f = seen.failed.expect("failed");
+    assert_eq!(f.5, Some(Code::DeadlineExceeded), "{f:?}");
+    assert!(f.6, "a transport failure");
+    assert_eq!(f.0, -32001);
+    assert!(seen.ended);
+    assert!(p.server_events.iter().any(|e| e.contains("Deadline")));
+}
+
+#[test]
+fn the_callers_own_deadline_resets_the_stream() {
+    let mut p = Pair::new();
+    let c = p.call(
+        &tools_call(6, "echo", r#"{"text":"slow"}"#),
+        Some(Duration::from_millis(100)),
+    );
+    p.run();
+    p.now = Instant::from_millis(100);
+    p.client.handle_timeout(p.now);
+    p.run();
+    let seen = p.seen(c);
+    assert_eq!(seen.failed.unwrap().5, Some(Code::DeadlineExceeded));
+    assert!(
+        p.server_events.iter().any(|e| e.contains("Reset")),
+        "{:?}",
+        p.server_events
+    );
+}
+
+#[test]
+fn errors_from_trailers_reach_the_application_as_json_rpc_errors() {
+    let mut p = Pair::new();
+    let old = r#"{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2099-01-01","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
+    let c = p.call(old, None);
+    p.run();
+    let seen = p.seen(c);
+    let f = seen.failed.expect("failed");
+    assert_eq!(f.0, -32022, "{f:?}");
+    assert!(f.2.as_deref().unwrap().contains("2026-07-28"), "{f:?}");
+    assert!(f.3.starts_with(r#"{"jsonrpc":"2.0","id":7,"error":"#));
+    assert_eq!(f.4, Some(200));
+    assert_eq!(f.5, Some(Code::InvalidArgument));
+    assert!(!f.6);
+    // An in-band error (unknown tool) is an ordinary error response.
+    let d = p.call(&tools_call(8, "nope", "{}"), None);
+    p.run();
+    let f = p.seen(d).failed.expect("failed");
+    assert_eq!(f.0, -32602, "{f:?}");
+    assert!(!f.6);
+}
+
+#[test]
+fn unauthenticated_is_401_in_the_diagnostics() {
+    for (code, http) in [(Code::Unauthenticated, 401), (Code::PermissionDenied, 403)] {
+        let mut p = Pair::with(EngineConfig {
+            authorize: true,
+            ..EngineConfig::default()
+        });
+        p.authorize = Some(code);
+        let c = p.call(
+            &format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{{{META}}}}}"#),
+            None,
+        );
+        p.run();
+        let f = p.seen(c).failed.expect("failed");
+        assert_eq!(f.4, Some(http), "{f:?}");
+        assert_eq!(f.5, Some(code));
+        assert!(f.6);
+    }
+}
+
+#[test]
+fn a_cancel_resets_the_stream_and_the_handler_stops() {
+    let mut p = Pair::new();
+    let c = p.call(&tools_call(9, "echo", r#"{"text":"x"}"#), None);
+    p.run();
+    assert_eq!(p.requests.len(), 1);
+    assert!(p.client.cancel(c));
+    assert!(!p.client.is_active(c));
+    assert!(!p.client.cancel(c));
+    p.run();
+    assert!(
+        p.server_events
+            .iter()
+            .any(|e| e.contains("Cancelled") && e.contains("Reset")),
+        "{:?}",
+        p.server_events
+    );
+    // The answer of the stopped handler goes nowhere; the slot is reused.
+    assert!(p.server.respond(p.requests[0].call, b"{}").is_err());
+    let d = p.call(&tools_call(10, "echo", r#"{"text":"y"}"#), None);
+    p.run();
+    p.server.respond(p.requests[1].call, b"{}").unwrap();
+    p.run();
+    assert!(p.seen(d).response.is_some());
+    assert!(p.seen(c).response.is_none());
+}
+
+#[test]
+fn many_calls_at_once_and_busy_when_full() {
+    let mut p = Pair::new();
+    let calls: Vec<CallRef> = (0..4)
+        .map(|i| p.call(&tools_call(20 + i, "echo", r#"{"text":"z"}"#), None))
+        .collect();
+    assert_eq!(
+        p.client
+            .call(tools_call(99, "echo", "{}").as_bytes(), None, p.now)
+            .unwrap_err(),
+        StartError::Busy
+    );
+    p.run();
+    assert_eq!(p.requests.len(), 4);
+    for r in p.requests.iter().rev() {
+        p.server.respond(r.call, br#"{"content":[]}"#).unwrap();
+    }
+    p.run();
+    for (i, c) in calls.iter().enumerate() {
+        let r = p.seen(*c).response.unwrap();
+        assert!(r.contains(&format!(r#""id":{}"#, 20 + i)), "{r}");
+    }
+}
+
+#[test]
+fn an_early_answer_is_kept_when_the_request_had_not_ended() {
+    // The server's stream window (1 KiB) holds the 6 KiB request back; the
+    // server refuses the call's credentials first, ends the stream and
+    // resets it: the caller keeps the answer, not the reset.
+    let mut config = EngineConfig {
+        authorize: true,
+        ..EngineConfig::default()
+    };
+    config.h2.initial_window_size = 1024;
+    let mut p = Pair::with(config);
+    // The settings first: the window applies from then on.
+    p.run();
+    let before = p.client_bytes;
+    let big = "x".repeat(6000);
+    let c = p.call(
+        &tools_call(11, "echo", &format!(r#"{{"text":"{big}"}}"#)),
+        None,
+    );
+    p.run();
+    let seen = p.seen(c);
+    let f = seen.failed.expect("failed");
+    assert_eq!(f.5, Some(Code::Unauthenticated), "{f:?}");
+    assert_eq!(f.4, Some(401));
+    assert!(seen.ended);
+    // The rest of the request never went out.
+    assert!(
+        p.client_bytes - before < 6000,
+        "{}",
+        p.client_bytes - before
+    );
+    assert!(!p.client.is_closed());
+}
