@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # The device firmware's application, run on the host (embassy's std
 # executor, embassy-net on a TAP device: examples/device-host), called by
-# @grpc/grpc-js (tests/grpc/device.js) and by our tokio Channel
-# (mcpwire-device-probe): discover, tools/list, the tools, progress, cancel,
-# deadlines, concurrent calls.
+# @grpc/grpc-js (tests/grpc/device.js), by our tokio Channel
+# (mcpwire-device-probe) and by the embassy client (mcpwire-device-client:
+# the core's Caller on its own embassy-net stack): discover, tools/list, the
+# tools, progress, cancel, deadlines, concurrent calls.
 #
 #   sudo ./scripts/interop-embassy-host.sh
 #
 # Everything happens inside a network namespace this script makes and
-# removes (a unique name, mcpwire-emb-PID): a TAP device in it with
-# 10.77.0.1/24 on the kernel side, the device app on 10.77.0.2 behind it, the
-# clients in the same namespace. No traffic leaves the namespace. The app is
+# removes (a unique name, mcpwire-emb-PID): two TAP devices in it, bridged,
+# with 10.77.0.1/24 on the kernel side (the bridge), the device app on
+# 10.77.0.2 behind the first, the embassy client on 10.77.0.3 behind the
+# second, the other clients in the same namespace. No traffic leaves the namespace. The app is
 # stopped by its PID and the namespace deleted on exit, whatever happens.
 #
 # Needs root and /dev/net/tun; without them it exits 77 (skipped), except in
@@ -18,7 +20,7 @@
 # 1.14.7 and @grpc/proto-loader 0.8.1 are installed into
 # tests/grpc/node_modules when missing.
 #
-# Builds the two binaries in release (no LTO, parallel codegen, as the grpc
+# Builds the three binaries in release (no LTO, parallel codegen, as the grpc
 # step of scripts/test.sh does) unless MCPWIRE_NO_BUILD=1. Prints one line a
 # scenario, then "N passed, N failed, N skipped"; the exit status is 1 when
 # any failed.
@@ -56,6 +58,9 @@ fi
 
 ns=mcpwire-emb-$$
 tap=mcptap0
+tap_client=mcptap1
+bridge=mcpbr0
+client_side=10.77.0.3/24
 host_side=10.77.0.1/24
 device=10.77.0.2
 port=50051
@@ -101,19 +106,25 @@ if [[ ${MCPWIRE_NO_BUILD:-} != 1 ]]; then
 fi
 app=$root/target/release/mcpwire-device-host
 probe=$root/target/release/mcpwire-device-probe
-[[ -x $app && -x $probe ]] || {
-    echo "missing $app or $probe" >&2
+client=$root/target/release/mcpwire-device-client
+[[ -x $app && -x $probe && -x $client ]] || {
+    echo "missing $app, $probe or $client" >&2
     exit 2
 }
 
 in_ns() { ip netns exec "$ns" "$@"; }
 
-note "namespace $ns: $tap $host_side, the device at $device"
+note "namespace $ns: $bridge $host_side over $tap and $tap_client, the device at $device"
 ip netns add "$ns"
 in_ns ip link set lo up
-in_ns ip tuntap add dev "$tap" mode tap
-in_ns ip addr add "$host_side" dev "$tap"
-in_ns ip link set "$tap" up
+in_ns ip link add "$bridge" type bridge
+for t in "$tap" "$tap_client"; do
+    in_ns ip tuntap add dev "$t" mode tap
+    in_ns ip link set "$t" master "$bridge"
+    in_ns ip link set "$t" up
+done
+in_ns ip addr add "$host_side" dev "$bridge"
+in_ns ip link set "$bridge" up
 
 # `ip netns exec` execs the app: $! is its PID.
 ip netns exec "$ns" "$app" --tap "$tap" --address "$device/24" -v >"$work/app.out" 2>"$work/app.err" &
@@ -179,6 +190,25 @@ while IFS= read -r line; do
 done <"$work/probe.out"
 if ((probed == 0)); then
     report false channel probe "exit $rc, no scenario ran: $(tail -n 5 "$work/probe.err" | tr '\n' ' ')"
+fi
+
+printf '\n==> embassy client (mcpwire-device-client, %s on %s) -> %s:%s\n' "${client_side%/*}" "$tap_client" "$device" "$port"
+rc=0
+in_ns timeout --kill-after=5 120 "$client" --tap "$tap_client" --address "$client_side" --server "$device:$port" \
+    >"$work/client.out" 2>"$work/client.err" || rc=$?
+ran=0
+while IFS= read -r line; do
+    [[ $line == '{'* ]] || continue
+    ran=$((ran + 1))
+    scenario=$(sed -n 's/.*"scenario":"\([^"]*\)".*/\1/p' <<<"$line")
+    if [[ $line == *'"ok":true'* ]]; then
+        report true embassy "$scenario" "$line"
+    else
+        report false embassy "$scenario" "$line"
+    fi
+done <"$work/client.out"
+if ((ran == 0)); then
+    report false embassy client "exit $rc, no scenario ran: $(tail -n 5 "$work/client.err" | tr '\n' ' ')"
 fi
 
 # The app must have lived through all of it.

@@ -95,6 +95,7 @@
 
 #[macro_use]
 mod fmt;
+pub mod client;
 mod connection;
 mod handler;
 
@@ -110,6 +111,7 @@ use mcpwire_core::mcp::server::{Engine, EngineConfig};
 pub use mcpwire_core::mcp::store::{CallStore, SlabStore};
 use mcpwire_core::mcp::tool::Tools;
 
+pub use client::{CallStream, Client, ClientError, Step};
 use connection::{Conn, now};
 use handler::Slot;
 pub use handler::{MAX_PROGRESS_TOKEN, NOTE as MAX_PROGRESS_PARAMS};

@@ -1,0 +1,389 @@
+//! The MCP client of the tunnel binding on embassy: the core's sans-IO
+//! [`Caller`] driven over one embassy-net TCP socket, with embassy-time.
+//!
+//! The application gives a connected [`TcpSocket`] and a `&mut Caller`
+//! (a static: the caller holds its call buffers inline), then starts calls
+//! one at a time: [`Client::call`] sends the request and returns a
+//! [`CallStream`], whose [`CallStream::next`] yields each notification of
+//! the call as it arrives, then its outcome (a response or a JSON-RPC
+//! error), then [`Step::Done`]. The caller's rules apply: metadata mirrored
+//! from the body, `grpc-timeout` from the time left, re-list and retry once
+//! after -32020, errors read from the trailers.
+//!
+//! ```no_run
+//! use embassy_net::{IpEndpoint, Ipv4Address, Stack};
+//! use embassy_net::tcp::TcpSocket;
+//! use mcpwire_core::mcp::caller::{Caller, CallerConfig};
+//! use mcpwire_embassy::client::{Client, Step};
+//! use static_cell::StaticCell;
+//!
+//! type McpCaller = Caller<2, 4096, 1024, 4096, 4096>;
+//! static CALLER: StaticCell<McpCaller> = StaticCell::new();
+//!
+//! async fn ask(stack: Stack<'static>) {
+//!     let mut rx = [0u8; 4096];
+//!     let mut tx = [0u8; 4096];
+//!     let mut socket = TcpSocket::new(stack, &mut rx, &mut tx);
+//!     let remote = IpEndpoint::new(Ipv4Address::new(10, 77, 0, 2).into(), 50051);
+//!     if socket.connect(remote).await.is_err() {
+//!         return;
+//!     }
+//!     let caller = CALLER.init(McpCaller::new(CallerConfig::default(), mcpwire_embassy::client::now()));
+//!     let mut client = Client::new(socket, caller);
+//!     let body = br#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#;
+//!     let mut out = [0u8; 4096];
+//!     if let Ok(mut call) = client.call(body, None).await {
+//!         while let Ok(step) = call.next(&mut out).await {
+//!             match step {
+//!                 Step::Notification(_) => {}
+//!                 Step::Response(_) | Step::Failed { .. } => {}
+//!                 Step::Done => break,
+//!             }
+//!         }
+//!     }
+//! }
+//! # fn main() {}
+//! ```
+
+use core::future::pending;
+
+use embassy_futures::select::{Either3, select3};
+use embassy_net::tcp::TcpSocket;
+use embassy_time::{Duration, Timer};
+use mcpwire_core::mcp::caller::{CallEvent, CallRef, Caller, Diagnostics, StartError};
+use mcpwire_core::time::Instant;
+
+/// The core's clock: embassy-time's, in microseconds since boot.
+pub fn now() -> Instant {
+    Instant::from_micros(embassy_time::Instant::now().as_micros())
+}
+
+fn to_embassy(at: Instant) -> embassy_time::Instant {
+    embassy_time::Instant::from_micros(at.as_micros())
+}
+
+/// Why the client cannot go on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum ClientError {
+    /// The caller refused the request before a byte went out
+    /// (-32600 for an unsafe annotated integer, ...): `code`.
+    Invalid { code: i32 },
+    /// Every call slot of the caller is taken.
+    Busy,
+    /// The request is larger than the caller's call buffer.
+    TooLarge,
+    /// The connection is over.
+    Closed,
+    /// The socket failed.
+    Socket,
+    /// The output buffer given to [`CallStream::next`] is too small for a
+    /// message (`needed` octets).
+    BufferTooSmall { needed: usize },
+}
+
+impl From<StartError> for ClientError {
+    fn from(e: StartError) -> Self {
+        match e {
+            StartError::Invalid(r) => Self::Invalid { code: r.code },
+            StartError::Busy => Self::Busy,
+            StartError::TooLarge { .. } => Self::TooLarge,
+            StartError::Closed => Self::Closed,
+        }
+    }
+}
+
+/// One step of a call, copied into the buffer given to
+/// [`CallStream::next`].
+#[derive(Debug, Clone, Copy)]
+pub enum Step<'b> {
+    /// A notification (progress, listen events).
+    Notification(&'b [u8]),
+    /// The JSON-RPC response with its `result`.
+    Response(&'b [u8]),
+    /// The JSON-RPC error response (from the server, or synthesized for a
+    /// transport failure: see `diagnostics.transport`).
+    Failed {
+        code: i32,
+        response: &'b [u8],
+        diagnostics: Diagnostics,
+    },
+    /// The call is over.
+    Done,
+}
+
+/// A client over one TCP connection.
+pub struct Client<
+    's,
+    const CALLS: usize,
+    const MSG: usize,
+    const CACHE: usize,
+    const TABLE: usize,
+    const BUF: usize,
+> {
+    socket: TcpSocket<'s>,
+    caller: &'s mut Caller<CALLS, MSG, CACHE, TABLE, BUF>,
+    eof: bool,
+}
+
+impl<const CALLS: usize, const MSG: usize, const CACHE: usize, const TABLE: usize, const BUF: usize>
+    core::fmt::Debug for Client<'_, CALLS, MSG, CACHE, TABLE, BUF>
+{
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Client")
+            .field("caller", &self.caller)
+            .field("eof", &self.eof)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What an event meant for the call being read.
+enum Seen {
+    Other,
+    Copied(u8, usize, i32, Diagnostics),
+    TooSmall(usize),
+    Ended,
+}
+
+const NOTE: u8 = 0;
+const RESPONSE: u8 = 1;
+const FAILED: u8 = 2;
+
+impl<
+    's,
+    const CALLS: usize,
+    const MSG: usize,
+    const CACHE: usize,
+    const TABLE: usize,
+    const BUF: usize,
+> Client<'s, CALLS, MSG, CACHE, TABLE, BUF>
+{
+    /// A client over a connected socket and a fresh caller.
+    pub fn new(
+        socket: TcpSocket<'s>,
+        caller: &'s mut Caller<CALLS, MSG, CACHE, TABLE, BUF>,
+    ) -> Self {
+        Self {
+            socket,
+            caller,
+            eof: false,
+        }
+    }
+
+    /// The caller, for its state (its annotation cache).
+    pub fn caller(&self) -> &Caller<CALLS, MSG, CACHE, TABLE, BUF> {
+        self.caller
+    }
+
+    /// Starts a call of one JSON-RPC request (with its `id` and `_meta`);
+    /// `timeout` replaces the caller's request timeout.
+    pub async fn call(
+        &mut self,
+        body: &[u8],
+        timeout: Option<core::time::Duration>,
+    ) -> Result<CallStream<'_, 's, CALLS, MSG, CACHE, TABLE, BUF>, ClientError> {
+        let call = self.caller.call(body, timeout, now())?;
+        self.transmit().await?;
+        Ok(CallStream {
+            client: self,
+            call,
+            done: false,
+        })
+    }
+
+    /// Closes the connection: GOAWAY, then the socket.
+    pub async fn close(mut self) {
+        self.caller.go_away();
+        let _ = self.transmit().await;
+        let _ = embassy_time::with_timeout(Duration::from_secs(1), self.socket.flush()).await;
+        self.socket.close();
+    }
+
+    /// Moves the caller's output into the socket until it has none, waiting
+    /// for room when the socket's buffer is full.
+    async fn transmit(&mut self) -> Result<(), ClientError> {
+        loop {
+            if self.socket.send_queue() >= self.socket.send_capacity() {
+                self.socket.wait_write_ready().await;
+                continue;
+            }
+            let caller = &mut *self.caller;
+            let n = self
+                .socket
+                .write_with(|out| {
+                    let n = caller.poll_transmit(out);
+                    (n, n)
+                })
+                .await
+                .map_err(|_| ClientError::Socket)?;
+            if n == 0 && !self.caller.connection().wants_transmit() {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Waits for input, a deadline or room in the socket, and hands it to
+    /// the caller.
+    async fn turn(&mut self) -> Result<(), ClientError> {
+        self.transmit().await?;
+        let deadline = self.caller.poll_timeout();
+        let eof = self.eof;
+        let (mut reader, _writer) = self.socket.split();
+        let readable = async {
+            if eof {
+                pending::<()>().await;
+            }
+            reader.read_with(|_| (0, ())).await
+        };
+        let timer = async {
+            match deadline {
+                Some(at) => Timer::at(to_embassy(at)).await,
+                None => pending::<()>().await,
+            }
+        };
+        let closed = async {
+            if eof && self.caller.is_closed() {
+                return;
+            }
+            pending::<()>().await
+        };
+        match select3(readable, timer, closed).await {
+            Either3::First(Ok(())) => {
+                let caller = &mut *self.caller;
+                let fed = self
+                    .socket
+                    .read_with(|input| {
+                        // One `recv` at a time: its notifications are taken
+                        // before the next.
+                        let n = caller.recv(input, now());
+                        (n, n)
+                    })
+                    .await;
+                if fed.is_err() {
+                    self.eof = true;
+                    self.caller.recv_eof();
+                }
+            }
+            Either3::First(Err(_)) => {
+                self.eof = true;
+                self.caller.recv_eof();
+            }
+            Either3::Second(()) => self.caller.handle_timeout(now()),
+            Either3::Third(()) => return Err(ClientError::Closed),
+        }
+        Ok(())
+    }
+}
+
+/// A call in progress: its notifications, then its outcome.
+pub struct CallStream<
+    'c,
+    's,
+    const CALLS: usize,
+    const MSG: usize,
+    const CACHE: usize,
+    const TABLE: usize,
+    const BUF: usize,
+> {
+    client: &'c mut Client<'s, CALLS, MSG, CACHE, TABLE, BUF>,
+    call: CallRef,
+    done: bool,
+}
+
+impl<const CALLS: usize, const MSG: usize, const CACHE: usize, const TABLE: usize, const BUF: usize>
+    core::fmt::Debug for CallStream<'_, '_, CALLS, MSG, CACHE, TABLE, BUF>
+{
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("CallStream")
+            .field("call", &self.call)
+            .field("done", &self.done)
+            .finish()
+    }
+}
+
+impl<const CALLS: usize, const MSG: usize, const CACHE: usize, const TABLE: usize, const BUF: usize>
+    CallStream<'_, '_, CALLS, MSG, CACHE, TABLE, BUF>
+{
+    /// The next step of the call, copied into `out`.
+    pub async fn next<'b>(&mut self, out: &'b mut [u8]) -> Result<Step<'b>, ClientError> {
+        if self.done {
+            return Ok(Step::Done);
+        }
+        loop {
+            let mut seen = Seen::Other;
+            while let Some(e) = self.client.caller.poll_event() {
+                seen = look(e, self.call, out);
+                if !matches!(seen, Seen::Other) {
+                    break;
+                }
+            }
+            match seen {
+                Seen::Other => {}
+                Seen::Ended => {
+                    self.done = true;
+                    return Ok(Step::Done);
+                }
+                Seen::TooSmall(needed) => return Err(ClientError::BufferTooSmall { needed }),
+                Seen::Copied(kind, n, code, diagnostics) => {
+                    let json = &out[..n];
+                    return Ok(match kind {
+                        NOTE => Step::Notification(json),
+                        RESPONSE => Step::Response(json),
+                        _ => Step::Failed {
+                            code,
+                            response: json,
+                            diagnostics,
+                        },
+                    });
+                }
+            }
+            if self.client.eof
+                && self.client.caller.is_closed()
+                && !self.client.caller.is_active(self.call)
+            {
+                self.done = true;
+                return Ok(Step::Done);
+            }
+            self.client.turn().await?;
+        }
+    }
+
+    /// Stops the call: RST_STREAM(CANCEL).
+    pub async fn cancel(mut self) -> Result<(), ClientError> {
+        self.client.caller.cancel(self.call);
+        self.done = true;
+        self.client.transmit().await
+    }
+}
+
+fn look(e: CallEvent<'_>, me: CallRef, out: &mut [u8]) -> Seen {
+    let mut copy = |json: &[u8]| match out.get_mut(..json.len()) {
+        Some(dst) => {
+            dst.copy_from_slice(json);
+            Ok(json.len())
+        }
+        None => Err(json.len()),
+    };
+    let (kind, r, code, diagnostics) = match e {
+        CallEvent::Notification { call, json } if call == me => {
+            (NOTE, copy(json), 0, Diagnostics::default())
+        }
+        CallEvent::Response { call, json } if call == me => {
+            (RESPONSE, copy(json), 0, Diagnostics::default())
+        }
+        CallEvent::Failed { call, error } if call == me => {
+            (FAILED, copy(error.response), error.code, error.diagnostics)
+        }
+        CallEvent::Ended { call } if call == me => return Seen::Ended,
+        CallEvent::Warning { tool, reason, .. } => {
+            let _ = (tool, reason);
+            warn!("mcpwire: a tool was left out of tools/list: {}", reason);
+            return Seen::Other;
+        }
+        _ => return Seen::Other,
+    };
+    match r {
+        Ok(n) => Seen::Copied(kind, n, code, diagnostics),
+        Err(needed) => Seen::TooSmall(needed),
+    }
+}
