@@ -7,26 +7,21 @@ use mcpwire_core::grpc::Code;
 use mcpwire_core::mcp::SlabStore;
 use mcpwire_core::mcp::caller::{CallEvent, CallRef, Caller, CallerConfig, StartError};
 use mcpwire_core::mcp::json;
-use mcpwire_core::mcp::registry::{Registry, ServerInfo, ToolInfo};
-use mcpwire_core::mcp::server::{CallId, Engine, EngineConfig, ServerEvent};
+use mcpwire_core::mcp::registry::ToolInfo;
+use mcpwire_core::mcp::server::{CallId, EngineConfig, ServerEvent};
 use mcpwire_core::time::Instant;
 
-type Server = Engine<'static, SlabStore<8192, 8>, 8, 4096, 16384>;
+mod common;
+
+use common::mcp::{META, Server, registry};
+
 type Client = Caller<4, 8192, 2048>;
 
 const TOOLS: [ToolInfo<'static>; 3] = [
-    ToolInfo {
-        name: "echo",
-        title: None,
-        description: "Returns its text.",
-        input_schema: r#"{"type":"object","properties":{"text":{"type":"string"}}}"#,
-    },
-    ToolInfo {
-        name: "lookup",
-        title: None,
-        description: "Annotated.",
-        input_schema: r#"{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"},"limit":{"type":"integer","x-mcp-header":"Limit"}}}"#,
-    },
+    common::mcp::ECHO,
+    common::mcp::lookup(
+        r#"{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"},"limit":{"type":"integer","x-mcp-header":"Limit"}}}"#,
+    ),
     ToolInfo {
         name: "broken",
         title: None,
@@ -34,24 +29,6 @@ const TOOLS: [ToolInfo<'static>; 3] = [
         input_schema: r#"{"type":"object","properties":{"x":{"type":"number","x-mcp-header":"X"}}}"#,
     },
 ];
-
-fn registry() -> Registry<'static> {
-    Registry {
-        info: ServerInfo {
-            name: "test",
-            version: "1.0",
-            instructions: None,
-        },
-        tools: &TOOLS,
-        resources: &[],
-        templates: &[],
-        prompts: &[],
-        listen: false,
-        completions: false,
-    }
-}
-
-const META: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}"#;
 
 /// A failure as seen: code, message, data, response, HTTP status, gRPC
 /// status, transport.
@@ -104,7 +81,7 @@ impl Pair {
         Pair {
             client: Box::new(Client::new(CallerConfig::default(), Instant::ZERO)),
             server: Box::new(Server::new(
-                registry(),
+                registry(&TOOLS),
                 config,
                 SlabStore::new(),
                 Instant::ZERO,

@@ -1,8 +1,11 @@
 //! Helpers shared by the HPACK integration tests: where the reference corpus
-//! lives, how its stories are read, and owned copies of decoded fields.
+//! lives, how its stories are read, and owned copies of decoded fields; and,
+//! in [`mcp`], the fixtures of the MCP engine tests.
 //!
 //! Each test crate uses part of this module, hence the `dead_code` allowance.
 #![allow(dead_code)]
+
+pub mod mcp;
 
 use std::fs;
 use std::path::{Path, PathBuf};

@@ -18,11 +18,13 @@ use std::net::Ipv4Addr;
 use std::process::exit;
 
 use embassy_executor::Spawner;
-use embassy_net::{Ipv4Cidr, Runner, Stack, StackResources, StaticConfigV4};
-use embassy_net_tuntap::TunTapDevice;
+use embassy_net::{Stack, StackResources};
 use mcpwire_device_tools::SimBoard;
 use mcpwire_device_tools::app::{self, DeviceServer};
+use net::net_task;
 use static_cell::StaticCell;
+
+mod net;
 
 const USAGE: &str = "usage: mcpwire-device-host [--tap NAME] [--address A.B.C.D/LEN] [--temperature MILLICELSIUS] [-v]";
 
@@ -30,11 +32,6 @@ static BOARD: SimBoard = SimBoard::new(21_500);
 /// One TCP socket per connection task, and a spare.
 static RESOURCES: StaticCell<StackResources<{ app::CONNECTIONS + 1 }>> = StaticCell::new();
 static SERVER: StaticCell<DeviceServer<SimBoard>> = StaticCell::new();
-
-#[embassy_executor::task]
-async fn net_task(mut runner: Runner<'static, TunTapDevice>) -> ! {
-    runner.run().await
-}
 
 #[embassy_executor::task(pool_size = app::CONNECTIONS)]
 async fn mcp_connection(stack: Stack<'static>, server: &'static DeviceServer<SimBoard>) -> ! {
@@ -66,16 +63,7 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
         let mut value = || args.next().ok_or(format!("{arg} needs a value"));
         match arg.as_str() {
             "--tap" => out.tap = value()?,
-            "--address" => {
-                let v = value()?;
-                let (a, p) = v.split_once('/').unwrap_or((v.as_str(), "24"));
-                out.address = a.parse().map_err(|_| format!("bad address {v}"))?;
-                out.prefix = p
-                    .parse()
-                    .ok()
-                    .filter(|p| *p <= 32)
-                    .ok_or(format!("bad prefix length in {v}"))?;
-            }
+            "--address" => (out.address, out.prefix) = net::parse_address(&value()?)?,
             "--temperature" => {
                 let v = value()?;
                 out.temperature = v.parse().map_err(|_| format!("bad temperature {v}"))?;
@@ -126,28 +114,14 @@ async fn main(spawner: Spawner) {
     }
     BOARD.set_temperature(args.temperature);
 
-    let device = match TunTapDevice::new(&args.tap) {
-        Ok(d) => d,
-        Err(e) => {
-            eprintln!(
-                "mcpwire-device-host: cannot open TAP device {}: {e}",
-                args.tap
-            );
-            exit(1);
-        }
-    };
-    let config = embassy_net::Config::ipv4_static(StaticConfigV4 {
-        address: Ipv4Cidr::new(args.address, args.prefix),
-        gateway: None,
-        dns_servers: Default::default(),
-    });
-    // The stack's seed (TCP sequence numbers, ports): the clock will do on
-    // a test host.
-    let seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(1, |d| d.as_nanos() as u64);
-    let (stack, runner) =
-        embassy_net::new(device, config, RESOURCES.init(StackResources::new()), seed);
+    let device = net::open_tap("mcpwire-device-host", &args.tap);
+    let (stack, runner) = net::stack(
+        device,
+        args.address,
+        args.prefix,
+        RESOURCES.init(StackResources::new()),
+        1,
+    );
 
     let server = match app::server(&BOARD) {
         Ok(s) => SERVER.init(s),

@@ -20,13 +20,16 @@ use std::time::Duration;
 
 use embassy_executor::Spawner;
 use embassy_net::tcp::TcpSocket;
-use embassy_net::{IpEndpoint, Ipv4Cidr, Runner, StackResources, StaticConfigV4};
-use embassy_net_tuntap::TunTapDevice;
+use embassy_net::{IpEndpoint, StackResources};
 use mcpwire_core::grpc::Code;
 use mcpwire_core::mcp::caller::{Caller, CallerConfig};
 use mcpwire_core::mcp::json;
 use mcpwire_embassy::client::{self, Client, ClientError, Step};
+use net::net_task;
 use static_cell::StaticCell;
+
+#[path = "../net.rs"]
+mod net;
 
 const USAGE: &str = "usage: mcpwire-device-client [--tap NAME] [--address A.B.C.D/LEN] [--server A.B.C.D:PORT] [scenario...]";
 const SCENARIOS: &[&str] = &[
@@ -48,11 +51,6 @@ static CALLER: StaticCell<McpCaller> = StaticCell::new();
 static RX: StaticCell<[u8; 8192]> = StaticCell::new();
 static TX: StaticCell<[u8; 8192]> = StaticCell::new();
 
-#[embassy_executor::task]
-async fn net_task(mut runner: Runner<'static, TunTapDevice>) -> ! {
-    runner.run().await
-}
-
 struct Args {
     tap: String,
     address: Ipv4Addr,
@@ -73,16 +71,7 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
         let mut value = || args.next().ok_or(format!("{arg} needs a value"));
         match arg.as_str() {
             "--tap" => out.tap = value()?,
-            "--address" => {
-                let v = value()?;
-                let (a, p) = v.split_once('/').unwrap_or((v.as_str(), "24"));
-                out.address = a.parse().map_err(|_| format!("bad address {v}"))?;
-                out.prefix = p
-                    .parse()
-                    .ok()
-                    .filter(|p| *p <= 32)
-                    .ok_or(format!("bad prefix length in {v}"))?;
-            }
+            "--address" => (out.address, out.prefix) = net::parse_address(&value()?)?,
             "--server" => {
                 let v = value()?;
                 out.server = v.parse().map_err(|_| format!("bad server {v}"))?;
@@ -245,31 +234,17 @@ async fn main(spawner: Spawner) {
             exit(2);
         }
     };
-    let device = match TunTapDevice::new(&args.tap) {
-        // Not the device app's (embassy-net-tuntap's default): both stacks
-        // can share a bridge.
-        Ok(mut d) => {
-            d.set_hardware_address([0x02, 0x03, 0x04, 0x05, 0x06, 0x08]);
-            d
-        }
-        Err(e) => {
-            eprintln!(
-                "mcpwire-device-client: cannot open TAP device {}: {e}",
-                args.tap
-            );
-            exit(1);
-        }
-    };
-    let config = embassy_net::Config::ipv4_static(StaticConfigV4 {
-        address: Ipv4Cidr::new(args.address, args.prefix),
-        gateway: None,
-        dns_servers: Default::default(),
-    });
-    let seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(7, |d| d.as_nanos() as u64);
-    let (stack, runner) =
-        embassy_net::new(device, config, RESOURCES.init(StackResources::new()), seed);
+    let mut device = net::open_tap("mcpwire-device-client", &args.tap);
+    // Not the device app's (embassy-net-tuntap's default): both stacks can
+    // share a bridge.
+    device.set_hardware_address([0x02, 0x03, 0x04, 0x05, 0x06, 0x08]);
+    let (stack, runner) = net::stack(
+        device,
+        args.address,
+        args.prefix,
+        RESOURCES.init(StackResources::new()),
+        7,
+    );
     if let Err(e) = net_task(runner).map(|t| spawner.spawn(t)) {
         eprintln!("mcpwire-device-client: {e}");
         exit(1);

@@ -1,0 +1,47 @@
+//! Fixtures shared by the MCP engine tests (`mcp_engine.rs`, `caller.rs`):
+//! the server engine's type, the test registry and the request `_meta`.
+
+use mcpwire_core::mcp::SlabStore;
+use mcpwire_core::mcp::registry::{Registry, ServerInfo, ToolInfo};
+use mcpwire_core::mcp::server::Engine;
+
+/// The server engine under test, on a slab store by default.
+pub type Server<S = SlabStore<8192, 8>> = Engine<'static, S, 8, 4096, 16384>;
+
+/// `echo`: returns its text; no annotated arguments.
+pub const ECHO: ToolInfo<'static> = ToolInfo {
+    name: "echo",
+    title: None,
+    description: "Returns its text.",
+    input_schema: r#"{"type":"object","properties":{"text":{"type":"string"}}}"#,
+};
+
+/// `lookup`, with the given input schema (its annotated arguments).
+pub const fn lookup(input_schema: &'static str) -> ToolInfo<'static> {
+    ToolInfo {
+        name: "lookup",
+        title: None,
+        description: "Annotated.",
+        input_schema,
+    }
+}
+
+/// The test server's registry, with these tools and nothing else.
+pub fn registry(tools: &'static [ToolInfo<'static>]) -> Registry<'static> {
+    Registry {
+        info: ServerInfo {
+            name: "test",
+            version: "1.0",
+            instructions: None,
+        },
+        tools,
+        resources: &[],
+        templates: &[],
+        prompts: &[],
+        listen: false,
+        completions: false,
+    }
+}
+
+/// The `_meta` member every request carries (without braces around it).
+pub const META: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}"#;
