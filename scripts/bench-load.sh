@@ -55,7 +55,8 @@ if [[ $only != mcpwire ]]; then
     fi
 fi
 
-build=(cargo build --release -p mcpwire-tokio --bin mcpwire -p mcpwire-bench)
+# `--bin` applies to every package named: name each binary.
+build=(cargo build --release -p mcpwire-tokio --bin mcpwire -p mcpwire-bench --bin mcpwire-load)
 if $with_tonic; then
     build+=(-p mcpwire-tonic-peer --bin tonic-tunnel-server)
 fi
