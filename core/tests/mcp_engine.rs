@@ -6,44 +6,23 @@ use mcpwire_core::grpc::{Code, base64, write_prefix};
 use mcpwire_core::h2::{Config, Connection, Event, Role, StreamRef};
 use mcpwire_core::hpack::Field;
 use mcpwire_core::mcp::json;
-use mcpwire_core::mcp::registry::{Registry, ServerInfo, ToolInfo};
-use mcpwire_core::mcp::server::{Engine, EngineConfig, ServerEvent, TUNNEL_PATH};
+use mcpwire_core::mcp::registry::ToolInfo;
+use mcpwire_core::mcp::server::{EngineConfig, ServerEvent, TUNNEL_PATH};
 use mcpwire_core::mcp::{CallStore, SlabStore};
 use mcpwire_core::time::Instant;
 
+mod common;
+
+use common::mcp::{META, Server, registry};
+
 type Client = Connection<8, 4096, 16384, 16>;
-type Server<S = SlabStore<8192, 8>> = Engine<'static, S, 8, 4096, 16384>;
 
 const TOOLS: [ToolInfo<'static>; 2] = [
-    ToolInfo {
-        name: "echo",
-        title: None,
-        description: "Returns its text.",
-        input_schema: r#"{"type":"object","properties":{"text":{"type":"string"}}}"#,
-    },
-    ToolInfo {
-        name: "lookup",
-        title: None,
-        description: "Annotated.",
-        input_schema: r#"{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"}}}"#,
-    },
+    common::mcp::ECHO,
+    common::mcp::lookup(
+        r#"{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"}}}"#,
+    ),
 ];
-
-fn registry() -> Registry<'static> {
-    Registry {
-        info: ServerInfo {
-            name: "test",
-            version: "1.0",
-            instructions: None,
-        },
-        tools: &TOOLS,
-        resources: &[],
-        templates: &[],
-        prompts: &[],
-        listen: false,
-        completions: false,
-    }
-}
 
 /// What the client saw on one call.
 #[derive(Debug, Default)]
@@ -86,7 +65,7 @@ impl<S: CallStore> Pair<S> {
     fn with(store: S, config: EngineConfig) -> Self {
         Pair {
             client: Client::new(Role::Client, Config::default(), Instant::ZERO),
-            server: Server::new(registry(), config, store, Instant::ZERO),
+            server: Server::new(registry(&TOOLS), config, store, Instant::ZERO),
             now: Instant::ZERO,
             seen: Default::default(),
             body: Default::default(),
@@ -253,8 +232,6 @@ struct OwnedRequest {
 thread_local! {
     static REQUESTS: std::cell::RefCell<Vec<OwnedRequest>> = const { std::cell::RefCell::new(Vec::new()) };
 }
-
-const META: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}"#;
 
 fn mirrored<'a>(method: &'a str, name: Option<&'a str>) -> Vec<(&'a str, &'a str)> {
     let mut h = vec![
