@@ -22,4 +22,5 @@ pub mod grpc;
 pub mod h2;
 pub mod hpack;
 pub mod mcp;
+pub mod records;
 pub mod time;

@@ -14,14 +14,18 @@ mod common;
 
 use std::collections::VecDeque;
 
-use common::{Block, OwnedField, check_table_invariants, decode_block, is_sensitive_name, table};
+use common::{
+    Block, OwnedField, VecRecords, check_table_invariants, decode_block, is_sensitive_name, table,
+};
 use mcpwire_core::hpack::{
     DecodeError, Decoder, EncodeError, Encoder, Field, Limits, STATIC_TABLE, huffman,
 };
+use mcpwire_core::records::Records;
 use proptest::collection::vec;
 use proptest::option;
 use proptest::prelude::*;
 use proptest::sample::{Index, select};
+use proptest::test_runner::TestCaseError;
 
 const BIG: Limits = Limits {
     max_field_size: 1 << 20,
@@ -480,32 +484,68 @@ proptest! {
         blocks in vec((settings(), model_block()), 1..6),
         limits in limits(),
     ) {
-        let mut dec = Decoder::<4096>::with_limits(limits);
-        let mut model = Model::new(limits);
-        let mut scratch = vec![0u8; 1 << 16];
-        for (settings, reps) in &blocks {
-            // SETTINGS_HEADER_TABLE_SIZE values acknowledged before this block.
-            for &size in settings {
-                dec.set_max_table_size(size);
-                model.set_setting(size);
-                prop_assert_eq!(dec.max_table_size(), size);
-            }
-            let (sent, want, want_result) = model.decode(reps);
-            let wire = encode_reps(&sent);
-            let (got, result) = decode_block(&mut dec, &wire, &mut scratch);
-            prop_assert_eq!(&got, &want, "fields of {:?}", sent);
-            prop_assert_eq!(result, want_result, "result of {:?}", sent);
-            if let Err(e) = result
-                && !e.is_size_error() {
-                    // The compression context is gone; the connection ends.
-                    break;
-                }
-            prop_assert_eq!(table(&dec), Vec::from(model.entries.clone()));
-            prop_assert_eq!(dec.table_size(), model.size);
-            prop_assert_eq!(dec.table_capacity(), model.capacity);
-            check_table_invariants(&dec);
-        }
+        agrees_with_the_model(Decoder::<4096>::with_limits(limits), &blocks, limits)?;
     }
+
+    /// The same with table storage that starts empty and grows as entries
+    /// arrive (what the tokio driver uses): same fields, same table, and
+    /// storage never above what the table needs twice over (or the first
+    /// growth step).
+    #[test]
+    fn growing_table_agrees_with_the_model(
+        blocks in vec((settings(), model_block()), 1..6),
+        limits in limits(),
+    ) {
+        let dec = Decoder::<4096, VecRecords<u8, 4096>>::with_limits(limits);
+        prop_assert_eq!(dec.table_storage(), 0);
+        agrees_with_the_model(dec, &blocks, limits)?;
+    }
+}
+
+fn agrees_with_the_model<B: Records<u8>>(
+    mut dec: Decoder<4096, B>,
+    blocks: &[(Vec<usize>, Vec<Rep<Idx>>)],
+    limits: Limits,
+) -> Result<(), TestCaseError> {
+    let mut model = Model::new(limits);
+    let mut scratch = vec![0u8; 1 << 16];
+    let mut peak = 0;
+    for (settings, reps) in blocks {
+        // SETTINGS_HEADER_TABLE_SIZE values acknowledged before this block.
+        for &size in settings {
+            dec.set_max_table_size(size);
+            model.set_setting(size);
+            prop_assert_eq!(dec.max_table_size(), size);
+        }
+        peak = peak.max(dec.table_capacity());
+        let (sent, want, want_result) = model.decode(reps);
+        let wire = encode_reps(&sent);
+        let (got, result) = decode_block(&mut dec, &wire, &mut scratch);
+        prop_assert_eq!(&got, &want, "fields of {:?}", sent);
+        prop_assert_eq!(result, want_result, "result of {:?}", sent);
+        if let Err(e) = result
+            && !e.is_size_error()
+        {
+            // The compression context is gone; the connection ends.
+            break;
+        }
+        prop_assert_eq!(table(&dec), Vec::from(model.entries.clone()));
+        prop_assert_eq!(dec.table_size(), model.size);
+        prop_assert_eq!(dec.table_capacity(), model.capacity);
+        check_table_invariants(&dec);
+        // Grown only as far as needed: entries and their records always
+        // fit in their RFC size, and each step at most doubles, so storage
+        // stays within twice the largest maximum size allowed so far (or
+        // the first step).
+        peak = peak.max(dec.table_capacity());
+        prop_assert!(
+            dec.table_storage() <= (2 * peak).clamp(256, 4096),
+            "storage {} after a largest maximum size of {}",
+            dec.table_storage(),
+            peak
+        );
+    }
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------

@@ -16,7 +16,7 @@ use mcpwire_core::mcp::registry::{
     PromptArgument, PromptInfo, Registry, RegistryError, ResourceInfo, ServerInfo, ToolInfo,
 };
 use serde_json::{Map, Value, json};
-use tokio::sync::{broadcast, mpsc, watch};
+use tokio::sync::{broadcast, watch};
 
 use crate::server::{CallId, Outgoing};
 
@@ -355,7 +355,7 @@ impl Handlers {
 #[derive(Debug, Clone)]
 pub(crate) struct CallLink {
     pub(crate) call: CallId,
-    pub(crate) out: mpsc::Sender<Outgoing>,
+    pub(crate) out: crate::outbox::Sender<Outgoing>,
     pub(crate) cancelled: watch::Receiver<bool>,
 }
 

@@ -11,11 +11,12 @@
 
 mod app;
 pub mod auth;
-mod buffers;
 pub mod channel;
 pub mod demo;
+mod outbox;
 pub mod portable;
 mod server;
+mod storage;
 mod store;
 #[cfg(feature = "tls")]
 mod tls;
@@ -25,10 +26,10 @@ pub use app::{
     ToolError, ToolResult,
 };
 pub use auth::{Auth, AuthDecision, BearerTokens};
-pub use buffers::HeapBuffers;
 pub use channel::{CallError, CallStream, Channel, ChannelConfig, Diagnostics, Message};
 pub use mcpwire_core::mcp::server::EngineConfig;
 pub use server::{CallId, ConnEngine, Server};
+pub use storage::{HeapRecords, HeapStorage};
 pub use store::HeapStore;
 #[cfg(feature = "tls")]
 pub use tls::TlsConfig;

@@ -34,14 +34,15 @@ use mcpwire_core::time::Instant;
 use serde_json::{Map, Value, json};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream, ToSocketAddrs};
-use tokio::sync::{broadcast, mpsc, watch};
+use tokio::sync::{broadcast, watch};
 use tokio::task::{AbortHandle, JoinSet};
 
 use crate::app::{
     App, CallLink, Handlers, ListenEvent, PromptGet, ResourceRead, Role, ToolCall, ToolError,
 };
 use crate::auth::{Auth, AuthDecision, bearer_token, refusal};
-use crate::buffers::HeapBuffers;
+use crate::outbox;
+use crate::storage::HeapStorage;
 use crate::store::HeapStore;
 #[cfg(feature = "tls")]
 use crate::tls::{ALPN_H2, TlsConfig};
@@ -52,7 +53,7 @@ pub use mcpwire_core::mcp::server::CallId;
 /// 8 KiB HTTP/2 buffers (the largest request head) held only while in use,
 /// and a heap buffer per call while it lasts, sized to its request and to
 /// each message of its response.
-pub type ConnEngine = Engine<'static, HeapStore, 32, 4096, 8192, HeapBuffers<8192>>;
+pub type ConnEngine = Engine<'static, HeapStore, 32, 4096, 8192, HeapStorage<8192>>;
 
 /// Read from the socket at a time.
 const READ_BUF: usize = 64 << 10;
@@ -333,12 +334,12 @@ struct Shared {
 }
 
 impl Shared {
-    fn conn(self) -> (Conn, mpsc::Receiver<Outgoing>) {
+    fn conn(self) -> (Conn, outbox::Receiver<Outgoing>) {
         // Calls may carry messages up to `max_message_bytes`; their
         // responses too (plus the framing).
         let store = HeapStore::new(self.config.max_message_bytes.saturating_add(64 << 10));
         let engine = Box::new(ConnEngine::new(self.registry, self.config, store, now()));
-        let (tx, rx) = mpsc::channel(CHANNEL);
+        let (tx, rx) = outbox::channel(CHANNEL);
         let conn = Conn {
             engine,
             calls: Calls::default(),
@@ -401,6 +402,18 @@ impl Running {
 /// aborted) aborts their handlers.
 #[derive(Default)]
 struct Calls(HashMap<CallId, Running>);
+
+impl Calls {
+    /// Removes a call; the map's memory goes back once no call runs, so an
+    /// idle connection holds none.
+    fn remove(&mut self, call: &CallId) -> Option<Running> {
+        let r = self.0.remove(call);
+        if self.0.is_empty() && self.0.capacity() > 0 {
+            self.0 = HashMap::new();
+        }
+        r
+    }
+}
 
 impl Drop for Calls {
     fn drop(&mut self) {
@@ -478,7 +491,7 @@ struct Conn {
     calls: Calls,
     handlers: Arc<Handlers>,
     auth: Option<Arc<dyn Auth>>,
-    tx: mpsc::Sender<Outgoing>,
+    tx: outbox::Sender<Outgoing>,
     stop: watch::Receiver<bool>,
 }
 
@@ -487,7 +500,7 @@ impl Conn {
         &mut self,
         mut rd: R,
         mut wr: W,
-        mut rx: mpsc::Receiver<Outgoing>,
+        mut rx: outbox::Receiver<Outgoing>,
     ) -> io::Result<()>
     where
         R: AsyncRead + Unpin,
@@ -531,10 +544,10 @@ impl Conn {
                 r = wr.write(&out[written..]), if written < out.len() => {
                     written += r?;
                 }
-                Some(msg) = rx.recv() => {
+                msg = rx.recv() => {
                     self.outgoing(msg);
                     // Take what else is queued before writing.
-                    while let Ok(msg) = rx.try_recv() {
+                    while let Some(msg) = rx.try_recv() {
                         self.outgoing(msg);
                     }
                     self.drain_events();
@@ -614,7 +627,7 @@ impl Conn {
             match e {
                 Owned::Request(req) => self.start(req),
                 Owned::Cancelled(call) => {
-                    if let Some(r) = self.calls.0.remove(&call) {
+                    if let Some(r) = self.calls.remove(&call) {
                         r.stop();
                     }
                 }
@@ -633,7 +646,7 @@ impl Conn {
                     (_, None) => {}
                 },
                 Owned::Closed => {
-                    for (_, r) in self.calls.0.drain() {
+                    for (_, r) in std::mem::take(&mut self.calls.0) {
                         r.stop();
                     }
                 }
@@ -675,14 +688,14 @@ impl Conn {
                 Ok(()) => {
                     if msg.is_final() {
                         // The handler is done; the engine sends the trailers.
-                        self.calls.0.remove(&call);
+                        self.calls.remove(&call);
                         return;
                     }
                     r.pending.pop_front();
                 }
                 Err(SendError::Busy) => return,
                 Err(SendError::Gone) => {
-                    if let Some(r) = self.calls.0.remove(&call) {
+                    if let Some(r) = self.calls.remove(&call) {
                         r.stop();
                     }
                     return;
@@ -820,21 +833,21 @@ impl Conn {
             let msg = Outgoing::from_result(call, result);
             // Nothing of this call waits in the channel (it is empty): the
             // answer goes to the engine at once.
-            if self.tx.capacity() == self.tx.max_capacity() {
+            if self.tx.is_empty() {
                 self.calls.0.insert(call, running);
                 self.outgoing(msg);
                 return;
             }
             match self.tx.try_send(msg) {
                 Ok(()) => {}
-                Err(mpsc::error::TrySendError::Full(msg)) => {
+                Err(outbox::TrySendError::Full(msg)) => {
                     let out = self.tx.clone();
                     tokio::spawn(async move {
                         let _ = out.send(msg).await;
                     });
                 }
                 // The connection is going away.
-                Err(mpsc::error::TrySendError::Closed(_)) => return,
+                Err(outbox::TrySendError::Closed(_)) => return,
             }
             self.calls.0.insert(call, running);
             return;

@@ -28,20 +28,23 @@
 //! reset. DATA payloads are never buffered: they are handed out from the
 //! input. `core::mem::size_of` is the whole cost.
 //!
-//! The three `BUF` buffers live in the trailing type parameter, a
-//! [`FrameBuffers`] that defaults to [`InlineBuffers`]. A driver with an
-//! allocator can pass one that holds each buffer only while it is in use
-//! (see [`buffers`](super::buffers) for when they are taken and given back,
-//! and how the connection answers when one cannot be had).
+//! The three `BUF` buffers, the slots and the table live in the trailing
+//! type parameter, a [`Storage`] that defaults to [`InlineStorage`]. A
+//! driver with an allocator can pass one that holds each buffer only while
+//! it is in use and grows the slots and the table as they fill (see
+//! [`storage`](super::storage) for when buffers are taken and given back,
+//! and how the connection answers when one cannot be had). Slots are never
+//! given back: a connection holds as many as it once had streams at once.
 
 use core::time::Duration;
 
-use super::buffers::{FrameBuffer, FrameBuffers, InlineBuffers};
 use super::config::{Config, Role};
 use super::frame::{self, FrameHeader, FrameType, HEADER_LEN, MAX_WINDOW, PREFACE, Setting, flags};
 use super::headers::{HeaderList, HeaderStore, HeadersKind};
+use super::storage::{FrameBuffer, InlineStorage, Storage};
 use super::{ConnectionError, ErrorCode, StreamError};
 use crate::hpack::{self, Decoder, Encoder, Field};
+use crate::records::Records;
 use crate::time::Instant;
 
 /// A handle to a stream of a connection. It stays valid until the stream
@@ -192,7 +195,7 @@ struct Stream {
     unreleased: u32,
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Default)]
 struct Slot {
     generation: u16,
     /// The previous generation of this slot ended with a complete response
@@ -325,7 +328,7 @@ pub struct Connection<
     const TABLE: usize = 4096,
     const BUF: usize = 16384,
     const RESETS: usize = 64,
-    B: FrameBuffers<BUF> = InlineBuffers<BUF>,
+    B: Storage<BUF> = InlineStorage<BUF>,
 > {
     role: Role,
     config: Config,
@@ -345,7 +348,7 @@ pub struct Connection<
     bufs: B,
     block_len: usize,
     block_info: Option<Block>,
-    decoder: Decoder<TABLE>,
+    decoder: Decoder<TABLE, B::Records<u8, TABLE>>,
     store: HeaderStore,
     /// An event points into the store; recv waits until it was read.
     store_busy: bool,
@@ -353,12 +356,12 @@ pub struct Connection<
     store_read: bool,
 
     // Streams.
-    slots: [Slot; STREAMS],
+    slots: B::Records<Slot, STREAMS>,
     last_peer_id: u32,
     next_local_id: u32,
     peer_streams: u32,
     local_streams: u32,
-    resets: [u32; RESETS],
+    resets: B::Records<u32, RESETS>,
     resets_next: usize,
     /// Ranges of peer stream ids skipped over, never opened (newest first).
     skipped: [(u32, u32); SKIPPED],
@@ -410,7 +413,7 @@ impl<
     const TABLE: usize,
     const BUF: usize,
     const RESETS: usize,
-    B: FrameBuffers<BUF>,
+    B: Storage<BUF>,
 > core::fmt::Debug for Connection<STREAMS, TABLE, BUF, RESETS, B>
 {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
@@ -436,7 +439,7 @@ impl<
     const TABLE: usize,
     const BUF: usize,
     const RESETS: usize,
-    B: FrameBuffers<BUF> + Default,
+    B: Storage<BUF> + Default,
 > Connection<STREAMS, TABLE, BUF, RESETS, B>
 {
     /// A connection in the given role. A client writes the preface and its
@@ -452,7 +455,7 @@ impl<
     const TABLE: usize,
     const BUF: usize,
     const RESETS: usize,
-    B: FrameBuffers<BUF>,
+    B: Storage<BUF>,
 > Connection<STREAMS, TABLE, BUF, RESETS, B>
 {
     /// [`Connection::new`] with the given buffer storage.
@@ -510,17 +513,12 @@ impl<
             store: HeaderStore::new(),
             store_busy: false,
             store_read: false,
-            slots: [Slot {
-                generation: 0,
-                quiet_previous: false,
-                stream: None,
-                pending: None,
-            }; STREAMS],
+            slots: Default::default(),
             last_peer_id: 0,
             next_local_id: if role == Role::Client { 1 } else { 2 },
             peer_streams: 0,
             local_streams: 0,
-            resets: [0; RESETS],
+            resets: Default::default(),
             skipped: [(0, 0); SKIPPED],
             resets_next: 0,
             local,
@@ -1152,7 +1150,7 @@ impl<
                 if self.goaway_sent.is_some() || self.state != State::Open {
                     BlockTarget::Ignore
                 } else if self.peer_streams >= self.local.max_concurrent_streams
-                    || self.free_slot().is_none()
+                    || !self.has_free_slot()
                 {
                     BlockTarget::Refuse
                 } else {
@@ -1267,7 +1265,7 @@ impl<
                 // (RFC 9113 §6.9.2).
                 let delta = i64::from(s.value) - i64::from(self.remote.initial_window_size);
                 self.remote.initial_window_size = s.value;
-                for slot in 0..STREAMS {
+                for slot in 0..self.slots.len() {
                     if let Some(st) = self.slots[slot].stream.as_mut() {
                         st.send_window += delta;
                         if st.send_window > i64::from(MAX_WINDOW) {
@@ -1311,7 +1309,7 @@ impl<
         let ours = i64::from(self.local.initial_window_size);
         let delta = ours - ours.max(65_535);
         if delta != 0 {
-            for slot in &mut self.slots {
+            for slot in self.slots.iter_mut() {
                 if let Some(s) = slot.stream.as_mut() {
                     s.recv_window += delta;
                 }
@@ -1413,7 +1411,7 @@ impl<
         });
         // Our streams above the last id were not processed: the
         // application may retry them on a new connection.
-        for slot in 0..STREAMS {
+        for slot in 0..self.slots.len() {
             let Some(s) = self.slots[slot].stream else {
                 continue;
             };
@@ -1657,8 +1655,16 @@ impl<
         if RESETS == 0 || id == 0 {
             return;
         }
-        self.resets[self.resets_next] = id;
-        self.resets_next = (self.resets_next + 1) % RESETS;
+        let n = self.resets.len();
+        if n < RESETS && self.resets.grow_to(n + 1) {
+            self.resets[n] = id;
+            return;
+        }
+        // Full: the oldest goes.
+        if let Some(at) = self.resets.get_mut(self.resets_next) {
+            *at = id;
+        }
+        self.resets_next = (self.resets_next + 1) % n.max(1);
     }
 
     fn find(&self, id: u32) -> Option<usize> {
@@ -1670,11 +1676,26 @@ impl<
             .position(|s| s.stream.is_some_and(|st| st.id == id))
     }
 
-    /// A slot with no stream and no event waiting to be read.
-    fn free_slot(&self) -> Option<usize> {
-        self.slots
+    /// A slot with no stream and no event waiting to be read; a new one
+    /// when every slot is taken and the storage has room for more.
+    fn free_slot(&mut self) -> Option<usize> {
+        let free = self
+            .slots
             .iter()
-            .position(|s| s.stream.is_none() && s.pending.is_none())
+            .position(|s| s.stream.is_none() && s.pending.is_none());
+        free.or_else(|| {
+            let n = self.slots.len();
+            self.slots.grow_to(n + 1).then_some(n)
+        })
+    }
+
+    /// Whether [`Self::free_slot`] would find or make one.
+    fn has_free_slot(&self) -> bool {
+        self.slots.len() < STREAMS
+            || self
+                .slots
+                .iter()
+                .any(|s| s.stream.is_none() && s.pending.is_none())
     }
 
     fn handle(&self, slot: usize) -> StreamRef {
@@ -1861,7 +1882,7 @@ impl<
             return;
         }
         self.some_send_blocked = false;
-        for slot in 0..STREAMS {
+        for slot in 0..self.slots.len() {
             let Some(s) = self.slots[slot].stream.as_mut() else {
                 continue;
             };
@@ -1944,7 +1965,7 @@ impl<
     }
 
     fn close(&mut self) {
-        for slot in 0..STREAMS {
+        for slot in 0..self.slots.len() {
             if let Some(s) = self.slots[slot].stream.take() {
                 if s.ready {
                     self.slot_events -= 1;
@@ -2084,7 +2105,7 @@ impl<
             Queued::Headers { stream, .. } => Some(*stream),
             _ => None,
         });
-        for slot in 0..STREAMS {
+        for slot in 0..self.slots.len() {
             if let Some((stream, event)) = self.slots[slot].pending {
                 if headers_waiting == Some(stream) {
                     continue;
@@ -2585,7 +2606,7 @@ impl<
                 return w;
             }
         }
-        for slot in 0..STREAMS {
+        for slot in 0..self.slots.len() {
             let Some(s) = self.slots[slot].stream else {
                 continue;
             };
@@ -2610,7 +2631,7 @@ impl<
             // have been refused to them); otherwise it goes back.
             if self.some_want_tx && self.hold(FrameBuffer::Transmit) {
                 self.some_want_tx = false;
-                for slot in 0..STREAMS {
+                for slot in 0..self.slots.len() {
                     if let Some(s) = self.slots[slot].stream.as_mut()
                         && core::mem::replace(&mut s.want_tx, false)
                     {

@@ -9,15 +9,15 @@
 //!   by default, or taken on demand by a driver with an allocator).
 //! - [`HeaderList`]: a decoded header block as the application reads it.
 
-pub mod buffers;
 mod config;
 mod connection;
 mod error;
 pub mod frame;
 mod headers;
+pub mod storage;
 
-pub use buffers::{FrameBuffer, FrameBuffers, InlineBuffers};
 pub use config::{Config, FloodLimits, Role};
 pub use connection::{Connection, Data, Event, Received, StreamRef};
 pub use error::{ConnectionError, ErrorCode, StreamError};
 pub use headers::{Fields, HeaderBuilder, HeaderList, HeadersKind, Malformed};
+pub use storage::{FrameBuffer, InlineStorage, Storage};

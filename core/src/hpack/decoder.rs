@@ -2,6 +2,7 @@
 
 use super::table::{DynamicTable, NameSource, ValueSource};
 use super::{DEFAULT_TABLE_SIZE, DecodeError, Field, huffman, integer, static_table};
+use crate::records::{InlineRecords, Records};
 
 /// Limits on what a decoded block may hand out.
 ///
@@ -36,6 +37,10 @@ impl Default for Limits {
 /// `TABLE` below 4096 can only follow peers that wait for that
 /// acknowledgement, or that do not index; `Decoder<4096>` follows every peer.
 ///
+/// `B` holds the table's bytes: inline by default (`TABLE` bytes in the
+/// decoder itself), or storage that grows as entries arrive (see
+/// [`crate::records`]); its [`Records::LIMIT`] must be `TABLE`.
+///
 /// ```
 /// use mcpwire_core::hpack::{Decoder, Field};
 ///
@@ -53,8 +58,8 @@ impl Default for Limits {
 /// assert_eq!(n, 3);
 /// # Ok::<(), mcpwire_core::hpack::DecodeError>(())
 /// ```
-pub struct Decoder<const TABLE: usize = DEFAULT_TABLE_SIZE> {
-    table: DynamicTable<TABLE>,
+pub struct Decoder<const TABLE: usize = DEFAULT_TABLE_SIZE, B = InlineRecords<u8, TABLE>> {
+    table: DynamicTable<B>,
     /// The acknowledged SETTINGS_HEADER_TABLE_SIZE: no size update may exceed it.
     settings_max: usize,
     /// The smallest maximum set since the last block, when it is below the
@@ -64,19 +69,20 @@ pub struct Decoder<const TABLE: usize = DEFAULT_TABLE_SIZE> {
     limits: Limits,
 }
 
-impl<const TABLE: usize> core::fmt::Debug for Decoder<TABLE> {
+impl<const TABLE: usize, B: Records<u8>> core::fmt::Debug for Decoder<TABLE, B> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Decoder")
             .field("table_len", &self.table.len())
             .field("table_size", &self.table.size())
             .field("max_table_size", &self.table.max_size())
+            .field("table_storage", &self.table.storage_len())
             .field("settings_max", &self.settings_max)
             .field("limits", &self.limits)
             .finish()
     }
 }
 
-impl<const TABLE: usize> Default for Decoder<TABLE> {
+impl<const TABLE: usize, B: Records<u8>> Default for Decoder<TABLE, B> {
     fn default() -> Self {
         Self::new()
     }
@@ -125,10 +131,10 @@ impl Admission {
     }
 }
 
-impl<const TABLE: usize> Decoder<TABLE> {
+impl<const TABLE: usize, B: Records<u8>> Decoder<TABLE, B> {
     /// A decoder with the default [`Limits`] and the HTTP/2 initial maximum
     /// table size (4096, or `TABLE` if smaller).
-    pub const fn new() -> Self {
+    pub fn new() -> Self {
         Self::with_limits(Limits {
             max_field_size: 8 * 1024,
             max_header_list_size: 16 * 1024,
@@ -136,7 +142,8 @@ impl<const TABLE: usize> Decoder<TABLE> {
     }
 
     /// A decoder with the given limits.
-    pub const fn with_limits(limits: Limits) -> Self {
+    pub fn with_limits(limits: Limits) -> Self {
+        const { assert!(B::LIMIT == TABLE, "table storage limit is not TABLE") };
         let max = if DEFAULT_TABLE_SIZE < TABLE {
             DEFAULT_TABLE_SIZE
         } else {
@@ -186,6 +193,12 @@ impl<const TABLE: usize> Decoder<TABLE> {
     /// The size of the dynamic table as RFC 7541 §4.1 counts it.
     pub fn table_size(&self) -> usize {
         self.table.size()
+    }
+
+    /// The bytes the table's storage holds now: `TABLE` for inline storage,
+    /// for growing storage what the entries so far needed.
+    pub fn table_storage(&self) -> usize {
+        self.table.storage_len()
     }
 
     /// The maximum size the peer's encoder set with its last size update.

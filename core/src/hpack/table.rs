@@ -1,4 +1,5 @@
-//! The dynamic table (RFC 7541 §2.3.2, §4), in one fixed array.
+//! The dynamic table (RFC 7541 §2.3.2, §4), in one array of at most `N`
+//! bytes that grows as entries arrive (all `N` at once for inline storage).
 //!
 //! The RFC charges every entry its name, its value and 32 octets. The table
 //! spends those 32 octets on a 6-octet record (offset, name length, value
@@ -6,17 +7,24 @@
 //!
 //! ```text
 //! [ evicted | live names and values, oldest first | free | records, newest first ]
-//! 0         head                                   tail   low                  high <= N
+//! 0         head                                   tail   low                  high <= len
 //! ```
 //!
 //! Entries are stored contiguously, so fields are handed out as plain slices.
 //! Eviction only moves `head` and `high`; when an insertion does not fit
 //! between `tail` and `low`, the live bytes move to the front and the records
-//! to the back (compaction), which the accounting above guarantees makes room.
+//! to the back (compaction), which the accounting above guarantees makes room
+//! once the array has its full `N` bytes. Until then, an insertion that does
+//! not fit after compaction lengthens the array (to twice its length or what
+//! the entry needs, at most `N`) and moves the records to the new end.
 
 use super::{DecodeError, ENTRY_OVERHEAD, huffman};
+use crate::records::Records;
 
 const RECORD: usize = 6;
+
+/// The first length of a growing array: room for a few typical entries.
+const FIRST_GROWTH: usize = 256;
 
 /// Where the bytes of a name come from.
 #[derive(Debug, Clone, Copy)]
@@ -35,8 +43,8 @@ pub(super) enum ValueSource<'b> {
     Huffman(&'b [u8], usize),
 }
 
-pub(super) struct DynamicTable<const N: usize> {
-    buf: [u8; N],
+pub(super) struct DynamicTable<B> {
+    buf: B,
     head: usize,
     tail: usize,
     low: usize,
@@ -47,23 +55,32 @@ pub(super) struct DynamicTable<const N: usize> {
     max_size: usize,
 }
 
-impl<const N: usize> DynamicTable<N> {
-    pub(super) const fn new(max_size: usize) -> Self {
+impl<B: Records<u8>> DynamicTable<B> {
+    const N: usize = B::LIMIT;
+
+    pub(super) fn new(max_size: usize) -> Self {
         const {
             assert!(
-                N <= u16::MAX as usize,
+                B::LIMIT <= u16::MAX as usize,
                 "dynamic table storage above 65535 bytes"
             )
         };
+        let buf = B::default();
+        let end = buf.len();
         Self {
-            buf: [0; N],
+            buf,
             head: 0,
             tail: 0,
-            low: N,
-            high: N,
+            low: end,
+            high: end,
             size: 0,
-            max_size: if max_size < N { max_size } else { N },
+            max_size: max_size.min(Self::N),
         }
+    }
+
+    /// The bytes the storage holds now (at most `N`).
+    pub(super) fn storage_len(&self) -> usize {
+        self.buf.len()
     }
 
     pub(super) fn len(&self) -> usize {
@@ -104,7 +121,7 @@ impl<const N: usize> DynamicTable<N> {
     /// check the value against the acknowledged setting; here it is also
     /// bounded by the storage.
     pub(super) fn set_max_size(&mut self, max_size: usize) {
-        self.max_size = max_size.min(N);
+        self.max_size = max_size.min(Self::N);
         while self.size > self.max_size {
             self.evict_oldest();
         }
@@ -166,6 +183,9 @@ impl<const N: usize> DynamicTable<N> {
             };
             self.compact(keep);
             name_in_place = keep.is_some();
+            if self.tail + name_len + value_len + RECORD > self.low {
+                self.grow(name_len + value_len + RECORD);
+            }
         }
         let fits = self.tail + name_len + value_len + RECORD <= self.low;
         debug_assert!(fits, "dynamic table accounting broken");
@@ -173,7 +193,7 @@ impl<const N: usize> DynamicTable<N> {
             // The accounting rules this out; refuse rather than corrupt the table.
             return Err(DecodeError::TableSizeTooLarge {
                 requested: entry as u32,
-                max: N as u32,
+                max: Self::N as u32,
             });
         }
         let at = self.tail;
@@ -236,11 +256,30 @@ impl<const N: usize> DynamicTable<N> {
             self.buf[at..at + 2].copy_from_slice(&new.to_le_bytes());
             at += RECORD;
         }
-        self.buf.copy_within(self.low..self.high, N - records);
-        self.low = N - records;
-        self.high = N;
+        let end = self.buf.len();
+        self.buf.copy_within(self.low..self.high, end - records);
+        self.low = end - records;
+        self.high = end;
         self.head = 0;
         self.tail = live;
+    }
+
+    /// Lengthens the array so that `need` more bytes fit between `tail` and
+    /// `low`, and moves the records to its new end. Does nothing at `N`, or
+    /// when the storage refuses (the caller then finds no room).
+    fn grow(&mut self, need: usize) {
+        let old = self.buf.len();
+        let want = (self.tail + need + (self.high - self.low))
+            .max(old * 2)
+            .max(FIRST_GROWTH)
+            .min(Self::N);
+        if want <= old || !self.buf.grow_to(want) {
+            return;
+        }
+        let shift = self.buf.len() - old;
+        self.buf.copy_within(self.low..self.high, self.low + shift);
+        self.low += shift;
+        self.high += shift;
     }
 }
 

@@ -36,10 +36,11 @@ use super::writer::JsonWriter;
 use super::{Message, json};
 use crate::grpc::{self, Code, HeadError, MessageDecoder, RequestHead, base64, percent};
 use crate::h2::{
-    self, Connection, ConnectionError, ErrorCode, Event, FrameBuffers, HeaderList, HeadersKind,
-    InlineBuffers, StreamRef,
+    self, Connection, ConnectionError, ErrorCode, Event, HeaderList, HeadersKind, InlineStorage,
+    Storage, StreamRef,
 };
 use crate::hpack::Field;
+use crate::records::{Queue, Records};
 use crate::time::Instant;
 use mcpwire_proto::tunnel::{self, JsonRpcMessage};
 
@@ -242,36 +243,29 @@ impl<B> Call<B> {
 /// the HTTP/2 connection ([`h2::Connection`]); the [`CallStore`] `S` gives
 /// each call its buffer while it lasts, which bounds a request and each
 /// message of its response. `FB` keeps the connection's three `BUF` buffers
-/// (inline by default; see [`h2::buffers`]).
+/// (inline by default; see [`h2::storage`]).
 pub struct Engine<
     'r,
     S: CallStore,
     const STREAMS: usize,
     const TABLE: usize,
     const BUF: usize,
-    FB: FrameBuffers<BUF> = InlineBuffers<BUF>,
+    FB: Storage<BUF> = InlineStorage<BUF>,
 > {
     conn: Connection<STREAMS, TABLE, BUF, 64, FB>,
-    calls: [Option<Call<S::Buf>>; STREAMS],
+    calls: FB::Records<Option<Call<S::Buf>>, STREAMS>,
     store: S,
     registry: Registry<'r>,
     config: EngineConfig,
     now: Instant,
-    events: [Option<Queued>; EVENTS],
-    events_head: usize,
-    events_len: usize,
+    events: Queue<Queued, FB::Records<Option<Queued>, EVENTS>>,
     /// A Request event borrows this call's buffer until the next call.
     lent: Option<usize>,
     closed: bool,
 }
 
-impl<
-    S: CallStore,
-    const STREAMS: usize,
-    const TABLE: usize,
-    const BUF: usize,
-    FB: FrameBuffers<BUF>,
-> core::fmt::Debug for Engine<'_, S, STREAMS, TABLE, BUF, FB>
+impl<S: CallStore, const STREAMS: usize, const TABLE: usize, const BUF: usize, FB: Storage<BUF>>
+    core::fmt::Debug for Engine<'_, S, STREAMS, TABLE, BUF, FB>
 {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Engine")
@@ -288,7 +282,7 @@ impl<
     const STREAMS: usize,
     const TABLE: usize,
     const BUF: usize,
-    FB: FrameBuffers<BUF> + Default,
+    FB: Storage<BUF> + Default,
 > Engine<'r, S, STREAMS, TABLE, BUF, FB>
 {
     /// A server engine for one accepted connection, whose calls take their
@@ -296,14 +290,12 @@ impl<
     pub fn new(registry: Registry<'r>, config: EngineConfig, store: S, now: Instant) -> Self {
         Self {
             conn: Connection::new(h2::Role::Server, config.h2, now),
-            calls: [const { None }; STREAMS],
+            calls: Default::default(),
             store,
             registry,
             config,
             now,
-            events: [None; EVENTS],
-            events_head: 0,
-            events_len: 0,
+            events: Queue::default(),
             lent: None,
             closed: false,
         }
@@ -367,7 +359,7 @@ impl<
         self.now = now;
         self.lent = None;
         self.conn.handle_timeout(now);
-        for i in 0..STREAMS {
+        for i in 0..self.calls.len() {
             let Some(call) = self.calls[i].as_ref() else {
                 continue;
             };
@@ -401,12 +393,7 @@ impl<
         // A request or authorization whose call ended in the meantime
         // (reset, deadline) is skipped.
         let e = loop {
-            if self.events_len == 0 {
-                return None;
-            }
-            let e = self.events[self.events_head].take()?;
-            self.events_head = (self.events_head + 1) % EVENTS;
-            self.events_len -= 1;
+            let e = self.events.pop()?;
             let stale = match e {
                 Queued::Request { index, stream } => !self.call_is(index, stream, Phase::Handler),
                 Queued::Authorize { index, stream } => {
@@ -673,7 +660,7 @@ impl<
                     }
                 }
                 Event::ConnectionClosed { error } => {
-                    for i in 0..STREAMS {
+                    for i in 0..self.calls.len() {
                         if let Some((stream, Phase::Handler)) = self.remove(i) {
                             let call = CallId {
                                 index: i as u16,
@@ -737,7 +724,11 @@ impl<
                 return;
             }
         };
-        let Some(i) = self.calls.iter().position(Option::is_none) else {
+        let free = self.calls.iter().position(Option::is_none).or_else(|| {
+            let n = self.calls.len();
+            self.calls.grow_to(n + 1).then_some(n)
+        });
+        let Some(i) = free else {
             self.store.put(buf);
             return self.status_only(stream, Code::ResourceExhausted, b"too many calls");
         };
@@ -1270,11 +1261,7 @@ impl<
     }
 
     fn push(&mut self, e: Queued) {
-        if self.events_len < EVENTS {
-            let at = (self.events_head + self.events_len) % EVENTS;
-            self.events[at] = Some(e);
-            self.events_len += 1;
-        }
+        let _ = self.events.push(e);
     }
 }
 

@@ -11,6 +11,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use mcpwire_core::hpack::{DecodeError, Decoder, huffman, integer};
+use mcpwire_core::records::Records;
 
 /// Set to `1` to turn every "reference material missing" skip into a failure
 /// (CI sets it, so that a moved corpus cannot silently disable a test).
@@ -227,8 +228,8 @@ impl std::fmt::Debug for OwnedField {
 
 /// Decodes one block, returning every field the decoder handed out (also
 /// when it then reports an error) and the result.
-pub fn decode_block<const T: usize>(
-    dec: &mut Decoder<T>,
+pub fn decode_block<const T: usize, B: Records<u8>>(
+    dec: &mut Decoder<T, B>,
     block: &[u8],
     scratch: &mut [u8],
 ) -> (Vec<OwnedField>, Result<(), DecodeError>) {
@@ -244,7 +245,10 @@ pub fn decode_block<const T: usize>(
 }
 
 /// Decodes one block that must decode; returns its fields.
-pub fn decode_ok<const T: usize>(dec: &mut Decoder<T>, block: &[u8]) -> Vec<OwnedField> {
+pub fn decode_ok<const T: usize, B: Records<u8>>(
+    dec: &mut Decoder<T, B>,
+    block: &[u8],
+) -> Vec<OwnedField> {
     let mut scratch = vec![0u8; 1 << 16];
     let (fields, result) = decode_block(dec, block, &mut scratch);
     if let Err(e) = result {
@@ -265,7 +269,7 @@ pub fn pairs(fields: &[OwnedField]) -> Vec<(Vec<u8>, Vec<u8>)> {
 }
 
 /// The dynamic table, newest entry first (HPACK index 62 first).
-pub fn table<const T: usize>(dec: &Decoder<T>) -> Vec<(Vec<u8>, Vec<u8>)> {
+pub fn table<const T: usize, B: Records<u8>>(dec: &Decoder<T, B>) -> Vec<(Vec<u8>, Vec<u8>)> {
     (0..dec.table_len())
         .map(|i| {
             let (name, value) = dec
@@ -288,7 +292,7 @@ pub fn is_sensitive_name(name: &[u8]) -> bool {
 }
 
 /// Checks the decoder's table bookkeeping against its entries.
-pub fn check_table_invariants<const T: usize>(dec: &Decoder<T>) {
+pub fn check_table_invariants<const T: usize, B: Records<u8>>(dec: &Decoder<T, B>) {
     let entries = table(dec);
     let sum: usize = entries.iter().map(|(n, v)| entry_size(n, v)).sum();
     assert_eq!(dec.table_size(), sum, "table_size() vs its entries");
@@ -371,5 +375,37 @@ impl Block {
     /// Dynamic table size update (§6.3).
     pub fn size_update(self, size: usize) -> Self {
         self.int(size, 5, 0x20)
+    }
+}
+
+/// Test storage that grows on the heap, as a driver with an allocator would
+/// give it: a `Vec` that never exceeds `N` elements.
+#[derive(Debug, Default)]
+pub struct VecRecords<T, const N: usize>(pub Vec<T>);
+
+impl<T, const N: usize> std::ops::Deref for VecRecords<T, N> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        &self.0
+    }
+}
+
+impl<T, const N: usize> std::ops::DerefMut for VecRecords<T, N> {
+    fn deref_mut(&mut self) -> &mut [T] {
+        &mut self.0
+    }
+}
+
+impl<T: Default, const N: usize> Records<T> for VecRecords<T, N> {
+    const LIMIT: usize = N;
+
+    fn grow_to(&mut self, len: usize) -> bool {
+        if len > N {
+            return false;
+        }
+        if len > self.0.len() {
+            self.0.resize_with(len, T::default);
+        }
+        true
     }
 }

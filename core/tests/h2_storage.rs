@@ -1,15 +1,17 @@
 //! Connections whose three large buffers are taken on demand
-//! ([`FrameBuffers`]): every buffer is given back when the connection is
+//! ([`Storage`]): every buffer is given back when the connection is
 //! idle, the wire is the same as with the inline buffers, and a refused
-//! buffer is answered as `h2::buffers` documents.
+//! buffer is answered as `h2::storage` documents.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
 
 use std::cell::Cell;
 use std::rc::Rc;
 
 use mcpwire_core::h2::{
-    Config, Connection, ErrorCode, Event, FrameBuffer, FrameBuffers, InlineBuffers, Role,
-    StreamError, StreamRef,
+    Config, Connection, ErrorCode, Event, FrameBuffer, InlineStorage, Role, Storage, StreamError,
+    StreamRef,
 };
 use mcpwire_core::hpack::Field;
 use mcpwire_core::time::Instant;
@@ -56,7 +58,10 @@ impl Counting {
     }
 }
 
-impl FrameBuffers<BUF> for Counting {
+/// Buffers counted, and slots and table on the heap, grown on demand.
+impl Storage<BUF> for Counting {
+    type Records<T: Default, const N: usize> = common::VecRecords<T, N>;
+
     fn acquire(&mut self, which: FrameBuffer) -> bool {
         let i = index(which);
         if self.bufs[i].is_some() {
@@ -138,7 +143,7 @@ fn describe(e: &Event<'_>) -> String {
 }
 
 /// Moves every frame from `from` to `to`; `to`'s events go to `on_event`.
-fn pump<A: FrameBuffers<BUF>, B: FrameBuffers<BUF>>(
+fn pump<A: Storage<BUF>, B: Storage<BUF>>(
     from: &mut Conn<A>,
     to: &mut Conn<B>,
     log: &mut Vec<String>,
@@ -171,7 +176,7 @@ fn pump<A: FrameBuffers<BUF>, B: FrameBuffers<BUF>>(
     moved
 }
 
-fn drain<B: FrameBuffers<BUF>>(
+fn drain<B: Storage<BUF>>(
     c: &mut Conn<B>,
     log: &mut Vec<String>,
     on_event: &mut dyn FnMut(&mut Conn<B>, StreamRef, &str),
@@ -220,7 +225,7 @@ fn as_fields(f: &[(Vec<u8>, Vec<u8>)]) -> Vec<Field<'_>> {
 
 /// The server answers each request head with a response, a body of
 /// `body` octets and trailers.
-fn serve<B: FrameBuffers<BUF>>(body: usize) -> impl FnMut(&mut Conn<B>, StreamRef, &str) {
+fn serve<B: Storage<BUF>>(body: usize) -> impl FnMut(&mut Conn<B>, StreamRef, &str) {
     move |c, s, text| {
         if text.starts_with("headers Request") {
             c.send_headers(s, [Field::new(b":status", b"200")], false)
@@ -236,7 +241,7 @@ fn serve<B: FrameBuffers<BUF>>(body: usize) -> impl FnMut(&mut Conn<B>, StreamRe
 
 /// Runs `calls` exchanges (`batch` at a time) and returns the wire log;
 /// `idle` is checked whenever both sides are idle.
-fn exchange<A: FrameBuffers<BUF>, B: FrameBuffers<BUF>>(
+fn exchange<A: Storage<BUF>, B: Storage<BUF>>(
     client: &mut Conn<A>,
     server: &mut Conn<B>,
     calls: usize,
@@ -291,8 +296,8 @@ fn every_buffer_is_given_back_when_idle_and_the_wire_is_the_same() {
         ..Config::default()
     };
     // The same exchanges over inline buffers, for the expected log.
-    let mut ci = Conn::<InlineBuffers<BUF>>::new(Role::Client, config, Instant::ZERO);
-    let mut si = Box::new(Conn::<InlineBuffers<BUF>>::new(
+    let mut ci = Conn::<InlineStorage<BUF>>::new(Role::Client, config, Instant::ZERO);
+    let mut si = Box::new(Conn::<InlineStorage<BUF>>::new(
         Role::Server,
         config,
         Instant::ZERO,

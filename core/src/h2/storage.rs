@@ -1,4 +1,12 @@
-//! Where a [`Connection`](super::Connection) keeps its three large buffers.
+//! Where a [`Connection`](super::Connection) keeps its large parts: three
+//! frame buffers, its stream slots and its HPACK table.
+//!
+//! The slots and the table are [`Records`] of the type
+//! [`Storage::Records`] names: [`InlineRecords`] for [`InlineStorage`] (all
+//! `STREAMS` slots and `TABLE` bytes inside the connection), or storage that
+//! grows with the peak number of streams and the table's contents (the
+//! tokio driver's). An engine built on a connection keeps its per-call
+//! records in the same kind of storage.
 //!
 //! A connection needs three buffers of `BUF` octets: the header block being
 //! received ([`FrameBuffer::Block`]), the decoded header list an
@@ -6,15 +14,15 @@
 //! ([`FrameBuffer::Headers`]), and the frames waiting for `poll_transmit`
 //! ([`FrameBuffer::Transmit`]). They are empty almost all the time.
 //!
-//! [`InlineBuffers`], the default, holds all three inline: the connection's
+//! [`InlineStorage`], the default, holds all three inline: the connection's
 //! `size_of` is its whole cost and nothing can fail. A driver with an
-//! allocator can pass its own [`FrameBuffers`] that holds a buffer only while
+//! allocator can pass its own [`Storage`] that holds a buffer only while
 //! it is in use (the tokio driver takes them from a per-thread free list).
 //!
 //! # The protocol
 //!
-//! The connection calls [`FrameBuffers::acquire`] right before it writes into
-//! a buffer, and [`FrameBuffers::release`] where the buffer becomes empty:
+//! The connection calls [`Storage::acquire`] right before it writes into
+//! a buffer, and [`Storage::release`] where the buffer becomes empty:
 //!
 //! - `Transmit`: acquired when `send_headers`, `send_data` or `reset` write a
 //!   frame; released when `poll_transmit` has handed out every queued frame;
@@ -44,7 +52,9 @@
 //!   stream is refused with RST_STREAM(REFUSED_STREAM) (the peer may retry
 //!   it), a stream already open is reset with ENHANCE_YOUR_CALM.
 //!
-//! [`InlineBuffers`] never refuses.
+//! [`InlineStorage`] never refuses.
+
+use crate::records::{InlineRecords, Records};
 
 /// One of the connection's three buffers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -63,14 +73,19 @@ impl FrameBuffer {
     pub const ALL: [FrameBuffer; 3] = [Self::Block, Self::Headers, Self::Transmit];
 }
 
-/// Storage for a connection's three `BUF`-octet buffers. See the
-/// [module docs](self) for when each is acquired and released.
+/// Storage for a connection's three `BUF`-octet buffers, and the kind of
+/// [`Records`] its slots and HPACK table live in. See the
+/// [module docs](self) for when each buffer is acquired and released.
 ///
 /// A buffer that is held has at least `BUF` octets (the connection treats
 /// a shorter one as refused); one that is not held reads as empty. Contents
 /// need not be zeroed: the connection reads only what it wrote since it
 /// acquired the buffer.
-pub trait FrameBuffers<const BUF: usize> {
+pub trait Storage<const BUF: usize> {
+    /// Where the connection keeps its stream slots and HPACK table (and an
+    /// engine its calls): up to `N` elements of `T`.
+    type Records<T: Default, const N: usize>: Records<T>;
+
     /// Makes `which` available; true when it is held (also when it already
     /// was), false when it cannot be had now.
     fn acquire(&mut self, which: FrameBuffer) -> bool;
@@ -96,13 +111,13 @@ pub trait FrameBuffers<const BUF: usize> {
 /// The three buffers inline, always held: the default, for `no_std`
 /// without an allocator.
 #[derive(Debug, Clone)]
-pub struct InlineBuffers<const BUF: usize> {
+pub struct InlineStorage<const BUF: usize> {
     block: [u8; BUF],
     headers: [u8; BUF],
     transmit: [u8; BUF],
 }
 
-impl<const BUF: usize> InlineBuffers<BUF> {
+impl<const BUF: usize> InlineStorage<BUF> {
     pub const fn new() -> Self {
         Self {
             block: [0; BUF],
@@ -112,13 +127,15 @@ impl<const BUF: usize> InlineBuffers<BUF> {
     }
 }
 
-impl<const BUF: usize> Default for InlineBuffers<BUF> {
+impl<const BUF: usize> Default for InlineStorage<BUF> {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl<const BUF: usize> FrameBuffers<BUF> for InlineBuffers<BUF> {
+impl<const BUF: usize> Storage<BUF> for InlineStorage<BUF> {
+    type Records<T: Default, const N: usize> = InlineRecords<T, N>;
+
     #[inline(always)]
     fn acquire(&mut self, _: FrameBuffer) -> bool {
         true

@@ -1,6 +1,9 @@
-//! The HTTP/2 buffers of the tokio driver: a connection holds each of its
+//! The HTTP/2 storage of the tokio driver: a connection holds each of its
 //! three `BUF`-octet buffers (header block, header list, transmit) only
-//! while it is in use, so that an idle connection costs none of them.
+//! while it is in use, so that an idle connection costs none of them; its
+//! stream slots, its engine's call records and its HPACK table grow on the
+//! heap as they are needed ([`HeapRecords`]), so that a connection that has
+//! seen one call at a time holds one slot and one call record, not 32.
 //!
 //! Buffers given back go to a small per-thread free list, so the hot path
 //! (a call's HEADERS in, its response out) reuses memory instead of
@@ -8,7 +11,8 @@
 
 use std::cell::RefCell;
 
-use mcpwire_core::h2::{FrameBuffer, FrameBuffers};
+use mcpwire_core::h2::{FrameBuffer, Storage};
+use mcpwire_core::records::Records;
 
 /// Buffers kept for reuse per thread (of any one size: 8 KiB each for the
 /// server's connections, so at most 128 KiB per thread).
@@ -47,22 +51,22 @@ fn give(b: Box<[u8]>) {
     });
 }
 
-/// [`FrameBuffers`] on the heap, taken on demand and given back when empty.
+/// [`Storage`] on the heap, taken on demand and given back when empty.
 /// Never refuses (allocation failure aborts, as everywhere in std).
 #[derive(Default)]
-pub struct HeapBuffers<const BUF: usize> {
+pub struct HeapStorage<const BUF: usize> {
     bufs: [Option<Box<[u8]>>; 3],
 }
 
-impl<const BUF: usize> std::fmt::Debug for HeapBuffers<BUF> {
+impl<const BUF: usize> std::fmt::Debug for HeapStorage<BUF> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HeapBuffers")
+        f.debug_struct("HeapStorage")
             .field("held", &self.bufs.iter().filter(|b| b.is_some()).count())
             .finish()
     }
 }
 
-impl<const BUF: usize> HeapBuffers<BUF> {
+impl<const BUF: usize> HeapStorage<BUF> {
     /// How many of the three buffers are held.
     pub fn held(&self) -> usize {
         self.bufs.iter().filter(|b| b.is_some()).count()
@@ -77,7 +81,9 @@ fn index(which: FrameBuffer) -> usize {
     }
 }
 
-impl<const BUF: usize> FrameBuffers<BUF> for HeapBuffers<BUF> {
+impl<const BUF: usize> Storage<BUF> for HeapStorage<BUF> {
+    type Records<T: Default, const N: usize> = HeapRecords<T, N>;
+
     #[inline]
     fn acquire(&mut self, which: FrameBuffer) -> bool {
         let slot = &mut self.bufs[index(which)];
@@ -119,11 +125,58 @@ impl<const BUF: usize> FrameBuffers<BUF> for HeapBuffers<BUF> {
     }
 }
 
-impl<const BUF: usize> Drop for HeapBuffers<BUF> {
+impl<const BUF: usize> Drop for HeapStorage<BUF> {
     fn drop(&mut self) {
         for b in self.bufs.iter_mut().filter_map(Option::take) {
             give(b);
         }
+    }
+}
+
+/// [`Records`] in a `Vec` that grows on demand, to at most `N` elements.
+/// Its capacity doubles from the first element, so it never holds more
+/// than twice what was asked for.
+#[derive(Debug)]
+pub struct HeapRecords<T, const N: usize>(Vec<T>);
+
+impl<T, const N: usize> Default for HeapRecords<T, N> {
+    fn default() -> Self {
+        Self(Vec::new())
+    }
+}
+
+impl<T, const N: usize> std::ops::Deref for HeapRecords<T, N> {
+    type Target = [T];
+
+    #[inline(always)]
+    fn deref(&self) -> &[T] {
+        &self.0
+    }
+}
+
+impl<T, const N: usize> std::ops::DerefMut for HeapRecords<T, N> {
+    #[inline(always)]
+    fn deref_mut(&mut self) -> &mut [T] {
+        &mut self.0
+    }
+}
+
+impl<T: Default, const N: usize> Records<T> for HeapRecords<T, N> {
+    const LIMIT: usize = N;
+
+    fn grow_to(&mut self, len: usize) -> bool {
+        if len > N {
+            return false;
+        }
+        let v = &mut self.0;
+        if len > v.len() {
+            if len > v.capacity() {
+                let cap = len.max(2 * v.capacity()).min(N);
+                v.reserve_exact(cap - v.len());
+            }
+            v.resize_with(len, T::default);
+        }
+        true
     }
 }
 
@@ -132,8 +185,24 @@ mod tests {
     use super::*;
 
     #[test]
+    fn records_grow_by_doubling_up_to_the_limit() {
+        let mut r = HeapRecords::<u64, 5>::default();
+        assert_eq!(r.0.capacity(), 0);
+        assert!(r.grow_to(1));
+        assert_eq!(r.0.capacity(), 1);
+        r[0] = 9;
+        assert!(r.grow_to(2));
+        assert!(r.grow_to(3));
+        assert_eq!((r.len(), r.0.capacity()), (3, 4));
+        assert!(r.grow_to(5));
+        assert_eq!(r.0.capacity(), 5, "never past the limit");
+        assert!(!r.grow_to(6));
+        assert_eq!(&r[..], &[9, 0, 0, 0, 0]);
+    }
+
+    #[test]
     fn taken_on_demand_and_reused() {
-        let mut a = HeapBuffers::<1024>::default();
+        let mut a = HeapStorage::<1024>::default();
         assert_eq!(a.held(), 0);
         assert!(a.get(FrameBuffer::Transmit).is_empty());
         assert!(a.acquire(FrameBuffer::Transmit));
@@ -143,7 +212,7 @@ mod tests {
         a.release(FrameBuffer::Transmit);
         assert_eq!(a.held(), 0);
         // The same memory comes back from the free list.
-        let mut b = HeapBuffers::<1024>::default();
+        let mut b = HeapStorage::<1024>::default();
         assert!(b.acquire(FrameBuffer::Block));
         assert_eq!(b.get(FrameBuffer::Block).as_ptr(), ptr);
         let (block, headers) = b.block_and_headers();
