@@ -287,13 +287,6 @@ fn poll_once<F: Future + ?Sized>(fut: Pin<&mut F>) -> Poll<std::thread::Result<F
     }
 }
 
-async fn sleep_until(deadline: Option<tokio::time::Instant>) {
-    match deadline {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
-    }
-}
-
 // ----------------------------------------------------------------------
 // One connection
 // ----------------------------------------------------------------------
@@ -514,6 +507,18 @@ impl Conn {
         if stopping {
             self.engine.go_away();
         }
+        // The timer and the stop signal live across the loop: making them
+        // anew on each turn would register and drop a timer entry and a
+        // waiter on the server-wide signal every time.
+        let timer = tokio::time::sleep_until(tokio::time::Instant::now());
+        tokio::pin!(timer);
+        let mut armed: Option<tokio::time::Instant> = None;
+        let mut stop = self.stop.clone();
+        let stop_signal = async move {
+            // An error means the server is gone: stop as well.
+            let _ = stop.changed().await;
+        };
+        tokio::pin!(stop_signal);
         loop {
             if written == out.len() {
                 // Everything went out: an idle connection holds no buffer.
@@ -529,6 +534,12 @@ impl Conn {
                 break;
             }
             let deadline = self.engine.poll_timeout().map(to_tokio);
+            if deadline != armed {
+                if let Some(at) = deadline {
+                    timer.as_mut().reset(at);
+                }
+                armed = deadline;
+            }
             tokio::select! {
                 r = read_shared(&mut rd), if !eof => match r {
                     Ok(0) => {
@@ -552,14 +563,15 @@ impl Conn {
                     }
                     self.drain_events();
                 }
-                () = sleep_until(deadline), if deadline.is_some() => {
+                () = &mut timer, if armed.is_some() => {
+                    // Set again on the next turn, even to the same instant.
+                    armed = None;
                     self.engine.handle_timeout(now());
                     self.drain_events();
                 }
-                r = self.stop.changed(), if !stopping => {
+                () = &mut stop_signal, if !stopping => {
                     // The listen tasks watch the same signal; a dropped
                     // server stops us as well.
-                    let _ = r;
                     stopping = true;
                     // GOAWAY: the client opens no new call here.
                     self.engine.go_away();
