@@ -336,9 +336,15 @@ impl Pipe {
 // ---------------------------------------------------------------------------
 
 /// One connection with its application-facing records.
-pub struct Side<const S: usize, const T: usize, const B: usize, const R: usize> {
+pub struct Side<
+    const S: usize,
+    const T: usize,
+    const B: usize,
+    const R: usize,
+    St: Storage<B> = InlineStorage<B>,
+> {
     pub name: &'static str,
-    pub conn: Box<Connection<S, T, B, R>>,
+    pub conn: Box<Connection<S, T, B, R, St>>,
     /// Every event, in order.
     pub log: Vec<Ev>,
     /// Events the scenario has not looked at yet.
@@ -365,8 +371,8 @@ pub struct Side<const S: usize, const T: usize, const B: usize, const R: usize> 
     pub late_events: usize,
 }
 
-impl<const S: usize, const T: usize, const B: usize, const R: usize> std::fmt::Debug
-    for Side<S, T, B, R>
+impl<const S: usize, const T: usize, const B: usize, const R: usize, St: SimStorage<B>> std::fmt::Debug
+    for Side<S, T, B, R, St>
 {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct(self.name)
@@ -381,7 +387,7 @@ impl<const S: usize, const T: usize, const B: usize, const R: usize> std::fmt::D
     }
 }
 
-impl<const S: usize, const T: usize, const B: usize, const R: usize> Side<S, T, B, R> {
+impl<const S: usize, const T: usize, const B: usize, const R: usize, St: SimStorage<B>> Side<S, T, B, R, St> {
     pub fn new(name: &'static str, role: Role, config: Config, now: Instant) -> Self {
         Side {
             name,
@@ -529,10 +535,16 @@ pub enum Who {
 }
 
 /// A client and a server connection over two pipes on a virtual clock.
-pub struct Pair<const S: usize, const T: usize, const B: usize, const R: usize> {
+pub struct Pair<
+    const S: usize,
+    const T: usize,
+    const B: usize,
+    const R: usize,
+    St: Storage<B> = InlineStorage<B>,
+> {
     pub now: Instant,
-    pub client: Side<S, T, B, R>,
-    pub server: Side<S, T, B, R>,
+    pub client: Side<S, T, B, R, St>,
+    pub server: Side<S, T, B, R, St>,
     to_server: Pipe,
     to_client: Pipe,
     pub split: Split,
@@ -548,8 +560,8 @@ pub struct Pair<const S: usize, const T: usize, const B: usize, const R: usize> 
     pub max_steps: u64,
 }
 
-impl<const S: usize, const T: usize, const B: usize, const R: usize> std::fmt::Debug
-    for Pair<S, T, B, R>
+impl<const S: usize, const T: usize, const B: usize, const R: usize, St: SimStorage<B>> std::fmt::Debug
+    for Pair<S, T, B, R, St>
 {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Pair")
@@ -565,7 +577,7 @@ impl<const S: usize, const T: usize, const B: usize, const R: usize> std::fmt::D
     }
 }
 
-impl<const S: usize, const T: usize, const B: usize, const R: usize> Pair<S, T, B, R> {
+impl<const S: usize, const T: usize, const B: usize, const R: usize, St: SimStorage<B>> Pair<S, T, B, R, St> {
     pub fn new(split: Split, seed: u64, client: Config, server: Config) -> Self {
         let now = Instant::ZERO;
         Pair {
@@ -585,7 +597,7 @@ impl<const S: usize, const T: usize, const B: usize, const R: usize> Pair<S, T, 
         }
     }
 
-    pub fn side(&mut self, who: Who) -> &mut Side<S, T, B, R> {
+    pub fn side(&mut self, who: Who) -> &mut Side<S, T, B, R, St> {
         match who {
             Who::Client => &mut self.client,
             Who::Server => &mut self.server,
@@ -679,7 +691,7 @@ impl<const S: usize, const T: usize, const B: usize, const R: usize> Pair<S, T, 
             let arrival = now + self.latency;
             let mut sent = Vec::new();
             let side = self.side(who);
-            side.feed(chunk, now, strict, &mut |s: &mut Side<S, T, B, R>| {
+            side.feed(chunk, now, strict, &mut |s: &mut Side<S, T, B, R, St>| {
                 let mut buf = vec![0u8; 16_384];
                 loop {
                     let n = s.conn.poll_transmit(&mut buf);
@@ -877,9 +889,9 @@ impl Upload {
     }
 
     /// Sends what can go now. Errors are the stream's end (a reset).
-    pub fn pump<const S: usize, const T: usize, const B: usize, const R: usize>(
+    pub fn pump<const S: usize, const T: usize, const B: usize, const R: usize, St: SimStorage<B>>(
         &mut self,
-        conn: &mut Connection<S, T, B, R>,
+        conn: &mut Connection<S, T, B, R, St>,
     ) -> Result<(), StreamError> {
         if self.done || self.blocked {
             return Ok(());
@@ -980,9 +992,9 @@ impl EchoApp {
     }
 
     /// Opens one request for plan `i`; false when it must wait.
-    fn open<const S: usize, const T: usize, const B: usize, const R: usize>(
+    fn open<const S: usize, const T: usize, const B: usize, const R: usize, St: SimStorage<B>>(
         &mut self,
-        side: &mut Side<S, T, B, R>,
+        side: &mut Side<S, T, B, R, St>,
         i: usize,
     ) -> bool {
         let plan = self.plans[i].clone();
@@ -1025,9 +1037,9 @@ impl EchoApp {
     }
 
     /// The client application: one call per step.
-    pub fn client<const S: usize, const T: usize, const B: usize, const R: usize>(
+    pub fn client<const S: usize, const T: usize, const B: usize, const R: usize, St: SimStorage<B>>(
         &mut self,
-        side: &mut Side<S, T, B, R>,
+        side: &mut Side<S, T, B, R, St>,
     ) {
         // Events first.
         while let Some(ev) = side.inbox.pop_front() {
@@ -1130,9 +1142,9 @@ impl EchoApp {
     }
 
     /// The server application: one call per step.
-    pub fn server<const S: usize, const T: usize, const B: usize, const R: usize>(
+    pub fn server<const S: usize, const T: usize, const B: usize, const R: usize, St: SimStorage<B>>(
         &mut self,
-        side: &mut Side<S, T, B, R>,
+        side: &mut Side<S, T, B, R, St>,
     ) {
         while let Some(ev) = side.inbox.pop_front() {
             match ev {
@@ -1226,9 +1238,9 @@ impl EchoApp {
 
 impl EchoApp {
     /// What each side knows about plan `i`, for failure messages.
-    pub fn diagnose<const S: usize, const T: usize, const B: usize, const R: usize>(
+    pub fn diagnose<const S: usize, const T: usize, const B: usize, const R: usize, St: SimStorage<B>>(
         &self,
-        pair: &Pair<S, T, B, R>,
+        pair: &Pair<S, T, B, R, St>,
         i: usize,
     ) -> String {
         let mut out = String::new();
@@ -1307,8 +1319,8 @@ pub fn short(e: &Ev) -> String {
 }
 
 /// Runs an echo application until both ends are idle; returns it for checks.
-pub fn run_echo<const S: usize, const T: usize, const B: usize, const R: usize>(
-    pair: &mut Pair<S, T, B, R>,
+pub fn run_echo<const S: usize, const T: usize, const B: usize, const R: usize, St: SimStorage<B>>(
+    pair: &mut Pair<S, T, B, R, St>,
     app: EchoApp,
 ) -> EchoApp {
     let mut app = app;
@@ -1321,8 +1333,8 @@ pub fn run_echo<const S: usize, const T: usize, const B: usize, const R: usize>(
 
 /// Asserts every plan reached its expected outcome, with the pair's state
 /// in the message.
-pub fn assert_outcomes<const S: usize, const T: usize, const B: usize, const R: usize>(
-    pair: &Pair<S, T, B, R>,
+pub fn assert_outcomes<const S: usize, const T: usize, const B: usize, const R: usize, St: SimStorage<B>>(
+    pair: &Pair<S, T, B, R, St>,
     app: &EchoApp,
 ) {
     for (i, plan) in app.plans.iter().enumerate() {
@@ -1347,8 +1359,8 @@ pub fn assert_outcomes<const S: usize, const T: usize, const B: usize, const R: 
 /// releasing, the sender pushes on enough fresh streams to exceed the
 /// window, and the octets that arrive are the window the sender was
 /// granted. Returns (client→server, server→client) octets.
-pub fn probe_windows<const S: usize, const T: usize, const B: usize, const R: usize>(
-    pair: &mut Pair<S, T, B, R>,
+pub fn probe_windows<const S: usize, const T: usize, const B: usize, const R: usize, St: SimStorage<B>>(
+    pair: &mut Pair<S, T, B, R, St>,
     streams: usize,
     per_stream: usize,
 ) -> (u64, u64) {

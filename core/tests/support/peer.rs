@@ -88,8 +88,14 @@ impl Rx {
 }
 
 /// A scripted peer around one connection.
-pub struct Peer<const S: usize, const T: usize, const B: usize, const R: usize> {
-    pub conn: Box<Connection<S, T, B, R>>,
+pub struct Peer<
+    const S: usize,
+    const T: usize,
+    const B: usize,
+    const R: usize,
+    St: Storage<B> = InlineStorage<B>,
+> {
+    pub conn: Box<Connection<S, T, B, R, St>>,
     pub now: Instant,
     pub split: Split,
     /// Encodes the peer's header blocks.
@@ -119,8 +125,8 @@ pub struct Peer<const S: usize, const T: usize, const B: usize, const R: usize> 
     pub max_frame_size: u32,
 }
 
-impl<const S: usize, const T: usize, const B: usize, const R: usize> std::fmt::Debug
-    for Peer<S, T, B, R>
+impl<const S: usize, const T: usize, const B: usize, const R: usize, St: SimStorage<B>> std::fmt::Debug
+    for Peer<S, T, B, R, St>
 {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Peer")
@@ -132,7 +138,7 @@ impl<const S: usize, const T: usize, const B: usize, const R: usize> std::fmt::D
     }
 }
 
-impl<const S: usize, const T: usize, const B: usize, const R: usize> Peer<S, T, B, R> {
+impl<const S: usize, const T: usize, const B: usize, const R: usize, St: SimStorage<B>> Peer<S, T, B, R, St> {
     /// A peer for a connection in `role` (the connection's role).
     pub fn new(role: Role, config: Config, split: Split) -> Self {
         let now = Instant::ZERO;
