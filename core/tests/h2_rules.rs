@@ -2,7 +2,8 @@
 //! exact frames of each rule of RFC 9113 and of the gRPC binding
 //! (`shared/spec/grpc-binding.txt`, "HTTP/2") and reads back what the
 //! connection writes. Every test runs with the peer's bytes delivered whole
-//! and one byte at a time.
+//! and one byte at a time, and with `InlineStorage` (`inline::NAME`) and
+//! `GrowingStorage` (`growing::NAME`; see `rules!`).
 // A panic in a test is a failed test, not peer input.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -20,6 +21,18 @@ type Sv = Peer<4, 4096, 16384, 64>;
 type Cl = Peer<32, 4096, 16384, 64>;
 /// A client with one stream slot: every new stream reuses slot 0.
 type Cl1 = Peer<1, 4096, 16384, 64>;
+/// [`Sv`], [`Cl`] and [`Cl1`] with storage `St` (their frame builders do
+/// not depend on it).
+type SvWith<St> = Peer<4, 4096, BUF, 64, St>;
+type ClWith<St> = Peer<32, 4096, BUF, 64, St>;
+type Cl1With<St> = Peer<1, 4096, BUF, 64, St>;
+
+const BUF: usize = 16384;
+
+/// A storage the rules run with.
+trait Rule: SimStorage<BUF> {}
+
+impl<St: SimStorage<BUF>> Rule for St {}
 
 const MODES: [Split; 2] = [Split::Whole, Split::ByteAtATime];
 
@@ -31,18 +44,18 @@ fn both(f: impl Fn(Split)) {
 }
 
 /// A server after the handshake.
-fn server(split: Split) -> Sv {
-    server_with(Config::default(), split)
+fn server<St: Rule>(split: Split) -> SvWith<St> {
+    server_with::<St>(Config::default(), split)
 }
 
-fn server_with(config: Config, split: Split) -> Sv {
-    let mut p = Sv::server(config, split);
+fn server_with<St: Rule>(config: Config, split: Split) -> SvWith<St> {
+    let mut p = SvWith::<St>::server(config, split);
     p.handshake();
     p
 }
 
-fn client(split: Split) -> Cl {
-    let mut p = Cl::client(Config::default(), split);
+fn client<St: Rule>(split: Split) -> ClWith<St> {
+    let mut p = ClWith::<St>::client(Config::default(), split);
     p.handshake();
     p
 }
@@ -52,8 +65,8 @@ fn req() -> Fields {
 }
 
 /// The events the application saw for a stream id.
-fn events_for<const S: usize, const T: usize, const B: usize, const R: usize>(
-    p: &Peer<S, T, B, R>,
+fn events_for<const S: usize, const T: usize, const B: usize, const R: usize, St: SimStorage<B>>(
+    p: &Peer<S, T, B, R, St>,
     handle: mcpwire_core::h2::StreamRef,
 ) -> Vec<Ev> {
     p.log
@@ -67,10 +80,9 @@ fn events_for<const S: usize, const T: usize, const B: usize, const R: usize>(
 // Preface and SETTINGS
 // ---------------------------------------------------------------------------
 
-#[test]
-fn server_settings_window_update_and_ack() {
+fn server_settings_window_update_and_ack<St: Rule>() {
     both(|split| {
-        let mut p = Sv::server(Config::default(), split);
+        let mut p = SvWith::<St>::server(Config::default(), split);
         let mut first = PREFACE.to_vec();
         first.extend(Sv::settings(&[]));
         p.send(&first);
@@ -107,10 +119,9 @@ fn server_settings_window_update_and_ack() {
     });
 }
 
-#[test]
-fn client_preface_sends_enable_push_0_first() {
+fn client_preface_sends_enable_push_0_first<St: Rule>() {
     both(|split| {
-        let mut p = Cl::client(Config::default(), split);
+        let mut p = ClWith::<St>::client(Config::default(), split);
         p.flush();
         let frames = p.take();
         let Some(Rx::Settings { ack: false, params }) = frames.first() else {
@@ -127,10 +138,9 @@ fn client_preface_sends_enable_push_0_first() {
     });
 }
 
-#[test]
-fn invalid_preface_ends_the_connection() {
+fn invalid_preface_ends_the_connection<St: Rule>() {
     both(|split| {
-        let mut p = Sv::server(Config::default(), split);
+        let mut p = SvWith::<St>::server(Config::default(), split);
         p.send(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
         let frames = p.take();
         assert!(p.conn.is_closed(), "{frames:?}");
@@ -146,10 +156,9 @@ fn invalid_preface_ends_the_connection() {
     });
 }
 
-#[test]
-fn first_frame_must_be_settings() {
+fn first_frame_must_be_settings<St: Rule>() {
     both(|split| {
-        let mut p = Sv::server(Config::default(), split);
+        let mut p = SvWith::<St>::server(Config::default(), split);
         let mut first = PREFACE.to_vec();
         first.extend(Sv::ping([1; 8]));
         p.send(&first);
@@ -157,10 +166,9 @@ fn first_frame_must_be_settings() {
     });
 }
 
-#[test]
-fn settings_ack_timeout_sends_goaway_settings_timeout() {
+fn settings_ack_timeout_sends_goaway_settings_timeout<St: Rule>() {
     both(|split| {
-        let mut p = Sv::server(Config::default(), split);
+        let mut p = SvWith::<St>::server(Config::default(), split);
         let mut first = PREFACE.to_vec();
         first.extend(Sv::settings(&[]));
         p.send(&first);
@@ -189,10 +197,9 @@ fn settings_ack_timeout_sends_goaway_settings_timeout() {
     });
 }
 
-#[test]
-fn client_refuses_enable_push_1_from_a_server() {
+fn client_refuses_enable_push_1_from_a_server<St: Rule>() {
     both(|split| {
-        let mut p = Cl::client(Config::default(), split);
+        let mut p = ClWith::<St>::client(Config::default(), split);
         p.flush();
         p.take();
         p.send(&Cl::settings(&[(Setting::ENABLE_PUSH, 1)]));
@@ -204,10 +211,9 @@ fn client_refuses_enable_push_1_from_a_server() {
 // PING
 // ---------------------------------------------------------------------------
 
-#[test]
-fn ping_is_answered_with_ack_and_the_same_payload() {
+fn ping_is_answered_with_ack_and_the_same_payload<St: Rule>() {
     both(|split| {
-        let mut p = server(split);
+        let mut p = server::<St>(split);
         p.send(&Sv::ping(*b"\x00\x01\x02\x03\xfc\xfd\xfe\xff"));
         assert_eq!(
             p.take(),
@@ -235,8 +241,7 @@ fn ping_is_answered_with_ack_and_the_same_payload() {
 // Frame sizes (binding: wrong lengths are connection errors FRAME_SIZE_ERROR)
 // ---------------------------------------------------------------------------
 
-#[test]
-fn control_frames_of_the_wrong_length_are_frame_size_errors() {
+fn control_frames_of_the_wrong_length_are_frame_size_errors<St: Rule>() {
     // (frame type, flags, stream, payload length); stream 1 is open.
     let cases: [(u8, u8, u32, usize); 13] = [
         (0x6, 0, 0, 7),   // PING
@@ -256,7 +261,7 @@ fn control_frames_of_the_wrong_length_are_frame_size_errors() {
     both(|split| {
         for (kind, fl, stream, len) in cases {
             eprintln!("frame type {kind:#x} flags {fl:#x} stream {stream} length {len}");
-            let mut p = server(split);
+            let mut p = server::<St>(split);
             p.request(1, &req(), false);
             p.send(&Sv::raw(kind, fl, stream, &vec![0; len]));
             p.expect_goaway(ErrorCode::FRAME_SIZE_ERROR);
@@ -264,15 +269,14 @@ fn control_frames_of_the_wrong_length_are_frame_size_errors() {
     });
 }
 
-#[test]
-fn frames_over_max_frame_size_are_frame_size_errors() {
+fn frames_over_max_frame_size_are_frame_size_errors<St: Rule>() {
     both(|split| {
-        let mut p = server(split);
+        let mut p = server::<St>(split);
         p.request(1, &req(), false);
         p.send(&Sv::data(1, &[0; 16_385], false));
         p.expect_goaway(ErrorCode::FRAME_SIZE_ERROR);
 
-        let mut p = server(split);
+        let mut p = server::<St>(split);
         let mut block = p.block(&req());
         block.resize(16_385, 0);
         p.send(&Sv::headers_frame(1, &block, true));
@@ -284,47 +288,43 @@ fn frames_over_max_frame_size_are_frame_size_errors() {
 // Stream states
 // ---------------------------------------------------------------------------
 
-#[test]
-fn data_on_stream_0_is_a_protocol_error() {
+fn data_on_stream_0_is_a_protocol_error<St: Rule>() {
     both(|split| {
-        let mut p = server(split);
+        let mut p = server::<St>(split);
         p.send(&Sv::raw(0x0, 0, 0, b"x"));
         p.expect_goaway(ErrorCode::PROTOCOL_ERROR);
     });
 }
 
-#[test]
-fn headers_on_an_even_stream_from_a_client_is_a_protocol_error() {
+fn headers_on_an_even_stream_from_a_client_is_a_protocol_error<St: Rule>() {
     both(|split| {
-        let mut p = server(split);
+        let mut p = server::<St>(split);
         let h = p.headers(2, &req(), true);
         p.send(&h);
         p.expect_goaway(ErrorCode::PROTOCOL_ERROR);
     });
 }
 
-#[test]
-fn data_on_an_idle_stream_is_a_protocol_error() {
+fn data_on_an_idle_stream_is_a_protocol_error<St: Rule>() {
     both(|split| {
-        let mut p = server(split);
+        let mut p = server::<St>(split);
         p.send(&Sv::data(1, b"x", false));
         p.expect_goaway(ErrorCode::PROTOCOL_ERROR);
 
-        let mut p = server(split);
+        let mut p = server::<St>(split);
         p.request(1, &req(), false);
         p.send(&Sv::data(5, b"x", false));
         p.expect_goaway(ErrorCode::PROTOCOL_ERROR);
     });
 }
 
-#[test]
-fn rst_stream_and_window_update_on_an_idle_stream_are_protocol_errors() {
+fn rst_stream_and_window_update_on_an_idle_stream_are_protocol_errors<St: Rule>() {
     both(|split| {
-        let mut p = server(split);
+        let mut p = server::<St>(split);
         p.send(&Sv::rst(1, ErrorCode::CANCEL));
         p.expect_goaway(ErrorCode::PROTOCOL_ERROR);
 
-        let mut p = server(split);
+        let mut p = server::<St>(split);
         p.send(&Sv::window_update(3, 100));
         p.expect_goaway(ErrorCode::PROTOCOL_ERROR);
     });
@@ -333,10 +333,9 @@ fn rst_stream_and_window_update_on_an_idle_stream_are_protocol_errors() {
 /// A header block on a closed stream we did not reset ends the connection
 /// with the RFC's error (issue #3): STREAM_CLOSED for a stream that was
 /// open (RFC 9113 §5.1); PROTOCOL_ERROR for an id never opened (below).
-#[test]
-fn headers_on_a_closed_stream_is_stream_closed() {
+fn headers_on_a_closed_stream_is_stream_closed<St: Rule>() {
     both(|split| {
-        let mut p = server(split);
+        let mut p = server::<St>(split);
         let s = p.request(1, &req(), true);
         p.conn
             .send_headers(s, as_fields(&response("200", &[])), true)
@@ -353,10 +352,9 @@ fn headers_on_a_closed_stream_is_stream_closed() {
 
 /// RFC 9113 §5.1.1: a new stream id lower than one already opened is a
 /// connection error of type PROTOCOL_ERROR.
-#[test]
-fn headers_with_a_decreasing_stream_id_is_a_protocol_error() {
+fn headers_with_a_decreasing_stream_id_is_a_protocol_error<St: Rule>() {
     both(|split| {
-        let mut p = server(split);
+        let mut p = server::<St>(split);
         p.request(3, &req(), false);
         let h = p.headers(1, &req(), false);
         p.send(&h);
@@ -364,10 +362,9 @@ fn headers_with_a_decreasing_stream_id_is_a_protocol_error() {
     });
 }
 
-#[test]
-fn priority_on_an_idle_stream_is_harmless_and_self_dependency_resets() {
+fn priority_on_an_idle_stream_is_harmless_and_self_dependency_resets<St: Rule>() {
     both(|split| {
-        let mut p = server(split);
+        let mut p = server::<St>(split);
         p.send(&Sv::priority(9, 1));
         assert!(p.take().is_empty());
         p.assert_request_works(1);
@@ -386,10 +383,9 @@ fn priority_on_an_idle_stream_is_harmless_and_self_dependency_resets() {
 // Header blocks and CONTINUATION
 // ---------------------------------------------------------------------------
 
-#[test]
-fn a_header_block_split_over_continuation_frames_decodes() {
+fn a_header_block_split_over_continuation_frames_decodes<St: Rule>() {
     both(|split| {
-        let mut p = server(split);
+        let mut p = server::<St>(split);
         let mut f = req();
         f.push((b"x-pad".to_vec(), vec![b'p'; 200]));
         let block = p.block(&f);
@@ -414,8 +410,7 @@ fn a_header_block_split_over_continuation_frames_decodes() {
     });
 }
 
-#[test]
-fn continuation_interleaving_is_a_protocol_error() {
+fn continuation_interleaving_is_a_protocol_error<St: Rule>() {
     both(|split| {
         let others: [(&str, Vec<u8>); 5] = [
             ("DATA", Sv::data(1, b"x", false)),
@@ -426,7 +421,7 @@ fn continuation_interleaving_is_a_protocol_error() {
         ];
         for (what, other) in others {
             eprintln!("interrupted by {what}");
-            let mut p = server(split);
+            let mut p = server::<St>(split);
             let mut bytes = Sv::frame(Frame::Headers {
                 stream_id: 1,
                 fragment: &STATIC_POST,
@@ -438,16 +433,15 @@ fn continuation_interleaving_is_a_protocol_error() {
             p.send(&bytes);
             p.expect_goaway(ErrorCode::PROTOCOL_ERROR);
         }
-        let mut p = server(split);
+        let mut p = server::<St>(split);
         p.send(&Sv::continuation(1, &STATIC_POST, true));
         p.expect_goaway(ErrorCode::PROTOCOL_ERROR);
     });
 }
 
-#[test]
-fn too_many_continuation_frames_is_enhance_your_calm() {
+fn too_many_continuation_frames_is_enhance_your_calm<St: Rule>() {
     both(|split| {
-        let mut p = server(split);
+        let mut p = server::<St>(split);
         let mut bytes = Sv::frame(Frame::Headers {
             stream_id: 1,
             fragment: &STATIC_POST,
@@ -464,10 +458,9 @@ fn too_many_continuation_frames_is_enhance_your_calm() {
     });
 }
 
-#[test]
-fn a_header_block_larger_than_the_buffer_is_enhance_your_calm() {
+fn a_header_block_larger_than_the_buffer_is_enhance_your_calm<St: Rule>() {
     both(|split| {
-        let mut p = server(split);
+        let mut p = server::<St>(split);
         let chunk = vec![0x84; 16_000];
         let mut bytes = Sv::frame(Frame::Headers {
             stream_id: 1,
@@ -482,8 +475,7 @@ fn a_header_block_larger_than_the_buffer_is_enhance_your_calm() {
     });
 }
 
-#[test]
-fn hpack_garbage_is_a_compression_error() {
+fn hpack_garbage_is_a_compression_error<St: Rule>() {
     let blocks: [(&str, Vec<u8>); 5] = [
         ("index 0", vec![0x80]),
         ("index past the tables", vec![0x83, 0xff, 0x80, 0x01]),
@@ -497,7 +489,7 @@ fn hpack_garbage_is_a_compression_error() {
     both(|split| {
         for (what, block) in &blocks {
             eprintln!("{what}");
-            let mut p = server(split);
+            let mut p = server::<St>(split);
             p.send(&Sv::headers_frame(1, block, true));
             p.expect_goaway(ErrorCode::COMPRESSION_ERROR);
         }
@@ -508,10 +500,9 @@ fn hpack_garbage_is_a_compression_error() {
 /// valid, also when the string is over max_field_size. The connection then
 /// ends" — not a 431. (RFC 9113 §4.3 names COMPRESSION_ERROR, the binding
 /// PROTOCOL_ERROR; either is a connection error.)
-#[test]
-fn a_truncated_string_over_max_field_size_ends_the_connection() {
+fn a_truncated_string_over_max_field_size_ends_the_connection<St: Rule>() {
     both(|split| {
-        let mut p = server(split);
+        let mut p = server::<St>(split);
         let mut block = STATIC_POST.to_vec();
         block.extend([0x00, 0x01, b'x']);
         block.extend(hpack_int(100_000, 7, 0));
@@ -594,10 +585,9 @@ fn malformed_heads() -> Vec<(&'static str, Fields)> {
     ]
 }
 
-#[test]
-fn malformed_requests_are_reset_and_the_connection_goes_on() {
+fn malformed_requests_are_reset_and_the_connection_goes_on<St: Rule>() {
     both(|split| {
-        let mut p = server(split);
+        let mut p = server::<St>(split);
         let mut id = 1;
         // Three rounds: more malformed requests than stream slots (4), so
         // none may count against the concurrency limit.
@@ -620,8 +610,7 @@ fn malformed_requests_are_reset_and_the_connection_goes_on() {
 }
 
 /// content-length against the DATA that arrives (RFC 9113 §8.1.1).
-#[test]
-fn content_length_mismatches_are_reset() {
+fn content_length_mismatches_are_reset<St: Rule>() {
     // (what, body frames for stream `id`, trailers follow, reset expected);
     // content-length is 5.
     type Case = (&'static str, fn(u32) -> Vec<Vec<u8>>, bool, bool);
@@ -688,7 +677,7 @@ fn content_length_mismatches_are_reset() {
         ),
     ];
     both(|split| {
-        let mut p = server(split);
+        let mut p = server::<St>(split);
         let mut id = 1;
         for (what, body, trailers, reset) in cases {
             eprintln!("{what} on stream {id}");
@@ -764,14 +753,13 @@ fn content_length_mismatches_are_reset() {
 // Header lists over the limit: 431, and the HPACK table stays in step
 // ---------------------------------------------------------------------------
 
-#[test]
-fn a_header_list_over_the_limit_gets_431_and_the_next_block_decodes() {
+fn a_header_list_over_the_limit_gets_431_and_the_next_block_decodes<St: Rule>() {
     both(|split| {
         let config = Config {
             max_header_list_size: 1024,
             ..Config::default()
         };
-        let mut p = server_with(config, split);
+        let mut p = server_with::<St>(config, split);
         // The oversize block adds two entries to the dynamic table.
         let mut block = STATIC_POST.to_vec();
         block.extend(lit_inc(b"x-small", b"abc"));
@@ -820,14 +808,13 @@ fn a_header_list_over_the_limit_gets_431_and_the_next_block_decodes() {
     });
 }
 
-#[test]
-fn a_field_over_max_field_size_gets_431_too() {
+fn a_field_over_max_field_size_gets_431_too<St: Rule>() {
     both(|split| {
         let config = Config {
             max_field_size: 1000,
             ..Config::default()
         };
-        let mut p = server_with(config, split);
+        let mut p = server_with::<St>(config, split);
         let mut block = STATIC_POST.to_vec();
         block.extend(lit_inc(b"x-big", &[b'b'; 1500]));
         p.send(&Sv::headers_frame(1, &block, true));
@@ -858,14 +845,13 @@ fn a_field_over_max_field_size_gets_431_too() {
 /// Trailers over the limit after the response started: a second `:status`
 /// block would be malformed (RFC 9113 §8.1), so the stream is reset, and the
 /// application, which saw the request, learns of it.
-#[test]
-fn oversize_trailers_after_the_response_started_reset_the_stream() {
+fn oversize_trailers_after_the_response_started_reset_the_stream<St: Rule>() {
     both(|split| {
         let config = Config {
             max_header_list_size: 1024,
             ..Config::default()
         };
-        let mut p = server_with(config, split);
+        let mut p = server_with::<St>(config, split);
         let s = p.request(1, &req(), false);
         p.conn
             .send_headers(s, as_fields(&response("200", &[])), false)
@@ -895,10 +881,9 @@ fn oversize_trailers_after_the_response_started_reset_the_stream() {
 // Remembered resets
 // ---------------------------------------------------------------------------
 
-#[test]
-fn trailers_on_a_stream_we_reset_are_decoded_and_ignored() {
+fn trailers_on_a_stream_we_reset_are_decoded_and_ignored<St: Rule>() {
     both(|split| {
-        let mut p = server(split);
+        let mut p = server::<St>(split);
         let s = p.request(1, &req(), false);
         p.conn.reset(s, ErrorCode::CANCEL).unwrap();
         assert_eq!(
@@ -944,12 +929,11 @@ fn trailers_on_a_stream_we_reset_are_decoded_and_ignored() {
 /// DATA that nobody takes returns to the connection window exactly once,
 /// whatever the reason it is dropped (h2's CHANGELOG: connection-window
 /// leaks through padding, frames on reset streams, DATA after GOAWAY).
-#[test]
-fn dropped_data_returns_to_the_connection_window_exactly_once() {
+fn dropped_data_returns_to_the_connection_window_exactly_once<St: Rule>() {
     both(|split| {
         let w = 4 << 20;
         // A stream the server reset.
-        let mut p = server(split);
+        let mut p = server::<St>(split);
         let s = p.request(1, &req(), false);
         p.conn.reset(s, ErrorCode::CANCEL).unwrap();
         p.take();
@@ -962,7 +946,7 @@ fn dropped_data_returns_to_the_connection_window_exactly_once() {
             max_concurrent_streams: 1,
             ..Config::default()
         };
-        let mut p = server_with(config, split);
+        let mut p = server_with::<St>(config, split);
         p.request(1, &req(), false);
         let mut b = p.headers(3, &req(), false);
         b.extend(Sv::data(3, &[0; 5000], true));
@@ -971,7 +955,7 @@ fn dropped_data_returns_to_the_connection_window_exactly_once() {
         assert_eq!(p.conn.recv_window(), w, "refused stream");
 
         // A stream the peer broke content-length on.
-        let mut p = server(split);
+        let mut p = server::<St>(split);
         p.request(1, &request("/x", &[("content-length", "1")]), false);
         p.send(&Sv::data(1, &[0; 7000], false));
         assert_eq!(Sv::rsts(&p.take(), 1), vec![ErrorCode::PROTOCOL_ERROR]);
@@ -979,7 +963,7 @@ fn dropped_data_returns_to_the_connection_window_exactly_once() {
         assert_eq!(p.conn.recv_window(), w, "stream reset for content-length");
 
         // A stream above the last id of our GOAWAY.
-        let mut p = server(split);
+        let mut p = server::<St>(split);
         p.request(1, &req(), false);
         p.conn.go_away(ErrorCode::NO_ERROR);
         p.take();
@@ -992,7 +976,7 @@ fn dropped_data_returns_to_the_connection_window_exactly_once() {
         assert_eq!(p.conn.recv_window(), w, "stream after GOAWAY");
 
         // Padding on a live stream.
-        let mut p = server(split);
+        let mut p = server::<St>(split);
         let s = p.request(1, &req(), false);
         p.send(&Sv::padded_data(1, &[0; 100], 255, false));
         assert_eq!(p.data.get(&s).map(Vec::len), Some(100));
@@ -1004,14 +988,13 @@ fn dropped_data_returns_to_the_connection_window_exactly_once() {
 // Flow control
 // ---------------------------------------------------------------------------
 
-#[test]
-fn window_update_of_zero() {
+fn window_update_of_zero<St: Rule>() {
     both(|split| {
-        let mut p = server(split);
+        let mut p = server::<St>(split);
         p.send(&Sv::window_update(0, 0));
         p.expect_goaway(ErrorCode::PROTOCOL_ERROR);
 
-        let mut p = server(split);
+        let mut p = server::<St>(split);
         let s = p.request(1, &req(), false);
         p.send(&Sv::window_update(1, 0));
         p.expect_rst(1, ErrorCode::PROTOCOL_ERROR);
@@ -1024,15 +1007,14 @@ fn window_update_of_zero() {
     });
 }
 
-#[test]
-fn window_overflow_past_2_31_minus_1() {
+fn window_overflow_past_2_31_minus_1<St: Rule>() {
     both(|split| {
-        let mut p = server(split);
+        let mut p = server::<St>(split);
         // The connection send window is 65535; this takes it past 2^31-1.
         p.send(&Sv::window_update(0, MAX_WINDOW));
         p.expect_goaway(ErrorCode::FLOW_CONTROL_ERROR);
 
-        let mut p = server(split);
+        let mut p = server::<St>(split);
         p.request(1, &req(), false);
         p.send(&Sv::window_update(1, MAX_WINDOW - 65_535));
         assert!(p.take().is_empty(), "exactly 2^31-1 is fine");
@@ -1042,14 +1024,13 @@ fn window_overflow_past_2_31_minus_1() {
     });
 }
 
-#[test]
-fn data_beyond_the_stream_window_is_a_flow_control_error() {
+fn data_beyond_the_stream_window_is_a_flow_control_error<St: Rule>() {
     both(|split| {
         let config = Config {
             initial_window_size: 65_535,
             ..Config::default()
         };
-        let mut p = server_with(config, split);
+        let mut p = server_with::<St>(config, split);
         p.release = false;
         let s = p.request(1, &req(), false);
         for chunk in [16_384, 16_384, 16_384, 16_383] {
@@ -1063,14 +1044,13 @@ fn data_beyond_the_stream_window_is_a_flow_control_error() {
     });
 }
 
-#[test]
-fn data_beyond_the_connection_window_is_a_flow_control_error() {
+fn data_beyond_the_connection_window_is_a_flow_control_error<St: Rule>() {
     both(|split| {
         let config = Config {
             connection_window_size: 65_535,
             ..Config::default()
         };
-        let mut p = server_with(config, split);
+        let mut p = server_with::<St>(config, split);
         p.release = false;
         p.request(1, &req(), false);
         p.request(3, &req(), false);
@@ -1088,14 +1068,13 @@ fn data_beyond_the_connection_window_is_a_flow_control_error() {
 /// be prepared to receive data that exceeds this window size, since the
 /// sender might send data that exceeds the lower limit prior to processing
 /// the SETTINGS frame".
-#[test]
-fn a_smaller_initial_window_tolerates_data_sent_before_the_settings_arrived() {
+fn a_smaller_initial_window_tolerates_data_sent_before_the_settings_arrived<St: Rule>() {
     both(|split| {
         let config = Config {
             initial_window_size: 16_384,
             ..Config::default()
         };
-        let mut p = Sv::server(config, split);
+        let mut p = SvWith::<St>::server(config, split);
         p.release = false;
         let mut first = PREFACE.to_vec();
         first.extend(Sv::settings(&[]));
@@ -1112,10 +1091,9 @@ fn a_smaller_initial_window_tolerates_data_sent_before_the_settings_arrived() {
     });
 }
 
-#[test]
-fn initial_window_size_changes_move_open_streams_even_below_zero() {
+fn initial_window_size_changes_move_open_streams_even_below_zero<St: Rule>() {
     both(|split| {
-        let mut p = server(split);
+        let mut p = server::<St>(split);
         let s = p.request(1, &req(), true);
         p.conn
             .send_headers(s, as_fields(&response("200", &[])), false)
@@ -1177,10 +1155,9 @@ fn initial_window_size_changes_move_open_streams_even_below_zero() {
     });
 }
 
-#[test]
-fn initial_window_size_over_the_maximum_is_a_flow_control_error() {
+fn initial_window_size_over_the_maximum_is_a_flow_control_error<St: Rule>() {
     both(|split| {
-        let mut p = server(split);
+        let mut p = server::<St>(split);
         p.send(&Sv::settings(&[(
             Setting::INITIAL_WINDOW_SIZE,
             MAX_WINDOW + 1,
@@ -1188,7 +1165,7 @@ fn initial_window_size_over_the_maximum_is_a_flow_control_error() {
         p.expect_goaway(ErrorCode::FLOW_CONTROL_ERROR);
 
         // A change that takes an open stream's window past 2^31-1.
-        let mut p = server(split);
+        let mut p = server::<St>(split);
         p.request(1, &req(), false);
         p.send(&Sv::window_update(1, MAX_WINDOW - 65_535));
         p.send(&Sv::settings(&[(Setting::INITIAL_WINDOW_SIZE, 65_536)]));
@@ -1202,18 +1179,17 @@ fn initial_window_size_over_the_maximum_is_a_flow_control_error() {
 
 /// After a flood the connection has closed cleanly: one GOAWAY, one event,
 /// nothing read any more; its memory is its `size_of`, whatever it read.
-fn assert_calm(p: &mut Sv) {
+fn assert_calm<St: Rule>(p: &mut SvWith<St>) {
     p.expect_goaway(ErrorCode::ENHANCE_YOUR_CALM);
     assert_eq!(
         std::mem::size_of_val(&*p.conn),
-        std::mem::size_of::<mcpwire_core::h2::Connection<4, 4096, 16384, 64>>()
+        std::mem::size_of::<mcpwire_core::h2::Connection<4, 4096, BUF, 64, St>>()
     );
 }
 
-#[test]
-fn ping_flood_is_enhance_your_calm() {
+fn ping_flood_is_enhance_your_calm<St: Rule>() {
     both(|split| {
-        let mut p = server(split);
+        let mut p = server::<St>(split);
         let pings: Vec<u8> = (0..100u8).flat_map(|i| Sv::ping([i; 8])).collect();
         p.send(&pings);
         let acks = p
@@ -1227,10 +1203,9 @@ fn ping_flood_is_enhance_your_calm() {
     });
 }
 
-#[test]
-fn pings_under_the_limit_in_each_period_are_fine() {
+fn pings_under_the_limit_in_each_period_are_fine<St: Rule>() {
     both(|split| {
-        let mut p = server(split);
+        let mut p = server::<St>(split);
         for period in 0..3u64 {
             p.now = Instant::from_millis(period * 10_001);
             let pings: Vec<u8> = (0..100u8).flat_map(|i| Sv::ping([i; 8])).collect();
@@ -1242,10 +1217,9 @@ fn pings_under_the_limit_in_each_period_are_fine() {
     });
 }
 
-#[test]
-fn settings_flood_is_enhance_your_calm() {
+fn settings_flood_is_enhance_your_calm<St: Rule>() {
     both(|split| {
-        let mut p = server(split);
+        let mut p = server::<St>(split);
         // The handshake's SETTINGS was the first of the period.
         let many: Vec<u8> = (0..99).flat_map(|_| Sv::settings(&[])).collect();
         p.send(&many);
@@ -1255,10 +1229,9 @@ fn settings_flood_is_enhance_your_calm() {
     });
 }
 
-#[test]
-fn empty_data_flood_is_enhance_your_calm() {
+fn empty_data_flood_is_enhance_your_calm<St: Rule>() {
     both(|split| {
-        let mut p = server(split);
+        let mut p = server::<St>(split);
         p.request(1, &req(), false);
         let empties: Vec<u8> = (0..100).flat_map(|_| Sv::data(1, &[], false)).collect();
         p.send(&empties);
@@ -1268,10 +1241,9 @@ fn empty_data_flood_is_enhance_your_calm() {
     });
 }
 
-#[test]
-fn rapid_reset_is_enhance_your_calm() {
+fn rapid_reset_is_enhance_your_calm<St: Rule>() {
     both(|split| {
-        let mut p = server(split);
+        let mut p = server::<St>(split);
         let mut id = 1;
         for _ in 0..10 {
             let mut b = Vec::new();
@@ -1291,14 +1263,13 @@ fn rapid_reset_is_enhance_your_calm() {
     });
 }
 
-#[test]
-fn refused_stream_flood_is_enhance_your_calm() {
+fn refused_stream_flood_is_enhance_your_calm<St: Rule>() {
     both(|split| {
         let config = Config {
             max_concurrent_streams: 1,
             ..Config::default()
         };
-        let mut p = server_with(config, split);
+        let mut p = server_with::<St>(config, split);
         p.request(1, &req(), false);
         let mut id = 3;
         for _ in 0..10 {
@@ -1325,10 +1296,9 @@ fn refused_stream_flood_is_enhance_your_calm() {
 /// push off): the server finishes its streams and keeps serving until the
 /// client closes the transport (RFC 9113 §6.8; httpwg's "goaway frame with
 /// unknown error code" sends a PING afterwards and expects its ACK).
-#[test]
-fn goaway_from_the_client_leaves_the_server_serving() {
+fn goaway_from_the_client_leaves_the_server_serving<St: Rule>() {
     both(|split| {
-        let mut p = server(split);
+        let mut p = server::<St>(split);
         let s = p.request(1, &req(), true);
         p.send(&Sv::goaway(0, ErrorCode(0xff)));
         p.conn
@@ -1369,10 +1339,9 @@ fn goaway_from_the_client_leaves_the_server_serving() {
 // Client rules
 // ---------------------------------------------------------------------------
 
-#[test]
-fn push_promise_is_a_protocol_error() {
+fn push_promise_is_a_protocol_error<St: Rule>() {
     both(|split| {
-        let mut p = client(split);
+        let mut p = client::<St>(split);
         let s = p.conn.open_stream().unwrap();
         p.conn.send_headers(s, as_fields(&req()), true).unwrap();
         p.take();
@@ -1391,10 +1360,9 @@ fn push_promise_is_a_protocol_error() {
     });
 }
 
-#[test]
-fn headers_on_a_stream_the_server_cannot_open_is_a_protocol_error() {
+fn headers_on_a_stream_the_server_cannot_open_is_a_protocol_error<St: Rule>() {
     both(|split| {
-        let mut p = client(split);
+        let mut p = client::<St>(split);
         let h = p.headers(2, &response("200", &[]), true);
         p.send(&h);
         let frames = p.take();
@@ -1405,10 +1373,9 @@ fn headers_on_a_stream_the_server_cannot_open_is_a_protocol_error() {
     });
 }
 
-#[test]
-fn client_request_response_and_trailers() {
+fn client_request_response_and_trailers<St: Rule>() {
     both(|split| {
-        let mut p = client(split);
+        let mut p = client::<St>(split);
         let s = p.conn.open_stream().unwrap();
         p.conn.send_headers(s, as_fields(&req()), false).unwrap();
         assert_eq!(p.conn.send_data(s, b"hello", true), Ok(5));
@@ -1448,11 +1415,10 @@ fn client_request_response_and_trailers() {
 
 /// The early response on the wire: the client keeps the response, then its
 /// sends are accepted and dropped (binding, "Early responses").
-#[test]
-fn client_keeps_an_early_response_and_sends_nothing_after_the_reset() {
+fn client_keeps_an_early_response_and_sends_nothing_after_the_reset<St: Rule>() {
     for code in [ErrorCode::NO_ERROR, ErrorCode::CANCEL] {
         both(|split| {
-            let mut p = client(split);
+            let mut p = client::<St>(split);
             let s = p.conn.open_stream().unwrap();
             p.conn.send_headers(s, as_fields(&req()), false).unwrap();
             p.take();
@@ -1486,10 +1452,9 @@ fn client_keeps_an_early_response_and_sends_nothing_after_the_reset() {
 /// A stream error must not put RST_STREAM on the wire before the frames of
 /// that stream already queued: the peer would get HEADERS on a closed stream
 /// (RFC 9113 §5.1: nothing but PRIORITY may follow RST_STREAM).
-#[test]
-fn rst_stream_never_goes_out_before_queued_frames_of_its_stream() {
+fn rst_stream_never_goes_out_before_queued_frames_of_its_stream<St: Rule>() {
     both(|split| {
-        let mut p = server(split);
+        let mut p = server::<St>(split);
         let s = p.request(1, &request("/x", &[("content-length", "5")]), false);
         // The response head is queued, not yet written...
         p.conn
@@ -1513,10 +1478,9 @@ fn rst_stream_never_goes_out_before_queued_frames_of_its_stream() {
 
 /// Data of a frame that was partly handed out when the application reset
 /// its stream must not be handed to the stream that takes the slot next.
-#[test]
-fn data_after_a_local_reset_mid_frame_goes_to_no_other_stream() {
+fn data_after_a_local_reset_mid_frame_goes_to_no_other_stream<St: Rule>() {
     both(|split| {
-        let mut p = Cl1::client(Config::default(), split);
+        let mut p = Cl1With::<St>::client(Config::default(), split);
         p.handshake();
         let a = p.conn.open_stream().unwrap();
         p.conn.send_headers(a, as_fields(&req()), true).unwrap();
@@ -1548,10 +1512,9 @@ fn data_after_a_local_reset_mid_frame_goes_to_no_other_stream() {
 
 /// Every blocked stream gets its SendReady when the connection window
 /// reopens, however many there are.
-#[test]
-fn a_connection_window_update_wakes_every_blocked_stream() {
+fn a_connection_window_update_wakes_every_blocked_stream<St: Rule>() {
     both(|split| {
-        let mut p = client(split);
+        let mut p = client::<St>(split);
         let mut streams = Vec::new();
         for _ in 0..20 {
             let s = p.conn.open_stream().unwrap();
@@ -1584,10 +1547,9 @@ fn a_connection_window_update_wakes_every_blocked_stream() {
 }
 
 /// A GOAWAY that refuses many streams reports each of them, then itself.
-#[test]
-fn goaway_reports_every_refused_stream() {
+fn goaway_reports_every_refused_stream<St: Rule>() {
     both(|split| {
-        let mut p = client(split);
+        let mut p = client::<St>(split);
         let mut streams = Vec::new();
         for _ in 0..20 {
             let s = p.conn.open_stream().unwrap();
@@ -1614,10 +1576,9 @@ fn goaway_reports_every_refused_stream() {
 
 /// `ConnectionClosed` is "The last event", also when the peer's GOAWAY
 /// refuses the last open streams and so ends the connection.
-#[test]
-fn connection_closed_is_the_last_event_after_a_goaway() {
+fn connection_closed_is_the_last_event_after_a_goaway<St: Rule>() {
     both(|split| {
-        let mut p = client(split);
+        let mut p = client::<St>(split);
         for _ in 0..2 {
             let s = p.conn.open_stream().unwrap();
             p.conn.send_headers(s, as_fields(&req()), true).unwrap();
@@ -1649,9 +1610,8 @@ fn connection_closed_is_the_last_event_after_a_goaway() {
 /// call, and `poll_transmit` when recv consumed nothing and returned nothing
 /// (the answers it owes wait to be sent). A burst of PINGs larger than the
 /// answer queue goes through, and every PING gets its ACK, in order.
-#[test]
-fn a_burst_of_pings_is_answered_through_the_documented_loop() {
-    let mut p = server(Split::Whole);
+fn a_burst_of_pings_is_answered_through_the_documented_loop<St: Rule>() {
+    let mut p = server::<St>(Split::Whole);
     // 50 PINGs: under the flood limit (100), more than the answer queue.
     let pings: Vec<u8> = (0..50u8).flat_map(|i| Sv::ping([i; 8])).collect();
     let mut input = &pings[..];
@@ -1686,8 +1646,7 @@ fn a_burst_of_pings_is_answered_through_the_documented_loop() {
 
 /// `poll_transmit` "Call until it returns 0": with a small buffer it must
 /// not return 0 while it still has frames (or say how much room it needs).
-#[test]
-fn poll_transmit_with_a_small_buffer_writes_everything() {
+fn poll_transmit_with_a_small_buffer_writes_everything<St: Rule>() {
     let mut conn = mcpwire_core::h2::Connection::<4, 4096, 16384, 64>::new(
         Role::Client,
         Config::default(),
@@ -1710,9 +1669,8 @@ fn poll_transmit_with_a_small_buffer_writes_everything() {
     assert!(out.starts_with(PREFACE));
 }
 
-#[test]
-fn send_headers_reports_transmit_full_and_succeeds_after_transmit() {
-    let mut p = client(Split::Whole);
+fn send_headers_reports_transmit_full_and_succeeds_after_transmit<St: Rule>() {
+    let mut p = client::<St>(Split::Whole);
     let a = p.conn.open_stream().unwrap();
     p.conn.send_headers(a, as_fields(&req()), false).unwrap();
     // Fill the transmit buffer with DATA.
@@ -1724,3 +1682,70 @@ fn send_headers_reports_transmit_full_and_succeeds_after_transmit() {
     p.flush();
     assert_eq!(p.conn.send_headers(b, as_fields(&req()), true), Ok(()));
 }
+
+// ---------------------------------------------------------------------------
+// Every rule with each storage
+// ---------------------------------------------------------------------------
+
+// A `#[test]` per rule and storage: `inline::NAME` runs it with
+// [`InlineStorage`](mcpwire_core::h2::InlineStorage), `growing::NAME` with
+// [`GrowingStorage`] (stream slots, remembered resets and the HPACK table
+// grown on demand; the peer's indexed fields grow the table).
+
+each_storage!(
+    server_settings_window_update_and_ack,
+    client_preface_sends_enable_push_0_first,
+    invalid_preface_ends_the_connection,
+    first_frame_must_be_settings,
+    settings_ack_timeout_sends_goaway_settings_timeout,
+    client_refuses_enable_push_1_from_a_server,
+    ping_is_answered_with_ack_and_the_same_payload,
+    control_frames_of_the_wrong_length_are_frame_size_errors,
+    frames_over_max_frame_size_are_frame_size_errors,
+    data_on_stream_0_is_a_protocol_error,
+    headers_on_an_even_stream_from_a_client_is_a_protocol_error,
+    data_on_an_idle_stream_is_a_protocol_error,
+    rst_stream_and_window_update_on_an_idle_stream_are_protocol_errors,
+    headers_on_a_closed_stream_is_stream_closed,
+    headers_with_a_decreasing_stream_id_is_a_protocol_error,
+    priority_on_an_idle_stream_is_harmless_and_self_dependency_resets,
+    a_header_block_split_over_continuation_frames_decodes,
+    continuation_interleaving_is_a_protocol_error,
+    too_many_continuation_frames_is_enhance_your_calm,
+    a_header_block_larger_than_the_buffer_is_enhance_your_calm,
+    hpack_garbage_is_a_compression_error,
+    a_truncated_string_over_max_field_size_ends_the_connection,
+    malformed_requests_are_reset_and_the_connection_goes_on,
+    content_length_mismatches_are_reset,
+    a_header_list_over_the_limit_gets_431_and_the_next_block_decodes,
+    a_field_over_max_field_size_gets_431_too,
+    oversize_trailers_after_the_response_started_reset_the_stream,
+    trailers_on_a_stream_we_reset_are_decoded_and_ignored,
+    dropped_data_returns_to_the_connection_window_exactly_once,
+    window_update_of_zero,
+    window_overflow_past_2_31_minus_1,
+    data_beyond_the_stream_window_is_a_flow_control_error,
+    data_beyond_the_connection_window_is_a_flow_control_error,
+    a_smaller_initial_window_tolerates_data_sent_before_the_settings_arrived,
+    initial_window_size_changes_move_open_streams_even_below_zero,
+    initial_window_size_over_the_maximum_is_a_flow_control_error,
+    ping_flood_is_enhance_your_calm,
+    pings_under_the_limit_in_each_period_are_fine,
+    settings_flood_is_enhance_your_calm,
+    empty_data_flood_is_enhance_your_calm,
+    rapid_reset_is_enhance_your_calm,
+    refused_stream_flood_is_enhance_your_calm,
+    goaway_from_the_client_leaves_the_server_serving,
+    push_promise_is_a_protocol_error,
+    headers_on_a_stream_the_server_cannot_open_is_a_protocol_error,
+    client_request_response_and_trailers,
+    client_keeps_an_early_response_and_sends_nothing_after_the_reset,
+    rst_stream_never_goes_out_before_queued_frames_of_its_stream,
+    data_after_a_local_reset_mid_frame_goes_to_no_other_stream,
+    a_connection_window_update_wakes_every_blocked_stream,
+    goaway_reports_every_refused_stream,
+    connection_closed_is_the_last_event_after_a_goaway,
+    a_burst_of_pings_is_answered_through_the_documented_loop,
+    poll_transmit_with_a_small_buffer_writes_everything,
+    send_headers_reports_transmit_full_and_succeeds_after_transmit,
+);

@@ -1,7 +1,9 @@
 //! Simulation scenarios: our client and server connections over in-memory
 //! pipes on a virtual clock (see `support`). Every scenario runs with several
 //! seeds of the splitter, with whole and byte-at-a-time delivery, and with
-//! DATA released at once and lazily.
+//! DATA released at once and lazily; and each runs twice, with
+//! `InlineStorage` (`inline::NAME`) and with `GrowingStorage` (`growing::NAME`:
+//! stream slots and remembered resets grown on demand; see `scenarios!`).
 // A panic in a test is a failed test, not peer input.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -12,7 +14,15 @@ use std::time::Duration;
 use mcpwire_core::h2::{Config, ConnectionError, ErrorCode, HeadersKind, StreamError};
 use support::*;
 
-type P = Pair<32, 4096, 16384, 64>;
+const BUF: usize = 16384;
+
+/// The pair every scenario runs on, with storage `St`.
+type P<St> = Pair<32, 4096, BUF, 64, St>;
+
+/// A storage the scenarios run with.
+trait Sim: SimStorage<BUF> {}
+
+impl<St: SimStorage<BUF>> Sim for St {}
 
 /// Windows much smaller than the bodies: 65535 per stream, 128 KiB per connection.
 fn small() -> Config {
@@ -43,8 +53,14 @@ fn matrix(byte_seeds: usize, f: impl Fn(Split, u64, Release)) {
     }
 }
 
-fn pair(split: Split, seed: u64, release: Release, client: Config, server: Config) -> P {
-    let mut p = P::new(split, seed, client, server);
+fn pair<St: Sim>(
+    split: Split,
+    seed: u64,
+    release: Release,
+    client: Config,
+    server: Config,
+) -> P<St> {
+    let mut p = P::<St>::new(split, seed, client, server);
     p.set_release(release);
     p
 }
@@ -54,7 +70,7 @@ fn pair(split: Split, seed: u64, release: Release, client: Config, server: Confi
 /// through behaviour: the receiver stops releasing and the sender fills the
 /// window on fresh streams (see `probe_windows`); that needs enough streams
 /// under the peer's concurrency limit to cover a connection window.
-fn assert_windows_back(p: &mut P, client: Config, server: Config, probe: bool) {
+fn assert_windows_back<St: Sim>(p: &mut P<St>, client: Config, server: Config, probe: bool) {
     p.settle();
     p.client.release_all();
     p.server.release_all();
@@ -88,10 +104,9 @@ fn assert_windows_back(p: &mut P, client: Config, server: Config, probe: bool) {
 // Bodies larger than the windows
 // ---------------------------------------------------------------------------
 
-#[test]
-fn echo_bodies_many_times_the_small_windows() {
+fn echo_bodies_many_times_the_small_windows<St: Sim>() {
     matrix(2, |split, seed, release| {
-        let mut p = pair(split, seed, release, small(), small());
+        let mut p = pair::<St>(split, seed, release, small(), small());
         let mut plans = vec![
             Plan::echo(700_000),
             Plan::echo(400_000),
@@ -106,15 +121,14 @@ fn echo_bodies_many_times_the_small_windows() {
     });
 }
 
-#[test]
-fn echo_bodies_larger_than_the_default_windows() {
+fn echo_bodies_larger_than_the_default_windows<St: Sim>() {
     // 9 MiB each way: 9 stream windows (1 MiB), 2.25 connection windows (4 MiB).
     matrix(1, |split, seed, release| {
         if split == Split::ByteAtATime && release == Release::Immediate {
             return; // the lazy run covers it; each takes seconds in debug
         }
         let d = Config::default();
-        let mut p = pair(split, seed, release, d, d);
+        let mut p = pair::<St>(split, seed, release, d, d);
         let app = run_echo(&mut p, EchoApp::new(vec![Plan::echo(9 << 20)], 1));
         assert_outcomes(&p, &app);
         if split != Split::ByteAtATime {
@@ -123,10 +137,9 @@ fn echo_bodies_larger_than_the_default_windows() {
     });
 }
 
-#[test]
-fn windows_reopen_only_when_data_is_released() {
+fn windows_reopen_only_when_data_is_released<St: Sim>() {
     for split in SPLITS {
-        let mut p = pair(split, 3, Release::Immediate, small(), small());
+        let mut p = pair::<St>(split, 3, Release::Immediate, small(), small());
         p.server.release = Release::Never;
         let s = p.client.conn.open_stream().unwrap();
         p.client
@@ -134,7 +147,7 @@ fn windows_reopen_only_when_data_is_released() {
             .send_headers(s, as_fields(&request("/hold", &[])), false)
             .unwrap();
         let mut up = Upload::new(s, body(7, 500_000));
-        let pump = |p: &mut P, up: &mut Upload| {
+        let pump = |p: &mut P<St>, up: &mut Upload| {
             while let Some(ev) = p.client.inbox.pop_front() {
                 if ev == (Ev::SendReady { stream: s }) {
                     up.blocked = false;
@@ -173,10 +186,9 @@ fn interleaved_plans(n: usize, seed: u64) -> Vec<Plan> {
         .collect()
 }
 
-#[test]
-fn twenty_interleaved_streams_with_bodies() {
+fn twenty_interleaved_streams_with_bodies<St: Sim>() {
     matrix(1, |split, seed, release| {
-        let mut p = pair(split, seed, release, small(), small());
+        let mut p = pair::<St>(split, seed, release, small(), small());
         let app = run_echo(&mut p, EchoApp::new(interleaved_plans(40, seed), 20));
         assert_outcomes(&p, &app);
         assert_eq!(p.server.conn.open_streams(), (0, 0), "{p:?}");
@@ -185,10 +197,9 @@ fn twenty_interleaved_streams_with_bodies() {
     });
 }
 
-#[test]
-fn resets_in_the_middle_of_bodies() {
+fn resets_in_the_middle_of_bodies<St: Sim>() {
     matrix(1, |split, seed, release| {
-        let mut p = pair(split, seed, release, small(), small());
+        let mut p = pair::<St>(split, seed, release, small(), small());
         let mut plans = interleaved_plans(20, seed);
         for (i, plan) in plans.iter_mut().enumerate() {
             plan.len = plan.len.max(100_000);
@@ -223,10 +234,9 @@ fn resets_in_the_middle_of_bodies() {
 /// application that drops its buffers for a reset stream must not shrink
 /// the connection window (see `free_slot_now` in connection.rs: "return them
 /// with the stream").
-#[test]
-fn reset_streams_return_unreleased_data_to_the_connection_window() {
+fn reset_streams_return_unreleased_data_to_the_connection_window<St: Sim>() {
     for seed in [1, 2] {
-        let mut p = pair(Split::Random, seed, Release::Lazy, small(), small());
+        let mut p = pair::<St>(Split::Random, seed, Release::Lazy, small(), small());
         p.client.on_death = OnDeath::Drop;
         p.server.on_death = OnDeath::Drop;
         let mut plans = interleaved_plans(8, seed);
@@ -248,14 +258,13 @@ fn reset_streams_return_unreleased_data_to_the_connection_window() {
 // Stream limits
 // ---------------------------------------------------------------------------
 
-#[test]
-fn max_concurrent_streams_refuses_the_excess_and_they_retry() {
+fn max_concurrent_streams_refuses_the_excess_and_they_retry<St: Sim>() {
     matrix(1, |split, seed, release| {
         let server = Config {
             max_concurrent_streams: 2,
             ..small()
         };
-        let mut p = pair(split, seed, release, small(), server);
+        let mut p = pair::<St>(split, seed, release, small(), server);
         let plans: Vec<Plan> = (0..6).map(|_| Plan::echo(50_000)).collect();
         let mut app = EchoApp::new(plans, 6);
         let mut most = 0;
@@ -288,10 +297,9 @@ fn max_concurrent_streams_refuses_the_excess_and_they_retry() {
 // The binding's early response
 // ---------------------------------------------------------------------------
 
-#[test]
-fn early_response_is_kept_and_later_sends_go_nowhere() {
+fn early_response_is_kept_and_later_sends_go_nowhere<St: Sim>() {
     matrix(2, |split, seed, release| {
-        let mut p = pair(split, seed, release, small(), small());
+        let mut p = pair::<St>(split, seed, release, small(), small());
         let s = p.client.conn.open_stream().unwrap();
         p.client
             .conn
@@ -392,10 +400,9 @@ fn early_response_is_kept_and_later_sends_go_nowhere() {
 // Cancel before the headers go out
 // ---------------------------------------------------------------------------
 
-#[test]
-fn cancel_before_headers_leaves_no_trace() {
+fn cancel_before_headers_leaves_no_trace<St: Sim>() {
     for split in SPLITS {
-        let mut p = pair(split, 1, Release::Immediate, small(), small());
+        let mut p = pair::<St>(split, 1, Release::Immediate, small(), small());
         let a = p.client.conn.open_stream().unwrap();
         assert_eq!(p.client.conn.stream_id(a), None);
         assert_eq!(p.client.conn.reset(a, ErrorCode::CANCEL), Ok(()));
@@ -444,10 +451,9 @@ fn cancel_before_headers_leaves_no_trace() {
 // GOAWAY
 // ---------------------------------------------------------------------------
 
-#[test]
-fn graceful_goaway_finishes_old_streams_and_refuses_new_ones() {
+fn graceful_goaway_finishes_old_streams_and_refuses_new_ones<St: Sim>() {
     matrix(1, |split, seed, release| {
-        let mut p = pair(split, seed, release, small(), small());
+        let mut p = pair::<St>(split, seed, release, small(), small());
         p.latency = Duration::from_millis(5);
         let plans: Vec<Plan> = (0..4).map(|_| Plan::echo(200_000)).collect();
         let mut app = EchoApp::new(plans, 3);
@@ -490,10 +496,9 @@ fn graceful_goaway_finishes_old_streams_and_refuses_new_ones() {
 // SETTINGS acknowledgement timeout
 // ---------------------------------------------------------------------------
 
-#[test]
-fn settings_ack_in_time_sets_no_deadline() {
+fn settings_ack_in_time_sets_no_deadline<St: Sim>() {
     for split in SPLITS {
-        let mut p = pair(split, 1, Release::Immediate, small(), small());
+        let mut p = pair::<St>(split, 1, Release::Immediate, small(), small());
         p.latency = Duration::from_secs(4); // round trip 8 s < 10 s
         let app = run_echo(&mut p, EchoApp::new(vec![Plan::echo(100_000)], 1));
         assert_outcomes(&p, &app);
@@ -503,8 +508,7 @@ fn settings_ack_in_time_sets_no_deadline() {
     }
 }
 
-#[test]
-fn settings_ack_timeout_ends_the_connection() {
+fn settings_ack_timeout_ends_the_connection<St: Sim>() {
     for split in SPLITS {
         let client = Config {
             settings_timeout: Duration::from_secs(10),
@@ -514,7 +518,7 @@ fn settings_ack_timeout_ends_the_connection() {
             settings_timeout: Duration::from_secs(60),
             ..small()
         };
-        let mut p = pair(split, 1, Release::Immediate, client, server);
+        let mut p = pair::<St>(split, 1, Release::Immediate, client, server);
         p.latency = Duration::from_secs(6); // round trip 12 s > 10 s
         p.settle();
         assert_eq!(
@@ -545,10 +549,9 @@ fn settings_ack_timeout_ends_the_connection() {
 // Trailers
 // ---------------------------------------------------------------------------
 
-#[test]
-fn trailers_in_both_directions() {
+fn trailers_in_both_directions<St: Sim>() {
     matrix(2, |split, seed, release| {
-        let mut p = pair(split, seed, release, small(), small());
+        let mut p = pair::<St>(split, seed, release, small(), small());
         let mut plans = vec![Plan::echo(0), Plan::echo(1), Plan::echo(200_000)];
         for plan in plans.iter_mut() {
             plan.trailers = true;
@@ -579,10 +582,9 @@ fn trailers_in_both_directions() {
 /// application calls and after `handle_timeout`, never after
 /// `poll_transmit`. A `SendReady` that `poll_transmit` queues is then only
 /// seen when more input arrives; if none comes, the stream waits forever.
-#[test]
-fn the_documented_run_loop_alone_keeps_every_stream_moving() {
+fn the_documented_run_loop_alone_keeps_every_stream_moving<St: Sim>() {
     for seed in [1, 2, 3] {
-        let mut p = pair(Split::Random, seed, Release::Immediate, small(), small());
+        let mut p = pair::<St>(Split::Random, seed, Release::Immediate, small(), small());
         p.strict = true;
         let plans = interleaved_plans(10, seed);
         let mut app = EchoApp::new(plans, 10);
@@ -595,9 +597,8 @@ fn the_documented_run_loop_alone_keeps_every_stream_moving() {
 /// Every stream handle ends with exactly one Reset or Closed event on each
 /// side ("The stream ended cleanly in both directions. The handle is now
 /// dead.").
-#[test]
-fn every_stream_ends_with_one_terminal_event() {
-    let mut p = pair(Split::Random, 1, Release::Immediate, small(), small());
+fn every_stream_ends_with_one_terminal_event<St: Sim>() {
+    let mut p = pair::<St>(Split::Random, 1, Release::Immediate, small(), small());
     let mut plans = interleaved_plans(12, 1);
     plans[0].client_reset_at = Some(plans[0].len / 2);
     plans[1].server_reset_at = Some(plans[1].len / 2);
@@ -643,10 +644,9 @@ fn every_stream_ends_with_one_terminal_event() {
 
 /// A driver that resumes a blocked stream only on `SendReady`, with many
 /// streams blocked at once on the connection window.
-#[test]
-fn blocked_streams_resume_on_send_ready_alone() {
+fn blocked_streams_resume_on_send_ready_alone<St: Sim>() {
     matrix(0, |split, seed, release| {
-        let mut p = pair(split, seed, release, small(), small());
+        let mut p = pair::<St>(split, seed, release, small(), small());
         let mut app = EchoApp::new(interleaved_plans(40, seed), 20);
         app.poll_capacity = false;
         let app = run_echo(&mut p, app);
@@ -654,11 +654,10 @@ fn blocked_streams_resume_on_send_ready_alone() {
     });
 }
 
-#[test]
-fn stalls_and_late_events_are_counted() {
+fn stalls_and_late_events_are_counted<St: Sim>() {
     // Not an assertion on the core: prints what the documented loop misses
     // in a busy scenario, for the report.
-    let mut p = pair(Split::Random, 1, Release::Immediate, small(), small());
+    let mut p = pair::<St>(Split::Random, 1, Release::Immediate, small(), small());
     let app = run_echo(&mut p, EchoApp::new(interleaved_plans(20, 1), 20));
     assert_outcomes(&p, &app);
     println!(
@@ -666,3 +665,35 @@ fn stalls_and_late_events_are_counted() {
         p.client.stalls, p.client.late_events, p.server.stalls, p.server.late_events
     );
 }
+
+// ---------------------------------------------------------------------------
+// Every scenario with each storage
+// ---------------------------------------------------------------------------
+
+// A `#[test]` per scenario and storage: `inline::NAME` runs it with
+// [`InlineStorage`] (everything inside the connection), `growing::NAME`
+// with [`GrowingStorage`] (stream slots, remembered resets and the HPACK
+// table grown on demand), so that slot growth, slot reuse and table
+// growth meet the same interleavings, resets and splits. (Our encoder never
+// indexes, so between two of our connections the HPACK table stays empty:
+// `h2_rules` grows it from a scripted peer.)
+
+each_storage!(
+    echo_bodies_many_times_the_small_windows,
+    echo_bodies_larger_than_the_default_windows,
+    windows_reopen_only_when_data_is_released,
+    twenty_interleaved_streams_with_bodies,
+    resets_in_the_middle_of_bodies,
+    reset_streams_return_unreleased_data_to_the_connection_window,
+    max_concurrent_streams_refuses_the_excess_and_they_retry,
+    early_response_is_kept_and_later_sends_go_nowhere,
+    cancel_before_headers_leaves_no_trace,
+    graceful_goaway_finishes_old_streams_and_refuses_new_ones,
+    settings_ack_in_time_sets_no_deadline,
+    settings_ack_timeout_ends_the_connection,
+    trailers_in_both_directions,
+    the_documented_run_loop_alone_keeps_every_stream_moving,
+    every_stream_ends_with_one_terminal_event,
+    blocked_streams_resume_on_send_ready_alone,
+    stalls_and_late_events_are_counted,
+);

@@ -60,7 +60,7 @@ impl Counting {
 
 /// Buffers counted, and slots and table on the heap, grown on demand.
 impl Storage<BUF> for Counting {
-    type Records<T: Default, const N: usize> = common::VecRecords<T, N>;
+    type Records<T: Default, const N: usize> = common::GrowingRecords<T, N>;
 
     fn acquire(&mut self, which: FrameBuffer) -> bool {
         let i = index(which);

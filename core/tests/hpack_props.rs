@@ -15,7 +15,8 @@ mod common;
 use std::collections::VecDeque;
 
 use common::{
-    Block, OwnedField, VecRecords, check_table_invariants, decode_block, is_sensitive_name, table,
+    Block, GrowingRecords, OwnedField, check_table_invariants, decode_block, is_sensitive_name,
+    table,
 };
 use mcpwire_core::hpack::{
     DecodeError, Decoder, EncodeError, Encoder, Field, Limits, STATIC_TABLE, huffman,
@@ -496,7 +497,7 @@ proptest! {
         blocks in vec((settings(), model_block()), 1..6),
         limits in limits(),
     ) {
-        let dec = Decoder::<4096, VecRecords<u8, 4096>>::with_limits(limits);
+        let dec = Decoder::<4096, GrowingRecords<u8, 4096>>::with_limits(limits);
         prop_assert_eq!(dec.table_storage(), 0);
         agrees_with_the_model(dec, &blocks, limits)?;
     }

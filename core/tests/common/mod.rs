@@ -378,34 +378,8 @@ impl Block {
     }
 }
 
-/// Test storage that grows on the heap, as a driver with an allocator would
-/// give it: a `Vec` that never exceeds `N` elements.
-#[derive(Debug, Default)]
-pub struct VecRecords<T, const N: usize>(pub Vec<T>);
+#[path = "../support/records.rs"]
+mod records;
 
-impl<T, const N: usize> std::ops::Deref for VecRecords<T, N> {
-    type Target = [T];
-    fn deref(&self) -> &[T] {
-        &self.0
-    }
-}
-
-impl<T, const N: usize> std::ops::DerefMut for VecRecords<T, N> {
-    fn deref_mut(&mut self) -> &mut [T] {
-        &mut self.0
-    }
-}
-
-impl<T: Default, const N: usize> Records<T> for VecRecords<T, N> {
-    const LIMIT: usize = N;
-
-    fn grow_to(&mut self, len: usize) -> bool {
-        if len > N {
-            return false;
-        }
-        if len > self.0.len() {
-            self.0.resize_with(len, T::default);
-        }
-        true
-    }
-}
+#[allow(unused_imports)] // not every test binary uses it
+pub use records::GrowingRecords;

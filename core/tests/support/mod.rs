@@ -15,6 +15,9 @@
 //! - DATA is released at once, lazily (at seeded moments, and whenever the
 //!   pair would otherwise go idle) or never ([`Release`]), to check that
 //!   windows reopen only when the application consumed the bytes.
+//! - The connections' [`Storage`] is a type parameter: [`InlineStorage`] by
+//!   default, or [`GrowingStorage`], whose stream slots, remembered resets
+//!   and HPACK table grow on demand as with a driver that has an allocator.
 //!
 //! [`peer`] is the other half of the tests: one connection driven by a
 //! scripted peer that writes and reads raw frames.
@@ -30,8 +33,8 @@ use std::hash::BuildHasher;
 use std::time::Duration;
 
 use mcpwire_core::h2::{
-    Config, Connection, ConnectionError, ErrorCode, Event, HeadersKind, Role, StreamError,
-    StreamRef,
+    Config, Connection, ConnectionError, ErrorCode, Event, FrameBuffer, HeadersKind, InlineStorage,
+    Role, Storage, StreamError, StreamRef,
 };
 
 /// The order in which the harness walks its maps, and so the order in which
@@ -61,6 +64,75 @@ pub type Map<K, V> = HashMap<K, V, SimOrder>;
 pub type Set<K> = HashSet<K, SimOrder>;
 use mcpwire_core::hpack::Field;
 use mcpwire_core::time::Instant;
+
+pub mod records;
+
+pub use records::GrowingRecords;
+
+// ---------------------------------------------------------------------------
+// Storage
+// ---------------------------------------------------------------------------
+
+/// What the harness can build its connections with: any [`Storage`] it can
+/// make from nothing.
+pub trait SimStorage<const B: usize>: Storage<B> + Default {}
+
+impl<const B: usize, St: Storage<B> + Default> SimStorage<B> for St {}
+
+/// The three frame buffers on the heap and always held (like
+/// [`InlineStorage`]), with the stream slots, the remembered resets and the
+/// HPACK table in [`GrowingRecords`]: slots are added only when all are
+/// taken, the table grows from 0 octets.
+#[derive(Debug)]
+pub struct GrowingStorage<const B: usize> {
+    block: Vec<u8>,
+    headers: Vec<u8>,
+    transmit: Vec<u8>,
+}
+
+impl<const B: usize> Default for GrowingStorage<B> {
+    fn default() -> Self {
+        Self {
+            block: vec![0; B],
+            headers: vec![0; B],
+            transmit: vec![0; B],
+        }
+    }
+}
+
+impl<const B: usize> Storage<B> for GrowingStorage<B> {
+    type Records<T: Default, const N: usize> = GrowingRecords<T, N>;
+
+    fn acquire(&mut self, _: FrameBuffer) -> bool {
+        true
+    }
+
+    fn release(&mut self, _: FrameBuffer) {}
+
+    fn is_held(&self, _: FrameBuffer) -> bool {
+        true
+    }
+
+    fn get(&self, which: FrameBuffer) -> &[u8] {
+        match which {
+            FrameBuffer::Block => &self.block,
+            FrameBuffer::Headers => &self.headers,
+            FrameBuffer::Transmit => &self.transmit,
+        }
+    }
+
+    fn get_mut(&mut self, which: FrameBuffer) -> &mut [u8] {
+        match which {
+            FrameBuffer::Block => &mut self.block,
+            FrameBuffer::Headers => &mut self.headers,
+            FrameBuffer::Transmit => &mut self.transmit,
+        }
+    }
+
+    fn block_and_headers(&mut self) -> (&mut [u8], &mut [u8]) {
+        (&mut self.block, &mut self.headers)
+    }
+}
 
 // ---------------------------------------------------------------------------
 // Randomness
@@ -371,8 +443,8 @@ pub struct Side<
     pub late_events: usize,
 }
 
-impl<const S: usize, const T: usize, const B: usize, const R: usize, St: SimStorage<B>> std::fmt::Debug
-    for Side<S, T, B, R, St>
+impl<const S: usize, const T: usize, const B: usize, const R: usize, St: SimStorage<B>>
+    std::fmt::Debug for Side<S, T, B, R, St>
 {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct(self.name)
@@ -387,7 +459,9 @@ impl<const S: usize, const T: usize, const B: usize, const R: usize, St: SimStor
     }
 }
 
-impl<const S: usize, const T: usize, const B: usize, const R: usize, St: SimStorage<B>> Side<S, T, B, R, St> {
+impl<const S: usize, const T: usize, const B: usize, const R: usize, St: SimStorage<B>>
+    Side<S, T, B, R, St>
+{
     pub fn new(name: &'static str, role: Role, config: Config, now: Instant) -> Self {
         Side {
             name,
@@ -560,8 +634,8 @@ pub struct Pair<
     pub max_steps: u64,
 }
 
-impl<const S: usize, const T: usize, const B: usize, const R: usize, St: SimStorage<B>> std::fmt::Debug
-    for Pair<S, T, B, R, St>
+impl<const S: usize, const T: usize, const B: usize, const R: usize, St: SimStorage<B>>
+    std::fmt::Debug for Pair<S, T, B, R, St>
 {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Pair")
@@ -577,7 +651,9 @@ impl<const S: usize, const T: usize, const B: usize, const R: usize, St: SimStor
     }
 }
 
-impl<const S: usize, const T: usize, const B: usize, const R: usize, St: SimStorage<B>> Pair<S, T, B, R, St> {
+impl<const S: usize, const T: usize, const B: usize, const R: usize, St: SimStorage<B>>
+    Pair<S, T, B, R, St>
+{
     pub fn new(split: Split, seed: u64, client: Config, server: Config) -> Self {
         let now = Instant::ZERO;
         Pair {
@@ -889,7 +965,13 @@ impl Upload {
     }
 
     /// Sends what can go now. Errors are the stream's end (a reset).
-    pub fn pump<const S: usize, const T: usize, const B: usize, const R: usize, St: SimStorage<B>>(
+    pub fn pump<
+        const S: usize,
+        const T: usize,
+        const B: usize,
+        const R: usize,
+        St: SimStorage<B>,
+    >(
         &mut self,
         conn: &mut Connection<S, T, B, R, St>,
     ) -> Result<(), StreamError> {
@@ -1037,7 +1119,13 @@ impl EchoApp {
     }
 
     /// The client application: one call per step.
-    pub fn client<const S: usize, const T: usize, const B: usize, const R: usize, St: SimStorage<B>>(
+    pub fn client<
+        const S: usize,
+        const T: usize,
+        const B: usize,
+        const R: usize,
+        St: SimStorage<B>,
+    >(
         &mut self,
         side: &mut Side<S, T, B, R, St>,
     ) {
@@ -1142,7 +1230,13 @@ impl EchoApp {
     }
 
     /// The server application: one call per step.
-    pub fn server<const S: usize, const T: usize, const B: usize, const R: usize, St: SimStorage<B>>(
+    pub fn server<
+        const S: usize,
+        const T: usize,
+        const B: usize,
+        const R: usize,
+        St: SimStorage<B>,
+    >(
         &mut self,
         side: &mut Side<S, T, B, R, St>,
     ) {
@@ -1238,7 +1332,13 @@ impl EchoApp {
 
 impl EchoApp {
     /// What each side knows about plan `i`, for failure messages.
-    pub fn diagnose<const S: usize, const T: usize, const B: usize, const R: usize, St: SimStorage<B>>(
+    pub fn diagnose<
+        const S: usize,
+        const T: usize,
+        const B: usize,
+        const R: usize,
+        St: SimStorage<B>,
+    >(
         &self,
         pair: &Pair<S, T, B, R, St>,
         i: usize,
@@ -1319,7 +1419,13 @@ pub fn short(e: &Ev) -> String {
 }
 
 /// Runs an echo application until both ends are idle; returns it for checks.
-pub fn run_echo<const S: usize, const T: usize, const B: usize, const R: usize, St: SimStorage<B>>(
+pub fn run_echo<
+    const S: usize,
+    const T: usize,
+    const B: usize,
+    const R: usize,
+    St: SimStorage<B>,
+>(
     pair: &mut Pair<S, T, B, R, St>,
     app: EchoApp,
 ) -> EchoApp {
@@ -1333,7 +1439,13 @@ pub fn run_echo<const S: usize, const T: usize, const B: usize, const R: usize, 
 
 /// Asserts every plan reached its expected outcome, with the pair's state
 /// in the message.
-pub fn assert_outcomes<const S: usize, const T: usize, const B: usize, const R: usize, St: SimStorage<B>>(
+pub fn assert_outcomes<
+    const S: usize,
+    const T: usize,
+    const B: usize,
+    const R: usize,
+    St: SimStorage<B>,
+>(
     pair: &Pair<S, T, B, R, St>,
     app: &EchoApp,
 ) {
@@ -1359,7 +1471,13 @@ pub fn assert_outcomes<const S: usize, const T: usize, const B: usize, const R: 
 /// releasing, the sender pushes on enough fresh streams to exceed the
 /// window, and the octets that arrive are the window the sender was
 /// granted. Returns (client→server, server→client) octets.
-pub fn probe_windows<const S: usize, const T: usize, const B: usize, const R: usize, St: SimStorage<B>>(
+pub fn probe_windows<
+    const S: usize,
+    const T: usize,
+    const B: usize,
+    const R: usize,
+    St: SimStorage<B>,
+>(
     pair: &mut Pair<S, T, B, R, St>,
     streams: usize,
     per_stream: usize,
@@ -1442,3 +1560,31 @@ pub fn probe_windows<const S: usize, const T: usize, const B: usize, const R: us
     let down = pair.client.received - before;
     (up, down)
 }
+
+/// A `#[test]` per generic case and storage: `inline::NAME` runs
+/// `NAME::<InlineStorage<BUF>>`, `growing::NAME` runs it with
+/// [`GrowingStorage`] (stream slots, remembered resets and the HPACK table
+/// grown on demand). `BUF` and `GrowingStorage` must be in scope at the
+/// call site.
+macro_rules! each_storage {
+    ($($name:ident),* $(,)?) => {
+        mod inline {
+            $(
+                #[test]
+                fn $name() {
+                    super::$name::<mcpwire_core::h2::InlineStorage<{ super::BUF }>>();
+                }
+            )*
+        }
+
+        mod growing {
+            $(
+                #[test]
+                fn $name() {
+                    super::$name::<super::GrowingStorage<{ super::BUF }>>();
+                }
+            )*
+        }
+    };
+}
+pub(crate) use each_storage;

@@ -15,12 +15,13 @@ use super::Map;
 
 use mcpwire_core::h2::frame::{FrameHeader, FrameType, PREFACE, Setting, flags};
 use mcpwire_core::h2::{
-    Config, Connection, ConnectionError, ErrorCode, HeadersKind, Role, StreamRef,
+    Config, Connection, ConnectionError, ErrorCode, HeadersKind, InlineStorage, Role, Storage,
+    StreamRef,
 };
 use mcpwire_core::hpack::{Decoder, Encoder, Field};
 use mcpwire_core::time::Instant;
 
-use super::{Ev, Fields, Split, as_fields};
+use super::{Ev, Fields, SimStorage, Split, as_fields};
 
 pub use mcpwire_core::h2::frame::Frame;
 
@@ -125,8 +126,8 @@ pub struct Peer<
     pub max_frame_size: u32,
 }
 
-impl<const S: usize, const T: usize, const B: usize, const R: usize, St: SimStorage<B>> std::fmt::Debug
-    for Peer<S, T, B, R, St>
+impl<const S: usize, const T: usize, const B: usize, const R: usize, St: SimStorage<B>>
+    std::fmt::Debug for Peer<S, T, B, R, St>
 {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Peer")
@@ -138,7 +139,9 @@ impl<const S: usize, const T: usize, const B: usize, const R: usize, St: SimStor
     }
 }
 
-impl<const S: usize, const T: usize, const B: usize, const R: usize, St: SimStorage<B>> Peer<S, T, B, R, St> {
+impl<const S: usize, const T: usize, const B: usize, const R: usize, St: SimStorage<B>>
+    Peer<S, T, B, R, St>
+{
     /// A peer for a connection in `role` (the connection's role).
     pub fn new(role: Role, config: Config, split: Split) -> Self {
         let now = Instant::ZERO;
