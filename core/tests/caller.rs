@@ -48,6 +48,8 @@ struct Seen {
     notifications: Vec<String>,
     response: Option<String>,
     failed: Option<Fail>,
+    /// The failure said the server never processed the call.
+    refused: bool,
     ended: bool,
 }
 
@@ -110,6 +112,7 @@ impl Pair {
                     self.seen.entry(call).or_default().response = Some(s(json))
                 }
                 CallEvent::Failed { call, error } => {
+                    self.seen.entry(call).or_default().refused = error.diagnostics.refused;
                     self.seen.entry(call).or_default().failed = Some((
                         error.code,
                         s(error.message),
@@ -491,4 +494,79 @@ fn an_early_answer_is_kept_when_the_request_had_not_ended() {
         p.client_bytes - before
     );
     assert!(!p.client.is_closed());
+}
+
+#[test]
+fn a_learned_schema_is_mirrored_without_a_relist() {
+    let mut p = Pair::new();
+    let lookup = TOOLS[1].input_schema.as_bytes();
+    // Only schemas with valid annotations are kept, once.
+    assert!(
+        !p.client
+            .learn_schema(b"\"echo\"", TOOLS[0].input_schema.as_bytes())
+    );
+    assert!(
+        !p.client
+            .learn_schema(b"\"broken\"", TOOLS[2].input_schema.as_bytes())
+    );
+    assert!(p.client.learn_schema(b"\"lookup\"", lookup));
+    assert!(!p.client.learn_schema(b"\"lookup\"", lookup));
+    let cached: Vec<(&[u8], &[u8])> = p.client.cached_schemas().collect();
+    assert_eq!(cached, [(&b"\"lookup\""[..], lookup)]);
+    let c = p.call(
+        &tools_call(40, "lookup", r#"{"region":"eu","limit":2}"#),
+        None,
+    );
+    p.run();
+    assert_eq!(p.requests.len(), 1, "{:?}", p.seen(c));
+    p.server
+        .respond(p.requests[0].call, br#"{"content":[]}"#)
+        .unwrap();
+    p.run();
+    assert!(p.seen(c).response.is_some(), "{:?}", p.seen(c));
+    // No tools/list was read: its warning (the broken tool) never came.
+    assert!(p.warnings.is_empty(), "{:?}", p.warnings);
+}
+
+#[test]
+fn after_goaway_no_call_starts_and_unsent_calls_are_refused() {
+    let mut p = Pair::new();
+    let a = p.call(&tools_call(41, "echo", r#"{"text":"a"}"#), None);
+    p.run();
+    assert_eq!(p.requests.len(), 1);
+    assert!(p.client.accepts_calls());
+    // A second call is queued in the client when the server's GOAWAY
+    // (last stream: the first call's) arrives.
+    let b = p.call(&tools_call(42, "echo", r#"{"text":"b"}"#), None);
+    p.server.go_away();
+    let mut buf = vec![0u8; 65536];
+    let m = p.server.poll_transmit(&mut buf);
+    let mut input = &buf[..m];
+    while !input.is_empty() {
+        let used = p.client.recv(input, p.now);
+        input = &input[used..];
+        p.take_client_events();
+        if used == 0 {
+            break;
+        }
+    }
+    assert!(!p.client.accepts_calls());
+    assert_eq!(
+        p.client
+            .call(tools_call(43, "echo", "{}").as_bytes(), None, p.now)
+            .unwrap_err(),
+        StartError::Closed
+    );
+    p.run();
+    let seen = p.seen(b);
+    let f = seen.failed.clone().expect("refused");
+    assert_eq!(f.5, Some(Code::Unavailable), "{f:?}");
+    assert!(f.6 && seen.refused && seen.ended, "{seen:?}");
+    // The first call finishes on the draining connection.
+    p.server
+        .respond(p.requests[0].call, br#"{"content":[]}"#)
+        .unwrap();
+    p.run();
+    let seen = p.seen(a);
+    assert!(seen.response.is_some() && !seen.refused, "{seen:?}");
 }

@@ -138,6 +138,10 @@ pub struct Diagnostics {
     /// not a JSON-RPC error of the server; the error was synthesized from
     /// the status.
     pub transport: bool,
+    /// The server did not process the call: REFUSED_STREAM before a
+    /// response, or the connection went away (GOAWAY, close) before the
+    /// request head went out. Safe to send again on a new connection.
+    pub refused: bool,
 }
 
 /// The JSON-RPC error of a failed call.
@@ -315,6 +319,8 @@ struct State<const CALLS: usize, const MSG: usize, const CACHE: usize> {
     lent: Option<Queued>,
     closed: Option<Option<ConnectionError>>,
     closed_told: bool,
+    /// The peer sent GOAWAY: no new call starts here.
+    going_away: bool,
 }
 
 /// The client engine over one connection: `CALLS` calls at a time (and
@@ -375,6 +381,7 @@ impl<const CALLS: usize, const MSG: usize, const CACHE: usize, const TABLE: usiz
                 lent: None,
                 closed: None,
                 closed_told: false,
+                going_away: false,
             },
         }
     }
@@ -396,6 +403,29 @@ impl<const CALLS: usize, const MSG: usize, const CACHE: usize, const TABLE: usiz
         self.st.cache.get(tool)
     }
 
+    /// Whether [`Caller::call`] can start calls: the connection is not
+    /// over and the peer sent no GOAWAY (a driver then connects anew).
+    pub fn accepts_calls(&self) -> bool {
+        !self.conn.is_closed() && self.st.closed.is_none() && !self.st.going_away
+    }
+
+    /// Every cached input schema with `x-mcp-header` annotations: (raw JSON
+    /// string of the tool's name, raw schema), as [`Caller::cached_schema`].
+    pub fn cached_schemas(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+        self.st.cache.entries()
+    }
+
+    /// Adds the input `schema` of `tool` (raw JSON string of its name, with
+    /// quotes) to the annotation cache, as if a `tools/list` had given it:
+    /// a driver that connects anew keeps what the last connection learned.
+    /// `false` when the schema has no valid `x-mcp-header` annotations, the
+    /// tool is already cached or the cache has no room.
+    pub fn learn_schema(&mut self, tool: &[u8], schema: &[u8]) -> bool {
+        let valid =
+            Annotations::<'_, MAX_ANNOTATIONS>::collect(schema).is_ok_and(|a| !a.is_empty());
+        valid && self.st.cache.get(tool).is_none() && self.st.cache.insert(tool, schema)
+    }
+
     /// Whether a call is still in progress (not yet `Ended`).
     pub fn is_active(&self, call: CallRef) -> bool {
         self.st.slot_of(call).is_some()
@@ -411,7 +441,7 @@ impl<const CALLS: usize, const MSG: usize, const CACHE: usize, const TABLE: usiz
         now: Instant,
     ) -> Result<CallRef, StartError> {
         self.now = now;
-        if self.conn.is_closed() || self.st.closed.is_some() {
+        if !self.accepts_calls() {
             return Err(StartError::Closed);
         }
         // Every rule on the body and the head, before a byte goes out.
@@ -576,10 +606,8 @@ impl<const CALLS: usize, const MSG: usize, const CACHE: usize, const TABLE: usiz
                 Event::Reset { stream, code, .. } => self.st.on_reset(stream, code),
                 Event::Closed { stream } => self.st.on_closed(stream),
                 Event::ConnectionClosed { error } => self.st.on_connection_closed(error),
-                Event::SendReady { .. }
-                | Event::StreamsAvailable
-                | Event::GoAway { .. }
-                | Event::PingAck { .. } => {}
+                Event::GoAway { .. } => self.st.going_away = true,
+                Event::SendReady { .. } | Event::StreamsAvailable | Event::PingAck { .. } => {}
             }
         }
     }
@@ -611,6 +639,7 @@ impl<const CALLS: usize, const MSG: usize, const CACHE: usize, const TABLE: usiz
                     Err(StreamError::NoCapacity | StreamError::ConcurrencyLimit) => continue,
                     Err(_) => {
                         fail_transport(slot, Code::Unavailable, b"connection closed", None);
+                        mark_refused(slot);
                         continue;
                     }
                 }
@@ -637,6 +666,13 @@ impl<const CALLS: usize, const MSG: usize, const CACHE: usize, const TABLE: usiz
                     Ok(()) => a.head_sent = true,
                     Err(StreamError::TransmitFull | StreamError::ConcurrencyLimit) => continue,
                     Err(StreamError::HeadersTooLarge { needed }) if needed < BUF => continue,
+                    Err(StreamError::ConnectionClosed) => {
+                        // GOAWAY or the end came before the head left.
+                        a.reset_owed = true;
+                        fail_transport(slot, Code::Unavailable, b"connection closed", None);
+                        mark_refused(slot);
+                        continue;
+                    }
                     Err(_) => {
                         a.reset_owed = true;
                         fail_transport(
@@ -928,7 +964,11 @@ impl<const CALLS: usize, const MSG: usize, const CACHE: usize> State<CALLS, MSG,
             _ => Code::Internal,
         };
         let http = a.diagnostics.http_status;
+        let refused = code == ErrorCode::REFUSED_STREAM && http.is_none();
         fail_transport(slot, status, b"the stream was reset", http);
+        if refused {
+            mark_refused(slot);
+        }
     }
 
     fn on_closed(&mut self, stream: StreamRef) {
@@ -947,7 +987,11 @@ impl<const CALLS: usize, const MSG: usize, const CACHE: usize> State<CALLS, MSG,
             a.wire = Wire::Gone;
             if a.terminal.is_none() {
                 let http = a.diagnostics.http_status;
+                let unsent = !a.head_sent;
                 fail_transport(slot, Code::Unavailable, b"the connection closed", http);
+                if unsent {
+                    mark_refused(slot);
+                }
             }
         }
         self.closed = Some(error);
@@ -1381,6 +1425,13 @@ fn fail_transport<const MSG: usize>(
         diagnostics,
         delivered: false,
     });
+}
+
+/// Marks the failure of call `slot` as never processed by the server.
+fn mark_refused<const MSG: usize>(slot: &mut Slot<MSG>) {
+    if let Some(t) = slot.active.as_mut().and_then(|a| a.terminal.as_mut()) {
+        t.diagnostics.refused = true;
+    }
 }
 
 /// Ends call `slot` with a JSON-RPC error found by this end.
