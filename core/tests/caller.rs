@@ -513,6 +513,9 @@ fn a_learned_schema_is_mirrored_without_a_relist() {
     assert!(!p.client.learn_schema(b"\"lookup\"", lookup));
     let cached: Vec<(&[u8], &[u8])> = p.client.cached_schemas().collect();
     assert_eq!(cached, [(&b"\"lookup\""[..], lookup)]);
+    p.client.clear_schemas();
+    assert_eq!(p.client.cached_schemas().count(), 0);
+    assert!(p.client.learn_schema(b"\"lookup\"", lookup));
     let c = p.call(
         &tools_call(40, "lookup", r#"{"region":"eu","limit":2}"#),
         None,

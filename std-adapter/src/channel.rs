@@ -4,11 +4,18 @@
 //!
 //! Each call carries one JSON-RPC request; its response stream's
 //! notifications come out of [`CallStream::next`] as they arrive, then the
-//! response. The metadata of a call is built from its body by the core
-//! ([`mirror_headers`]), with the `inputSchema` of the tool from the last
-//! `tools/list` this channel saw. A JSON-RPC error in the trailers becomes
-//! the error response the application would get on any transport; a
-//! transport failure is a [`CallError`].
+//! response. The binding's client rules are the core's sans-IO client
+//! engine, [`Caller`](mcpwire_core::mcp::caller::Caller), one per
+//! connection: the metadata of a call is built from its body, with the
+//! `inputSchema` of the tool from the last `tools/list` seen; a -32020
+//! reads `tools/list` again and sends the call once more; what is left of
+//! the request timeout travels in `grpc-timeout`; a JSON-RPC error in the
+//! trailers becomes the error response the application would get on any
+//! transport. A transport failure is a [`CallError`].
+//!
+//! A connection runs [`MAX_CONCURRENT_CALLS`] calls at a time (more wait
+//! their turn), and a call's request and its response are at most
+//! [`MAX_MESSAGE_BYTES`] octets (with their framing).
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), mcpwire_tokio::CallError> {
@@ -20,23 +27,19 @@
 
 mod driver;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use mcpwire_core::grpc::{Code, MessageDecoder, PREFIX_LEN, percent, timeout, write_prefix};
-use mcpwire_core::h2::{ErrorCode, HeaderBuilder};
-use mcpwire_core::mcp::client::{CallOutcome, error_from_trailers, mirror_headers};
-use mcpwire_core::mcp::error::{HEADER_MISMATCH, INVALID_REQUEST};
-use mcpwire_core::mcp::mirror::Annotations;
-use mcpwire_core::mcp::registry::MAX_ANNOTATIONS;
-use mcpwire_proto::tunnel::JsonRpcMessage;
+use mcpwire_core::grpc::Code;
+use mcpwire_core::mcp::caller::CallerConfig;
+use mcpwire_core::mcp::error::INVALID_REQUEST;
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 
-use driver::{Command, ConnHandle, Fields, StreamEvent};
+use driver::{CallMsg, Command, ConnHandle, Refusal, Schemas};
 
 /// The method path of the tunnel binding.
 pub const PATH: &str = "/mcp.zig.transport.v1.Mcp/Call";
@@ -47,6 +50,12 @@ const KEY_CAPS: &str = "io.modelcontextprotocol/clientCapabilities";
 /// The request timeout when none is set (binding: `limits.request_timeout`).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 const DEFAULT_MAX_MESSAGE: usize = 4 << 20;
+/// Calls a connection runs at a time; more wait for a free one.
+pub const MAX_CONCURRENT_CALLS: usize = driver::CALLS;
+/// The room of a call for its framed request, and for the messages of the
+/// call that arrive in one read: larger messages fail with
+/// RESOURCE_EXHAUSTED, whatever [`ChannelConfig::max_message_bytes`] says.
+pub const MAX_MESSAGE_BYTES: usize = driver::MSG;
 
 /// How a channel connects and what every call carries.
 #[derive(Debug, Clone)]
@@ -61,7 +70,8 @@ pub struct ChannelConfig {
     /// `io.modelcontextprotocol/clientCapabilities` added to requests that
     /// lack it.
     pub client_capabilities: Value,
-    /// The largest response message accepted.
+    /// The largest response message accepted (at most
+    /// [`MAX_MESSAGE_BYTES`] take effect).
     pub max_message_bytes: usize,
 }
 
@@ -150,9 +160,11 @@ pub struct Channel {
 
 struct Inner {
     config: ChannelConfig,
+    caller: CallerConfig,
     conn: tokio::sync::Mutex<Option<ConnHandle>>,
-    /// Each tool's `inputSchema` (JSON text) from the last `tools/list`.
-    schemas: Mutex<HashMap<String, Vec<u8>>>,
+    /// Each tool's `inputSchema` (JSON text) from the last `tools/list`,
+    /// and those the connection's caller learned by itself.
+    schemas: Schemas,
     next_key: AtomicU64,
     next_id: AtomicU64,
 }
@@ -173,11 +185,14 @@ impl Channel {
     }
 
     pub fn with_config(config: ChannelConfig) -> Self {
+        let caller =
+            driver::caller_config(&config.addr, &config.extra_metadata, config.request_timeout);
         Self {
             inner: Arc::new(Inner {
                 config,
+                caller,
                 conn: tokio::sync::Mutex::new(None),
-                schemas: Mutex::new(HashMap::new()),
+                schemas: Arc::new(Mutex::new(HashMap::new())),
                 next_key: AtomicU64::new(1),
                 next_id: AtomicU64::new(1),
             }),
@@ -198,6 +213,11 @@ impl Channel {
     pub fn clear_schemas(&self) {
         if let Ok(mut s) = self.inner.schemas.lock() {
             s.clear();
+        }
+        if let Ok(slot) = self.inner.conn.try_lock()
+            && let Some(h) = slot.as_ref()
+        {
+            let _ = h.tx.send(Command::ClearSchemas);
         }
     }
 
@@ -253,25 +273,20 @@ impl Channel {
         let deadline = (!listen).then(|| {
             tokio::time::Instant::now() + timeout.unwrap_or(self.inner.config.request_timeout)
         });
+        let body =
+            serde_json::to_vec(&request).map_err(|e| CallError::invalid_request(&e.to_string()))?;
         let mut stream = CallStream {
             channel: self.clone(),
-            method,
-            tool: None,
+            tool_call: method == "tools/call",
+            tools_list: method == "tools/list",
             id: request.get("id").cloned().unwrap_or(Value::Null),
-            body: Vec::new(),
+            body,
             request,
             deadline,
-            retried: false,
             resent: false,
             attempt: None,
             finished: false,
         };
-        stream.tool = stream.request["params"]["name"]
-            .as_str()
-            .filter(|_| stream.method == "tools/call")
-            .map(str::to_owned);
-        stream.body = serde_json::to_vec(&stream.request)
-            .map_err(|e| CallError::invalid_request(&e.to_string()))?;
         stream.start().await?;
         Ok(stream)
     }
@@ -282,104 +297,55 @@ impl Channel {
         if !fresh && let Some(h) = slot.as_ref().filter(|h| h.usable()) {
             return Ok(h.clone());
         }
-        let h = ConnHandle::connect(&self.inner.config.addr)
-            .await
-            .map_err(|e| {
-                CallError::new(
-                    Code::Unavailable,
-                    format!("connect to {}: {e}", self.inner.config.addr),
-                )
-            })?;
+        let h = ConnHandle::connect(
+            &self.inner.config.addr,
+            self.inner.caller,
+            Arc::clone(&self.inner.schemas),
+        )
+        .await
+        .map_err(|e| {
+            CallError::new(
+                Code::Unavailable,
+                format!("connect to {}: {e}", self.inner.config.addr),
+            )
+        })?;
         *slot = Some(h.clone());
         Ok(h)
     }
 
-    /// Remembers the tools of a `tools/list` result, and drops the tools
-    /// whose `x-mcp-header` annotations are invalid (with a warning).
-    fn learn_tools(&self, response: &mut Value) {
+    /// Remembers the tools of a `tools/list` result (the caller already
+    /// left out those whose `x-mcp-header` annotations are invalid).
+    fn learn_tools(&self, response: &Value) {
         let Some(tools) = response
-            .get_mut("result")
-            .and_then(|r| r.get_mut("tools"))
-            .and_then(Value::as_array_mut)
+            .get("result")
+            .and_then(|r| r.get("tools"))
+            .and_then(Value::as_array)
         else {
             return;
         };
         let Ok(mut schemas) = self.inner.schemas.lock() else {
             return;
         };
-        tools.retain(|tool| {
+        for tool in tools {
             let Some(name) = tool.get("name").and_then(Value::as_str) else {
-                return true;
+                continue;
             };
             let schema = tool
                 .get("inputSchema")
                 .map(Value::to_string)
                 .unwrap_or_else(|| "{}".to_owned());
-            match Annotations::<'_, MAX_ANNOTATIONS>::collect(schema.as_bytes()) {
-                Ok(_) => {
-                    schemas.insert(name.to_owned(), schema.into_bytes());
-                    true
-                }
-                Err(e) => {
-                    eprintln!(
-                        "mcpwire: warning: dropping tool {name:?} from tools/list: {}",
-                        e.reason()
-                    );
-                    schemas.remove(name);
-                    false
-                }
-            }
-        });
-    }
-
-    /// Reads `tools/list` again (every page), refreshing the cache.
-    fn refresh_tools(
-        &self,
-        deadline: Option<tokio::time::Instant>,
-    ) -> std::pin::Pin<Box<dyn Future<Output = Result<(), CallError>> + Send + '_>> {
-        Box::pin(self.refresh_tools_inner(deadline))
-    }
-
-    async fn refresh_tools_inner(
-        &self,
-        deadline: Option<tokio::time::Instant>,
-    ) -> Result<(), CallError> {
-        let mut cursor: Option<Value> = None;
-        for _ in 0..64 {
-            let mut params = json!({});
-            if let Some(c) = cursor.take() {
-                params["cursor"] = c;
-            }
-            let left = deadline.map(|d| d.saturating_duration_since(tokio::time::Instant::now()));
-            let response = self
-                .call_with_timeout(json!({"method": "tools/list", "params": params}), left)
-                .await?
-                .response()
-                .await?;
-            match response["result"].get("nextCursor") {
-                Some(c) if !c.is_null() => cursor = Some(c.clone()),
-                _ => return Ok(()),
-            }
+            schemas.insert(name.to_owned(), schema.into_bytes());
         }
-        Ok(())
     }
 }
 
-/// The running attempt of a call: its stream on the connection.
+/// The running attempt of a call: its place on the connection.
 #[derive(Debug)]
 struct Attempt {
     key: u64,
     conn: mpsc::UnboundedSender<Command>,
-    events: mpsc::UnboundedReceiver<StreamEvent>,
-    decoder: MessageDecoder,
-    buf: Vec<u8>,
-    http_status: Option<u16>,
-    response: Option<Value>,
-    /// Notifications decoded and not yet handed out.
-    ready: VecDeque<Message>,
-    /// The server did not process the call (REFUSED_STREAM before a
-    /// response, or the connection went away before the stream opened).
-    refused: bool,
+    events: mpsc::UnboundedReceiver<CallMsg>,
+    /// The connection ended the call: nothing to cancel.
     done: bool,
 }
 
@@ -389,13 +355,12 @@ struct Attempt {
 #[derive(Debug)]
 pub struct CallStream {
     channel: Channel,
-    method: String,
-    tool: Option<String>,
+    tool_call: bool,
+    tools_list: bool,
     id: Value,
     request: Value,
     body: Vec<u8>,
     deadline: Option<tokio::time::Instant>,
-    retried: bool,
     /// A refused call was sent again (once).
     resent: bool,
     attempt: Option<Attempt>,
@@ -413,97 +378,72 @@ impl CallStream {
         &self.request
     }
 
-    /// Builds the metadata and the message, and hands the call to the
-    /// connection (a new one when the current one is gone).
+    /// Hands the call to the connection (a new one when the current one is
+    /// gone), and waits until its caller took it.
     async fn start(&mut self) -> Result<(), CallError> {
-        let schema = self.tool.as_ref().and_then(|t| {
-            let schemas = self.channel.inner.schemas.lock().ok()?;
-            schemas.get(t).cloned()
-        });
-        let mut head: Fields = vec![
-            (b"content-type".to_vec(), b"application/grpc+proto".to_vec()),
-            (b"te".to_vec(), b"trailers".to_vec()),
-        ];
-        mirror_headers(&self.body, schema.as_deref(), |n, v| {
-            head.push((n.to_vec(), v.to_vec()));
-        })
-        .map_err(|e| {
-            let mut err = CallError::invalid_request(e.message);
-            err.diagnostics.rpc_code = Some(e.code);
-            err
-        })?;
-        if let Some(deadline) = self.deadline {
-            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-            if left.is_zero() {
-                return Err(CallError::new(
-                    Code::DeadlineExceeded,
-                    "the request timeout passed",
-                ));
-            }
-            let mut text = [0u8; 10];
-            head.push((
-                b"grpc-timeout".to_vec(),
-                timeout::format(left, &mut text).to_vec(),
-            ));
-        }
-        let mut sensitive = Vec::new();
-        for (n, v) in &self.channel.inner.config.extra_metadata {
-            let name = n.to_ascii_lowercase().into_bytes();
-            if name == b"authorization" {
-                sensitive.push(name.clone());
-            }
-            head.push((name, v.clone().into_bytes()));
-        }
-        let json_len = self.body.len();
-        let mut proto = [0u8; JsonRpcMessage::MAX_PREFIX_LEN];
-        let plen = JsonRpcMessage::encode_prefix(json_len, &mut proto)
-            .map_err(|_| CallError::invalid_request("message too large"))?;
-        let total = u32::try_from(plen + json_len)
-            .map_err(|_| CallError::invalid_request("message too large"))?;
-        let mut body = Vec::with_capacity(PREFIX_LEN + plen + json_len);
-        body.extend_from_slice(&write_prefix(total));
-        body.extend_from_slice(&proto[..plen]);
-        body.extend_from_slice(&self.body);
-
         let mut fresh = false;
         loop {
+            if self
+                .deadline
+                .is_some_and(|d| d <= tokio::time::Instant::now())
+            {
+                return Err(deadline_exceeded());
+            }
             let conn = self.channel.connection(fresh).await?;
             let key = self.channel.inner.next_key.fetch_add(1, Ordering::Relaxed);
             let (etx, erx) = mpsc::unbounded_channel();
             let (atx, arx) = oneshot::channel();
             let cmd = Command::Start {
                 key,
-                head: head.clone(),
-                sensitive: sensitive.clone(),
-                body: body.clone(),
+                body: self.body.clone(),
+                deadline: self.deadline,
+                tool_call: self.tool_call,
                 events: etx,
                 accepted: atx,
             };
-            let accepted = conn.tx.send(cmd).is_ok() && arx.await.unwrap_or(false);
-            if accepted {
-                let max = self.channel.inner.config.max_message_bytes;
-                self.attempt = Some(Attempt {
-                    key,
-                    conn: conn.tx.clone(),
-                    events: erx,
-                    decoder: MessageDecoder::new(max),
-                    buf: vec![0; max],
-                    http_status: None,
-                    response: None,
-                    ready: VecDeque::new(),
-                    refused: false,
-                    done: false,
-                });
-                return Ok(());
+            let answer = if conn.tx.send(cmd).is_ok() {
+                let answer = match self.deadline {
+                    Some(d) => tokio::time::timeout_at(d, arx)
+                        .await
+                        .map_err(|_| deadline_exceeded())?,
+                    None => arx.await,
+                };
+                answer.unwrap_or(Err(Refusal::Gone))
+            } else {
+                Err(Refusal::Gone)
+            };
+            match answer {
+                Ok(()) => {
+                    self.attempt = Some(Attempt {
+                        key,
+                        conn: conn.tx.clone(),
+                        events: erx,
+                        done: false,
+                    });
+                    return Ok(());
+                }
+                Err(Refusal::Gone) if !fresh => {
+                    // The connection went away: one more try on a new one.
+                    fresh = true;
+                }
+                Err(Refusal::Gone) => {
+                    return Err(CallError::new(
+                        Code::Unavailable,
+                        "the new connection refused the call",
+                    ));
+                }
+                Err(Refusal::Invalid { code, message }) => {
+                    let mut e = CallError::invalid_request(message);
+                    e.diagnostics.rpc_code = Some(code);
+                    return Err(e);
+                }
+                Err(Refusal::TooLarge { needed }) => {
+                    return Err(CallError::new(
+                        Code::ResourceExhausted,
+                        format!("the request needs {needed} octets, more than {MAX_MESSAGE_BYTES}"),
+                    ));
+                }
             }
-            if fresh {
-                return Err(CallError::new(
-                    Code::Unavailable,
-                    "the new connection refused the call",
-                ));
-            }
-            // The connection went away: one more try on a new one.
-            fresh = true;
         }
     }
 
@@ -511,69 +451,101 @@ impl CallStream {
     /// `Ok(None)` after the response (or at the end of a notification's
     /// empty stream).
     pub async fn next(&mut self) -> Result<Option<Message>, CallError> {
+        let r = self.next_inner().await;
+        if r.is_err() {
+            self.finished = true;
+        }
+        r
+    }
+
+    async fn next_inner(&mut self) -> Result<Option<Message>, CallError> {
         loop {
             if self.finished {
                 return Ok(None);
             }
-            let item = match self.deadline {
-                Some(d) => match tokio::time::timeout_at(d, self.next_event()).await {
-                    Ok(r) => r,
+            let Some(attempt) = self.attempt.as_mut() else {
+                return Ok(None);
+            };
+            let msg = match self.deadline {
+                Some(d) => match tokio::time::timeout_at(d, attempt.events.recv()).await {
+                    Ok(m) => m,
                     Err(_) => {
                         self.cancel();
-                        self.finished = true;
-                        return Err(CallError::new(
-                            Code::DeadlineExceeded,
-                            "the request timeout passed",
-                        ));
+                        return Err(deadline_exceeded());
                     }
                 },
-                None => self.next_event().await,
+                None => attempt.events.recv().await,
             };
-            let item = match item {
-                Ok(item) => item,
-                Err(e) => {
-                    let refused = self.attempt.as_ref().is_some_and(|a| a.refused);
-                    self.cancel();
-                    if refused && !self.resent {
+            let Some(msg) = msg else {
+                attempt.done = true;
+                return Err(CallError::new(Code::Unavailable, "connection closed"));
+            };
+            let max = self.channel.inner.config.max_message_bytes;
+            match msg {
+                CallMsg::Notification(json) => {
+                    let value = self.parse(&json, max)?;
+                    return Ok(Some(Message::Notification(value)));
+                }
+                CallMsg::Response(json) => {
+                    attempt.done = true;
+                    let value = self.parse(&json, max)?;
+                    if self.tools_list {
+                        self.channel.learn_tools(&value);
+                    }
+                    self.finished = true;
+                    return Ok(Some(Message::Response(value)));
+                }
+                CallMsg::Failed {
+                    response,
+                    message,
+                    diagnostics,
+                } => {
+                    attempt.done = true;
+                    if !diagnostics.transport {
+                        // The server's JSON-RPC error: the response.
+                        let value = self.parse(&response, max)?;
+                        self.finished = true;
+                        return Ok(Some(Message::Response(value)));
+                    }
+                    if diagnostics.refused && !self.resent {
                         // Never processed (GOAWAY, REFUSED_STREAM): send it
                         // once more, on a new connection if this one is gone.
                         self.resent = true;
+                        self.attempt = None;
                         self.start().await?;
                         continue;
                     }
-                    self.finished = true;
+                    let text = serde_json::from_slice::<String>(&message)
+                        .unwrap_or_else(|_| String::from_utf8_lossy(&message).into_owned());
+                    let status = diagnostics.grpc_status.unwrap_or(Code::Unknown);
+                    let mut e = CallError::new(status, text.clone());
+                    e.diagnostics.http_status = diagnostics.http_status;
+                    e.diagnostics.grpc_message = Some(text);
                     return Err(e);
                 }
-            };
-            match item {
-                Some(Message::Response(mut response)) => {
-                    self.attempt = None;
-                    let code = response["error"]["code"].as_i64();
-                    if code == Some(i64::from(HEADER_MISMATCH))
-                        && self.method == "tools/call"
-                        && !self.retried
-                    {
-                        // The server's tool differs from our cache: read
-                        // tools/list again and send the call once more.
-                        self.retried = true;
-                        self.channel.refresh_tools(self.deadline).await?;
-                        self.start().await?;
-                        continue;
-                    }
-                    if self.method == "tools/list" {
-                        self.channel.learn_tools(&mut response);
-                    }
+                CallMsg::Ended => {
+                    attempt.done = true;
                     self.finished = true;
-                    return Ok(Some(Message::Response(response)));
-                }
-                Some(m) => return Ok(Some(m)),
-                None => {
-                    self.finished = true;
-                    self.attempt = None;
                     return Ok(None);
                 }
             }
         }
+    }
+
+    /// A message of the call as JSON; one over the configured maximum
+    /// ends the call with RESOURCE_EXHAUSTED.
+    fn parse(&mut self, json: &[u8], max: usize) -> Result<Value, CallError> {
+        if json.len() > max {
+            self.cancel();
+            return Err(CallError::new(
+                Code::ResourceExhausted,
+                format!("a message of {} octets is over {max}", json.len()),
+            ));
+        }
+        serde_json::from_slice(json).map_err(|_| {
+            self.cancel();
+            CallError::new(Code::Internal, "a message is not JSON")
+        })
     }
 
     /// Waits for the response, skipping notifications.
@@ -599,176 +571,6 @@ impl CallStream {
             let _ = a.conn.send(Command::Cancel { key: a.key });
         }
     }
-
-    /// Reads the stream's events until a message or its end.
-    async fn next_event(&mut self) -> Result<Option<Message>, CallError> {
-        let id = self.id.clone();
-        let Some(a) = self.attempt.as_mut() else {
-            return Ok(None);
-        };
-        loop {
-            if let Some(m) = a.ready.pop_front() {
-                return Ok(Some(m));
-            }
-            let Some(event) = a.events.recv().await else {
-                a.done = true;
-                return Err(CallError::new(Code::Unavailable, "connection closed"));
-            };
-            match event {
-                StreamEvent::Headers { fields, end_stream } => {
-                    let first = a.http_status.is_none();
-                    if first {
-                        a.http_status = field(&fields, b":status")
-                            .and_then(|s| std::str::from_utf8(s).ok())
-                            .and_then(|s| s.parse().ok());
-                    }
-                    if first && a.http_status != Some(200) {
-                        a.done = true;
-                        let mut e = CallError::new(
-                            Code::from_http_status(a.http_status.unwrap_or(0)),
-                            "the response's HTTP status is not 200",
-                        );
-                        e.diagnostics.http_status = a.http_status;
-                        return Err(e);
-                    }
-                    if end_stream {
-                        a.done = true;
-                        return a.trailers(&fields, &id).map(|r| r.map(Message::Response));
-                    }
-                }
-                StreamEvent::Data(bytes) => {
-                    let mut rest = &bytes[..];
-                    while !rest.is_empty() {
-                        let (used, done) = a.decoder.feed(rest, &mut a.buf).map_err(|e| {
-                            a.done = true;
-                            CallError::new(Code::Internal, e.message())
-                        })?;
-                        rest = &rest[used..];
-                        if let Some(len) = done {
-                            let json = JsonRpcMessage::decode(&a.buf[..len]).map_err(|_| {
-                                CallError::new(Code::Internal, "malformed JsonRpcMessage")
-                            })?;
-                            let value: Value = serde_json::from_slice(json).map_err(|_| {
-                                CallError::new(Code::Internal, "a message is not JSON")
-                            })?;
-                            if value.get("method").is_some() && value.get("id").is_none() {
-                                // Notifications are handed out as they come.
-                                a.ready.push_back(Message::Notification(value));
-                            } else {
-                                a.response = Some(value);
-                            }
-                        }
-                    }
-                    if let Some(m) = a.ready.pop_front() {
-                        return Ok(Some(m));
-                    }
-                }
-                StreamEvent::Reset { code, remote } => {
-                    a.done = true;
-                    a.refused = code == ErrorCode::REFUSED_STREAM && a.http_status.is_none();
-                    let status = match code {
-                        ErrorCode::CANCEL => Code::Cancelled,
-                        ErrorCode::REFUSED_STREAM => Code::Unavailable,
-                        ErrorCode::ENHANCE_YOUR_CALM => Code::ResourceExhausted,
-                        ErrorCode::INADEQUATE_SECURITY => Code::PermissionDenied,
-                        _ => Code::Internal,
-                    };
-                    let mut e = CallError::new(
-                        status,
-                        format!(
-                            "stream reset with {code} by the {}",
-                            if remote { "server" } else { "client" }
-                        ),
-                    );
-                    e.diagnostics.http_status = a.http_status;
-                    return Err(e);
-                }
-                StreamEvent::Closed => {
-                    a.done = true;
-                    // Trailers come before Closed; Closed alone means the
-                    // stream ended with DATA, without trailers.
-                    return Err(CallError::new(
-                        Code::Internal,
-                        "the response ended without trailers",
-                    ));
-                }
-                StreamEvent::Refused => {
-                    a.done = true;
-                    a.refused = true;
-                    return Err(CallError::new(
-                        Code::Unavailable,
-                        "the connection went away before the call was sent",
-                    ));
-                }
-                StreamEvent::Failed(why) => {
-                    a.done = true;
-                    let mut e = CallError::new(Code::Unavailable, why);
-                    e.diagnostics.http_status = a.http_status;
-                    return Err(e);
-                }
-            }
-        }
-    }
-}
-
-impl Attempt {
-    /// The end of the stream: the response, or the error the trailers hold.
-    fn trailers(&mut self, fields: &Fields, id: &Value) -> Result<Option<Value>, CallError> {
-        let status = field(fields, b"grpc-status").and_then(Code::parse);
-        if status == Some(Code::Ok) {
-            if !self.decoder.is_idle() {
-                return Err(CallError::new(
-                    Code::Internal,
-                    "stream ended inside a message",
-                ));
-            }
-            return Ok(self.response.take());
-        }
-        if let Some(response) = self.response.take() {
-            // A complete response came before the failure: keep it.
-            return Ok(Some(response));
-        }
-        let pairs: Vec<(&[u8], &[u8])> = fields
-            .iter()
-            .map(|(n, v)| (n.as_slice(), v.as_slice()))
-            .collect();
-        let mut builder = Box::new(HeaderBuilder::<16384>::new());
-        let list = builder.build(&pairs);
-        let id_text = serde_json::to_vec(id).unwrap_or_else(|_| b"null".to_vec());
-        let mut out = vec![0u8; 32 << 10];
-        let (outcome, text) = error_from_trailers(list, &id_text, &mut out);
-        match outcome {
-            CallOutcome::RpcError => {
-                let value = text
-                    .and_then(|t| serde_json::from_slice(t).ok())
-                    .ok_or_else(|| CallError::new(Code::Internal, "unreadable error trailers"))?;
-                Ok(Some(value))
-            }
-            CallOutcome::Transport {
-                status,
-                http_status,
-            } => {
-                let message = field(fields, b"grpc-message").map(|m| {
-                    let mut buf = vec![0u8; m.len()];
-                    let n = percent::decode(m, &mut buf).unwrap_or(0);
-                    String::from_utf8_lossy(&buf[..n]).into_owned()
-                });
-                let mut e = CallError::new(
-                    status,
-                    message.clone().unwrap_or_else(|| status.name().to_owned()),
-                );
-                e.diagnostics.http_status = Some(if http_status == 200 {
-                    self.http_status.unwrap_or(200)
-                } else {
-                    http_status
-                });
-                e.diagnostics.grpc_message = message;
-                e.diagnostics.www_authenticate = field(fields, b"www-authenticate")
-                    .map(|v| String::from_utf8_lossy(v).into_owned());
-                Err(e)
-            }
-        }
-    }
 }
 
 impl Drop for CallStream {
@@ -777,9 +579,6 @@ impl Drop for CallStream {
     }
 }
 
-fn field<'a>(fields: &'a Fields, name: &[u8]) -> Option<&'a [u8]> {
-    fields
-        .iter()
-        .find(|(n, _)| n == name)
-        .map(|(_, v)| v.as_slice())
+fn deadline_exceeded() -> CallError {
+    CallError::new(Code::DeadlineExceeded, "the request timeout passed")
 }

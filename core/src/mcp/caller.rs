@@ -426,6 +426,12 @@ impl<const CALLS: usize, const MSG: usize, const CACHE: usize, const TABLE: usiz
         valid && self.st.cache.get(tool).is_none() && self.st.cache.insert(tool, schema)
     }
 
+    /// Forgets every cached schema: a tool's arguments are mirrored again
+    /// after the next `tools/list` (or the re-list a -32020 causes).
+    pub fn clear_schemas(&mut self) {
+        self.st.cache.len = 0;
+    }
+
     /// Whether a call is still in progress (not yet `Ended`).
     pub fn is_active(&self, call: CallRef) -> bool {
         self.st.slot_of(call).is_some()

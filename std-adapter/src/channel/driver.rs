@@ -1,31 +1,48 @@
-//! The connection task of a [`Channel`](super::Channel): it owns one
-//! client-role [`Connection`] and its socket, and follows the core's run
-//! loop (feed what the socket read until it is consumed, drain
-//! `poll_event` after every call, pull `poll_transmit` until it gives 0,
-//! sleep until input, a command or `poll_timeout`). Calls talk to it with
-//! [`Command`]s and hear back through their own [`StreamEvent`] channel.
-//! No protocol lives here: header blocks, DATA pieces, resets and the end
-//! of the connection are handed to the call as they come.
+//! The connection task of a [`Channel`](super::Channel): it owns one core
+//! [`Caller`] (the sans-IO MCP client engine of the tunnel binding over one
+//! HTTP/2 connection) and its socket, and follows the caller's run loop:
+//! feed what the socket read with `recv` (a chunk at a time, draining
+//! `poll_event` after each), pull `poll_transmit` until it gives 0, sleep
+//! until input, a command or `poll_timeout`, then `handle_timeout`.
+//!
+//! Calls talk to it with [`Command`]s and hear back through their own
+//! [`CallMsg`] channel: owned copies of the caller's events. No protocol
+//! lives here: the metadata, `grpc-timeout`, the re-list and retry after
+//! -32020, errors from trailers and the early-response rule are the
+//! caller's. This task adds only what a long-lived tokio client needs
+//! around it: a queue for calls that find every slot taken, and the
+//! channel's schema cache carried from one connection to the next.
 
 use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use mcpwire_core::h2::{self, Config, ErrorCode, HeadersKind, Role, StreamError, StreamRef};
-use mcpwire_core::hpack::Field;
+use mcpwire_core::mcp::caller::{
+    CallEvent, CallRef, Caller, CallerConfig, Diagnostics as CoreDiagnostics, StartError,
+};
 use mcpwire_core::time::Instant;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 
-/// The client connection: 128 stream slots, a 4 KiB HPACK table, 16 KiB
-/// buffers, the last 64 resets remembered.
-pub(crate) type Conn = h2::Connection<128, 4096, 16384, 64>;
+/// Calls in progress on one connection (and HTTP/2 streams); more wait in
+/// the connection task's queue.
+pub(crate) const CALLS: usize = 32;
+/// Octets per call for its framed request, and for the messages of one
+/// call that arrive in one read: the largest message a channel sends or
+/// takes (less the framing and a read chunk).
+pub(crate) const MSG: usize = 256 << 10;
+/// Octets of cached schemas with `x-mcp-header` annotations.
+const CACHE: usize = 16 << 10;
 
-/// A header list copied out of the connection.
-pub(crate) type Fields = Vec<(Vec<u8>, Vec<u8>)>;
+/// The caller of one connection: [`CALLS`] calls of [`MSG`] octets, a 4 KiB
+/// HPACK table, 16 KiB HTTP/2 buffers.
+pub(crate) type McpCaller = Caller<CALLS, MSG, CACHE, 4096, 16384>;
+
+/// The channel's tool schemas (JSON text) by tool name.
+pub(crate) type Schemas = Arc<Mutex<HashMap<String, Vec<u8>>>>;
 
 const READ_BUF: usize = 64 << 10;
 const TRANSMIT_CHUNK: usize = 16 << 10;
@@ -34,40 +51,51 @@ const WRITE_HIGH: usize = 64 << 10;
 /// What a call asks of the connection task.
 #[derive(Debug)]
 pub(crate) enum Command {
-    /// Open a stream and send `head` then `body` (one framed message) with
-    /// END_STREAM. `accepted` answers whether the connection took the call
-    /// (false: it is closing; the caller tries a new connection).
+    /// Start a call of one JSON-RPC request (its text). `accepted` answers
+    /// once the caller took it (it waits while every slot is taken).
     Start {
         key: u64,
-        head: Fields,
-        /// Names of `head` that must never be indexed (credentials).
-        sensitive: Vec<Vec<u8>>,
         body: Vec<u8>,
-        events: mpsc::UnboundedSender<StreamEvent>,
-        accepted: oneshot::Sender<bool>,
+        /// The call's deadline; `None` for none (`subscriptions/listen`).
+        deadline: Option<tokio::time::Instant>,
+        /// A `tools/call`: a re-list may teach the caller new schemas.
+        tool_call: bool,
+        events: mpsc::UnboundedSender<CallMsg>,
+        accepted: oneshot::Sender<Result<(), Refusal>>,
     },
-    /// Reset the call's stream with CANCEL (or drop it if not yet sent).
+    /// Stop the call (RST_STREAM CANCEL), or drop it if it waits.
     Cancel { key: u64 },
+    /// Forget the caller's cached schemas.
+    ClearSchemas,
 }
 
-/// What happened on a call's stream, in order.
+/// Why a connection did not take a call.
 #[derive(Debug)]
-pub(crate) enum StreamEvent {
-    Headers {
-        fields: Fields,
-        end_stream: bool,
+pub(crate) enum Refusal {
+    /// The connection is over or going away: try a new one.
+    Gone,
+    /// The caller refused the request before a byte went out.
+    Invalid { code: i32, message: &'static str },
+    /// The framed request needs more than a call's buffer.
+    TooLarge { needed: usize },
+}
+
+/// The caller's events of one call, copied out.
+#[derive(Debug)]
+pub(crate) enum CallMsg {
+    Notification(Vec<u8>),
+    /// The response, with a `result`.
+    Response(Vec<u8>),
+    /// The JSON-RPC error response (the server's, or synthesized for a
+    /// transport failure: see `diagnostics.transport`); `message` is the
+    /// raw JSON string of `error.message`.
+    Failed {
+        response: Vec<u8>,
+        message: Vec<u8>,
+        diagnostics: CoreDiagnostics,
     },
-    Data(Vec<u8>),
-    Reset {
-        code: ErrorCode,
-        remote: bool,
-    },
-    Closed,
-    /// The connection failed or closed before the call ended.
-    Failed(String),
-    /// The call never left: the connection went away before its stream
-    /// opened. Safe to send again.
-    Refused,
+    /// The call is over.
+    Ended,
 }
 
 /// The channel's handle on a running connection task.
@@ -83,22 +111,101 @@ impl ConnHandle {
         self.alive.load(Ordering::SeqCst) && !self.tx.is_closed()
     }
 
-    /// Connects to `addr` with prior knowledge and spawns the task.
-    pub(crate) async fn connect(addr: &str) -> io::Result<Self> {
+    /// Connects to `addr` with prior knowledge and spawns the task, whose
+    /// caller starts with the annotated schemas of `schemas`.
+    pub(crate) async fn connect(
+        addr: &str,
+        config: CallerConfig,
+        schemas: Schemas,
+    ) -> io::Result<Self> {
         let socket = TcpStream::connect(addr).await?;
         socket.set_nodelay(true)?;
+        let mut caller = new_caller(config).await?;
+        if let Ok(map) = schemas.lock() {
+            for (name, schema) in map.iter() {
+                if let Ok(name) = serde_json::to_vec(name) {
+                    caller.learn_schema(&name, schema);
+                }
+            }
+        }
         let (tx, rx) = mpsc::unbounded_channel();
         let alive = Arc::new(AtomicBool::new(true));
-        let task = Task {
-            conn: Box::new(Conn::new(Role::Client, Config::default(), now())),
-            authority: addr.to_owned(),
+        let mut task = Task {
+            caller,
             calls: HashMap::new(),
-            by_stream: HashMap::new(),
+            keys: HashMap::new(),
             waiting: VecDeque::new(),
             alive: Arc::clone(&alive),
+            schemas,
+            synced: Vec::new(),
         };
+        task.synced = task.cache_fingerprint();
         tokio::spawn(task.run(socket, rx));
         Ok(Self { tx, alive })
+    }
+}
+
+/// A caller on the heap. It holds its buffers inline (2 × [`MSG`] per
+/// call, about 16 MiB), more than a task's stack, and `#![forbid(unsafe)]`
+/// leaves no way to build it in place: it is made on a thread whose stack
+/// has room for it and the copies an unoptimized build makes of it (about
+/// eight), and only its box moves.
+async fn new_caller(config: CallerConfig) -> io::Result<Box<McpCaller>> {
+    let size = std::mem::size_of::<McpCaller>();
+    let (tx, rx) = oneshot::channel();
+    std::thread::Builder::new()
+        .name("mcpwire-caller".into())
+        .stack_size(16 * size + (8 << 20))
+        .spawn(move || {
+            let _ = tx.send(Box::new(McpCaller::new(config, now())));
+        })?;
+    rx.await
+        .map_err(|_| io::Error::other("the caller could not be made"))
+}
+
+/// Makes `'static` copies of a channel's settings for [`CallerConfig`]:
+/// one per distinct value, kept for the life of the process.
+pub(crate) fn caller_config(
+    authority: &str,
+    metadata: &[(String, String)],
+    request_timeout: Duration,
+) -> CallerConfig {
+    type Pairs = &'static [(&'static str, &'static str)];
+    static AUTHORITIES: OnceLock<Mutex<HashMap<String, &'static str>>> = OnceLock::new();
+    static METADATA: OnceLock<Mutex<HashMap<Vec<(String, String)>, Pairs>>> = OnceLock::new();
+    let authority = {
+        let table = AUTHORITIES.get_or_init(Default::default);
+        let mut t = table
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        *t.entry(authority.to_owned())
+            .or_insert_with(|| Box::leak(authority.to_owned().into_boxed_str()))
+    };
+    let metadata: Pairs = if metadata.is_empty() {
+        &[]
+    } else {
+        let table = METADATA.get_or_init(Default::default);
+        let mut t = table
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        *t.entry(metadata.to_vec()).or_insert_with(|| {
+            let pairs: Vec<(&'static str, &'static str)> = metadata
+                .iter()
+                .map(|(n, v)| {
+                    let n: &'static str = Box::leak(n.clone().into_boxed_str());
+                    let v: &'static str = Box::leak(v.clone().into_boxed_str());
+                    (n, v)
+                })
+                .collect();
+            Box::leak(pairs.into_boxed_slice())
+        })
+    };
+    CallerConfig {
+        authority,
+        scheme: "http",
+        request_timeout,
+        metadata,
+        ..CallerConfig::default()
     }
 }
 
@@ -131,275 +238,204 @@ async fn sleep_until(deadline: Option<tokio::time::Instant>) {
 // ----------------------------------------------------------------------
 
 #[derive(Debug)]
-struct Call {
-    head: Fields,
-    sensitive: Vec<Vec<u8>>,
-    body: Vec<u8>,
-    stream: Option<StreamRef>,
-    head_sent: bool,
-    sent: usize,
-    body_done: bool,
-    events: mpsc::UnboundedSender<StreamEvent>,
+struct Live {
+    key: u64,
+    events: mpsc::UnboundedSender<CallMsg>,
+    tool_call: bool,
 }
 
-impl Call {
-    fn tell(&self, e: StreamEvent) {
+impl Live {
+    fn tell(&self, m: CallMsg) {
         // The call may be gone (dropped CallStream): nothing to tell.
-        let _ = self.events.send(e);
+        let _ = self.events.send(m);
     }
+}
+
+/// A call that found every slot taken.
+#[derive(Debug)]
+struct Waiting {
+    key: u64,
+    body: Vec<u8>,
+    deadline: Option<tokio::time::Instant>,
+    tool_call: bool,
+    events: mpsc::UnboundedSender<CallMsg>,
+    accepted: oneshot::Sender<Result<(), Refusal>>,
 }
 
 struct Task {
-    conn: Box<Conn>,
-    authority: String,
-    calls: HashMap<u64, Call>,
-    by_stream: HashMap<StreamRef, u64>,
-    /// Calls without a stream yet, oldest first.
-    waiting: VecDeque<u64>,
+    caller: Box<McpCaller>,
+    calls: HashMap<CallRef, Live>,
+    keys: HashMap<u64, CallRef>,
+    /// Calls waiting for a slot, oldest first.
+    waiting: VecDeque<Waiting>,
     alive: Arc<AtomicBool>,
+    schemas: Schemas,
+    /// The caller's cache as last copied into `schemas`.
+    synced: Vec<u8>,
 }
 
 impl Task {
-    fn end_call(&mut self, key: u64) -> Option<Call> {
-        let call = self.calls.remove(&key)?;
-        if let Some(s) = call.stream {
-            self.by_stream.remove(&s);
-        }
-        self.waiting.retain(|k| *k != key);
-        Some(call)
-    }
-
-    fn fail_all(&mut self, why: &str) {
-        self.alive.store(false, Ordering::SeqCst);
-        for (_, call) in self.calls.drain() {
-            call.tell(StreamEvent::Failed(why.to_owned()));
-        }
-        self.by_stream.clear();
-        self.waiting.clear();
-    }
-
     fn command(&mut self, cmd: Command) {
         match cmd {
             Command::Start {
                 key,
-                head,
-                sensitive,
                 body,
+                deadline,
+                tool_call,
                 events,
                 accepted,
             } => {
-                if !self.alive.load(Ordering::SeqCst) || self.conn.is_closed() {
-                    let _ = accepted.send(false);
-                    return;
-                }
-                self.calls.insert(
+                self.waiting.push_back(Waiting {
                     key,
-                    Call {
-                        head,
-                        sensitive,
-                        body,
-                        stream: None,
-                        head_sent: false,
-                        sent: 0,
-                        body_done: false,
-                        events,
-                    },
-                );
-                self.waiting.push_back(key);
-                let _ = accepted.send(true);
+                    body,
+                    deadline,
+                    tool_call,
+                    events,
+                    accepted,
+                });
+                self.start_waiting();
             }
             Command::Cancel { key } => {
-                if let Some(call) = self.end_call(key)
-                    && let Some(s) = call.stream
-                {
-                    // Already ended streams are unknown: nothing to reset.
-                    let _ = self.conn.reset(s, ErrorCode::CANCEL);
+                if let Some(call) = self.keys.remove(&key) {
+                    self.calls.remove(&call);
+                    self.caller.cancel(call);
+                } else {
+                    self.waiting.retain(|w| w.key != key);
                 }
+            }
+            Command::ClearSchemas => {
+                self.caller.clear_schemas();
+                self.synced = self.cache_fingerprint();
             }
         }
         self.drain_events();
     }
 
-    fn event(&mut self, e: Ev) {
-        match e {
-            Ev::Headers {
-                stream,
-                kind,
-                fields,
-                end_stream,
-            } => {
-                if kind == HeadersKind::Informational {
+    /// Starts waiting calls while the caller has free slots.
+    fn start_waiting(&mut self) {
+        while let Some(w) = self.waiting.pop_front() {
+            if w.accepted.is_closed() {
+                // Nobody waits for it any more.
+                continue;
+            }
+            let timeout = w
+                .deadline
+                .map(|d| d.saturating_duration_since(tokio::time::Instant::now()));
+            let refusal = match self.caller.call(&w.body, timeout, now()) {
+                Ok(call) => {
+                    let live = Live {
+                        key: w.key,
+                        events: w.events,
+                        tool_call: w.tool_call,
+                    };
+                    if w.accepted.send(Ok(())).is_err() {
+                        self.caller.cancel(call);
+                    } else {
+                        self.keys.insert(live.key, call);
+                        self.calls.insert(call, live);
+                    }
+                    continue;
+                }
+                Err(StartError::Busy) => {
+                    self.waiting.push_front(w);
                     return;
                 }
-                if let Some(call) = self.by_stream.get(&stream).and_then(|k| self.calls.get(k)) {
-                    call.tell(StreamEvent::Headers { fields, end_stream });
-                }
-            }
-            Ev::Reset {
-                stream,
-                code,
-                remote,
-            } => {
-                if let Some(key) = self.by_stream.get(&stream).copied()
-                    && let Some(call) = self.end_call(key)
-                {
-                    call.tell(StreamEvent::Reset { code, remote });
-                }
-            }
-            Ev::Closed { stream } => {
-                if let Some(key) = self.by_stream.get(&stream).copied()
-                    && let Some(call) = self.end_call(key)
-                {
-                    call.tell(StreamEvent::Closed);
-                }
-            }
-            Ev::SendReady { stream } => {
-                if let Some(key) = self.by_stream.get(&stream).copied() {
-                    self.push(key);
-                }
-            }
-            Ev::GoAway => {
-                // No new stream opens here: the channel connects anew.
-                self.alive.store(false, Ordering::SeqCst);
-                for key in std::mem::take(&mut self.waiting) {
-                    if let Some(call) = self.end_call(key) {
-                        call.tell(StreamEvent::Refused);
-                    }
-                }
-            }
-            Ev::ConnectionClosed { error } => {
-                let why = match error {
-                    Some(e) => format!("connection closed: {e}"),
-                    None => "connection closed".to_owned(),
-                };
-                self.fail_all(&why);
-            }
-            Ev::Ignored => {}
+                Err(StartError::Closed) => Refusal::Gone,
+                Err(StartError::Invalid(e)) => Refusal::Invalid {
+                    code: e.code,
+                    message: e.message,
+                },
+                Err(StartError::TooLarge { needed }) => Refusal::TooLarge { needed },
+            };
+            let _ = w.accepted.send(Err(refusal));
         }
     }
 
+    /// Hands the caller's events to their calls.
     fn drain_events(&mut self) {
-        // The event borrows the connection: copy it out first.
-        while let Some(e) = self.conn.poll_event() {
-            let e = Ev::copy(e);
-            self.event(e);
-        }
-    }
-
-    fn data(&mut self, stream: StreamRef, bytes: &[u8]) {
-        // Consumed at once: the windows reopen as the body arrives.
-        self.conn.release_data(stream, bytes.len());
-        if let Some(call) = self.by_stream.get(&stream).and_then(|k| self.calls.get(k)) {
-            call.tell(StreamEvent::Data(bytes.to_vec()));
-        }
-    }
-
-    /// Queues what the call can send; an error ends it.
-    fn push(&mut self, key: u64) {
-        let Some(call) = self.calls.get_mut(&key) else {
-            return;
-        };
-        let Some(stream) = call.stream else {
-            return;
-        };
-        let mut failed = None;
-        if !call.head_sent {
-            let mut fields = vec![
-                Field::new(b":method", b"POST"),
-                Field::new(b":scheme", b"http"),
-                Field::new(b":path", super::PATH.as_bytes()),
-                Field::new(b":authority", self.authority.as_bytes()),
-            ];
-            for (n, v) in &call.head {
-                if call.sensitive.iter().any(|s| s == n) {
-                    fields.push(Field::sensitive(n, v));
-                } else {
-                    fields.push(Field::new(n, v));
-                }
-            }
-            match self
-                .conn
-                .send_headers(stream, fields.iter().copied(), false)
-            {
-                Ok(()) => call.head_sent = true,
-                Err(StreamError::TransmitFull | StreamError::ConcurrencyLimit) => return,
-                Err(e) => failed = Some(e),
-            }
-        }
-        while failed.is_none() && call.head_sent && !call.body_done {
-            match self.conn.send_data(stream, &call.body[call.sent..], true) {
-                Ok(n) => {
-                    call.sent += n;
-                    if call.sent == call.body.len() {
-                        call.body_done = true;
-                    } else if n == 0 {
-                        break;
-                    }
-                }
-                Err(StreamError::TransmitFull) => break,
-                Err(e) => failed = Some(e),
-            }
-        }
-        if let Some(e) = failed {
+        let mut sync = false;
+        while let Some(e) = self.caller.poll_event() {
             match e {
-                // The response may still come (early response, then reset):
-                // the stream's own events end the call.
-                StreamError::Reset(_) | StreamError::AlreadyEnded => {
-                    call.body_done = true;
-                }
-                e => {
-                    if let Some(call) = self.end_call(key) {
-                        if let Some(s) = call.stream {
-                            let _ = self.conn.reset(s, ErrorCode::CANCEL);
-                        }
-                        call.tell(StreamEvent::Failed(format!("send: {e}")));
+                CallEvent::Notification { call, json } => {
+                    if let Some(live) = self.calls.get(&call) {
+                        live.tell(CallMsg::Notification(json.to_vec()));
                     }
                 }
+                CallEvent::Response { call, json } => {
+                    if let Some(live) = self.calls.get(&call) {
+                        sync |= live.tool_call;
+                        live.tell(CallMsg::Response(json.to_vec()));
+                    }
+                }
+                CallEvent::Failed { call, error } => {
+                    if let Some(live) = self.calls.get(&call) {
+                        sync |= live.tool_call;
+                        live.tell(CallMsg::Failed {
+                            response: error.response.to_vec(),
+                            message: error.message.to_vec(),
+                            diagnostics: error.diagnostics,
+                        });
+                    }
+                }
+                CallEvent::Ended { call } => {
+                    if let Some(live) = self.calls.remove(&call) {
+                        self.keys.remove(&live.key);
+                        live.tell(CallMsg::Ended);
+                    }
+                }
+                CallEvent::Warning { tool, reason, .. } => {
+                    eprintln!(
+                        "mcpwire: warning: tool {} in tools/list: {reason}",
+                        String::from_utf8_lossy(tool)
+                    );
+                }
+                CallEvent::ConnectionClosed { .. } => {}
             }
+        }
+        if !self.caller.accepts_calls() {
+            // GOAWAY or the end: the channel connects anew.
+            self.alive.store(false, Ordering::SeqCst);
+        }
+        if sync {
+            self.sync_schemas();
         }
     }
 
-    /// Opens streams for waiting calls and queues their frames.
-    fn flush(&mut self) {
-        while let Some(&key) = self.waiting.front() {
-            match self.conn.open_stream() {
-                Ok(s) => {
-                    self.waiting.pop_front();
-                    if let Some(call) = self.calls.get_mut(&key) {
-                        call.stream = Some(s);
-                        self.by_stream.insert(s, key);
-                        self.push(key);
-                    }
-                }
-                Err(StreamError::NoCapacity) => break,
-                Err(e) => {
-                    self.waiting.pop_front();
-                    if let Some(call) = self.end_call(key) {
-                        call.tell(StreamEvent::Failed(format!("open: {e}")));
-                    }
+    fn cache_fingerprint(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        for (name, schema) in self.caller.cached_schemas() {
+            out.extend_from_slice(&name.len().to_le_bytes());
+            out.extend_from_slice(name);
+            out.extend_from_slice(&schema.len().to_le_bytes());
+            out.extend_from_slice(schema);
+        }
+        out
+    }
+
+    /// Copies what the caller learned by itself (a re-list after -32020)
+    /// into the channel's schemas.
+    fn sync_schemas(&mut self) {
+        let now = self.cache_fingerprint();
+        if now == self.synced {
+            return;
+        }
+        if let Ok(mut map) = self.schemas.lock() {
+            for (name, schema) in self.caller.cached_schemas() {
+                if let Ok(name) = serde_json::from_slice::<String>(name) {
+                    map.insert(name, schema.to_vec());
                 }
             }
         }
-        // Heads that found the transmit buffer full, or the peer's limit.
-        let pending: Vec<u64> = self
-            .calls
-            .iter()
-            .filter(|(_, c)| c.stream.is_some() && !c.head_sent)
-            .map(|(k, _)| *k)
-            .collect();
-        for key in pending {
-            self.push(key);
-        }
+        self.synced = now;
     }
 
     fn transmit(&mut self, out: &mut Vec<u8>, limit: usize) {
         let mut idle = 0;
         while out.len() < limit {
-            self.flush();
-            self.drain_events();
+            self.start_waiting();
             let start = out.len();
             out.resize(start + TRANSMIT_CHUNK, 0);
-            let n = self.conn.poll_transmit(&mut out[start..]);
+            let n = self.caller.poll_transmit(&mut out[start..]);
             out.truncate(start + n);
             self.drain_events();
             if n > 0 {
@@ -415,16 +451,13 @@ impl Task {
 
     fn feed(&mut self, mut input: &[u8], out: &mut Vec<u8>) -> io::Result<()> {
         let mut stalled = 0;
-        while !input.is_empty() {
-            let r = self.conn.recv(input, now());
-            let progressed = r.consumed > 0 || r.data.is_some();
-            let consumed = r.consumed;
-            if let Some(d) = r.data {
-                self.data(d.stream, d.bytes);
-            }
-            input = &input[consumed..];
+        while !input.is_empty() && !self.caller.is_closed() {
+            // One chunk at a time: its notifications are taken before the
+            // next.
+            let n = self.caller.recv(input, now());
+            input = &input[n.min(input.len())..];
             self.drain_events();
-            if progressed {
+            if n > 0 {
                 stalled = 0;
             } else {
                 stalled += 1;
@@ -451,21 +484,21 @@ impl Task {
                 written = 0;
             }
             // Nobody can start a call any more and none runs: say goodbye.
-            if !commands_open && self.calls.is_empty() && !goaway_sent {
+            if !commands_open && self.calls.is_empty() && self.waiting.is_empty() && !goaway_sent {
                 goaway_sent = true;
-                self.conn.go_away(ErrorCode::NO_ERROR);
+                self.caller.go_away();
                 self.drain_events();
             }
             self.transmit(&mut out, WRITE_HIGH);
-            if written == out.len() && (self.conn.is_closed() || eof || goaway_sent) {
+            if written == out.len() && (self.caller.is_closed() || eof || goaway_sent) {
                 break Ok(());
             }
-            let deadline = self.conn.poll_timeout().map(to_tokio);
+            let deadline = self.caller.poll_timeout().map(to_tokio);
             tokio::select! {
                 r = rd.read(&mut rbuf), if !eof => match r {
                     Ok(0) => {
                         eof = true;
-                        self.conn.recv_eof();
+                        self.caller.recv_eof();
                         self.drain_events();
                     }
                     Ok(n) => {
@@ -484,88 +517,33 @@ impl Task {
                     None => commands_open = false,
                 },
                 () = sleep_until(deadline), if deadline.is_some() => {
-                    self.conn.handle_timeout(now());
+                    self.caller.handle_timeout(now());
                     self.drain_events();
                 }
             }
         };
-        let why = match result {
-            Ok(()) => "connection closed".to_owned(),
-            Err(e) => format!("connection failed: {e}"),
-        };
-        self.fail_all(&why);
+        // A socket error ends the connection like end of file.
+        let _ = result;
+        // Calls in progress fail (those whose request never left are
+        // refused: the channel sends them again on a new connection).
+        self.alive.store(false, Ordering::SeqCst);
+        if !self.caller.is_closed() {
+            self.caller.recv_eof();
+        }
+        self.drain_events();
+        // Calls without an end (none expected) see their channel close.
+        self.calls.clear();
+        self.keys.clear();
+        for w in self.waiting.drain(..) {
+            let _ = w.accepted.send(Err(Refusal::Gone));
+        }
         // Commands that raced the end: refuse them so callers reconnect.
         rx.close();
         while let Ok(cmd) = rx.try_recv() {
-            if let Command::Start {
-                accepted, events, ..
-            } = cmd
-            {
-                let _ = accepted.send(false);
-                drop(events);
+            if let Command::Start { accepted, .. } = cmd {
+                let _ = accepted.send(Err(Refusal::Gone));
             }
         }
         let _ = wr.shutdown().await;
-    }
-}
-
-/// An event copied out of the connection, so the task can call back into it.
-enum Ev {
-    Headers {
-        stream: StreamRef,
-        kind: HeadersKind,
-        fields: Fields,
-        end_stream: bool,
-    },
-    Reset {
-        stream: StreamRef,
-        code: ErrorCode,
-        remote: bool,
-    },
-    Closed {
-        stream: StreamRef,
-    },
-    SendReady {
-        stream: StreamRef,
-    },
-    GoAway,
-    ConnectionClosed {
-        error: Option<h2::ConnectionError>,
-    },
-    Ignored,
-}
-
-impl Ev {
-    fn copy(e: h2::Event<'_>) -> Self {
-        match e {
-            h2::Event::Headers {
-                stream,
-                kind,
-                fields,
-                end_stream,
-            } => Self::Headers {
-                stream,
-                kind,
-                fields: fields
-                    .iter()
-                    .map(|f| (f.name.to_vec(), f.value.to_vec()))
-                    .collect(),
-                end_stream,
-            },
-            h2::Event::Reset {
-                stream,
-                code,
-                remote,
-            } => Self::Reset {
-                stream,
-                code,
-                remote,
-            },
-            h2::Event::Closed { stream } => Self::Closed { stream },
-            h2::Event::SendReady { stream } => Self::SendReady { stream },
-            h2::Event::GoAway { .. } => Self::GoAway,
-            h2::Event::ConnectionClosed { error } => Self::ConnectionClosed { error },
-            h2::Event::StreamsAvailable | h2::Event::PingAck { .. } => Self::Ignored,
-        }
     }
 }
