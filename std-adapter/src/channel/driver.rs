@@ -171,8 +171,9 @@ pub(crate) fn caller_config(
     request_timeout: Duration,
 ) -> CallerConfig {
     type Pairs = &'static [(&'static str, &'static str)];
-    static AUTHORITIES: OnceLock<Mutex<HashMap<String, &'static str>>> = OnceLock::new();
-    static METADATA: OnceLock<Mutex<HashMap<Vec<(String, String)>, Pairs>>> = OnceLock::new();
+    type Table<K, V> = OnceLock<Mutex<HashMap<K, V>>>;
+    static AUTHORITIES: Table<String, &'static str> = OnceLock::new();
+    static METADATA: Table<Vec<(String, String)>, Pairs> = OnceLock::new();
     let authority = {
         let table = AUTHORITIES.get_or_init(Default::default);
         let mut t = table
