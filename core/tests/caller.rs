@@ -50,6 +50,7 @@ struct Seen {
     failed: Option<Fail>,
     /// The failure said the server never processed the call.
     refused: bool,
+    www_authenticate: Option<String>,
     ended: bool,
 }
 
@@ -113,6 +114,8 @@ impl Pair {
                 }
                 CallEvent::Failed { call, error } => {
                     self.seen.entry(call).or_default().refused = error.diagnostics.refused;
+                    self.seen.entry(call).or_default().www_authenticate =
+                        error.www_authenticate.map(s);
                     self.seen.entry(call).or_default().failed = Some((
                         error.code,
                         s(error.message),
@@ -408,6 +411,10 @@ fn unauthenticated_is_401_in_the_diagnostics() {
         assert_eq!(f.4, Some(http), "{f:?}");
         assert_eq!(f.5, Some(code));
         assert!(f.6);
+        assert_eq!(
+            p.seen(c).www_authenticate.as_deref(),
+            Some("Bearer realm=\"x\"")
+        );
     }
 }
 

@@ -105,7 +105,8 @@ pub struct Diagnostics {
     /// The HTTP status of the response, when one came; 401 and 403 for the
     /// trailers UNAUTHENTICATED and PERMISSION_DENIED.
     pub http_status: Option<u16>,
-    /// `grpc-message`, percent-decoded.
+    /// `grpc-message`, percent-decoded, or the core's account of a failure
+    /// found by this end (a reset, a deadline, a broken response).
     pub grpc_message: Option<String>,
     /// `www-authenticate`, for the auth statuses.
     pub www_authenticate: Option<String>,
@@ -499,6 +500,7 @@ impl CallStream {
                     response,
                     message,
                     diagnostics,
+                    www_authenticate,
                 } => {
                     attempt.done = true;
                     if !diagnostics.transport {
@@ -521,6 +523,7 @@ impl CallStream {
                     let mut e = CallError::new(status, text.clone());
                     e.diagnostics.http_status = diagnostics.http_status;
                     e.diagnostics.grpc_message = Some(text);
+                    e.diagnostics.www_authenticate = www_authenticate;
                     return Err(e);
                 }
                 CallMsg::Ended => {

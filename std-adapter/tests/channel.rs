@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use common::{Harness, eventually_every, start_on_with_tick};
 use mcpwire_core::grpc::Code;
-use mcpwire_tokio::{Channel, Message, Server, demo};
+use mcpwire_tokio::{Channel, ChannelConfig, Message, Server, demo};
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
@@ -259,6 +259,54 @@ async fn sixteen_concurrent_calls_on_one_channel() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_messages_up_to_the_calls_room() {
+    let h = start().await;
+    let channel = Channel::new(h.addr.to_string());
+    let text = "x".repeat(200_000);
+    let r = tool(&channel, "echo", json!({"text": text})).await;
+    assert_eq!(r["result"]["content"][0]["text"], text.as_str());
+    // A request larger than a call's room is refused before it goes out.
+    let e = channel
+        .request(
+            "tools/call",
+            json!({"name": "echo", "arguments": {"text": "y".repeat(mcpwire_tokio::channel::MAX_MESSAGE_BYTES)}}),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.status, Code::ResourceExhausted, "{e:?}");
+    // The channel still works.
+    let r = tool(&channel, "echo", json!({"text": "after"})).await;
+    assert_eq!(r["result"]["content"][0]["text"], "after");
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn more_calls_than_slots_wait_their_turn() {
+    let h = start().await;
+    let channel = Channel::new(h.addr.to_string());
+    let n = mcpwire_tokio::channel::MAX_CONCURRENT_CALLS + 8;
+    let mut tasks = Vec::new();
+    for _ in 0..n {
+        let channel = channel.clone();
+        tasks.push(tokio::spawn(async move {
+            channel
+                .request(
+                    "tools/call",
+                    json!({"name": "counted_sleep", "arguments": {"ms": 200}}),
+                )
+                .await
+                .unwrap()
+        }));
+    }
+    for t in tasks {
+        let r = t.await.unwrap();
+        assert_eq!(r["result"]["content"][0]["text"], "slept", "{r}");
+    }
+    assert_eq!(h.counters.finished.load(Ordering::SeqCst), n);
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reconnects_after_the_server_restarts() {
     let h = start().await;
     let addr = h.addr;
@@ -270,6 +318,50 @@ async fn reconnects_after_the_server_restarts() {
     let r = tool(&channel, "echo", json!({"text": "two"})).await;
     assert_eq!(r["result"]["content"][0]["text"], "two", "{r}");
     h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bearer_token_in_the_extra_metadata() {
+    let server = Server::bind("127.0.0.1:0")
+        .await
+        .unwrap()
+        .with_auth(mcpwire_tokio::BearerTokens::new([("right-token", "alice")]));
+    let addr = server.local_addr().unwrap();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let served = tokio::spawn(server.serve_with_shutdown(
+        demo::app(Duration::from_secs(3600)),
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    // Without the token: UNAUTHENTICATED, HTTP 401 and the challenge.
+    let channel = Channel::new(addr.to_string());
+    let e = channel
+        .request(
+            "tools/call",
+            json!({"name": "echo", "arguments": {"text": "x"}}),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.status, Code::Unauthenticated, "{e:?}");
+    assert_eq!(e.diagnostics.http_status, Some(401), "{e:?}");
+    assert_eq!(
+        e.diagnostics.www_authenticate.as_deref(),
+        Some(r#"Bearer realm="mcpwire""#),
+        "{e:?}"
+    );
+    // With it, on every call of the channel.
+    let mut config = ChannelConfig::new(addr.to_string());
+    config
+        .extra_metadata
+        .push(("Authorization".into(), "Bearer right-token".into()));
+    let channel = Channel::with_config(config);
+    for text in ["one", "two"] {
+        let r = tool(&channel, "echo", json!({"text": text})).await;
+        assert_eq!(r["result"]["content"][0]["text"], text, "{r}");
+    }
+    let _ = stop.send(());
+    let _ = served.await;
 }
 
 // ----------------------------------------------------------------------

@@ -70,6 +70,8 @@ const MAX_FIELDS: usize = 32;
 const MAX_ID: usize = 128;
 /// Queued notifications and warnings.
 const QUEUE: usize = 32;
+/// Longest `www-authenticate` value kept for a failure.
+const MAX_AUTH: usize = 256;
 /// Longest tool name a warning carries.
 const WARN_NAME: usize = 64;
 /// The id of the caller's own `tools/list`.
@@ -155,6 +157,9 @@ pub struct Failure<'a> {
     /// The whole JSON-RPC error response, with the request's id.
     pub response: &'a [u8],
     pub diagnostics: Diagnostics,
+    /// The response's `www-authenticate` (headers or trailers), when one
+    /// came and fits in 256 octets.
+    pub www_authenticate: Option<&'a [u8]>,
 }
 
 /// Something the application learns about its calls. Slices are borrowed
@@ -237,6 +242,8 @@ struct Active {
     /// The response message, in `rx`.
     response: Option<(usize, usize)>,
     diagnostics: Diagnostics,
+    /// The response's `www-authenticate`, when it fits.
+    auth: ([u8; MAX_AUTH], Option<u16>),
     /// This end must reset the stream (the call is over, the request is not).
     reset_owed: bool,
     /// A stream of an earlier attempt, to reset.
@@ -495,6 +502,7 @@ impl<const CALLS: usize, const MSG: usize, const CACHE: usize, const TABLE: usiz
             msg_start: 0,
             response: None,
             diagnostics: Diagnostics::default(),
+            auth: ([0; MAX_AUTH], None),
             reset_owed: false,
             stale: None,
             terminal: None,
@@ -823,6 +831,10 @@ impl<const CALLS: usize, const MSG: usize, const CACHE: usize> State<CALLS, MSG,
         }
         t.delivered = true;
         let t = *t;
+        let www_authenticate = slot
+            .active
+            .as_ref()
+            .and_then(|a| Some(&a.auth.0[..usize::from(a.auth.1?)]));
         let json = if t.in_req {
             &slot.req[t.at.0..t.at.1]
         } else {
@@ -843,6 +855,7 @@ impl<const CALLS: usize, const MSG: usize, const CACHE: usize> State<CALLS, MSG,
                         data: json::get(error, b"data").map(json::trim),
                         response: json,
                         diagnostics: t.diagnostics,
+                        www_authenticate,
                     },
                 }
             }
@@ -931,6 +944,12 @@ impl<const CALLS: usize, const MSG: usize, const CACHE: usize> State<CALLS, MSG,
         };
         if a.terminal.is_some() {
             return;
+        }
+        if let Some(v) = fields.get(b"www-authenticate")
+            && let Some(dst) = a.auth.0.get_mut(..v.len())
+        {
+            dst.copy_from_slice(v);
+            a.auth.1 = Some(v.len() as u16);
         }
         if kind == HeadersKind::Response {
             let status = fields
@@ -1397,6 +1416,7 @@ fn reopen<const MSG: usize>(a: &mut Active, mode: Mode) {
     a.msg_start = 0;
     a.response = None;
     a.diagnostics = Diagnostics::default();
+    a.auth.1 = None;
 }
 
 /// Ends call `slot` with a transport failure: a JSON-RPC error synthesized

@@ -93,6 +93,7 @@ pub(crate) enum CallMsg {
         response: Vec<u8>,
         message: Vec<u8>,
         diagnostics: CoreDiagnostics,
+        www_authenticate: Option<String>,
     },
     /// The call is over.
     Ended,
@@ -375,6 +376,9 @@ impl Task {
                             response: error.response.to_vec(),
                             message: error.message.to_vec(),
                             diagnostics: error.diagnostics,
+                            www_authenticate: error
+                                .www_authenticate
+                                .map(|v| String::from_utf8_lossy(v).into_owned()),
                         });
                     }
                 }
