@@ -380,16 +380,16 @@ impl CallStream {
     }
 
     /// Hands the call to the connection (a new one when the current one is
-    /// gone), and waits until its caller took it.
+    /// gone). The call may wait there for a free slot; its deadline runs.
     async fn start(&mut self) -> Result<(), CallError> {
+        if self
+            .deadline
+            .is_some_and(|d| d <= tokio::time::Instant::now())
+        {
+            return Err(deadline_exceeded());
+        }
         let mut fresh = false;
         loop {
-            if self
-                .deadline
-                .is_some_and(|d| d <= tokio::time::Instant::now())
-            {
-                return Err(deadline_exceeded());
-            }
             let conn = self.channel.connection(fresh).await?;
             let key = self.channel.inner.next_key.fetch_add(1, Ordering::Relaxed);
             let (etx, erx) = mpsc::unbounded_channel();
@@ -403,13 +403,7 @@ impl CallStream {
                 accepted: atx,
             };
             let answer = if conn.tx.send(cmd).is_ok() {
-                let answer = match self.deadline {
-                    Some(d) => tokio::time::timeout_at(d, arx)
-                        .await
-                        .map_err(|_| deadline_exceeded())?,
-                    None => arx.await,
-                };
-                answer.unwrap_or(Err(Refusal::Gone))
+                arx.await.unwrap_or(Err(Refusal::Gone))
             } else {
                 Err(Refusal::Gone)
             };
@@ -423,27 +417,9 @@ impl CallStream {
                     });
                     return Ok(());
                 }
-                Err(Refusal::Gone) if !fresh => {
-                    // The connection went away: one more try on a new one.
-                    fresh = true;
-                }
-                Err(Refusal::Gone) => {
-                    return Err(CallError::new(
-                        Code::Unavailable,
-                        "the new connection refused the call",
-                    ));
-                }
-                Err(Refusal::Invalid { code, message }) => {
-                    let mut e = CallError::invalid_request(message);
-                    e.diagnostics.rpc_code = Some(code);
-                    return Err(e);
-                }
-                Err(Refusal::TooLarge { needed }) => {
-                    return Err(CallError::new(
-                        Code::ResourceExhausted,
-                        format!("the request needs {needed} octets, more than {MAX_MESSAGE_BYTES}"),
-                    ));
-                }
+                // The connection went away: one more try on a new one.
+                Err(Refusal::Gone) if !fresh => fresh = true,
+                Err(r) => return Err(refusal_error(r)),
             }
         }
     }
@@ -531,6 +507,17 @@ impl CallStream {
                     self.finished = true;
                     return Ok(None);
                 }
+                CallMsg::Refused(r) => {
+                    attempt.done = true;
+                    if matches!(r, Refusal::Gone) && !self.resent {
+                        // It waited on a connection that went away.
+                        self.resent = true;
+                        self.attempt = None;
+                        self.start().await?;
+                        continue;
+                    }
+                    return Err(refusal_error(r));
+                }
             }
         }
     }
@@ -579,6 +566,22 @@ impl CallStream {
 impl Drop for CallStream {
     fn drop(&mut self) {
         self.cancel();
+    }
+}
+
+/// The error of a call no connection took.
+fn refusal_error(r: Refusal) -> CallError {
+    match r {
+        Refusal::Gone => CallError::new(Code::Unavailable, "the new connection refused the call"),
+        Refusal::Invalid { code, message } => {
+            let mut e = CallError::invalid_request(message);
+            e.diagnostics.rpc_code = Some(code);
+            e
+        }
+        Refusal::TooLarge { needed } => CallError::new(
+            Code::ResourceExhausted,
+            format!("the request needs {needed} octets, more than {MAX_MESSAGE_BYTES}"),
+        ),
     }
 }
 

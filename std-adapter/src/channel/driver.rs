@@ -52,7 +52,8 @@ const WRITE_HIGH: usize = 64 << 10;
 #[derive(Debug)]
 pub(crate) enum Command {
     /// Start a call of one JSON-RPC request (its text). `accepted` answers
-    /// once the caller took it (it waits while every slot is taken).
+    /// at once: the caller took it, or it waits for a free slot (a refusal
+    /// then comes as [`CallMsg::Refused`]), or why not.
     Start {
         key: u64,
         body: Vec<u8>,
@@ -97,6 +98,8 @@ pub(crate) enum CallMsg {
     },
     /// The call is over.
     Ended,
+    /// A call that waited for a slot could not start.
+    Refused(Refusal),
 }
 
 /// The channel's handle on a running connection task.
@@ -261,7 +264,28 @@ struct Waiting {
     deadline: Option<tokio::time::Instant>,
     tool_call: bool,
     events: mpsc::UnboundedSender<CallMsg>,
-    accepted: oneshot::Sender<Result<(), Refusal>>,
+    /// Not yet answered: the call has not waited.
+    accepted: Option<oneshot::Sender<Result<(), Refusal>>>,
+}
+
+impl Waiting {
+    /// Nobody waits for the call any more.
+    fn abandoned(&self) -> bool {
+        self.accepted
+            .as_ref()
+            .map_or(self.events.is_closed(), oneshot::Sender::is_closed)
+    }
+
+    /// Tells the call whether it started; `false` when nobody listens.
+    fn answer(&mut self, r: Result<(), Refusal>) -> bool {
+        match self.accepted.take() {
+            Some(tx) => tx.send(r).is_ok(),
+            None => match r {
+                Ok(()) => !self.events.is_closed(),
+                Err(refusal) => self.events.send(CallMsg::Refused(refusal)).is_ok(),
+            },
+        }
+    }
 }
 
 struct Task {
@@ -293,7 +317,7 @@ impl Task {
                     deadline,
                     tool_call,
                     events,
-                    accepted,
+                    accepted: Some(accepted),
                 });
                 self.start_waiting();
             }
@@ -315,9 +339,8 @@ impl Task {
 
     /// Starts waiting calls while the caller has free slots.
     fn start_waiting(&mut self) {
-        while let Some(w) = self.waiting.pop_front() {
-            if w.accepted.is_closed() {
-                // Nobody waits for it any more.
+        while let Some(mut w) = self.waiting.pop_front() {
+            if w.abandoned() {
                 continue;
             }
             let timeout = w
@@ -325,20 +348,24 @@ impl Task {
                 .map(|d| d.saturating_duration_since(tokio::time::Instant::now()));
             let refusal = match self.caller.call(&w.body, timeout, now()) {
                 Ok(call) => {
-                    let live = Live {
-                        key: w.key,
-                        events: w.events,
-                        tool_call: w.tool_call,
-                    };
-                    if w.accepted.send(Ok(())).is_err() {
-                        self.caller.cancel(call);
+                    if w.answer(Ok(())) {
+                        self.keys.insert(w.key, call);
+                        self.calls.insert(
+                            call,
+                            Live {
+                                key: w.key,
+                                events: w.events,
+                                tool_call: w.tool_call,
+                            },
+                        );
                     } else {
-                        self.keys.insert(live.key, call);
-                        self.calls.insert(call, live);
+                        self.caller.cancel(call);
                     }
                     continue;
                 }
                 Err(StartError::Busy) => {
+                    // Every slot is taken: the call waits its turn.
+                    w.answer(Ok(()));
                     self.waiting.push_front(w);
                     return;
                 }
@@ -349,60 +376,68 @@ impl Task {
                 },
                 Err(StartError::TooLarge { needed }) => Refusal::TooLarge { needed },
             };
-            let _ = w.accepted.send(Err(refusal));
+            w.answer(Err(refusal));
         }
     }
 
     /// Hands the caller's events to their calls.
     fn drain_events(&mut self) {
-        let mut sync = false;
-        while let Some(e) = self.caller.poll_event() {
-            match e {
-                CallEvent::Notification { call, json } => {
-                    if let Some(live) = self.calls.get(&call) {
-                        live.tell(CallMsg::Notification(json.to_vec()));
-                    }
+        loop {
+            let (call, msg) = match self.caller.poll_event() {
+                None => break,
+                Some(CallEvent::Notification { call, json }) => {
+                    (call, CallMsg::Notification(json.to_vec()))
                 }
-                CallEvent::Response { call, json } => {
-                    if let Some(live) = self.calls.get(&call) {
-                        sync |= live.tool_call;
-                        live.tell(CallMsg::Response(json.to_vec()));
-                    }
+                Some(CallEvent::Response { call, json }) => {
+                    (call, CallMsg::Response(json.to_vec()))
                 }
-                CallEvent::Failed { call, error } => {
-                    if let Some(live) = self.calls.get(&call) {
-                        sync |= live.tool_call;
-                        live.tell(CallMsg::Failed {
-                            response: error.response.to_vec(),
-                            message: error.message.to_vec(),
-                            diagnostics: error.diagnostics,
-                            www_authenticate: error
-                                .www_authenticate
-                                .map(|v| String::from_utf8_lossy(v).into_owned()),
-                        });
-                    }
-                }
-                CallEvent::Ended { call } => {
-                    if let Some(live) = self.calls.remove(&call) {
-                        self.keys.remove(&live.key);
-                        live.tell(CallMsg::Ended);
-                    }
-                }
-                CallEvent::Warning { tool, reason, .. } => {
+                Some(CallEvent::Failed { call, error }) => (
+                    call,
+                    CallMsg::Failed {
+                        response: error.response.to_vec(),
+                        message: error.message.to_vec(),
+                        diagnostics: error.diagnostics,
+                        www_authenticate: error
+                            .www_authenticate
+                            .map(|v| String::from_utf8_lossy(v).into_owned()),
+                    },
+                ),
+                Some(CallEvent::Ended { call }) => (call, CallMsg::Ended),
+                Some(CallEvent::Warning { tool, reason, .. }) => {
                     eprintln!(
                         "mcpwire: warning: tool {} in tools/list: {reason}",
                         String::from_utf8_lossy(tool)
                     );
+                    continue;
                 }
-                CallEvent::ConnectionClosed { .. } => {}
+                Some(CallEvent::ConnectionClosed { .. }) => continue,
+            };
+            // Before the call hears of its end: a refused call reconnects,
+            // and a re-listed tool's schema is in the channel's cache.
+            self.mark_gone();
+            let Some(tool_call) = self.calls.get(&call).map(|l| l.tool_call) else {
+                continue;
+            };
+            match msg {
+                CallMsg::Response(_) | CallMsg::Failed { .. } if tool_call => self.sync_schemas(),
+                _ => {}
+            }
+            if matches!(msg, CallMsg::Ended) {
+                if let Some(live) = self.calls.remove(&call) {
+                    self.keys.remove(&live.key);
+                    live.tell(msg);
+                }
+            } else if let Some(live) = self.calls.get(&call) {
+                live.tell(msg);
             }
         }
+        self.mark_gone();
+    }
+
+    /// GOAWAY or the end: the channel connects anew.
+    fn mark_gone(&self) {
         if !self.caller.accepts_calls() {
-            // GOAWAY or the end: the channel connects anew.
             self.alive.store(false, Ordering::SeqCst);
-        }
-        if sync {
-            self.sync_schemas();
         }
     }
 
@@ -539,8 +574,8 @@ impl Task {
         // Calls without an end (none expected) see their channel close.
         self.calls.clear();
         self.keys.clear();
-        for w in self.waiting.drain(..) {
-            let _ = w.accepted.send(Err(Refusal::Gone));
+        for mut w in self.waiting.drain(..) {
+            w.answer(Err(Refusal::Gone));
         }
         // Commands that raced the end: refuse them so callers reconnect.
         rx.close();
