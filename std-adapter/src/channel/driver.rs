@@ -122,9 +122,11 @@ impl ConnHandle {
         config: CallerConfig,
         schemas: Schemas,
     ) -> io::Result<Self> {
-        let socket = TcpStream::connect(addr).await?;
+        // The caller is made while the socket connects.
+        let (socket, caller) = tokio::join!(TcpStream::connect(addr), new_caller(config));
+        let socket = socket?;
         socket.set_nodelay(true)?;
-        let mut caller = new_caller(config).await?;
+        let mut caller = caller?;
         if let Ok(map) = schemas.lock() {
             for (name, schema) in map.iter() {
                 if let Ok(name) = serde_json::to_vec(name) {
