@@ -15,7 +15,8 @@ mod common;
 
 use common::mcp::{META, Server, registry};
 
-type Client = Caller<4, 8192, 2048>;
+/// Four calls, two buffers each of 8 KiB: the RAM of the inline caller.
+type Client = Caller<SlabStore<8192, 8>, 4, 2048>;
 
 const TOOLS: [ToolInfo<'static>; 3] = [
     common::mcp::ECHO,
@@ -81,8 +82,12 @@ impl Pair {
     }
 
     fn with(config: EngineConfig) -> Self {
+        Self::with_both(config, CallerConfig::default())
+    }
+
+    fn with_both(config: EngineConfig, client: CallerConfig) -> Self {
         Pair {
-            client: Box::new(Client::new(CallerConfig::default(), Instant::ZERO)),
+            client: Box::new(Client::new(client, SlabStore::new(), Instant::ZERO)),
             server: Box::new(Server::new(
                 registry(&TOOLS),
                 config,
@@ -466,7 +471,90 @@ fn many_calls_at_once_and_busy_when_full() {
     for (i, c) in calls.iter().enumerate() {
         let r = p.seen(*c).response.unwrap();
         assert!(r.contains(&format!(r#""id":{}"#, 20 + i)), "{r}");
+        assert!(p.seen(*c).ended);
     }
+    assert_eq!(
+        p.client.store().in_use(),
+        0,
+        "every buffer back in the store"
+    );
+}
+
+#[test]
+fn a_full_store_refuses_a_call_cleanly() {
+    // Slots for four calls, one buffer in the store: the second call finds
+    // no buffer for its request.
+    let mut client = Caller::<SlabStore<8192, 1>, 4, 2048>::new(
+        CallerConfig::default(),
+        SlabStore::new(),
+        Instant::ZERO,
+    );
+    let first = client
+        .call(tools_call(1, "echo", "{}").as_bytes(), None, Instant::ZERO)
+        .unwrap();
+    assert_eq!(
+        client
+            .call(tools_call(2, "echo", "{}").as_bytes(), None, Instant::ZERO)
+            .unwrap_err(),
+        StartError::Busy
+    );
+    assert_eq!(client.store().in_use(), 1);
+    // A request larger than the store's buffers is too large, not busy.
+    let big = tools_call(3, "echo", &format!(r#"{{"text":"{}"}}"#, "x".repeat(9000)));
+    assert!(matches!(
+        client.call(big.as_bytes(), None, Instant::ZERO),
+        Err(StartError::TooLarge { .. })
+    ));
+    assert!(client.cancel(first));
+    assert_eq!(
+        client.store().in_use(),
+        0,
+        "the cancelled call gave its buffer back"
+    );
+    client
+        .call(tools_call(4, "echo", "{}").as_bytes(), None, Instant::ZERO)
+        .unwrap();
+}
+
+#[test]
+fn a_message_over_the_limit_is_resource_exhausted() {
+    let limit = CallerConfig {
+        max_message_bytes: 1024,
+        ..CallerConfig::default()
+    };
+    let mut p = Pair::with_both(EngineConfig::default(), limit);
+    // A request over the limit never leaves.
+    let big = tools_call(1, "echo", &format!(r#"{{"text":"{}"}}"#, "x".repeat(2000)));
+    assert!(matches!(
+        p.client.call(big.as_bytes(), None, p.now),
+        Err(StartError::TooLarge { .. })
+    ));
+    // A response over it fails the call.
+    let c = p.call(&tools_call(2, "echo", r#"{"text":"y"}"#), None);
+    p.run();
+    let text = format!(
+        r#"{{"content":[{{"type":"text","text":"{}"}}]}}"#,
+        "y".repeat(2000)
+    );
+    p.server
+        .respond(p.requests[0].call, text.as_bytes())
+        .unwrap();
+    p.run();
+    let seen = p.seen(c);
+    assert!(seen.response.is_none());
+    let failed = seen.failed.expect("failed");
+    assert_eq!(failed.5, Some(Code::ResourceExhausted), "{failed:?}");
+    assert!(failed.6, "a transport failure");
+    assert!(seen.ended);
+    assert_eq!(p.client.store().in_use(), 0);
+    // The next call on the connection is fine.
+    let d = p.call(&tools_call(3, "echo", r#"{"text":"z"}"#), None);
+    p.run();
+    p.server
+        .respond(p.requests[1].call, br#"{"content":[]}"#)
+        .unwrap();
+    p.run();
+    assert!(p.seen(d).response.is_some());
 }
 
 #[test]

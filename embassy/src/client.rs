@@ -2,7 +2,9 @@
 //! [`Caller`] driven over one embassy-net TCP socket, with embassy-time.
 //!
 //! The application gives a connected [`TcpSocket`] and a `&mut Caller`
-//! (a static: the caller holds its call buffers inline), then starts calls
+//! (a static: the caller holds its call store, a
+//! [`SlabStore`](mcpwire_core::mcp::SlabStore) of two buffers per call, and
+//! its HTTP/2 buffers inline), then starts calls
 //! one at a time: [`Client::call`] sends the request and returns a
 //! [`CallStream`], whose [`CallStream::next`] yields each notification of
 //! the call as it arrives, then its outcome (a response or a JSON-RPC
@@ -13,11 +15,13 @@
 //! ```no_run
 //! use embassy_net::{IpEndpoint, Ipv4Address, Stack};
 //! use embassy_net::tcp::TcpSocket;
+//! use mcpwire_core::mcp::SlabStore;
 //! use mcpwire_core::mcp::caller::{Caller, CallerConfig};
 //! use mcpwire_embassy::client::{Client, Step};
 //! use static_cell::StaticCell;
 //!
-//! type McpCaller = Caller<2, 4096, 1024, 4096, 4096>;
+//! // 2 calls, two 4 KiB buffers each, 1 KiB of annotation cache.
+//! type McpCaller = Caller<SlabStore<4096, 4>, 2, 1024, 4096, 4096>;
 //! static CALLER: StaticCell<McpCaller> = StaticCell::new();
 //!
 //! async fn ask(stack: Stack<'static>) {
@@ -28,7 +32,11 @@
 //!     if socket.connect(remote).await.is_err() {
 //!         return;
 //!     }
-//!     let caller = CALLER.init(McpCaller::new(CallerConfig::default(), mcpwire_embassy::client::now()));
+//!     let caller = CALLER.init(McpCaller::new(
+//!         CallerConfig::default(),
+//!         SlabStore::new(),
+//!         mcpwire_embassy::client::now(),
+//!     ));
 //!     let mut client = Client::new(socket, caller);
 //!     let body = br#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#;
 //!     let mut out = [0u8; 4096];
@@ -50,6 +58,8 @@ use core::future::pending;
 use embassy_futures::select::{Either3, select3};
 use embassy_net::tcp::TcpSocket;
 use embassy_time::{Duration, Timer};
+use mcpwire_core::h2::Storage;
+use mcpwire_core::mcp::CallStore;
 use mcpwire_core::mcp::caller::{CallEvent, CallRef, Caller, Diagnostics, StartError};
 use mcpwire_core::time::Instant;
 
@@ -115,19 +125,26 @@ pub enum Step<'b> {
 /// A client over one TCP connection.
 pub struct Client<
     's,
+    S: CallStore,
     const CALLS: usize,
-    const MSG: usize,
     const CACHE: usize,
     const TABLE: usize,
     const BUF: usize,
+    B: Storage<BUF> + Default,
 > {
     socket: TcpSocket<'s>,
-    caller: &'s mut Caller<CALLS, MSG, CACHE, TABLE, BUF>,
+    caller: &'s mut Caller<S, CALLS, CACHE, TABLE, BUF, B>,
     eof: bool,
 }
 
-impl<const CALLS: usize, const MSG: usize, const CACHE: usize, const TABLE: usize, const BUF: usize>
-    core::fmt::Debug for Client<'_, CALLS, MSG, CACHE, TABLE, BUF>
+impl<
+    S: CallStore,
+    const CALLS: usize,
+    const CACHE: usize,
+    const TABLE: usize,
+    const BUF: usize,
+    B: Storage<BUF> + Default,
+> core::fmt::Debug for Client<'_, S, CALLS, CACHE, TABLE, BUF, B>
 {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Client")
@@ -151,17 +168,18 @@ const FAILED: u8 = 2;
 
 impl<
     's,
+    S: CallStore,
     const CALLS: usize,
-    const MSG: usize,
     const CACHE: usize,
     const TABLE: usize,
     const BUF: usize,
-> Client<'s, CALLS, MSG, CACHE, TABLE, BUF>
+    B: Storage<BUF> + Default,
+> Client<'s, S, CALLS, CACHE, TABLE, BUF, B>
 {
     /// A client over a connected socket and a fresh caller.
     pub fn new(
         socket: TcpSocket<'s>,
-        caller: &'s mut Caller<CALLS, MSG, CACHE, TABLE, BUF>,
+        caller: &'s mut Caller<S, CALLS, CACHE, TABLE, BUF, B>,
     ) -> Self {
         Self {
             socket,
@@ -171,7 +189,7 @@ impl<
     }
 
     /// The caller, for its state (its annotation cache).
-    pub fn caller(&self) -> &Caller<CALLS, MSG, CACHE, TABLE, BUF> {
+    pub fn caller(&self) -> &Caller<S, CALLS, CACHE, TABLE, BUF, B> {
         self.caller
     }
 
@@ -181,7 +199,7 @@ impl<
         &mut self,
         body: &[u8],
         timeout: Option<core::time::Duration>,
-    ) -> Result<CallStream<'_, 's, CALLS, MSG, CACHE, TABLE, BUF>, ClientError> {
+    ) -> Result<CallStream<'_, 's, S, CALLS, CACHE, TABLE, BUF, B>, ClientError> {
         let call = self.caller.call(body, timeout, now())?;
         self.transmit().await?;
         Ok(CallStream {
@@ -279,19 +297,26 @@ impl<
 pub struct CallStream<
     'c,
     's,
+    S: CallStore,
     const CALLS: usize,
-    const MSG: usize,
     const CACHE: usize,
     const TABLE: usize,
     const BUF: usize,
+    B: Storage<BUF> + Default,
 > {
-    client: &'c mut Client<'s, CALLS, MSG, CACHE, TABLE, BUF>,
+    client: &'c mut Client<'s, S, CALLS, CACHE, TABLE, BUF, B>,
     call: CallRef,
     done: bool,
 }
 
-impl<const CALLS: usize, const MSG: usize, const CACHE: usize, const TABLE: usize, const BUF: usize>
-    core::fmt::Debug for CallStream<'_, '_, CALLS, MSG, CACHE, TABLE, BUF>
+impl<
+    S: CallStore,
+    const CALLS: usize,
+    const CACHE: usize,
+    const TABLE: usize,
+    const BUF: usize,
+    B: Storage<BUF> + Default,
+> core::fmt::Debug for CallStream<'_, '_, S, CALLS, CACHE, TABLE, BUF, B>
 {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("CallStream")
@@ -301,8 +326,14 @@ impl<const CALLS: usize, const MSG: usize, const CACHE: usize, const TABLE: usiz
     }
 }
 
-impl<const CALLS: usize, const MSG: usize, const CACHE: usize, const TABLE: usize, const BUF: usize>
-    CallStream<'_, '_, CALLS, MSG, CACHE, TABLE, BUF>
+impl<
+    S: CallStore,
+    const CALLS: usize,
+    const CACHE: usize,
+    const TABLE: usize,
+    const BUF: usize,
+    B: Storage<BUF> + Default,
+> CallStream<'_, '_, S, CALLS, CACHE, TABLE, BUF, B>
 {
     /// The next step of the call, copied into `out`.
     pub async fn next<'b>(&mut self, out: &'b mut [u8]) -> Result<Step<'b>, ClientError> {

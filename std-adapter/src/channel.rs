@@ -14,8 +14,10 @@
 //! transport. A transport failure is a [`CallError`].
 //!
 //! A connection runs [`MAX_CONCURRENT_CALLS`] calls at a time (more wait
-//! their turn), and a call's request and its response are at most
-//! [`MAX_MESSAGE_BYTES`] octets (with their framing).
+//! their turn), and a call's request and each message of its response are
+//! at most [`ChannelConfig::max_message_bytes`] octets (4 MiB by default).
+//! A call's buffers are on the heap, as large as what it carries, and
+//! freed when it ends.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), mcpwire_tokio::CallError> {
@@ -52,10 +54,6 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 const DEFAULT_MAX_MESSAGE: usize = 4 << 20;
 /// Calls a connection runs at a time; more wait for a free one.
 pub const MAX_CONCURRENT_CALLS: usize = driver::CALLS;
-/// The room of a call for its framed request, and for the messages of the
-/// call that arrive in one read: larger messages fail with
-/// RESOURCE_EXHAUSTED, whatever [`ChannelConfig::max_message_bytes`] says.
-pub const MAX_MESSAGE_BYTES: usize = driver::MSG;
 
 /// How a channel connects and what every call carries.
 #[derive(Debug, Clone)]
@@ -70,8 +68,10 @@ pub struct ChannelConfig {
     /// `io.modelcontextprotocol/clientCapabilities` added to requests that
     /// lack it.
     pub client_capabilities: Value,
-    /// The largest response message accepted (at most
-    /// [`MAX_MESSAGE_BYTES`] take effect).
+    /// The largest request and response message (protobuf-encoded,
+    /// without the 5-octet gRPC prefix): a larger request is refused
+    /// before it goes out, a larger response message fails its call, both
+    /// with RESOURCE_EXHAUSTED. Default 4 MiB.
     pub max_message_bytes: usize,
 }
 
@@ -186,8 +186,12 @@ impl Channel {
     }
 
     pub fn with_config(config: ChannelConfig) -> Self {
-        let caller =
-            driver::caller_config(&config.addr, &config.extra_metadata, config.request_timeout);
+        let caller = driver::caller_config(
+            &config.addr,
+            &config.extra_metadata,
+            config.request_timeout,
+            config.max_message_bytes,
+        );
         Self {
             inner: Arc::new(Inner {
                 config,
@@ -580,7 +584,7 @@ fn refusal_error(r: Refusal) -> CallError {
         }
         Refusal::TooLarge { needed } => CallError::new(
             Code::ResourceExhausted,
-            format!("the request needs {needed} octets, more than {MAX_MESSAGE_BYTES}"),
+            format!("the framed request needs {needed} octets, more than max_message_bytes"),
         ),
     }
 }

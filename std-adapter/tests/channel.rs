@@ -259,17 +259,18 @@ async fn sixteen_concurrent_calls_on_one_channel() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn large_messages_up_to_the_calls_room() {
+async fn large_messages_up_to_the_message_limit() {
     let h = start().await;
     let channel = Channel::new(h.addr.to_string());
-    let text = "x".repeat(200_000);
+    // Close to the default limit of 4 MiB, both ways.
+    let text = "x".repeat((4 << 20) - 4096);
     let r = tool(&channel, "echo", json!({"text": text})).await;
     assert_eq!(r["result"]["content"][0]["text"], text.as_str());
-    // A request larger than a call's room is refused before it goes out.
+    // A request over the limit is refused before it goes out.
     let e = channel
         .request(
             "tools/call",
-            json!({"name": "echo", "arguments": {"text": "y".repeat(mcpwire_tokio::channel::MAX_MESSAGE_BYTES)}}),
+            json!({"name": "echo", "arguments": {"text": "y".repeat(4 << 20)}}),
         )
         .await
         .unwrap_err();

@@ -1,8 +1,10 @@
 //! The MCP client engine of the gRPC tunnel binding
 //! (`/mcp.zig.transport.v1.Mcp/Call`), sans-IO, over an HTTP/2 connection
-//! in the client role. No allocator: every call has two buffers of `MSG`
-//! octets (its request, its incoming messages) and the annotation cache
-//! `CACHE` octets, all inline.
+//! in the client role. No allocator: a call takes its buffers from a
+//! [`CallStore`] — one for its framed request when it starts, one for its
+//! incoming messages when the first arrives (grown to each message's
+//! declared length, up to [`CallerConfig::max_message_bytes`]) — and gives
+//! both back when it ends; the annotation cache is `CACHE` octets inline.
 //!
 //! [`Caller::call`] takes one JSON-RPC request as text. The caller builds
 //! the call's metadata from the body ([`mirror_headers`]: protocol version,
@@ -35,10 +37,13 @@
 //! [`Caller::poll_transmit`] until 0, sleep until input or
 //! [`Caller::poll_timeout`], then [`Caller::handle_timeout`].
 //!
-//! `MSG` bounds a request (with its framing) and the messages of a call
-//! that arrive in one `recv` (the caller feeds the connection at most
-//! [`RECV_CHUNK`] octets per `recv`): a response over `MSG - RECV_CHUNK`
-//! may fail with RESOURCE_EXHAUSTED when a notification shares its chunk.
+//! A request larger than the message limit, or than the store's largest
+//! buffer, is refused by `call` ([`StartError::TooLarge`]); a store with no
+//! free buffer refuses it with [`StartError::Busy`]. An incoming message
+//! over the limit fails its call with RESOURCE_EXHAUSTED; so does one the
+//! store cannot hold (its largest buffer bounds the messages of a call
+//! that arrive in one `recv`: the caller feeds the connection at most
+//! [`RECV_CHUNK`] octets per `recv`).
 
 use core::time::Duration;
 
@@ -48,11 +53,12 @@ use super::json;
 use super::mirror::Annotations;
 use super::registry::MAX_ANNOTATIONS;
 use super::server::TUNNEL_PATH;
+use super::store::CallStore;
 use super::writer::JsonWriter;
 use crate::grpc::{Code, MessageDecoder, PREFIX_LEN, timeout, write_prefix};
 use crate::h2::{
-    self, Connection, ConnectionError, ErrorCode, Event, HeaderList, HeadersKind, StreamError,
-    StreamRef,
+    self, Connection, ConnectionError, ErrorCode, Event, HeaderList, HeadersKind, InlineStorage,
+    Storage, StreamError, StreamRef,
 };
 use crate::hpack::Field;
 use crate::time::Instant;
@@ -74,6 +80,10 @@ const QUEUE: usize = 32;
 const MAX_AUTH: usize = 256;
 /// Longest tool name a warning carries.
 const WARN_NAME: usize = 64;
+/// Room for a synthesized error response, besides its message text.
+const ERROR_ROOM: usize = 128 + MAX_ID;
+/// Room for a message's two prefixes (gRPC, protobuf field) before its JSON.
+const FRAME_ROOM: usize = PREFIX_LEN + JsonRpcMessage::MAX_PREFIX_LEN;
 /// The id of the caller's own `tools/list`.
 const RELIST_ID: &[u8] = b"\"mcpwire-relist\"";
 
@@ -91,6 +101,9 @@ pub struct CallerConfig {
     pub request_timeout: Duration,
     /// Metadata added to every call (`authorization` is never indexed).
     pub metadata: &'static [(&'static str, &'static str)],
+    /// The largest message a call sends or takes (also capped by the call
+    /// store's largest buffer). Default 4 MiB.
+    pub max_message_bytes: usize,
 }
 
 impl Default for CallerConfig {
@@ -101,6 +114,7 @@ impl Default for CallerConfig {
             scheme: "http",
             request_timeout: Duration::from_secs(60),
             metadata: &[],
+            max_message_bytes: 4 << 20,
         }
     }
 }
@@ -120,9 +134,11 @@ pub enum StartError {
     /// annotated integer outside ±(2^53−1), metadata too large...): the
     /// JSON-RPC error the application gets on any transport.
     Invalid(RpcError),
-    /// Every call slot is taken; retry after an `Ended`.
+    /// Every call slot is taken, or the call store has no free buffer;
+    /// retry after an `Ended`.
     Busy,
-    /// The framed request needs more than `MSG` octets.
+    /// The framed request needs `needed` octets: more than the message
+    /// limit or the call store's largest buffer.
     TooLarge { needed: usize },
     /// The connection is over.
     Closed,
@@ -251,11 +267,13 @@ struct Active {
     terminal: Option<Terminal>,
 }
 
-struct Slot<const MSG: usize> {
+struct Slot<T> {
     generation: u16,
     active: Option<Active>,
-    req: [u8; MSG],
-    rx: [u8; MSG],
+    /// The call's framed request (and a re-list's), from the store.
+    req: Option<T>,
+    /// The call's incoming messages, from the store once one arrives.
+    rx: Option<T>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -316,8 +334,10 @@ impl<const N: usize> Cache<N> {
 
 /// Everything but the connection, so that the connection's events (which
 /// borrow it) can be handled.
-struct State<const CALLS: usize, const MSG: usize, const CACHE: usize> {
-    slots: [Slot<MSG>; CALLS],
+struct State<S: CallStore, const CALLS: usize, const CACHE: usize> {
+    slots: [Slot<S::Buf>; CALLS],
+    store: S,
+    max_message: usize,
     cache: Cache<CACHE>,
     queue: [Option<Queued>; QUEUE],
     head: usize,
@@ -331,24 +351,32 @@ struct State<const CALLS: usize, const MSG: usize, const CACHE: usize> {
 }
 
 /// The client engine over one connection: `CALLS` calls at a time (and
-/// HTTP/2 streams), `MSG` octets per call for its request and for its
-/// incoming messages, `CACHE` octets of annotation cache; `TABLE` and `BUF`
-/// size the HTTP/2 connection.
+/// HTTP/2 streams), each with buffers from the call store `S` (two per
+/// call: a [`SlabStore`](super::SlabStore) of `2 × CALLS` buffers never
+/// refuses a call), `CACHE` octets of annotation cache; `TABLE`, `BUF`
+/// and the storage `B` make the HTTP/2 connection.
 pub struct Caller<
+    S: CallStore,
     const CALLS: usize,
-    const MSG: usize,
     const CACHE: usize,
     const TABLE: usize = 4096,
     const BUF: usize = 16384,
+    B: Storage<BUF> = InlineStorage<BUF>,
 > {
-    conn: Connection<CALLS, TABLE, BUF, 16>,
+    conn: Connection<CALLS, TABLE, BUF, 16, B>,
     config: CallerConfig,
     now: Instant,
-    st: State<CALLS, MSG, CACHE>,
+    st: State<S, CALLS, CACHE>,
 }
 
-impl<const CALLS: usize, const MSG: usize, const CACHE: usize, const TABLE: usize, const BUF: usize>
-    core::fmt::Debug for Caller<CALLS, MSG, CACHE, TABLE, BUF>
+impl<
+    S: CallStore,
+    const CALLS: usize,
+    const CACHE: usize,
+    const TABLE: usize,
+    const BUF: usize,
+    B: Storage<BUF>,
+> core::fmt::Debug for Caller<S, CALLS, CACHE, TABLE, BUF, B>
 {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Caller")
@@ -361,12 +389,19 @@ impl<const CALLS: usize, const MSG: usize, const CACHE: usize, const TABLE: usiz
     }
 }
 
-impl<const CALLS: usize, const MSG: usize, const CACHE: usize, const TABLE: usize, const BUF: usize>
-    Caller<CALLS, MSG, CACHE, TABLE, BUF>
+impl<
+    S: CallStore,
+    const CALLS: usize,
+    const CACHE: usize,
+    const TABLE: usize,
+    const BUF: usize,
+    B: Storage<BUF> + Default,
+> Caller<S, CALLS, CACHE, TABLE, BUF, B>
 {
     /// A caller for one connection (already connected, or about to be:
-    /// the connection preface is the first thing `poll_transmit` writes).
-    pub fn new(config: CallerConfig, now: Instant) -> Self {
+    /// the connection preface is the first thing `poll_transmit` writes),
+    /// whose calls take their buffers from `store`.
+    pub fn new(config: CallerConfig, store: S, now: Instant) -> Self {
         Self {
             conn: Connection::new(h2::Role::Client, config.h2, now),
             config,
@@ -375,9 +410,11 @@ impl<const CALLS: usize, const MSG: usize, const CACHE: usize, const TABLE: usiz
                 slots: core::array::from_fn(|_| Slot {
                     generation: 0,
                     active: None,
-                    req: [0; MSG],
-                    rx: [0; MSG],
+                    req: None,
+                    rx: None,
                 }),
+                store,
+                max_message: config.max_message_bytes,
                 cache: Cache {
                     bytes: [0; CACHE],
                     len: 0,
@@ -394,8 +431,13 @@ impl<const CALLS: usize, const MSG: usize, const CACHE: usize, const TABLE: usiz
     }
 
     /// The HTTP/2 connection, for its state.
-    pub fn connection(&self) -> &Connection<CALLS, TABLE, BUF, 16> {
+    pub fn connection(&self) -> &Connection<CALLS, TABLE, BUF, 16, B> {
         &self.conn
+    }
+
+    /// The call store.
+    pub fn store(&self) -> &S {
+        &self.st.store
     }
 
     /// Whether the connection is over.
@@ -475,11 +517,23 @@ impl<const CALLS: usize, const MSG: usize, const CACHE: usize, const TABLE: usiz
             .iter()
             .position(|s| s.active.is_none())
             .ok_or(StartError::Busy)?;
-        let slot = &mut self.st.slots[index];
-        let frame_len = frame_into(&mut slot.req, 0, |w| {
+        let needed = FRAME_ROOM + body.len();
+        if needed > self.st.store.max_len() || needed - PREFIX_LEN > self.st.max_message {
+            return Err(StartError::TooLarge { needed });
+        }
+        let mut buf = self.st.store.take(needed).ok_or(StartError::Busy)?;
+        let framed = frame_into(self.st.store.bytes_mut(&mut buf), 0, |w| {
             w.raw(body);
-        })
-        .map_err(|needed| StartError::TooLarge { needed })?;
+        });
+        let frame_len = match framed {
+            Ok(f) => f,
+            Err(needed) => {
+                self.st.store.put(buf);
+                return Err(StartError::TooLarge { needed });
+            }
+        };
+        let slot = &mut self.st.slots[index];
+        slot.req = Some(buf);
         let json_at = (frame_len.0, frame_len.1);
         let frame = (0, frame_len.1);
         let deadline = match (timeout, listen) {
@@ -498,7 +552,7 @@ impl<const CALLS: usize, const MSG: usize, const CACHE: usize, const TABLE: usiz
             mode: Mode::Call,
             tool_call: json::str_eq(method, b"tools/call"),
             tools_list: json::str_eq(method, b"tools/list"),
-            decoder: MessageDecoder::new(MSG),
+            decoder: MessageDecoder::new(self.st.max_message),
             msg_start: 0,
             response: None,
             diagnostics: Diagnostics::default(),
@@ -521,12 +575,12 @@ impl<const CALLS: usize, const MSG: usize, const CACHE: usize, const TABLE: usiz
         let Some(i) = self.st.slot_of(call) else {
             return false;
         };
-        if let Some(a) = self.st.slots[i].active.take()
+        if let Some(a) = self.st.slots[i].active.as_ref()
             && let Wire::Open(s) = a.wire
         {
             let _ = self.conn.reset(s, ErrorCode::CANCEL);
         }
-        self.st.slots[i].generation = self.st.slots[i].generation.wrapping_add(1);
+        self.st.release(i);
         self.pump();
         true
     }
@@ -587,7 +641,13 @@ impl<const CALLS: usize, const MSG: usize, const CACHE: usize, const TABLE: usiz
             };
             if a.terminal.is_none() && a.deadline.is_some_and(|d| now >= d) {
                 a.reset_owed = true;
-                fail_transport(slot, Code::DeadlineExceeded, b"deadline exceeded", None);
+                fail_transport(
+                    &mut self.st.store,
+                    slot,
+                    Code::DeadlineExceeded,
+                    b"deadline exceeded",
+                    None,
+                );
             }
         }
         self.drain();
@@ -652,7 +712,13 @@ impl<const CALLS: usize, const MSG: usize, const CACHE: usize, const TABLE: usiz
                     Ok(s) => a.wire = Wire::Open(s),
                     Err(StreamError::NoCapacity | StreamError::ConcurrencyLimit) => continue,
                     Err(_) => {
-                        fail_transport(slot, Code::Unavailable, b"connection closed", None);
+                        fail_transport(
+                            &mut self.st.store,
+                            slot,
+                            Code::Unavailable,
+                            b"connection closed",
+                            None,
+                        );
                         mark_refused(slot);
                         continue;
                     }
@@ -662,18 +728,24 @@ impl<const CALLS: usize, const MSG: usize, const CACHE: usize, const TABLE: usiz
                 continue;
             };
             if !a.head_sent {
-                let body = &slot.req[a.json.0..a.json.1];
+                let body = &bytes(&self.st.store, &slot.req)[a.json.0..a.json.1];
                 let left = a.deadline.map(|d| d.saturating_duration_since(self.now));
                 if left.is_some_and(|l| l.is_zero()) {
                     a.reset_owed = true;
-                    fail_transport(slot, Code::DeadlineExceeded, b"deadline exceeded", None);
+                    fail_transport(
+                        &mut self.st.store,
+                        slot,
+                        Code::DeadlineExceeded,
+                        b"deadline exceeded",
+                        None,
+                    );
                     continue;
                 }
                 let mut head = Head::new();
                 let schema = self.st.cache.get(tool_name(body).unwrap_or(b""));
                 if let Err(e) = build_head(&mut head, &self.config, schema, body, left) {
                     a.reset_owed = true;
-                    fail_rpc(slot, e);
+                    fail_rpc(&mut self.st.store, slot, e);
                     continue;
                 }
                 match self.conn.send_headers(stream, head.fields(), false) {
@@ -683,13 +755,20 @@ impl<const CALLS: usize, const MSG: usize, const CACHE: usize, const TABLE: usiz
                     Err(StreamError::ConnectionClosed) => {
                         // GOAWAY or the end came before the head left.
                         a.reset_owed = true;
-                        fail_transport(slot, Code::Unavailable, b"connection closed", None);
+                        fail_transport(
+                            &mut self.st.store,
+                            slot,
+                            Code::Unavailable,
+                            b"connection closed",
+                            None,
+                        );
                         mark_refused(slot);
                         continue;
                     }
                     Err(_) => {
                         a.reset_owed = true;
                         fail_transport(
+                            &mut self.st.store,
                             slot,
                             Code::Internal,
                             b"the request head cannot be sent",
@@ -701,10 +780,11 @@ impl<const CALLS: usize, const MSG: usize, const CACHE: usize, const TABLE: usiz
             }
             while a.sent < a.frame.1 - a.frame.0 {
                 let from = a.frame.0 + a.sent;
-                match self
-                    .conn
-                    .send_data(stream, &slot.req[from..a.frame.1], true)
-                {
+                match self.conn.send_data(
+                    stream,
+                    &bytes(&self.st.store, &slot.req)[from..a.frame.1],
+                    true,
+                ) {
                     Ok(0) | Err(StreamError::TransmitFull) => break,
                     Ok(n) => a.sent += n,
                     // The stream ended meanwhile: its events say how.
@@ -715,11 +795,16 @@ impl<const CALLS: usize, const MSG: usize, const CACHE: usize, const TABLE: usiz
     }
 }
 
-impl<const CALLS: usize, const MSG: usize, const CACHE: usize> State<CALLS, MSG, CACHE> {
+impl<S: CallStore, const CALLS: usize, const CACHE: usize> State<S, CALLS, CACHE> {
     fn slot_of(&self, call: CallRef) -> Option<usize> {
         let i = usize::from(call.index);
         let s = self.slots.get(i)?;
         (s.generation == call.generation && s.active.is_some()).then_some(i)
+    }
+
+    /// Ends call `i`: its slot is free, its buffers back in the store.
+    fn release(&mut self, i: usize) {
+        release(&mut self.store, &mut self.slots[i]);
     }
 
     fn index_of(&self, stream: StreamRef) -> Option<usize> {
@@ -742,9 +827,13 @@ impl<const CALLS: usize, const MSG: usize, const CACHE: usize> State<CALLS, MSG,
             let Some(a) = slot.active.as_mut() else {
                 continue;
             };
+            if a.terminal.is_some() {
+                // Its outcome may lie after the message.
+                continue;
+            }
             let base = a.response.map_or(0, |r| r.1);
             if a.msg_start > base {
-                slot.rx.copy_within(a.msg_start.., base);
+                bytes_mut(&mut self.store, &mut slot.rx).copy_within(a.msg_start.., base);
                 a.msg_start = base;
             }
         }
@@ -789,7 +878,7 @@ impl<const CALLS: usize, const MSG: usize, const CACHE: usize> State<CALLS, MSG,
         if let Some((call, i, at)) = notification {
             return Some(CallEvent::Notification {
                 call,
-                json: &self.slots[i].rx[at.0..at.1],
+                json: &bytes(&self.store, &self.slots[i].rx)[at.0..at.1],
             });
         }
         if let Some(Queued::Warning {
@@ -818,17 +907,20 @@ impl<const CALLS: usize, const MSG: usize, const CACHE: usize> State<CALLS, MSG,
             }
             return None;
         };
-        let slot = &mut self.slots[found];
         let call = CallRef {
             index: found as u16,
-            generation: slot.generation,
+            generation: self.slots[found].generation,
         };
-        let t = slot.active.as_mut().and_then(|a| a.terminal.as_mut())?;
+        let t = self.slots[found]
+            .active
+            .as_ref()
+            .and_then(|a| a.terminal.as_ref())?;
         if t.delivered || t.kind == Kind::Nothing {
-            slot.active = None;
-            slot.generation = slot.generation.wrapping_add(1);
+            release(&mut self.store, &mut self.slots[found]);
             return Some(CallEvent::Ended { call });
         }
+        let slot = &mut self.slots[found];
+        let t = slot.active.as_mut().and_then(|a| a.terminal.as_mut())?;
         t.delivered = true;
         let t = *t;
         let www_authenticate = slot
@@ -836,10 +928,11 @@ impl<const CALLS: usize, const MSG: usize, const CACHE: usize> State<CALLS, MSG,
             .as_ref()
             .and_then(|a| Some(&a.auth.0[..usize::from(a.auth.1?)]));
         let json = if t.in_req {
-            &slot.req[t.at.0..t.at.1]
+            bytes(&self.store, &slot.req)
         } else {
-            &slot.rx[t.at.0..t.at.1]
+            bytes(&self.store, &slot.rx)
         };
+        let json = json.get(t.at.0..t.at.1).unwrap_or(b"");
         Some(match t.kind {
             Kind::Response | Kind::Nothing => CallEvent::Response { call, json },
             Kind::Failed => {
@@ -877,28 +970,72 @@ impl<const CALLS: usize, const MSG: usize, const CACHE: usize> State<CALLS, MSG,
             }
             if a.response.is_some() {
                 a.reset_owed = true;
-                fail_transport(slot, Code::Internal, b"a message after the response", None);
+                fail_transport(
+                    &mut self.store,
+                    slot,
+                    Code::Internal,
+                    b"a message after the response",
+                    None,
+                );
                 return;
             }
+            // The prefix names the message's length: the receive buffer
+            // grows to it before the message is collected.
+            let (used, declared) = match a.decoder.feed_prefix(bytes) {
+                Ok(r) => r,
+                Err(e) => {
+                    a.reset_owed = true;
+                    fail_transport(
+                        &mut self.store,
+                        slot,
+                        e.code(),
+                        e.message().as_bytes(),
+                        None,
+                    );
+                    return;
+                }
+            };
+            bytes = &bytes[used..];
+            let Some(declared) = declared else {
+                continue;
+            };
             let start = a.msg_start;
-            match a.decoder.feed(bytes, &mut slot.rx[start..]) {
+            if !ensure(&mut self.store, &mut slot.rx, start + declared) {
+                a.reset_owed = true;
+                fail_transport(
+                    &mut self.store,
+                    slot,
+                    Code::ResourceExhausted,
+                    b"message larger than the call buffer",
+                    None,
+                );
+                return;
+            }
+            let rx = bytes_mut(&mut self.store, &mut slot.rx);
+            match a.decoder.feed(bytes, &mut rx[start..start + declared]) {
                 Ok((used, done)) => {
                     bytes = &bytes[used..];
                     let Some(len) = done else {
                         continue;
                     };
                     a.msg_start = start + len;
-                    let message = &slot.rx[start..start + len];
+                    let message = &rx[start..start + len];
                     let Some(at) = JsonRpcMessage::decode(message)
                         .ok()
                         .filter(|j| json::validate(j, json::DEFAULT_MAX_DEPTH).is_ok())
                         .map(|j| offset_in(message, j, start))
                     else {
                         a.reset_owed = true;
-                        fail_transport(slot, Code::Internal, b"a message is not JSON-RPC", None);
+                        fail_transport(
+                            &mut self.store,
+                            slot,
+                            Code::Internal,
+                            b"a message is not JSON-RPC",
+                            None,
+                        );
                         return;
                     };
-                    let text = &slot.rx[at.0..at.1];
+                    let text = &rx[at.0..at.1];
                     if json::get(text, b"method").is_some() && json::get(text, b"id").is_none() {
                         if !matches!(a.mode, Mode::Relist(_)) {
                             let call = CallRef {
@@ -913,11 +1050,13 @@ impl<const CALLS: usize, const MSG: usize, const CACHE: usize> State<CALLS, MSG,
                 }
                 Err(e) => {
                     a.reset_owed = true;
-                    let code = match e {
-                        crate::grpc::MessageError::TooLarge { .. } => Code::ResourceExhausted,
-                        _ => Code::Internal,
-                    };
-                    fail_transport(slot, code, e.message().as_bytes(), None);
+                    fail_transport(
+                        &mut self.store,
+                        slot,
+                        e.code(),
+                        e.message().as_bytes(),
+                        None,
+                    );
                     return;
                 }
             }
@@ -960,7 +1099,13 @@ impl<const CALLS: usize, const MSG: usize, const CACHE: usize> State<CALLS, MSG,
             if status != Some(200) {
                 a.reset_owed = !end_stream;
                 let code = Code::from_http_status(status.unwrap_or(0));
-                fail_transport(slot, code, b"the response's HTTP status is not 200", status);
+                fail_transport(
+                    &mut self.store,
+                    slot,
+                    code,
+                    b"the response's HTTP status is not 200",
+                    status,
+                );
                 return;
             }
         }
@@ -990,7 +1135,7 @@ impl<const CALLS: usize, const MSG: usize, const CACHE: usize> State<CALLS, MSG,
         };
         let http = a.diagnostics.http_status;
         let refused = code == ErrorCode::REFUSED_STREAM && http.is_none();
-        fail_transport(slot, status, b"the stream was reset", http);
+        fail_transport(&mut self.store, slot, status, b"the stream was reset", http);
         if refused {
             mark_refused(slot);
         }
@@ -1013,7 +1158,13 @@ impl<const CALLS: usize, const MSG: usize, const CACHE: usize> State<CALLS, MSG,
             if a.terminal.is_none() {
                 let http = a.diagnostics.http_status;
                 let unsent = !a.head_sent;
-                fail_transport(slot, Code::Unavailable, b"the connection closed", http);
+                fail_transport(
+                    &mut self.store,
+                    slot,
+                    Code::Unavailable,
+                    b"the connection closed",
+                    http,
+                );
                 if unsent {
                     mark_refused(slot);
                 }
@@ -1040,6 +1191,7 @@ impl<const CALLS: usize, const MSG: usize, const CACHE: usize> State<CALLS, MSG,
         let http = a.diagnostics.http_status;
         if !a.decoder.is_idle() {
             fail_transport(
+                &mut self.store,
                 slot,
                 Code::Internal,
                 b"the stream ended inside a message",
@@ -1049,6 +1201,7 @@ impl<const CALLS: usize, const MSG: usize, const CACHE: usize> State<CALLS, MSG,
         }
         let Some(trailers) = trailers else {
             fail_transport(
+                &mut self.store,
                 slot,
                 Code::Internal,
                 b"the response ended without trailers",
@@ -1057,9 +1210,11 @@ impl<const CALLS: usize, const MSG: usize, const CACHE: usize> State<CALLS, MSG,
             return;
         };
         if status == Some(Code::Ok) {
-            let has_id = json::get(&slot.req[a.json.0..a.json.1], b"id").is_some();
+            let has_id =
+                json::get(&bytes(&self.store, &slot.req)[a.json.0..a.json.1], b"id").is_some();
             if has_id {
                 fail_transport(
+                    &mut self.store,
                     slot,
                     Code::Internal,
                     b"the call ended without a response",
@@ -1076,15 +1231,27 @@ impl<const CALLS: usize, const MSG: usize, const CACHE: usize> State<CALLS, MSG,
             }
             return;
         }
-        let id = copy_id(&slot.req[a.json.0..a.json.1]);
+        let id = copy_id(&bytes(&self.store, &slot.req)[a.json.0..a.json.1]);
         let base = a.msg_start;
-        let out = &mut slot.rx[base..];
+        // Room for the error: half to decode the trailers into, half to
+        // write the response (escaped) into.
+        let carried = [b"mcp-error-bin".as_slice(), b"grpc-message"]
+            .iter()
+            .filter_map(|n| trailers.get(n))
+            .map(<[u8]>::len)
+            .sum::<usize>();
+        let room = 2 * (ERROR_ROOM + 6 * carried);
+        if !ensure(&mut self.store, &mut slot.rx, base + room) {
+            let _ = ensure(&mut self.store, &mut slot.rx, base + ERROR_ROOM);
+        }
+        let out = &mut bytes_mut(&mut self.store, &mut slot.rx)[base..];
+        let half = out.len() / 2;
         let (outcome, text) = error_from_trailers(trailers, id.as_slice(), out);
         let text_len = text.map(<[u8]>::len);
         match (outcome, text_len) {
             (CallOutcome::RpcError, Some(n)) => {
                 // `error_from_trailers` writes into the second half.
-                let start = base + (MSG - base) / 2;
+                let start = base + half;
                 self.outcome(i, false, (start, start + n));
             }
             (
@@ -1102,14 +1269,20 @@ impl<const CALLS: usize, const MSG: usize, const CACHE: usize> State<CALLS, MSG,
                 let message = trailers
                     .get(b"grpc-message")
                     .unwrap_or(status.name().as_bytes());
-                fail_transport(slot, status, message, http);
+                fail_transport(&mut self.store, slot, status, message, http);
                 if let Some(t) = slot.active.as_mut().and_then(|a| a.terminal.as_mut()) {
                     t.diagnostics.grpc_status = Some(status);
                 }
             }
             (CallOutcome::RpcError, None) => {
                 let status = status.unwrap_or(Code::Unknown);
-                fail_transport(slot, status, b"unreadable error trailers", http);
+                fail_transport(
+                    &mut self.store,
+                    slot,
+                    status,
+                    b"unreadable error trailers",
+                    http,
+                );
             }
         }
     }
@@ -1127,10 +1300,11 @@ impl<const CALLS: usize, const MSG: usize, const CACHE: usize> State<CALLS, MSG,
                 return;
             };
             let text = if in_req {
-                &slot.req[at.0..at.1]
+                bytes(&self.store, &slot.req)
             } else {
-                &slot.rx[at.0..at.1]
+                bytes(&self.store, &slot.rx)
             };
+            let text = text.get(at.0..at.1).unwrap_or(b"");
             let error = json::get(text, b"error");
             let code = error
                 .and_then(|e| json::get(e, b"code"))
@@ -1147,7 +1321,13 @@ impl<const CALLS: usize, const MSG: usize, const CACHE: usize> State<CALLS, MSG,
         if mode == Mode::Call
             && tool_call
             && code == Some(i64::from(HEADER_MISMATCH))
-            && start_relist(&mut self.slots[i], None, 0)
+            && start_relist(
+                &mut self.store,
+                &mut self.slots[i],
+                None,
+                0,
+                self.max_message,
+            )
         {
             // The server's tool differs from the cache: read tools/list
             // again, then send the call once more.
@@ -1160,8 +1340,7 @@ impl<const CALLS: usize, const MSG: usize, const CACHE: usize> State<CALLS, MSG,
             let mut cursor = [0u8; 256];
             let mut cursor_len = None;
             {
-                let slot = &self.slots[i];
-                let text = &slot.rx[at.0..at.1];
+                let text = &bytes(&self.store, &self.slots[i].rx)[at.0..at.1];
                 let result = json::get(text, b"result").unwrap_or(b"{}");
                 if let Some(c) = json::get(result, b"nextCursor")
                     .filter(|c| json::kind(c) == Some(json::Kind::String))
@@ -1177,11 +1356,17 @@ impl<const CALLS: usize, const MSG: usize, const CACHE: usize> State<CALLS, MSG,
             let slot = &mut self.slots[i];
             if let Some(n) = cursor_len
                 && page + 1 < MAX_PAGES
-                && start_relist(slot, Some(&cursor[..n]), page + 1)
+                && start_relist(
+                    &mut self.store,
+                    slot,
+                    Some(&cursor[..n]),
+                    page + 1,
+                    self.max_message,
+                )
             {
                 return;
             }
-            restart(slot, Mode::Retry);
+            restart(slot, Mode::Retry, self.max_message);
             return;
         }
         let kind = if is_error {
@@ -1203,12 +1388,20 @@ impl<const CALLS: usize, const MSG: usize, const CACHE: usize> State<CALLS, MSG,
             let Some(a) = slot.active.as_ref() else {
                 return;
             };
-            let first = json::get(&slot.req[a.json.0..a.json.1], b"params")
-                .and_then(|p| json::get(p, b"cursor"))
-                .is_none();
-            let text = &slot.rx[at.0..at.1];
+            let first = json::get(
+                &bytes(&self.store, &slot.req)[a.json.0..a.json.1],
+                b"params",
+            )
+            .and_then(|p| json::get(p, b"cursor"))
+            .is_none();
+            // The result without those tools goes after the message in
+            // `rx` (when the store lets it grow).
+            let to = a.msg_start.max(at.1);
+            let _ = ensure(&mut self.store, &mut slot.rx, to + (at.1 - at.0) + 256);
+            let (src, dst) = bytes_mut(&mut self.store, &mut slot.rx).split_at_mut(to);
+            let text = &src[at.0..at.1];
             let result = json::get(text, b"result").unwrap_or(b"{}");
-            let mut out = JsonWriter::new(&mut slot.req);
+            let mut out = JsonWriter::new(dst);
             out.raw(b"{\"jsonrpc\":\"2.0\",\"id\":")
                 .raw(json::get(text, b"id").map_or(b"null", json::trim))
                 .raw(b",\"result\":");
@@ -1223,8 +1416,7 @@ impl<const CALLS: usize, const MSG: usize, const CACHE: usize> State<CALLS, MSG,
             if !warnings.is_empty()
                 && let Ok(t) = out.finish()
             {
-                terminal.in_req = true;
-                terminal.at = (0, t.len());
+                terminal.at = (to, to + t.len());
             }
             self.push_warnings(call, &warnings);
         }
@@ -1348,11 +1540,17 @@ fn learn<const N: usize>(
 
 /// Points the call at a new `tools/list` request (page `cursor`), written
 /// after the application's request in `req`. `false` when it does not fit.
-fn start_relist<const MSG: usize>(slot: &mut Slot<MSG>, cursor: Option<&[u8]>, page: u8) -> bool {
+fn start_relist<S: CallStore>(
+    store: &mut S,
+    slot: &mut Slot<S::Buf>,
+    cursor: Option<&[u8]>,
+    page: u8,
+    max_message: usize,
+) -> bool {
     let Some(a) = slot.active.as_mut() else {
         return false;
     };
-    let orig = &slot.req[a.orig_json.0..a.orig_json.1];
+    let orig = &bytes(store, &slot.req)[a.orig_json.0..a.orig_json.1];
     let mut meta = [0u8; 1024];
     let meta_len = json::get(orig, b"params")
         .and_then(|p| json::get(p, b"_meta"))
@@ -1363,7 +1561,7 @@ fn start_relist<const MSG: usize>(slot: &mut Slot<MSG>, cursor: Option<&[u8]>, p
             Some(m.len())
         });
     let at = a.orig_frame.1;
-    let Ok(span) = frame_into(&mut slot.req, at, |w| {
+    let write = |w: &mut JsonWriter<'_>| {
         w.raw(b"{\"jsonrpc\":\"2.0\",\"id\":")
             .raw(RELIST_ID)
             .raw(b",\"method\":\"tools/list\",\"params\":{");
@@ -1379,28 +1577,46 @@ fn start_relist<const MSG: usize>(slot: &mut Slot<MSG>, cursor: Option<&[u8]>, p
             w.raw(b"\"_meta\":").raw(&meta[..n]);
         }
         w.raw(b"}}");
-    }) else {
-        return false;
+    };
+    let span = match frame_into(bytes_mut(store, &mut slot.req), at, write) {
+        Ok(span) => span,
+        // The buffer grows to the request, once.
+        Err(needed) if ensure(store, &mut slot.req, needed) => {
+            match frame_into(bytes_mut(store, &mut slot.req), at, write) {
+                Ok(span) => span,
+                Err(_) => return false,
+            }
+        }
+        Err(_) => return false,
     };
     let Some(a) = slot.active.as_mut() else {
         return false;
     };
-    reopen::<MSG>(a, Mode::Relist(page));
+    reopen(a, Mode::Relist(page), max_message);
     a.frame = (at, span.1);
     a.json = span;
     true
 }
 
+/// Frees `slot`, its buffers back in `store`.
+fn release<S: CallStore>(store: &mut S, slot: &mut Slot<S::Buf>) {
+    slot.active = None;
+    slot.generation = slot.generation.wrapping_add(1);
+    for buf in [slot.req.take(), slot.rx.take()].into_iter().flatten() {
+        store.put(buf);
+    }
+}
+
 /// Sends the application's request again on a new stream.
-fn restart<const MSG: usize>(slot: &mut Slot<MSG>, mode: Mode) {
+fn restart<T>(slot: &mut Slot<T>, mode: Mode, max_message: usize) {
     if let Some(a) = slot.active.as_mut() {
-        reopen::<MSG>(a, mode);
+        reopen(a, mode, max_message);
         a.frame = a.orig_frame;
         a.json = a.orig_json;
     }
 }
 
-fn reopen<const MSG: usize>(a: &mut Active, mode: Mode) {
+fn reopen(a: &mut Active, mode: Mode, max_message: usize) {
     a.mode = mode;
     // The old stream, when its request is not complete, is reset; its
     // later events match no call.
@@ -1412,7 +1628,7 @@ fn reopen<const MSG: usize>(a: &mut Active, mode: Mode) {
     a.reset_owed = false;
     a.head_sent = false;
     a.sent = 0;
-    a.decoder = MessageDecoder::new(MSG);
+    a.decoder = MessageDecoder::new(max_message);
     a.msg_start = 0;
     a.response = None;
     a.diagnostics = Diagnostics::default();
@@ -1421,8 +1637,9 @@ fn reopen<const MSG: usize>(a: &mut Active, mode: Mode) {
 
 /// Ends call `slot` with a transport failure: a JSON-RPC error synthesized
 /// from the status (the reference transport's map) with `message`.
-fn fail_transport<const MSG: usize>(
-    slot: &mut Slot<MSG>,
+fn fail_transport<S: CallStore>(
+    store: &mut S,
+    slot: &mut Slot<S::Buf>,
     status: Code,
     message: &[u8],
     http_status: Option<u16>,
@@ -1430,8 +1647,6 @@ fn fail_transport<const MSG: usize>(
     let Some(a) = slot.active.as_mut() else {
         return;
     };
-    let id = copy_id(&slot.req[a.json.0..a.json.1]);
-    let base = a.msg_start.min(MSG);
     let mut code = code_for_status(status);
     if status == Code::Cancelled {
         code = super::error::INTERNAL_ERROR;
@@ -1442,34 +1657,71 @@ fn fail_transport<const MSG: usize>(
     if http_status.is_some() {
         diagnostics.http_status = http_status;
     }
-    let at = write_error(&mut slot.rx, base, id.as_slice(), code, message)
-        .or_else(|| write_error(&mut slot.rx, 0, b"null", code, b"failed"));
+    let (in_req, at) = write_failure(store, slot, code, message);
+    let Some(a) = slot.active.as_mut() else {
+        return;
+    };
     a.terminal = Some(Terminal {
         kind: Kind::Failed,
-        in_req: false,
+        in_req,
         at: at.unwrap_or((0, 0)),
         diagnostics,
         delivered: false,
     });
 }
 
+/// Writes the error response of call `slot`: after the messages kept in
+/// `rx` (taking or growing it), else at its start, else over the request
+/// (its id copied first). Whether it went into `req`, and where.
+fn write_failure<S: CallStore>(
+    store: &mut S,
+    slot: &mut Slot<S::Buf>,
+    code: i32,
+    message: &[u8],
+) -> (bool, Option<(usize, usize)>) {
+    let Some(a) = slot.active.as_ref() else {
+        return (false, None);
+    };
+    let id = copy_id(
+        bytes(store, &slot.req)
+            .get(a.json.0..a.json.1)
+            .unwrap_or(b""),
+    );
+    let room = ERROR_ROOM + 6 * message.len();
+    let base = a.msg_start;
+    if ensure(store, &mut slot.rx, base + room) {
+        let rx = bytes_mut(store, &mut slot.rx);
+        if let Some(at) = write_error(rx, base, id.as_slice(), code, message) {
+            return (false, Some(at));
+        }
+    }
+    if ensure(store, &mut slot.rx, room) {
+        let rx = bytes_mut(store, &mut slot.rx);
+        return (false, write_error(rx, 0, id.as_slice(), code, message));
+    }
+    let _ = ensure(store, &mut slot.req, room);
+    let req = bytes_mut(store, &mut slot.req);
+    let at = write_error(req, 0, id.as_slice(), code, message)
+        .or_else(|| write_error(req, 0, b"null", code, b"failed"));
+    (true, at)
+}
+
 /// Marks the failure of call `slot` as never processed by the server.
-fn mark_refused<const MSG: usize>(slot: &mut Slot<MSG>) {
+fn mark_refused<T>(slot: &mut Slot<T>) {
     if let Some(t) = slot.active.as_mut().and_then(|a| a.terminal.as_mut()) {
         t.diagnostics.refused = true;
     }
 }
 
 /// Ends call `slot` with a JSON-RPC error found by this end.
-fn fail_rpc<const MSG: usize>(slot: &mut Slot<MSG>, e: RpcError) {
+fn fail_rpc<S: CallStore>(store: &mut S, slot: &mut Slot<S::Buf>, e: RpcError) {
+    let (in_req, at) = write_failure(store, slot, e.code, e.message.as_bytes());
     let Some(a) = slot.active.as_mut() else {
         return;
     };
-    let id = copy_id(&slot.req[a.json.0..a.json.1]);
-    let at = write_error(&mut slot.rx, 0, id.as_slice(), e.code, e.message.as_bytes());
     a.terminal = Some(Terminal {
         kind: Kind::Failed,
-        in_req: false,
+        in_req,
         at: at.unwrap_or((0, 0)),
         diagnostics: a.diagnostics,
         delivered: false,
@@ -1535,6 +1787,28 @@ fn tool_name(body: &[u8]) -> Option<&[u8]> {
     json::get(json::get(body, b"params")?, b"name").map(json::trim)
 }
 
+/// The octets of a call's buffer (none before it is taken).
+fn bytes<'a, S: CallStore>(store: &'a S, buf: &'a Option<S::Buf>) -> &'a [u8] {
+    buf.as_ref().map_or(&[], |b| store.bytes(b))
+}
+
+/// The octets of a call's buffer, to write.
+fn bytes_mut<'a, S: CallStore>(store: &'a mut S, buf: &'a mut Option<S::Buf>) -> &'a mut [u8] {
+    match buf {
+        Some(b) => store.bytes_mut(b),
+        None => &mut [],
+    }
+}
+
+/// Makes a call's buffer at least `len` octets long, taking it from the
+/// store when the call has none yet; `false` when the store cannot.
+fn ensure<S: CallStore>(store: &mut S, buf: &mut Option<S::Buf>, len: usize) -> bool {
+    match buf {
+        Some(b) => store.grow(b, len),
+        None => store.take(len).map(|b| *buf = Some(b)).is_some(),
+    }
+}
+
 /// Where `inner` (a subslice of `outer`) lies, shifted by `base`.
 fn offset_in(outer: &[u8], inner: &[u8], base: usize) -> (usize, usize) {
     let start = (inner.as_ptr() as usize)
@@ -1552,22 +1826,21 @@ fn frame_into(
     at: usize,
     body: impl Fn(&mut JsonWriter<'_>),
 ) -> Result<(usize, usize), usize> {
-    const ROOM: usize = PREFIX_LEN + JsonRpcMessage::MAX_PREFIX_LEN;
     let Some(rest) = buf.get_mut(at..) else {
-        return Err(at + ROOM);
+        return Err(at + FRAME_ROOM);
     };
-    let Some(text_room) = rest.get_mut(ROOM..) else {
-        return Err(at + ROOM);
+    let Some(text_room) = rest.get_mut(FRAME_ROOM..) else {
+        return Err(at + FRAME_ROOM);
     };
     let mut w = JsonWriter::new(text_room);
     body(&mut w);
-    let len = w.finish().map_err(|e| at + ROOM + e.needed)?.len();
+    let len = w.finish().map_err(|e| at + FRAME_ROOM + e.needed)?.len();
     // Move the text right after its prefixes.
     let mut proto = [0u8; JsonRpcMessage::MAX_PREFIX_LEN];
-    let plen = JsonRpcMessage::encode_prefix(len, &mut proto).map_err(|_| at + ROOM + len)?;
-    let total = u32::try_from(plen + len).map_err(|_| at + ROOM + len)?;
+    let plen = JsonRpcMessage::encode_prefix(len, &mut proto).map_err(|_| at + FRAME_ROOM + len)?;
+    let total = u32::try_from(plen + len).map_err(|_| at + FRAME_ROOM + len)?;
     let text_at = PREFIX_LEN + plen;
-    rest.copy_within(ROOM..ROOM + len, text_at);
+    rest.copy_within(FRAME_ROOM..FRAME_ROOM + len, text_at);
     rest[..PREFIX_LEN].copy_from_slice(&write_prefix(total));
     rest[PREFIX_LEN..text_at].copy_from_slice(&proto[..plen]);
     Ok((at + text_at, at + text_at + len))

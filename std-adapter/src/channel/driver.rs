@@ -23,6 +23,9 @@ use mcpwire_core::mcp::caller::{
     CallEvent, CallRef, Caller, CallerConfig, Diagnostics as CoreDiagnostics, StartError,
 };
 use mcpwire_core::time::Instant;
+
+use crate::storage::HeapStorage;
+use crate::store::HeapStore;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
@@ -30,16 +33,18 @@ use tokio::sync::{mpsc, oneshot};
 /// Calls in progress on one connection (and HTTP/2 streams); more wait in
 /// the connection task's queue.
 pub(crate) const CALLS: usize = 32;
-/// Octets per call for its framed request, and for the messages of one
-/// call that arrive in one read: the largest message a channel sends or
-/// takes (less the framing and a read chunk).
-pub(crate) const MSG: usize = 256 << 10;
 /// Octets of cached schemas with `x-mcp-header` annotations.
 const CACHE: usize = 16 << 10;
+/// Room a call's buffer has besides its largest message: the framing, the
+/// notifications that share a read chunk with a message, an error
+/// response synthesized after it.
+const BUF_SLACK: usize = 64 << 10;
 
-/// The caller of one connection: [`CALLS`] calls of [`MSG`] octets, a 4 KiB
-/// HPACK table, 16 KiB HTTP/2 buffers.
-pub(crate) type McpCaller = Caller<CALLS, MSG, CACHE, 4096, 16384>;
+/// The caller of one connection: [`CALLS`] calls, each with buffers on the
+/// heap that hold what it uses (a request, its incoming messages) and go
+/// back when it ends; a 4 KiB HPACK table; 16 KiB HTTP/2 frame buffers on
+/// the heap while in use.
+pub(crate) type McpCaller = Caller<HeapStore, CALLS, CACHE, 4096, 16384, HeapStorage<16384>>;
 
 /// The channel's tool schemas (JSON text) by tool name.
 pub(crate) type Schemas = Arc<Mutex<HashMap<String, Vec<u8>>>>;
@@ -122,11 +127,10 @@ impl ConnHandle {
         config: CallerConfig,
         schemas: Schemas,
     ) -> io::Result<Self> {
-        // The caller is made while the socket connects.
-        let (socket, caller) = tokio::join!(TcpStream::connect(addr), new_caller(config));
-        let socket = socket?;
+        let socket = TcpStream::connect(addr).await?;
         socket.set_nodelay(true)?;
-        let mut caller = caller?;
+        let store = HeapStore::new(config.max_message_bytes.saturating_add(BUF_SLACK));
+        let mut caller = Box::new(McpCaller::new(config, store, now()));
         if let Ok(map) = schemas.lock() {
             for (name, schema) in map.iter() {
                 if let Ok(name) = serde_json::to_vec(name) {
@@ -151,30 +155,13 @@ impl ConnHandle {
     }
 }
 
-/// A caller on the heap. It holds its buffers inline (2 × [`MSG`] per
-/// call, about 16 MiB), more than a task's stack, and `#![forbid(unsafe)]`
-/// leaves no way to build it in place: it is made on a thread whose stack
-/// has room for it and the copies an unoptimized build makes of it (about
-/// eight), and only its box moves.
-async fn new_caller(config: CallerConfig) -> io::Result<Box<McpCaller>> {
-    let size = std::mem::size_of::<McpCaller>();
-    let (tx, rx) = oneshot::channel();
-    std::thread::Builder::new()
-        .name("mcpwire-caller".into())
-        .stack_size(16 * size + (8 << 20))
-        .spawn(move || {
-            let _ = tx.send(Box::new(McpCaller::new(config, now())));
-        })?;
-    rx.await
-        .map_err(|_| io::Error::other("the caller could not be made"))
-}
-
 /// Makes `'static` copies of a channel's settings for [`CallerConfig`]:
 /// one per distinct value, kept for the life of the process.
 pub(crate) fn caller_config(
     authority: &str,
     metadata: &[(String, String)],
     request_timeout: Duration,
+    max_message_bytes: usize,
 ) -> CallerConfig {
     type Pairs = &'static [(&'static str, &'static str)];
     type Table<K, V> = OnceLock<Mutex<HashMap<K, V>>>;
@@ -212,6 +199,7 @@ pub(crate) fn caller_config(
         scheme: "http",
         request_timeout,
         metadata,
+        max_message_bytes,
         ..CallerConfig::default()
     }
 }
@@ -587,5 +575,20 @@ impl Task {
             }
         }
         let _ = wr.shutdown().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_connections_caller_is_small() {
+        // Buffers of calls, frames, slots of the HTTP/2 connection and its
+        // HPACK table are on the heap, held while in use; what is inline
+        // is the call slots' state and the annotation cache.
+        let size = std::mem::size_of::<McpCaller>();
+        println!("size_of::<McpCaller>() = {size}");
+        assert!(size < 64 << 10, "{size}");
     }
 }

@@ -22,6 +22,8 @@ use embassy_executor::Spawner;
 use embassy_net::tcp::TcpSocket;
 use embassy_net::{IpEndpoint, StackResources};
 use mcpwire_core::grpc::Code;
+use mcpwire_core::h2::InlineStorage;
+use mcpwire_core::mcp::SlabStore;
 use mcpwire_core::mcp::caller::{Caller, CallerConfig};
 use mcpwire_core::mcp::json;
 use mcpwire_embassy::client::{self, Client, ClientError, Step};
@@ -41,10 +43,12 @@ const SCENARIOS: &[&str] = &[
 ];
 const META: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}"#;
 
-/// 2 calls, 8 KiB per call buffer, 2 KiB of annotation cache, a 4 KiB HPACK
-/// table, 16 KiB of HTTP/2 buffer.
-type McpCaller = Caller<2, 8192, 2048, 4096, 16384>;
-type McpClient = Client<'static, 2, 8192, 2048, 4096, 16384>;
+/// 2 calls, two 8 KiB buffers per call (its request, its incoming
+/// messages), 2 KiB of annotation cache, a 4 KiB HPACK table, 16 KiB of
+/// HTTP/2 buffer.
+type Store = SlabStore<8192, 4>;
+type McpCaller = Caller<Store, 2, 2048, 4096, 16384>;
+type McpClient = Client<'static, Store, 2, 2048, 4096, 16384, InlineStorage<16384>>;
 
 static RESOURCES: StaticCell<StackResources<2>> = StaticCell::new();
 static CALLER: StaticCell<McpCaller> = StaticCell::new();
@@ -278,6 +282,7 @@ async fn main(spawner: Spawner) {
             request_timeout: Duration::from_secs(20),
             ..CallerConfig::default()
         },
+        SlabStore::new(),
         client::now(),
     ));
     let mut client = Client::new(socket, caller);
