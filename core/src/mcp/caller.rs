@@ -61,6 +61,7 @@ use crate::h2::{
     Storage, StreamError, StreamRef,
 };
 use crate::hpack::Field;
+use crate::records::Records;
 use crate::time::Instant;
 use mcpwire_proto::tunnel::JsonRpcMessage;
 
@@ -267,6 +268,7 @@ struct Active {
     terminal: Option<Terminal>,
 }
 
+/// A call's place in the caller.
 struct Slot<T> {
     generation: u16,
     active: Option<Active>,
@@ -274,6 +276,17 @@ struct Slot<T> {
     req: Option<T>,
     /// The call's incoming messages, from the store once one arrives.
     rx: Option<T>,
+}
+
+impl<T> Default for Slot<T> {
+    fn default() -> Self {
+        Self {
+            generation: 0,
+            active: None,
+            req: None,
+            rx: None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -334,8 +347,9 @@ impl<const N: usize> Cache<N> {
 
 /// Everything but the connection, so that the connection's events (which
 /// borrow it) can be handled.
-struct State<S: CallStore, const CALLS: usize, const CACHE: usize> {
-    slots: [Slot<S::Buf>; CALLS],
+struct State<S: CallStore, R, const CACHE: usize> {
+    /// The call slots, grown as calls need them (up to `CALLS`).
+    slots: R,
     store: S,
     max_message: usize,
     cache: Cache<CACHE>,
@@ -366,7 +380,7 @@ pub struct Caller<
     conn: Connection<CALLS, TABLE, BUF, 16, B>,
     config: CallerConfig,
     now: Instant,
-    st: State<S, CALLS, CACHE>,
+    st: State<S, B::Records<Slot<S::Buf>, CALLS>, CACHE>,
 }
 
 impl<
@@ -407,12 +421,7 @@ impl<
             config,
             now,
             st: State {
-                slots: core::array::from_fn(|_| Slot {
-                    generation: 0,
-                    active: None,
-                    req: None,
-                    rx: None,
-                }),
+                slots: Default::default(),
                 store,
                 max_message: config.max_message_bytes,
                 cache: Cache {
@@ -511,11 +520,13 @@ impl<
         .map_err(StartError::Invalid)?;
         let method = json::get(body, b"method").unwrap_or(b"");
         let listen = json::str_eq(method, b"subscriptions/listen");
+        let slots = self.st.slots.len();
         let index = self
             .st
             .slots
             .iter()
             .position(|s| s.active.is_none())
+            .or((slots < CALLS).then_some(slots))
             .ok_or(StartError::Busy)?;
         let needed = FRAME_ROOM + body.len();
         if needed > self.st.store.max_len() || needed - PREFIX_LEN > self.st.max_message {
@@ -532,6 +543,10 @@ impl<
                 return Err(StartError::TooLarge { needed });
             }
         };
+        if index == slots && !self.st.slots.grow_to(slots + 1) {
+            self.st.store.put(buf);
+            return Err(StartError::Busy);
+        }
         let slot = &mut self.st.slots[index];
         slot.req = Some(buf);
         let json_at = (frame_len.0, frame_len.1);
@@ -635,7 +650,7 @@ impl<
     pub fn handle_timeout(&mut self, now: Instant) {
         self.now = now;
         self.conn.handle_timeout(now);
-        for slot in &mut self.st.slots {
+        for slot in self.st.slots.iter_mut() {
             let Some(a) = slot.active.as_mut() else {
                 continue;
             };
@@ -689,7 +704,7 @@ impl<
     /// Moves every call forward: resets owed, relists and retries to start,
     /// heads and bodies to send.
     fn pump(&mut self) {
-        for i in 0..CALLS {
+        for i in 0..self.st.slots.len() {
             let slot = &mut self.st.slots[i];
             let Some(a) = slot.active.as_mut() else {
                 continue;
@@ -795,7 +810,7 @@ impl<
     }
 }
 
-impl<S: CallStore, const CALLS: usize, const CACHE: usize> State<S, CALLS, CACHE> {
+impl<S: CallStore, R: Records<Slot<S::Buf>>, const CACHE: usize> State<S, R, CACHE> {
     fn slot_of(&self, call: CallRef) -> Option<usize> {
         let i = usize::from(call.index);
         let s = self.slots.get(i)?;
@@ -823,7 +838,7 @@ impl<S: CallStore, const CALLS: usize, const CACHE: usize> State<S, CALLS, CACHE
     /// message in progress moves to the start of its buffer.
     fn new_round(&mut self) {
         while self.pop().is_some() {}
-        for slot in &mut self.slots {
+        for slot in self.slots.iter_mut() {
             let Some(a) = slot.active.as_mut() else {
                 continue;
             };
@@ -1150,7 +1165,7 @@ impl<S: CallStore, const CALLS: usize, const CACHE: usize> State<S, CALLS, CACHE
     }
 
     fn on_connection_closed(&mut self, error: Option<ConnectionError>) {
-        for slot in &mut self.slots {
+        for slot in self.slots.iter_mut() {
             let Some(a) = slot.active.as_mut() else {
                 continue;
             };
