@@ -4,19 +4,16 @@
 use core::time::Duration;
 
 use mcpwire_core::grpc::Code;
-use mcpwire_core::mcp::SlabStore;
 use mcpwire_core::mcp::caller::{CallEvent, CallRef, Caller, CallerConfig, StartError};
 use mcpwire_core::mcp::json;
 use mcpwire_core::mcp::registry::ToolInfo;
 use mcpwire_core::mcp::server::{CallId, EngineConfig, ServerEvent};
+use mcpwire_core::mcp::{CallStore, SlabStore};
 use mcpwire_core::time::Instant;
 
 mod common;
 
-use common::mcp::{META, Server, registry};
-
-/// Four calls, two buffers each of 8 KiB: the RAM of the inline caller.
-type Client = Caller<SlabStore<8192, 8>, 4, 2048>;
+use common::mcp::{META, Server, VecStore, registry};
 
 const TOOLS: [ToolInfo<'static>; 3] = [
     common::mcp::ECHO,
@@ -63,9 +60,11 @@ struct Req {
     deadline: Option<Instant>,
 }
 
-struct Pair {
-    client: Box<Client>,
-    server: Box<Server>,
+/// A client with the store `S` and a server with the store `T`; by default
+/// slabs of 8 KiB buffers, two per call of the client's four.
+struct Pair<S: CallStore = SlabStore<8192, 8>, T: CallStore = SlabStore<8192, 8>> {
+    client: Box<Caller<S, 4, 2048>>,
+    server: Box<Server<T>>,
     now: Instant,
     seen: std::collections::HashMap<CallRef, Seen>,
     warnings: Vec<(String, &'static str)>,
@@ -86,12 +85,18 @@ impl Pair {
     }
 
     fn with_both(config: EngineConfig, client: CallerConfig) -> Self {
+        Pair::with_stores(config, client, SlabStore::new(), SlabStore::new())
+    }
+}
+
+impl<S: CallStore, T: CallStore> Pair<S, T> {
+    fn with_stores(config: EngineConfig, client: CallerConfig, store: S, server_store: T) -> Self {
         Pair {
-            client: Box::new(Client::new(client, SlabStore::new(), Instant::ZERO)),
+            client: Box::new(Caller::new(client, store, Instant::ZERO)),
             server: Box::new(Server::new(
                 registry(&TOOLS),
                 config,
-                SlabStore::new(),
+                server_store,
                 Instant::ZERO,
             )),
             now: Instant::ZERO,
@@ -667,4 +672,53 @@ fn after_goaway_no_call_starts_and_unsent_calls_are_refused() {
     p.run();
     let seen = p.seen(a);
     assert!(seen.response.is_some() && !seen.refused, "{seen:?}");
+}
+
+#[test]
+fn a_growing_store_holds_what_a_call_carries() {
+    let store = || VecStore {
+        max: 1 << 20,
+        ..VecStore::default()
+    };
+    let mut p = Pair::with_stores(
+        EngineConfig::default(),
+        CallerConfig::default(),
+        store(),
+        store(),
+    );
+    assert_eq!(p.client.store().live, 0, "no call, no buffer");
+    // The tools/list result without the invalid tool is written after the
+    // response in the receive buffer, which grows for it.
+    let l = p.call(
+        &format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{{{META}}}}}"#),
+        None,
+    );
+    p.run();
+    let list = p.seen(l).response.expect("tools/list");
+    assert!(
+        !list.contains("broken") && list.contains("lookup"),
+        "{list}"
+    );
+    assert_eq!(p.client.store().live, 0);
+    // A call whose request and response are far larger than the slab's.
+    let text = "q".repeat(50_000);
+    let c = p.call(
+        &tools_call(2, "echo", &format!(r#"{{"text":"{text}"}}"#)),
+        None,
+    );
+    p.run();
+    assert_eq!(p.client.store().live, 1, "the request's buffer");
+    let out = format!(
+        r#"{{"content":[{{"type":"text","text":"{}"}}]}}"#,
+        "r".repeat(200_000)
+    );
+    p.server
+        .respond(p.requests.last().unwrap().call, out.as_bytes())
+        .unwrap();
+    p.run();
+    let r = p.seen(c).response.expect("response");
+    assert!(r.len() > 200_000 && r.contains("rrrr"));
+    assert!(p.seen(c).ended);
+    assert_eq!(p.client.store().live, 0, "both buffers back");
+    assert!(p.client.store().peak_bytes >= 200_000);
 }

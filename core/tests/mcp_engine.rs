@@ -13,7 +13,7 @@ use mcpwire_core::time::Instant;
 
 mod common;
 
-use common::mcp::{META, Server, registry};
+use common::mcp::{META, Server, VecStore, registry};
 
 type Client = Connection<8, 4096, 16384, 16>;
 
@@ -554,47 +554,6 @@ fn authorization_comes_before_any_answer() {
             .get(&accepted)
             .is_none_or(|s| s.trailer("grpc-status").is_none())
     );
-}
-
-/// A store over `Vec`s that counts the buffers calls hold, as a driver
-/// with an allocator would write it.
-#[derive(Debug, Default)]
-struct VecStore {
-    max: usize,
-    live: usize,
-    peak_bytes: usize,
-}
-
-impl CallStore for VecStore {
-    type Buf = Vec<u8>;
-    fn max_len(&self) -> usize {
-        self.max
-    }
-    fn take(&mut self, len: usize) -> Option<Vec<u8>> {
-        (len <= self.max).then(|| {
-            self.live += 1;
-            vec![0; len]
-        })
-    }
-    fn grow(&mut self, buf: &mut Vec<u8>, len: usize) -> bool {
-        if len > self.max {
-            return false;
-        }
-        if buf.len() < len {
-            buf.resize(len, 0);
-        }
-        self.peak_bytes = self.peak_bytes.max(buf.len());
-        true
-    }
-    fn bytes<'a>(&'a self, buf: &'a Vec<u8>) -> &'a [u8] {
-        buf
-    }
-    fn bytes_mut<'a>(&'a mut self, buf: &'a mut Vec<u8>) -> &'a mut [u8] {
-        buf
-    }
-    fn put(&mut self, _: Vec<u8>) {
-        self.live -= 1;
-    }
 }
 
 fn echo_call(id: u32, text: &str) -> String {

@@ -1,9 +1,9 @@
 //! Fixtures shared by the MCP engine tests (`mcp_engine.rs`, `caller.rs`):
 //! the server engine's type, the test registry and the request `_meta`.
 
-use mcpwire_core::mcp::SlabStore;
 use mcpwire_core::mcp::registry::{Registry, ServerInfo, ToolInfo};
 use mcpwire_core::mcp::server::Engine;
+use mcpwire_core::mcp::{CallStore, SlabStore};
 
 /// The server engine under test, on a slab store by default.
 pub type Server<S = SlabStore<8192, 8>> = Engine<'static, S, 8, 4096, 16384>;
@@ -45,3 +45,44 @@ pub fn registry(tools: &'static [ToolInfo<'static>]) -> Registry<'static> {
 
 /// The `_meta` member every request carries (without braces around it).
 pub const META: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}"#;
+
+/// A growing store over `Vec`s that counts the buffers calls hold, as a
+/// driver with an allocator would write it.
+#[derive(Debug, Default)]
+pub struct VecStore {
+    pub max: usize,
+    pub live: usize,
+    pub peak_bytes: usize,
+}
+
+impl CallStore for VecStore {
+    type Buf = Vec<u8>;
+    fn max_len(&self) -> usize {
+        self.max
+    }
+    fn take(&mut self, len: usize) -> Option<Vec<u8>> {
+        (len <= self.max).then(|| {
+            self.live += 1;
+            vec![0; len]
+        })
+    }
+    fn grow(&mut self, buf: &mut Vec<u8>, len: usize) -> bool {
+        if len > self.max {
+            return false;
+        }
+        if buf.len() < len {
+            buf.resize(len, 0);
+        }
+        self.peak_bytes = self.peak_bytes.max(buf.len());
+        true
+    }
+    fn bytes<'a>(&'a self, buf: &'a Vec<u8>) -> &'a [u8] {
+        buf
+    }
+    fn bytes_mut<'a>(&'a mut self, buf: &'a mut Vec<u8>) -> &'a mut [u8] {
+        buf
+    }
+    fn put(&mut self, _: Vec<u8>) {
+        self.live -= 1;
+    }
+}
