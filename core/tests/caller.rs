@@ -73,6 +73,8 @@ struct Pair<S: CallStore = SlabStore<8192, 8>, T: CallStore = SlabStore<8192, 8>
     /// Octets the client wrote.
     client_bytes: usize,
     authorize: Option<Code>,
+    /// The `authorization` of each call the server was asked to authorize.
+    authorizations: Vec<Option<String>>,
 }
 
 impl Pair {
@@ -106,6 +108,7 @@ impl<S: CallStore, T: CallStore> Pair<S, T> {
             server_events: Vec::new(),
             client_bytes: 0,
             authorize: None,
+            authorizations: Vec::new(),
         }
     }
 
@@ -152,7 +155,12 @@ impl<S: CallStore, T: CallStore> Pair<S, T> {
                     params: String::from_utf8(request.params.to_vec()).unwrap(),
                     deadline: request.deadline,
                 }),
-                ServerEvent::Authorize { call, .. } => {
+                ServerEvent::Authorize {
+                    call,
+                    authorization,
+                } => {
+                    self.authorizations
+                        .push(authorization.map(|a| String::from_utf8(a.to_vec()).unwrap()));
                     let code = self.authorize.unwrap_or(Code::Unauthenticated);
                     self.server
                         .unauthorized(call, code, "no token", "Bearer realm=\"x\"");
@@ -721,4 +729,45 @@ fn a_growing_store_holds_what_a_call_carries() {
     assert!(p.seen(c).ended);
     assert_eq!(p.client.store().live, 0, "both buffers back");
     assert!(p.client.store().peak_bytes >= 200_000);
+}
+
+#[test]
+fn metadata_set_at_run_time_goes_out_and_can_change() {
+    let mut p = Pair::with(EngineConfig {
+        authorize: true,
+        ..EngineConfig::default()
+    });
+    let list = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{{{META}}}}}"#);
+    // Not 'static: read at run time, dropped after the call.
+    let token = format!("Bearer {}", "t".repeat(3));
+    assert!(p.client.set_metadata(None, &[("Authorization", &token)]));
+    drop(token);
+    let c = p.call(&list, None);
+    p.run();
+    assert!(p.seen(c).failed.is_some());
+    let token = String::from("Bearer second");
+    assert!(
+        p.client
+            .set_metadata(Some("example.test"), &[("authorization", &token)])
+    );
+    let c = p.call(&list, None);
+    p.run();
+    assert!(p.seen(c).failed.is_some());
+    assert_eq!(
+        p.authorizations,
+        [
+            Some("Bearer ttt".to_owned()),
+            Some("Bearer second".to_owned())
+        ]
+    );
+    // Too long to encode: refused, the last metadata stays.
+    let huge = "x".repeat(70_000);
+    assert!(!p.client.set_metadata(None, &[("authorization", &huge)]));
+    let c = p.call(&list, None);
+    p.run();
+    assert!(p.seen(c).failed.is_some());
+    assert_eq!(
+        p.authorizations.last().unwrap().as_deref(),
+        Some("Bearer second")
+    );
 }

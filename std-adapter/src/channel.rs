@@ -186,12 +186,7 @@ impl Channel {
     }
 
     pub fn with_config(config: ChannelConfig) -> Self {
-        let caller = driver::caller_config(
-            &config.addr,
-            &config.extra_metadata,
-            config.request_timeout,
-            config.max_message_bytes,
-        );
+        let caller = driver::caller_config(config.request_timeout, config.max_message_bytes);
         Self {
             inner: Arc::new(Inner {
                 config,
@@ -304,6 +299,7 @@ impl Channel {
         }
         let h = ConnHandle::connect(
             &self.inner.config.addr,
+            &self.inner.config.extra_metadata,
             self.inner.caller,
             Arc::clone(&self.inner.schemas),
         )

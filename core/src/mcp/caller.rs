@@ -362,6 +362,16 @@ struct State<S: CallStore, R, const CACHE: usize> {
     closed_told: bool,
     /// The peer sent GOAWAY: no new call starts here.
     going_away: bool,
+    /// `:authority` and metadata set with [`Caller::set_metadata`], in a
+    /// buffer of the store (see [`OwnedMeta`]).
+    /// With the length of its contents (the buffer may be longer).
+    owned_meta: Option<(S::Buf, usize)>,
+}
+
+impl<S: CallStore, R, const CACHE: usize> State<S, R, CACHE> {
+    fn owned_meta(&self) -> OwnedMeta<'_> {
+        OwnedMeta::of(&self.store, &self.owned_meta)
+    }
 }
 
 /// The client engine over one connection: `CALLS` calls at a time (and
@@ -435,8 +445,35 @@ impl<
                 closed: None,
                 closed_told: false,
                 going_away: false,
+                owned_meta: None,
             },
         }
+    }
+
+    /// Sets the `:authority` and the metadata of every later call (and of
+    /// retries) from values that need not be `'static`, such as a bearer
+    /// token read at run time: they are copied into a buffer of the call
+    /// store, which is kept until they are set again. They replace
+    /// [`CallerConfig::authority`] (when `authority` is given) and go out
+    /// after [`CallerConfig::metadata`]. `false`, and nothing changed, when
+    /// a name or value is over 65535 octets or the store has no buffer for
+    /// them.
+    pub fn set_metadata(&mut self, authority: Option<&str>, metadata: &[(&str, &str)]) -> bool {
+        let Some(len) = OwnedMeta::encoded_len(authority, metadata) else {
+            return false;
+        };
+        let Some(mut buf) = self.st.store.take(len) else {
+            return false;
+        };
+        OwnedMeta::encode(
+            &mut self.st.store.bytes_mut(&mut buf)[..len],
+            authority,
+            metadata,
+        );
+        if let Some((old, _)) = self.st.owned_meta.replace((buf, len)) {
+            self.st.store.put(old);
+        }
+        true
     }
 
     /// The HTTP/2 connection, for its state.
@@ -513,6 +550,7 @@ impl<
         build_head(
             &mut head,
             &self.config,
+            self.st.owned_meta(),
             self.st.cache_schema(body),
             body,
             None,
@@ -758,7 +796,8 @@ impl<
                 }
                 let mut head = Head::new();
                 let schema = self.st.cache.get(tool_name(body).unwrap_or(b""));
-                if let Err(e) = build_head(&mut head, &self.config, schema, body, left) {
+                let owned = OwnedMeta::of(&self.st.store, &self.st.owned_meta);
+                if let Err(e) = build_head(&mut head, &self.config, owned, schema, body, left) {
                     a.reset_owed = true;
                     fail_rpc(&mut self.st.store, slot, e);
                     continue;
@@ -1916,12 +1955,78 @@ impl Head {
     }
 }
 
+/// `:authority` and metadata copied by [`Caller::set_metadata`]: a u16
+/// (little-endian) length and the authority (0 for none: the config's),
+/// then per pair a u16 name length, a u16 value length, the name and the
+/// value. Empty when none were set.
+#[derive(Clone, Copy)]
+struct OwnedMeta<'a>(&'a [u8]);
+
+impl<'a> OwnedMeta<'a> {
+    fn of<S: CallStore>(store: &'a S, buf: &'a Option<(S::Buf, usize)>) -> Self {
+        Self(match buf {
+            Some((buf, len)) => store.bytes(buf).get(..*len).unwrap_or_default(),
+            None => &[],
+        })
+    }
+
+    fn encoded_len(authority: Option<&str>, metadata: &[(&str, &str)]) -> Option<usize> {
+        let fits = |s: &str| u16::try_from(s.len()).is_ok();
+        if !authority.is_none_or(fits) || !metadata.iter().all(|(n, v)| fits(n) && fits(v)) {
+            return None;
+        }
+        let pairs: usize = metadata.iter().map(|(n, v)| 4 + n.len() + v.len()).sum();
+        Some(2 + authority.map_or(0, str::len) + pairs)
+    }
+
+    /// Writes into `out`, which is exactly `encoded_len` long.
+    fn encode(out: &mut [u8], authority: Option<&str>, metadata: &[(&str, &str)]) {
+        let mut at = 0;
+        let mut put = |b: &[u8]| {
+            out[at..at + b.len()].copy_from_slice(b);
+            at += b.len();
+        };
+        let a = authority.unwrap_or("");
+        put(&(a.len() as u16).to_le_bytes());
+        put(a.as_bytes());
+        for (n, v) in metadata {
+            put(&(n.len() as u16).to_le_bytes());
+            put(&(v.len() as u16).to_le_bytes());
+            put(n.as_bytes());
+            put(v.as_bytes());
+        }
+    }
+
+    fn u16_at(&self, at: usize) -> Option<usize> {
+        let b = self.0.get(at..at + 2)?;
+        Some(usize::from(u16::from_le_bytes([b[0], b[1]])))
+    }
+
+    fn authority(&self) -> Option<&'a [u8]> {
+        let n = self.u16_at(0).filter(|&n| n > 0)?;
+        self.0.get(2..2 + n)
+    }
+
+    fn pairs(self) -> impl Iterator<Item = (&'a [u8], &'a [u8])> {
+        let mut at = 2 + self.u16_at(0).unwrap_or(0);
+        core::iter::from_fn(move || {
+            let n = self.u16_at(at)?;
+            let v = self.u16_at(at + 2)?;
+            let name = self.0.get(at + 4..at + 4 + n)?;
+            let value = self.0.get(at + 4 + n..at + 4 + n + v)?;
+            at += 4 + n + v;
+            Some((name, value))
+        })
+    }
+}
+
 /// The request head of a call: the gRPC fields, `grpc-timeout` with the
 /// time `left`, the configured metadata and the headers mirrored from
 /// `body` (with the tool's cached `schema`).
 fn build_head(
     head: &mut Head,
     config: &CallerConfig,
+    owned: OwnedMeta<'_>,
     schema: Option<&[u8]>,
     body: &[u8],
     left: Option<Duration>,
@@ -1929,23 +2034,28 @@ fn build_head(
     head.push(b":method", b"POST", false);
     head.push(b":scheme", config.scheme.as_bytes(), false);
     head.push(b":path", TUNNEL_PATH, false);
-    head.push(b":authority", config.authority.as_bytes(), false);
+    let authority = owned.authority().unwrap_or(config.authority.as_bytes());
+    head.push(b":authority", authority, false);
     head.push(b"content-type", b"application/grpc+proto", false);
     head.push(b"te", b"trailers", false);
     if let Some(left) = left {
         let mut text = [0u8; 10];
         head.push(b"grpc-timeout", timeout::format(left, &mut text), false);
     }
-    for (name, value) in config.metadata {
+    let fixed = config
+        .metadata
+        .iter()
+        .map(|(n, v)| (n.as_bytes(), v.as_bytes()));
+    for (name, value) in fixed.chain(owned.pairs()) {
         let mut lower = [0u8; 64];
         let Some(dst) = lower.get_mut(..name.len()) else {
             return Err(RpcError::new(INVALID_REQUEST, "metadata name too long"));
         };
-        for (d, s) in dst.iter_mut().zip(name.bytes()) {
+        for (d, s) in dst.iter_mut().zip(name) {
             *d = s.to_ascii_lowercase();
         }
         let sensitive = dst == b"authorization";
-        head.push(&lower[..name.len()], value.as_bytes(), sensitive);
+        head.push(&lower[..name.len()], value, sensitive);
     }
     mirror_headers(body, schema, |n, v| head.push(n, v, false))?;
     if head.full {

@@ -124,6 +124,7 @@ impl ConnHandle {
     /// caller starts with the annotated schemas of `schemas`.
     pub(crate) async fn connect(
         addr: &str,
+        metadata: &[(String, String)],
         config: CallerConfig,
         schemas: Schemas,
     ) -> io::Result<Self> {
@@ -131,6 +132,16 @@ impl ConnHandle {
         socket.set_nodelay(true)?;
         let store = HeapStore::new(config.max_message_bytes.saturating_add(BUF_SLACK));
         let mut caller = Box::new(McpCaller::new(config, store, now()));
+        let pairs: Vec<(&str, &str)> = metadata
+            .iter()
+            .map(|(n, v)| (n.as_str(), v.as_str()))
+            .collect();
+        if !caller.set_metadata(Some(addr), &pairs) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "a metadata name or value is over 65535 octets",
+            ));
+        }
         if let Ok(map) = schemas.lock() {
             for (name, schema) in map.iter() {
                 if let Ok(name) = serde_json::to_vec(name) {
@@ -155,50 +166,12 @@ impl ConnHandle {
     }
 }
 
-/// Makes `'static` copies of a channel's settings for [`CallerConfig`]:
-/// one per distinct value, kept for the life of the process.
-pub(crate) fn caller_config(
-    authority: &str,
-    metadata: &[(String, String)],
-    request_timeout: Duration,
-    max_message_bytes: usize,
-) -> CallerConfig {
-    type Pairs = &'static [(&'static str, &'static str)];
-    type Table<K, V> = OnceLock<Mutex<HashMap<K, V>>>;
-    static AUTHORITIES: Table<String, &'static str> = OnceLock::new();
-    static METADATA: Table<Vec<(String, String)>, Pairs> = OnceLock::new();
-    let authority = {
-        let table = AUTHORITIES.get_or_init(Default::default);
-        let mut t = table
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        *t.entry(authority.to_owned())
-            .or_insert_with(|| Box::leak(authority.to_owned().into_boxed_str()))
-    };
-    let metadata: Pairs = if metadata.is_empty() {
-        &[]
-    } else {
-        let table = METADATA.get_or_init(Default::default);
-        let mut t = table
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        *t.entry(metadata.to_vec()).or_insert_with(|| {
-            let pairs: Vec<(&'static str, &'static str)> = metadata
-                .iter()
-                .map(|(n, v)| {
-                    let n: &'static str = Box::leak(n.clone().into_boxed_str());
-                    let v: &'static str = Box::leak(v.clone().into_boxed_str());
-                    (n, v)
-                })
-                .collect();
-            Box::leak(pairs.into_boxed_slice())
-        })
-    };
+/// The caller's settings for a channel (its `:authority` and metadata are
+/// set per connection with [`Caller::set_metadata`]).
+pub(crate) fn caller_config(request_timeout: Duration, max_message_bytes: usize) -> CallerConfig {
     CallerConfig {
-        authority,
         scheme: "http",
         request_timeout,
-        metadata,
         max_message_bytes,
         ..CallerConfig::default()
     }
