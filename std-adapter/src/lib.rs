@@ -12,6 +12,7 @@
 mod app;
 pub mod auth;
 pub mod channel;
+mod clock;
 pub mod demo;
 mod outbox;
 pub mod portable;

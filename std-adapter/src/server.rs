@@ -22,7 +22,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -30,7 +30,6 @@ use mcpwire_core::mcp::error::{INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND}
 use mcpwire_core::mcp::meta::{KEY_SERVER_INFO, KEY_SUBSCRIPTION_ID};
 use mcpwire_core::mcp::registry::Registry;
 use mcpwire_core::mcp::server::{Engine, EngineConfig, SendError, ServerEvent};
-use mcpwire_core::time::Instant;
 use serde_json::{Map, Value, json};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream, ToSocketAddrs};
@@ -41,6 +40,7 @@ use crate::app::{
     App, CallLink, Handlers, ListenEvent, PromptGet, ResourceRead, Role, ToolCall, ToolError,
 };
 use crate::auth::{Auth, AuthDecision, bearer_token, refusal};
+use crate::clock::{Timer, now};
 use crate::outbox;
 use crate::storage::HeapStorage;
 use crate::store::HeapStore;
@@ -263,19 +263,6 @@ impl Server {
 // ----------------------------------------------------------------------
 
 /// The core's clock: microseconds since the first use in this process.
-fn now() -> Instant {
-    Instant::from_micros(u64::try_from(origin().elapsed().as_micros()).unwrap_or(u64::MAX))
-}
-
-fn origin() -> &'static std::time::Instant {
-    static ORIGIN: OnceLock<std::time::Instant> = OnceLock::new();
-    ORIGIN.get_or_init(std::time::Instant::now)
-}
-
-fn to_tokio(at: Instant) -> tokio::time::Instant {
-    tokio::time::Instant::from_std(*origin() + Duration::from_micros(at.as_micros()))
-}
-
 /// Polls `fut` once, with a waker that does nothing (a future that waits
 /// registers the real one when its task polls it again); a panic is caught.
 fn poll_once<F: Future + ?Sized>(fut: Pin<&mut F>) -> Poll<std::thread::Result<F::Output>> {
@@ -510,9 +497,7 @@ impl Conn {
         // The timer and the stop signal live across the loop: making them
         // anew on each turn would register and drop a timer entry and a
         // waiter on the server-wide signal every time.
-        let timer = tokio::time::sleep_until(tokio::time::Instant::now());
-        tokio::pin!(timer);
-        let mut armed: Option<tokio::time::Instant> = None;
+        let mut timer = Timer::new();
         let mut stop = self.stop.clone();
         let stop_signal = async move {
             // An error means the server is gone: stop as well.
@@ -533,13 +518,7 @@ impl Conn {
             if idle && (self.engine.is_closed() || eof || (stopping && self.calls.0.is_empty())) {
                 break;
             }
-            let deadline = self.engine.poll_timeout().map(to_tokio);
-            if deadline != armed {
-                if let Some(at) = deadline {
-                    timer.as_mut().reset(at);
-                }
-                armed = deadline;
-            }
+            timer.set(self.engine.poll_timeout());
             tokio::select! {
                 r = read_shared(&mut rd), if !eof => match r {
                     Ok(0) => {
@@ -563,9 +542,7 @@ impl Conn {
                     }
                     self.drain_events();
                 }
-                () = &mut timer, if armed.is_some() => {
-                    // Set again on the next turn, even to the same instant.
-                    armed = None;
+                () = timer.fired(), if timer.is_set() => {
                     self.engine.handle_timeout(now());
                     self.drain_events();
                 }

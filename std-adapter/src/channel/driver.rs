@@ -16,14 +16,14 @@
 use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use mcpwire_core::mcp::caller::{
     CallEvent, CallRef, Caller, CallerConfig, Diagnostics as CoreDiagnostics, StartError,
 };
-use mcpwire_core::time::Instant;
 
+use crate::clock::{Timer, now};
 use crate::storage::HeapStorage;
 use crate::store::HeapStore;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -180,26 +180,6 @@ pub(crate) fn caller_config(request_timeout: Duration, max_message_bytes: usize)
 // ----------------------------------------------------------------------
 // Time
 // ----------------------------------------------------------------------
-
-fn now() -> Instant {
-    Instant::from_micros(u64::try_from(origin().elapsed().as_micros()).unwrap_or(u64::MAX))
-}
-
-fn origin() -> &'static std::time::Instant {
-    static ORIGIN: OnceLock<std::time::Instant> = OnceLock::new();
-    ORIGIN.get_or_init(std::time::Instant::now)
-}
-
-fn to_tokio(at: Instant) -> tokio::time::Instant {
-    tokio::time::Instant::from_std(*origin() + Duration::from_micros(at.as_micros()))
-}
-
-async fn sleep_until(deadline: Option<tokio::time::Instant>) {
-    match deadline {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
-    }
-}
 
 // ----------------------------------------------------------------------
 // The task
@@ -481,6 +461,7 @@ impl Task {
         let mut eof = false;
         let mut commands_open = true;
         let mut goaway_sent = false;
+        let mut timer = Timer::new();
         let result: io::Result<()> = loop {
             if written == out.len() {
                 out.clear();
@@ -496,7 +477,7 @@ impl Task {
             if written == out.len() && (self.caller.is_closed() || eof || goaway_sent) {
                 break Ok(());
             }
-            let deadline = self.caller.poll_timeout().map(to_tokio);
+            timer.set(self.caller.poll_timeout());
             tokio::select! {
                 r = rd.read(&mut rbuf), if !eof => match r {
                     Ok(0) => {
@@ -519,7 +500,7 @@ impl Task {
                     Some(cmd) => self.command(cmd),
                     None => commands_open = false,
                 },
-                () = sleep_until(deadline), if deadline.is_some() => {
+                () = timer.fired(), if timer.is_set() => {
                     self.caller.handle_timeout(now());
                     self.drain_events();
                 }
