@@ -33,7 +33,10 @@ enum Step {
         end: bool,
     },
     /// Raw DATA on it.
-    Data { bytes: Vec<u8>, end: bool },
+    Data {
+        bytes: Vec<u8>,
+        end: bool,
+    },
     /// One gRPC message holding these bytes, its length declared honestly.
     Message(Vec<u8>),
     /// Trailers on it.

@@ -117,13 +117,20 @@ fuzz_target!(|input: Input| {
             Field::new(b":path", TUNNEL_PATH),
             Field::new(b":authority", b"fuzz"),
         ];
-        if !call.headers.iter().any(|(h, _)| matches!(h, Header::ContentType)) {
+        if !call
+            .headers
+            .iter()
+            .any(|(h, _)| matches!(h, Header::ContentType))
+        {
             fields.push(Field::new(b"content-type", b"application/grpc"));
         }
         for (h, v) in call.headers.iter().take(12) {
             fields.push(Field::new(h.name(), v));
         }
-        if client.send_headers(stream, fields.iter().copied(), false).is_err() {
+        if client
+            .send_headers(stream, fields.iter().copied(), false)
+            .is_err()
+        {
             let _ = client.reset(stream, ErrorCode::CANCEL);
             continue;
         }
@@ -137,12 +144,24 @@ fuzz_target!(|input: Input| {
             let _ = client.reset(stream, ErrorCode::CANCEL);
         }
         now += 1000;
-        pump(&mut client, &mut server, &mut queues, cut, Instant::from_micros(now));
+        pump(
+            &mut client,
+            &mut server,
+            &mut queues,
+            cut,
+            Instant::from_micros(now),
+        );
     }
     // Let deadlines pass too.
     now += 120_000_000;
     server.handle_timeout(Instant::from_micros(now));
-    pump(&mut client, &mut server, &mut queues, cut, Instant::from_micros(now));
+    pump(
+        &mut client,
+        &mut server,
+        &mut queues,
+        cut,
+        Instant::from_micros(now),
+    );
 });
 
 /// Bytes on their way: client to server, server to client.
