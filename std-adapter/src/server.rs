@@ -16,7 +16,7 @@
 //! closed).
 
 use std::cell::RefCell;
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
@@ -42,7 +42,7 @@ use crate::app::{
 use crate::auth::{Auth, AuthDecision, bearer_token, refusal};
 use crate::clock::{Timer, now};
 use crate::outbox;
-use crate::storage::HeapStorage;
+use crate::storage::{HeapStorage, grow_doubling};
 use crate::store::HeapStore;
 #[cfg(feature = "tls")]
 use crate::tls::{ALPN_H2, TlsConfig};
@@ -378,28 +378,55 @@ impl Running {
     }
 }
 
-/// The running calls; dropping them (the connection task ends or is
-/// aborted) aborts their handlers.
+/// The running calls, at their engine record's index (so the set grows to
+/// the most calls a connection had at once, like the engine's records, and
+/// a call's start and end allocate nothing); dropping them (the connection
+/// task ends or is aborted) aborts their handlers.
 #[derive(Default)]
-struct Calls(HashMap<CallId, Running>);
+struct Calls(Vec<Option<(CallId, Running)>>);
 
 impl Calls {
-    /// Removes a call; the map's memory goes back once no call runs, so an
-    /// idle connection holds none.
-    fn remove(&mut self, call: &CallId) -> Option<Running> {
-        let r = self.0.remove(call);
-        if self.0.is_empty() && self.0.capacity() > 0 {
-            self.0 = HashMap::new();
+    fn insert(&mut self, call: CallId, running: Running) {
+        let i = call.index();
+        grow_doubling(&mut self.0, i + 1, usize::MAX, || None);
+        // The engine reuses an index only after that call ended; a record
+        // still here lost its end: stop its handler.
+        if let Some((_, old)) = self.0[i].replace((call, running)) {
+            old.stop();
         }
-        r
+    }
+
+    fn get_mut(&mut self, call: &CallId) -> Option<&mut Running> {
+        match self.0.get_mut(call.index()) {
+            Some(Some((c, r))) if c == call => Some(r),
+            _ => None,
+        }
+    }
+
+    fn remove(&mut self, call: &CallId) -> Option<Running> {
+        let slot = self.0.get_mut(call.index())?;
+        if slot.as_ref().is_some_and(|(c, _)| c == call) {
+            slot.take().map(|(_, r)| r)
+        } else {
+            None
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.iter().all(Option::is_none)
+    }
+
+    /// Stops every running call.
+    fn stop_all(&mut self) {
+        for (_, r) in self.0.iter_mut().filter_map(Option::take) {
+            r.stop();
+        }
     }
 }
 
 impl Drop for Calls {
     fn drop(&mut self) {
-        for (_, r) in self.0.drain() {
-            r.stop();
-        }
+        self.stop_all();
     }
 }
 
@@ -515,7 +542,7 @@ impl Conn {
             // After the peer's EOF, or once the GOAWAY of a shutdown has
             // gone out and no call is left, close the socket (dropping the
             // calls aborts their handlers).
-            if idle && (self.engine.is_closed() || eof || (stopping && self.calls.0.is_empty())) {
+            if idle && (self.engine.is_closed() || eof || (stopping && self.calls.is_empty())) {
                 break;
             }
             timer.set(self.engine.poll_timeout());
@@ -635,9 +662,7 @@ impl Conn {
                     (_, None) => {}
                 },
                 Owned::Closed => {
-                    for (_, r) in std::mem::take(&mut self.calls.0) {
-                        r.stop();
-                    }
+                    self.calls.stop_all();
                 }
             }
         }
@@ -648,7 +673,7 @@ impl Conn {
     fn outgoing(&mut self, msg: Outgoing) {
         let call = msg.call();
         // Unknown: the call was cancelled meanwhile.
-        if let Some(r) = self.calls.0.get_mut(&call) {
+        if let Some(r) = self.calls.get_mut(&call) {
             r.pending.push_back(msg);
             self.flush_call(call);
         }
@@ -657,7 +682,7 @@ impl Conn {
     /// Hands the call's queued messages to the engine, in order, until it
     /// is busy.
     fn flush_call(&mut self, call: CallId) {
-        let Some(r) = self.calls.0.get_mut(&call) else {
+        let Some(r) = self.calls.get_mut(&call) else {
             return;
         };
         while let Some(msg) = r.pending.front() {
@@ -823,7 +848,7 @@ impl Conn {
             // Nothing of this call waits in the channel (it is empty): the
             // answer goes to the engine at once.
             if self.tx.is_empty() {
-                self.calls.0.insert(call, running);
+                self.calls.insert(call, running);
                 self.outgoing(msg);
                 return;
             }
@@ -838,7 +863,7 @@ impl Conn {
                 // The connection is going away.
                 Err(outbox::TrySendError::Closed(_)) => return,
             }
-            self.calls.0.insert(call, running);
+            self.calls.insert(call, running);
             return;
         }
         let handle = tokio::spawn(work);
@@ -855,7 +880,7 @@ impl Conn {
             };
             let _ = out.send(Outgoing::from_result(call, result)).await;
         });
-        self.calls.0.insert(
+        self.calls.insert(
             call,
             Running {
                 task: Some(task),

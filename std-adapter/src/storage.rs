@@ -168,16 +168,23 @@ impl<T: Default, const N: usize> Records<T> for HeapRecords<T, N> {
         if len > N {
             return false;
         }
-        let v = &mut self.0;
-        if len > v.len() {
-            if len > v.capacity() {
-                let cap = len.max(2 * v.capacity()).min(N);
-                v.reserve_exact(cap - v.len());
-            }
-            v.resize_with(len, T::default);
-        }
+        grow_doubling(&mut self.0, len, N, T::default);
         true
     }
+}
+
+/// Makes `v` at least `len` long with `fill`'s values, its capacity doubling
+/// from the first element (not from `Vec`'s first four) and never above
+/// `limit` (nor below `len`).
+pub(crate) fn grow_doubling<T>(v: &mut Vec<T>, len: usize, limit: usize, fill: impl FnMut() -> T) {
+    if len <= v.len() {
+        return;
+    }
+    if len > v.capacity() {
+        let cap = len.max((2 * v.capacity()).min(limit));
+        v.reserve_exact(cap - v.len());
+    }
+    v.resize_with(len, fill);
 }
 
 #[cfg(test)]
@@ -198,6 +205,19 @@ mod tests {
         assert_eq!(r.0.capacity(), 5, "never past the limit");
         assert!(!r.grow_to(6));
         assert_eq!(&r[..], &[9, 0, 0, 0, 0]);
+    }
+
+    #[test]
+    fn growing_one_at_a_time_doubles() {
+        let mut v: Vec<u8> = Vec::new();
+        for len in 1..=33 {
+            grow_doubling(&mut v, len, 64, || 0);
+            assert_eq!(v.len(), len);
+            assert!(v.capacity() <= 64, "capacity {} at {len}", v.capacity());
+        }
+        assert_eq!(v.capacity(), 64);
+        grow_doubling(&mut v, 10, 64, || 1);
+        assert_eq!(v.len(), 33, "never shrinks");
     }
 
     #[test]

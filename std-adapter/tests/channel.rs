@@ -12,7 +12,6 @@ use common::{Harness, eventually_every, start_on_with_tick};
 use mcpwire_core::grpc::Code;
 use mcpwire_tokio::{Channel, ChannelConfig, Message, Server, demo};
 use serde_json::{Value, json};
-use tokio::sync::oneshot;
 
 async fn start_on(addr: &str) -> Harness {
     start_on_with_tick(addr, Duration::from_secs(3600)).await
@@ -68,19 +67,15 @@ async fn tools_list_is_cached() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn demo_tools_list_has_five_tools() {
     let server = Server::bind("127.0.0.1:0").await.unwrap();
-    let addr = server.local_addr().unwrap();
-    let (stop, stopped) = oneshot::channel::<()>();
-    let served = tokio::spawn(server.serve_with_shutdown(
-        demo::app(Duration::from_secs(3600)),
-        async {
-            let _ = stopped.await;
-        },
-    ));
-    let channel = Channel::new(addr.to_string());
+    let h = common::serve(server, demo_app(), Default::default());
+    let channel = Channel::new(h.addr.to_string());
     let r = channel.request("tools/list", json!({})).await.unwrap();
     assert_eq!(r["result"]["tools"].as_array().unwrap().len(), 5, "{r}");
-    let _ = stop.send(());
-    let _ = served.await;
+    h.stop().await;
+}
+
+fn demo_app() -> mcpwire_tokio::App {
+    demo::app(Duration::from_secs(3600))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -327,14 +322,8 @@ async fn a_bearer_token_in_the_extra_metadata() {
         .await
         .unwrap()
         .with_auth(mcpwire_tokio::BearerTokens::new([("right-token", "alice")]));
-    let addr = server.local_addr().unwrap();
-    let (stop, stopped) = oneshot::channel::<()>();
-    let served = tokio::spawn(server.serve_with_shutdown(
-        demo::app(Duration::from_secs(3600)),
-        async {
-            let _ = stopped.await;
-        },
-    ));
+    let h = common::serve(server, demo_app(), Default::default());
+    let addr = h.addr;
     // Without the token: UNAUTHENTICATED, HTTP 401 and the challenge.
     let channel = Channel::new(addr.to_string());
     let e = channel
@@ -361,8 +350,7 @@ async fn a_bearer_token_in_the_extra_metadata() {
         let r = tool(&channel, "echo", json!({"text": text})).await;
         assert_eq!(r["result"]["content"][0]["text"], text, "{r}");
     }
-    let _ = stop.send(());
-    let _ = served.await;
+    h.stop().await;
 }
 
 // ----------------------------------------------------------------------

@@ -196,14 +196,8 @@ impl World {
         let mut buf = [0u8; 8192];
         for _ in 0..10_000 {
             let mut moved = false;
-            loop {
-                let n = self.client.poll_transmit(&mut buf);
-                if n == 0 {
-                    break;
-                }
-                self.up.extend_from_slice(&buf[..n]);
-                moved = true;
-            }
+            let client = &mut self.client;
+            moved |= drain_into(&mut self.up, &mut buf, |b| client.poll_transmit(b));
             if !self.up.is_empty() {
                 let r = self.server.recv(&self.up, t);
                 if let Some(d) = r.data {
@@ -220,14 +214,8 @@ impl World {
                     }
                 }
             }
-            loop {
-                let n = self.server.poll_transmit(&mut buf);
-                if n == 0 {
-                    break;
-                }
-                self.down.extend_from_slice(&buf[..n]);
-                moved = true;
-            }
+            let server = &mut self.server;
+            moved |= drain_into(&mut self.down, &mut buf, |b| server.poll_transmit(b));
             if !self.down.is_empty() {
                 let piece = &self.down[..self.down.len().min(self.cut)];
                 let used = self.client.recv(piece, t);
@@ -250,5 +238,23 @@ impl World {
             }
         }
         panic!("no quiet state after 10000 turns");
+    }
+}
+
+/// Appends everything `poll` writes (a `poll_transmit`) to `queue`; whether
+/// anything came.
+fn drain_into(
+    queue: &mut Vec<u8>,
+    buf: &mut [u8],
+    mut poll: impl FnMut(&mut [u8]) -> usize,
+) -> bool {
+    let mut any = false;
+    loop {
+        let n = poll(buf);
+        if n == 0 {
+            return any;
+        }
+        queue.extend_from_slice(&buf[..n]);
+        any = true;
     }
 }

@@ -177,28 +177,14 @@ fn pump(client: &mut Client, server: &mut Server, q: &mut Queues, cut: usize, t:
     let mut buf = [0u8; 8192];
     for _ in 0..10_000 {
         let mut moved = false;
-        loop {
-            let n = client.poll_transmit(&mut buf);
-            if n == 0 {
-                break;
-            }
-            q.up.extend_from_slice(&buf[..n]);
-            moved = true;
-        }
+        moved |= drain_into(&mut q.up, &mut buf, |b| client.poll_transmit(b));
         if !q.up.is_empty() {
             let used = server.recv(&q.up[..q.up.len().min(cut)], t);
             q.up.drain(..used);
             moved |= used > 0;
         }
         serve(server);
-        loop {
-            let n = server.poll_transmit(&mut buf);
-            if n == 0 {
-                break;
-            }
-            q.down.extend_from_slice(&buf[..n]);
-            moved = true;
-        }
+        moved |= drain_into(&mut q.down, &mut buf, |b| server.poll_transmit(b));
         if !q.down.is_empty() {
             let r = client.recv(&q.down, t);
             if let Some(d) = r.data {
@@ -221,6 +207,24 @@ fn pump(client: &mut Client, server: &mut Server, q: &mut Queues, cut: usize, t:
         }
     }
     panic!("no quiet state after 10000 turns");
+}
+
+/// Appends everything `poll` writes (a `poll_transmit`) to `queue`; whether
+/// anything came.
+fn drain_into(
+    queue: &mut Vec<u8>,
+    buf: &mut [u8],
+    mut poll: impl FnMut(&mut [u8]) -> usize,
+) -> bool {
+    let mut any = false;
+    loop {
+        let n = poll(buf);
+        if n == 0 {
+            return any;
+        }
+        queue.extend_from_slice(&buf[..n]);
+        any = true;
+    }
 }
 
 /// Answers every request the engine hands out, with progress first.

@@ -693,13 +693,11 @@ impl<
                 continue;
             };
             if a.terminal.is_none() && a.deadline.is_some_and(|d| now >= d) {
-                a.reset_owed = true;
-                fail_transport(
+                abort(
                     &mut self.st.store,
                     slot,
                     Code::DeadlineExceeded,
                     b"deadline exceeded",
-                    None,
                 );
             }
         }
@@ -784,13 +782,11 @@ impl<
                 let body = &bytes(&self.st.store, &slot.req)[a.json.0..a.json.1];
                 let left = a.deadline.map(|d| d.saturating_duration_since(self.now));
                 if left.is_some_and(|l| l.is_zero()) {
-                    a.reset_owed = true;
-                    fail_transport(
+                    abort(
                         &mut self.st.store,
                         slot,
                         Code::DeadlineExceeded,
                         b"deadline exceeded",
-                        None,
                     );
                     continue;
                 }
@@ -808,25 +804,21 @@ impl<
                     Err(StreamError::HeadersTooLarge { needed }) if needed < BUF => continue,
                     Err(StreamError::ConnectionClosed) => {
                         // GOAWAY or the end came before the head left.
-                        a.reset_owed = true;
-                        fail_transport(
+                        abort(
                             &mut self.st.store,
                             slot,
                             Code::Unavailable,
                             b"connection closed",
-                            None,
                         );
                         mark_refused(slot);
                         continue;
                     }
                     Err(_) => {
-                        a.reset_owed = true;
-                        fail_transport(
+                        abort(
                             &mut self.st.store,
                             slot,
                             Code::Internal,
                             b"the request head cannot be sent",
-                            None,
                         );
                         continue;
                     }
@@ -1023,13 +1015,11 @@ impl<S: CallStore, R: Records<Slot<S::Buf>>, const CACHE: usize> State<S, R, CAC
                 return;
             }
             if a.response.is_some() {
-                a.reset_owed = true;
-                fail_transport(
+                abort(
                     &mut self.store,
                     slot,
                     Code::Internal,
                     b"a message after the response",
-                    None,
                 );
                 return;
             }
@@ -1038,14 +1028,7 @@ impl<S: CallStore, R: Records<Slot<S::Buf>>, const CACHE: usize> State<S, R, CAC
             let (used, declared) = match a.decoder.feed_prefix(bytes) {
                 Ok(r) => r,
                 Err(e) => {
-                    a.reset_owed = true;
-                    fail_transport(
-                        &mut self.store,
-                        slot,
-                        e.code(),
-                        e.message().as_bytes(),
-                        None,
-                    );
+                    abort(&mut self.store, slot, e.code(), e.message().as_bytes());
                     return;
                 }
             };
@@ -1055,13 +1038,11 @@ impl<S: CallStore, R: Records<Slot<S::Buf>>, const CACHE: usize> State<S, R, CAC
             };
             let start = a.msg_start;
             if !ensure(&mut self.store, &mut slot.rx, start + declared) {
-                a.reset_owed = true;
-                fail_transport(
+                abort(
                     &mut self.store,
                     slot,
                     Code::ResourceExhausted,
                     b"message larger than the call buffer",
-                    None,
                 );
                 return;
             }
@@ -1079,13 +1060,11 @@ impl<S: CallStore, R: Records<Slot<S::Buf>>, const CACHE: usize> State<S, R, CAC
                         .filter(|j| json::validate(j, json::DEFAULT_MAX_DEPTH).is_ok())
                         .map(|j| offset_in(message, j, start))
                     else {
-                        a.reset_owed = true;
-                        fail_transport(
+                        abort(
                             &mut self.store,
                             slot,
                             Code::Internal,
                             b"a message is not JSON-RPC",
-                            None,
                         );
                         return;
                     };
@@ -1103,14 +1082,7 @@ impl<S: CallStore, R: Records<Slot<S::Buf>>, const CACHE: usize> State<S, R, CAC
                     }
                 }
                 Err(e) => {
-                    a.reset_owed = true;
-                    fail_transport(
-                        &mut self.store,
-                        slot,
-                        e.code(),
-                        e.message().as_bytes(),
-                        None,
-                    );
+                    abort(&mut self.store, slot, e.code(), e.message().as_bytes());
                     return;
                 }
             }
@@ -1768,6 +1740,15 @@ fn mark_refused<T>(slot: &mut Slot<T>) {
 }
 
 /// Ends call `slot` with a JSON-RPC error found by this end.
+/// Fails the call as a transport error and owes its stream a reset
+/// (RST_STREAM(CANCEL) goes out on the next pump).
+fn abort<S: CallStore>(store: &mut S, slot: &mut Slot<S::Buf>, status: Code, message: &[u8]) {
+    if let Some(a) = slot.active.as_mut() {
+        a.reset_owed = true;
+    }
+    fail_transport(store, slot, status, message, None);
+}
+
 fn fail_rpc<S: CallStore>(store: &mut S, slot: &mut Slot<S::Buf>, e: RpcError) {
     let (in_req, at) = write_failure(store, slot, e.code, e.message.as_bytes());
     let Some(a) = slot.active.as_mut() else {

@@ -98,6 +98,15 @@ pub struct CallId {
     stream: StreamRef,
 }
 
+impl CallId {
+    /// The engine's record of this call: below `STREAMS`, and reused by a
+    /// later call once this one is over (a driver can keep its own
+    /// per-call state in a slice indexed by it).
+    pub fn index(self) -> usize {
+        usize::from(self.index)
+    }
+}
+
 /// Why a call's handler must stop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CancelReason {

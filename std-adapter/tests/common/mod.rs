@@ -84,9 +84,14 @@ impl Harness {
 pub async fn start_on_with_tick(addr: &str, tick: Duration) -> Harness {
     let counters = Arc::new(Counters::default());
     let server = Server::bind(addr).await.unwrap();
+    let app = app(&counters, tick);
+    serve(server, app, counters)
+}
+
+/// Serves `app` on a bound `server` until the harness stops it.
+pub fn serve(server: Server, app: App, counters: Arc<Counters>) -> Harness {
     let addr = server.local_addr().unwrap();
     let (stop, stopped) = oneshot::channel::<()>();
-    let app = app(&counters, tick);
     let served = tokio::spawn(server.serve_with_shutdown(app, async {
         let _ = stopped.await;
     }));
