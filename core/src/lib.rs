@@ -8,7 +8,10 @@
 //! - [`hpack`]: header compression for HTTP/2 (RFC 7541).
 //! - [`h2`]: HTTP/2 connections (RFC 9113), client and server.
 //! - [`grpc`]: gRPC's messages, status, deadlines and metadata over HTTP/2.
-//! - [`mcp`]: MCP's JSON-RPC envelope, metadata rules and error codes.
+//! - [`mcp`]: the MCP engine (server and client) and its bindings.
+//!
+//! [`drive`] states the run loop every endpoint follows and helps drivers
+//! keep it.
 #![no_std]
 #![forbid(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
@@ -18,6 +21,7 @@
 #[cfg(test)]
 extern crate std;
 
+pub mod drive;
 pub mod grpc;
 pub mod h2;
 pub mod hpack;

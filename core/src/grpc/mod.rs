@@ -8,12 +8,14 @@
 //! - [`percent`] and [`base64`]: `grpc-message` and `-bin` metadata encodings.
 //! - [`RequestHead`]: the checks a server makes on a request's headers
 //!   (method, content type, encoding, path), each with the answer it owes.
+//! - [`response`]: the response head, trailers and trailers-only answers.
 
 pub mod base64;
 mod code;
 mod message;
 pub mod percent;
 mod request;
+pub mod response;
 pub mod timeout;
 
 pub use code::Code;

@@ -1,7 +1,100 @@
-//! The JSON-RPC 2.0 envelope of one message, found without building a tree.
+//! The JSON-RPC 2.0 envelope of one message: found without building a
+//! tree ([`Message::parse`], [`RequestSpans::parse`]) and written
+//! ([`write_result`], [`write_error`], [`write_notification`]). Every
+//! binding writes its JSON-RPC messages here.
+
+use core::ops::Range;
 
 use super::error::{INVALID_REQUEST, PARSE_ERROR, RpcError};
 use super::json;
+use super::writer::JsonWriter;
+
+/// Where the parts of a request lie in its message, as ranges of octets:
+/// a binding that keeps the message in a buffer it later reuses stores
+/// these instead of borrowing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestSpans {
+    /// The raw JSON id.
+    pub id: Range<usize>,
+    /// The method's text, without quotes; `None` when it has escapes (no
+    /// MCP method has any: such a request names no known method).
+    pub method: Option<Range<usize>>,
+    /// The raw `params` value.
+    pub params: Option<Range<usize>>,
+}
+
+/// What a message is, with the spans of a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Spans {
+    Request(RequestSpans),
+    Notification,
+    Response,
+}
+
+impl RequestSpans {
+    /// Parses `body` as [`Message::parse`] does and locates a request's
+    /// parts in it.
+    pub fn parse(body: &[u8], max_depth: usize) -> Result<Spans, RpcError> {
+        Ok(match Message::parse(body, max_depth)? {
+            Message::Request { id, method, params } => Spans::Request(RequestSpans {
+                id: json::span(body, id),
+                method: json::str_plain(method).map(|m| json::span(body, m)),
+                params: params.map(|p| json::span(body, p)),
+            }),
+            Message::Notification { .. } => Spans::Notification,
+            Message::Response { .. } | Message::Error { .. } => Spans::Response,
+        })
+    }
+}
+
+/// Writes `{"jsonrpc":"2.0","id":<id>,"result":` then what `result` writes,
+/// then `}`.
+pub fn write_result(w: &mut JsonWriter<'_>, id: &[u8], result: impl FnOnce(&mut JsonWriter<'_>)) {
+    w.raw(b"{\"jsonrpc\":\"2.0\",\"id\":")
+        .raw(id)
+        .raw(b",\"result\":");
+    result(w);
+    w.raw(b"}");
+}
+
+/// Writes an error response; `data` is raw JSON.
+pub fn write_error(
+    w: &mut JsonWriter<'_>,
+    id: &[u8],
+    code: i32,
+    message: &[u8],
+    data: Option<&[u8]>,
+) {
+    w.raw(b"{\"jsonrpc\":\"2.0\",\"id\":")
+        .raw(id)
+        .raw(b",\"error\":{\"code\":")
+        .int(i64::from(code));
+    w.raw(b",\"message\":").string(message);
+    if let Some(d) = data {
+        w.raw(b",\"data\":").raw(d);
+    }
+    w.raw(b"}}");
+}
+
+/// Writes a notification; `params` is raw JSON.
+pub fn write_notification(w: &mut JsonWriter<'_>, method: &[u8], params: &[u8]) {
+    w.raw(b"{\"jsonrpc\":\"2.0\",\"method\":")
+        .string(method)
+        .raw(b",\"params\":")
+        .raw(params)
+        .raw(b"}");
+}
+
+/// Writes a request; `id` and `params` are raw JSON.
+pub fn write_request(w: &mut JsonWriter<'_>, id: &[u8], method: &[u8], params: &[u8]) {
+    w.raw(b"{\"jsonrpc\":\"2.0\",\"id\":")
+        .raw(id)
+        .raw(b",\"method\":")
+        .string(method)
+        .raw(b",\"params\":")
+        .raw(params)
+        .raw(b"}");
+}
 
 /// One JSON-RPC message, as raw JSON slices of the body.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -140,6 +233,60 @@ mod tests {
         assert!(matches!(n, Message::Notification { params: None, .. }));
         let r = Message::parse(br#"{"jsonrpc":"2.0","id":1,"result":{}}"#, 16).unwrap();
         assert!(matches!(r, Message::Response { .. }));
+    }
+
+    #[test]
+    fn spans_locate_the_parts() {
+        let body = br#"{"jsonrpc":"2.0","id":"a1","method":"tools/call","params":{"name":"x"}}"#;
+        let Spans::Request(r) = RequestSpans::parse(body, 16).unwrap() else {
+            panic!("a request");
+        };
+        assert_eq!(&body[r.id], br#""a1""#);
+        assert_eq!(&body[r.method.unwrap()], b"tools/call");
+        assert_eq!(&body[r.params.unwrap()], br#"{"name":"x"}"#);
+        let escaped = br#"{"jsonrpc":"2.0","id":1,"method":"tools\/call"}"#;
+        let Spans::Request(r) = RequestSpans::parse(escaped, 16).unwrap() else {
+            panic!("a request");
+        };
+        assert_eq!((r.method, r.params), (None, None));
+    }
+
+    #[test]
+    fn writers_write_what_the_parser_reads() {
+        let mut buf = [0u8; 256];
+        let mut w = JsonWriter::new(&mut buf);
+        write_error(&mut w, b"7", -32602, b"bad \"x\"", Some(b"{\"a\":1}"));
+        let text = w.finish().unwrap();
+        assert_eq!(
+            Message::parse(text, 16).unwrap(),
+            Message::Error {
+                id: b"7",
+                error: br#"{"code":-32602,"message":"bad \"x\"","data":{"a":1}}"#
+            }
+        );
+        let mut buf = [0u8; 256];
+        let mut w = JsonWriter::new(&mut buf);
+        write_notification(&mut w, b"notifications/progress", b"{}");
+        let text = w.finish().unwrap();
+        assert!(matches!(
+            Message::parse(text, 16).unwrap(),
+            Message::Notification {
+                params: Some(b"{}"),
+                ..
+            }
+        ));
+        let mut buf = [0u8; 256];
+        let mut w = JsonWriter::new(&mut buf);
+        write_result(&mut w, b"\"r\"", |w| {
+            w.raw(b"{}");
+        });
+        assert_eq!(
+            Message::parse(w.finish().unwrap(), 16).unwrap(),
+            Message::Response {
+                id: b"\"r\"",
+                result: b"{}"
+            }
+        );
     }
 
     #[test]

@@ -452,6 +452,18 @@ pub fn str_eq(raw: &[u8], text: &[u8]) -> bool {
     !chars.failed && pos == text.len()
 }
 
+/// Where `part`, a slice of `whole` (as every slice this module returns
+/// of its input is), lies in it. A slice from elsewhere gives an empty
+/// range at the end.
+pub fn span(whole: &[u8], part: &[u8]) -> core::ops::Range<usize> {
+    let start = (part.as_ptr() as usize).wrapping_sub(whole.as_ptr() as usize);
+    if start <= whole.len() && part.len() <= whole.len() - start {
+        start..start + part.len()
+    } else {
+        whole.len()..whole.len()
+    }
+}
+
 /// The unescaped string, borrowed when it has no escapes.
 pub fn str_plain(raw: &[u8]) -> Option<&[u8]> {
     let inner = trim(raw).strip_prefix(b"\"")?.strip_suffix(b"\"")?;

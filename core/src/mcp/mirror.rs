@@ -288,17 +288,37 @@ pub fn name_member(method: &[u8]) -> Option<&'static [u8]> {
     }
 }
 
+/// The request headers of any binding, as the mirrored-header checks read
+/// them: an HTTP/2 header block, an HTTP/1.1 head, gRPC metadata. Names
+/// are compared in lowercase.
+pub trait HeaderSource {
+    /// The value of the first field called `name`.
+    fn header(&self, name: &[u8]) -> Option<&[u8]>;
+    /// The value of the first field whose name `matches`.
+    fn find_header(&self, matches: &mut dyn FnMut(&[u8]) -> bool) -> Option<&[u8]>;
+}
+
+impl HeaderSource for HeaderList<'_> {
+    fn header(&self, name: &[u8]) -> Option<&[u8]> {
+        self.get(name)
+    }
+
+    fn find_header(&self, matches: &mut dyn FnMut(&[u8]) -> bool) -> Option<&[u8]> {
+        self.iter().find(|f| matches(f.name)).map(|f| f.value)
+    }
+}
+
 /// Checks the mirrored headers of a request against its body. Any missing,
 /// malformed or different header is -32020. `scratch` holds decoded values
 /// (two at a time); too small a scratch reads as a mismatch.
 pub fn check<'s, const N: usize>(
     body: &Mirrored<'_>,
-    headers: HeaderList<'_>,
+    headers: &(impl HeaderSource + ?Sized),
     annotations: Option<&Annotations<'s, N>>,
     scratch: &mut [u8],
 ) -> Result<(), RpcError> {
     let (a, b) = scratch.split_at_mut(scratch.len() / 2);
-    let header = |name: &[u8]| headers.get(name);
+    let header = |name: &[u8]| headers.header(name);
     let equal = |h: &[u8], raw: &[u8], a: &mut [u8], b: &mut [u8]| -> Result<bool, RpcError> {
         let decoded = decode_value(h, a)?;
         let text = json::unescape(raw, b).ok_or(mismatch("value too long to compare"))?;
@@ -327,9 +347,7 @@ pub fn check<'s, const N: usize>(
             continue;
         };
         let h = headers
-            .iter()
-            .find(|f| is_param_header(f.name, ann.name))
-            .map(|f| f.value)
+            .find_header(&mut |name| is_param_header(name, ann.name))
             .ok_or(mismatch(
                 "missing mcp-param header for an annotated argument",
             ))?;

@@ -1,0 +1,220 @@
+//! The transport-free half of the server: what one request message is, in
+//! the order MCP 2026-07-28 §5.6 gives the checks, and where it goes.
+//!
+//! A binding collects a request message and its headers, then asks
+//! [`check`] and [`route`]; it maps the outcome to its wire (the gRPC tunnel
+//! to trailers, an HTTP binding to a status and a body). The answers the
+//! registry makes itself are written by [`write_builtin`].
+
+use super::super::error::{
+    HEADER_MISMATCH, INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, RpcError,
+    UNSUPPORTED_PROTOCOL_VERSION,
+};
+use super::super::meta::{RequestMeta, SUPPORTED_VERSIONS};
+use super::super::mirror::{self, Annotations, HeaderSource, Mirrored};
+use super::super::registry::{MAX_ANNOTATIONS, Registry};
+use super::super::writer::JsonWriter;
+use super::super::{envelope, json};
+use super::request::Handler;
+
+/// JSON nesting accepted in a request.
+pub const MAX_DEPTH: usize = 64;
+
+/// Where a checked request goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// The engine answers from the registry.
+    Builtin(Builtin),
+    /// The application's handler answers.
+    Handle(HandlerRef),
+    /// `subscriptions/listen`: the engine keeps the stream.
+    Listen,
+    /// A JSON-RPC error answered in band (the request was understood, but
+    /// names nothing the server has).
+    Reject(RpcError),
+}
+
+/// A handler route, opaque to bindings: they keep it with the call and give
+/// it back to build the [`RequestKind`](super::RequestKind).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HandlerRef(pub(crate) Handler);
+
+/// Methods the engine answers from the registry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Builtin {
+    Discover,
+    Tools,
+    Resources,
+    Templates,
+    Prompts,
+}
+
+/// How a rejected request is answered by a binding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Level {
+    /// Before any handler: the binding's protocol answer (gRPC trailers
+    /// with `mcp-error-*`, HTTP 400 with a JSON-RPC error body).
+    Protocol,
+    /// An ordinary JSON-RPC error response.
+    InBand,
+}
+
+/// The level at which a check's error is answered: a header mismatch and an
+/// unsupported version are protocol errors; everything else is in band.
+pub fn level(e: &RpcError) -> Level {
+    match e.code {
+        HEADER_MISMATCH | UNSUPPORTED_PROTOCOL_VERSION => Level::Protocol,
+        _ => Level::InBand,
+    }
+}
+
+/// `_meta`, the protocol version and the mirrored headers of a request,
+/// in the order of MCP §5.6. `method` is the method's text (no quotes);
+/// `params` the raw `params`.
+pub fn check(
+    registry: &Registry<'_>,
+    method: &[u8],
+    method_raw: &[u8],
+    params: Option<&[u8]>,
+    headers: &(impl HeaderSource + ?Sized),
+) -> Result<(), RpcError> {
+    let meta = RequestMeta::read(params)?;
+    let mut scratch = [0u8; 512];
+    // A version header that differs from the body is a mismatch before the
+    // version is judged.
+    if let Some(h) = headers.header(b"mcp-protocol-version") {
+        let (a, b) = scratch.split_at_mut(256);
+        let decoded = mirror::decode_value(h, a)?;
+        if json::unescape(meta.protocol_version, b) != Some(decoded) {
+            return Err(RpcError::new(
+                HEADER_MISMATCH,
+                "mcp-protocol-version differs from the body",
+            ));
+        }
+    }
+    if !meta.version_supported() {
+        return Err(RpcError::new(
+            UNSUPPORTED_PROTOCOL_VERSION,
+            "Unsupported protocol version",
+        ));
+    }
+    let is_tool_call = method == b"tools/call";
+    let (name, arguments) = match (mirror::name_member(method), params) {
+        (Some(member), Some(p)) => {
+            let [name, arguments] = json::get_all(p, [member, b"arguments"]);
+            (name, arguments.filter(|_| is_tool_call))
+        }
+        _ => (None, None),
+    };
+    let tool = is_tool_call
+        .then(|| name.and_then(|n| registry.tool(n)))
+        .flatten();
+    // Most schemas have no annotation: skip the walk for them (an escaped
+    // key would hide from the byte search, so a schema with a backslash is
+    // walked).
+    let annotations = tool
+        .map(|t| t.input_schema.as_bytes())
+        .filter(|schema| contains(schema, b"x-mcp-header") || schema.contains(&b'\\'))
+        .and_then(|schema| Annotations::<'_, MAX_ANNOTATIONS>::collect(schema).ok());
+    let body = Mirrored {
+        protocol_version: meta.protocol_version,
+        method: method_raw,
+        name,
+        arguments,
+    };
+    mirror::check(&body, headers, annotations.as_ref(), &mut scratch)
+}
+
+/// Where a checked request goes.
+pub fn route(registry: &Registry<'_>, method: &[u8], params: Option<&[u8]>) -> Route {
+    let resources = !registry.resources.is_empty() || !registry.templates.is_empty();
+    let builtin = match method {
+        b"server/discover" => Some(Builtin::Discover),
+        b"tools/list" if !registry.tools.is_empty() => Some(Builtin::Tools),
+        b"resources/list" if resources => Some(Builtin::Resources),
+        b"resources/templates/list" if resources => Some(Builtin::Templates),
+        b"prompts/list" if !registry.prompts.is_empty() => Some(Builtin::Prompts),
+        _ => None,
+    };
+    if let Some(b) = builtin {
+        return Route::Builtin(b);
+    }
+    let name = || params.and_then(|p| json::get(p, b"name"));
+    let handler = match method {
+        b"tools/call" => {
+            let index = name().and_then(|n| {
+                registry
+                    .tools
+                    .iter()
+                    .position(|t| json::str_eq(n, t.name.as_bytes()))
+            });
+            match index.and_then(|i| u16::try_from(i).ok()) {
+                Some(i) => Handler::Tool(i),
+                None => return Route::Reject(RpcError::new(INVALID_PARAMS, "Unknown tool")),
+            }
+        }
+        b"resources/read" if resources => Handler::Resource,
+        b"prompts/get" if !registry.prompts.is_empty() => {
+            let index = name().and_then(|n| {
+                registry
+                    .prompts
+                    .iter()
+                    .position(|p| json::str_eq(n, p.name.as_bytes()))
+            });
+            match index.and_then(|i| u16::try_from(i).ok()) {
+                Some(i) => Handler::Prompt(i),
+                None => return Route::Reject(RpcError::new(INVALID_PARAMS, "Unknown prompt")),
+            }
+        }
+        b"completion/complete" if registry.completions => Handler::Complete,
+        b"subscriptions/listen" => return Route::Listen,
+        _ => return Route::Reject(RpcError::new(METHOD_NOT_FOUND, "Method not found")),
+    };
+    Route::Handle(HandlerRef(handler))
+}
+
+/// Writes the whole response of a builtin method.
+pub fn write_builtin(registry: &Registry<'_>, builtin: Builtin, id: &[u8], w: &mut JsonWriter<'_>) {
+    envelope::write_result(w, id, |w| match builtin {
+        Builtin::Discover => registry.write_discover(w, SUPPORTED_VERSIONS),
+        Builtin::Tools => registry.write_tools_list(w),
+        Builtin::Resources => registry.write_resources_list(w),
+        Builtin::Templates => registry.write_templates_list(w),
+        Builtin::Prompts => registry.write_prompts_list(w),
+    });
+}
+
+/// The error of a result that does not fit the call's buffer.
+pub const RESULT_TOO_LARGE: RpcError =
+    RpcError::new(INTERNAL_ERROR, "result larger than the call buffer");
+
+/// The `data` of an error: for -32022 the versions served and the one
+/// asked (§4); `None` for other codes or when `out` is too small.
+pub fn error_data<'o>(e: &RpcError, params: Option<&[u8]>, out: &'o mut [u8]) -> Option<&'o [u8]> {
+    if e.code != UNSUPPORTED_PROTOCOL_VERSION {
+        return None;
+    }
+    let requested = params
+        .and_then(|p| RequestMeta::read(Some(p)).ok())
+        .map(|m| m.protocol_version)
+        .filter(|v| v.len() <= 128);
+    let mut w = JsonWriter::new(out);
+    w.raw(b"{\"supported\":[");
+    for (i, v) in SUPPORTED_VERSIONS.iter().enumerate() {
+        if i > 0 {
+            w.raw(b",");
+        }
+        w.string(v.as_bytes());
+    }
+    w.raw(b"]");
+    if let Some(v) = requested {
+        w.raw(b",\"requested\":").raw(v);
+    }
+    w.raw(b"}");
+    w.finish().ok()
+}
+
+/// Whether `needle` occurs in `haystack`.
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}

@@ -1,0 +1,163 @@
+//! The MCP server engine: every MCP decision of a server, made once, for
+//! every binding and driver.
+//!
+//! Two halves:
+//!
+//! - transport-free, in this module's children [`dispatch`], [`request`]
+//!   and [`listen`]: what a request message asks (envelope, `_meta`,
+//!   protocol version, mirrored headers checked against any
+//!   [`HeaderSource`](super::mirror::HeaderSource)), what the registry
+//!   answers itself (`server/discover`, the list methods), which JSON-RPC
+//!   error a bad request gets, what the application must handle as a typed
+//!   [`RequestKind`], and the `subscriptions/listen` bookkeeping (filter,
+//!   acknowledgement, events tagged with their subscription id, the final
+//!   result);
+//! - bindings that map those outcomes to a wire: [`Server`], the gRPC
+//!   tunnel (`/mcp.zig.transport.v1.Mcp/Call`) over an HTTP/2 connection.
+//!
+//! # The application's side
+//!
+//! Events are small and owned ([`ServerEvent`]); what they refer to is read
+//! through borrowing accessors, quinn-proto style: a
+//! [`ServerEvent::Request`] names a call, and [`Server::request`] shows its
+//! [`Request`] until the next `&mut` call on the engine. The application
+//! answers with [`Server::respond`], [`Server::respond_error`] or
+//! [`Server::fail`], and streams notifications with [`Server::notify`].
+//! `subscriptions/listen` never reaches the application: the engine
+//! acknowledges it and sends what [`Server::publish`] announces.
+//!
+//! Bearer tokens: with [`ServerConfig::authorize`] on, every call first
+//! comes out as [`ServerEvent::Authorize`]; the application reads
+//! [`Server::bearer_token`] and answers [`Server::authorize`] with its
+//! [`Decision`](super::auth::Decision); the core sends the challenge. With it
+//! off, no `Authorize` event is ever produced.
+
+pub mod dispatch;
+pub mod listen;
+pub mod request;
+mod tunnel;
+
+use core::time::Duration;
+
+pub use listen::ListChange;
+pub use request::{Request, RequestKind};
+pub use tunnel::{Server, TUNNEL_PATH};
+
+use crate::h2::{self, ConnectionError, StreamRef};
+
+/// Settings of the server engine.
+#[derive(Debug, Clone, Copy)]
+pub struct ServerConfig {
+    /// The HTTP/2 connection's settings.
+    pub h2: h2::Config,
+    /// The largest request message (also capped by the call store's
+    /// largest buffer). A larger one ends the call with RESOURCE_EXHAUSTED.
+    pub max_message_bytes: usize,
+    /// Deadline of a request that has no `grpc-timeout` (not for
+    /// `subscriptions/listen`). Default 60 s.
+    pub request_timeout: Duration,
+    /// Every call waits for [`Server::authorize`] after a
+    /// [`ServerEvent::Authorize`], before anything (even `tools/list`) is
+    /// answered. Default off.
+    pub authorize: bool,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            h2: h2::Config::default(),
+            max_message_bytes: 4 << 20,
+            request_timeout: Duration::from_secs(60),
+            authorize: false,
+        }
+    }
+}
+
+/// A call of the engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CallId {
+    index: u16,
+    stream: StreamRef,
+}
+
+impl CallId {
+    /// The engine's record of this call: below the engine's call count, and
+    /// reused by a later call once this one is over (a driver can keep its
+    /// own per-call state in a slice indexed by it).
+    pub fn index(self) -> usize {
+        usize::from(self.index)
+    }
+}
+
+/// Why a call's handler must stop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CancelReason {
+    /// The client reset the stream (RST_STREAM(CANCEL)).
+    Reset,
+    /// The deadline passed; the engine answered DEADLINE_EXCEEDED.
+    Deadline,
+    /// The connection ended.
+    ConnectionClosed,
+}
+
+/// Something the application must act on. Owned: read what it refers to
+/// with the engine's accessors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServerEvent {
+    /// Check the call's credentials ([`Server::bearer_token`]), then answer
+    /// [`Server::authorize`]. Only with [`ServerConfig::authorize`] on.
+    Authorize { call: CallId },
+    /// Run the handler of this request ([`Server::request`]); answer with
+    /// `respond`, `respond_error` or `fail`.
+    Request { call: CallId },
+    /// Stop the handler: the call is over.
+    Cancelled { call: CallId, reason: CancelReason },
+    /// A `notify` or `respond` that was refused as busy can go now.
+    Writable { call: CallId },
+    /// The connection is over; the last event.
+    ConnectionClosed { error: Option<ConnectionError> },
+}
+
+/// Why `respond`, `respond_error` or `notify` did nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendError {
+    /// The call is over (cancelled, reset, or already answered).
+    Gone,
+    /// The previous message is still being written: retry after
+    /// [`ServerEvent::Writable`].
+    Busy,
+    /// The message is larger than the call store can give a call. For a
+    /// final answer the engine has already answered -32603 instead.
+    TooLarge { needed: usize },
+}
+
+/// A driver-side reason a request could not be handled; the engine answers
+/// it with the JSON-RPC error the binding names, so every driver sends the
+/// same words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failure {
+    /// Every handler of the driver is running.
+    Busy,
+    /// The arguments do not fit the handler's buffer.
+    ArgumentsTooLarge,
+    /// The result does not fit the handler's buffer.
+    ResultTooLarge,
+    /// The handler panicked or ended without an answer.
+    HandlerFailed,
+}
+
+impl Failure {
+    /// The JSON-RPC error this failure is answered with.
+    pub const fn error(self) -> super::RpcError {
+        use super::error::INTERNAL_ERROR;
+        super::RpcError::new(
+            INTERNAL_ERROR,
+            match self {
+                Self::Busy => "server busy: every handler is running",
+                Self::ArgumentsTooLarge => "arguments larger than the handler's buffer",
+                Self::ResultTooLarge => "result larger than the handler's buffer",
+                Self::HandlerFailed => "the handler failed",
+            },
+        )
+    }
+}

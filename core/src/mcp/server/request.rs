@@ -1,0 +1,116 @@
+//! What the application is asked to handle: a typed request, already
+//! checked and routed by the engine, so a driver never re-parses or
+//! re-routes it.
+
+use super::super::json;
+use super::super::meta::RequestMeta;
+use super::super::registry::Registry;
+use super::super::tool::Arguments;
+use crate::h2::HeaderList;
+use crate::time::Instant;
+
+/// What a request asks the application for.
+#[derive(Debug, Clone, Copy)]
+pub enum RequestKind<'a> {
+    /// `tools/call` of a tool the registry has.
+    CallTool {
+        /// The tool's index in [`Registry::tools`].
+        tool: usize,
+        /// Its name, as registered.
+        name: &'a str,
+        /// `params.arguments` (`{}` when absent).
+        arguments: Arguments<'a>,
+    },
+    /// `resources/read`.
+    ReadResource {
+        /// `params.uri`, a raw JSON string (unescape it with
+        /// [`json::unescape`], or read it with [`json::str_plain`]).
+        uri: &'a [u8],
+    },
+    /// `prompts/get` of a prompt the registry has.
+    GetPrompt {
+        /// The prompt's index in [`Registry::prompts`].
+        prompt: usize,
+        /// Its name, as registered.
+        name: &'a str,
+        /// `params.arguments`, a raw JSON object, when present.
+        arguments: Option<&'a [u8]>,
+    },
+    /// `completion/complete`: read `params`.
+    Complete,
+}
+
+/// A request for the application. Its slices are borrowed from the engine
+/// until the next `&mut` call on it: copy what the handler needs.
+#[derive(Debug, Clone, Copy)]
+pub struct Request<'a> {
+    /// What is asked.
+    pub kind: RequestKind<'a>,
+    /// The raw JSON id.
+    pub id: &'a [u8],
+    /// The raw JSON `params` object (`{}` when absent).
+    pub params: &'a [u8],
+    /// The request's `_meta` (protocol version, client capabilities,
+    /// `progressToken`).
+    pub meta: RequestMeta<'a>,
+    /// The call's request headers (custom metadata).
+    pub headers: HeaderList<'a>,
+    /// When the call must end.
+    pub deadline: Option<Instant>,
+    /// What the application's authorization named, when authorization is on.
+    pub principal: Option<&'a str>,
+}
+
+impl Request<'_> {
+    /// The JSON-RPC method of the request.
+    pub fn method(&self) -> &'static str {
+        match self.kind {
+            RequestKind::CallTool { .. } => "tools/call",
+            RequestKind::ReadResource { .. } => "resources/read",
+            RequestKind::GetPrompt { .. } => "prompts/get",
+            RequestKind::Complete => "completion/complete",
+        }
+    }
+
+    /// The raw JSON `progressToken`, when the client asked for progress.
+    pub fn progress_token(&self) -> Option<&[u8]> {
+        self.meta.progress_token
+    }
+}
+
+/// Which handler a routed request goes to, as a call record keeps it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Handler {
+    Tool(u16),
+    Resource,
+    Prompt(u16),
+    Complete,
+}
+
+impl Handler {
+    /// The typed request, from the request's `params`.
+    pub(crate) fn kind<'a>(self, registry: &Registry<'a>, params: &'a [u8]) -> RequestKind<'a> {
+        match self {
+            Self::Tool(i) => {
+                let i = usize::from(i);
+                RequestKind::CallTool {
+                    tool: i,
+                    name: registry.tools.get(i).map_or("", |t| t.name),
+                    arguments: Arguments::new(json::get(params, b"arguments").unwrap_or(b"{}")),
+                }
+            }
+            Self::Resource => RequestKind::ReadResource {
+                uri: json::get(params, b"uri").unwrap_or(b"\"\""),
+            },
+            Self::Prompt(i) => {
+                let i = usize::from(i);
+                RequestKind::GetPrompt {
+                    prompt: i,
+                    name: registry.prompts.get(i).map_or("", |p| p.name),
+                    arguments: json::get(params, b"arguments"),
+                }
+            }
+            Self::Complete => RequestKind::Complete,
+        }
+    }
+}
