@@ -2,12 +2,14 @@
 //! gRPC client of the binding sees.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use mcpwire_core::drive::{self, Feed, Step};
 use mcpwire_core::grpc::{Code, base64, write_prefix};
 use mcpwire_core::h2::{Config, Connection, Event, Role, StreamRef};
 use mcpwire_core::hpack::Field;
+use mcpwire_core::mcp::auth::Decision;
 use mcpwire_core::mcp::json;
-use mcpwire_core::mcp::registry::ToolInfo;
-use mcpwire_core::mcp::server::{EngineConfig, ServerEvent, TUNNEL_PATH};
+use mcpwire_core::mcp::registry::{Registry, ToolInfo};
+use mcpwire_core::mcp::server::{ListChange, RequestKind, ServerConfig, ServerEvent, TUNNEL_PATH};
 use mcpwire_core::mcp::{CallStore, SlabStore};
 use mcpwire_core::time::Instant;
 
@@ -43,7 +45,35 @@ impl Seen {
     }
 }
 
+/// How the pair cuts the byte streams it delivers.
+#[derive(Debug, Clone, Copy)]
+enum Split {
+    Whole,
+    Random(u64),
+    Byte,
+}
+
+thread_local! {
+    static SPLIT: std::cell::Cell<Split> = const { std::cell::Cell::new(Split::Whole) };
+}
+
+/// Runs a test with whole, randomly split and byte-at-a-time delivery.
+fn each_split(test: impl Fn()) {
+    for split in [
+        Split::Whole,
+        Split::Random(0x5eed),
+        Split::Random(7),
+        Split::Byte,
+    ] {
+        SPLIT.set(split);
+        test();
+    }
+    SPLIT.set(Split::Whole);
+}
+
 struct Pair<S: CallStore = SlabStore<8192, 8>> {
+    split: Split,
+    rng: u64,
     client: Client,
     server: Server<S>,
     now: Instant,
@@ -57,15 +87,26 @@ struct Pair<S: CallStore = SlabStore<8192, 8>> {
 
 impl Pair {
     fn new() -> Self {
-        Self::with(SlabStore::new(), EngineConfig::default())
+        Self::with(SlabStore::new(), ServerConfig::default())
     }
 }
 
 impl<S: CallStore> Pair<S> {
-    fn with(store: S, config: EngineConfig) -> Self {
+    fn with(store: S, config: ServerConfig) -> Self {
+        Self::serving(store, config, registry(&TOOLS))
+    }
+
+    fn serving(store: S, config: ServerConfig, registry: Registry<'static>) -> Self {
+        REQUESTS.with(|r| r.borrow_mut().clear());
+        let split = SPLIT.get();
         Pair {
+            split,
+            rng: match split {
+                Split::Random(seed) => seed | 1,
+                _ => 1,
+            },
             client: Client::new(Role::Client, Config::default(), Instant::ZERO),
-            server: Server::new(registry(&TOOLS), config, store, Instant::ZERO),
+            server: Server::new(registry, config, store, Instant::ZERO),
             now: Instant::ZERO,
             seen: Default::default(),
             body: Default::default(),
@@ -74,27 +115,55 @@ impl<S: CallStore> Pair<S> {
         }
     }
 
-    /// Runs both sides until nothing moves.
-    fn run(&mut self) {
-        let mut buf = vec![0u8; 65536];
-        for _ in 0..1000 {
-            let mut moved = self.send_pending();
-            self.take_server_events();
-            let n = self.client.poll_transmit(&mut buf);
-            let mut input = &buf[..n];
-            while !input.is_empty() {
-                let used = self.server.recv(input, self.now);
-                input = &input[used..];
+    /// The next piece of `input` to deliver, as the pair's split says.
+    fn piece(&mut self, input: &[u8]) -> usize {
+        let most = match self.split {
+            Split::Whole => input.len(),
+            Split::Byte => 1,
+            Split::Random(_) => {
+                // xorshift64: reproducible pieces of 1 to 97 octets.
+                self.rng ^= self.rng << 13;
+                self.rng ^= self.rng >> 7;
+                self.rng ^= self.rng << 17;
+                1 + (self.rng % 97) as usize
+            }
+        };
+        most.min(input.len())
+    }
+
+    /// Delivers the client's octets to the server, piece by piece, with the
+    /// run loop of [`mcpwire_core::drive`]; what the server must send first
+    /// goes to `s2c`.
+    fn to_server(&mut self, mut input: &[u8], s2c: &mut Vec<u8>) {
+        let mut out = vec![0u8; 16384];
+        while !input.is_empty() {
+            let n = self.piece(input);
+            let mut feed = Feed::new(&input[..n]);
+            loop {
+                let step = feed.step(&mut self.server, self.now);
                 self.take_server_events();
-                if used == 0 {
-                    break;
+                match step {
+                    Step::Consumed => {}
+                    Step::Transmit => {
+                        let w = drive::fill(&mut self.server, &mut out);
+                        s2c.extend_from_slice(&out[..w]);
+                    }
+                    Step::Done => break,
+                    Step::Stuck => panic!("the server engine is stuck"),
                 }
             }
-            moved |= n > 0;
-            let n = self.server.poll_transmit(&mut buf);
-            let mut input = &buf[..n];
-            while !input.is_empty() {
-                let r = self.client.recv(input, self.now);
+            input = &input[n..];
+        }
+    }
+
+    /// Delivers the server's octets to the client, piece by piece.
+    fn to_client(&mut self, mut input: &[u8], c2s: &mut Vec<u8>) {
+        let mut out = vec![0u8; 16384];
+        while !input.is_empty() {
+            let n = self.piece(input);
+            let mut feed = Feed::new(&input[..n]);
+            loop {
+                let r = self.client.recv(feed.rest(), self.now);
                 if let Some(d) = r.data {
                     self.body
                         .entry(d.stream)
@@ -102,35 +171,72 @@ impl<S: CallStore> Pair<S> {
                         .extend_from_slice(d.bytes);
                     self.client.release_data(d.stream, d.bytes.len());
                 }
-                input = &input[r.consumed..];
-                while let Some(e) = self.client.poll_event() {
-                    match e {
-                        Event::Headers { stream, fields, .. } => {
-                            let s = self.seen.entry(stream).or_default();
-                            let list: Vec<(String, String)> = fields
-                                .iter()
-                                .map(|f| {
-                                    (
-                                        String::from_utf8_lossy(f.name).into(),
-                                        String::from_utf8_lossy(f.value).into(),
-                                    )
-                                })
-                                .collect();
-                            if s.head.is_empty() {
-                                s.head = list
-                            } else {
-                                s.trailers = list
-                            }
-                        }
-                        Event::Reset { stream, .. } => {
-                            self.seen.entry(stream).or_default().reset = true
-                        }
-                        _ => {}
+                let step = feed.advance(r.consumed, self.client.wants_transmit());
+                self.take_client_events();
+                match step {
+                    Step::Consumed => {}
+                    Step::Transmit => {
+                        let w = self.client.poll_transmit(&mut out);
+                        c2s.extend_from_slice(&out[..w]);
                     }
+                    Step::Done => break,
+                    Step::Stuck => panic!("the client is stuck"),
                 }
             }
-            moved |= n > 0;
-            if !moved {
+            input = &input[n..];
+        }
+    }
+
+    fn take_client_events(&mut self) {
+        while let Some(e) = self.client.poll_event() {
+            match e {
+                Event::Headers { stream, fields, .. } => {
+                    let s = self.seen.entry(stream).or_default();
+                    let list: Vec<(String, String)> = fields
+                        .iter()
+                        .map(|f| {
+                            (
+                                String::from_utf8_lossy(f.name).into(),
+                                String::from_utf8_lossy(f.value).into(),
+                            )
+                        })
+                        .collect();
+                    if s.head.is_empty() {
+                        s.head = list
+                    } else {
+                        s.trailers = list
+                    }
+                }
+                Event::Reset { stream, .. } => self.seen.entry(stream).or_default().reset = true,
+                _ => {}
+            }
+        }
+    }
+
+    /// Runs both sides until nothing moves.
+    fn run(&mut self) {
+        let mut buf = vec![0u8; 65536];
+        let (mut c2s, mut s2c) = (Vec::new(), Vec::new());
+        for _ in 0..100_000 {
+            let mut moved = self.send_pending();
+            self.take_server_events();
+            while self.client.wants_transmit() {
+                let n = self.client.poll_transmit(&mut buf);
+                if n == 0 {
+                    break;
+                }
+                c2s.extend_from_slice(&buf[..n]);
+            }
+            let input = std::mem::take(&mut c2s);
+            moved |= !input.is_empty();
+            self.to_server(&input, &mut s2c);
+            let n = drive::fill(&mut self.server, &mut buf);
+            self.take_server_events();
+            s2c.extend_from_slice(&buf[..n]);
+            let input = std::mem::take(&mut s2c);
+            moved |= !input.is_empty();
+            self.to_client(&input, &mut c2s);
+            if !moved && c2s.is_empty() {
                 break;
             }
         }
@@ -161,14 +267,17 @@ impl<S: CallStore> Pair<S> {
         }
     }
 
-    /// Drains the server's events; a Request borrows the server, so an
-    /// owned copy is kept.
+    /// Drains the server's events; the requests are kept for the test.
     fn take_server_events(&mut self) {
         while let Some(e) = self.server.poll_event() {
-            if let ServerEvent::Request { call, request } = e {
+            if let ServerEvent::Request { call } = e {
+                let request = self.server.request(call).unwrap();
+                if let RequestKind::CallTool { name, tool, .. } = request.kind {
+                    assert_eq!(TOOLS[tool].name, name);
+                }
                 let owned = OwnedRequest {
                     call,
-                    method: String::from_utf8(request.method.to_vec()).unwrap(),
+                    method: request.method().to_owned(),
                     params: request.params.to_vec(),
                 };
                 REQUESTS.with(|r| r.borrow_mut().push(owned));
@@ -246,246 +355,263 @@ fn mirrored<'a>(method: &'a str, name: Option<&'a str>) -> Vec<(&'a str, &'a str
 
 #[test]
 fn tools_list_is_answered_by_the_engine() {
-    let mut p = Pair::new();
-    let s = p.call(
-        &mirrored("tools/list", None),
-        &format!(r#"{{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{{{META}}}}}"#),
-    );
-    p.run();
-    let seen = &p.seen[&s];
-    assert_eq!(seen.trailer("grpc-status"), Some("0"), "{seen:?}");
-    assert_eq!(seen.messages.len(), 1);
-    let m = seen.messages[0].as_bytes();
-    assert_eq!(json::validate(m, 32), Ok(()));
-    assert_eq!(json::get(m, b"id"), Some(&b"7"[..]));
-    let tools = json::get(json::get(m, b"result").unwrap(), b"tools").unwrap();
-    assert_eq!(json::elements(tools).count(), 2);
+    each_split(|| {
+        let mut p = Pair::new();
+        let s = p.call(
+            &mirrored("tools/list", None),
+            &format!(r#"{{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{{{META}}}}}"#),
+        );
+        p.run();
+        let seen = &p.seen[&s];
+        assert_eq!(seen.trailer("grpc-status"), Some("0"), "{seen:?}");
+        assert_eq!(seen.messages.len(), 1);
+        let m = seen.messages[0].as_bytes();
+        assert_eq!(json::validate(m, 32), Ok(()));
+        assert_eq!(json::get(m, b"id"), Some(&b"7"[..]));
+        let tools = json::get(json::get(m, b"result").unwrap(), b"tools").unwrap();
+        assert_eq!(json::elements(tools).count(), 2);
+    });
 }
 
 #[test]
 fn a_tool_call_reaches_the_application_and_its_answer_the_client() {
-    let mut p = Pair::new();
-    let body = format!(
-        r#"{{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{{"name":"echo","arguments":{{"text":"hi"}},{META}}}}}"#
-    );
-    let s = p.call(&mirrored("tools/call", Some("echo")), &body);
-    p.run();
-    let requests: Vec<OwnedRequest> = REQUESTS.with(|r| r.borrow_mut().drain(..).collect());
-    assert_eq!(requests.len(), 1);
-    assert_eq!(requests[0].method, "tools/call");
-    let args = json::get(&requests[0].params, b"arguments").unwrap();
-    assert!(json::str_eq(json::get(args, b"text").unwrap(), b"hi"));
-    let call = requests[0].call;
-    p.server
-        .notify(
-            call,
-            "notifications/progress",
-            br#"{"progressToken":1,"progress":1}"#,
-        )
-        .unwrap();
-    p.run();
-    p.server
-        .respond(call, br#"{"content":[{"type":"text","text":"hi"}]}"#)
-        .unwrap();
-    p.run();
-    let seen = &p.seen[&s];
-    assert_eq!(seen.messages.len(), 2, "{seen:?}");
-    assert!(seen.messages[0].contains("notifications/progress"));
-    assert!(seen.messages[1].starts_with(r#"{"jsonrpc":"2.0","id":"a","result":"#));
-    assert_eq!(seen.trailer("grpc-status"), Some("0"));
+    each_split(|| {
+        let mut p = Pair::new();
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{{"name":"echo","arguments":{{"text":"hi"}},{META}}}}}"#
+        );
+        let s = p.call(&mirrored("tools/call", Some("echo")), &body);
+        p.run();
+        let requests: Vec<OwnedRequest> = REQUESTS.with(|r| r.borrow_mut().drain(..).collect());
+        assert_eq!(requests.len(), 1);
+        assert_eq!(requests[0].method, "tools/call");
+        let args = json::get(&requests[0].params, b"arguments").unwrap();
+        assert!(json::str_eq(json::get(args, b"text").unwrap(), b"hi"));
+        let call = requests[0].call;
+        p.server
+            .notify(
+                call,
+                "notifications/progress",
+                br#"{"progressToken":1,"progress":1}"#,
+            )
+            .unwrap();
+        p.run();
+        p.server
+            .respond(call, br#"{"content":[{"type":"text","text":"hi"}]}"#)
+            .unwrap();
+        p.run();
+        let seen = &p.seen[&s];
+        assert_eq!(seen.messages.len(), 2, "{seen:?}");
+        assert!(seen.messages[0].contains("notifications/progress"));
+        assert!(seen.messages[1].starts_with(r#"{"jsonrpc":"2.0","id":"a","result":"#));
+        assert_eq!(seen.trailer("grpc-status"), Some("0"));
+    });
 }
 
 #[test]
 fn errors_before_the_handler_end_the_call_in_the_trailers() {
-    let mut p = Pair::new();
-    // Missing mcp-method: -32020, INVALID_ARGUMENT, mcp-error-bin with the id.
-    let body = format!(r#"{{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{{{META}}}}}"#);
-    let s = p.call(&[("mcp-protocol-version", "2026-07-28")], &body);
-    // Not JSON: -32700.
-    let t = p.call(&mirrored("tools/list", None), "{nope");
-    // Unsupported version in both header and body: -32022.
-    let old = r#"{"jsonrpc":"2.0","id":4,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2099-01-01","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
-    let u = p.call(
-        &[
-            ("mcp-protocol-version", "2099-01-01"),
-            ("mcp-method", "tools/list"),
-        ],
-        old,
-    );
-    p.run();
-    let seen = &p.seen[&s];
-    assert!(seen.messages.is_empty());
-    assert_eq!(
-        seen.trailer("grpc-status"),
-        Some(Code::InvalidArgument.as_bytes()).map(|b| std::str::from_utf8(b).unwrap())
-    );
-    assert_eq!(seen.trailer("mcp-error-code"), Some("-32020"));
-    let bin = seen.trailer("mcp-error-bin").unwrap();
-    let mut decoded = vec![0u8; bin.len()];
-    let n = base64::decode(bin.as_bytes(), &mut decoded).unwrap();
-    let err = &decoded[..n];
-    assert_eq!(json::get(err, b"id"), Some(&b"3"[..]));
-    assert_eq!(
-        json::get(json::get(err, b"error").unwrap(), b"code"),
-        Some(&b"-32020"[..])
-    );
-    assert_eq!(p.seen[&t].trailer("mcp-error-code"), Some("-32700"));
-    let u = &p.seen[&u];
-    assert_eq!(u.trailer("mcp-error-code"), Some("-32022"));
-    let bin = u.trailer("mcp-error-bin").unwrap();
-    let mut decoded = vec![0u8; bin.len()];
-    let n = base64::decode(bin.as_bytes(), &mut decoded).unwrap();
-    let data = json::get(json::get(&decoded[..n], b"error").unwrap(), b"data").unwrap();
-    assert!(json::str_eq(
-        json::get(data, b"requested").unwrap(),
-        b"2099-01-01"
-    ));
+    each_split(|| {
+        let mut p = Pair::new();
+        // Missing mcp-method: -32020, INVALID_ARGUMENT, mcp-error-bin with the id.
+        let body =
+            format!(r#"{{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{{{META}}}}}"#);
+        let s = p.call(&[("mcp-protocol-version", "2026-07-28")], &body);
+        // Not JSON: -32700.
+        let t = p.call(&mirrored("tools/list", None), "{nope");
+        // Unsupported version in both header and body: -32022.
+        let old = r#"{"jsonrpc":"2.0","id":4,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2099-01-01","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
+        let u = p.call(
+            &[
+                ("mcp-protocol-version", "2099-01-01"),
+                ("mcp-method", "tools/list"),
+            ],
+            old,
+        );
+        p.run();
+        let seen = &p.seen[&s];
+        assert!(seen.messages.is_empty());
+        assert_eq!(
+            seen.trailer("grpc-status"),
+            Some(Code::InvalidArgument.as_bytes()).map(|b| std::str::from_utf8(b).unwrap())
+        );
+        assert_eq!(seen.trailer("mcp-error-code"), Some("-32020"));
+        let bin = seen.trailer("mcp-error-bin").unwrap();
+        let mut decoded = vec![0u8; bin.len()];
+        let n = base64::decode(bin.as_bytes(), &mut decoded).unwrap();
+        let err = &decoded[..n];
+        assert_eq!(json::get(err, b"id"), Some(&b"3"[..]));
+        assert_eq!(
+            json::get(json::get(err, b"error").unwrap(), b"code"),
+            Some(&b"-32020"[..])
+        );
+        assert_eq!(p.seen[&t].trailer("mcp-error-code"), Some("-32700"));
+        let u = &p.seen[&u];
+        assert_eq!(u.trailer("mcp-error-code"), Some("-32022"));
+        let bin = u.trailer("mcp-error-bin").unwrap();
+        let mut decoded = vec![0u8; bin.len()];
+        let n = base64::decode(bin.as_bytes(), &mut decoded).unwrap();
+        let data = json::get(json::get(&decoded[..n], b"error").unwrap(), b"data").unwrap();
+        assert!(json::str_eq(
+            json::get(data, b"requested").unwrap(),
+            b"2099-01-01"
+        ));
+    });
 }
 
 #[test]
 fn unknown_tool_and_method_are_in_band_errors_with_status_0() {
-    let mut p = Pair::new();
-    let body = format!(
-        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"nope",{META}}}}}"#
-    );
-    let s = p.call(&mirrored("tools/call", Some("nope")), &body);
-    let body = format!(r#"{{"jsonrpc":"2.0","id":2,"method":"x/y","params":{{{META}}}}}"#);
-    let t = p.call(&mirrored("x/y", None), &body);
-    p.run();
-    for (stream, code) in [(s, "-32602"), (t, "-32601")] {
-        let seen = &p.seen[&stream];
-        assert_eq!(seen.trailer("grpc-status"), Some("0"), "{seen:?}");
-        let err = json::get(seen.messages[0].as_bytes(), b"error").unwrap();
-        assert_eq!(json::get(err, b"code"), Some(code.as_bytes()));
-    }
+    each_split(|| {
+        let mut p = Pair::new();
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"nope",{META}}}}}"#
+        );
+        let s = p.call(&mirrored("tools/call", Some("nope")), &body);
+        let body = format!(r#"{{"jsonrpc":"2.0","id":2,"method":"x/y","params":{{{META}}}}}"#);
+        let t = p.call(&mirrored("x/y", None), &body);
+        p.run();
+        for (stream, code) in [(s, "-32602"), (t, "-32601")] {
+            let seen = &p.seen[&stream];
+            assert_eq!(seen.trailer("grpc-status"), Some("0"), "{seen:?}");
+            let err = json::get(seen.messages[0].as_bytes(), b"error").unwrap();
+            assert_eq!(json::get(err, b"code"), Some(code.as_bytes()));
+        }
+    });
 }
 
 #[test]
 fn annotated_arguments_must_be_mirrored() {
-    let mut p = Pair::new();
-    let body = format!(
-        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"lookup","arguments":{{"region":"eu"}},{META}}}}}"#
-    );
-    let mut ok = mirrored("tools/call", Some("lookup"));
-    ok.push(("mcp-param-region", "eu"));
-    let good = p.call(&ok, &body);
-    let bad = p.call(&mirrored("tools/call", Some("lookup")), &body);
-    p.run();
-    assert_eq!(REQUESTS.with(|r| r.borrow_mut().drain(..).count()), 1);
-    assert!(
-        p.seen
-            .get(&good)
-            .is_none_or(|s| s.trailer("grpc-status").is_none())
-    );
-    assert_eq!(p.seen[&bad].trailer("mcp-error-code"), Some("-32020"));
+    each_split(|| {
+        let mut p = Pair::new();
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"lookup","arguments":{{"region":"eu"}},{META}}}}}"#
+        );
+        let mut ok = mirrored("tools/call", Some("lookup"));
+        ok.push(("mcp-param-region", "eu"));
+        let good = p.call(&ok, &body);
+        let bad = p.call(&mirrored("tools/call", Some("lookup")), &body);
+        p.run();
+        assert_eq!(REQUESTS.with(|r| r.borrow_mut().drain(..).count()), 1);
+        assert!(
+            p.seen
+                .get(&good)
+                .is_none_or(|s| s.trailer("grpc-status").is_none())
+        );
+        assert_eq!(p.seen[&bad].trailer("mcp-error-code"), Some("-32020"));
+    });
 }
 
 #[test]
 fn wrong_method_content_type_and_path() {
-    let mut p = Pair::new();
-    let s = p.client.open_stream().unwrap();
-    p.client
-        .send_headers(
-            s,
-            [
-                Field::new(b":method", b"POST"),
-                Field::new(b":scheme", b"http"),
-                Field::new(b":path", b"/other.Service/Nope"),
-                Field::new(b":authority", b"x"),
-                Field::new(b"content-type", b"application/grpc"),
-            ],
-            true,
-        )
-        .unwrap();
-    let t = p.client.open_stream().unwrap();
-    p.client
-        .send_headers(
-            t,
-            [
-                Field::new(b":method", b"POST"),
-                Field::new(b":scheme", b"http"),
-                Field::new(b":path", TUNNEL_PATH),
-                Field::new(b":authority", b"x"),
-                Field::new(b"content-type", b"application/json"),
-            ],
-            true,
-        )
-        .unwrap();
-    p.run();
-    assert_eq!(p.seen[&s].trailer("grpc-status"), Some("12"));
-    assert_eq!(p.seen[&t].trailer(":status"), Some("415"));
+    each_split(|| {
+        let mut p = Pair::new();
+        let s = p.client.open_stream().unwrap();
+        p.client
+            .send_headers(
+                s,
+                [
+                    Field::new(b":method", b"POST"),
+                    Field::new(b":scheme", b"http"),
+                    Field::new(b":path", b"/other.Service/Nope"),
+                    Field::new(b":authority", b"x"),
+                    Field::new(b"content-type", b"application/grpc"),
+                ],
+                true,
+            )
+            .unwrap();
+        let t = p.client.open_stream().unwrap();
+        p.client
+            .send_headers(
+                t,
+                [
+                    Field::new(b":method", b"POST"),
+                    Field::new(b":scheme", b"http"),
+                    Field::new(b":path", TUNNEL_PATH),
+                    Field::new(b":authority", b"x"),
+                    Field::new(b"content-type", b"application/json"),
+                ],
+                true,
+            )
+            .unwrap();
+        p.run();
+        assert_eq!(p.seen[&s].trailer("grpc-status"), Some("12"));
+        assert_eq!(p.seen[&t].trailer(":status"), Some("415"));
+    });
 }
 
 #[test]
 fn deadline_and_reset_cancel_the_handler() {
-    let mut p = Pair::new();
-    let body = format!(
-        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"echo","arguments":{{}},{META}}}}}"#
-    );
-    let mut h = mirrored("tools/call", Some("echo"));
-    h.push(("grpc-timeout", "100m"));
-    let timed = p.call(&h, &body);
-    let cancelled = p.call(
-        &mirrored("tools/call", Some("echo")),
-        &body.replace("\"id\":1", "\"id\":2"),
-    );
-    p.run();
-    assert_eq!(REQUESTS.with(|r| r.borrow_mut().drain(..).count()), 2);
-    assert_eq!(p.server.poll_timeout(), Some(Instant::from_millis(100)));
-    // The client cancels one call; the deadline passes for the other.
-    p.client
-        .reset(cancelled, mcpwire_core::h2::ErrorCode::CANCEL)
-        .unwrap();
-    p.run();
-    p.now = Instant::from_millis(150);
-    p.server.handle_timeout(p.now);
-    p.run();
-    let reasons = &p.events;
-    assert!(
-        reasons.iter().any(|r| r.contains("reason: Reset")),
-        "{reasons:?}"
-    );
-    assert!(
-        reasons.iter().any(|r| r.contains("reason: Deadline")),
-        "{reasons:?}"
-    );
-    assert_eq!(p.seen[&timed].trailer("grpc-status"), Some("4"));
+    each_split(|| {
+        let mut p = Pair::new();
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"echo","arguments":{{}},{META}}}}}"#
+        );
+        let mut h = mirrored("tools/call", Some("echo"));
+        h.push(("grpc-timeout", "100m"));
+        let timed = p.call(&h, &body);
+        let cancelled = p.call(
+            &mirrored("tools/call", Some("echo")),
+            &body.replace("\"id\":1", "\"id\":2"),
+        );
+        p.run();
+        assert_eq!(REQUESTS.with(|r| r.borrow_mut().drain(..).count()), 2);
+        assert_eq!(p.server.poll_timeout(), Some(Instant::from_millis(100)));
+        // The client cancels one call; the deadline passes for the other.
+        p.client
+            .reset(cancelled, mcpwire_core::h2::ErrorCode::CANCEL)
+            .unwrap();
+        p.run();
+        p.now = Instant::from_millis(150);
+        p.server.handle_timeout(p.now);
+        p.run();
+        let reasons = &p.events;
+        assert!(
+            reasons.iter().any(|r| r.contains("reason: Reset")),
+            "{reasons:?}"
+        );
+        assert!(
+            reasons.iter().any(|r| r.contains("reason: Deadline")),
+            "{reasons:?}"
+        );
+        assert_eq!(p.seen[&timed].trailer("grpc-status"), Some("4"));
+    });
 }
 
 /// The client's metadata builder and the server's checks agree, also on
 /// values that travel as `=?base64?…?=`.
 #[test]
 fn client_built_metadata_passes_the_server_checks() {
-    let mut p = Pair::new();
-    let body = format!(
-        r#"{{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{{"name":"lookup","arguments":{{"region":"Hello, 世界"}},{META}}}}}"#
-    );
-    let mut owned: Vec<(String, String)> = Vec::new();
-    mcpwire_core::mcp::client::mirror_headers(
-        body.as_bytes(),
-        Some(TOOLS[1].input_schema.as_bytes()),
-        |n, v| {
-            owned.push((
-                String::from_utf8(n.to_vec()).unwrap(),
-                String::from_utf8(v.to_vec()).unwrap(),
-            ));
-        },
-    )
-    .unwrap();
-    assert!(
-        owned
+    each_split(|| {
+        let mut p = Pair::new();
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{{"name":"lookup","arguments":{{"region":"Hello, 世界"}},{META}}}}}"#
+        );
+        let mut owned: Vec<(String, String)> = Vec::new();
+        mcpwire_core::mcp::client::mirror_headers(
+            body.as_bytes(),
+            Some(TOOLS[1].input_schema.as_bytes()),
+            |n, v| {
+                owned.push((
+                    String::from_utf8(n.to_vec()).unwrap(),
+                    String::from_utf8(v.to_vec()).unwrap(),
+                ));
+            },
+        )
+        .unwrap();
+        assert!(
+            owned
+                .iter()
+                .any(|(n, v)| n == "mcp-param-region" && v.starts_with("=?base64?")),
+            "{owned:?}"
+        );
+        let headers: Vec<(&str, &str)> = owned
             .iter()
-            .any(|(n, v)| n == "mcp-param-region" && v.starts_with("=?base64?")),
-        "{owned:?}"
-    );
-    let headers: Vec<(&str, &str)> = owned
-        .iter()
-        .map(|(a, b)| (a.as_str(), b.as_str()))
-        .collect();
-    let s = p.call(&headers, &body);
-    p.run();
-    let requests: Vec<OwnedRequest> = REQUESTS.with(|r| r.borrow_mut().drain(..).collect());
-    assert_eq!(requests.len(), 1, "{:?}", p.seen.get(&s));
+            .map(|(a, b)| (a.as_str(), b.as_str()))
+            .collect();
+        let s = p.call(&headers, &body);
+        p.run();
+        let requests: Vec<OwnedRequest> = REQUESTS.with(|r| r.borrow_mut().drain(..).collect());
+        assert_eq!(requests.len(), 1, "{:?}", p.seen.get(&s));
+    });
 }
 
 /// With authorization on, nothing is answered before the application
@@ -493,67 +619,62 @@ fn client_built_metadata_passes_the_server_checks() {
 /// `www-authenticate` trailer; an accepted one shows its principal.
 #[test]
 fn authorization_comes_before_any_answer() {
-    let config = EngineConfig {
-        authorize: true,
-        ..EngineConfig::default()
-    };
-    let mut p = Pair::with(SlabStore::<8192, 8>::new(), config);
-    let list = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{{{META}}}}}"#);
-    let mut bad = mirrored("tools/list", None);
-    bad.push(("authorization", "Bearer wrong"));
-    let refused = p.call(&bad, &list);
-    let call = format!(
-        r#"{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":"echo","arguments":{{}},{META}}}}}"#
-    );
-    let mut good = mirrored("tools/call", Some("echo"));
-    good.push(("authorization", "Bearer right"));
-    let accepted = p.call(&good, &call);
-    // Feed the requests; the engine asks before it answers anything.
-    let mut buf = vec![0u8; 65536];
-    let n = p.client.poll_transmit(&mut buf);
-    let mut input = &buf[..n];
-    let mut asks = Vec::new();
-    while !input.is_empty() {
-        let used = p.server.recv(input, p.now);
-        input = &input[used..];
-        while let Some(e) = p.server.poll_event() {
-            if let ServerEvent::Authorize {
-                call,
-                authorization,
-            } = e
-            {
-                asks.push((call, authorization.map(<[u8]>::to_vec)));
+    each_split(|| {
+        let config = ServerConfig {
+            authorize: true,
+            ..ServerConfig::default()
+        };
+        let mut p = Pair::with(SlabStore::<8192, 8>::new(), config);
+        let list =
+            format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{{{META}}}}}"#);
+        let mut bad = mirrored("tools/list", None);
+        bad.push(("authorization", "Bearer wrong"));
+        let refused = p.call(&bad, &list);
+        let call = format!(
+            r#"{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":"echo","arguments":{{}},{META}}}}}"#
+        );
+        let mut good = mirrored("tools/call", Some("echo"));
+        good.push(("authorization", "Bearer right"));
+        let accepted = p.call(&good, &call);
+        // Feed the requests; the engine asks before it answers anything.
+        let mut buf = vec![0u8; 65536];
+        let n = p.client.poll_transmit(&mut buf);
+        let mut input = &buf[..n];
+        let mut asks = Vec::new();
+        while !input.is_empty() {
+            let used = p.server.recv(input, p.now);
+            input = &input[used..];
+            while let Some(e) = p.server.poll_event() {
+                if let ServerEvent::Authorize { call } = e {
+                    asks.push((call, p.server.bearer_token(call).map(str::to_owned)));
+                }
             }
         }
-    }
-    assert_eq!(asks.len(), 2);
-    for (call, auth) in asks {
-        if auth.as_deref() == Some(&b"Bearer right"[..]) {
-            p.server.authorized(call, Some("alice"));
-        } else {
-            p.server.unauthorized(
-                call,
-                Code::Unauthenticated,
-                "invalid token",
-                r#"Bearer error="invalid_token""#,
-            );
+        assert_eq!(asks.len(), 2);
+        for (call, token) in asks {
+            if token.as_deref() == Some("right") {
+                p.server
+                    .authorize(call, Decision::Allow { principal: "alice" });
+            } else {
+                p.server.authorize(call, Decision::Unauthenticated);
+            }
         }
-    }
-    p.run();
-    let r = &p.seen[&refused];
-    assert_eq!(r.trailer("grpc-status"), Some("16"), "{r:?}");
-    assert_eq!(
-        r.trailer("www-authenticate"),
-        Some(r#"Bearer error="invalid_token""#)
-    );
-    assert!(r.messages.is_empty());
-    let requests: Vec<OwnedRequest> = REQUESTS.with(|q| q.borrow_mut().drain(..).collect());
-    assert_eq!(requests.len(), 1);
-    assert!(
-        p.seen
-            .get(&accepted)
-            .is_none_or(|s| s.trailer("grpc-status").is_none())
-    );
+        p.run();
+        let r = &p.seen[&refused];
+        assert_eq!(r.trailer("grpc-status"), Some("16"), "{r:?}");
+        assert_eq!(
+            r.trailer("www-authenticate"),
+            Some(r#"Bearer realm="mcpwire", error="invalid_token""#)
+        );
+        assert!(r.messages.is_empty());
+        let requests: Vec<OwnedRequest> = REQUESTS.with(|q| q.borrow_mut().drain(..).collect());
+        assert_eq!(requests.len(), 1);
+        assert!(
+            p.seen
+                .get(&accepted)
+                .is_none_or(|s| s.trailer("grpc-status").is_none())
+        );
+    });
 }
 
 fn echo_call(id: u32, text: &str) -> String {
@@ -571,38 +692,41 @@ fn take_requests() -> Vec<OwnedRequest> {
 /// client, past its deadline.
 #[test]
 fn every_ended_call_gives_its_buffer_back() {
-    let mut p = Pair::with(SlabStore::<4096, 3>::new(), EngineConfig::default());
-    let list = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{{{META}}}}}"#);
-    let listed = p.call(&mirrored("tools/list", None), &list);
-    let refused = p.call(&[("mcp-protocol-version", "2026-07-28")], &list);
-    let answered = p.call(&mirrored("tools/call", Some("echo")), &echo_call(2, "a"));
-    let mut timed = mirrored("tools/call", Some("echo"));
-    timed.push(("grpc-timeout", "10m"));
-    let timed = p.call(&timed, &echo_call(3, "b"));
-    p.run();
-    let requests = take_requests();
-    assert_eq!(requests.len(), 2);
-    assert_eq!(p.seen[&listed].trailer("grpc-status"), Some("0"));
-    assert_eq!(p.seen[&refused].trailer("mcp-error-code"), Some("-32020"));
-    // Two handlers hold their buffers.
-    assert_eq!(p.server.store().in_use(), 2);
-    p.server.respond(requests[0].call, b"{}").unwrap();
-    p.now = Instant::from_millis(20);
-    p.server.handle_timeout(p.now);
-    p.run();
-    assert_eq!(p.seen[&answered].trailer("grpc-status"), Some("0"));
-    assert_eq!(p.seen[&timed].trailer("grpc-status"), Some("4"));
-    assert_eq!(p.server.store().in_use(), 0);
-    // A reset call, too.
-    let reset = p.call(&mirrored("tools/call", Some("echo")), &echo_call(4, "c"));
-    p.run();
-    assert_eq!(take_requests().len(), 1);
-    assert_eq!(p.server.store().in_use(), 1);
-    p.client
-        .reset(reset, mcpwire_core::h2::ErrorCode::CANCEL)
-        .unwrap();
-    p.run();
-    assert_eq!(p.server.store().in_use(), 0);
+    each_split(|| {
+        let mut p = Pair::with(SlabStore::<4096, 3>::new(), ServerConfig::default());
+        let list =
+            format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{{{META}}}}}"#);
+        let listed = p.call(&mirrored("tools/list", None), &list);
+        let refused = p.call(&[("mcp-protocol-version", "2026-07-28")], &list);
+        let answered = p.call(&mirrored("tools/call", Some("echo")), &echo_call(2, "a"));
+        let mut timed = mirrored("tools/call", Some("echo"));
+        timed.push(("grpc-timeout", "10m"));
+        let timed = p.call(&timed, &echo_call(3, "b"));
+        p.run();
+        let requests = take_requests();
+        assert_eq!(requests.len(), 2);
+        assert_eq!(p.seen[&listed].trailer("grpc-status"), Some("0"));
+        assert_eq!(p.seen[&refused].trailer("mcp-error-code"), Some("-32020"));
+        // Two handlers hold their buffers.
+        assert_eq!(p.server.store().in_use(), 2);
+        p.server.respond(requests[0].call, b"{}").unwrap();
+        p.now = Instant::from_millis(20);
+        p.server.handle_timeout(p.now);
+        p.run();
+        assert_eq!(p.seen[&answered].trailer("grpc-status"), Some("0"));
+        assert_eq!(p.seen[&timed].trailer("grpc-status"), Some("4"));
+        assert_eq!(p.server.store().in_use(), 0);
+        // A reset call, too.
+        let reset = p.call(&mirrored("tools/call", Some("echo")), &echo_call(4, "c"));
+        p.run();
+        assert_eq!(take_requests().len(), 1);
+        assert_eq!(p.server.store().in_use(), 1);
+        p.client
+            .reset(reset, mcpwire_core::h2::ErrorCode::CANCEL)
+            .unwrap();
+        p.run();
+        assert_eq!(p.server.store().in_use(), 0);
+    });
 }
 
 /// With every buffer held, a new call is refused with REFUSED_STREAM (not
@@ -610,87 +734,202 @@ fn every_ended_call_gives_its_buffer_back() {
 /// is served.
 #[test]
 fn a_full_store_refuses_the_stream_and_recovers() {
-    let mut p = Pair::with(SlabStore::<4096, 1>::new(), EngineConfig::default());
-    let held = p.call(&mirrored("tools/call", Some("echo")), &echo_call(1, "a"));
-    let refused = p.call(&mirrored("tools/call", Some("echo")), &echo_call(2, "b"));
-    p.run();
-    let requests = take_requests();
-    assert_eq!(requests.len(), 1);
-    assert!(p.seen[&refused].reset, "{:?}", p.seen.get(&refused));
-    assert!(p.seen[&refused].messages.is_empty());
-    p.server.respond(requests[0].call, b"{}").unwrap();
-    p.run();
-    assert_eq!(p.seen[&held].trailer("grpc-status"), Some("0"));
-    let next = p.call(&mirrored("tools/call", Some("echo")), &echo_call(3, "c"));
-    p.run();
-    let requests = take_requests();
-    assert_eq!(requests.len(), 1);
-    p.server.respond(requests[0].call, b"{}").unwrap();
-    p.run();
-    assert_eq!(p.seen[&next].trailer("grpc-status"), Some("0"));
+    each_split(|| {
+        let mut p = Pair::with(SlabStore::<4096, 1>::new(), ServerConfig::default());
+        let held = p.call(&mirrored("tools/call", Some("echo")), &echo_call(1, "a"));
+        let refused = p.call(&mirrored("tools/call", Some("echo")), &echo_call(2, "b"));
+        p.run();
+        let requests = take_requests();
+        assert_eq!(requests.len(), 1);
+        assert!(p.seen[&refused].reset, "{:?}", p.seen.get(&refused));
+        assert!(p.seen[&refused].messages.is_empty());
+        p.server.respond(requests[0].call, b"{}").unwrap();
+        p.run();
+        assert_eq!(p.seen[&held].trailer("grpc-status"), Some("0"));
+        let next = p.call(&mirrored("tools/call", Some("echo")), &echo_call(3, "c"));
+        p.run();
+        let requests = take_requests();
+        assert_eq!(requests.len(), 1);
+        p.server.respond(requests[0].call, b"{}").unwrap();
+        p.run();
+        assert_eq!(p.seen[&next].trailer("grpc-status"), Some("0"));
+    });
 }
 
 /// A request or a response larger than the store's buffers: the request
 /// ends with RESOURCE_EXHAUSTED, the response is refused to the
-/// application with the size it needed; the connection goes on.
+/// application with the size it needed, and the engine answers -32603 in
+/// its place; the connection goes on.
 #[test]
 fn messages_larger_than_the_store_gives() {
-    let mut p = Pair::with(SlabStore::<1024, 2>::new(), EngineConfig::default());
-    let big = p.call(
-        &mirrored("tools/call", Some("echo")),
-        &echo_call(1, &"x".repeat(2000)),
-    );
-    let small = p.call(&mirrored("tools/call", Some("echo")), &echo_call(2, "y"));
-    p.run();
-    assert_eq!(p.seen[&big].trailer("grpc-status"), Some("8"));
-    let requests = take_requests();
-    assert_eq!(requests.len(), 1);
-    let result = format!(
-        r#"{{"content":[{{"type":"text","text":"{}"}}]}}"#,
-        "z".repeat(2000)
-    );
-    match p.server.respond(requests[0].call, result.as_bytes()) {
-        Err(mcpwire_core::mcp::server::SendError::TooLarge { needed }) => {
-            assert!(needed > 2000, "{needed}")
+    each_split(|| {
+        let mut p = Pair::with(SlabStore::<1024, 2>::new(), ServerConfig::default());
+        let big = p.call(
+            &mirrored("tools/call", Some("echo")),
+            &echo_call(1, &"x".repeat(2000)),
+        );
+        let small = p.call(&mirrored("tools/call", Some("echo")), &echo_call(2, "y"));
+        p.run();
+        assert_eq!(p.seen[&big].trailer("grpc-status"), Some("8"));
+        let requests = take_requests();
+        assert_eq!(requests.len(), 1);
+        let result = format!(
+            r#"{{"content":[{{"type":"text","text":"{}"}}]}}"#,
+            "z".repeat(2000)
+        );
+        match p.server.respond(requests[0].call, result.as_bytes()) {
+            Err(mcpwire_core::mcp::server::SendError::TooLarge { needed }) => {
+                assert!(needed > 2000, "{needed}")
+            }
+            other => panic!("{other:?}"),
         }
-        other => panic!("{other:?}"),
-    }
-    p.server.respond(requests[0].call, b"{}").unwrap();
-    p.run();
-    assert_eq!(p.seen[&small].trailer("grpc-status"), Some("0"));
-    assert_eq!(p.server.store().in_use(), 0);
+        assert_eq!(
+            p.server.respond(requests[0].call, b"{}"),
+            Err(mcpwire_core::mcp::server::SendError::Gone)
+        );
+        p.run();
+        let s = &p.seen[&small];
+        assert_eq!(s.trailer("grpc-status"), Some("0"));
+        assert_eq!(s.messages.len(), 1, "{s:?}");
+        assert!(s.messages[0].contains(r#""error":{"code":-32603"#), "{s:?}");
+        assert_eq!(p.server.store().in_use(), 0);
+    });
 }
 
 /// A growing store: the buffer follows the request (50 KB) and the
 /// response (200 KB, several flow-control windows), and is returned.
 #[test]
 fn a_growing_store_carries_large_messages() {
-    let store = VecStore {
-        max: 1 << 20,
-        ..VecStore::default()
-    };
-    let mut p = Pair::with(store, EngineConfig::default());
-    let text = "q".repeat(50_000);
-    let s = p.call(&mirrored("tools/call", Some("echo")), &echo_call(1, &text));
-    p.run();
-    let requests = take_requests();
-    assert_eq!(requests.len(), 1);
-    let args = json::get(&requests[0].params, b"arguments").unwrap();
-    assert!(json::str_eq(
-        json::get(args, b"text").unwrap(),
-        text.as_bytes()
-    ));
-    assert_eq!(p.server.store().live, 1);
-    let out = "r".repeat(200_000);
-    let result = format!(r#"{{"content":[{{"type":"text","text":"{out}"}}]}}"#);
-    p.server
-        .respond(requests[0].call, result.as_bytes())
-        .unwrap();
-    p.run();
-    let seen = &p.seen[&s];
-    assert_eq!(seen.trailer("grpc-status"), Some("0"));
-    assert_eq!(seen.messages.len(), 1);
-    assert!(seen.messages[0].contains(&out));
-    assert_eq!(p.server.store().live, 0);
-    assert!(p.server.store().peak_bytes > 200_000);
+    each_split(|| {
+        let store = VecStore {
+            max: 1 << 20,
+            ..VecStore::default()
+        };
+        let mut p = Pair::with(store, ServerConfig::default());
+        let text = "q".repeat(50_000);
+        let s = p.call(&mirrored("tools/call", Some("echo")), &echo_call(1, &text));
+        p.run();
+        let requests = take_requests();
+        assert_eq!(requests.len(), 1);
+        let args = json::get(&requests[0].params, b"arguments").unwrap();
+        assert!(json::str_eq(
+            json::get(args, b"text").unwrap(),
+            text.as_bytes()
+        ));
+        assert_eq!(p.server.store().live, 1);
+        let out = "r".repeat(200_000);
+        let result = format!(r#"{{"content":[{{"type":"text","text":"{out}"}}]}}"#);
+        p.server
+            .respond(requests[0].call, result.as_bytes())
+            .unwrap();
+        p.run();
+        let seen = &p.seen[&s];
+        assert_eq!(seen.trailer("grpc-status"), Some("0"));
+        assert_eq!(seen.messages.len(), 1);
+        assert!(seen.messages[0].contains(&out));
+        assert_eq!(p.server.store().live, 0);
+        assert!(p.server.store().peak_bytes > 200_000);
+    });
+}
+
+/// `subscriptions/listen` is the engine's: acknowledged with the filter the
+/// server honours (asked and offered), every event tagged with the
+/// subscription id, only the changes the filter wants, and the final result
+/// when the server goes away.
+#[test]
+fn listen_honours_the_filter_and_tags_every_event() {
+    each_split(|| {
+        let mut r = registry(&TOOLS);
+        r.listen = true;
+        let mut p = Pair::serving(SlabStore::<8192, 8>::new(), ServerConfig::default(), r);
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":"sub-1","method":"subscriptions/listen","params":{{"notifications":{{"toolsListChanged":true,"promptsListChanged":true,"resourceSubscriptions":["file:///x"]}},{META}}}}}"#
+        );
+        let s = p.call(&mirrored("subscriptions/listen", None), &body);
+        p.run();
+        assert!(take_requests().is_empty(), "listen reached the application");
+        let ack = &p.seen[&s].messages;
+        assert_eq!(ack.len(), 1, "{ack:?}");
+        assert!(ack[0].contains(r#""method":"notifications/subscriptions/acknowledged""#));
+        // Prompts and resources are not offered: only tools are honoured.
+        assert!(
+            ack[0].contains(r#""notifications":{"toolsListChanged":true}"#),
+            "{}",
+            ack[0]
+        );
+        assert!(ack[0].contains(r#""io.modelcontextprotocol/subscriptionId":"sub-1""#));
+        assert_eq!(p.server.publish(ListChange::PromptsListChanged), 0);
+        assert_eq!(p.server.publish(ListChange::ToolsListChanged), 1);
+        p.run();
+        let seen = &p.seen[&s];
+        assert_eq!(seen.messages.len(), 2, "{seen:?}");
+        assert!(seen.messages[1].contains(r#""method":"notifications/tools/list_changed""#));
+        assert!(seen.messages[1].contains(r#""io.modelcontextprotocol/subscriptionId":"sub-1""#));
+        assert_eq!(seen.trailer("grpc-status"), None, "the stream stays open");
+        p.server.go_away();
+        p.run();
+        let seen = &p.seen[&s];
+        assert_eq!(seen.messages.len(), 3, "{seen:?}");
+        let last = &seen.messages[2];
+        assert!(
+            last.contains(r#""id":"sub-1","result":{"resultType":"complete""#),
+            "{last}"
+        );
+        assert!(last.contains(r#""io.modelcontextprotocol/subscriptionId":"sub-1""#));
+        assert_eq!(seen.trailer("grpc-status"), Some("0"));
+        assert_eq!(p.server.store().in_use(), 0);
+    });
+}
+
+/// Without a listen source nothing is honoured, and a listen request
+/// without `notifications` is -32602.
+#[test]
+fn listen_without_a_source_or_a_filter() {
+    each_split(|| {
+        let mut p = Pair::new();
+        let ok = format!(
+            r#"{{"jsonrpc":"2.0","id":5,"method":"subscriptions/listen","params":{{"notifications":{{"toolsListChanged":true}},{META}}}}}"#
+        );
+        let bad = format!(
+            r#"{{"jsonrpc":"2.0","id":6,"method":"subscriptions/listen","params":{{{META}}}}}"#
+        );
+        let a = p.call(&mirrored("subscriptions/listen", None), &ok);
+        let b = p.call(&mirrored("subscriptions/listen", None), &bad);
+        p.run();
+        let ack = &p.seen[&a].messages;
+        assert!(ack[0].contains(r#""notifications":{}"#), "{ack:?}");
+        assert!(ack[0].contains(r#""io.modelcontextprotocol/subscriptionId":5"#));
+        assert_eq!(p.server.publish(ListChange::ToolsListChanged), 0);
+        let refused = &p.seen[&b];
+        assert!(
+            refused.messages[0].contains(r#""code":-32602"#),
+            "{refused:?}"
+        );
+        assert_eq!(refused.trailer("grpc-status"), Some("0"));
+    });
+}
+
+/// A reset listen stream is forgotten without an event for the
+/// application, and its buffer goes back.
+#[test]
+fn a_reset_listen_stream_is_forgotten() {
+    each_split(|| {
+        let mut p = Pair::new();
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":5,"method":"subscriptions/listen","params":{{"notifications":{{}},{META}}}}}"#
+        );
+        let s = p.call(&mirrored("subscriptions/listen", None), &body);
+        p.run();
+        assert_eq!(p.server.store().in_use(), 1);
+        p.client
+            .reset(s, mcpwire_core::h2::ErrorCode::CANCEL)
+            .unwrap();
+        p.run();
+        assert_eq!(p.server.store().in_use(), 0);
+        assert!(
+            p.events.iter().all(|e| !e.contains("Cancelled")),
+            "{:?}",
+            p.events
+        );
+    });
 }

@@ -2,7 +2,7 @@
 //! the server engine's type, the test registry and the request `_meta`.
 
 use mcpwire_core::mcp::registry::{Registry, ServerInfo, ToolInfo};
-use mcpwire_core::mcp::server::Engine;
+use mcpwire_core::mcp::server::Server as Engine;
 use mcpwire_core::mcp::{CallStore, SlabStore};
 
 /// The server engine under test, on a slab store by default.
