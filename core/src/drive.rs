@@ -130,7 +130,7 @@ mod tests {
                 return 0;
             }
             self.taken += 1;
-            if self.taken % 4 == 0 {
+            if self.taken.is_multiple_of(4) {
                 self.owed += 1;
             }
             1
