@@ -134,7 +134,7 @@ impl<S: CallStore> Pair<S> {
     /// Delivers the client's octets to the server, piece by piece, with the
     /// run loop of [`mcpwire_core::drive`]; what the server must send first
     /// goes to `s2c`.
-    fn to_server(&mut self, mut input: &[u8], s2c: &mut Vec<u8>) {
+    fn deliver_to_server(&mut self, mut input: &[u8], s2c: &mut Vec<u8>) {
         let mut out = vec![0u8; 16384];
         while !input.is_empty() {
             let n = self.piece(input);
@@ -157,7 +157,7 @@ impl<S: CallStore> Pair<S> {
     }
 
     /// Delivers the server's octets to the client, piece by piece.
-    fn to_client(&mut self, mut input: &[u8], c2s: &mut Vec<u8>) {
+    fn deliver_to_client(&mut self, mut input: &[u8], c2s: &mut Vec<u8>) {
         let mut out = vec![0u8; 16384];
         while !input.is_empty() {
             let n = self.piece(input);
@@ -229,13 +229,13 @@ impl<S: CallStore> Pair<S> {
             }
             let input = std::mem::take(&mut c2s);
             moved |= !input.is_empty();
-            self.to_server(&input, &mut s2c);
+            self.deliver_to_server(&input, &mut s2c);
             let n = drive::fill(&mut self.server, &mut buf);
             self.take_server_events();
             s2c.extend_from_slice(&buf[..n]);
             let input = std::mem::take(&mut s2c);
             moved |= !input.is_empty();
-            self.to_client(&input, &mut c2s);
+            self.deliver_to_client(&input, &mut c2s);
             if !moved && c2s.is_empty() {
                 break;
             }
