@@ -203,6 +203,25 @@ impl<'a> Arguments<'a> {
         }
     }
 
+    /// The arguments deserialized into `T` with serde-json-core, straight
+    /// from the request's bytes and without an allocator (feature `serde`).
+    /// A `&str` field borrows the request when the string has no escapes;
+    /// a string with escapes needs an owned field (`heapless::String<N>`),
+    /// and is unescaped through `scratch` (as long as the longest such
+    /// string). Arguments that do not fit `T` are -32602, as MCP names
+    /// invalid params.
+    ///
+    /// The core's own scanner stays the engine's reader: it validates and
+    /// locates members without building anything, which a per-type
+    /// deserializer cannot do for the engine's checks; this is for the
+    /// tool, which wants its arguments typed.
+    #[cfg(feature = "serde")]
+    pub fn parse<T: serde::Deserialize<'a>>(&self, scratch: &mut [u8]) -> Result<T, RpcError> {
+        serde_json_core::from_slice_escaped(self.0, scratch)
+            .map(|(value, _)| value)
+            .map_err(|_| RpcError::new(INVALID_PARAMS, "arguments do not match the tool's input schema"))
+    }
+
     /// Member `key` as a string, unescaped into `buf`; `None` when it is
     /// not a string or does not fit.
     pub fn str<'b>(&self, key: &[u8], buf: &'b mut [u8]) -> Option<&'b str> {
@@ -398,6 +417,28 @@ pub fn write_progress(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(feature = "serde")]
+    #[test]
+    fn arguments_parse_into_a_typed_struct() {
+        #[derive(serde::Deserialize, Debug, PartialEq)]
+        struct Args<'a> {
+            pin: u8,
+            on: bool,
+            label: &'a str,
+            note: heapless::String<8>,
+        }
+        let mut scratch = [0u8; 64];
+        let raw = br#"{"pin":13,"on":true,"label":"led","note":"a\"b"}"#;
+        let args: Args<'_> = Arguments::new(raw).parse(&mut scratch).unwrap();
+        assert_eq!((args.pin, args.on, args.label), (13, true, "led"));
+        assert_eq!(args.note.as_str(), "a\"b");
+        let out_of_range = br#"{"pin":300,"on":true,"label":"","note":""}"#;
+        let wrong = Arguments::new(out_of_range).parse::<Args<'_>>(&mut scratch);
+        assert_eq!(wrong.unwrap_err().code, INVALID_PARAMS);
+        let missing = Arguments::new(br#"{"pin":1}"#).parse::<Args<'_>>(&mut scratch);
+        assert_eq!(missing.unwrap_err().code, INVALID_PARAMS);
+    }
     use core::cell::Cell;
     use core::pin::pin;
     use core::task::{Context, Poll, Waker};
