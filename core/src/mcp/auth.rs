@@ -68,6 +68,56 @@ pub fn bearer_token(authorization: Option<&[u8]>) -> Option<&str> {
     (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
 }
 
+/// A fixed set of bearer tokens, each naming its principal, for a device
+/// (tokens and names in flash). Every known token is compared, each in
+/// constant time for its length.
+#[derive(Clone, Copy)]
+pub struct StaticTokens<'t> {
+    tokens: &'t [(&'t str, &'t str)],
+}
+
+impl<'t> StaticTokens<'t> {
+    /// The (token, principal) pairs; empty tokens never match.
+    pub const fn new(tokens: &'t [(&'t str, &'t str)]) -> Self {
+        Self { tokens }
+    }
+
+    /// The decision for a request's bearer token.
+    pub fn check(&self, token: Option<&str>) -> Decision<'t> {
+        let Some(token) = token else {
+            return Decision::Unauthenticated;
+        };
+        let mut found = None;
+        for (known, principal) in self.tokens {
+            if !known.is_empty() && constant_time_eq(known.as_bytes(), token.as_bytes()) {
+                found = found.or(Some(*principal));
+            }
+        }
+        found.map_or(Decision::Unauthenticated, |principal| Decision::Allow {
+            principal,
+        })
+    }
+}
+
+impl core::fmt::Debug for StaticTokens<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        // The principals, never the tokens.
+        let mut l = f.debug_list();
+        for (_, p) in self.tokens {
+            l.entry(p);
+        }
+        l.finish()
+    }
+}
+
+/// Equality whose time depends on the length only.
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
 impl Decision<'_> {
     /// How the request ends, or `None` when it is allowed. `had_token`:
     /// whether the request carried a bearer token at all.
@@ -109,6 +159,21 @@ mod tests {
         assert_eq!(bearer_token(Some(b"Bearer ")), None);
         assert_eq!(bearer_token(Some(&[0xff, b' ', b'a'])), None);
         assert_eq!(bearer_token(None), None);
+    }
+
+    #[test]
+    fn static_tokens_name_their_principal() {
+        let t = StaticTokens::new(&[("s3cret", "alice"), ("", "nobody")]);
+        assert_eq!(
+            t.check(Some("s3cret")),
+            Decision::Allow { principal: "alice" }
+        );
+        assert_eq!(t.check(Some("s3cre")), Decision::Unauthenticated);
+        assert_eq!(t.check(Some("")), Decision::Unauthenticated);
+        assert_eq!(t.check(None), Decision::Unauthenticated);
+        let mut shown = std::string::String::new();
+        core::fmt::write(&mut shown, format_args!("{t:?}")).unwrap();
+        assert!(shown.contains("alice") && !shown.contains("s3cret"));
     }
 
     #[test]

@@ -219,7 +219,12 @@ impl<'a> Arguments<'a> {
     pub fn parse<T: serde::Deserialize<'a>>(&self, scratch: &mut [u8]) -> Result<T, RpcError> {
         serde_json_core::from_slice_escaped(self.0, scratch)
             .map(|(value, _)| value)
-            .map_err(|_| RpcError::new(INVALID_PARAMS, "arguments do not match the tool's input schema"))
+            .map_err(|_| {
+                RpcError::new(
+                    INVALID_PARAMS,
+                    "arguments do not match the tool's input schema",
+                )
+            })
     }
 
     /// Member `key` as a string, unescaped into `buf`; `None` when it is

@@ -45,6 +45,15 @@ pub use tunnel::{Server, TUNNEL_PATH};
 
 use crate::h2::{self, ConnectionError, StreamRef};
 
+/// The server of a microcontroller: 4 concurrent calls, a 4 KiB HPACK
+/// table, 2 KiB frame buffers, everything inline (the firmware example's
+/// sizes). Named so the capacities are not written (and swapped) by hand.
+pub type DeviceServer<'r, S> = Server<'r, S, 4, 4096, 2048>;
+
+/// The server of a host: 32 concurrent calls, a 4 KiB HPACK table, 8 KiB
+/// frame buffers in the storage `FB` (on the heap in the tokio driver).
+pub type HostServer<'r, S, FB> = Server<'r, S, 32, 4096, 8192, FB>;
+
 /// Settings of the server engine.
 #[derive(Debug, Clone, Copy)]
 pub struct ServerConfig {
