@@ -933,3 +933,51 @@ fn a_reset_listen_stream_is_forgotten() {
         );
     });
 }
+
+/// Every running call reset at once, with new calls in the same bytes: the
+/// application hears of every end (the events live in the call records,
+/// not in a queue that could drop them), and each new call is either handed
+/// over or refused as not processed (REFUSED_STREAM), never lost.
+#[test]
+fn a_burst_of_resets_and_new_calls_loses_no_event() {
+    each_split(|| {
+        let mut p = Pair::new();
+        let streams: Vec<StreamRef> = (0..8)
+            .map(|i| p.call(&mirrored("tools/call", Some("echo")), &echo_call(i, "x")))
+            .collect();
+        p.run();
+        let first = take_requests();
+        assert_eq!(first.len(), 8);
+        for s in &streams {
+            p.client
+                .reset(*s, mcpwire_core::h2::ErrorCode::CANCEL)
+                .unwrap();
+        }
+        let again: Vec<StreamRef> = (10..18)
+            .map(|i| p.call(&mirrored("tools/call", Some("echo")), &echo_call(i, "y")))
+            .collect();
+        p.run();
+        let cancelled = p
+            .events
+            .iter()
+            .filter(|e| e.contains("reason: Reset"))
+            .count();
+        assert_eq!(cancelled, 8, "{:?}", p.events);
+        let handed = take_requests();
+        let refused = again
+            .iter()
+            .filter(|s| p.seen.get(s).is_some_and(|s| s.reset))
+            .count();
+        assert_eq!(
+            handed.len() + refused,
+            8,
+            "{} handed, {refused} refused",
+            handed.len()
+        );
+        for r in &handed {
+            p.server.respond(r.call, b"{}").unwrap();
+        }
+        p.run();
+        assert_eq!(p.server.store().in_use(), 0);
+    });
+}

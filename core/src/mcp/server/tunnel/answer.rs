@@ -212,8 +212,7 @@ impl<
         let phase = c.phase;
         let listen = c.listen;
         if writable {
-            let call = call_id(i, stream);
-            self.push(ServerEvent::Writable { call });
+            self.notice(i, Notice::Writable);
         }
         if let Some(l) = listen {
             return self.flush_listen(i, l);

@@ -18,6 +18,15 @@ pub(super) enum Phase {
     Finishing,
 }
 
+/// What a call has to tell the application; at most one at a time (a call
+/// asks to be authorized, then is handed over, then may wait to write).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Notice {
+    Authorize,
+    Request,
+    Writable,
+}
+
 /// A listen stream's state.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Listen {
@@ -49,6 +58,10 @@ pub(super) struct Call<B> {
     /// Where the request's params lie in the buffer once parsed.
     pub(super) params: Option<(usize, usize)>,
     pub(super) handler: Option<Handler>,
+    /// An event for the application, not polled yet.
+    pub(super) notice: Option<Notice>,
+    /// The application was handed the request: it hears of the call's end.
+    pub(super) handed: bool,
     pub(super) listen: Option<Listen>,
     /// The response head went out.
     pub(super) head_sent: bool,

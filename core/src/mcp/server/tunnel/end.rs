@@ -131,8 +131,11 @@ impl<
         Some((c.stream, c.phase))
     }
 
-    pub(super) fn push(&mut self, e: ServerEvent) {
-        let _ = self.events.push(e);
+    /// Gives call `i` an event for the application.
+    pub(super) fn notice(&mut self, i: usize, notice: Notice) {
+        if let Some(c) = self.calls.get_mut(i).and_then(Option::as_mut) {
+            c.notice = Some(notice);
+        }
     }
 }
 

@@ -37,15 +37,10 @@ impl<
                 }
                 Event::ConnectionClosed { error } => {
                     for i in 0..self.calls.len() {
-                        if let Some((stream, Phase::Handler)) = self.remove(i) {
-                            let call = call_id(i, stream);
-                            self.push(ServerEvent::Cancelled {
-                                call,
-                                reason: CancelReason::ConnectionClosed,
-                            });
-                        }
+                        self.cancel(i, CancelReason::ConnectionClosed);
+                        self.remove(i);
                     }
-                    self.push(ServerEvent::ConnectionClosed { error });
+                    self.closed = Some(error);
                 }
                 Event::StreamsAvailable | Event::GoAway { .. } | Event::PingAck { .. } => {}
             }
@@ -62,15 +57,10 @@ impl<
         let Some(i) = self.index_of(stream) else {
             return;
         };
-        if let Some((_, Phase::Handler)) = self.remove(i)
-            && reset
-        {
-            let call = call_id(i, stream);
-            self.push(ServerEvent::Cancelled {
-                call,
-                reason: CancelReason::Reset,
-            });
+        if reset {
+            self.cancel(i, CancelReason::Reset);
         }
+        self.remove(i);
     }
 
     pub(super) fn on_request_head(
@@ -93,12 +83,22 @@ impl<
                 return;
             }
         };
-        let free = self.calls.iter().position(Option::is_none).or_else(|| {
-            let n = self.calls.len();
-            self.calls.grow_to(n + 1).then_some(n)
-        });
+        // A slot whose cancellation is not polled yet stays taken.
+        let cancelled = &self.cancelled;
+        let free = (0..self.calls.len())
+            .find(|&i| self.calls[i].is_none() && cancelled.get(i).is_none_or(Option::is_none))
+            .or_else(|| {
+                let n = self.calls.len();
+                self.calls.grow_to(n + 1).then_some(n)
+            });
         let Some(i) = free else {
             self.store.put(buf);
+            if self.calls.iter().any(Option::is_none) {
+                // Only slots whose end the application has not heard of yet
+                // are free: not processed, so the client may retry.
+                let _ = self.conn.reset(stream, ErrorCode::REFUSED_STREAM);
+                return;
+            }
             return self.status_only(stream, Code::ResourceExhausted, b"too many calls");
         };
         let authorizing = self.config.authorize;
@@ -120,6 +120,8 @@ impl<
             deadline: Some(self.now + timeout.unwrap_or(self.config.request_timeout)),
             params: None,
             handler: None,
+            notice: None,
+            handed: false,
             listen: None,
             head_sent: false,
             out_pos: 0,
@@ -128,8 +130,7 @@ impl<
             ended: end_stream,
         });
         if authorizing {
-            let call = call_id(i, stream);
-            self.push(ServerEvent::Authorize { call });
+            self.notice(i, Notice::Authorize);
         } else if end_stream {
             self.dispatch(i);
         }
@@ -256,8 +257,7 @@ impl<
             Route::Handle(h) => {
                 if let Some(c) = self.calls[i].as_mut() {
                     c.handler = Some(h.0);
-                    let call = call_id(i, c.stream);
-                    self.push(ServerEvent::Request { call });
+                    c.notice = Some(Notice::Request);
                 }
             }
             Route::Listen => self.start_listen(i),

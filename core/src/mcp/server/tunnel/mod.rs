@@ -34,7 +34,8 @@ use super::request::{Handler, Request};
 use super::{CallId, CancelReason, Failure, SendError, ServerConfig, ServerEvent};
 use crate::grpc::{self, Code, HeadError, MessageDecoder, RequestHead, base64, response};
 use crate::h2::{
-    self, Connection, ErrorCode, Event, HeaderList, HeadersKind, InlineStorage, Storage, StreamRef,
+    self, Connection, ConnectionError, ErrorCode, Event, HeaderList, HeadersKind, InlineStorage,
+    Storage, StreamRef,
 };
 use crate::hpack::Field;
 use crate::mcp::auth::{self, Decision, MAX_PRINCIPAL};
@@ -45,9 +46,9 @@ use crate::mcp::meta::RequestMeta;
 use crate::mcp::registry::Registry;
 use crate::mcp::store::CallStore;
 use crate::mcp::writer::JsonWriter;
-use crate::records::{Queue, Records};
+use crate::records::Records;
 use crate::time::Instant;
-use call::{Admission, Call, Listen, Phase, admit, call_id};
+use call::{Admission, Call, Listen, Notice, Phase, admit, call_id};
 use mcpwire_proto::tunnel::{self, JsonRpcMessage};
 
 /// The path of the tunnel method.
@@ -68,8 +69,6 @@ const MAX_ERROR_BIN: usize = 4096;
 /// Room asked of the store for the trailer values of an error (the error
 /// response, its base64 and the percent-encoded message).
 const ERROR_ROOM: usize = 8 << 10;
-
-const EVENTS: usize = 32;
 
 /// The tunnel server over one connection. The generics follow
 /// [`h2::Connection`]'s order: `STREAMS` concurrent calls, the HPACK
@@ -92,7 +91,13 @@ pub struct Server<
     registry: Registry<'r>,
     config: ServerConfig,
     now: Instant,
-    events: Queue<ServerEvent, FB::Records<Option<ServerEvent>, EVENTS>>,
+    /// Calls whose handler must stop, not polled yet: their record slot
+    /// is kept from reuse until then, so no event is ever dropped.
+    cancelled: FB::Records<Option<(StreamRef, CancelReason)>, STREAMS>,
+    /// The connection ended; reported after every call's event.
+    closed: Option<Option<ConnectionError>>,
+    /// Where the next scan for call events starts (round robin).
+    cursor: usize,
 }
 
 impl<S: CallStore, const STREAMS: usize, const TABLE: usize, const BUF: usize, FB: Storage<BUF>>
@@ -125,7 +130,9 @@ impl<
             registry,
             config,
             now,
-            events: Queue::default(),
+            cancelled: Default::default(),
+            closed: None,
+            cursor: 0,
         }
     }
 
@@ -201,13 +208,7 @@ impl<
                 continue;
             };
             if call.deadline.is_some_and(|d| now >= d) {
-                if call.phase == Phase::Handler {
-                    let call = call_id(i, call.stream);
-                    self.push(ServerEvent::Cancelled {
-                        call,
-                        reason: CancelReason::Deadline,
-                    });
-                }
+                self.cancel(i, CancelReason::Deadline);
                 self.end_with_status(i, Code::DeadlineExceeded, b"deadline exceeded");
             }
         }
@@ -227,20 +228,56 @@ impl<
         n
     }
 
-    /// The next event. A request or authorization whose call ended in the
-    /// meantime (reset, deadline) is skipped.
+    /// The next event: calls to stop first, then calls to authorize, hand
+    /// over or resume (taking the calls in turn), then the connection's end.
+    /// Events are kept in the call records, not in a queue: none is lost,
+    /// and a call whose end is not polled yet keeps its record from reuse.
     pub fn poll_event(&mut self) -> Option<ServerEvent> {
-        loop {
-            let e = self.events.pop()?;
-            let live = match e {
-                ServerEvent::Request { call } => self.call(call, Phase::Handler).is_some(),
-                ServerEvent::Authorize { call } => self.call(call, Phase::Authorizing).is_some(),
-                _ => true,
-            };
-            if live {
-                return Some(e);
-            }
+        if let Some(i) = self.cancelled.iter().position(Option::is_some)
+            && let Some((stream, reason)) = self.cancelled[i].take()
+        {
+            let call = call_id(i, stream);
+            return Some(ServerEvent::Cancelled { call, reason });
         }
+        let n = self.calls.len();
+        for k in 0..n {
+            let i = (self.cursor + k) % n;
+            let Some(c) = self.calls[i].as_mut() else {
+                continue;
+            };
+            let Some(notice) = c.notice.take() else {
+                continue;
+            };
+            self.cursor = i + 1;
+            let call = call_id(i, c.stream);
+            return Some(match notice {
+                Notice::Authorize => ServerEvent::Authorize { call },
+                Notice::Request => {
+                    c.handed = true;
+                    ServerEvent::Request { call }
+                }
+                Notice::Writable => ServerEvent::Writable { call },
+            });
+        }
+        self.closed
+            .take()
+            .map(|error| ServerEvent::ConnectionClosed { error })
+    }
+
+    /// Records that call `i`'s handler must stop, when the application was
+    /// handed its request.
+    fn cancel(&mut self, i: usize, reason: CancelReason) {
+        let Some(c) = self.calls.get(i).and_then(Option::as_ref) else {
+            return;
+        };
+        if c.phase != Phase::Handler || !c.handed {
+            return;
+        }
+        let stream = c.stream;
+        if self.cancelled.len() <= i && !self.cancelled.grow_to(i + 1) {
+            return;
+        }
+        self.cancelled[i] = Some((stream, reason));
     }
 
     /// The request of a call the application handles, until the next
