@@ -16,6 +16,7 @@
 use std::io;
 use std::sync::OnceLock;
 
+use mcpwire_core::drive::{Feed, Step};
 use mcpwire_core::h2::{self, ErrorCode, HeadersKind, Role, StreamRef};
 use mcpwire_core::time::Instant;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -221,64 +222,54 @@ fn drain_events<A: App>(conn: &mut Conn, app: &mut A) {
 /// Appends everything the core has to send to `out`, up to `limit` bytes
 /// waiting.
 fn transmit<A: App>(conn: &mut Conn, app: &mut A, out: &mut Vec<u8>, limit: usize) {
-    let mut idle = 0;
     while out.len() < limit {
         // An emptied transmit buffer wakes blocked streams (SendReady): the
-        // application queues more, and the loop goes on until a turn with
-        // nothing to write.
+        // application queues more, and the loop goes on while the core has
+        // something to write.
         app.flush(conn);
         drain_events(conn, app);
+        if !conn.wants_transmit() {
+            break;
+        }
         let start = out.len();
         out.resize(start + TRANSMIT_CHUNK, 0);
         let n = conn.poll_transmit(&mut out[start..]);
         out.truncate(start + n);
         trace!("poll_transmit -> {n}");
-        if n > 0 {
-            idle = 0;
-        } else {
-            idle += 1;
-            if idle > 1 {
-                break;
-            }
+        if n == 0 {
+            break;
         }
     }
 }
 
-/// Feeds `input` to the core until it is consumed.
-fn feed<A: App>(
-    conn: &mut Conn,
-    app: &mut A,
-    mut input: &[u8],
-    out: &mut Vec<u8>,
-) -> io::Result<()> {
-    let mut stalled = 0;
-    while !input.is_empty() {
-        let r = conn.recv(input, now());
+/// Feeds `input` to the core until it is consumed (the run loop of
+/// [`mcpwire_core::drive`]).
+fn feed<A: App>(conn: &mut Conn, app: &mut A, input: &[u8], out: &mut Vec<u8>) -> io::Result<()> {
+    let mut feed = Feed::new(input);
+    while !feed.is_done() {
+        let r = conn.recv(feed.rest(), now());
         trace!(
             "recv {} -> consumed {} data {:?}",
-            input.len(),
+            feed.rest().len(),
             r.consumed,
             r.data.map(|d| (d.stream, d.bytes.len(), d.end_stream))
         );
-        let progressed = r.consumed > 0 || r.data.is_some();
         if let Some(d) = r.data {
             app.data(conn, d.stream, d.bytes, d.end_stream);
         }
-        input = &input[r.consumed..];
+        let step = feed.advance(r.consumed, conn.wants_transmit());
         drain_events(conn, app);
-        if progressed {
-            stalled = 0;
-        } else {
+        match step {
+            Step::Consumed | Step::Done => {}
             // The core waits for its control frames (PING acknowledgements,
             // resets) to go out before it reads more.
-            stalled += 1;
-            if stalled > 3 {
+            Step::Transmit => transmit(conn, app, out, usize::MAX),
+            Step::Stuck => {
                 return Err(io::Error::other(format!(
                     "the core consumes no input ({} octets left): {conn:?}",
-                    input.len()
+                    feed.rest().len()
                 )));
             }
-            transmit(conn, app, out, usize::MAX);
         }
     }
     Ok(())
