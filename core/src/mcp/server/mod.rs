@@ -33,6 +33,7 @@
 //! off, no `Authorize` event is ever produced.
 
 pub mod dispatch;
+mod engine;
 pub mod listen;
 pub mod request;
 mod tunnel;
@@ -43,7 +44,7 @@ pub use listen::ListChange;
 pub use request::{Request, RequestKind};
 pub use tunnel::{Server, TUNNEL_PATH};
 
-use crate::h2::{self, ConnectionError, StreamRef};
+use crate::h2::{self, ConnectionError};
 
 /// The server of a microcontroller: 4 concurrent calls, a 4 KiB HPACK
 /// table, 2 KiB frame buffers, everything inline (the firmware example's
@@ -86,7 +87,8 @@ impl Default for ServerConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct CallId {
     index: u16,
-    stream: StreamRef,
+    /// Which of the calls that used this record it is.
+    serial: u32,
 }
 
 impl CallId {
@@ -101,7 +103,9 @@ impl CallId {
 /// Why a call's handler must stop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CancelReason {
-    /// The client reset the stream (RST_STREAM(CANCEL)).
+    /// The client cancelled the request: it reset the stream
+    /// (RST_STREAM(CANCEL)), closed the request's HTTP stream, or sent
+    /// `notifications/cancelled`.
     Reset,
     /// The deadline passed; the engine answered DEADLINE_EXCEEDED.
     Deadline,

@@ -3,17 +3,19 @@
 //!
 //! One call carries one JSON-RPC request. The binding checks the call's
 //! head (method, content type, encoding, path), collects the request
-//! message, and hands it to the transport-free half ([`dispatch`]) for
-//! every MCP decision; it maps the outcome to the wire:
+//! message out of its DATA frames, and hands it to the engine for every MCP
+//! decision; it maps the outcomes to the wire:
 //!
 //! - errors found before a handler runs (-32700, -32600, -32020, -32022)
 //!   end the call with a headers-only response whose trailers carry
 //!   `grpc-status`, `grpc-message`, `mcp-error-code` and `mcp-error-bin`
-//!   (typed binding §9.2);
+//!   (typed binding §9.2; see [`end`]);
 //! - other JSON-RPC errors travel as an ordinary error response message
 //!   followed by `grpc-status: 0`;
 //! - results and notifications are `JsonRpcMessage`s on the stream, the
-//!   last one followed by `grpc-status: 0`.
+//!   last one followed by `grpc-status: 0`;
+//! - a cancelled call is a reset stream, a passed deadline
+//!   DEADLINE_EXCEEDED.
 //!
 //! # Run loop
 //!
@@ -23,32 +25,25 @@
 //! until input or [`Server::poll_timeout`]. `recv` may consume less than it
 //! was given: feed the rest after draining (see [`crate::drive`]).
 
-mod answer;
-mod call;
 mod end;
-mod incoming;
 
-use super::dispatch::{self, Builtin, Level, Route};
-use super::listen::{self, Filter, ListChange};
-use super::request::{Handler, Request};
+use super::dispatch;
+use super::engine::{Call, Dispatched, Engine, Framing, ListenNext, Phase, Refused};
+use super::listen::ListChange;
+use super::request::Request;
 use super::{CallId, CancelReason, Failure, SendError, ServerConfig, ServerEvent};
-use crate::grpc::{self, Code, HeadError, MessageDecoder, RequestHead, base64, response};
+use crate::grpc::{self, Code, HeadError, MessageDecoder, RequestHead, response};
 use crate::h2::{
-    self, Connection, ConnectionError, ErrorCode, Event, HeaderList, HeadersKind, InlineStorage,
-    Storage, StreamRef,
+    self, Connection, ErrorCode, Event, HeaderList, HeadersKind, InlineStorage, Storage, StreamRef,
 };
 use crate::hpack::Field;
-use crate::mcp::auth::{self, Decision, MAX_PRINCIPAL};
-use crate::mcp::envelope::{self, RequestSpans, Spans};
-use crate::mcp::error::{INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, RpcError};
+use crate::mcp::auth::Decision;
+use crate::mcp::envelope;
+use crate::mcp::error::{INVALID_REQUEST, PARSE_ERROR, RpcError};
 use crate::mcp::json;
-use crate::mcp::meta::RequestMeta;
 use crate::mcp::registry::Registry;
 use crate::mcp::store::CallStore;
-use crate::mcp::writer::JsonWriter;
-use crate::records::Records;
 use crate::time::Instant;
-use call::{Admission, Call, Listen, Notice, Phase, admit, call_id};
 use mcpwire_proto::tunnel::{self, JsonRpcMessage};
 
 /// The path of the tunnel method.
@@ -58,17 +53,46 @@ pub const TUNNEL_PATH: &[u8] = tunnel::CALL_PATH.as_bytes();
 /// same on the client).
 pub const RESETS: usize = 64;
 
-/// Longest JSON-RPC id kept (raw JSON).
-const MAX_ID: usize = 128;
-/// Room before an outgoing message for its gRPC prefix and protobuf header.
-const FRAMING: usize = 16;
-/// Longest `grpc-message` sent (typed binding §9.2).
-const MAX_GRPC_MESSAGE: usize = 1024;
-/// Longest `mcp-error-bin` value sent.
-const MAX_ERROR_BIN: usize = 4096;
-/// Room asked of the store for the trailer values of an error (the error
-/// response, its base64 and the percent-encoded message).
-const ERROR_ROOM: usize = 8 << 10;
+/// The tunnel's part of a call.
+struct Tunnel {
+    stream: StreamRef,
+    decoder: MessageDecoder,
+    message_len: Option<usize>,
+    /// The response head went out.
+    head_sent: bool,
+}
+
+/// Each message is a length-prefixed `JsonRpcMessage` whose one field holds
+/// the JSON.
+struct GrpcFraming;
+
+impl Framing for GrpcFraming {
+    /// The gRPC prefix and the longest protobuf header.
+    const ROOM: usize = 16;
+    const TAIL: &'static [u8] = b"";
+
+    fn frame(head: &mut [u8], len: usize) -> usize {
+        let proto_len = JsonRpcMessage::prefix_len(len);
+        let prefix = grpc::write_prefix((proto_len + len) as u32);
+        let start = head.len() - proto_len - prefix.len();
+        head[start..start + prefix.len()].copy_from_slice(&prefix);
+        let _ = JsonRpcMessage::encode_prefix(len, &mut head[start + prefix.len()..]);
+        start
+    }
+}
+
+type CallRecords<S, FB, const BUF: usize, const STREAMS: usize> =
+    <FB as Storage<BUF>>::Records<Option<Call<<S as CallStore>::Buf, Tunnel>>, STREAMS>;
+type Cancellations<FB, const BUF: usize, const STREAMS: usize> =
+    <FB as Storage<BUF>>::Records<Option<(CallId, CancelReason)>, STREAMS>;
+type TunnelEngine<'r, S, FB, const BUF: usize, const STREAMS: usize> = Engine<
+    'r,
+    S,
+    Tunnel,
+    CallRecords<S, FB, BUF, STREAMS>,
+    Cancellations<FB, BUF, STREAMS>,
+    GrpcFraming,
+>;
 
 /// The tunnel server over one connection. The generics follow
 /// [`h2::Connection`]'s order: `STREAMS` concurrent calls, the HPACK
@@ -77,6 +101,7 @@ const ERROR_ROOM: usize = 8 << 10;
 /// and each message of its response) and the [`Storage`] `FB` of the
 /// connection's buffers and records (inline by default; see
 /// [`h2::storage`]). The connection remembers [`RESETS`] reset streams.
+/// [`super::DeviceServer`] and [`super::HostServer`] name tested sizes.
 pub struct Server<
     'r,
     S: CallStore,
@@ -86,18 +111,9 @@ pub struct Server<
     FB: Storage<BUF> = InlineStorage<BUF>,
 > {
     conn: Connection<STREAMS, TABLE, BUF, RESETS, FB>,
-    calls: FB::Records<Option<Call<S::Buf>>, STREAMS>,
-    store: S,
-    registry: Registry<'r>,
+    engine: TunnelEngine<'r, S, FB, BUF, STREAMS>,
     config: ServerConfig,
     now: Instant,
-    /// Calls whose handler must stop, not polled yet: their record slot
-    /// is kept from reuse until then, so no event is ever dropped.
-    cancelled: FB::Records<Option<(StreamRef, CancelReason)>, STREAMS>,
-    /// The connection ended; reported after every call's event.
-    closed: Option<Option<ConnectionError>>,
-    /// Where the next scan for call events starts (round robin).
-    cursor: usize,
 }
 
 impl<S: CallStore, const STREAMS: usize, const TABLE: usize, const BUF: usize, FB: Storage<BUF>>
@@ -106,9 +122,20 @@ impl<S: CallStore, const STREAMS: usize, const TABLE: usize, const BUF: usize, F
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Server")
             .field("conn", &self.conn)
-            .field("calls", &self.calls.iter().filter(|c| c.is_some()).count())
             .finish_non_exhaustive()
     }
+}
+
+/// What the binding does with a request head.
+enum Admission {
+    /// Answer with this HTTP status.
+    Http(u16),
+    /// Answer with this gRPC status, trailers-only.
+    Status(Code, &'static [u8]),
+    /// Not processed now: RST_STREAM(REFUSED_STREAM).
+    Refused,
+    /// A call in this record.
+    Call(usize),
 }
 
 impl<
@@ -125,20 +152,15 @@ impl<
     pub fn new(registry: Registry<'r>, config: ServerConfig, store: S, now: Instant) -> Self {
         Self {
             conn: Connection::new(h2::Role::Server, config.h2, now),
-            calls: Default::default(),
-            store,
-            registry,
+            engine: Engine::new(registry, store, config.request_timeout, config.authorize),
             config,
             now,
-            cancelled: Default::default(),
-            closed: None,
-            cursor: 0,
         }
     }
 
     /// The call store, for its state.
     pub fn store(&self) -> &S {
-        &self.store
+        &self.engine.store
     }
 
     /// The HTTP/2 connection, for its state and windows.
@@ -148,7 +170,7 @@ impl<
 
     /// What the server offers.
     pub fn registry(&self) -> &Registry<'r> {
-        &self.registry
+        &self.engine.registry
     }
 
     /// Whether the connection is over and all output was taken.
@@ -181,19 +203,14 @@ impl<
     /// refused, and the connection closes after the last.
     pub fn go_away(&mut self) {
         self.conn.go_away(ErrorCode::NO_ERROR);
-        for i in 0..self.calls.len() {
-            if let Some(l) = self.calls[i].as_mut().and_then(|c| c.listen.as_mut()) {
-                l.ending = true;
-                self.flush(i);
-            }
-        }
+        self.engine.end_listens();
+        self.flush_all();
         self.drain_connection();
     }
 
     /// The next deadline: the connection's or a call's.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let calls = self.calls.iter().flatten().filter_map(|c| c.deadline).min();
-        match (self.conn.poll_timeout(), calls) {
+        match (self.conn.poll_timeout(), self.engine.next_deadline()) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
@@ -203,14 +220,8 @@ impl<
     pub fn handle_timeout(&mut self, now: Instant) {
         self.now = now;
         self.conn.handle_timeout(now);
-        for i in 0..self.calls.len() {
-            let Some(call) = self.calls[i].as_ref() else {
-                continue;
-            };
-            if call.deadline.is_some_and(|d| now >= d) {
-                self.cancel(i, CancelReason::Deadline);
-                self.end_with_status(i, Code::DeadlineExceeded, b"deadline exceeded");
-            }
+        while let Some(i) = self.engine.expired(now) {
+            self.end_with_status(i, Code::DeadlineExceeded, b"deadline exceeded");
         }
         self.drain_connection();
     }
@@ -229,82 +240,23 @@ impl<
     }
 
     /// The next event: calls to stop first, then calls to authorize, hand
-    /// over or resume (taking the calls in turn), then the connection's end.
-    /// Events are kept in the call records, not in a queue: none is lost,
-    /// and a call whose end is not polled yet keeps its record from reuse.
+    /// over or resume, then the connection's end. Events are kept in the
+    /// call records, not in a queue, so none is dropped; a call whose end
+    /// is not polled yet keeps its record from reuse.
     pub fn poll_event(&mut self) -> Option<ServerEvent> {
-        if let Some(i) = self.cancelled.iter().position(Option::is_some)
-            && let Some((stream, reason)) = self.cancelled[i].take()
-        {
-            let call = call_id(i, stream);
-            return Some(ServerEvent::Cancelled { call, reason });
-        }
-        let n = self.calls.len();
-        for k in 0..n {
-            let i = (self.cursor + k) % n;
-            let Some(c) = self.calls[i].as_mut() else {
-                continue;
-            };
-            let Some(notice) = c.notice.take() else {
-                continue;
-            };
-            self.cursor = i + 1;
-            let call = call_id(i, c.stream);
-            return Some(match notice {
-                Notice::Authorize => ServerEvent::Authorize { call },
-                Notice::Request => {
-                    c.handed = true;
-                    ServerEvent::Request { call }
-                }
-                Notice::Writable => ServerEvent::Writable { call },
-            });
-        }
-        self.closed
-            .take()
-            .map(|error| ServerEvent::ConnectionClosed { error })
-    }
-
-    /// Records that call `i`'s handler must stop, when the application was
-    /// handed its request.
-    fn cancel(&mut self, i: usize, reason: CancelReason) {
-        let Some(c) = self.calls.get(i).and_then(Option::as_ref) else {
-            return;
-        };
-        if c.phase != Phase::Handler || !c.handed {
-            return;
-        }
-        let stream = c.stream;
-        if self.cancelled.len() <= i && !self.cancelled.grow_to(i + 1) {
-            return;
-        }
-        self.cancelled[i] = Some((stream, reason));
+        self.engine.poll_event()
     }
 
     /// The request of a call the application handles, until the next
     /// `&mut` call on the engine.
     pub fn request(&self, call: CallId) -> Option<Request<'_>> {
-        let c = self.call(call, Phase::Handler)?;
-        let bytes = self.store.bytes(&c.buf);
-        let params = c.params_at().map_or(&b"{}"[..], |r| &bytes[r]);
-        Some(Request {
-            kind: c.handler?.kind(&self.registry, params),
-            id: &bytes[c.id_at()],
-            params,
-            meta: RequestMeta::read(Some(params)).ok()?,
-            headers: HeaderList::from_bytes(&bytes[..c.headers_len]),
-            deadline: c.deadline,
-            principal: c
-                .principal_at()
-                .and_then(|r| core::str::from_utf8(&bytes[r]).ok()),
-        })
+        self.engine.request(call)
     }
 
     /// The bearer token of a call waiting for [`Server::authorize`]
     /// (`authorization: Bearer <token>`), if it carries one.
     pub fn bearer_token(&self, call: CallId) -> Option<&str> {
-        let c = self.call(call, Phase::Authorizing)?;
-        let bytes = self.store.bytes(&c.buf);
-        auth::bearer_token(HeaderList::from_bytes(&bytes[..c.headers_len]).get(b"authorization"))
+        self.engine.bearer_token(call)
     }
 
     /// The application's decision on a call's credentials. An allowed call
@@ -312,46 +264,347 @@ impl<
     /// with UNAUTHENTICATED or PERMISSION_DENIED and the RFC 6750 challenge
     /// in `www-authenticate` (see [`crate::mcp::auth`]).
     pub fn authorize(&mut self, call: CallId, decision: Decision<'_>) {
-        let had_token = self.bearer_token(call).is_some();
-        let Some(i) = self.call(call, Phase::Authorizing).map(|_| call.index()) else {
-            return;
-        };
-        if let Some(refusal) = decision.refusal(had_token) {
-            self.remove(i);
-            let status = response::Status::new(refusal.status, refusal.message.as_bytes());
-            let extra = [Field::new(
-                b"www-authenticate",
-                refusal.challenge.as_bytes(),
-            )];
-            let _ = self
-                .conn
-                .send_headers(call.stream, status.trailers_only(&extra), true);
-            self.drain_connection();
-            return;
-        }
-        let Some(c) = self.calls[i].as_mut() else {
-            return;
-        };
-        c.phase = Phase::Body;
-        if let Decision::Allow { principal } = decision
-            && principal.len() <= MAX_PRINCIPAL
-        {
-            let start = c.headers_len + MAX_ID;
-            self.store.bytes_mut(&mut c.buf)[start..start + principal.len()]
-                .copy_from_slice(principal.as_bytes());
-            c.principal_len = Some(principal.len());
-        }
-        if c.ended {
-            self.dispatch(i);
+        match self.engine.authorize(call, decision) {
+            Some(Err(refusal)) => {
+                if let Some((x, _)) = self.engine.remove(call.index()) {
+                    let status = response::Status::new(refusal.status, refusal.message.as_bytes());
+                    let extra = [Field::new(
+                        b"www-authenticate",
+                        refusal.challenge.as_bytes(),
+                    )];
+                    let _ = self
+                        .conn
+                        .send_headers(x.stream, status.trailers_only(&extra), true);
+                }
+            }
+            Some(Ok(true)) => self.dispatch(call.index()),
+            Some(Ok(false)) | None => {}
         }
         self.drain_connection();
     }
 
-    fn call(&self, call: CallId, phase: Phase) -> Option<&Call<S::Buf>> {
-        self.calls
-            .get(call.index())
-            .and_then(Option::as_ref)
-            .filter(|c| c.stream == call.stream && c.phase == phase)
+    // ------------------------------------------------------------------
+    // Answers from the application
+    // ------------------------------------------------------------------
+
+    /// Answers the request with `result` (a JSON object) and ends the call
+    /// with `grpc-status: 0`. A result larger than the call store can hold
+    /// is answered with -32603 instead (and `TooLarge` returned).
+    pub fn respond(&mut self, call: CallId, result: &[u8]) -> Result<(), SendError> {
+        let i = self.engine.ready_for_output(call)?;
+        let sent = self.engine.write_message(i, |w, id, _| {
+            envelope::write_result(w, id, |w| {
+                w.raw(result);
+            })
+        });
+        match sent {
+            Ok(()) => self.engine.finish(i),
+            Err(SendError::TooLarge { .. }) => {
+                if self.engine.answer_error(i, dispatch::RESULT_TOO_LARGE) == Dispatched::Failed {
+                    self.drop_call(i);
+                    return sent;
+                }
+            }
+            Err(_) => return sent,
+        }
+        self.flush(i);
+        sent
+    }
+
+    /// Answers the request with a JSON-RPC error (an ordinary error
+    /// message, then `grpc-status: 0`: the binding's rule for errors inside
+    /// a running handler). `data` is raw JSON.
+    pub fn respond_error(
+        &mut self,
+        call: CallId,
+        code: i32,
+        message: &str,
+        data: Option<&[u8]>,
+    ) -> Result<(), SendError> {
+        let i = self.engine.ready_for_output(call)?;
+        self.engine.write_message(i, |w, id, _| {
+            envelope::write_error(w, id, code, message.as_bytes(), data)
+        })?;
+        self.engine.finish(i);
+        self.flush(i);
+        Ok(())
+    }
+
+    /// Answers the request with the error the core names for a driver-side
+    /// failure.
+    pub fn fail(&mut self, call: CallId, failure: Failure) -> Result<(), SendError> {
+        let e = failure.error();
+        self.respond_error(call, e.code, e.message, None)
+    }
+
+    /// Sends a notification on the call's stream (progress):
+    /// `{"jsonrpc":"2.0","method":method,"params":params}`.
+    pub fn notify(&mut self, call: CallId, method: &str, params: &[u8]) -> Result<(), SendError> {
+        let i = self.engine.ready_for_output(call)?;
+        self.engine.write_message(i, |w, _, _| {
+            envelope::write_notification(w, method.as_bytes(), params)
+        })?;
+        self.flush(i);
+        Ok(())
+    }
+
+    /// Announces a change to every listen stream whose filter wants it;
+    /// returns how many streams it goes to. A list change announced while a
+    /// stream is busy is sent once it is free (repeats fold into one); a
+    /// resource update on a busy stream is dropped (the client reads the
+    /// resource again on its next update).
+    pub fn publish(&mut self, change: ListChange<'_>) -> usize {
+        let n = self.engine.publish(&change);
+        self.flush_all();
+        self.drain_connection();
+        n
+    }
+
+    /// Sends what call `i` has pending: the response head, its message, a
+    /// listen stream's next message, and once the answer is complete, the
+    /// trailers.
+    fn flush(&mut self, i: usize) {
+        loop {
+            let Some(c) = self.engine.calls.get_mut(i).and_then(Option::as_mut) else {
+                return;
+            };
+            let stream = c.x.stream;
+            if !c.x.head_sent {
+                match self.conn.send_headers(stream, response::HEAD, false) {
+                    Ok(()) => c.x.head_sent = true,
+                    Err(h2::StreamError::TransmitFull) => return,
+                    Err(_) => return self.drop_call(i),
+                }
+            }
+            loop {
+                let out = self.engine.output(i);
+                if out.is_empty() {
+                    break;
+                }
+                match self.conn.send_data(stream, out, false) {
+                    Ok(0) => return,
+                    Ok(n) => self.engine.sent(i, n),
+                    Err(_) => return self.drop_call(i),
+                }
+            }
+            match self.engine.phase(i) {
+                Some(Phase::Listening) => match self.engine.next_listen(i) {
+                    ListenNext::Idle => return,
+                    ListenNext::Written | ListenNext::Final => {}
+                    ListenNext::Failed => return self.drop_call(i),
+                },
+                Some(Phase::Finishing) => {
+                    let trailers = [Field::new(b"grpc-status", b"0")];
+                    match self.conn.send_headers(stream, trailers, true) {
+                        Ok(()) => {
+                            self.engine.remove(i);
+                        }
+                        Err(h2::StreamError::TransmitFull) => {}
+                        Err(_) => self.drop_call(i),
+                    }
+                    return;
+                }
+                _ => return,
+            }
+        }
+    }
+
+    fn flush_all(&mut self) {
+        for i in 0..self.engine.calls.len() {
+            self.flush(i);
+        }
+    }
+
+    // ------------------------------------------------------------------
+    // The connection's events
+    // ------------------------------------------------------------------
+
+    fn drain_connection(&mut self) {
+        while let Some(e) = self.conn.poll_event() {
+            match e {
+                Event::Headers {
+                    stream,
+                    kind: HeadersKind::Request,
+                    fields,
+                    end_stream,
+                } => {
+                    let max = self.config.max_message_bytes;
+                    let admission = admit(&mut self.engine, fields, stream, max, self.now);
+                    self.on_request_head(stream, admission, end_stream);
+                }
+                Event::Headers { .. } => {}
+                Event::Reset { stream, .. } => self.on_stream_gone(stream, true),
+                Event::Closed { stream } => self.on_stream_gone(stream, false),
+                Event::SendReady { stream } => {
+                    if let Some(i) = self.index_of(stream) {
+                        self.flush(i);
+                    }
+                }
+                Event::ConnectionClosed { error } => self.engine.close(error),
+                Event::StreamsAvailable | Event::GoAway { .. } | Event::PingAck { .. } => {}
+            }
+        }
+    }
+
+    fn index_of(&self, stream: StreamRef) -> Option<usize> {
+        self.engine
+            .calls
+            .iter()
+            .position(|c| c.as_ref().is_some_and(|c| c.x.stream == stream))
+    }
+
+    fn on_stream_gone(&mut self, stream: StreamRef, reset: bool) {
+        let Some(i) = self.index_of(stream) else {
+            return;
+        };
+        if reset {
+            self.engine.cancel(i, CancelReason::Reset);
+        }
+        self.engine.remove(i);
+    }
+
+    fn on_request_head(&mut self, stream: StreamRef, admission: Admission, end_stream: bool) {
+        match admission {
+            Admission::Http(status) => self.http_error(stream, status),
+            Admission::Status(code, message) => self.status_only(stream, code, message),
+            Admission::Refused => {
+                let _ = self.conn.reset(stream, ErrorCode::REFUSED_STREAM);
+            }
+            Admission::Call(i) if end_stream => self.on_request_end(i),
+            Admission::Call(_) => {}
+        }
+    }
+
+    fn on_data(&mut self, stream: StreamRef, mut bytes: &[u8], end_stream: bool) {
+        // The octets are copied below (or dropped): return them at once.
+        self.conn.release_data(stream, bytes.len());
+        let Some(i) = self.index_of(stream) else {
+            return;
+        };
+        while !bytes.is_empty() {
+            let Some(c) = self.engine.calls[i].as_mut() else {
+                return;
+            };
+            if !matches!(c.phase, Phase::Body | Phase::Authorizing) {
+                break;
+            }
+            if c.x.message_len.is_some() {
+                return self.end_with_error(
+                    i,
+                    RpcError::new(INVALID_REQUEST, "a call carries one request message"),
+                );
+            }
+            // The prefix names the message's length: grow the buffer to it
+            // before collecting the message.
+            let (used, len) = match c.x.decoder.feed_prefix(bytes) {
+                Ok(r) => r,
+                Err(e) => return self.end_with_status(i, e.code(), e.message().as_bytes()),
+            };
+            bytes = &bytes[used..];
+            let Some(len) = len else {
+                break;
+            };
+            let mut decoder = c.x.decoder.clone();
+            let Some(out) = self.engine.message_room(i, len) else {
+                return self.end_with_status(
+                    i,
+                    Code::ResourceExhausted,
+                    b"message larger than the call buffer",
+                );
+            };
+            let (used, done) = match decoder.feed(bytes, out) {
+                Ok(r) => r,
+                Err(e) => return self.end_with_status(i, e.code(), e.message().as_bytes()),
+            };
+            bytes = &bytes[used..];
+            if let Some(c) = self.engine.calls[i].as_mut() {
+                c.x.decoder = decoder;
+                c.x.message_len = c.x.message_len.or(done);
+            }
+        }
+        if end_stream {
+            self.on_request_end(i);
+        }
+    }
+
+    /// The request stream ended: dispatch, or wait for the authorization.
+    fn on_request_end(&mut self, i: usize) {
+        match self.engine.calls[i].as_mut() {
+            Some(c) if c.phase == Phase::Authorizing => c.ended = true,
+            Some(_) => self.dispatch(i),
+            None => {}
+        }
+    }
+
+    /// The request ended: decode it and let the engine judge and route it.
+    fn dispatch(&mut self, i: usize) {
+        let Some(c) = self.engine.calls[i].as_ref() else {
+            return;
+        };
+        if c.phase != Phase::Body {
+            return;
+        }
+        if let Err(e) = c.x.decoder.finish() {
+            return self.end_with_status(i, e.code(), e.message().as_bytes());
+        }
+        let Some(len) = c.x.message_len else {
+            return self.end_with_error(
+                i,
+                RpcError::new(INVALID_REQUEST, "the call carries no request message"),
+            );
+        };
+        let message = &self.engine.store.bytes(&c.buf)[c.body..c.body + len];
+        let Ok(json) = JsonRpcMessage::decode(message) else {
+            return self.end_with_error(i, RpcError::new(PARSE_ERROR, "malformed JsonRpcMessage"));
+        };
+        // The JSON's place in the buffer: the protobuf header precedes it.
+        let span = json::span(message, json);
+        let at = c.body + span.start..c.body + span.end;
+        match self.engine.dispatch(i, at) {
+            Dispatched::Protocol(e) => self.end_with_error(i, e),
+            // A notification gets an empty stream and status 0.
+            Dispatched::Notification => self.end_with_status(i, Code::Ok, b""),
+            Dispatched::Written => self.flush(i),
+            Dispatched::Handed => {}
+            Dispatched::Failed => self.drop_call(i),
+        }
+    }
+}
+
+/// Checks a request head (method, content type, encoding, path) and admits
+/// the call with its head's octets.
+fn admit<S: CallStore, R, C>(
+    engine: &mut Engine<'_, S, Tunnel, R, C, GrpcFraming>,
+    fields: HeaderList<'_>,
+    stream: StreamRef,
+    max_message_bytes: usize,
+    now: Instant,
+) -> Admission
+where
+    R: crate::records::Records<Option<Call<S::Buf, Tunnel>>>,
+    C: crate::records::Records<Option<(CallId, CancelReason)>>,
+{
+    let head = match RequestHead::parse(fields) {
+        Ok(head) => head,
+        Err(HeadError::Http(status)) => return Admission::Http(status),
+        Err(HeadError::Grpc(code, message)) => return Admission::Status(code, message.as_bytes()),
+    };
+    if head.path != TUNNEL_PATH {
+        return Admission::Status(Code::Unimplemented, b"unknown method");
+    }
+    let call = Tunnel {
+        stream,
+        decoder: MessageDecoder::new(max_message_bytes),
+        message_len: None,
+        head_sent: false,
+    };
+    match engine.admit(fields.as_bytes(), head.timeout, now, call) {
+        Ok(i) => Admission::Call(i),
+        Err(Refused::Busy) => Admission::Refused,
+        Err(Refused::Full) => Admission::Status(Code::ResourceExhausted, b"too many calls"),
+        Err(Refused::HeadTooLarge) => {
+            Admission::Status(Code::ResourceExhausted, b"request headers too large")
+        }
     }
 }
 

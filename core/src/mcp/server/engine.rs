@@ -1,0 +1,831 @@
+//! The binding-free part of a server connection: the calls in progress and
+//! everything MCP decides about them, whatever carries them.
+//!
+//! A binding admits a call with its request head ([`Engine::admit`]),
+//! copies the request message into the call's buffer
+//! ([`Engine::message_room`]) and hands it over ([`Engine::dispatch`]). The
+//! engine judges and routes it (with [`dispatch`]), answers what it can,
+//! keeps `subscriptions/listen` streams, turns the application's answers
+//! into JSON-RPC messages in the call's buffer, and keeps the events for the
+//! application in the call records (none is ever dropped). The binding
+//! frames each message for its wire ([`Framing`]), sends
+//! [`Engine::output`], and maps [`Dispatched::Protocol`] errors and call
+//! endings to its wire.
+//!
+//! A call's buffer holds, in order: the request head (the binding's
+//! header block), room for the JSON-RPC id, room for the principal (with
+//! authorization), then the body: the request message, later each outgoing
+//! message after `Framing::ROOM` octets for its framing.
+
+use core::ops::Range;
+use core::time::Duration;
+
+use super::dispatch::{self, Level, Route};
+use super::listen::{self, Filter, ListChange};
+use super::request::{Handler, Request};
+use super::{CallId, CancelReason, SendError, ServerEvent};
+use crate::h2::{ConnectionError, HeaderList};
+use crate::mcp::auth::{self, Decision, MAX_PRINCIPAL, Refusal};
+use crate::mcp::envelope::{self, RequestSpans, Spans};
+use crate::mcp::error::{INVALID_REQUEST, METHOD_NOT_FOUND, RpcError};
+use crate::mcp::json;
+use crate::mcp::meta::RequestMeta;
+use crate::mcp::registry::Registry;
+use crate::mcp::store::CallStore;
+use crate::mcp::writer::JsonWriter;
+use crate::records::Records;
+use crate::time::Instant;
+
+/// Longest JSON-RPC id kept (raw JSON).
+pub(crate) const MAX_ID: usize = 128;
+
+/// How a binding frames each outgoing message.
+pub(crate) trait Framing {
+    /// Octets kept before each message for its framing.
+    const ROOM: usize;
+    /// Octets after each message.
+    const TAIL: &'static [u8];
+    /// Writes the framing of a message of `len` octets into `head` (`ROOM`
+    /// octets just before it); returns where the framing starts in `head`.
+    fn frame(head: &mut [u8], len: usize) -> usize;
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Phase {
+    /// Waiting for the application to accept the call's credentials,
+    /// while the request message is collected.
+    Authorizing,
+    /// Collecting the request message.
+    Body,
+    /// The application holds the request.
+    Handler,
+    /// A `subscriptions/listen` stream the engine keeps.
+    Listening,
+    /// Writing the last message; the binding ends the call after it.
+    Finishing,
+}
+
+/// What a call has to tell the application; at most one at a time (a call
+/// asks to be authorized, then is handed over, then may wait to write).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Notice {
+    Authorize,
+    Request,
+    Writable,
+}
+
+/// A listen stream's state.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Listen {
+    filter: Filter,
+    /// The honoured `resourceSubscriptions` array, in the call buffer.
+    subscriptions: (usize, usize),
+    /// List changes announced while a message was being written (a bit
+    /// each); sent once the stream is free.
+    owed: u8,
+    /// The server ends the stream once it is free.
+    ending: bool,
+}
+
+/// A call, with the binding's own part `x`.
+pub(crate) struct Call<B, X> {
+    pub(crate) serial: u32,
+    pub(crate) phase: Phase,
+    pub(crate) buf: B,
+    pub(crate) headers_len: usize,
+    id_len: usize,
+    principal_len: Option<usize>,
+    /// Where the body starts.
+    pub(crate) body: usize,
+    pub(crate) deadline: Option<Instant>,
+    /// The deadline came from the request (a listen stream keeps it).
+    explicit_deadline: bool,
+    params: Option<(usize, usize)>,
+    handler: Option<Handler>,
+    notice: Option<Notice>,
+    /// The application was handed the request: it hears of the call's end.
+    handed: bool,
+    listen: Option<Listen>,
+    /// Outgoing octets in `buf[out_pos..out_end]`.
+    out_pos: usize,
+    out_end: usize,
+    /// The application was told Busy and waits for Writable.
+    wants_writable: bool,
+    /// The request ended while the call was being authorized.
+    pub(crate) ended: bool,
+    pub(crate) x: X,
+}
+
+impl<B, X> Call<B, X> {
+    fn id_at(&self) -> Range<usize> {
+        self.headers_len..self.headers_len + self.id_len
+    }
+
+    fn principal_at(&self) -> Option<Range<usize>> {
+        let start = self.headers_len + MAX_ID;
+        self.principal_len.map(|n| start..start + n)
+    }
+
+    fn params_at(&self) -> Option<Range<usize>> {
+        self.params.map(|(a, b)| a..b)
+    }
+
+    /// A message is partly sent.
+    pub(crate) fn writing(&self) -> bool {
+        self.out_pos < self.out_end
+    }
+}
+
+/// Why a call was not admitted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Refused {
+    /// No buffer or slot now; nothing was processed (the client may retry).
+    Busy,
+    /// Every call slot is in use.
+    Full,
+    /// The request head alone is larger than a call buffer can be.
+    HeadTooLarge,
+}
+
+/// What became of a dispatched request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Dispatched {
+    /// End the call with the binding's protocol answer for this error.
+    Protocol(RpcError),
+    /// A notification: nothing to answer.
+    Notification,
+    /// A message was written (an answer, an in-band error, a listen
+    /// acknowledgement): send it.
+    Written,
+    /// The application has the request.
+    Handed,
+    /// The answer could not be written: end the call.
+    Failed,
+}
+
+/// What is next on a listen stream whose last message went out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ListenNext {
+    /// Nothing to send.
+    Idle,
+    /// A message was written: send it.
+    Written,
+    /// The final result was written: send it, then end the call.
+    Final,
+    /// The final result does not fit: end the call.
+    Failed,
+}
+
+/// The calls of one connection. `R` and `C` keep the call records and the
+/// unpolled cancellations (inline, or growing on a heap).
+pub(crate) struct Engine<'r, S: CallStore, X, R, C, F> {
+    pub(crate) registry: Registry<'r>,
+    pub(crate) store: S,
+    pub(crate) calls: R,
+    /// Calls whose handler must stop, not polled yet.
+    cancelled: C,
+    /// The connection ended; reported after every call's event.
+    closed: Option<Option<ConnectionError>>,
+    /// Where the next scan for call events starts (round robin).
+    cursor: usize,
+    serial: u32,
+    request_timeout: Duration,
+    authorize: bool,
+    _x: core::marker::PhantomData<(X, F)>,
+}
+
+impl<'r, S, X, R, C, F> Engine<'r, S, X, R, C, F>
+where
+    S: CallStore,
+    F: Framing,
+    R: Records<Option<Call<S::Buf, X>>>,
+    C: Records<Option<(CallId, CancelReason)>>,
+{
+    pub(crate) fn new(
+        registry: Registry<'r>,
+        store: S,
+        request_timeout: Duration,
+        authorize: bool,
+    ) -> Self {
+        Self {
+            registry,
+            store,
+            calls: R::default(),
+            cancelled: C::default(),
+            closed: None,
+            cursor: 0,
+            serial: 0,
+            request_timeout,
+            authorize,
+            _x: core::marker::PhantomData,
+        }
+    }
+
+    pub(crate) fn id(&self, i: usize) -> Option<CallId> {
+        let c = self.calls.get(i)?.as_ref()?;
+        Some(CallId {
+            index: i as u16,
+            serial: c.serial,
+        })
+    }
+
+    /// The record of `call` when it is in `phase`.
+    pub(crate) fn find(&self, call: CallId, phase: Phase) -> Option<usize> {
+        let i = call.index();
+        self.calls
+            .get(i)
+            .and_then(Option::as_ref)
+            .filter(|c| c.serial == call.serial && c.phase == phase)
+            .map(|_| i)
+    }
+
+    // ------------------------------------------------------------------
+    // Admission and the request
+    // ------------------------------------------------------------------
+
+    /// Admits a call whose request head (its raw header block) is `head`;
+    /// `timeout` is the request's own deadline, if any.
+    pub(crate) fn admit(
+        &mut self,
+        head: &[u8],
+        timeout: Option<Duration>,
+        now: Instant,
+        x: X,
+    ) -> Result<usize, Refused> {
+        let principal_room = if self.authorize { MAX_PRINCIPAL } else { 0 };
+        // The head, the id, the principal, and room for a small request.
+        let want = head.len() + MAX_ID + principal_room;
+        if want > self.store.max_len() {
+            return Err(Refused::HeadTooLarge);
+        }
+        // A slot whose cancellation is not polled yet stays taken.
+        let cancelled = &self.cancelled;
+        let free = (0..self.calls.len())
+            .find(|&i| self.calls[i].is_none() && cancelled.get(i).is_none_or(Option::is_none))
+            .or_else(|| {
+                let n = self.calls.len();
+                self.calls.grow_to(n + 1).then_some(n)
+            });
+        let Some(i) = free else {
+            // Only slots whose end is unpolled are free: not processed.
+            return Err(if self.calls.iter().any(Option::is_none) {
+                Refused::Busy
+            } else {
+                Refused::Full
+            });
+        };
+        let Some(mut buf) = self.store.take(want) else {
+            return Err(Refused::Busy);
+        };
+        self.store.bytes_mut(&mut buf)[..head.len()].copy_from_slice(head);
+        self.serial = self.serial.wrapping_add(1);
+        let authorizing = self.authorize;
+        self.calls[i] = Some(Call {
+            serial: self.serial,
+            phase: if authorizing {
+                Phase::Authorizing
+            } else {
+                Phase::Body
+            },
+            buf,
+            headers_len: head.len(),
+            id_len: 0,
+            principal_len: None,
+            body: head.len() + MAX_ID + principal_room,
+            deadline: Some(now + timeout.unwrap_or(self.request_timeout)),
+            explicit_deadline: timeout.is_some(),
+            params: None,
+            handler: None,
+            notice: authorizing.then_some(Notice::Authorize),
+            handed: false,
+            listen: None,
+            out_pos: 0,
+            out_end: 0,
+            wants_writable: false,
+            ended: false,
+            x,
+        });
+        Ok(i)
+    }
+
+    /// Room for `len` octets of request message at the body of call `i`
+    /// (its buffer grown to fit), or `None` when the store cannot give it.
+    pub(crate) fn message_room(&mut self, i: usize, len: usize) -> Option<&mut [u8]> {
+        let c = self.calls.get_mut(i)?.as_mut()?;
+        let body = c.body;
+        if !self.store.grow(&mut c.buf, body + len) {
+            return None;
+        }
+        self.store.bytes_mut(&mut c.buf).get_mut(body..body + len)
+    }
+
+    /// The request message of call `i` lies at `at` in its buffer: judge
+    /// and route it.
+    pub(crate) fn dispatch(&mut self, i: usize, at: Range<usize>) -> Dispatched {
+        let Some(c) = self.calls.get_mut(i).and_then(Option::as_mut) else {
+            return Dispatched::Failed;
+        };
+        let bytes = self.store.bytes_mut(&mut c.buf);
+        let Some(json) = bytes.get(at.clone()) else {
+            return Dispatched::Failed;
+        };
+        let spans = match RequestSpans::parse(json, dispatch::MAX_DEPTH) {
+            Err(e) => return Dispatched::Protocol(e),
+            Ok(Spans::Notification) => return Dispatched::Notification,
+            Ok(Spans::Response) => {
+                return Dispatched::Protocol(RpcError::new(
+                    INVALID_REQUEST,
+                    "a server takes requests, not responses",
+                ));
+            }
+            Ok(Spans::Request(r)) => r,
+        };
+        let abs = |r: Range<usize>| (at.start + r.start, at.start + r.end);
+        if spans.id.len() > MAX_ID {
+            return Dispatched::Protocol(RpcError::new(INVALID_REQUEST, "id too long"));
+        }
+        let (ids, ide) = abs(spans.id);
+        bytes.copy_within(ids..ide, c.headers_len);
+        c.id_len = ide - ids;
+        c.params = spans.params.map(abs);
+        c.phase = Phase::Handler;
+        let Some(method) = spans.method.map(abs) else {
+            return self.answer_error(i, RpcError::new(METHOD_NOT_FOUND, "Method not found"));
+        };
+        let bytes = self.store.bytes(&c.buf);
+        let method_text = &bytes[method.0..method.1];
+        let method_raw = &bytes[method.0 - 1..method.1 + 1];
+        let params = c.params_at().map(|r| &bytes[r]);
+        let headers = HeaderList::from_bytes(&bytes[..c.headers_len]);
+        if let Err(e) = dispatch::check(&self.registry, method_text, method_raw, params, &headers) {
+            return match dispatch::level(&e) {
+                Level::Protocol => Dispatched::Protocol(e),
+                Level::InBand => self.answer_error(i, e),
+            };
+        }
+        match dispatch::route(&self.registry, method_text, params) {
+            Route::Builtin(b) => {
+                let registry = self.registry;
+                if self
+                    .write_message(i, |w, id, _| dispatch::write_builtin(&registry, b, id, w))
+                    .is_err()
+                {
+                    return self.answer_error(i, dispatch::RESULT_TOO_LARGE);
+                }
+                self.finish(i);
+                Dispatched::Written
+            }
+            Route::Reject(e) => self.answer_error(i, e),
+            Route::Handle(h) => {
+                if let Some(c) = self.calls[i].as_mut() {
+                    c.handler = Some(h.0);
+                    c.notice = Some(Notice::Request);
+                }
+                Dispatched::Handed
+            }
+            Route::Listen => self.start_listen(i),
+        }
+    }
+
+    /// A `subscriptions/listen` stream: acknowledged with the honoured
+    /// filter, then kept by the engine (no default deadline).
+    fn start_listen(&mut self, i: usize) -> Dispatched {
+        let Some(c) = self.calls[i].as_mut() else {
+            return Dispatched::Failed;
+        };
+        let bytes = self.store.bytes_mut(&mut c.buf);
+        let params = c.params.map(|(a, b)| &bytes[a..b]);
+        let (filter, subs) = match Filter::honour(&self.registry, params) {
+            Ok(r) => r,
+            Err(e) => return self.answer_error(i, e),
+        };
+        // Keep the honoured subscriptions before the body, which outgoing
+        // messages overwrite: move them to its start (they lie inside it),
+        // and start the body after them.
+        let subs = subs.map_or(0..0, |s| json::span(bytes, s));
+        let len = subs.len();
+        bytes.copy_within(subs, c.body);
+        c.listen = Some(Listen {
+            filter,
+            subscriptions: (c.body, c.body + len),
+            owed: 0,
+            ending: false,
+        });
+        c.body += len;
+        if !c.explicit_deadline {
+            c.deadline = None;
+        }
+        c.phase = Phase::Listening;
+        match self.write_message(i, |w, id, subs| {
+            listen::write_acknowledgement(w, id, &filter, subs)
+        }) {
+            Ok(()) => Dispatched::Written,
+            Err(_) => Dispatched::Failed,
+        }
+    }
+
+    /// Writes an in-band JSON-RPC error as the call's last message.
+    pub(crate) fn answer_error(&mut self, i: usize, e: RpcError) -> Dispatched {
+        let mut data_buf = [0u8; 192];
+        let data = dispatch::error_data(&e, self.params(i), &mut data_buf);
+        if let Some(c) = self.calls[i].as_mut() {
+            c.phase = Phase::Handler;
+            c.listen = None;
+        }
+        let sent = self.write_message(i, |w, id, _| {
+            envelope::write_error(w, id, e.code, e.message.as_bytes(), data)
+        });
+        if sent.is_ok() {
+            self.finish(i);
+            Dispatched::Written
+        } else {
+            Dispatched::Failed
+        }
+    }
+
+    /// Writes call `i`'s error response for a protocol answer (with the
+    /// `data` MCP names for the error) at its body, with at least `spare`
+    /// octets after it when the store can give them; returns the buffer
+    /// from the body on and the JSON's length.
+    pub(crate) fn protocol_error(
+        &mut self,
+        i: usize,
+        e: &RpcError,
+        spare: usize,
+    ) -> Option<(&mut [u8], usize)> {
+        let mut data_buf = [0u8; 192];
+        let data = dispatch::error_data(e, self.params(i), &mut data_buf);
+        let c = self.calls.get_mut(i)?.as_mut()?;
+        let want = c.body + spare.saturating_mul(2);
+        let _ = self.store.grow(&mut c.buf, want);
+        let id_at = c.id_at();
+        let bytes = self.store.bytes_mut(&mut c.buf);
+        let (before, body) = bytes.split_at_mut(c.body);
+        let id: &[u8] = if id_at.is_empty() {
+            b"null"
+        } else {
+            &before[id_at]
+        };
+        let room = body.len().saturating_sub(spare).max(body.len() / 4);
+        let mut w = JsonWriter::new(&mut body[..room]);
+        envelope::write_error(&mut w, id, e.code, e.message.as_bytes(), data);
+        let len = w.finish().ok().map_or(0, <[u8]>::len);
+        Some((body, len))
+    }
+
+    /// The raw `params` of call `i`'s request, once dispatched.
+    pub(crate) fn params(&self, i: usize) -> Option<&[u8]> {
+        let c = self.calls.get(i)?.as_ref()?;
+        c.params_at().map(|r| &self.store.bytes(&c.buf)[r])
+    }
+
+    // ------------------------------------------------------------------
+    // Events for the application
+    // ------------------------------------------------------------------
+
+    /// The next event: calls to stop first, then calls to authorize, hand
+    /// over or resume (taking the calls in turn), then the connection's end.
+    pub(crate) fn poll_event(&mut self) -> Option<ServerEvent> {
+        if let Some(i) = self.cancelled.iter().position(Option::is_some)
+            && let Some((call, reason)) = self.cancelled[i].take()
+        {
+            return Some(ServerEvent::Cancelled { call, reason });
+        }
+        let n = self.calls.len();
+        for k in 0..n {
+            let i = (self.cursor + k) % n;
+            let Some(c) = self.calls[i].as_mut() else {
+                continue;
+            };
+            let Some(notice) = c.notice.take() else {
+                continue;
+            };
+            self.cursor = i + 1;
+            let call = CallId {
+                index: i as u16,
+                serial: c.serial,
+            };
+            return Some(match notice {
+                Notice::Authorize => ServerEvent::Authorize { call },
+                Notice::Request => {
+                    c.handed = true;
+                    ServerEvent::Request { call }
+                }
+                Notice::Writable => ServerEvent::Writable { call },
+            });
+        }
+        self.closed
+            .take()
+            .map(|error| ServerEvent::ConnectionClosed { error })
+    }
+
+    /// The request of a call the application handles.
+    pub(crate) fn request(&self, call: CallId) -> Option<Request<'_>> {
+        let c = self.calls[self.find(call, Phase::Handler)?].as_ref()?;
+        let bytes = self.store.bytes(&c.buf);
+        let params = c.params_at().map_or(&b"{}"[..], |r| &bytes[r]);
+        Some(Request {
+            kind: c.handler?.kind(&self.registry, params),
+            id: &bytes[c.id_at()],
+            params,
+            meta: RequestMeta::read(Some(params)).ok()?,
+            headers: HeaderList::from_bytes(&bytes[..c.headers_len]),
+            deadline: c.deadline,
+            principal: c
+                .principal_at()
+                .and_then(|r| core::str::from_utf8(&bytes[r]).ok()),
+        })
+    }
+
+    /// The bearer token of a call waiting to be authorized.
+    pub(crate) fn bearer_token(&self, call: CallId) -> Option<&str> {
+        let c = self.calls[self.find(call, Phase::Authorizing)?].as_ref()?;
+        let bytes = self.store.bytes(&c.buf);
+        auth::bearer_token(HeaderList::from_bytes(&bytes[..c.headers_len]).get(b"authorization"))
+    }
+
+    /// The application's decision on a call's credentials: `Err` with how
+    /// the refused call ends (the binding sends it and removes the call),
+    /// or `Ok(dispatch)`: the call goes on, and its request is complete
+    /// already when `dispatch` is true.
+    pub(crate) fn authorize(
+        &mut self,
+        call: CallId,
+        decision: Decision<'_>,
+    ) -> Option<Result<bool, Refusal>> {
+        let had_token = self.bearer_token(call).is_some();
+        let i = self.find(call, Phase::Authorizing)?;
+        if let Some(refusal) = decision.refusal(had_token) {
+            return Some(Err(refusal));
+        }
+        let c = self.calls[i].as_mut()?;
+        c.phase = Phase::Body;
+        if let Decision::Allow { principal } = decision
+            && principal.len() <= MAX_PRINCIPAL
+        {
+            let start = c.headers_len + MAX_ID;
+            self.store.bytes_mut(&mut c.buf)[start..start + principal.len()]
+                .copy_from_slice(principal.as_bytes());
+            c.principal_len = Some(principal.len());
+        }
+        Some(Ok(c.ended))
+    }
+
+    /// Records that call `i`'s handler must stop, when the application was
+    /// handed its request.
+    pub(crate) fn cancel(&mut self, i: usize, reason: CancelReason) {
+        let Some(call) = self.id(i) else {
+            return;
+        };
+        let Some(c) = self.calls[i].as_ref() else {
+            return;
+        };
+        if c.phase != Phase::Handler || !c.handed {
+            return;
+        }
+        if self.cancelled.len() <= i && !self.cancelled.grow_to(i + 1) {
+            return;
+        }
+        self.cancelled[i] = Some((call, reason));
+    }
+
+    /// The connection ended: every handed call is cancelled and every call
+    /// removed; the application hears of the end last.
+    pub(crate) fn close(&mut self, error: Option<ConnectionError>) {
+        for i in 0..self.calls.len() {
+            self.cancel(i, CancelReason::ConnectionClosed);
+            self.remove(i);
+        }
+        self.closed = Some(error);
+    }
+
+    /// Ends a call's life in the engine: its buffer goes back to the store.
+    pub(crate) fn remove(&mut self, i: usize) -> Option<(X, Phase)> {
+        let c = self.calls.get_mut(i)?.take()?;
+        self.store.put(c.buf);
+        Some((c.x, c.phase))
+    }
+
+    /// The earliest call deadline.
+    pub(crate) fn next_deadline(&self) -> Option<Instant> {
+        self.calls.iter().flatten().filter_map(|c| c.deadline).min()
+    }
+
+    /// A call whose deadline passed at `now`, cancelled for the
+    /// application; the binding ends it.
+    pub(crate) fn expired(&mut self, now: Instant) -> Option<usize> {
+        let i = self.calls.iter().position(|c| {
+            c.as_ref()
+                .is_some_and(|c| c.deadline.is_some_and(|d| now >= d))
+        })?;
+        self.cancel(i, CancelReason::Deadline);
+        if let Some(c) = self.calls[i].as_mut() {
+            c.deadline = None;
+        }
+        Some(i)
+    }
+
+    // ------------------------------------------------------------------
+    // Answers
+    // ------------------------------------------------------------------
+
+    /// The call the application may write to now, or why not.
+    pub(crate) fn ready_for_output(&mut self, call: CallId) -> Result<usize, SendError> {
+        let i = self.find(call, Phase::Handler).ok_or(SendError::Gone)?;
+        let c = self.calls[i].as_mut().ok_or(SendError::Gone)?;
+        if c.writing() {
+            c.wants_writable = true;
+            return Err(SendError::Busy);
+        }
+        Ok(i)
+    }
+
+    /// Writes one JSON-RPC message into call `i`'s buffer (grown to fit
+    /// when the store can), framed by the binding's `F`, ready for [`Engine::output`].
+    /// `body` gets the writer, the request's raw id and a listen stream's
+    /// subscriptions.
+    pub(crate) fn write_message<W>(&mut self, i: usize, body: W) -> Result<(), SendError>
+    where
+        W: Fn(&mut JsonWriter<'_>, &[u8], &[u8]),
+    {
+        let Some(c) = self.calls.get_mut(i).and_then(Option::as_mut) else {
+            return Err(SendError::Gone);
+        };
+        let room = F::ROOM;
+        let tail = F::TAIL.len();
+        let mut want = c.body + room + tail;
+        let mut tries = 0;
+        let len = loop {
+            if !self.store.grow(&mut c.buf, want) {
+                return Err(SendError::TooLarge {
+                    needed: want - c.body,
+                });
+            }
+            let id_at = c.id_at();
+            let subs_at = c
+                .listen
+                .map_or(0..0, |l| l.subscriptions.0..l.subscriptions.1);
+            let bytes = self.store.bytes_mut(&mut c.buf);
+            let (before, out) = bytes.split_at_mut(c.body);
+            let (_, rest) = out.split_at_mut(room);
+            let end = rest.len().saturating_sub(tail);
+            let mut w = JsonWriter::new(&mut rest[..end]);
+            body(&mut w, &before[id_at], &before[subs_at]);
+            match w.finish() {
+                Ok(text) => break text.len(),
+                // A second overflow cannot happen with the same body; give
+                // up rather than loop.
+                Err(e) if tries == 0 => {
+                    tries += 1;
+                    want = c.body + room + e.needed + tail;
+                }
+                Err(e) => {
+                    return Err(SendError::TooLarge {
+                        needed: e.needed + room + tail,
+                    });
+                }
+            }
+        };
+        let body_at = c.body;
+        let bytes = self.store.bytes_mut(&mut c.buf);
+        let start = F::frame(&mut bytes[body_at..body_at + room], len);
+        let end = body_at + room + len;
+        bytes[end..end + tail].copy_from_slice(F::TAIL);
+        c.out_pos = body_at + start;
+        c.out_end = end + tail;
+        Ok(())
+    }
+
+    /// Marks the call's answer complete.
+    pub(crate) fn finish(&mut self, i: usize) {
+        if let Some(c) = self.calls.get_mut(i).and_then(Option::as_mut) {
+            c.phase = Phase::Finishing;
+        }
+    }
+
+    /// What call `i` has left to send of its message.
+    pub(crate) fn output(&self, i: usize) -> &[u8] {
+        match self.calls.get(i).and_then(Option::as_ref) {
+            Some(c) => &self.store.bytes(&c.buf)[c.out_pos..c.out_end],
+            None => &[],
+        }
+    }
+
+    /// `n` octets of call `i`'s message went out. When the whole message
+    /// is out, an application told Busy hears Writable.
+    pub(crate) fn sent(&mut self, i: usize, n: usize) {
+        let Some(c) = self.calls.get_mut(i).and_then(Option::as_mut) else {
+            return;
+        };
+        c.out_pos = (c.out_pos + n).min(c.out_end);
+        if !c.writing() && core::mem::take(&mut c.wants_writable) {
+            c.notice = Some(Notice::Writable);
+        }
+    }
+
+    /// The phase of call `i`.
+    pub(crate) fn phase(&self, i: usize) -> Option<Phase> {
+        self.calls.get(i)?.as_ref().map(|c| c.phase)
+    }
+
+    // ------------------------------------------------------------------
+    // Listen streams
+    // ------------------------------------------------------------------
+
+    /// Announces a change to every listen stream whose filter wants it;
+    /// returns how many streams it goes to. A list change for a busy
+    /// stream is owed and folds into one; a resource update for a busy
+    /// stream is dropped (the client reads the resource again on its next
+    /// update). The binding sends the streams' output.
+    pub(crate) fn publish(&mut self, change: &ListChange<'_>) -> usize {
+        let bit = change_bit(change);
+        let mut sent = 0;
+        for i in 0..self.calls.len() {
+            let Some(c) = self.calls[i].as_mut() else {
+                continue;
+            };
+            let writing = c.writing();
+            let Some(l) = c.listen.as_mut().filter(|l| !l.ending) else {
+                continue;
+            };
+            let (a, b) = l.subscriptions;
+            if !l.filter.wants(&self.store.bytes(&c.buf)[a..b], change) {
+                continue;
+            }
+            if writing {
+                l.owed |= bit;
+                sent += usize::from(bit != 0);
+                continue;
+            }
+            if self
+                .write_message(i, |w, id, _| listen::write_event(w, id, change))
+                .is_ok()
+            {
+                sent += 1;
+            }
+        }
+        sent
+    }
+
+    /// The server goes away: every listen stream ends once it is free.
+    pub(crate) fn end_listens(&mut self) {
+        for c in self.calls.iter_mut().flatten() {
+            if let Some(l) = c.listen.as_mut() {
+                l.ending = true;
+            }
+        }
+    }
+
+    /// A listen stream's last message went out: the next owed change, or
+    /// its final result when the server ends it.
+    pub(crate) fn next_listen(&mut self, i: usize) -> ListenNext {
+        let Some(l) = self
+            .calls
+            .get(i)
+            .and_then(Option::as_ref)
+            .and_then(|c| c.listen)
+        else {
+            return ListenNext::Idle;
+        };
+        let owed = [
+            ListChange::ToolsListChanged,
+            ListChange::PromptsListChanged,
+            ListChange::ResourcesListChanged,
+        ]
+        .into_iter()
+        .find(|change| l.owed & change_bit(change) != 0);
+        if let Some(change) = owed {
+            if let Some(listen) = self.calls[i].as_mut().and_then(|c| c.listen.as_mut()) {
+                listen.owed &= !change_bit(&change);
+            }
+            return match self.write_message(i, |w, id, _| listen::write_event(w, id, &change)) {
+                Ok(()) => ListenNext::Written,
+                Err(_) => ListenNext::Idle,
+            };
+        }
+        if !l.ending {
+            return ListenNext::Idle;
+        }
+        if let Some(c) = self.calls[i].as_mut() {
+            c.listen = None;
+        }
+        let registry = self.registry;
+        match self.write_message(i, |w, id, _| listen::write_final_result(w, id, &registry)) {
+            Ok(()) => {
+                self.finish(i);
+                ListenNext::Final
+            }
+            Err(_) => ListenNext::Failed,
+        }
+    }
+}
+
+/// The owed-change bit of a list change (none for a resource update).
+fn change_bit(change: &ListChange<'_>) -> u8 {
+    match change {
+        ListChange::ToolsListChanged => 1,
+        ListChange::PromptsListChanged => 2,
+        ListChange::ResourcesListChanged => 4,
+        ListChange::ResourceUpdated { .. } => 0,
+    }
+}
