@@ -70,19 +70,20 @@ pub fn level(e: &RpcError) -> Level {
 
 /// `_meta`, the protocol version and the mirrored headers of a request,
 /// in the order of MCP §5.6. `method` is the method's text (no quotes);
-/// `params` the raw `params`.
-pub fn check(
+/// `params` the raw `params`; `headers` the request's headers on bindings
+/// that mirror the body in headers (none on stdio).
+pub fn check<H: HeaderSource + ?Sized>(
     registry: &Registry<'_>,
     method: &[u8],
     method_raw: &[u8],
     params: Option<&[u8]>,
-    headers: &(impl HeaderSource + ?Sized),
+    headers: Option<&H>,
 ) -> Result<(), RpcError> {
     let meta = RequestMeta::read(params)?;
     let mut scratch = [0u8; 512];
     // A version header that differs from the body is a mismatch before the
     // version is judged.
-    if let Some(h) = headers.header(b"mcp-protocol-version") {
+    if let Some(h) = headers.and_then(|h| h.header(b"mcp-protocol-version")) {
         let (a, b) = scratch.split_at_mut(256);
         let decoded = mirror::decode_value(h, a)?;
         if json::unescape(meta.protocol_version, b) != Some(decoded) {
@@ -98,6 +99,9 @@ pub fn check(
             "Unsupported protocol version",
         ));
     }
+    let Some(headers) = headers else {
+        return Ok(());
+    };
     let is_tool_call = method == b"tools/call";
     let (name, arguments) = match (mirror::name_member(method), params) {
         (Some(member), Some(p)) => {

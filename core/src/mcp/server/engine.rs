@@ -191,6 +191,8 @@ pub(crate) struct Engine<'r, S: CallStore, X, R, C, F> {
     serial: u32,
     request_timeout: Duration,
     authorize: bool,
+    /// The binding mirrors the body in headers (not stdio).
+    mirrored_headers: bool,
     _x: core::marker::PhantomData<(X, F)>,
 }
 
@@ -206,6 +208,7 @@ where
         store: S,
         request_timeout: Duration,
         authorize: bool,
+        mirrored_headers: bool,
     ) -> Self {
         Self {
             registry,
@@ -217,6 +220,7 @@ where
             serial: 0,
             request_timeout,
             authorize,
+            mirrored_headers,
             _x: core::marker::PhantomData,
         }
     }
@@ -357,7 +361,8 @@ where
         let method_raw = &bytes[method.0 - 1..method.1 + 1];
         let params = c.params_at().map(|r| &bytes[r]);
         let headers = HeaderList::from_bytes(&bytes[..c.headers_len]);
-        if let Err(e) = dispatch::check(&self.registry, method_text, method_raw, params, &headers) {
+        let headers = self.mirrored_headers.then_some(&headers);
+        if let Err(e) = dispatch::check(&self.registry, method_text, method_raw, params, headers) {
             return match dispatch::level(&e) {
                 Level::Protocol => Dispatched::Protocol(e),
                 Level::InBand => self.answer_error(i, e),
@@ -441,6 +446,19 @@ where
         } else {
             Dispatched::Failed
         }
+    }
+
+    /// The call handling the request whose raw JSON id is `id` (ids
+    /// compared as JSON text, without surrounding white space).
+    pub(crate) fn find_by_id(&self, id: &[u8]) -> Option<usize> {
+        let id = json::trim(id);
+        self.calls.iter().position(|c| {
+            c.as_ref().is_some_and(|c| {
+                c.id_len > 0
+                    && matches!(c.phase, Phase::Handler | Phase::Listening)
+                    && self.store.bytes(&c.buf)[c.id_at()] == *id
+            })
+        })
     }
 
     /// Writes call `i`'s error response for a protocol answer (with the
@@ -670,7 +688,13 @@ where
             let (_, rest) = out.split_at_mut(room);
             let end = rest.len().saturating_sub(tail);
             let mut w = JsonWriter::new(&mut rest[..end]);
-            body(&mut w, &before[id_at], &before[subs_at]);
+            // An id not known (the request could not be read) is null.
+            let id: &[u8] = if id_at.is_empty() {
+                b"null"
+            } else {
+                &before[id_at]
+            };
+            body(&mut w, id, &before[subs_at]);
             match w.finish() {
                 Ok(text) => break text.len(),
                 // A second overflow cannot happen with the same body; give

@@ -152,7 +152,13 @@ impl<
     pub fn new(registry: Registry<'r>, config: ServerConfig, store: S, now: Instant) -> Self {
         Self {
             conn: Connection::new(h2::Role::Server, config.h2, now),
-            engine: Engine::new(registry, store, config.request_timeout, config.authorize),
+            engine: Engine::new(
+                registry,
+                store,
+                config.request_timeout,
+                config.authorize,
+                true,
+            ),
             config,
             now,
         }
