@@ -1,7 +1,6 @@
 //! MCP (revision 2026-07-28) over the gRPC binding: the JSON-RPC envelope,
 //! per-request `_meta`, metadata mirroring and error codes.
 
-pub mod caller;
 pub mod client;
 pub mod envelope;
 pub mod error;
