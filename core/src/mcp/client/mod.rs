@@ -377,10 +377,16 @@ impl<
         let Some(i) = self.st.slot_of(call) else {
             return false;
         };
-        if let Some(a) = self.st.slots[i].active.as_ref()
-            && let Wire::Open(s) = a.wire
-        {
-            let _ = self.conn.reset(s, ErrorCode::CANCEL);
+        if let Some(a) = self.st.slots[i].active.as_ref() {
+            // The stream of an earlier attempt too, when one is still owed
+            // its reset.
+            let open = match a.wire {
+                Wire::Open(s) => Some(s),
+                _ => None,
+            };
+            for s in [open, a.stale].into_iter().flatten() {
+                let _ = self.conn.reset(s, ErrorCode::CANCEL);
+            }
         }
         self.st.release(i);
         self.pump();
