@@ -1,28 +1,34 @@
 //! The MCP client of the tunnel binding on embassy: the core's sans-IO
-//! [`Caller`] driven over one embassy-net TCP socket, with embassy-time.
+//! client engine ([`mcpwire_core::mcp::client::Client`]) driven over one
+//! embassy-net TCP socket, with embassy-time.
 //!
-//! The application gives a connected [`TcpSocket`] and a `&mut Caller`
-//! (a static: the caller holds its call store, a
+//! The application gives a connected [`TcpSocket`] and a `&mut` engine
+//! (a static: the engine holds its call store, a
 //! [`SlabStore`](mcpwire_core::mcp::SlabStore) of two buffers per call, and
 //! its HTTP/2 buffers inline), then starts calls
 //! one at a time: [`Client::call`] sends the request and returns a
 //! [`CallStream`], whose [`CallStream::next`] yields each notification of
 //! the call as it arrives, then its outcome (a response or a JSON-RPC
-//! error), then [`Step::Done`]. The caller's rules apply: metadata mirrored
+//! error), then [`Step::Done`]. The engine's rules apply: metadata mirrored
 //! from the body, `grpc-timeout` from the time left, re-list and retry once
-//! after -32020, errors read from the trailers.
+//! after -32020, a refused stream sent once more, errors read from the
+//! trailers.
 //!
 //! ```no_run
 //! use embassy_net::{IpEndpoint, Ipv4Address, Stack};
 //! use embassy_net::tcp::TcpSocket;
 //! use mcpwire_core::mcp::SlabStore;
-//! use mcpwire_core::mcp::caller::{Caller, CallerConfig};
+//! use mcpwire_core::h2::InlineStorage;
+//! use mcpwire_core::mcp::client::ClientConfig;
 //! use mcpwire_embassy::client::{Client, Step};
 //! use static_cell::StaticCell;
 //!
-//! // 2 calls, two 4 KiB buffers each, 1 KiB of annotation cache.
-//! type McpCaller = Caller<SlabStore<4096, 4>, 2, 1024, 4096, 4096>;
-//! static CALLER: StaticCell<McpCaller> = StaticCell::new();
+//! // 2 calls, two 4 KiB buffers each, a 4 KiB HPACK table, 4 KiB HTTP/2
+//! // buffers, 1 KiB of annotation cache.
+//! type Engine = mcpwire_core::mcp::client::Client<
+//!     SlabStore<4096, 4>, 2, 4096, 4096, InlineStorage<4096>, 1024,
+//! >;
+//! static ENGINE: StaticCell<Engine> = StaticCell::new();
 //!
 //! async fn ask(stack: Stack<'static>) {
 //!     let mut rx = [0u8; 4096];
@@ -32,12 +38,12 @@
 //!     if socket.connect(remote).await.is_err() {
 //!         return;
 //!     }
-//!     let caller = CALLER.init(McpCaller::new(
-//!         CallerConfig::default(),
+//!     let engine = ENGINE.init(Engine::new(
+//!         ClientConfig::default(),
 //!         SlabStore::new(),
 //!         mcpwire_embassy::client::now(),
 //!     ));
-//!     let mut client = Client::new(socket, caller);
+//!     let mut client = Client::new(socket, engine);
 //!     let body = br#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#;
 //!     let mut out = [0u8; 4096];
 //!     if let Ok(mut call) = client.call(body, None).await {
@@ -60,7 +66,7 @@ use embassy_net::tcp::TcpSocket;
 use embassy_time::{Duration, Timer};
 use mcpwire_core::h2::Storage;
 use mcpwire_core::mcp::CallStore;
-use mcpwire_core::mcp::caller::{CallEvent, CallRef, Caller, Diagnostics, StartError};
+use mcpwire_core::mcp::client::{self as engine, CallId, ClientEvent, Diagnostics, StartError};
 use mcpwire_core::time::Instant;
 
 /// The core's clock: embassy-time's, in microseconds since boot.
@@ -76,12 +82,12 @@ fn to_embassy(at: Instant) -> embassy_time::Instant {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum ClientError {
-    /// The caller refused the request before a byte went out
+    /// The engine refused the request before a byte went out
     /// (-32600 for an unsafe annotated integer, ...): `code`.
     Invalid { code: i32 },
-    /// Every call slot of the caller is taken.
+    /// Every call slot of the engine is taken.
     Busy,
-    /// The request is larger than the caller's call buffer.
+    /// The request is larger than the engine's call buffer.
     TooLarge,
     /// The connection is over.
     Closed,
@@ -127,28 +133,28 @@ pub struct Client<
     's,
     S: CallStore,
     const CALLS: usize,
-    const CACHE: usize,
     const TABLE: usize,
     const BUF: usize,
     B: Storage<BUF> + Default,
+    const CACHE: usize,
 > {
     socket: TcpSocket<'s>,
-    caller: &'s mut Caller<S, CALLS, CACHE, TABLE, BUF, B>,
+    engine: &'s mut engine::Client<S, CALLS, TABLE, BUF, B, CACHE>,
     eof: bool,
 }
 
 impl<
     S: CallStore,
     const CALLS: usize,
-    const CACHE: usize,
     const TABLE: usize,
     const BUF: usize,
     B: Storage<BUF> + Default,
-> core::fmt::Debug for Client<'_, S, CALLS, CACHE, TABLE, BUF, B>
+    const CACHE: usize,
+> core::fmt::Debug for Client<'_, S, CALLS, TABLE, BUF, B, CACHE>
 {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Client")
-            .field("caller", &self.caller)
+            .field("engine", &self.engine)
             .field("eof", &self.eof)
             .finish_non_exhaustive()
     }
@@ -170,37 +176,37 @@ impl<
     's,
     S: CallStore,
     const CALLS: usize,
-    const CACHE: usize,
     const TABLE: usize,
     const BUF: usize,
     B: Storage<BUF> + Default,
-> Client<'s, S, CALLS, CACHE, TABLE, BUF, B>
+    const CACHE: usize,
+> Client<'s, S, CALLS, TABLE, BUF, B, CACHE>
 {
-    /// A client over a connected socket and a fresh caller.
+    /// A client over a connected socket and a fresh engine.
     pub fn new(
         socket: TcpSocket<'s>,
-        caller: &'s mut Caller<S, CALLS, CACHE, TABLE, BUF, B>,
+        engine: &'s mut engine::Client<S, CALLS, TABLE, BUF, B, CACHE>,
     ) -> Self {
         Self {
             socket,
-            caller,
+            engine,
             eof: false,
         }
     }
 
-    /// The caller, for its state (its annotation cache).
-    pub fn caller(&self) -> &Caller<S, CALLS, CACHE, TABLE, BUF, B> {
-        self.caller
+    /// The engine, for its state (its annotation cache).
+    pub fn engine(&self) -> &engine::Client<S, CALLS, TABLE, BUF, B, CACHE> {
+        self.engine
     }
 
     /// Starts a call of one JSON-RPC request (with its `id` and `_meta`);
-    /// `timeout` replaces the caller's request timeout.
+    /// `timeout` replaces the engine's request timeout.
     pub async fn call(
         &mut self,
         body: &[u8],
         timeout: Option<core::time::Duration>,
-    ) -> Result<CallStream<'_, 's, S, CALLS, CACHE, TABLE, BUF, B>, ClientError> {
-        let call = self.caller.call(body, timeout, now())?;
+    ) -> Result<CallStream<'_, 's, S, CALLS, TABLE, BUF, B, CACHE>, ClientError> {
+        let call = self.engine.call(body, timeout, now())?;
         self.transmit().await?;
         Ok(CallStream {
             client: self,
@@ -211,13 +217,13 @@ impl<
 
     /// Closes the connection: GOAWAY, then the socket.
     pub async fn close(mut self) {
-        self.caller.go_away();
+        self.engine.go_away();
         let _ = self.transmit().await;
         let _ = embassy_time::with_timeout(Duration::from_secs(1), self.socket.flush()).await;
         self.socket.close();
     }
 
-    /// Moves the caller's output into the socket until it has none, waiting
+    /// Moves the engine's output into the socket until it has none, waiting
     /// for room when the socket's buffer is full.
     async fn transmit(&mut self) -> Result<(), ClientError> {
         loop {
@@ -225,26 +231,26 @@ impl<
                 self.socket.wait_write_ready().await;
                 continue;
             }
-            let caller = &mut *self.caller;
+            let engine = &mut *self.engine;
             let n = self
                 .socket
                 .write_with(|out| {
-                    let n = caller.poll_transmit(out);
+                    let n = engine.poll_transmit(out);
                     (n, n)
                 })
                 .await
                 .map_err(|_| ClientError::Socket)?;
-            if n == 0 && !self.caller.connection().wants_transmit() {
+            if n == 0 && !self.engine.connection().wants_transmit() {
                 return Ok(());
             }
         }
     }
 
     /// Waits for input, a deadline or room in the socket, and hands it to
-    /// the caller.
+    /// the engine.
     async fn turn(&mut self) -> Result<(), ClientError> {
         self.transmit().await?;
-        let deadline = self.caller.poll_timeout();
+        let deadline = self.engine.poll_timeout();
         let eof = self.eof;
         let (mut reader, _writer) = self.socket.split();
         let readable = async {
@@ -260,33 +266,33 @@ impl<
             }
         };
         let closed = async {
-            if eof && self.caller.is_closed() {
+            if eof && self.engine.is_closed() {
                 return;
             }
             pending::<()>().await
         };
         match select3(readable, timer, closed).await {
             Either3::First(Ok(())) => {
-                let caller = &mut *self.caller;
+                let engine = &mut *self.engine;
                 let fed = self
                     .socket
                     .read_with(|input| {
                         // One `recv` at a time: its notifications are taken
                         // before the next.
-                        let n = caller.recv(input, now());
+                        let n = engine.recv(input, now());
                         (n, n)
                     })
                     .await;
                 if fed.is_err() {
                     self.eof = true;
-                    self.caller.recv_eof();
+                    self.engine.recv_eof();
                 }
             }
             Either3::First(Err(_)) => {
                 self.eof = true;
-                self.caller.recv_eof();
+                self.engine.recv_eof();
             }
-            Either3::Second(()) => self.caller.handle_timeout(now()),
+            Either3::Second(()) => self.engine.handle_timeout(now()),
             Either3::Third(()) => return Err(ClientError::Closed),
         }
         Ok(())
@@ -299,24 +305,24 @@ pub struct CallStream<
     's,
     S: CallStore,
     const CALLS: usize,
-    const CACHE: usize,
     const TABLE: usize,
     const BUF: usize,
     B: Storage<BUF> + Default,
+    const CACHE: usize,
 > {
-    client: &'c mut Client<'s, S, CALLS, CACHE, TABLE, BUF, B>,
-    call: CallRef,
+    client: &'c mut Client<'s, S, CALLS, TABLE, BUF, B, CACHE>,
+    call: CallId,
     done: bool,
 }
 
 impl<
     S: CallStore,
     const CALLS: usize,
-    const CACHE: usize,
     const TABLE: usize,
     const BUF: usize,
     B: Storage<BUF> + Default,
-> core::fmt::Debug for CallStream<'_, '_, S, CALLS, CACHE, TABLE, BUF, B>
+    const CACHE: usize,
+> core::fmt::Debug for CallStream<'_, '_, S, CALLS, TABLE, BUF, B, CACHE>
 {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("CallStream")
@@ -329,11 +335,11 @@ impl<
 impl<
     S: CallStore,
     const CALLS: usize,
-    const CACHE: usize,
     const TABLE: usize,
     const BUF: usize,
     B: Storage<BUF> + Default,
-> CallStream<'_, '_, S, CALLS, CACHE, TABLE, BUF, B>
+    const CACHE: usize,
+> CallStream<'_, '_, S, CALLS, TABLE, BUF, B, CACHE>
 {
     /// The next step of the call, copied into `out`.
     pub async fn next<'b>(&mut self, out: &'b mut [u8]) -> Result<Step<'b>, ClientError> {
@@ -342,8 +348,8 @@ impl<
         }
         loop {
             let mut seen = Seen::Other;
-            while let Some(e) = self.client.caller.poll_event() {
-                seen = look(e, self.call, out);
+            while let Some(e) = self.client.engine.poll_event() {
+                seen = look(self.client.engine, e, self.call, out);
                 if !matches!(seen, Seen::Other) {
                     break;
                 }
@@ -369,8 +375,8 @@ impl<
                 }
             }
             if self.client.eof
-                && self.client.caller.is_closed()
-                && !self.client.caller.is_active(self.call)
+                && self.client.engine.is_closed()
+                && !self.client.engine.is_active(self.call)
             {
                 self.done = true;
                 return Ok(Step::Done);
@@ -381,13 +387,27 @@ impl<
 
     /// Stops the call: RST_STREAM(CANCEL).
     pub async fn cancel(mut self) -> Result<(), ClientError> {
-        self.client.caller.cancel(self.call);
+        self.client.engine.cancel(self.call);
         self.done = true;
         self.client.transmit().await
     }
 }
 
-fn look(e: CallEvent<'_>, me: CallRef, out: &mut [u8]) -> Seen {
+/// What event `e` of `engine` means for call `me`; its text is copied
+/// into `out`.
+fn look<
+    S: CallStore,
+    const CALLS: usize,
+    const TABLE: usize,
+    const BUF: usize,
+    B: Storage<BUF> + Default,
+    const CACHE: usize,
+>(
+    engine: &engine::Client<S, CALLS, TABLE, BUF, B, CACHE>,
+    e: ClientEvent,
+    me: CallId,
+    out: &mut [u8],
+) -> Seen {
     let mut copy = |json: &[u8]| match out.get_mut(..json.len()) {
         Some(dst) => {
             dst.copy_from_slice(json);
@@ -395,19 +415,21 @@ fn look(e: CallEvent<'_>, me: CallRef, out: &mut [u8]) -> Seen {
         }
         None => Err(json.len()),
     };
+    let text = |call| engine.message(call).unwrap_or_default();
     let (kind, r, code, diagnostics) = match e {
-        CallEvent::Notification { call, json } if call == me => {
-            (NOTE, copy(json), 0, Diagnostics::default())
+        ClientEvent::Notification { call } if call == me => {
+            (NOTE, copy(text(call)), 0, Diagnostics::default())
         }
-        CallEvent::Response { call, json } if call == me => {
-            (RESPONSE, copy(json), 0, Diagnostics::default())
+        ClientEvent::Response { call } if call == me => {
+            (RESPONSE, copy(text(call)), 0, Diagnostics::default())
         }
-        CallEvent::Failed { call, error } if call == me => {
-            (FAILED, copy(error.response), error.code, error.diagnostics)
-        }
-        CallEvent::Ended { call } if call == me => return Seen::Ended,
-        CallEvent::Warning { tool, reason, .. } => {
-            let _ = (tool, reason);
+        ClientEvent::Failed { call } if call == me => match engine.failure(call) {
+            Some(f) => (FAILED, copy(f.response), f.code, f.diagnostics),
+            None => (FAILED, copy(text(call)), 0, Diagnostics::default()),
+        },
+        ClientEvent::Ended { call } if call == me => return Seen::Ended,
+        ClientEvent::Warning { call, reason } => {
+            let _ = (engine.warning_tool(call), reason);
             warn!("mcpwire: a tool was left out of tools/list: {}", reason);
             return Seen::Other;
         }

@@ -5,13 +5,16 @@
 //! Each call carries one JSON-RPC request; its response stream's
 //! notifications come out of [`CallStream::next`] as they arrive, then the
 //! response. The binding's client rules are the core's sans-IO client
-//! engine, [`Caller`](mcpwire_core::mcp::caller::Caller), one per
+//! engine, [`Client`](mcpwire_core::mcp::client::Client), one per
 //! connection: the metadata of a call is built from its body, with the
 //! `inputSchema` of the tool from the last `tools/list` seen; a -32020
-//! reads `tools/list` again and sends the call once more; what is left of
-//! the request timeout travels in `grpc-timeout`; a JSON-RPC error in the
-//! trailers becomes the error response the application would get on any
-//! transport. A transport failure is a [`CallError`].
+//! reads `tools/list` again and sends the call once more; a stream the
+//! server refused unprocessed (REFUSED_STREAM) is sent once more; what is
+//! left of the request timeout travels in `grpc-timeout`; a JSON-RPC error
+//! in the trailers becomes the error response the application would get
+//! on any transport. A transport failure is a [`CallError`]. A call that a
+//! connection going away could not send again goes to the next connection,
+//! once.
 //!
 //! A connection runs [`MAX_CONCURRENT_CALLS`] calls at a time (more wait
 //! their turn), and a call's request and each message of its response are
@@ -36,7 +39,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use mcpwire_core::grpc::Code;
-use mcpwire_core::mcp::caller::CallerConfig;
+use mcpwire_core::mcp::client::ClientConfig;
 use mcpwire_core::mcp::error::INVALID_REQUEST;
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
@@ -161,10 +164,10 @@ pub struct Channel {
 
 struct Inner {
     config: ChannelConfig,
-    caller: CallerConfig,
+    engine: ClientConfig,
     conn: tokio::sync::Mutex<Option<ConnHandle>>,
     /// Each tool's `inputSchema` (JSON text) from the last `tools/list`,
-    /// and those the connection's caller learned by itself.
+    /// and those the connection's engine learned by itself.
     schemas: Schemas,
     next_key: AtomicU64,
     next_id: AtomicU64,
@@ -186,11 +189,11 @@ impl Channel {
     }
 
     pub fn with_config(config: ChannelConfig) -> Self {
-        let caller = driver::caller_config(config.request_timeout, config.max_message_bytes);
+        let engine = driver::client_config(config.request_timeout, config.max_message_bytes);
         Self {
             inner: Arc::new(Inner {
                 config,
-                caller,
+                engine,
                 conn: tokio::sync::Mutex::new(None),
                 schemas: Arc::new(Mutex::new(HashMap::new())),
                 next_key: AtomicU64::new(1),
@@ -300,7 +303,7 @@ impl Channel {
         let h = ConnHandle::connect(
             &self.inner.config.addr,
             &self.inner.config.extra_metadata,
-            self.inner.caller,
+            self.inner.engine,
             Arc::clone(&self.inner.schemas),
         )
         .await
@@ -314,7 +317,7 @@ impl Channel {
         Ok(h)
     }
 
-    /// Remembers the tools of a `tools/list` result (the caller already
+    /// Remembers the tools of a `tools/list` result (the engine already
     /// left out those whose `x-mcp-header` annotations are invalid).
     fn learn_tools(&self, response: &Value) {
         let Some(tools) = response
@@ -362,7 +365,7 @@ pub struct CallStream {
     request: Value,
     body: Vec<u8>,
     deadline: Option<tokio::time::Instant>,
-    /// A refused call was sent again (once).
+    /// The call was sent again on a new connection (once).
     resent: bool,
     attempt: Option<Attempt>,
     finished: bool,
@@ -485,9 +488,11 @@ impl CallStream {
                         self.finished = true;
                         return Ok(Some(Message::Response(value)));
                     }
-                    if diagnostics.refused && !self.resent {
-                        // Never processed (GOAWAY, REFUSED_STREAM): send it
-                        // once more, on a new connection if this one is gone.
+                    if diagnostics.refused && !diagnostics.retried && !self.resent {
+                        // Never processed, and the engine could not send it
+                        // again on its connection (a GOAWAY, the end): the
+                        // one retry goes to a new connection. A stream the
+                        // engine already retried is not sent a third time.
                         self.resent = true;
                         self.attempt = None;
                         self.start().await?;

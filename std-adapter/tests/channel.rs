@@ -441,3 +441,100 @@ async fn grpcio_reference_server_echo_and_progress() {
     );
     drop(s);
 }
+
+/// A tunnel server of the `h2` crate that resets its first `refuse`
+/// streams with REFUSED_STREAM, unprocessed, and answers the others with
+/// an empty `tools/list` result. Counts the connections and the streams.
+async fn refusing_server(
+    refuse: usize,
+) -> (
+    std::net::SocketAddr,
+    Arc<std::sync::atomic::AtomicUsize>,
+    Arc<std::sync::atomic::AtomicUsize>,
+) {
+    use std::sync::atomic::AtomicUsize;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let connections = Arc::new(AtomicUsize::new(0));
+    let streams = Arc::new(AtomicUsize::new(0));
+    let (c, s) = (Arc::clone(&connections), Arc::clone(&streams));
+    tokio::spawn(async move {
+        while let Ok((socket, _)) = listener.accept().await {
+            c.fetch_add(1, Ordering::SeqCst);
+            let s = Arc::clone(&s);
+            tokio::spawn(async move {
+                let Ok(mut conn) = h2::server::handshake(socket).await else {
+                    return;
+                };
+                while let Some(Ok((request, mut respond))) = conn.accept().await {
+                    if s.fetch_add(1, Ordering::SeqCst) < refuse {
+                        respond.send_reset(h2::Reason::REFUSED_STREAM);
+                        continue;
+                    }
+                    tokio::spawn(async move {
+                        let mut body = request.into_body();
+                        let mut octets = Vec::new();
+                        while let Some(Ok(chunk)) = body.data().await {
+                            let _ = body.flow_control().release_capacity(chunk.len());
+                            octets.extend_from_slice(&chunk);
+                        }
+                        // gRPC prefix, then field 1 (tag, varint length).
+                        let mut at = 6;
+                        while octets.get(at).is_some_and(|b| b & 0x80 != 0) {
+                            at += 1;
+                        }
+                        at += 1;
+                        let request: Value = serde_json::from_slice(&octets[at..]).unwrap();
+                        let json = serde_json::to_vec(
+                            &json!({"jsonrpc": "2.0", "id": request["id"], "result": {"tools": []}}),
+                        )
+                        .unwrap();
+                        let mut message = vec![0x0a];
+                        let mut n = json.len();
+                        while n >= 0x80 {
+                            message.push((n as u8 & 0x7f) | 0x80);
+                            n >>= 7;
+                        }
+                        message.push(n as u8);
+                        message.extend_from_slice(&json);
+                        let mut framed = vec![0];
+                        framed.extend_from_slice(&(message.len() as u32).to_be_bytes());
+                        framed.extend_from_slice(&message);
+                        let head = http::Response::builder()
+                            .status(200)
+                            .header("content-type", "application/grpc+proto")
+                            .body(())
+                            .unwrap();
+                        let mut send = respond.send_response(head, false).unwrap();
+                        send.send_data(bytes::Bytes::from(framed), false).unwrap();
+                        let mut trailers = http::HeaderMap::new();
+                        trailers.insert("grpc-status", http::HeaderValue::from_static("0"));
+                        send.send_trailers(trailers).unwrap();
+                    });
+                }
+            });
+        }
+    });
+    (addr, connections, streams)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_stream_is_sent_once_more_on_the_same_connection() {
+    let (addr, connections, streams) = refusing_server(1).await;
+    let channel = Channel::new(addr.to_string());
+    let r = channel.request("tools/list", json!({})).await.unwrap();
+    assert_eq!(r["result"]["tools"], json!([]), "{r}");
+    // The engine's one retry, on the connection it had.
+    assert_eq!(streams.load(Ordering::SeqCst), 2);
+    assert_eq!(connections.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_refused_twice_fails_without_a_third_try() {
+    let (addr, connections, streams) = refusing_server(usize::MAX).await;
+    let channel = Channel::new(addr.to_string());
+    let e = channel.request("tools/list", json!({})).await.unwrap_err();
+    assert_eq!(e.status, Code::Unavailable, "{e:?}");
+    assert_eq!(streams.load(Ordering::SeqCst), 2);
+    assert_eq!(connections.load(Ordering::SeqCst), 1);
+}

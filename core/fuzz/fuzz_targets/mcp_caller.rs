@@ -1,10 +1,10 @@
-//! `mcp_caller`: the client call engine against a server whose answers come
+//! `mcp_caller`: the client engine against a server whose answers come
 //! from the fuzzer: response heads (any `:status`, `content-type`,
 //! `grpc-status` in a trailers-only answer), DATA with any bytes (gRPC
 //! framing that may lie), trailers with any `grpc-status`, `grpc-message`,
 //! `mcp-error-code` and `mcp-error-bin`, and resets, cut at arbitrary
-//! points. Nothing may panic, the caller keeps consuming input, and every
-//! call it started ends.
+//! points. Nothing may panic, the client keeps consuming input, the text
+//! of every event can be read, and every call it started ends.
 #![no_main]
 
 use arbitrary::Arbitrary;
@@ -12,10 +12,10 @@ use libfuzzer_sys::fuzz_target;
 use mcpwire_core::h2::{Config, Connection, ErrorCode, Event, Role, StreamRef};
 use mcpwire_core::hpack::Field;
 use mcpwire_core::mcp::SlabStore;
-use mcpwire_core::mcp::caller::{CallEvent, CallRef, Caller, CallerConfig};
+use mcpwire_core::mcp::client::{CallId, ClientConfig, ClientEvent};
 use mcpwire_core::time::Instant;
 
-type Client = Caller<SlabStore<4096, 8>, 4, 2048>;
+type Client = mcpwire_core::mcp::client::Client<SlabStore<4096, 8>, 4, 4096, 16384>;
 type Server = Connection<8, 4096, 16384, 16>;
 
 const REQUESTS: [&[u8]; 3] = [
@@ -78,14 +78,14 @@ struct World {
     now: u64,
     /// The server's streams, oldest first.
     streams: Vec<StreamRef>,
-    started: Vec<CallRef>,
-    ended: Vec<CallRef>,
+    started: Vec<CallId>,
+    ended: Vec<CallId>,
 }
 
 fuzz_target!(|input: Input| {
     let mut w = World {
         client: Box::new(Client::new(
-            CallerConfig::default(),
+            ClientConfig::default(),
             SlabStore::new(),
             Instant::ZERO,
         )),
@@ -224,14 +224,30 @@ impl World {
             }
             while let Some(e) = self.client.poll_event() {
                 moved = true;
-                if let CallEvent::Ended { call } = e {
-                    self.ended.push(call);
+                match e {
+                    ClientEvent::Notification { call } | ClientEvent::Response { call } => {
+                        assert!(self.client.message(call).is_some(), "{e:?} without text");
+                    }
+                    ClientEvent::Failed { call } => {
+                        let failure = self.client.failure(call);
+                        assert!(failure.is_some(), "{e:?} without a failure");
+                        assert_eq!(
+                            self.client.message(call),
+                            failure.map(|f| f.response),
+                            "the failure's response is the call's message"
+                        );
+                    }
+                    ClientEvent::Ended { call } => self.ended.push(call),
+                    ClientEvent::Warning { call, .. } => {
+                        assert!(self.client.warning_tool(call).is_some());
+                    }
+                    ClientEvent::ConnectionClosed { .. } => {}
                 }
             }
             if !moved {
                 assert!(
                     self.down.is_empty() || self.client.is_closed(),
-                    "the caller stopped reading ({} octets left)",
+                    "the client stopped reading ({} octets left)",
                     self.down.len()
                 );
                 return;

@@ -1,8 +1,15 @@
-//! MCP (revision 2026-07-28) over the gRPC binding: the JSON-RPC envelope,
-//! per-request `_meta`, metadata mirroring and error codes.
+//! MCP (revision 2026-07-28): one engine for every binding.
+//!
+//! - [`server`]: the server engine (every MCP decision, transport-free) and
+//!   its bindings (the gRPC tunnel);
+//! - [`client`]: the client engine of the tunnel binding;
+//! - the pieces both share: the JSON-RPC [`envelope`] (parsing and writing),
+//!   per-request `_meta` ([`meta`]), mirrored headers ([`mirror`]), error
+//!   codes ([`error`]), bearer tokens ([`auth`]), the [`registry`] of what a
+//!   server offers, portable [`tool`]s, call buffers ([`store`]) and the
+//!   JSON scanner and writer ([`json`], [`writer`]).
 
 pub mod auth;
-pub mod caller;
 pub mod client;
 pub mod envelope;
 pub mod error;

@@ -1,4 +1,4 @@
-//! Fixtures shared by the MCP engine tests (`mcp_engine.rs`, `caller.rs`):
+//! Fixtures shared by the MCP engine tests (`mcp_engine.rs`, `client.rs`):
 //! the server engine's type, the test registry and the request `_meta`.
 
 use mcpwire_core::mcp::registry::{Registry, ServerInfo, ToolInfo};

@@ -1,15 +1,16 @@
 //! The connection task of a [`Channel`](super::Channel): it owns one core
-//! [`Caller`] (the sans-IO MCP client engine of the tunnel binding over one
-//! HTTP/2 connection) and its socket, and follows the caller's run loop:
+//! [`Client`] (the sans-IO MCP client engine of the tunnel binding over one
+//! HTTP/2 connection) and its socket, and follows the engine's run loop:
 //! feed what the socket read with `recv` (a chunk at a time, draining
 //! `poll_event` after each), pull `poll_transmit` until it gives 0, sleep
 //! until input, a command or `poll_timeout`, then `handle_timeout`.
 //!
 //! Calls talk to it with [`Command`]s and hear back through their own
-//! [`CallMsg`] channel: owned copies of the caller's events. No protocol
-//! lives here: the metadata, `grpc-timeout`, the re-list and retry after
-//! -32020, errors from trailers and the early-response rule are the
-//! caller's. This task adds only what a long-lived tokio client needs
+//! [`CallMsg`] channel: owned copies of the engine's events and their
+//! texts. No protocol lives here: the metadata, `grpc-timeout`, the re-list
+//! and retry after -32020, the retry of a refused stream, errors from
+//! trailers and the early-response rule are the engine's. This task adds
+//! only what a long-lived tokio client needs
 //! around it: a queue for calls that find every slot taken, and the
 //! channel's schema cache carried from one connection to the next.
 
@@ -19,8 +20,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use mcpwire_core::mcp::caller::{
-    CallEvent, CallRef, Caller, CallerConfig, Diagnostics as CoreDiagnostics, StartError,
+use mcpwire_core::mcp::client::{
+    CallId, Client, ClientConfig, ClientEvent, Diagnostics as CoreDiagnostics, StartError,
 };
 
 use crate::clock::{Timer, now};
@@ -40,11 +41,11 @@ const CACHE: usize = 16 << 10;
 /// response synthesized after it.
 const BUF_SLACK: usize = 64 << 10;
 
-/// The caller of one connection: [`CALLS`] calls, each with buffers on the
-/// heap that hold what it uses (a request, its incoming messages) and go
-/// back when it ends; a 4 KiB HPACK table; 16 KiB HTTP/2 frame buffers on
-/// the heap while in use.
-pub(crate) type McpCaller = Caller<HeapStore, CALLS, CACHE, 4096, 16384, HeapStorage<16384>>;
+/// The client engine of one connection: [`CALLS`] calls, each with buffers
+/// on the heap that hold what it uses (a request, its incoming messages)
+/// and go back when it ends; a 4 KiB HPACK table; 16 KiB HTTP/2 frame
+/// buffers on the heap while in use; [`CACHE`] octets of annotation cache.
+pub(crate) type Engine = Client<HeapStore, CALLS, 4096, 16384, HeapStorage<16384>, CACHE>;
 
 /// The channel's tool schemas (JSON text) by tool name.
 pub(crate) type Schemas = Arc<Mutex<HashMap<String, Vec<u8>>>>;
@@ -57,21 +58,21 @@ const WRITE_HIGH: usize = 64 << 10;
 #[derive(Debug)]
 pub(crate) enum Command {
     /// Start a call of one JSON-RPC request (its text). `accepted` answers
-    /// at once: the caller took it, or it waits for a free slot (a refusal
+    /// at once: the engine took it, or it waits for a free slot (a refusal
     /// then comes as [`CallMsg::Refused`]), or why not.
     Start {
         key: u64,
         body: Vec<u8>,
         /// The call's deadline; `None` for none (`subscriptions/listen`).
         deadline: Option<tokio::time::Instant>,
-        /// A `tools/call`: a re-list may teach the caller new schemas.
+        /// A `tools/call`: a re-list may teach the engine new schemas.
         tool_call: bool,
         events: mpsc::UnboundedSender<CallMsg>,
         accepted: oneshot::Sender<Result<(), Refusal>>,
     },
     /// Stop the call (RST_STREAM CANCEL), or drop it if it waits.
     Cancel { key: u64 },
-    /// Forget the caller's cached schemas.
+    /// Forget the engine's cached schemas.
     ClearSchemas,
 }
 
@@ -80,13 +81,13 @@ pub(crate) enum Command {
 pub(crate) enum Refusal {
     /// The connection is over or going away: try a new one.
     Gone,
-    /// The caller refused the request before a byte went out.
+    /// The engine refused the request before a byte went out.
     Invalid { code: i32, message: &'static str },
     /// The framed request needs more than a call's buffer.
     TooLarge { needed: usize },
 }
 
-/// The caller's events of one call, copied out.
+/// The engine's events of one call, with their texts, copied out.
 #[derive(Debug)]
 pub(crate) enum CallMsg {
     Notification(Vec<u8>),
@@ -121,22 +122,22 @@ impl ConnHandle {
     }
 
     /// Connects to `addr` with prior knowledge and spawns the task, whose
-    /// caller starts with the annotated schemas of `schemas`.
+    /// engine starts with the annotated schemas of `schemas`.
     pub(crate) async fn connect(
         addr: &str,
         metadata: &[(String, String)],
-        config: CallerConfig,
+        config: ClientConfig,
         schemas: Schemas,
     ) -> io::Result<Self> {
         let socket = TcpStream::connect(addr).await?;
         socket.set_nodelay(true)?;
         let store = HeapStore::new(config.max_message_bytes.saturating_add(BUF_SLACK));
-        let mut caller = Box::new(McpCaller::new(config, store, now()));
+        let mut engine = Box::new(Engine::new(config, store, now()));
         let pairs: Vec<(&str, &str)> = metadata
             .iter()
             .map(|(n, v)| (n.as_str(), v.as_str()))
             .collect();
-        if !caller.set_metadata(Some(addr), &pairs) {
+        if !engine.set_metadata(Some(addr), &pairs) {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 "a metadata name or value is over 65535 octets",
@@ -145,14 +146,14 @@ impl ConnHandle {
         if let Ok(map) = schemas.lock() {
             for (name, schema) in map.iter() {
                 if let Ok(name) = serde_json::to_vec(name) {
-                    caller.learn_schema(&name, schema);
+                    engine.learn_schema(&name, schema);
                 }
             }
         }
         let (tx, rx) = mpsc::unbounded_channel();
         let alive = Arc::new(AtomicBool::new(true));
         let mut task = Task {
-            caller,
+            engine,
             calls: HashMap::new(),
             keys: HashMap::new(),
             waiting: VecDeque::new(),
@@ -166,14 +167,14 @@ impl ConnHandle {
     }
 }
 
-/// The caller's settings for a channel (its `:authority` and metadata are
-/// set per connection with [`Caller::set_metadata`]).
-pub(crate) fn caller_config(request_timeout: Duration, max_message_bytes: usize) -> CallerConfig {
-    CallerConfig {
+/// The engine's settings for a channel (its `:authority` and metadata are
+/// set per connection with [`Client::set_metadata`]).
+pub(crate) fn client_config(request_timeout: Duration, max_message_bytes: usize) -> ClientConfig {
+    ClientConfig {
         scheme: "http",
         request_timeout,
         max_message_bytes,
-        ..CallerConfig::default()
+        ..ClientConfig::default()
     }
 }
 
@@ -232,14 +233,14 @@ impl Waiting {
 }
 
 struct Task {
-    caller: Box<McpCaller>,
-    calls: HashMap<CallRef, Live>,
-    keys: HashMap<u64, CallRef>,
+    engine: Box<Engine>,
+    calls: HashMap<CallId, Live>,
+    keys: HashMap<u64, CallId>,
     /// Calls waiting for a slot, oldest first.
     waiting: VecDeque<Waiting>,
     alive: Arc<AtomicBool>,
     schemas: Schemas,
-    /// The caller's cache as last copied into `schemas`.
+    /// The engine's cache as last copied into `schemas`.
     synced: Vec<u8>,
 }
 
@@ -267,20 +268,20 @@ impl Task {
             Command::Cancel { key } => {
                 if let Some(call) = self.keys.remove(&key) {
                     self.calls.remove(&call);
-                    self.caller.cancel(call);
+                    self.engine.cancel(call);
                 } else {
                     self.waiting.retain(|w| w.key != key);
                 }
             }
             Command::ClearSchemas => {
-                self.caller.clear_schemas();
+                self.engine.clear_schemas();
                 self.synced = self.cache_fingerprint();
             }
         }
         self.drain_events();
     }
 
-    /// Starts waiting calls while the caller has free slots.
+    /// Starts waiting calls while the engine has free slots.
     fn start_waiting(&mut self) {
         while let Some(mut w) = self.waiting.pop_front() {
             if w.abandoned() {
@@ -289,7 +290,7 @@ impl Task {
             let timeout = w
                 .deadline
                 .map(|d| d.saturating_duration_since(tokio::time::Instant::now()));
-            let refusal = match self.caller.call(&w.body, timeout, now()) {
+            let refusal = match self.engine.call(&w.body, timeout, now()) {
                 Ok(call) => {
                     if w.answer(Ok(())) {
                         self.keys.insert(w.key, call);
@@ -302,7 +303,7 @@ impl Task {
                             },
                         );
                     } else {
-                        self.caller.cancel(call);
+                        self.engine.cancel(call);
                     }
                     continue;
                 }
@@ -323,39 +324,42 @@ impl Task {
         }
     }
 
-    /// Hands the caller's events to their calls.
+    /// Hands the engine's events to their calls.
     fn drain_events(&mut self) {
-        loop {
-            let (call, msg) = match self.caller.poll_event() {
-                None => break,
-                Some(CallEvent::Notification { call, json }) => {
-                    (call, CallMsg::Notification(json.to_vec()))
+        while let Some(event) = self.engine.poll_event() {
+            let engine = &self.engine;
+            let text = |call| engine.message(call).unwrap_or_default().to_vec();
+            let (call, msg) = match event {
+                ClientEvent::Notification { call } => (call, CallMsg::Notification(text(call))),
+                ClientEvent::Response { call } => (call, CallMsg::Response(text(call))),
+                ClientEvent::Failed { call } => {
+                    let Some(error) = engine.failure(call) else {
+                        continue;
+                    };
+                    (
+                        call,
+                        CallMsg::Failed {
+                            response: error.response.to_vec(),
+                            message: error.message.to_vec(),
+                            diagnostics: error.diagnostics,
+                            www_authenticate: error
+                                .www_authenticate
+                                .map(|v| String::from_utf8_lossy(v).into_owned()),
+                        },
+                    )
                 }
-                Some(CallEvent::Response { call, json }) => {
-                    (call, CallMsg::Response(json.to_vec()))
-                }
-                Some(CallEvent::Failed { call, error }) => (
-                    call,
-                    CallMsg::Failed {
-                        response: error.response.to_vec(),
-                        message: error.message.to_vec(),
-                        diagnostics: error.diagnostics,
-                        www_authenticate: error
-                            .www_authenticate
-                            .map(|v| String::from_utf8_lossy(v).into_owned()),
-                    },
-                ),
-                Some(CallEvent::Ended { call }) => (call, CallMsg::Ended),
-                Some(CallEvent::Warning { tool, reason, .. }) => {
+                ClientEvent::Ended { call } => (call, CallMsg::Ended),
+                ClientEvent::Warning { call, reason } => {
                     eprintln!(
                         "mcpwire: warning: tool {} in tools/list: {reason}",
-                        String::from_utf8_lossy(tool)
+                        String::from_utf8_lossy(engine.warning_tool(call).unwrap_or_default())
                     );
                     continue;
                 }
-                Some(CallEvent::ConnectionClosed { .. }) => continue,
+                ClientEvent::ConnectionClosed { .. } => continue,
             };
-            // Before the call hears of its end: a refused call reconnects,
+            // Before the call hears of its end: a call refused by a
+            // connection going away goes to a new one,
             // and a re-listed tool's schema is in the channel's cache.
             self.mark_gone();
             let Some(tool_call) = self.calls.get(&call).map(|l| l.tool_call) else {
@@ -379,14 +383,14 @@ impl Task {
 
     /// GOAWAY or the end: the channel connects anew.
     fn mark_gone(&self) {
-        if !self.caller.accepts_calls() {
+        if !self.engine.accepts_calls() {
             self.alive.store(false, Ordering::SeqCst);
         }
     }
 
     fn cache_fingerprint(&self) -> Vec<u8> {
         let mut out = Vec::new();
-        for (name, schema) in self.caller.cached_schemas() {
+        for (name, schema) in self.engine.cached_schemas() {
             out.extend_from_slice(&name.len().to_le_bytes());
             out.extend_from_slice(name);
             out.extend_from_slice(&schema.len().to_le_bytes());
@@ -395,7 +399,7 @@ impl Task {
         out
     }
 
-    /// Copies what the caller learned by itself (a re-list after -32020)
+    /// Copies what the engine learned by itself (a re-list after -32020)
     /// into the channel's schemas.
     fn sync_schemas(&mut self) {
         let now = self.cache_fingerprint();
@@ -403,7 +407,7 @@ impl Task {
             return;
         }
         if let Ok(mut map) = self.schemas.lock() {
-            for (name, schema) in self.caller.cached_schemas() {
+            for (name, schema) in self.engine.cached_schemas() {
                 if let Ok(name) = serde_json::from_slice::<String>(name) {
                     map.insert(name, schema.to_vec());
                 }
@@ -418,7 +422,7 @@ impl Task {
             self.start_waiting();
             let start = out.len();
             out.resize(start + TRANSMIT_CHUNK, 0);
-            let n = self.caller.poll_transmit(&mut out[start..]);
+            let n = self.engine.poll_transmit(&mut out[start..]);
             out.truncate(start + n);
             self.drain_events();
             if n > 0 {
@@ -434,10 +438,10 @@ impl Task {
 
     fn feed(&mut self, mut input: &[u8], out: &mut Vec<u8>) -> io::Result<()> {
         let mut stalled = 0;
-        while !input.is_empty() && !self.caller.is_closed() {
+        while !input.is_empty() && !self.engine.is_closed() {
             // One chunk at a time: its notifications are taken before the
             // next.
-            let n = self.caller.recv(input, now());
+            let n = self.engine.recv(input, now());
             input = &input[n.min(input.len())..];
             self.drain_events();
             if n > 0 {
@@ -470,19 +474,19 @@ impl Task {
             // Nobody can start a call any more and none runs: say goodbye.
             if !commands_open && self.calls.is_empty() && self.waiting.is_empty() && !goaway_sent {
                 goaway_sent = true;
-                self.caller.go_away();
+                self.engine.go_away();
                 self.drain_events();
             }
             self.transmit(&mut out, WRITE_HIGH);
-            if written == out.len() && (self.caller.is_closed() || eof || goaway_sent) {
+            if written == out.len() && (self.engine.is_closed() || eof || goaway_sent) {
                 break Ok(());
             }
-            timer.set(self.caller.poll_timeout());
+            timer.set(self.engine.poll_timeout());
             tokio::select! {
                 r = rd.read(&mut rbuf), if !eof => match r {
                     Ok(0) => {
                         eof = true;
-                        self.caller.recv_eof();
+                        self.engine.recv_eof();
                         self.drain_events();
                     }
                     Ok(n) => {
@@ -501,7 +505,7 @@ impl Task {
                     None => commands_open = false,
                 },
                 () = timer.fired(), if timer.is_set() => {
-                    self.caller.handle_timeout(now());
+                    self.engine.handle_timeout(now());
                     self.drain_events();
                 }
             }
@@ -511,8 +515,8 @@ impl Task {
         // Calls in progress fail (those whose request never left are
         // refused: the channel sends them again on a new connection).
         self.alive.store(false, Ordering::SeqCst);
-        if !self.caller.is_closed() {
-            self.caller.recv_eof();
+        if !self.engine.is_closed() {
+            self.engine.recv_eof();
         }
         self.drain_events();
         // Calls without an end (none expected) see their channel close.
@@ -537,12 +541,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_connections_caller_is_small() {
+    fn a_connections_engine_is_small() {
         // Buffers of calls, frames, call slots, the HTTP/2 connection's
         // slots and its HPACK table are on the heap, held while in use;
         // inline is mostly the 16 KiB annotation cache.
-        let size = std::mem::size_of::<McpCaller>();
-        println!("size_of::<McpCaller>() = {size}");
+        let size = std::mem::size_of::<Engine>();
+        println!("size_of::<Engine>() = {size}");
         assert!(size < 24 << 10, "{size}");
     }
 }

@@ -1,5 +1,5 @@
 //! Calls the device app with the embassy client (`mcpwire_embassy::client`
-//! over the core's `Caller`), on embassy's std executor with its own
+//! over the core's client engine), on embassy's std executor with its own
 //! embassy-net stack on a TAP device: what a second board would do.
 //!
 //! ```text
@@ -24,7 +24,7 @@ use embassy_net::{IpEndpoint, StackResources};
 use mcpwire_core::grpc::Code;
 use mcpwire_core::h2::InlineStorage;
 use mcpwire_core::mcp::SlabStore;
-use mcpwire_core::mcp::caller::{Caller, CallerConfig};
+use mcpwire_core::mcp::client::ClientConfig;
 use mcpwire_core::mcp::json;
 use mcpwire_embassy::client::{self, Client, ClientError, Step};
 use net::net_task;
@@ -47,11 +47,11 @@ const META: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-0
 /// messages), 2 KiB of annotation cache, a 4 KiB HPACK table, 16 KiB of
 /// HTTP/2 buffer.
 type Store = SlabStore<8192, 4>;
-type McpCaller = Caller<Store, 2, 2048, 4096, 16384>;
-type McpClient = Client<'static, Store, 2, 2048, 4096, 16384, InlineStorage<16384>>;
+type Engine = mcpwire_core::mcp::client::Client<Store, 2, 4096, 16384, InlineStorage<16384>, 2048>;
+type McpClient = Client<'static, Store, 2, 4096, 16384, InlineStorage<16384>, 2048>;
 
 static RESOURCES: StaticCell<StackResources<2>> = StaticCell::new();
-static CALLER: StaticCell<McpCaller> = StaticCell::new();
+static ENGINE: StaticCell<Engine> = StaticCell::new();
 static RX: StaticCell<[u8; 8192]> = StaticCell::new();
 static TX: StaticCell<[u8; 8192]> = StaticCell::new();
 
@@ -277,15 +277,15 @@ async fn main(spawner: Spawner) {
         exit(1);
     }
     eprintln!("mcpwire-device-client: connected");
-    let caller = CALLER.init(McpCaller::new(
-        CallerConfig {
+    let engine = ENGINE.init(Engine::new(
+        ClientConfig {
             request_timeout: Duration::from_secs(20),
-            ..CallerConfig::default()
+            ..ClientConfig::default()
         },
         SlabStore::new(),
         client::now(),
     ));
-    let mut client = Client::new(socket, caller);
+    let mut client = Client::new(socket, engine);
     let (mut passed, mut failed) = (0, 0);
     for name in &args.scenarios {
         let r = embassy_time::with_timeout(

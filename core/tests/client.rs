@@ -1,19 +1,22 @@
-//! The client engine (`Caller`) against the server `Engine`, in memory.
+//! The client engine (`Client`) against the server `Engine`, in memory.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use core::time::Duration;
 
 use mcpwire_core::grpc::Code;
-use mcpwire_core::mcp::caller::{CallEvent, CallRef, Caller, CallerConfig, StartError};
+use mcpwire_core::mcp::auth::Decision;
+use mcpwire_core::mcp::client::{CallId, Client, ClientConfig, ClientEvent, StartError};
 use mcpwire_core::mcp::json;
 use mcpwire_core::mcp::registry::ToolInfo;
-use mcpwire_core::mcp::server::{CallId, EngineConfig, ServerEvent};
+use mcpwire_core::mcp::server::{
+    CallId as ServerCall, Server as Engine, ServerConfig as EngineConfig, ServerEvent,
+};
 use mcpwire_core::mcp::{CallStore, SlabStore};
 use mcpwire_core::time::Instant;
 
 mod common;
 
-use common::mcp::{META, Server, VecStore, registry};
+use common::mcp::{META, VecStore, registry};
 
 const TOOLS: [ToolInfo<'static>; 3] = [
     common::mcp::ECHO,
@@ -48,25 +51,33 @@ struct Seen {
     failed: Option<Fail>,
     /// The failure said the server never processed the call.
     refused: bool,
+    /// The failure said the call went out a second time.
+    retried: bool,
     www_authenticate: Option<String>,
     ended: bool,
 }
 
 #[derive(Debug)]
 struct Req {
-    call: CallId,
+    call: ServerCall,
     method: String,
     params: String,
     deadline: Option<Instant>,
 }
 
-/// A client with the store `S` and a server with the store `T`; by default
-/// slabs of 8 KiB buffers, two per call of the client's four.
-struct Pair<S: CallStore = SlabStore<8192, 8>, T: CallStore = SlabStore<8192, 8>> {
-    client: Box<Caller<S, 4, 2048>>,
-    server: Box<Server<T>>,
+/// A client with the store `S` and `C` calls, a server with the store `T`
+/// and `N` streams; by default slabs of 8 KiB buffers, two per call of the
+/// client's four, and the server of `common::mcp` (eight streams).
+struct Pair<
+    S: CallStore = SlabStore<8192, 8>,
+    T: CallStore = SlabStore<8192, 8>,
+    const C: usize = 4,
+    const N: usize = 8,
+> {
+    client: Box<Client<S, C, 4096, 16384>>,
+    server: Box<Engine<'static, T, N, 4096, 16384>>,
     now: Instant,
-    seen: std::collections::HashMap<CallRef, Seen>,
+    seen: std::collections::HashMap<CallId, Seen>,
     warnings: Vec<(String, &'static str)>,
     requests: Vec<Req>,
     server_events: Vec<String>,
@@ -83,19 +94,19 @@ impl Pair {
     }
 
     fn with(config: EngineConfig) -> Self {
-        Self::with_both(config, CallerConfig::default())
+        Self::with_both(config, ClientConfig::default())
     }
 
-    fn with_both(config: EngineConfig, client: CallerConfig) -> Self {
+    fn with_both(config: EngineConfig, client: ClientConfig) -> Self {
         Pair::with_stores(config, client, SlabStore::new(), SlabStore::new())
     }
 }
 
-impl<S: CallStore, T: CallStore> Pair<S, T> {
-    fn with_stores(config: EngineConfig, client: CallerConfig, store: S, server_store: T) -> Self {
+impl<S: CallStore, T: CallStore, const C: usize, const N: usize> Pair<S, T, C, N> {
+    fn with_stores(config: EngineConfig, client: ClientConfig, store: S, server_store: T) -> Self {
         Pair {
-            client: Box::new(Caller::new(client, store, Instant::ZERO)),
-            server: Box::new(Server::new(
+            client: Box::new(Client::new(client, store, Instant::ZERO)),
+            server: Box::new(Engine::new(
                 registry(&TOOLS),
                 config,
                 server_store,
@@ -115,18 +126,23 @@ impl<S: CallStore, T: CallStore> Pair<S, T> {
     fn take_client_events(&mut self) {
         while let Some(e) = self.client.poll_event() {
             let s = |b: &[u8]| String::from_utf8(b.to_vec()).unwrap();
+            let client = &self.client;
             match e {
-                CallEvent::Notification { call, json } => self
+                ClientEvent::Notification { call } => self
                     .seen
                     .entry(call)
                     .or_default()
                     .notifications
-                    .push(s(json)),
-                CallEvent::Response { call, json } => {
-                    self.seen.entry(call).or_default().response = Some(s(json))
+                    .push(s(client.message(call).unwrap())),
+                ClientEvent::Response { call } => {
+                    self.seen.entry(call).or_default().response =
+                        Some(s(client.message(call).unwrap()))
                 }
-                CallEvent::Failed { call, error } => {
+                ClientEvent::Failed { call } => {
+                    let error = client.failure(call).unwrap();
+                    assert_eq!(client.message(call), Some(error.response));
                     self.seen.entry(call).or_default().refused = error.diagnostics.refused;
+                    self.seen.entry(call).or_default().retried = error.diagnostics.retried;
                     self.seen.entry(call).or_default().www_authenticate =
                         error.www_authenticate.map(s);
                     self.seen.entry(call).or_default().failed = Some((
@@ -139,9 +155,14 @@ impl<S: CallStore, T: CallStore> Pair<S, T> {
                         error.diagnostics.transport,
                     ))
                 }
-                CallEvent::Ended { call } => self.seen.entry(call).or_default().ended = true,
-                CallEvent::Warning { tool, reason, .. } => self.warnings.push((s(tool), reason)),
-                CallEvent::ConnectionClosed { .. } => {}
+                ClientEvent::Ended { call } => {
+                    assert_eq!(client.message(call), None, "the call is dead");
+                    self.seen.entry(call).or_default().ended = true
+                }
+                ClientEvent::Warning { call, reason } => self
+                    .warnings
+                    .push((s(client.warning_tool(call).unwrap()), reason)),
+                ClientEvent::ConnectionClosed { .. } => {}
             }
         }
     }
@@ -149,21 +170,23 @@ impl<S: CallStore, T: CallStore> Pair<S, T> {
     fn take_server_events(&mut self) {
         while let Some(e) = self.server.poll_event() {
             match e {
-                ServerEvent::Request { call, request } => self.requests.push(Req {
-                    call,
-                    method: String::from_utf8(request.method.to_vec()).unwrap(),
-                    params: String::from_utf8(request.params.to_vec()).unwrap(),
-                    deadline: request.deadline,
-                }),
-                ServerEvent::Authorize {
-                    call,
-                    authorization,
-                } => {
+                ServerEvent::Request { call } => {
+                    let request = self.server.request(call).unwrap();
+                    self.requests.push(Req {
+                        call,
+                        method: request.method().to_owned(),
+                        params: String::from_utf8(request.params.to_vec()).unwrap(),
+                        deadline: request.deadline,
+                    })
+                }
+                ServerEvent::Authorize { call } => {
                     self.authorizations
-                        .push(authorization.map(|a| String::from_utf8(a.to_vec()).unwrap()));
-                    let code = self.authorize.unwrap_or(Code::Unauthenticated);
-                    self.server
-                        .unauthorized(call, code, "no token", "Bearer realm=\"x\"");
+                        .push(self.server.bearer_token(call).map(str::to_owned));
+                    let decision = match self.authorize {
+                        Some(Code::PermissionDenied) => Decision::PermissionDenied,
+                        _ => Decision::Unauthenticated,
+                    };
+                    self.server.authorize(call, decision);
                 }
                 e => self.server_events.push(format!("{e:?}")),
             }
@@ -205,13 +228,13 @@ impl<S: CallStore, T: CallStore> Pair<S, T> {
         self.take_client_events();
     }
 
-    fn call(&mut self, body: &str, timeout: Option<Duration>) -> CallRef {
+    fn call(&mut self, body: &str, timeout: Option<Duration>) -> CallId {
         self.client
             .call(body.as_bytes(), timeout, self.now)
             .unwrap()
     }
 
-    fn seen(&self, call: CallRef) -> Seen {
+    fn seen(&self, call: CallId) -> Seen {
         self.seen.get(&call).cloned().unwrap_or_default()
     }
 }
@@ -286,7 +309,7 @@ fn a_tool_call_with_progress_then_the_response() {
 fn header_mismatch_relists_and_retries_once() {
     let mut p = Pair::new();
     // The cache does not know `lookup` yet: its annotated arguments are
-    // not mirrored, the server answers -32020, the caller reads tools/list
+    // not mirrored, the server answers -32020, the client reads tools/list
     // and sends the call once more, now with mcp-param-region.
     let c = p.call(
         &tools_call(3, "lookup", r#"{"region":"eu-north1","limit":5}"#),
@@ -371,7 +394,7 @@ fn the_deadline_travels_and_the_server_answers_deadline_exceeded() {
 }
 
 #[test]
-fn the_callers_own_deadline_resets_the_stream() {
+fn the_clients_own_deadline_resets_the_stream() {
     let mut p = Pair::new();
     let c = p.call(
         &tools_call(6, "echo", r#"{"text":"slow"}"#),
@@ -429,10 +452,11 @@ fn unauthenticated_is_401_in_the_diagnostics() {
         assert_eq!(f.4, Some(http), "{f:?}");
         assert_eq!(f.5, Some(code));
         assert!(f.6);
-        assert_eq!(
-            p.seen(c).www_authenticate.as_deref(),
-            Some("Bearer realm=\"x\"")
-        );
+        let challenge = match code {
+            Code::PermissionDenied => r#"Bearer realm="mcpwire", error="insufficient_scope""#,
+            _ => r#"Bearer realm="mcpwire""#,
+        };
+        assert_eq!(p.seen(c).www_authenticate.as_deref(), Some(challenge));
     }
 }
 
@@ -466,7 +490,7 @@ fn a_cancel_resets_the_stream_and_the_handler_stops() {
 #[test]
 fn many_calls_at_once_and_busy_when_full() {
     let mut p = Pair::new();
-    let calls: Vec<CallRef> = (0..4)
+    let calls: Vec<CallId> = (0..4)
         .map(|i| p.call(&tools_call(20 + i, "echo", r#"{"text":"z"}"#), None))
         .collect();
     assert_eq!(
@@ -497,8 +521,8 @@ fn many_calls_at_once_and_busy_when_full() {
 fn a_full_store_refuses_a_call_cleanly() {
     // Slots for four calls, one buffer in the store: the second call finds
     // no buffer for its request.
-    let mut client = Caller::<SlabStore<8192, 1>, 4, 2048>::new(
-        CallerConfig::default(),
+    let mut client = Client::<SlabStore<8192, 1>, 4, 4096, 16384>::new(
+        ClientConfig::default(),
         SlabStore::new(),
         Instant::ZERO,
     );
@@ -531,9 +555,9 @@ fn a_full_store_refuses_a_call_cleanly() {
 
 #[test]
 fn a_message_over_the_limit_is_resource_exhausted() {
-    let limit = CallerConfig {
+    let limit = ClientConfig {
         max_message_bytes: 1024,
-        ..CallerConfig::default()
+        ..ClientConfig::default()
     };
     let mut p = Pair::with_both(EngineConfig::default(), limit);
     // A request over the limit never leaves.
@@ -574,7 +598,7 @@ fn a_message_over_the_limit_is_resource_exhausted() {
 fn an_early_answer_is_kept_when_the_request_had_not_ended() {
     // The server's stream window (1 KiB) holds the 6 KiB request back; the
     // server refuses the call's credentials first, ends the stream and
-    // resets it: the caller keeps the answer, not the reset.
+    // resets it: the client keeps the answer, not the reset.
     let mut config = EngineConfig {
         authorize: true,
         ..EngineConfig::default()
@@ -673,6 +697,9 @@ fn after_goaway_no_call_starts_and_unsent_calls_are_refused() {
     let f = seen.failed.clone().expect("refused");
     assert_eq!(f.5, Some(Code::Unavailable), "{f:?}");
     assert!(f.6 && seen.refused && seen.ended, "{seen:?}");
+    // No stream could take the retry here: a driver may send it once on a
+    // new connection.
+    assert!(!seen.retried, "{seen:?}");
     // The first call finishes on the draining connection.
     p.server
         .respond(p.requests[0].call, br#"{"content":[]}"#)
@@ -688,9 +715,9 @@ fn a_growing_store_holds_what_a_call_carries() {
         max: 1 << 20,
         ..VecStore::default()
     };
-    let mut p = Pair::with_stores(
+    let mut p: Pair<VecStore, VecStore> = Pair::with_stores(
         EngineConfig::default(),
-        CallerConfig::default(),
+        ClientConfig::default(),
         store(),
         store(),
     );
@@ -755,10 +782,7 @@ fn metadata_set_at_run_time_goes_out_and_can_change() {
     assert!(p.seen(c).failed.is_some());
     assert_eq!(
         p.authorizations,
-        [
-            Some("Bearer ttt".to_owned()),
-            Some("Bearer second".to_owned())
-        ]
+        [Some("ttt".to_owned()), Some("second".to_owned())]
     );
     // Too long to encode: refused, the last metadata stays.
     let huge = "x".repeat(70_000);
@@ -766,8 +790,181 @@ fn metadata_set_at_run_time_goes_out_and_can_change() {
     let c = p.call(&list, None);
     p.run();
     assert!(p.seen(c).failed.is_some());
-    assert_eq!(
-        p.authorizations.last().unwrap().as_deref(),
-        Some("Bearer second")
+    assert_eq!(p.authorizations.last().unwrap().as_deref(), Some("second"));
+}
+
+/// A server's call store that has no buffer for the first `refuse` calls
+/// (the server engine then resets them with REFUSED_STREAM, unprocessed).
+#[derive(Debug, Default)]
+struct Refusing {
+    inner: VecStore,
+    refuse: usize,
+    refused: usize,
+}
+
+impl Refusing {
+    fn new(refuse: usize) -> Self {
+        Self {
+            inner: VecStore {
+                max: 8192,
+                ..VecStore::default()
+            },
+            refuse,
+            refused: 0,
+        }
+    }
+}
+
+impl CallStore for Refusing {
+    type Buf = Vec<u8>;
+    fn max_len(&self) -> usize {
+        self.inner.max_len()
+    }
+    fn take(&mut self, len: usize) -> Option<Vec<u8>> {
+        if self.refused < self.refuse {
+            self.refused += 1;
+            return None;
+        }
+        self.inner.take(len)
+    }
+    fn grow(&mut self, buf: &mut Vec<u8>, len: usize) -> bool {
+        self.inner.grow(buf, len)
+    }
+    fn bytes<'a>(&'a self, buf: &'a Vec<u8>) -> &'a [u8] {
+        self.inner.bytes(buf)
+    }
+    fn bytes_mut<'a>(&'a mut self, buf: &'a mut Vec<u8>) -> &'a mut [u8] {
+        self.inner.bytes_mut(buf)
+    }
+    fn put(&mut self, buf: Vec<u8>) {
+        self.inner.put(buf)
+    }
+}
+
+#[test]
+fn a_refused_call_is_sent_once_more_on_a_new_stream() {
+    let mut p: Pair<SlabStore<8192, 8>, Refusing> = Pair::with_stores(
+        EngineConfig::default(),
+        ClientConfig::default(),
+        SlabStore::new(),
+        Refusing::new(1),
     );
+    let c = p.call(&tools_call(50, "echo", r#"{"text":"again"}"#), None);
+    p.run();
+    // The first stream was refused unprocessed; the second one reached
+    // the handler with the same request.
+    assert_eq!(p.server.store().refused, 1);
+    assert_eq!(p.requests.len(), 1, "{:?}", p.seen(c));
+    assert!(p.requests[0].params.contains("again"));
+    assert!(p.seen(c).failed.is_none(), "{:?}", p.seen(c));
+    p.server
+        .respond(p.requests[0].call, br#"{"content":[]}"#)
+        .unwrap();
+    p.run();
+    let seen = p.seen(c);
+    assert!(
+        seen.response
+            .as_deref()
+            .is_some_and(|r| r.starts_with(r#"{"jsonrpc":"2.0","id":50,"result":"#)),
+        "{seen:?}"
+    );
+    assert!(seen.ended);
+    assert_eq!(p.client.store().in_use(), 0);
+}
+
+#[test]
+fn a_call_refused_twice_fails_as_refused() {
+    let mut p: Pair<SlabStore<8192, 8>, Refusing> = Pair::with_stores(
+        EngineConfig::default(),
+        ClientConfig::default(),
+        SlabStore::new(),
+        Refusing::new(2),
+    );
+    let c = p.call(&tools_call(51, "echo", r#"{"text":"no"}"#), None);
+    p.run();
+    // Sent twice, refused twice, never sent a third time.
+    assert_eq!(p.server.store().refused, 2);
+    assert!(p.requests.is_empty());
+    let seen = p.seen(c);
+    let f = seen.failed.clone().expect("failed");
+    assert_eq!(f.5, Some(Code::Unavailable), "{f:?}");
+    assert!(f.6, "a transport failure");
+    assert!(
+        f.3.starts_with(r#"{"jsonrpc":"2.0","id":51,"error":"#),
+        "{f:?}"
+    );
+    assert!(seen.refused && seen.retried && seen.ended, "{seen:?}");
+    // The connection is fine: the next call goes through.
+    let d = p.call(&tools_call(52, "echo", r#"{"text":"yes"}"#), None);
+    p.run();
+    p.server
+        .respond(p.requests[0].call, br#"{"content":[]}"#)
+        .unwrap();
+    p.run();
+    assert!(p.seen(d).response.is_some(), "{:?}", p.seen(d));
+}
+
+#[test]
+fn forty_calls_cancelled_while_their_answers_are_in_flight() {
+    let store = || VecStore {
+        max: 8192,
+        ..VecStore::default()
+    };
+    let mut p: Pair<VecStore, VecStore, 48, 64> = Pair::with_stores(
+        EngineConfig::default(),
+        ClientConfig::default(),
+        store(),
+        store(),
+    );
+    let calls: Vec<CallId> = (0..40)
+        .map(|i| p.call(&tools_call(100 + i, "echo", r#"{"text":"x"}"#), None))
+        .collect();
+    p.run();
+    assert_eq!(p.requests.len(), 40);
+    for r in &p.requests {
+        p.server.respond(r.call, br#"{"content":[]}"#).unwrap();
+    }
+    // Every response and its trailers leave the server...
+    let mut in_flight = Vec::new();
+    let mut buf = vec![0u8; 65536];
+    loop {
+        let n = p.server.poll_transmit(&mut buf);
+        if n == 0 {
+            break;
+        }
+        in_flight.extend_from_slice(&buf[..n]);
+    }
+    assert!(in_flight.len() > 40 * 9, "{}", in_flight.len());
+    // ... and the client cancels every call before they arrive: 40 streams
+    // it reset, all of them getting frames.
+    for c in &calls {
+        assert!(p.client.cancel(*c));
+    }
+    let mut input = &in_flight[..];
+    while !input.is_empty() {
+        let used = p.client.recv(input, p.now);
+        input = &input[used..];
+        p.take_client_events();
+        assert!(used > 0 || p.client.is_closed());
+        if used == 0 {
+            break;
+        }
+    }
+    assert!(!p.client.is_closed(), "{:?}", p.client.connection());
+    assert!(p.client.accepts_calls());
+    p.run();
+    assert!(!p.client.is_closed());
+    for c in &calls {
+        assert!(!p.seen.contains_key(c), "no event after a cancel");
+    }
+    // The connection still carries calls.
+    let d = p.call(&tools_call(200, "echo", r#"{"text":"after"}"#), None);
+    p.run();
+    assert_eq!(p.requests.len(), 41);
+    p.server
+        .respond(p.requests[40].call, br#"{"content":[]}"#)
+        .unwrap();
+    p.run();
+    assert!(p.seen(d).response.is_some(), "{:?}", p.seen(d));
+    assert_eq!(p.client.store().live, 0, "every buffer back");
 }

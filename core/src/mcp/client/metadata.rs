@@ -1,15 +1,16 @@
-//! The client side of the tunnel binding, without the connection: the
-//! metadata a call carries (built from its body), and the JSON-RPC error a
-//! call's trailers stand for.
+//! The client's metadata rules, without the connection: the headers a
+//! call carries (built from its body, MCP 2026-07-28 §5.4–5.5), and the
+//! JSON-RPC error a call's trailers stand for (typed binding §9.3). Usable
+//! alone (the firmware's measured client path does).
 
-use super::error::{INVALID_REQUEST, RpcError, code_for_status};
-use super::json::{self, MAX_SAFE_INTEGER};
-use super::meta::KEY_PROTOCOL_VERSION;
-use super::mirror::{self, Annotations, ParamType};
-use super::registry::MAX_ANNOTATIONS;
-use super::writer::JsonWriter;
 use crate::grpc::{Code, base64, percent};
 use crate::h2::HeaderList;
+use crate::mcp::error::{INVALID_REQUEST, RpcError, code_for_status};
+use crate::mcp::json::{self, MAX_SAFE_INTEGER};
+use crate::mcp::meta::KEY_PROTOCOL_VERSION;
+use crate::mcp::mirror::{self, Annotations, ParamType};
+use crate::mcp::registry::MAX_ANNOTATIONS;
+use crate::mcp::writer::JsonWriter;
 
 /// Longest header value built here.
 const MAX_VALUE: usize = 512;

@@ -1,0 +1,240 @@
+//! The `tools/list` annotation cache: the input schemas with
+//! `x-mcp-header` annotations, learned from every `tools/list` result the
+//! client sees (the application's, or its own re-list after -32020, every
+//! page), and the warnings for the tools left out.
+
+use super::calls::{Mode, Slot, bytes, bytes_mut, ensure, reopen};
+use super::request::frame_into;
+use crate::mcp::json;
+use crate::mcp::mirror::Annotations;
+use crate::mcp::registry::MAX_ANNOTATIONS;
+use crate::mcp::store::CallStore;
+use crate::mcp::writer::JsonWriter;
+
+/// Longest tool name a warning carries.
+pub(super) const WARN_NAME: usize = 64;
+/// The id of the client's own `tools/list`.
+const RELIST_ID: &[u8] = b"\"mcpwire-relist\"";
+
+/// The schemas with `x-mcp-header` annotations of the last `tools/list`:
+/// entries of (name length u16, schema length u16, raw name, raw schema).
+pub(super) struct Cache<const N: usize> {
+    bytes: [u8; N],
+    len: usize,
+}
+
+impl<const N: usize> Cache<N> {
+    pub(super) const fn new() -> Self {
+        Self {
+            bytes: [0; N],
+            len: 0,
+        }
+    }
+
+    pub(super) fn clear(&mut self) {
+        self.len = 0;
+    }
+
+    /// Adds `schema` for `tool` when it has valid `x-mcp-header`
+    /// annotations and the tool is not cached yet; `false` otherwise or
+    /// when it does not fit.
+    pub(super) fn learn_schema(&mut self, tool: &[u8], schema: &[u8]) -> bool {
+        let valid =
+            Annotations::<'_, MAX_ANNOTATIONS>::collect(schema).is_ok_and(|a| !a.is_empty());
+        valid && self.get(tool).is_none() && self.insert(tool, schema)
+    }
+
+    pub(super) fn entries(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+        let mut at = 0;
+        core::iter::from_fn(move || {
+            let head = self.bytes.get(at..at + 4)?;
+            let n = usize::from(u16::from_le_bytes([head[0], head[1]]));
+            let s = usize::from(u16::from_le_bytes([head[2], head[3]]));
+            let name = self.bytes.get(at + 4..at + 4 + n)?;
+            let schema = self.bytes.get(at + 4 + n..at + 4 + n + s)?;
+            at += 4 + n + s;
+            (at <= self.len).then_some((name, schema))
+        })
+    }
+
+    pub(super) fn get(&self, name: &[u8]) -> Option<&[u8]> {
+        self.entries().find(|(n, _)| *n == name).map(|(_, s)| s)
+    }
+
+    pub(super) fn insert(&mut self, name: &[u8], schema: &[u8]) -> bool {
+        let need = 4 + name.len() + schema.len();
+        let (Ok(n), Ok(s)) = (u16::try_from(name.len()), u16::try_from(schema.len())) else {
+            return false;
+        };
+        let Some(dst) = self.bytes.get_mut(self.len..self.len + need) else {
+            return false;
+        };
+        dst[..2].copy_from_slice(&n.to_le_bytes());
+        dst[2..4].copy_from_slice(&s.to_le_bytes());
+        dst[4..4 + name.len()].copy_from_slice(name);
+        dst[4 + name.len()..].copy_from_slice(schema);
+        self.len += need;
+        true
+    }
+}
+
+/// The warnings of one `tools/list` result.
+pub(super) struct Warnings {
+    items: [([u8; WARN_NAME], u8, &'static str); 8],
+    len: usize,
+}
+
+impl Warnings {
+    pub(super) fn new() -> Self {
+        Self {
+            items: [([0; WARN_NAME], 0, ""); 8],
+            len: 0,
+        }
+    }
+
+    fn add(&mut self, name: &[u8], reason: &'static str) {
+        let Some(item) = self.items.get_mut(self.len) else {
+            return;
+        };
+        let n = name.len().min(WARN_NAME);
+        item.0[..n].copy_from_slice(&name[..n]);
+        item.1 = n as u8;
+        item.2 = reason;
+        self.len += 1;
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub(super) fn iter(&self) -> impl Iterator<Item = ([u8; WARN_NAME], u8, &'static str)> + '_ {
+        self.items[..self.len].iter().copied()
+    }
+}
+
+/// Learns the annotations of a `tools/list` result (clearing the cache
+/// first when `first`), and writes the result without the tools whose
+/// annotations are invalid into `out` when given.
+pub(super) fn learn<const N: usize>(
+    cache: &mut Cache<N>,
+    result: &[u8],
+    first: bool,
+    mut out: Option<&mut JsonWriter<'_>>,
+    warnings: &mut Warnings,
+) {
+    if first {
+        cache.clear();
+    }
+    if let Some(w) = out.as_deref_mut() {
+        w.raw(b"{");
+        let mut first_member = true;
+        for (key, value) in json::members(result) {
+            if json::str_eq(key, b"tools") {
+                continue;
+            }
+            if !first_member {
+                w.raw(b",");
+            }
+            first_member = false;
+            w.raw(json::trim(key)).raw(b":").raw(json::trim(value));
+        }
+        if !first_member {
+            w.raw(b",");
+        }
+        w.raw(b"\"tools\":[");
+    }
+    let mut first_tool = true;
+    for tool in json::get(result, b"tools")
+        .map(json::elements)
+        .into_iter()
+        .flatten()
+    {
+        let name = json::get(tool, b"name").map_or(b"\"\"".as_slice(), json::trim);
+        let schema = json::get(tool, b"inputSchema").map_or(b"{}".as_slice(), json::trim);
+        let keep = match Annotations::<'_, MAX_ANNOTATIONS>::collect(schema) {
+            Ok(ann) => {
+                if !ann.is_empty() && !cache.insert(name, schema) {
+                    warnings.add(
+                        name,
+                        "no room in the annotation cache: the tool's arguments are not mirrored",
+                    );
+                }
+                true
+            }
+            Err(e) => {
+                warnings.add(name, e.reason());
+                false
+            }
+        };
+        if keep && let Some(w) = out.as_deref_mut() {
+            if !first_tool {
+                w.raw(b",");
+            }
+            first_tool = false;
+            w.raw(json::trim(tool));
+        }
+    }
+    if let Some(w) = out {
+        w.raw(b"]}");
+    }
+}
+
+/// Points the call at a new `tools/list` request (page `cursor`), written
+/// after the application's request in `req`. `false` when it does not fit.
+pub(super) fn start_relist<S: CallStore>(
+    store: &mut S,
+    slot: &mut Slot<S::Buf>,
+    cursor: Option<&[u8]>,
+    page: u8,
+    max_message: usize,
+) -> bool {
+    let Some(a) = slot.active.as_mut() else {
+        return false;
+    };
+    let orig = &bytes(store, &slot.req)[a.orig_json.0..a.orig_json.1];
+    let mut meta = [0u8; 1024];
+    let meta_len = json::get(orig, b"params")
+        .and_then(|p| json::get(p, b"_meta"))
+        .map(json::trim)
+        .and_then(|m| {
+            let dst = meta.get_mut(..m.len())?;
+            dst.copy_from_slice(m);
+            Some(m.len())
+        });
+    let at = a.orig_frame.1;
+    let write = |w: &mut JsonWriter<'_>| {
+        w.raw(b"{\"jsonrpc\":\"2.0\",\"id\":")
+            .raw(RELIST_ID)
+            .raw(b",\"method\":\"tools/list\",\"params\":{");
+        let mut first = true;
+        if let Some(c) = cursor {
+            w.raw(b"\"cursor\":").raw(c);
+            first = false;
+        }
+        if let Some(n) = meta_len {
+            if !first {
+                w.raw(b",");
+            }
+            w.raw(b"\"_meta\":").raw(&meta[..n]);
+        }
+        w.raw(b"}}");
+    };
+    let span = match frame_into(bytes_mut(store, &mut slot.req), at, write) {
+        Ok(span) => span,
+        // The buffer grows to the request, once.
+        Err(needed) if ensure(store, &mut slot.req, needed) => {
+            match frame_into(bytes_mut(store, &mut slot.req), at, write) {
+                Ok(span) => span,
+                Err(_) => return false,
+            }
+        }
+        Err(_) => return false,
+    };
+    let Some(a) = slot.active.as_mut() else {
+        return false;
+    };
+    reopen(a, Mode::Relist(page), max_message);
+    a.frame = (at, span.1);
+    a.json = span;
+    true
+}

@@ -1,0 +1,50 @@
+//! The client engine's settings and its fixed limits.
+
+use core::time::Duration;
+
+use crate::h2;
+
+/// Octets of input handed to the connection per
+/// [`Client::recv`](super::Client::recv).
+pub const RECV_CHUNK: usize = 512;
+/// Pages of `tools/list` read again after a -32020.
+pub const MAX_PAGES: u8 = 16;
+/// Streams the client's HTTP/2 connection remembers having reset, as the
+/// binding says (`remembered_resets`, 64, the server's too). Frames the
+/// peer sent before it saw a reset are ignored on a remembered stream; on
+/// a forgotten one they end the connection (PROTOCOL_ERROR or
+/// STREAM_CLOSED). More calls than this cancelled while their responses
+/// are in flight can end the connection.
+pub const REMEMBERED_RESETS: usize = 64;
+
+/// Settings of the client.
+#[derive(Debug, Clone, Copy)]
+pub struct ClientConfig {
+    /// The HTTP/2 connection's settings.
+    pub h2: h2::Config,
+    /// `:authority` of every call.
+    pub authority: &'static str,
+    /// `:scheme` of every call (`http`, or `https` over TLS).
+    pub scheme: &'static str,
+    /// The request timeout when a call names none (not for
+    /// `subscriptions/listen`). Default 60 s.
+    pub request_timeout: Duration,
+    /// Metadata added to every call (`authorization` is never indexed).
+    pub metadata: &'static [(&'static str, &'static str)],
+    /// The largest message a call sends or takes (also capped by the call
+    /// store's largest buffer). Default 4 MiB.
+    pub max_message_bytes: usize,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        Self {
+            h2: h2::Config::default(),
+            authority: "localhost",
+            scheme: "http",
+            request_timeout: Duration::from_secs(60),
+            metadata: &[],
+            max_message_bytes: 4 << 20,
+        }
+    }
+}

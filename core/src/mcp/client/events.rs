@@ -1,0 +1,278 @@
+//! What the application learns about its calls: small owned events
+//! ([`ClientEvent`], `Copy`, no lifetime) that name a call, and the texts
+//! they stand for, borrowed from the client through its accessors
+//! ([`Client::message`](super::Client::message),
+//! [`Client::failure`](super::Client::failure),
+//! [`Client::warning_tool`](super::Client::warning_tool)) until its next
+//! `&mut` call. The queue of notifications and warnings lives here too.
+
+use super::State;
+use super::cache::WARN_NAME;
+use super::calls::{Kind, Slot, bytes, release};
+use crate::grpc::Code;
+use crate::h2::ConnectionError;
+use crate::mcp::error::{INTERNAL_ERROR, RpcError};
+use crate::mcp::json;
+use crate::mcp::store::CallStore;
+use crate::records::Records;
+
+/// Queued notifications and warnings.
+const QUEUE: usize = 32;
+
+/// A call of the client; dead after its [`ClientEvent::Ended`] or
+/// [`Client::cancel`](super::Client::cancel).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CallId {
+    pub(super) index: u16,
+    pub(super) generation: u16,
+}
+
+/// Why [`Client::call`](super::Client::call) sent nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StartError {
+    /// The request cannot be sent as it is (-32600: not a request, an
+    /// annotated integer outside ±(2^53−1), metadata too large...): the
+    /// JSON-RPC error the application gets on any transport.
+    Invalid(RpcError),
+    /// Every call slot is taken, or the call store has no free buffer;
+    /// retry after an `Ended`.
+    Busy,
+    /// The framed request needs `needed` octets: more than the message
+    /// limit or the call store's largest buffer.
+    TooLarge { needed: usize },
+    /// The connection is over.
+    Closed,
+}
+
+/// What a client reports about a call besides the JSON-RPC error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Diagnostics {
+    /// The HTTP status of the response, also when the call failed; 401 and
+    /// 403 for the trailers UNAUTHENTICATED and PERMISSION_DENIED.
+    pub http_status: Option<u16>,
+    /// The call's `grpc-status`, when trailers came.
+    pub grpc_status: Option<Code>,
+    /// The failure is the transport's (deadline, reset, connection, auth),
+    /// not a JSON-RPC error of the server; the error was synthesized from
+    /// the status.
+    pub transport: bool,
+    /// The server did not process the call: REFUSED_STREAM before a
+    /// response (a stream above a GOAWAY's last stream id gets one), or
+    /// the connection went away before the request head went out.
+    pub refused: bool,
+    /// A stream of the call was refused and the client sent the call once
+    /// more on a new stream of this connection: its one retry is used.
+    /// `refused` without `retried` means the connection could not take
+    /// the retry (it is going away); a driver may send the call once on a
+    /// new connection.
+    pub retried: bool,
+}
+
+/// The JSON-RPC error of a failed call, borrowed from the client.
+#[derive(Debug, Clone, Copy)]
+pub struct Failure<'a> {
+    pub code: i32,
+    /// The raw JSON string of `error.message`.
+    pub message: &'a [u8],
+    /// The raw JSON of `error.data`, when present.
+    pub data: Option<&'a [u8]>,
+    /// The whole JSON-RPC error response, with the request's id.
+    pub response: &'a [u8],
+    pub diagnostics: Diagnostics,
+    /// The response's `www-authenticate` (headers or trailers), when one
+    /// came and fits in 256 octets.
+    pub www_authenticate: Option<&'a [u8]>,
+}
+
+/// Something the application learns about its calls. The texts are read
+/// with the client's accessors, until its next `&mut` call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientEvent {
+    /// A notification on the call's stream: its text is
+    /// [`Client::message`](super::Client::message).
+    Notification { call: CallId },
+    /// The call's response with a `result`:
+    /// [`Client::message`](super::Client::message), until `Ended`.
+    Response { call: CallId },
+    /// The call failed with a JSON-RPC error:
+    /// [`Client::failure`](super::Client::failure) (and the error response
+    /// as [`Client::message`](super::Client::message)), until `Ended`.
+    Failed { call: CallId },
+    /// The call is over: the last event of every call.
+    Ended { call: CallId },
+    /// A tool left out of a `tools/list` result (invalid `x-mcp-header`
+    /// annotations), or one whose annotations the cache had no room for;
+    /// the tool's name is
+    /// [`Client::warning_tool`](super::Client::warning_tool).
+    Warning { call: CallId, reason: &'static str },
+    /// The connection is over; calls in progress failed before this.
+    ConnectionClosed { error: Option<ConnectionError> },
+}
+
+/// A notification or warning waiting to be handed out.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Queued {
+    Notification {
+        call: CallId,
+        at: (usize, usize),
+    },
+    Warning {
+        call: CallId,
+        name: [u8; WARN_NAME],
+        len: u8,
+        reason: &'static str,
+    },
+}
+
+/// The queue of [`Queued`] items, oldest first.
+pub(super) struct Queue {
+    items: [Option<Queued>; QUEUE],
+    head: usize,
+    len: usize,
+}
+
+impl Queue {
+    pub(super) const fn new() -> Self {
+        Self {
+            items: [None; QUEUE],
+            head: 0,
+            len: 0,
+        }
+    }
+
+    pub(super) fn push(&mut self, q: Queued) {
+        if self.len == QUEUE {
+            // Only notifications and warnings queue, at most what one
+            // `recv` chunk carries: drop the newest.
+            return;
+        }
+        self.items[(self.head + self.len) % QUEUE] = Some(q);
+        self.len += 1;
+    }
+
+    pub(super) fn pop(&mut self) -> Option<Queued> {
+        if self.len == 0 {
+            return None;
+        }
+        let q = self.items[self.head].take();
+        self.head = (self.head + 1) % QUEUE;
+        self.len -= 1;
+        q
+    }
+
+    pub(super) fn clear(&mut self) {
+        while self.pop().is_some() {}
+    }
+}
+
+impl<S: CallStore, R: Records<Slot<S::Buf>>, const CACHE: usize> State<S, R, CACHE> {
+    pub(super) fn call_id(&self, i: usize) -> CallId {
+        CallId {
+            index: i as u16,
+            generation: self.slots.get(i).map_or(0, |s| s.generation),
+        }
+    }
+
+    /// The next event. Each is built from state the client keeps until it
+    /// is read, so none is lost on the way out.
+    pub(super) fn poll_event(&mut self) -> Option<ClientEvent> {
+        self.lent = None;
+        while let Some(q) = self.queue.pop() {
+            match q {
+                Queued::Notification { call, .. } => {
+                    // A cancelled call's notifications go nowhere.
+                    if self.slot_of(call).is_some() {
+                        self.lent = Some(q);
+                        return Some(ClientEvent::Notification { call });
+                    }
+                }
+                Queued::Warning { call, reason, .. } => {
+                    self.lent = Some(q);
+                    return Some(ClientEvent::Warning { call, reason });
+                }
+            }
+        }
+        for i in 0..self.slots.len() {
+            let call = self.call_id(i);
+            let Some(t) = self.slots[i]
+                .active
+                .as_mut()
+                .and_then(|a| a.terminal.as_mut())
+            else {
+                continue;
+            };
+            if t.delivered || t.kind == Kind::Nothing {
+                release(&mut self.store, &mut self.slots[i]);
+                return Some(ClientEvent::Ended { call });
+            }
+            t.delivered = true;
+            return Some(match t.kind {
+                Kind::Failed => ClientEvent::Failed { call },
+                Kind::Response | Kind::Nothing => ClientEvent::Response { call },
+            });
+        }
+        if let Some(error) = self.closed
+            && !self.closed_told
+        {
+            self.closed_told = true;
+            return Some(ClientEvent::ConnectionClosed { error });
+        }
+        None
+    }
+
+    /// The text of the last `Notification` of `call`, else its outcome's
+    /// (response or error response) once handed out.
+    pub(super) fn message(&self, call: CallId) -> Option<&[u8]> {
+        let i = self.slot_of(call)?;
+        let slot = &self.slots[i];
+        if let Some(Queued::Notification { call: c, at }) = self.lent
+            && c == call
+        {
+            return bytes(&self.store, &slot.rx).get(at.0..at.1);
+        }
+        let t = slot.active.as_ref()?.terminal.as_ref()?;
+        if !t.delivered || t.kind == Kind::Nothing {
+            return None;
+        }
+        let buf = if t.in_req { &slot.req } else { &slot.rx };
+        bytes(&self.store, buf).get(t.at.0..t.at.1)
+    }
+
+    /// The failure of `call`, once its `Failed` was handed out.
+    pub(super) fn failure(&self, call: CallId) -> Option<Failure<'_>> {
+        let i = self.slot_of(call)?;
+        let a = self.slots[i].active.as_ref()?;
+        let t = a.terminal.as_ref()?;
+        if !t.delivered || t.kind != Kind::Failed {
+            return None;
+        }
+        let buf = if t.in_req {
+            &self.slots[i].req
+        } else {
+            &self.slots[i].rx
+        };
+        let response = bytes(&self.store, buf).get(t.at.0..t.at.1).unwrap_or(b"");
+        let error = json::get(response, b"error").unwrap_or(b"{}");
+        Some(Failure {
+            code: json::get(error, b"code")
+                .and_then(json::as_i64)
+                .and_then(|c| i32::try_from(c).ok())
+                .unwrap_or(INTERNAL_ERROR),
+            message: json::get(error, b"message").map_or(b"\"\"", json::trim),
+            data: json::get(error, b"data").map(json::trim),
+            response,
+            diagnostics: t.diagnostics,
+            www_authenticate: a.auth.1.and_then(|n| a.auth.0.get(..usize::from(n))),
+        })
+    }
+
+    /// The tool named by the last `Warning` of `call`.
+    pub(super) fn warning_tool(&self, call: CallId) -> Option<&[u8]> {
+        match &self.lent {
+            Some(Queued::Warning {
+                call: c, name, len, ..
+            }) if *c == call => name.get(..usize::from(*len)),
+            _ => None,
+        }
+    }
+}

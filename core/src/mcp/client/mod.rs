@@ -1,0 +1,670 @@
+//! The MCP client engine of the gRPC tunnel binding
+//! (`/mcp.zig.transport.v1.Mcp/Call`), sans-IO, over an HTTP/2 connection
+//! in the client role. No allocator: a call takes its buffers from a
+//! [`CallStore`] — one for its framed request when it starts, one for its
+//! incoming messages when the first arrives (grown to each message's
+//! declared length, up to [`ClientConfig::max_message_bytes`]) — and gives
+//! both back when it ends; the annotation cache is `CACHE` octets inline.
+//!
+//! [`Client::call`] takes one JSON-RPC request as text. The client builds
+//! the call's metadata from the body ([`mirror_headers`]: protocol version,
+//! method, name and the `x-mcp-header` arguments of the tool, from the
+//! annotations of the last `tools/list` seen through this client), sends
+//! what is left of the request timeout in `grpc-timeout`, and hands back
+//! ([`ClientEvent`], each naming its call; the texts through the
+//! accessors):
+//!
+//! - [`ClientEvent::Notification`] for each notification on the call's
+//!   stream (progress, listen events), as it arrives
+//!   ([`Client::message`]);
+//! - then exactly one of [`ClientEvent::Response`] (a result,
+//!   [`Client::message`]) or [`ClientEvent::Failed`] (a JSON-RPC error,
+//!   [`Client::failure`]: from an error response message or from the
+//!   trailers — `mcp-error-bin`, else `mcp-error-code` with
+//!   `grpc-message`, else the status — or a transport failure);
+//! - then [`ClientEvent::Ended`]: the call's handle is dead.
+//!
+//! A notification (a body without `id`) gets only `Ended` (or `Failed`).
+//!
+//! Binding rules applied here: an annotated integer outside ±(2^53−1) is
+//! refused by `call` with -32600 before a byte goes out; a tool whose
+//! annotations are invalid is dropped from the `tools/list` result handed to
+//! the application ([`ClientEvent::Warning`] says which); after -32020 on a
+//! `tools/call` the client reads `tools/list` again (every page, at most
+//! [`MAX_PAGES`]) and sends the call once more; a call whose stream the
+//! server refused unprocessed (RST_STREAM REFUSED_STREAM before a response,
+//! which a stream above a GOAWAY's last stream id also gets) is sent once
+//! more on a new stream, a second refusal fails it ([`Diagnostics`] says
+//! `refused`, and `retried` when the retry went out); a response that
+//! ended before a reset is kept (the early-response rule); [`Diagnostics`]
+//! carries the HTTP status, with 401 and 403 for UNAUTHENTICATED and
+//! PERMISSION_DENIED. The connection remembers [`REMEMBERED_RESETS`]
+//! streams it reset, as the binding says.
+//!
+//! # The run loop
+//!
+//! The HTTP/2 connection's: feed input with [`Client::recv`] until
+//! consumed, draining [`Client::poll_event`] after every call (a
+//! notification's text lives until the next `recv`; every text until the
+//! next `&mut` call), write [`Client::poll_transmit`] until 0, sleep until
+//! input or [`Client::poll_timeout`], then [`Client::handle_timeout`].
+//!
+//! A request larger than the message limit, or than the store's largest
+//! buffer, is refused by `call` ([`StartError::TooLarge`]); a store with no
+//! free buffer refuses it with [`StartError::Busy`]. An incoming message
+//! over the limit fails its call with RESOURCE_EXHAUSTED; so does one the
+//! store cannot hold (its largest buffer bounds the messages of a call
+//! that arrive in one `recv`: the client feeds the connection at most
+//! [`RECV_CHUNK`] octets per `recv`).
+//!
+//! # Generic parameters
+//!
+//! `Client<S, CALLS, TABLE, BUF, B, CACHE>`, in the order of the HTTP/2
+//! [`Connection`] and of the server engine: the call store `S`; `CALLS`
+//! calls (and HTTP/2 streams) at a time; the connection's `TABLE` octets
+//! of HPACK table and `BUF`-octet frame buffers held by the storage `B`
+//! (inline by default); then what only the client has: `CACHE` octets of
+//! annotation cache.
+//!
+//! One concept a file: [`config`] the settings, [`events`] the events and
+//! the texts they stand for, `calls` a call's slot and state, `cache` the
+//! annotation cache and the re-list, `request` the request head and frame,
+//! `response` what comes back on a stream, [`metadata`] the binding's
+//! metadata rules without a connection.
+
+mod cache;
+mod calls;
+pub mod config;
+pub mod events;
+pub mod metadata;
+mod request;
+mod response;
+
+use core::time::Duration;
+
+pub use config::{ClientConfig, MAX_PAGES, RECV_CHUNK, REMEMBERED_RESETS};
+pub use events::{CallId, ClientEvent, Diagnostics, Failure, StartError};
+pub use metadata::{CallOutcome, error_from_trailers, mirror_headers};
+
+use cache::Cache;
+use calls::{
+    Active, MAX_AUTH, Mode, Slot, Wire, abort, bytes, fail_rpc, fail_transport, mark_refused,
+    release,
+};
+use events::{Queue, Queued};
+use request::{FRAME_ROOM, Head, OwnedMeta, build_head, frame_into, tool_name};
+
+use super::json;
+use super::store::CallStore;
+use crate::grpc::{Code, MessageDecoder, PREFIX_LEN};
+use crate::h2::{
+    self, Connection, ConnectionError, ErrorCode, Event, InlineStorage, Storage, StreamError,
+    StreamRef,
+};
+use crate::records::Records;
+use crate::time::Instant;
+
+/// Everything but the connection, so that the connection's events (which
+/// borrow it) can be handled.
+struct State<S: CallStore, R, const CACHE: usize> {
+    /// The call slots, grown as calls need them (up to `CALLS`).
+    slots: R,
+    store: S,
+    max_message: usize,
+    cache: Cache<CACHE>,
+    queue: Queue,
+    /// The notification or warning last handed out (its text is read
+    /// from here until the next `&mut` call).
+    lent: Option<Queued>,
+    closed: Option<Option<ConnectionError>>,
+    closed_told: bool,
+    /// The peer sent GOAWAY: no new call starts here.
+    going_away: bool,
+    /// `:authority` and metadata set with [`Client::set_metadata`], in a
+    /// buffer of the store (see [`OwnedMeta`]), with the length of its
+    /// contents (the buffer may be longer).
+    owned_meta: Option<(S::Buf, usize)>,
+}
+
+impl<S: CallStore, R, const CACHE: usize> State<S, R, CACHE> {
+    fn owned_meta(&self) -> OwnedMeta<'_> {
+        OwnedMeta::of(&self.store, &self.owned_meta)
+    }
+}
+
+/// The client engine over one connection: `CALLS` calls at a time (and
+/// HTTP/2 streams), each with buffers from the call store `S` (two per
+/// call: a [`SlabStore`](super::SlabStore) of `2 × CALLS` buffers never
+/// refuses a call); `TABLE`, `BUF` and the storage `B` make the HTTP/2
+/// connection; `CACHE` octets of annotation cache.
+pub struct Client<
+    S: CallStore,
+    const CALLS: usize,
+    const TABLE: usize,
+    const BUF: usize,
+    B: Storage<BUF> = InlineStorage<BUF>,
+    const CACHE: usize = 2048,
+> {
+    conn: Connection<CALLS, TABLE, BUF, REMEMBERED_RESETS, B>,
+    config: ClientConfig,
+    now: Instant,
+    st: State<S, B::Records<Slot<S::Buf>, CALLS>, CACHE>,
+}
+
+impl<
+    S: CallStore,
+    const CALLS: usize,
+    const TABLE: usize,
+    const BUF: usize,
+    B: Storage<BUF>,
+    const CACHE: usize,
+> core::fmt::Debug for Client<S, CALLS, TABLE, BUF, B, CACHE>
+{
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Client")
+            .field("conn", &self.conn)
+            .field(
+                "calls",
+                &self.st.slots.iter().filter(|s| s.active.is_some()).count(),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+impl<
+    S: CallStore,
+    const CALLS: usize,
+    const TABLE: usize,
+    const BUF: usize,
+    B: Storage<BUF> + Default,
+    const CACHE: usize,
+> Client<S, CALLS, TABLE, BUF, B, CACHE>
+{
+    /// A client for one connection (already connected, or about to be:
+    /// the connection preface is the first thing `poll_transmit` writes),
+    /// whose calls take their buffers from `store`.
+    pub fn new(config: ClientConfig, store: S, now: Instant) -> Self {
+        Self {
+            conn: Connection::new(h2::Role::Client, config.h2, now),
+            config,
+            now,
+            st: State {
+                slots: Default::default(),
+                store,
+                max_message: config.max_message_bytes,
+                cache: Cache::new(),
+                queue: Queue::new(),
+                lent: None,
+                closed: None,
+                closed_told: false,
+                going_away: false,
+                owned_meta: None,
+            },
+        }
+    }
+
+    /// Sets the `:authority` and the metadata of every later call (and of
+    /// retries) from values that need not be `'static`, such as a bearer
+    /// token read at run time: they are copied into a buffer of the call
+    /// store, which is kept until they are set again. They replace
+    /// [`ClientConfig::authority`] (when `authority` is given) and go out
+    /// after [`ClientConfig::metadata`]. `false`, and nothing changed, when
+    /// a name or value is over 65535 octets or the store has no buffer for
+    /// them.
+    pub fn set_metadata(&mut self, authority: Option<&str>, metadata: &[(&str, &str)]) -> bool {
+        let Some(len) = OwnedMeta::encoded_len(authority, metadata) else {
+            return false;
+        };
+        let Some(mut buf) = self.st.store.take(len) else {
+            return false;
+        };
+        OwnedMeta::encode(
+            &mut self.st.store.bytes_mut(&mut buf)[..len],
+            authority,
+            metadata,
+        );
+        if let Some((old, _)) = self.st.owned_meta.replace((buf, len)) {
+            self.st.store.put(old);
+        }
+        true
+    }
+
+    /// The HTTP/2 connection, for its state.
+    pub fn connection(&self) -> &Connection<CALLS, TABLE, BUF, REMEMBERED_RESETS, B> {
+        &self.conn
+    }
+
+    /// The call store.
+    pub fn store(&self) -> &S {
+        &self.st.store
+    }
+
+    /// Whether the connection is over.
+    pub fn is_closed(&self) -> bool {
+        self.conn.is_closed()
+    }
+
+    /// The cached input schema of `tool` (raw JSON string of its name, with
+    /// quotes), when the last `tools/list` gave it `x-mcp-header`
+    /// annotations.
+    pub fn cached_schema(&self, tool: &[u8]) -> Option<&[u8]> {
+        self.st.cache.get(tool)
+    }
+
+    /// Whether [`Client::call`] can start calls: the connection is not
+    /// over and the peer sent no GOAWAY (a driver then connects anew).
+    pub fn accepts_calls(&self) -> bool {
+        !self.conn.is_closed() && self.st.closed.is_none() && !self.st.going_away
+    }
+
+    /// Every cached input schema with `x-mcp-header` annotations: (raw JSON
+    /// string of the tool's name, raw schema), as [`Client::cached_schema`].
+    pub fn cached_schemas(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+        self.st.cache.entries()
+    }
+
+    /// Adds the input `schema` of `tool` (raw JSON string of its name, with
+    /// quotes) to the annotation cache, as if a `tools/list` had given it:
+    /// a driver that connects anew keeps what the last connection learned.
+    /// `false` when the schema has no valid `x-mcp-header` annotations, the
+    /// tool is already cached or the cache has no room.
+    pub fn learn_schema(&mut self, tool: &[u8], schema: &[u8]) -> bool {
+        self.st.cache.learn_schema(tool, schema)
+    }
+
+    /// Forgets every cached schema: a tool's arguments are mirrored again
+    /// after the next `tools/list` (or the re-list a -32020 causes).
+    pub fn clear_schemas(&mut self) {
+        self.st.cache.clear();
+    }
+
+    /// Whether a call is still in progress (not yet `Ended`).
+    pub fn is_active(&self, call: CallId) -> bool {
+        self.st.slot_of(call).is_some()
+    }
+
+    /// Starts a call of one JSON-RPC request (`body`, with its `id`,
+    /// `params._meta` and all). `timeout` replaces the configured request
+    /// timeout; a `subscriptions/listen` without one has no deadline.
+    pub fn call(
+        &mut self,
+        body: &[u8],
+        timeout: Option<Duration>,
+        now: Instant,
+    ) -> Result<CallId, StartError> {
+        self.now = now;
+        if !self.accepts_calls() {
+            return Err(StartError::Closed);
+        }
+        // Every rule on the body and the head, before a byte goes out.
+        let mut head = Head::new();
+        build_head(
+            &mut head,
+            &self.config,
+            self.st.owned_meta(),
+            self.st.cache_schema(body),
+            body,
+            None,
+        )
+        .map_err(StartError::Invalid)?;
+        let method = json::get(body, b"method").unwrap_or(b"");
+        let listen = json::str_eq(method, b"subscriptions/listen");
+        let slots = self.st.slots.len();
+        let index = self
+            .st
+            .slots
+            .iter()
+            .position(|s| s.active.is_none())
+            .or((slots < CALLS).then_some(slots))
+            .ok_or(StartError::Busy)?;
+        let needed = FRAME_ROOM + body.len();
+        if needed > self.st.store.max_len() || needed - PREFIX_LEN > self.st.max_message {
+            return Err(StartError::TooLarge { needed });
+        }
+        let mut buf = self.st.store.take(needed).ok_or(StartError::Busy)?;
+        let framed = frame_into(self.st.store.bytes_mut(&mut buf), 0, |w| {
+            w.raw(body);
+        });
+        let frame_len = match framed {
+            Ok(f) => f,
+            Err(needed) => {
+                self.st.store.put(buf);
+                return Err(StartError::TooLarge { needed });
+            }
+        };
+        if index == slots && !self.st.slots.grow_to(slots + 1) {
+            self.st.store.put(buf);
+            return Err(StartError::Busy);
+        }
+        let slot = &mut self.st.slots[index];
+        slot.req = Some(buf);
+        let json_at = (frame_len.0, frame_len.1);
+        let frame = (0, frame_len.1);
+        let deadline = match (timeout, listen) {
+            (None, true) => None,
+            (t, _) => Some(now.saturating_add(t.unwrap_or(self.config.request_timeout))),
+        };
+        slot.active = Some(Active {
+            wire: Wire::Idle,
+            head_sent: false,
+            frame,
+            json: json_at,
+            sent: 0,
+            orig_frame: frame,
+            orig_json: json_at,
+            deadline,
+            mode: Mode::Call,
+            tool_call: json::str_eq(method, b"tools/call"),
+            tools_list: json::str_eq(method, b"tools/list"),
+            decoder: MessageDecoder::new(self.st.max_message),
+            msg_start: 0,
+            response: None,
+            diagnostics: Diagnostics::default(),
+            auth: ([0; MAX_AUTH], None),
+            reset_owed: false,
+            stale: None,
+            terminal: None,
+            resent: false,
+        });
+        let call = self.st.call_id(index);
+        self.pump();
+        Ok(call)
+    }
+
+    /// Stops a call: RST_STREAM(CANCEL) when its stream is open. No event
+    /// follows; the handle is dead. `false` when the call was already over.
+    pub fn cancel(&mut self, call: CallId) -> bool {
+        let Some(i) = self.st.slot_of(call) else {
+            return false;
+        };
+        if let Some(a) = self.st.slots[i].active.as_ref() {
+            // The stream of an earlier attempt too, when one is still owed
+            // its reset.
+            let open = match a.wire {
+                Wire::Open(s) => Some(s),
+                _ => None,
+            };
+            for s in [open, a.stale].into_iter().flatten() {
+                let _ = self.conn.reset(s, ErrorCode::CANCEL);
+            }
+        }
+        self.st.release(i);
+        self.pump();
+        true
+    }
+
+    /// Starts a graceful close: GOAWAY(NO_ERROR).
+    pub fn go_away(&mut self) {
+        self.conn.go_away(ErrorCode::NO_ERROR);
+        self.drain();
+    }
+
+    /// Feeds received octets; returns how many were consumed (at most
+    /// [`RECV_CHUNK`]). Drain [`Client::poll_event`], then feed the rest:
+    /// notifications not taken before the next `recv` are dropped.
+    pub fn recv(&mut self, input: &[u8], now: Instant) -> usize {
+        self.now = now;
+        self.st.new_round();
+        let chunk = &input[..input.len().min(RECV_CHUNK)];
+        let r = self.conn.recv(chunk, now);
+        if let Some(d) = r.data {
+            self.conn.release_data(d.stream, d.bytes.len());
+            self.st.on_data(d.stream, d.bytes, d.end_stream);
+        }
+        self.drain();
+        self.pump();
+        r.consumed
+    }
+
+    /// The transport reached end of file or failed.
+    pub fn recv_eof(&mut self) {
+        self.conn.recv_eof();
+        self.drain();
+    }
+
+    /// The next deadline: the connection's or a call's.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let calls = self
+            .st
+            .slots
+            .iter()
+            .filter_map(|s| s.active.as_ref())
+            .filter(|a| a.terminal.is_none())
+            .filter_map(|a| a.deadline)
+            .min();
+        match (self.conn.poll_timeout(), calls) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Lets time pass: a call past its deadline is reset and fails with
+    /// DEADLINE_EXCEEDED.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.now = now;
+        self.conn.handle_timeout(now);
+        for slot in self.st.slots.iter_mut() {
+            let Some(a) = slot.active.as_mut() else {
+                continue;
+            };
+            if a.terminal.is_none() && a.deadline.is_some_and(|d| now >= d) {
+                abort(
+                    &mut self.st.store,
+                    slot,
+                    Code::DeadlineExceeded,
+                    b"deadline exceeded",
+                );
+            }
+        }
+        self.drain();
+        self.pump();
+    }
+
+    /// Writes pending frames into `out`; call until it returns 0.
+    pub fn poll_transmit(&mut self, out: &mut [u8]) -> usize {
+        self.pump();
+        let n = self.conn.poll_transmit(out);
+        self.drain();
+        self.pump();
+        n
+    }
+
+    /// The next event; drain until `None` after every other call. The
+    /// texts it stands for are read with [`Client::message`],
+    /// [`Client::failure`] and [`Client::warning_tool`] until the next
+    /// `&mut` call (a notification's is gone at the next `recv`).
+    pub fn poll_event(&mut self) -> Option<ClientEvent> {
+        self.st.poll_event()
+    }
+
+    /// The text of `call`'s last [`ClientEvent::Notification`], or, after
+    /// its [`ClientEvent::Response`] or [`ClientEvent::Failed`] and until
+    /// its `Ended`, its JSON-RPC response (the error response for a
+    /// failure). `None` for a dead call or before either.
+    pub fn message(&self, call: CallId) -> Option<&[u8]> {
+        self.st.message(call)
+    }
+
+    /// The JSON-RPC error of `call`, after its [`ClientEvent::Failed`] and
+    /// until its `Ended`.
+    pub fn failure(&self, call: CallId) -> Option<Failure<'_>> {
+        self.st.failure(call)
+    }
+
+    /// The tool (raw JSON string of its name) of the
+    /// [`ClientEvent::Warning`] about `call` just handed out.
+    pub fn warning_tool(&self, call: CallId) -> Option<&[u8]> {
+        self.st.warning_tool(call)
+    }
+
+    fn drain(&mut self) {
+        while let Some(e) = self.conn.poll_event() {
+            match e {
+                Event::Headers {
+                    stream,
+                    kind,
+                    fields,
+                    end_stream,
+                } => self.st.on_headers(stream, kind, fields, end_stream),
+                Event::Reset { stream, code, .. } => self.st.on_reset(stream, code),
+                Event::Closed { stream } => self.st.on_closed(stream),
+                Event::ConnectionClosed { error } => self.st.on_connection_closed(error),
+                Event::GoAway { .. } => self.st.going_away = true,
+                Event::SendReady { .. } | Event::StreamsAvailable | Event::PingAck { .. } => {}
+            }
+        }
+    }
+
+    /// Moves every call forward: resets owed, relists and retries to start,
+    /// heads and bodies to send.
+    fn pump(&mut self) {
+        for i in 0..self.st.slots.len() {
+            let slot = &mut self.st.slots[i];
+            let Some(a) = slot.active.as_mut() else {
+                continue;
+            };
+            if let Some(s) = a.stale.take() {
+                let _ = self.conn.reset(s, ErrorCode::CANCEL);
+            }
+            if a.reset_owed {
+                a.reset_owed = false;
+                if let Wire::Open(s) = a.wire {
+                    let _ = self.conn.reset(s, ErrorCode::CANCEL);
+                    a.wire = Wire::Gone;
+                }
+            }
+            if a.terminal.is_some() {
+                continue;
+            }
+            if a.wire == Wire::Idle {
+                match self.conn.open_stream() {
+                    Ok(s) => a.wire = Wire::Open(s),
+                    Err(StreamError::NoCapacity | StreamError::ConcurrencyLimit) => continue,
+                    Err(_) => {
+                        fail_transport(
+                            &mut self.st.store,
+                            slot,
+                            Code::Unavailable,
+                            b"connection closed",
+                            None,
+                        );
+                        mark_refused(slot);
+                        continue;
+                    }
+                }
+            }
+            let Wire::Open(stream) = a.wire else {
+                continue;
+            };
+            if !a.head_sent {
+                let body = &bytes(&self.st.store, &slot.req)[a.json.0..a.json.1];
+                let left = a.deadline.map(|d| d.saturating_duration_since(self.now));
+                if left.is_some_and(|l| l.is_zero()) {
+                    abort(
+                        &mut self.st.store,
+                        slot,
+                        Code::DeadlineExceeded,
+                        b"deadline exceeded",
+                    );
+                    continue;
+                }
+                let mut head = Head::new();
+                let schema = self.st.cache.get(tool_name(body).unwrap_or(b""));
+                let owned = OwnedMeta::of(&self.st.store, &self.st.owned_meta);
+                if let Err(e) = build_head(&mut head, &self.config, owned, schema, body, left) {
+                    a.reset_owed = true;
+                    fail_rpc(&mut self.st.store, slot, e);
+                    continue;
+                }
+                match self.conn.send_headers(stream, head.fields(), false) {
+                    Ok(()) => {
+                        a.head_sent = true;
+                        a.diagnostics.retried |= a.resent;
+                    }
+                    Err(StreamError::TransmitFull | StreamError::ConcurrencyLimit) => continue,
+                    Err(StreamError::HeadersTooLarge { needed }) if needed < BUF => continue,
+                    Err(StreamError::ConnectionClosed) => {
+                        // GOAWAY or the end came before the head left.
+                        abort(
+                            &mut self.st.store,
+                            slot,
+                            Code::Unavailable,
+                            b"connection closed",
+                        );
+                        mark_refused(slot);
+                        continue;
+                    }
+                    Err(_) => {
+                        abort(
+                            &mut self.st.store,
+                            slot,
+                            Code::Internal,
+                            b"the request head cannot be sent",
+                        );
+                        continue;
+                    }
+                }
+            }
+            while a.sent < a.frame.1 - a.frame.0 {
+                let from = a.frame.0 + a.sent;
+                match self.conn.send_data(
+                    stream,
+                    &bytes(&self.st.store, &slot.req)[from..a.frame.1],
+                    true,
+                ) {
+                    Ok(0) | Err(StreamError::TransmitFull) => break,
+                    Ok(n) => a.sent += n,
+                    // The stream ended meanwhile: its events say how.
+                    Err(_) => break,
+                }
+            }
+        }
+    }
+}
+
+impl<S: CallStore, R: Records<Slot<S::Buf>>, const CACHE: usize> State<S, R, CACHE> {
+    fn slot_of(&self, call: CallId) -> Option<usize> {
+        let i = usize::from(call.index);
+        let s = self.slots.get(i)?;
+        (s.generation == call.generation && s.active.is_some()).then_some(i)
+    }
+
+    /// Ends call `i`: its slot is free, its buffers back in the store.
+    fn release(&mut self, i: usize) {
+        release(&mut self.store, &mut self.slots[i]);
+    }
+
+    fn index_of(&self, stream: StreamRef) -> Option<usize> {
+        self.slots.iter().position(|s| {
+            s.active
+                .as_ref()
+                .is_some_and(|a| a.wire == Wire::Open(stream))
+        })
+    }
+
+    fn cache_schema(&self, body: &[u8]) -> Option<&[u8]> {
+        self.cache.get(tool_name(body)?)
+    }
+
+    /// A new `recv`: notifications not taken are dropped (and the one
+    /// lent is gone), and each call's message in progress moves to the
+    /// start of its buffer.
+    fn new_round(&mut self) {
+        self.queue.clear();
+        self.lent = None;
+        for slot in self.slots.iter_mut() {
+            let Some(a) = slot.active.as_mut() else {
+                continue;
+            };
+            if a.terminal.is_some() {
+                // Its outcome may lie after the message.
+                continue;
+            }
+            let base = a.response.map_or(0, |r| r.1);
+            if a.msg_start > base {
+                calls::bytes_mut(&mut self.store, &mut slot.rx).copy_within(a.msg_start.., base);
+                a.msg_start = base;
+            }
+        }
+    }
+}

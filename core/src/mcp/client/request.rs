@@ -1,0 +1,224 @@
+//! A call's request: the framed `JsonRpcMessage` in the call's buffer, and
+//! the request head (gRPC fields, `grpc-timeout`, the configured and the
+//! run-time metadata, the headers mirrored from the body).
+
+use core::time::Duration;
+
+use super::config::ClientConfig;
+use super::metadata::mirror_headers;
+use crate::grpc::{PREFIX_LEN, timeout, write_prefix};
+use crate::hpack::Field;
+use crate::mcp::error::{INVALID_REQUEST, RpcError};
+use crate::mcp::json;
+use crate::mcp::server::TUNNEL_PATH;
+use crate::mcp::store::CallStore;
+use crate::mcp::writer::JsonWriter;
+use mcpwire_proto::tunnel::JsonRpcMessage;
+
+/// Room for a call's request head (names and values).
+const HEAD_ROOM: usize = 2048;
+/// Fields of a request head.
+const MAX_FIELDS: usize = 32;
+/// Room for a message's two prefixes (gRPC, protobuf field) before its JSON.
+pub(super) const FRAME_ROOM: usize = PREFIX_LEN + JsonRpcMessage::MAX_PREFIX_LEN;
+
+/// The raw `params.name` of a `tools/call` body.
+pub(super) fn tool_name(body: &[u8]) -> Option<&[u8]> {
+    let method = json::get(body, b"method")?;
+    if !json::str_eq(method, b"tools/call") {
+        return None;
+    }
+    json::get(json::get(body, b"params")?, b"name").map(json::trim)
+}
+
+/// Writes a framed `JsonRpcMessage` whose JSON `body` writes, at `at` in
+/// `buf`: returns where the JSON lies and where the frame ends, or the
+/// room it needed.
+pub(super) fn frame_into(
+    buf: &mut [u8],
+    at: usize,
+    body: impl Fn(&mut JsonWriter<'_>),
+) -> Result<(usize, usize), usize> {
+    let Some(rest) = buf.get_mut(at..) else {
+        return Err(at + FRAME_ROOM);
+    };
+    let Some(text_room) = rest.get_mut(FRAME_ROOM..) else {
+        return Err(at + FRAME_ROOM);
+    };
+    let mut w = JsonWriter::new(text_room);
+    body(&mut w);
+    let len = w.finish().map_err(|e| at + FRAME_ROOM + e.needed)?.len();
+    // Move the text right after its prefixes.
+    let mut proto = [0u8; JsonRpcMessage::MAX_PREFIX_LEN];
+    let plen = JsonRpcMessage::encode_prefix(len, &mut proto).map_err(|_| at + FRAME_ROOM + len)?;
+    let total = u32::try_from(plen + len).map_err(|_| at + FRAME_ROOM + len)?;
+    let text_at = PREFIX_LEN + plen;
+    rest.copy_within(FRAME_ROOM..FRAME_ROOM + len, text_at);
+    rest[..PREFIX_LEN].copy_from_slice(&write_prefix(total));
+    rest[PREFIX_LEN..text_at].copy_from_slice(&proto[..plen]);
+    Ok((at + text_at, at + text_at + len))
+}
+
+/// A request head being built: names and values in one buffer.
+pub(super) struct Head {
+    buf: [u8; HEAD_ROOM],
+    len: usize,
+    fields: [(u16, u16, u16, bool); MAX_FIELDS],
+    n: usize,
+    full: bool,
+}
+
+impl Head {
+    pub(super) fn new() -> Self {
+        Self {
+            buf: [0; HEAD_ROOM],
+            len: 0,
+            fields: [(0, 0, 0, false); MAX_FIELDS],
+            n: 0,
+            full: false,
+        }
+    }
+
+    fn push(&mut self, name: &[u8], value: &[u8], sensitive: bool) {
+        let need = name.len() + value.len();
+        let (Some(dst), Some(f)) = (
+            self.buf.get_mut(self.len..self.len + need),
+            self.fields.get_mut(self.n),
+        ) else {
+            self.full = true;
+            return;
+        };
+        dst[..name.len()].copy_from_slice(name);
+        dst[name.len()..].copy_from_slice(value);
+        *f = (
+            self.len as u16,
+            name.len() as u16,
+            value.len() as u16,
+            sensitive,
+        );
+        self.len += need;
+        self.n += 1;
+    }
+
+    pub(super) fn fields(&self) -> impl Iterator<Item = Field<'_>> + '_ {
+        self.fields[..self.n].iter().map(|&(at, n, v, sensitive)| {
+            let (at, n, v) = (usize::from(at), usize::from(n), usize::from(v));
+            let name = &self.buf[at..at + n];
+            let value = &self.buf[at + n..at + n + v];
+            if sensitive {
+                Field::sensitive(name, value)
+            } else {
+                Field::new(name, value)
+            }
+        })
+    }
+}
+
+/// `:authority` and metadata copied by [`Client::set_metadata`](super::Client::set_metadata): a u16
+/// (little-endian) length and the authority (0 for none: the config's),
+/// then per pair a u16 name length, a u16 value length, the name and the
+/// value. Empty when none were set.
+#[derive(Clone, Copy)]
+pub(super) struct OwnedMeta<'a>(&'a [u8]);
+
+impl<'a> OwnedMeta<'a> {
+    pub(super) fn of<S: CallStore>(store: &'a S, buf: &'a Option<(S::Buf, usize)>) -> Self {
+        Self(match buf {
+            Some((buf, len)) => store.bytes(buf).get(..*len).unwrap_or_default(),
+            None => &[],
+        })
+    }
+
+    pub(super) fn encoded_len(authority: Option<&str>, metadata: &[(&str, &str)]) -> Option<usize> {
+        let fits = |s: &str| u16::try_from(s.len()).is_ok();
+        if !authority.is_none_or(fits) || !metadata.iter().all(|(n, v)| fits(n) && fits(v)) {
+            return None;
+        }
+        let pairs: usize = metadata.iter().map(|(n, v)| 4 + n.len() + v.len()).sum();
+        Some(2 + authority.map_or(0, str::len) + pairs)
+    }
+
+    /// Writes into `out`, which is exactly `encoded_len` long.
+    pub(super) fn encode(out: &mut [u8], authority: Option<&str>, metadata: &[(&str, &str)]) {
+        let mut at = 0;
+        let mut put = |b: &[u8]| {
+            out[at..at + b.len()].copy_from_slice(b);
+            at += b.len();
+        };
+        let a = authority.unwrap_or("");
+        put(&(a.len() as u16).to_le_bytes());
+        put(a.as_bytes());
+        for (n, v) in metadata {
+            put(&(n.len() as u16).to_le_bytes());
+            put(&(v.len() as u16).to_le_bytes());
+            put(n.as_bytes());
+            put(v.as_bytes());
+        }
+    }
+
+    fn u16_at(&self, at: usize) -> Option<usize> {
+        let b = self.0.get(at..at + 2)?;
+        Some(usize::from(u16::from_le_bytes([b[0], b[1]])))
+    }
+
+    fn authority(&self) -> Option<&'a [u8]> {
+        let n = self.u16_at(0).filter(|&n| n > 0)?;
+        self.0.get(2..2 + n)
+    }
+
+    fn pairs(self) -> impl Iterator<Item = (&'a [u8], &'a [u8])> {
+        let mut at = 2 + self.u16_at(0).unwrap_or(0);
+        core::iter::from_fn(move || {
+            let n = self.u16_at(at)?;
+            let v = self.u16_at(at + 2)?;
+            let name = self.0.get(at + 4..at + 4 + n)?;
+            let value = self.0.get(at + 4 + n..at + 4 + n + v)?;
+            at += 4 + n + v;
+            Some((name, value))
+        })
+    }
+}
+
+/// The request head of a call: the gRPC fields, `grpc-timeout` with the
+/// time `left`, the configured metadata and the headers mirrored from
+/// `body` (with the tool's cached `schema`).
+pub(super) fn build_head(
+    head: &mut Head,
+    config: &ClientConfig,
+    owned: OwnedMeta<'_>,
+    schema: Option<&[u8]>,
+    body: &[u8],
+    left: Option<Duration>,
+) -> Result<(), RpcError> {
+    head.push(b":method", b"POST", false);
+    head.push(b":scheme", config.scheme.as_bytes(), false);
+    head.push(b":path", TUNNEL_PATH, false);
+    let authority = owned.authority().unwrap_or(config.authority.as_bytes());
+    head.push(b":authority", authority, false);
+    head.push(b"content-type", b"application/grpc+proto", false);
+    head.push(b"te", b"trailers", false);
+    if let Some(left) = left {
+        let mut text = [0u8; 10];
+        head.push(b"grpc-timeout", timeout::format(left, &mut text), false);
+    }
+    let fixed = config
+        .metadata
+        .iter()
+        .map(|(n, v)| (n.as_bytes(), v.as_bytes()));
+    for (name, value) in fixed.chain(owned.pairs()) {
+        let mut lower = [0u8; 64];
+        let Some(dst) = lower.get_mut(..name.len()) else {
+            return Err(RpcError::new(INVALID_REQUEST, "metadata name too long"));
+        };
+        for (d, s) in dst.iter_mut().zip(name) {
+            *d = s.to_ascii_lowercase();
+        }
+        let sensitive = dst == b"authorization";
+        head.push(&lower[..name.len()], value, sensitive);
+    }
+    mirror_headers(body, schema, |n, v| head.push(n, v, false))?;
+    if head.full {
+        return Err(RpcError::new(INVALID_REQUEST, "request metadata too large"));
+    }
+    Ok(())
+}
