@@ -17,7 +17,7 @@ mod headers;
 pub mod storage;
 
 pub use config::{Config, FloodLimits, Role};
-pub use connection::{Connection, Data, Event, Received, StreamRef};
+pub use connection::{Connection, Data, Event, Received, Stop, StreamRef};
 pub use error::{ConnectionError, ErrorCode, StreamError};
 pub use headers::{Fields, HeaderBuilder, HeaderList, HeadersKind, Malformed};
 pub use storage::{FrameBuffer, InlineStorage, Storage};
