@@ -1,62 +1,6 @@
 //! The HTTP/2 connection (RFC 9113), client or server, as a sans-IO state
-//! machine over fixed buffers.
-//!
-//! # The run loop
-//!
-//! The driver owns the socket and the clock. Input goes in through
-//! [`Connection::recv`], [`Connection::recv_eof`] and
-//! [`Connection::handle_timeout`]; the application acts through
-//! [`Connection::open_stream`], `send_headers`, `send_data`, `reset`,
-//! `release_data`, `go_away` and `abort`. Output comes out of three polls:
-//!
-//! - [`Connection::poll_event`]: drain it until `None` after **every** call
-//!   on the connection, polls included (`poll_transmit` can free room that
-//!   wakes a stream);
-//! - [`Connection::poll_transmit`]: call it while
-//!   [`Connection::wants_transmit`] is true (or until it gives 0) after every
-//!   call except `poll_event`: received frames owe answers, `release_data`
-//!   can make a WINDOW_UPDATE due, `handle_timeout` can end the connection
-//!   with a GOAWAY;
-//! - [`Connection::poll_timeout`]: read it again after every call; when it
-//!   passes, call `handle_timeout`.
-//!
-//! `recv` consumes input until it must stop, and [`Received::stop`] says why
-//! and what to do before feeding the rest:
-//!
-//! ```text
-//! loop {
-//!     let r = conn.recv(&input[at..], now);
-//!     at += r.consumed;
-//!     match r.stop {
-//!         Stop::Data => { /* hand r.data to the application */ }
-//!         Stop::Events => { /* drain poll_event */ }
-//!         Stop::Transmit => { /* poll_transmit while wants_transmit */ }
-//!         Stop::Consumed | Stop::Closed => break,
-//!     }
-//!     // drain poll_event after every call in any case
-//! }
-//! ```
-//!
-//! Then the driver writes what `poll_transmit` gives and sleeps until input
-//! arrives or `poll_timeout` passes. [`Connection::is_closed`] tells it when
-//! to close the socket.
-//!
-//! # Memory
-//!
-//! `Connection<STREAMS, TABLE, BUF, RESETS>` holds everything inline: the
-//! stream table (`STREAMS` slots), the HPACK decoder table (`TABLE` bytes),
-//! three buffers of `BUF` bytes (received header block, decoded header list,
-//! frames waiting to be sent) and the ids of the last `RESETS` streams it
-//! reset. DATA payloads are never buffered: they are handed out from the
-//! input. `core::mem::size_of` is the whole cost.
-//!
-//! The three `BUF` buffers, the slots and the table live in the trailing
-//! type parameter, a [`Storage`] that defaults to [`InlineStorage`]. A
-//! driver with an allocator can pass one that holds each buffer only while
-//! it is in use and grows the slots and the table as they fill (see
-//! [`storage`](super::storage) for when buffers are taken and given back,
-//! and how the connection answers when one cannot be had). Slots are never
-//! given back: a connection holds as many as it once had streams at once.
+//! machine over fixed buffers. [`Connection`]'s docs state the run loop a
+//! driver follows and what the connection costs.
 //!
 //! # Inside
 //!
@@ -166,7 +110,64 @@ enum State {
     Closed,
 }
 
-/// One HTTP/2 connection. See the [module docs](self) for the run loop.
+/// One HTTP/2 connection, client or server.
+///
+/// # The run loop
+///
+/// The driver owns the socket and the clock. Input goes in through
+/// [`Connection::recv`], [`Connection::recv_eof`] and
+/// [`Connection::handle_timeout`]; the application acts through
+/// [`Connection::open_stream`], `send_headers`, `send_data`, `reset`,
+/// `release_data`, `go_away` and `abort`. Output comes out of three polls:
+///
+/// - [`Connection::poll_event`]: drain it until `None` after **every** call
+///   on the connection, polls included (`poll_transmit` can free room that
+///   wakes a stream);
+/// - [`Connection::poll_transmit`]: call it while
+///   [`Connection::wants_transmit`] is true (or until it gives 0) after every
+///   call except `poll_event`: received frames owe answers, `release_data`
+///   can make a WINDOW_UPDATE due, `handle_timeout` can end the connection
+///   with a GOAWAY;
+/// - [`Connection::poll_timeout`]: read it again after every call; when it
+///   passes, call `handle_timeout`.
+///
+/// `recv` consumes input until it must stop, and [`Received::stop`] says why
+/// and what to do before feeding the rest:
+///
+/// ```text
+/// loop {
+///     let r = conn.recv(&input[at..], now);
+///     at += r.consumed;
+///     match r.stop {
+///         Stop::Data => { /* hand r.data to the application */ }
+///         Stop::Events => { /* drain poll_event */ }
+///         Stop::Transmit => { /* poll_transmit while wants_transmit */ }
+///         Stop::Consumed | Stop::Closed => break,
+///     }
+///     // drain poll_event after every call in any case
+/// }
+/// ```
+///
+/// Then the driver writes what `poll_transmit` gives and sleeps until input
+/// arrives or `poll_timeout` passes. [`Connection::is_closed`] tells it when
+/// to close the socket.
+///
+/// # Memory
+///
+/// `Connection<STREAMS, TABLE, BUF, RESETS>` holds everything inline: the
+/// stream table (`STREAMS` slots), the HPACK decoder table (`TABLE` bytes),
+/// three buffers of `BUF` bytes (received header block, decoded header list,
+/// frames waiting to be sent) and the ids of the last `RESETS` streams it
+/// reset. DATA payloads are never buffered: they are handed out from the
+/// input. `core::mem::size_of` is the whole cost.
+///
+/// The three `BUF` buffers, the slots and the table live in the trailing
+/// type parameter, a [`Storage`] that defaults to [`InlineStorage`]. A
+/// driver with an allocator can pass one that holds each buffer only while
+/// it is in use and grows the slots and the table as they fill (see
+/// [`storage`](super::storage) for when buffers are taken and given back,
+/// and how the connection answers when one cannot be had). Slots are never
+/// given back: a connection holds as many as it once had streams at once.
 pub struct Connection<
     const STREAMS: usize = 16,
     const TABLE: usize = 4096,

@@ -20,7 +20,9 @@ impl<
 {
     /// Reserves a stream slot for a new request (client role). The stream
     /// gets its id only when its headers are written; a stream reset before
-    /// that is never seen by the peer.
+    /// that is never seen by the peer. Nothing goes out yet: no poll is
+    /// owed. After [`StreamError::NoCapacity`], wait for a stream's
+    /// `Closed` or `Reset` event.
     pub fn open_stream(&mut self) -> Result<StreamRef, StreamError> {
         if self.state != State::Open || self.goaway_received.is_some() {
             return Err(StreamError::ConnectionClosed);
@@ -35,7 +37,14 @@ impl<
     /// Sends a header block: the request or response head, or trailers
     /// (`end_stream` must then be set). Fails without side effects when the
     /// transmit buffer lacks room ([`StreamError::HeadersTooLarge`] says
-    /// how much the block needs; retry after `poll_transmit`).
+    /// how much the block needs; retry after `poll_transmit`). After
+    /// [`StreamError::ConcurrencyLimit`],
+    /// [`Event::StreamsAvailable`](super::Event::StreamsAvailable) follows
+    /// when a stream may open.
+    ///
+    /// Afterwards, call `poll_transmit` while
+    /// [`Connection::wants_transmit`], and drain `poll_event` (a stream
+    /// whose both halves ended is `Closed`).
     pub fn send_headers<'f, I>(
         &mut self,
         stream: StreamRef,
@@ -207,10 +216,14 @@ impl<
 
     /// Sends DATA: as much of `data` as the flow-control windows, the peer's
     /// frame size and the transmit buffer allow. Returns the octets taken;
-    /// when fewer than offered, [`Event::SendReady`] follows once more can
-    /// go. `end_stream` applies only when all of `data` is taken. An empty
-    /// `data` with `end_stream` that finds no room for its frame is
-    /// [`StreamError::TransmitFull`], and `SendReady` follows.
+    /// when fewer than offered, [`Event::SendReady`](super::Event::SendReady)
+    /// follows once more can go. `end_stream` applies only when all of `data`
+    /// is taken. An empty `data` with `end_stream` that finds no room for its
+    /// frame is [`StreamError::TransmitFull`], and `SendReady` follows.
+    ///
+    /// Afterwards, call `poll_transmit` while
+    /// [`Connection::wants_transmit`] (taking frames out is what makes
+    /// room), and drain `poll_event`.
     pub fn send_data(
         &mut self,
         stream: StreamRef,
@@ -312,6 +325,8 @@ impl<
 
     /// Resets a stream (RST_STREAM with `code`, usually CANCEL). A client
     /// stream whose headers have not gone out is dropped without a trace.
+    /// The handle dies at once, with no event. Afterwards, call
+    /// `poll_transmit` while [`Connection::wants_transmit`].
     pub fn reset(&mut self, stream: StreamRef, code: ErrorCode) -> Result<(), StreamError> {
         if self.streams.quiet(stream) {
             return Ok(());
