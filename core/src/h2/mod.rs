@@ -4,8 +4,10 @@
 //!   parsing and writers (RFC 9113 §4, §6).
 //! - [`Connection`]: preface, SETTINGS, stream states (§5.1), flow control
 //!   (§6.9), header blocks across CONTINUATION with HPACK, field validation
-//!   (§8.2–8.3), GOAWAY, RST_STREAM and the limits against abuse.
-//! - [`buffers`]: where a connection keeps its three large buffers (inline
+//!   (§8.2–8.3), GOAWAY, RST_STREAM and the limits against abuse; one
+//!   file a concept under `connection/`. Its docs state the run loop
+//!   ([`Stop`] says why `recv` stopped and what the driver does next).
+//! - [`storage`]: where a connection keeps its three large buffers (inline
 //!   by default, or taken on demand by a driver with an allocator).
 //! - [`HeaderList`]: a decoded header block as the application reads it.
 
@@ -17,7 +19,7 @@ mod headers;
 pub mod storage;
 
 pub use config::{Config, FloodLimits, Role};
-pub use connection::{Connection, Data, Event, Received, StreamRef};
+pub use connection::{Connection, Data, Event, Received, Stop, StreamRef};
 pub use error::{ConnectionError, ErrorCode, StreamError};
 pub use headers::{Fields, HeaderBuilder, HeaderList, HeadersKind, Malformed};
 pub use storage::{FrameBuffer, InlineStorage, Storage};
