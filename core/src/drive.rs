@@ -32,6 +32,11 @@ pub trait Endpoint {
     fn wants_transmit(&self) -> bool;
     /// Writes pending output into `out`; returns the octets written.
     fn poll_transmit(&mut self, out: &mut [u8]) -> usize;
+    /// Whether the last `recv` stopped because the endpoint waits for the
+    /// application (every call is taken; an answer frees one).
+    fn is_waiting(&self) -> bool {
+        false
+    }
 }
 
 /// What the driver does after one step of feeding.
@@ -44,6 +49,10 @@ pub enum Step {
     Transmit,
     /// All input is consumed: drain events.
     Done,
+    /// Nothing was consumed: the endpoint waits for the application to
+    /// answer a call. Keep the rest, stop reading, and feed it again after
+    /// an answer.
+    Wait,
     /// Nothing was consumed and nothing waits to go out: the endpoint
     /// cannot go on with this input (a bug; close the connection).
     Stuck,
@@ -94,7 +103,10 @@ impl<'i> Feed<'i> {
             return Step::Done;
         }
         let used = endpoint.recv(self.rest, now);
-        self.advance(used, endpoint.wants_transmit())
+        match self.advance(used, endpoint.wants_transmit()) {
+            Step::Stuck if endpoint.is_waiting() => Step::Wait,
+            step => step,
+        }
     }
 }
 
@@ -157,7 +169,7 @@ mod tests {
                 Step::Consumed => {}
                 Step::Transmit => sent += fill(&mut toy, &mut out),
                 Step::Done => break,
-                Step::Stuck => panic!("stuck"),
+                Step::Wait | Step::Stuck => panic!("stuck"),
             }
         }
         assert_eq!(toy.taken, 10);

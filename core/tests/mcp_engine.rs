@@ -149,7 +149,7 @@ impl<S: CallStore> Pair<S> {
                         s2c.extend_from_slice(&out[..w]);
                     }
                     Step::Done => break,
-                    Step::Stuck => panic!("the server engine is stuck"),
+                    Step::Wait | Step::Stuck => panic!("the server engine is stuck"),
                 }
             }
             input = &input[n..];
@@ -180,7 +180,7 @@ impl<S: CallStore> Pair<S> {
                         c2s.extend_from_slice(&out[..w]);
                     }
                     Step::Done => break,
-                    Step::Stuck => panic!("the client is stuck"),
+                    Step::Wait | Step::Stuck => panic!("the client is stuck"),
                 }
             }
             input = &input[n..];

@@ -264,7 +264,7 @@ fn feed<A: App>(conn: &mut Conn, app: &mut A, input: &[u8], out: &mut Vec<u8>) -
             // The core waits for its control frames (PING acknowledgements,
             // resets) to go out before it reads more.
             Step::Transmit => transmit(conn, app, out, usize::MAX),
-            Step::Stuck => {
+            Step::Wait | Step::Stuck => {
                 return Err(io::Error::other(format!(
                     "the core consumes no input ({} octets left): {conn:?}",
                     feed.rest().len()

@@ -162,11 +162,15 @@ impl<'a> Message<'a> {
         if !version.is_some_and(|v| json::str_eq(v, b"2.0")) {
             return invalid("jsonrpc must be \"2.0\"");
         }
+        // A response's id is null when the request's could not be read
+        // (JSON-RPC 2.0 §5); a request's never is.
+        let response = result.is_some() || error.is_some();
         if let Some(id) = id
             && !matches!(
                 json::kind(id),
                 Some(json::Kind::String | json::Kind::Number)
             )
+            && !(response && json::kind(id) == Some(json::Kind::Null))
         {
             return invalid("id must be a string or a number");
         }
@@ -233,6 +237,11 @@ mod tests {
         assert!(matches!(n, Message::Notification { params: None, .. }));
         let r = Message::parse(br#"{"jsonrpc":"2.0","id":1,"result":{}}"#, 16).unwrap();
         assert!(matches!(r, Message::Response { .. }));
+        let e = br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}"#;
+        assert!(matches!(
+            Message::parse(e, 16),
+            Ok(Message::Error { id: b"null", .. })
+        ));
     }
 
     #[test]

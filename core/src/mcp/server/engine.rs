@@ -450,7 +450,6 @@ where
 
     /// The call handling the request whose raw JSON id is `id` (ids
     /// compared as JSON text, without surrounding white space).
-    #[allow(dead_code)] // the stdio binding lands next
     pub(crate) fn find_by_id(&self, id: &[u8]) -> Option<usize> {
         let id = json::trim(id);
         self.calls.iter().position(|c| {

@@ -36,12 +36,14 @@ pub mod dispatch;
 mod engine;
 pub mod listen;
 pub mod request;
+pub mod stdio;
 mod tunnel;
 
 use core::time::Duration;
 
 pub use listen::ListChange;
 pub use request::{Request, RequestKind};
+pub use stdio::{StdioConfig, StdioServer};
 pub use tunnel::{Server, TUNNEL_PATH};
 
 use crate::h2::{self, ConnectionError};

@@ -1,0 +1,472 @@
+//! The stdio binding of the server engine, as a client on the other end of
+//! the pipe sees it: lines in, lines out, delivered whole, in random pieces
+//! and a byte at a time.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use core::time::Duration;
+
+use mcpwire_core::drive::{self, Feed, Step};
+use mcpwire_core::mcp::registry::{Registry, ToolInfo};
+use mcpwire_core::mcp::server::{
+    CallId, ListChange, RequestKind, SendError, ServerEvent, StdioConfig, StdioServer,
+};
+use mcpwire_core::mcp::{CallStore, Message, SlabStore, json};
+use mcpwire_core::time::Instant;
+
+mod common;
+
+use common::mcp::{ECHO, META, registry};
+
+const TOOLS: [ToolInfo<'static>; 1] = [ECHO];
+
+type Server<S> = StdioServer<'static, S, 8>;
+
+#[derive(Debug, Clone, Copy)]
+enum Split {
+    Whole,
+    Random(u64),
+    Byte,
+}
+
+const SPLITS: [Split; 4] = [
+    Split::Whole,
+    Split::Random(3),
+    Split::Random(0x5eed),
+    Split::Byte,
+];
+
+/// The server, the bytes it wrote, and what the application saw.
+struct Pipe<S: CallStore> {
+    server: Server<S>,
+    split: Split,
+    rng: u64,
+    now: Instant,
+    /// Input the server has not taken yet (it waits for an answer).
+    pending: Vec<u8>,
+    out: Vec<u8>,
+    requests: Vec<(CallId, String, String)>,
+    events: Vec<ServerEvent>,
+}
+
+impl Pipe<SlabStore<4096, 8>> {
+    fn new(split: Split) -> Self {
+        Self::with(
+            split,
+            SlabStore::new(),
+            registry(&TOOLS),
+            StdioConfig::default(),
+        )
+    }
+}
+
+impl<S: CallStore> Pipe<S> {
+    fn with(split: Split, store: S, registry: Registry<'static>, config: StdioConfig) -> Self {
+        Self {
+            server: StdioServer::new(registry, config, store, Instant::ZERO),
+            split,
+            rng: match split {
+                Split::Random(seed) => seed | 1,
+                _ => 1,
+            },
+            now: Instant::ZERO,
+            pending: Vec::new(),
+            out: Vec::new(),
+            requests: Vec::new(),
+            events: Vec::new(),
+        }
+    }
+
+    fn piece(&mut self, len: usize) -> usize {
+        let most = match self.split {
+            Split::Whole => len,
+            Split::Byte => 1,
+            Split::Random(_) => {
+                self.rng ^= self.rng << 13;
+                self.rng ^= self.rng >> 7;
+                self.rng ^= self.rng << 17;
+                1 + (self.rng % 23) as usize
+            }
+        };
+        most.min(len)
+    }
+
+    /// Writes `bytes` to the server's input and runs it.
+    fn send(&mut self, bytes: &[u8]) {
+        self.pending.extend_from_slice(bytes);
+        self.run();
+    }
+
+    /// Feeds what is pending, piece by piece, until the server takes no
+    /// more (all fed, or it waits for the application to answer); drains
+    /// events and output.
+    fn run(&mut self) {
+        let mut out = [0u8; 37];
+        let input = std::mem::take(&mut self.pending);
+        let mut fed = 0;
+        'feeding: while fed < input.len() {
+            let n = self.piece(input.len() - fed);
+            let mut feed = Feed::new(&input[fed..fed + n]);
+            loop {
+                let step = feed.step(&mut self.server, self.now);
+                self.take_events();
+                match step {
+                    Step::Consumed => {}
+                    Step::Transmit => self.drain(&mut out),
+                    Step::Done => break,
+                    Step::Wait => {
+                        fed += n - feed.rest().len();
+                        break 'feeding;
+                    }
+                    Step::Stuck => panic!("stuck: {:?}", self.server),
+                }
+            }
+            fed += n;
+        }
+        self.pending = input[fed..].to_vec();
+        self.drain(&mut out);
+    }
+
+    fn drain(&mut self, out: &mut [u8]) {
+        loop {
+            let n = drive::fill(&mut self.server, out);
+            if n == 0 {
+                break;
+            }
+            self.out.extend_from_slice(&out[..n]);
+            self.take_events();
+        }
+    }
+
+    fn take_events(&mut self) {
+        while let Some(e) = self.server.poll_event() {
+            match e {
+                ServerEvent::Request { call } => {
+                    let r = self.server.request(call).unwrap();
+                    let name = match r.kind {
+                        RequestKind::CallTool { name, .. } => name.to_owned(),
+                        _ => String::new(),
+                    };
+                    self.requests
+                        .push((call, name, String::from_utf8(r.id.to_vec()).unwrap()));
+                }
+                e => self.events.push(e),
+            }
+        }
+    }
+
+    /// The complete lines written so far, each checked to be one JSON-RPC
+    /// message.
+    fn lines(&self) -> Vec<String> {
+        let text = std::str::from_utf8(&self.out).unwrap();
+        let complete = &text[..text.rfind('\n').map_or(0, |i| i + 1)];
+        complete
+            .lines()
+            .map(|l| {
+                assert!(
+                    Message::parse(l.as_bytes(), 64).is_ok(),
+                    "not JSON-RPC: {l}"
+                );
+                l.to_owned()
+            })
+            .collect()
+    }
+
+    fn answer(&mut self, call: CallId, result: &str) {
+        self.server.respond(call, result.as_bytes()).unwrap();
+        self.run();
+    }
+}
+
+fn request(id: &str, method: &str, params: &str) -> String {
+    let sep = if params.is_empty() { "" } else { "," };
+    format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"{method}","params":{{{params}{sep}{META}}}}}"#)
+        + "\n"
+}
+
+fn error_code(line: &str) -> Option<i64> {
+    let error = json::get(line.as_bytes(), b"error")?;
+    json::as_i64(json::get(error, b"code")?)
+}
+
+fn id_of(line: &str) -> String {
+    String::from_utf8(json::get(line.as_bytes(), b"id").unwrap().to_vec()).unwrap()
+}
+
+#[test]
+fn the_engine_answers_discover_and_lists() {
+    for split in SPLITS {
+        let mut p = Pipe::new(split);
+        p.send(request("1", "server/discover", "").as_bytes());
+        p.send(request("\"b\"", "tools/list", "").as_bytes());
+        let lines = p.lines();
+        assert_eq!(lines.len(), 2, "{split:?} {lines:?}");
+        assert_eq!(id_of(&lines[0]), "1");
+        assert!(
+            lines[0].contains(r#""supportedVersions":["2026-07-28"]"#),
+            "{}",
+            lines[0]
+        );
+        assert_eq!(id_of(&lines[1]), "\"b\"");
+        assert!(lines[1].contains(r#""name":"echo""#));
+        assert!(p.requests.is_empty());
+    }
+}
+
+#[test]
+fn tool_calls_run_concurrently_and_answer_by_id() {
+    for split in SPLITS {
+        let mut p = Pipe::new(split);
+        let a = request(
+            "1",
+            "tools/call",
+            r#""name":"echo","arguments":{"text":"a"}"#,
+        );
+        let b = request(
+            "2",
+            "tools/call",
+            r#""name":"echo","arguments":{"text":"b"}"#,
+        );
+        p.send(format!("{a}{b}").as_bytes());
+        assert_eq!(p.requests.len(), 2, "{split:?}");
+        assert!(p.requests.iter().all(|(_, name, _)| name == "echo"));
+        let (first, second) = (p.requests[0].0, p.requests[1].0);
+        // Progress for the first, then the second answers before it.
+        p.server
+            .notify(
+                first,
+                "notifications/progress",
+                br#"{"progressToken":"t","progress":1}"#,
+            )
+            .unwrap();
+        p.answer(second, r#"{"content":[]}"#);
+        p.answer(first, r#"{"content":[{"type":"text","text":"a"}]}"#);
+        let lines = p.lines();
+        assert_eq!(lines.len(), 3, "{lines:?}");
+        assert!(lines[0].contains("notifications/progress"));
+        assert_eq!(id_of(&lines[1]), "2");
+        assert_eq!(id_of(&lines[2]), "1");
+        assert_eq!(p.server.store().in_use(), 0);
+    }
+}
+
+#[test]
+fn a_cancelled_request_stops_its_handler_and_gets_no_response() {
+    for split in SPLITS {
+        let mut p = Pipe::new(split);
+        p.send(request("7", "tools/call", r#""name":"echo","arguments":{}"#).as_bytes());
+        let call = p.requests[0].0;
+        p.send(br#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7,"reason":"user"}}
+"#);
+        assert!(
+            p.events.contains(&ServerEvent::Cancelled {
+                call,
+                reason: mcpwire_core::mcp::server::CancelReason::Reset
+            }),
+            "{:?}",
+            p.events
+        );
+        assert_eq!(p.server.respond(call, b"{}"), Err(SendError::Gone));
+        p.run();
+        assert!(p.lines().is_empty(), "{:?}", p.lines());
+        assert_eq!(p.server.store().in_use(), 0);
+        // The id is free again.
+        p.send(request("7", "tools/list", "").as_bytes());
+        assert_eq!(p.lines().len(), 1);
+    }
+}
+
+#[test]
+fn bad_lines_get_their_error_and_the_channel_goes_on() {
+    for split in SPLITS {
+        let config = StdioConfig {
+            max_line_bytes: 512,
+            ..StdioConfig::default()
+        };
+        let mut p = Pipe::with(split, SlabStore::<4096, 8>::new(), registry(&TOOLS), config);
+        let long = format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"tools/list\",\"params\":{{\"pad\":\"{}\"}}}}\n",
+            "x".repeat(2000)
+        );
+        let mut input = Vec::new();
+        input.extend_from_slice(b"this is not json\n");
+        input.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\xff\"}\n");
+        input.extend_from_slice(b"[1,2]\n");
+        input.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{}}\n");
+        input.extend_from_slice(b"\r\n\n");
+        input.extend_from_slice(long.as_bytes());
+        input.extend_from_slice(request("4", "no/such", "").as_bytes());
+        input.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/list\"}\n");
+        input.extend_from_slice(request("6", "tools/list", "").as_bytes());
+        p.send(&input);
+        let lines = p.lines();
+        let got: Vec<(String, Option<i64>)> =
+            lines.iter().map(|l| (id_of(l), error_code(l))).collect();
+        assert_eq!(
+            got,
+            [
+                ("null".into(), Some(-32700)),
+                ("null".into(), Some(-32700)),
+                ("null".into(), Some(-32600)),
+                ("null".into(), Some(-32600)),
+                ("null".into(), Some(-32600)),
+                ("4".into(), Some(-32601)),
+                ("5".into(), Some(-32602)),
+                ("6".into(), None),
+            ],
+            "{split:?} {lines:#?}"
+        );
+        assert_eq!(p.server.store().in_use(), 0);
+    }
+}
+
+#[test]
+fn an_unsupported_version_names_the_supported_ones() {
+    let mut p = Pipe::new(Split::Whole);
+    p.send(br#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2025-11-25","io.modelcontextprotocol/clientCapabilities":{}}}}
+"#);
+    let lines = p.lines();
+    assert_eq!(error_code(&lines[0]), Some(-32022));
+    assert!(
+        lines[0].contains(r#""data":{"supported":["2026-07-28"],"requested":"2025-11-25"}"#),
+        "{}",
+        lines[0]
+    );
+}
+
+#[test]
+fn an_id_in_use_is_refused() {
+    let mut p = Pipe::new(Split::Whole);
+    let call = request("1", "tools/call", r#""name":"echo","arguments":{}"#);
+    p.send(format!("{call}{call}").as_bytes());
+    assert_eq!(p.requests.len(), 1);
+    let lines = p.lines();
+    assert_eq!(lines.len(), 1);
+    assert_eq!(error_code(&lines[0]), Some(-32600));
+}
+
+#[test]
+fn listen_events_carry_the_subscription_id_and_end_at_eof() {
+    for split in SPLITS {
+        let mut r = registry(&TOOLS);
+        r.listen = true;
+        let mut p = Pipe::with(
+            split,
+            SlabStore::<4096, 8>::new(),
+            r,
+            StdioConfig::default(),
+        );
+        p.send(
+            request(
+                "\"s\"",
+                "subscriptions/listen",
+                r#""notifications":{"toolsListChanged":true}"#,
+            )
+            .as_bytes(),
+        );
+        assert_eq!(p.server.publish(ListChange::ToolsListChanged), 1);
+        assert_eq!(p.server.publish(ListChange::PromptsListChanged), 0);
+        p.run();
+        p.server.recv_eof();
+        p.run();
+        let lines = p.lines();
+        assert_eq!(lines.len(), 3, "{lines:?}");
+        for l in &lines {
+            assert!(
+                l.contains(r#""io.modelcontextprotocol/subscriptionId":"s""#),
+                "{l}"
+            );
+        }
+        assert!(lines[0].contains(r#""notifications":{"toolsListChanged":true}"#));
+        assert!(lines[1].contains("notifications/tools/list_changed"));
+        assert!(lines[2].contains(r#""resultType":"complete""#));
+        assert!(p.server.is_finished());
+    }
+}
+
+#[test]
+fn a_last_line_without_newline_is_read_at_eof() {
+    let mut p = Pipe::new(Split::Whole);
+    let line = request("1", "tools/list", "");
+    p.send(line.trim_end().as_bytes());
+    assert!(p.lines().is_empty());
+    p.server.recv_eof();
+    p.run();
+    assert_eq!(p.lines().len(), 1);
+    assert!(p.server.is_finished());
+}
+
+#[test]
+fn calls_in_progress_finish_after_eof() {
+    let mut p = Pipe::new(Split::Whole);
+    p.send(request("1", "tools/call", r#""name":"echo","arguments":{}"#).as_bytes());
+    p.server.recv_eof();
+    assert!(!p.server.is_finished());
+    let call = p.requests[0].0;
+    p.answer(call, "{}");
+    assert_eq!(p.lines().len(), 1);
+    assert!(p.server.is_finished());
+}
+
+#[test]
+fn with_every_call_taken_the_server_waits_then_reads_on() {
+    for split in SPLITS {
+        let mut p = Pipe::with(
+            split,
+            SlabStore::<4096, 2>::new(),
+            registry(&TOOLS),
+            StdioConfig::default(),
+        );
+        let input: String = (1..=4)
+            .map(|i| {
+                request(
+                    &i.to_string(),
+                    "tools/call",
+                    r#""name":"echo","arguments":{}"#,
+                )
+            })
+            .collect();
+        p.send(input.as_bytes());
+        assert_eq!(p.requests.len(), 2, "{split:?}");
+        assert!(!p.pending.is_empty());
+        for k in 0..2 {
+            let call = p.requests[k].0;
+            p.answer(call, "{}");
+        }
+        p.run();
+        assert_eq!(p.requests.len(), 4, "{split:?}");
+        for k in 2..4 {
+            let call = p.requests[k].0;
+            p.answer(call, "{}");
+        }
+        let ids: Vec<String> = p.lines().iter().map(|l| id_of(l)).collect();
+        assert_eq!(ids, ["1", "2", "3", "4"]);
+    }
+}
+
+#[test]
+fn a_request_past_its_deadline_is_cancelled_and_answered() {
+    let config = StdioConfig {
+        request_timeout: Duration::from_millis(50),
+        ..StdioConfig::default()
+    };
+    let mut p = Pipe::with(
+        Split::Whole,
+        SlabStore::<4096, 8>::new(),
+        registry(&TOOLS),
+        config,
+    );
+    p.send(request("1", "tools/call", r#""name":"echo","arguments":{}"#).as_bytes());
+    let call = p.requests[0].0;
+    assert_eq!(p.server.poll_timeout(), Some(Instant::from_millis(50)));
+    p.now = Instant::from_millis(60);
+    p.server.handle_timeout(p.now);
+    p.run();
+    assert!(
+        p.events
+            .iter()
+            .any(|e| matches!(e, ServerEvent::Cancelled { call: c, .. } if *c == call))
+    );
+    let lines = p.lines();
+    assert_eq!(error_code(&lines[0]), Some(-32001), "{lines:?}");
+    assert_eq!(p.server.respond(call, b"{}"), Err(SendError::Gone));
+}
