@@ -50,10 +50,23 @@ impl RequestSpans {
 /// Writes `{"jsonrpc":"2.0","id":<id>,"result":` then what `result` writes,
 /// then `}`.
 pub fn write_result(w: &mut JsonWriter<'_>, id: &[u8], result: impl FnOnce(&mut JsonWriter<'_>)) {
+    write_response_with(w, id, b"result", result);
+}
+
+/// Writes a response whose `member` (`result` or `error`) is what `value`
+/// writes.
+pub fn write_response_with(
+    w: &mut JsonWriter<'_>,
+    id: &[u8],
+    member: &[u8],
+    value: impl FnOnce(&mut JsonWriter<'_>),
+) {
     w.raw(b"{\"jsonrpc\":\"2.0\",\"id\":")
         .raw(id)
-        .raw(b",\"result\":");
-    result(w);
+        .raw(b",")
+        .string(member)
+        .raw(b":");
+    value(w);
     w.raw(b"}");
 }
 
@@ -78,22 +91,38 @@ pub fn write_error(
 
 /// Writes a notification; `params` is raw JSON.
 pub fn write_notification(w: &mut JsonWriter<'_>, method: &[u8], params: &[u8]) {
-    w.raw(b"{\"jsonrpc\":\"2.0\",\"method\":")
-        .string(method)
-        .raw(b",\"params\":")
-        .raw(params)
-        .raw(b"}");
+    write_notification_with(w, method, |w| {
+        w.raw(params);
+    });
 }
 
-/// Writes a request; `id` and `params` are raw JSON.
-pub fn write_request(w: &mut JsonWriter<'_>, id: &[u8], method: &[u8], params: &[u8]) {
+/// Writes a notification whose `params` is what the closure writes.
+pub fn write_notification_with(
+    w: &mut JsonWriter<'_>,
+    method: &[u8],
+    params: impl FnOnce(&mut JsonWriter<'_>),
+) {
+    w.raw(b"{\"jsonrpc\":\"2.0\",\"method\":")
+        .string(method)
+        .raw(b",\"params\":");
+    params(w);
+    w.raw(b"}");
+}
+
+/// Writes a request; `id` is raw JSON, `params` what the closure writes.
+pub fn write_request(
+    w: &mut JsonWriter<'_>,
+    id: &[u8],
+    method: &[u8],
+    params: impl FnOnce(&mut JsonWriter<'_>),
+) {
     w.raw(b"{\"jsonrpc\":\"2.0\",\"id\":")
         .raw(id)
         .raw(b",\"method\":")
         .string(method)
-        .raw(b",\"params\":")
-        .raw(params)
-        .raw(b"}");
+        .raw(b",\"params\":");
+    params(w);
+    w.raw(b"}");
 }
 
 /// One JSON-RPC message, as raw JSON slices of the body.

@@ -203,21 +203,21 @@ pub(super) fn start_relist<S: CallStore>(
         });
     let at = a.orig_frame.1;
     let write = |w: &mut JsonWriter<'_>| {
-        w.raw(b"{\"jsonrpc\":\"2.0\",\"id\":")
-            .raw(RELIST_ID)
-            .raw(b",\"method\":\"tools/list\",\"params\":{");
-        let mut first = true;
-        if let Some(c) = cursor {
-            w.raw(b"\"cursor\":").raw(c);
-            first = false;
-        }
-        if let Some(n) = meta_len {
-            if !first {
-                w.raw(b",");
+        crate::mcp::envelope::write_request(w, RELIST_ID, b"tools/list", |w| {
+            w.raw(b"{");
+            let mut first = true;
+            if let Some(c) = cursor {
+                w.raw(b"\"cursor\":").raw(c);
+                first = false;
             }
-            w.raw(b"\"_meta\":").raw(&meta[..n]);
-        }
-        w.raw(b"}}");
+            if let Some(n) = meta_len {
+                if !first {
+                    w.raw(b",");
+                }
+                w.raw(b"\"_meta\":").raw(&meta[..n]);
+            }
+            w.raw(b"}");
+        });
     };
     let span = match frame_into(bytes_mut(store, &mut slot.req), at, write) {
         Ok(span) => span,

@@ -272,16 +272,11 @@ fn write_error(
 ) -> Option<(usize, usize)> {
     let out = buf.get_mut(at..)?;
     let mut w = JsonWriter::new(out);
-    w.raw(b"{\"jsonrpc\":\"2.0\",\"id\":")
-        .raw(id)
-        .raw(b",\"error\":{\"code\":")
-        .int(i64::from(code))
-        .raw(b",\"message\":");
     // Messages from trailers are percent-encoded text.
     let mut text = [0u8; 256];
     let n = crate::grpc::percent::decode(message, &mut text).unwrap_or(0);
     let text = if n > 0 { &text[..n] } else { message };
-    w.string(text).raw(b"}}");
+    crate::mcp::envelope::write_error(&mut w, id, code, text, None);
     let n = w.finish().ok()?.len();
     Some((at, at + n))
 }

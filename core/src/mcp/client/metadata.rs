@@ -219,11 +219,7 @@ fn write_response<'o>(
     error: impl FnOnce(&mut JsonWriter<'_>),
 ) -> Option<&'o [u8]> {
     let mut w = JsonWriter::new(out);
-    w.raw(b"{\"jsonrpc\":\"2.0\",\"id\":")
-        .raw(id)
-        .raw(b",\"error\":");
-    error(&mut w);
-    w.raw(b"}");
+    super::super::envelope::write_response_with(&mut w, id, b"error", error);
     w.finish().ok()
 }
 

@@ -456,17 +456,10 @@ impl<S: CallStore, R: Records<Slot<S::Buf>>, const CACHE: usize> State<S, R, CAC
             let text = &src[at.0..at.1];
             let result = json::get(text, b"result").unwrap_or(b"{}");
             let mut out = JsonWriter::new(dst);
-            out.raw(b"{\"jsonrpc\":\"2.0\",\"id\":")
-                .raw(json::get(text, b"id").map_or(b"null", json::trim))
-                .raw(b",\"result\":");
-            learn(
-                &mut self.cache,
-                result,
-                first,
-                Some(&mut out),
-                &mut warnings,
-            );
-            out.raw(b"}");
+            let id = json::get(text, b"id").map_or(&b"null"[..], json::trim);
+            crate::mcp::envelope::write_result(&mut out, id, |w| {
+                learn(&mut self.cache, result, first, Some(w), &mut warnings);
+            });
             if !warnings.is_empty()
                 && let Ok(t) = out.finish()
             {

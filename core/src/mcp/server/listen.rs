@@ -129,51 +129,54 @@ pub fn write_acknowledgement(
     filter: &Filter,
     subscriptions: &[u8],
 ) {
-    w.raw(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/subscriptions/acknowledged\",\"params\":{");
-    write_meta(w, id);
-    w.raw(b",\"notifications\":{");
-    let mut first = true;
-    for (on, key) in [
-        (filter.tools, &b"toolsListChanged"[..]),
-        (filter.prompts, b"promptsListChanged"),
-        (filter.resources, b"resourcesListChanged"),
-    ] {
-        if on {
+    let method = b"notifications/subscriptions/acknowledged";
+    envelope::write_notification_with(w, method, |w| {
+        w.raw(b"{");
+        write_meta(w, id);
+        w.raw(b",\"notifications\":{");
+        let mut first = true;
+        for (on, key) in [
+            (filter.tools, &b"toolsListChanged"[..]),
+            (filter.prompts, b"promptsListChanged"),
+            (filter.resources, b"resourcesListChanged"),
+        ] {
+            if on {
+                if !first {
+                    w.raw(b",");
+                }
+                first = false;
+                w.string(key).raw(b":true");
+            }
+        }
+        if filter.subscriptions {
             if !first {
                 w.raw(b",");
             }
-            first = false;
-            w.string(key).raw(b":true");
-        }
-    }
-    if filter.subscriptions {
-        if !first {
-            w.raw(b",");
-        }
-        w.raw(b"\"resourceSubscriptions\":[");
-        let strings =
-            json::elements(subscriptions).filter(|e| json::kind(e) == Some(json::Kind::String));
-        for (i, e) in strings.enumerate() {
-            if i > 0 {
-                w.raw(b",");
+            w.raw(b"\"resourceSubscriptions\":[");
+            let strings =
+                json::elements(subscriptions).filter(|e| json::kind(e) == Some(json::Kind::String));
+            for (i, e) in strings.enumerate() {
+                if i > 0 {
+                    w.raw(b",");
+                }
+                w.raw(json::trim(e));
             }
-            w.raw(json::trim(e));
+            w.raw(b"]");
         }
-        w.raw(b"]");
-    }
-    w.raw(b"}}}");
+        w.raw(b"}}");
+    });
 }
 
 /// Writes the event notification of `change` for the stream `id`.
 pub fn write_event(w: &mut JsonWriter<'_>, id: &[u8], change: &ListChange<'_>) {
-    w.raw(b"{\"jsonrpc\":\"2.0\",\"method\":")
-        .string(change.method().as_bytes())
-        .raw(b",\"params\":{");
-    write_meta(w, id);
-    if let ListChange::ResourceUpdated { uri } = change {
-        w.raw(b",\"uri\":").string(uri.as_bytes());
-    }
-    w.raw(b"}}");
+    envelope::write_notification_with(w, change.method().as_bytes(), |w| {
+        w.raw(b"{");
+        write_meta(w, id);
+        if let ListChange::ResourceUpdated { uri } = change {
+            w.raw(b",\"uri\":").string(uri.as_bytes());
+        }
+        w.raw(b"}");
+    });
 }
 
 /// Writes the final result of the stream `id` (the server ends it).
