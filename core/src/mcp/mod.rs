@@ -22,6 +22,14 @@ pub mod store;
 pub mod tool;
 pub mod writer;
 
+/// Streams an HTTP/2 connection of the tunnel (client or server) remembers
+/// having reset, as the binding says (`remembered_resets`, 64). Frames the
+/// peer sent before it saw a reset are ignored on a remembered stream; on a
+/// forgotten one they end the connection (PROTOCOL_ERROR or STREAM_CLOSED).
+/// More calls than this cancelled while their responses are in flight can
+/// end the connection.
+pub const REMEMBERED_RESETS: usize = 64;
+
 pub use envelope::Message;
 pub use error::RpcError;
 pub use meta::RequestMeta;

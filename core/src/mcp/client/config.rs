@@ -9,13 +9,7 @@ use crate::h2;
 pub const RECV_CHUNK: usize = 512;
 /// Pages of `tools/list` read again after a -32020.
 pub const MAX_PAGES: u8 = 16;
-/// Streams the client's HTTP/2 connection remembers having reset, as the
-/// binding says (`remembered_resets`, 64, the server's too). Frames the
-/// peer sent before it saw a reset are ignored on a remembered stream; on
-/// a forgotten one they end the connection (PROTOCOL_ERROR or
-/// STREAM_CLOSED). More calls than this cancelled while their responses
-/// are in flight can end the connection.
-pub const REMEMBERED_RESETS: usize = 64;
+pub use crate::mcp::REMEMBERED_RESETS;
 
 /// Settings of the client.
 #[derive(Debug, Clone, Copy)]

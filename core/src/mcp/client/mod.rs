@@ -83,6 +83,14 @@ mod response;
 use core::time::Duration;
 
 pub use config::{ClientConfig, MAX_PAGES, RECV_CHUNK, REMEMBERED_RESETS};
+
+/// The client of a microcontroller: 4 concurrent calls, a 4 KiB HPACK
+/// table, 2 KiB frame buffers, everything inline.
+pub type DeviceClient<S> = Client<S, 4, 4096, 2048>;
+
+/// The client of a host: 32 concurrent calls, a 4 KiB HPACK table, 16 KiB
+/// frame buffers in the storage `B` (on the heap in the tokio driver).
+pub type HostClient<S, B> = Client<S, 32, 4096, 16384, B>;
 pub use events::{CallId, ClientEvent, Diagnostics, Failure, StartError};
 pub use metadata::{CallOutcome, error_from_trailers, mirror_headers};
 

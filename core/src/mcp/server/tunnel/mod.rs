@@ -51,7 +51,7 @@ pub const TUNNEL_PATH: &[u8] = tunnel::CALL_PATH.as_bytes();
 
 /// Remembered reset streams of the connection (the binding's figure, the
 /// same on the client).
-pub const RESETS: usize = 64;
+pub const RESETS: usize = crate::mcp::REMEMBERED_RESETS;
 
 /// The tunnel's part of a call.
 struct Tunnel {
