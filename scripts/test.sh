@@ -30,8 +30,8 @@ ci=false
 [[ "${CI:-}" == true ]] && ci=true
 reference_dir=${MCPWIRE_REFERENCE_DIR:-$root/../shared/reference}
 fuzz_seconds=${MCPWIRE_FUZZ_SECONDS:-30}
-firmware_dir=firmware/nostd-size
-qemu_dir=firmware/qemu-sim
+firmware_dir=tests/firmware/nostd-size
+qemu_dir=tests/firmware/qemu-sim
 firmware_target=thumbv7em-none-eabihf
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
