@@ -23,7 +23,8 @@
 # no ratio column. When the package is there and does not build, the script
 # fails.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib.sh
+. "$(dirname "$0")/lib.sh"
 
 seconds=${MCPWIRE_BENCH_SECONDS:-5}
 warmup=${MCPWIRE_BENCH_WARMUP:-1}
@@ -67,52 +68,22 @@ target_dir=$(cargo metadata --no-deps --format-version 1 |
     python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
 bin=$target_dir/release
 
-work=$(mktemp -d)
-pids=()
-cleanup() {
-    local pid
-    for pid in "${pids[@]}"; do
-        kill -TERM "$pid" 2>/dev/null || true
-    done
-    for pid in "${pids[@]}"; do
-        for _ in $(seq 50); do
-            kill -0 "$pid" 2>/dev/null || break
-            sleep 0.1
-        done
-        kill -KILL "$pid" 2>/dev/null || true
-        wait "$pid" 2>/dev/null || true
-    done
-    rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-free_port() {
-    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-
 servers=()
 # start NAME BINARY ARGS...: starts a server on a free port of 127.0.0.1,
 # waits for "listening on ADDR" on its stderr, and adds NAME=ADDR,PID.
 start() {
     local name=$1 exe=$2
     shift 2
-    local port addr pid err=$work/$name.err
+    local port addr pid rc=0 err=$work/$name.err
     port=$(free_port)
-    "$exe" "$@" --listen "127.0.0.1:$port" 2>"$err" >/dev/null &
-    pid=$!
-    pids+=("$pid")
-    for _ in $(seq 300); do
-        addr=$(sed -n 's/^listening on \([^ ]*\).*/\1/p' "$err" | head -n 1)
-        [[ -n $addr ]] && break
-        if ! kill -0 "$pid" 2>/dev/null; then
-            log "$name exited before listening:"
-            cat "$err" >&2
-            return 1
-        fi
-        sleep 0.1
-    done
-    if [[ -z $addr ]]; then
+    background /dev/null "$err" "$exe" "$@" --listen "127.0.0.1:$port"
+    pid=$bg_pid
+    addr=$(wait_listening "$pid" "$err" 30) || rc=$?
+    if ((rc == 1)); then
+        log "$name exited before listening:"
+        cat "$err" >&2
+        return 1
+    elif ((rc != 0)); then
         log "$name did not print 'listening on' within 30 s"
         return 1
     fi

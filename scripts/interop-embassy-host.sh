@@ -29,15 +29,9 @@
 #   MCPWIRE_NO_BUILD=1   use the binaries in target/release as they are
 #   MCPWIRE_VERBOSE=1    print every scenario's observation line
 set -euo pipefail
-cd "$(dirname "$0")/.."
-root=$PWD
+# shellcheck source=scripts/lib.sh
+. "$(dirname "$0")/lib.sh"
 dir=$root/tests/grpc
-readonly SKIP=77
-
-ci=false
-[[ "${CI:-}" == true ]] && ci=true
-
-note() { printf '    %s\n' "$*"; }
 
 # Not able to run here: a skip, but a failure in CI.
 cannot() {
@@ -64,45 +58,15 @@ client_side=10.77.0.3/24
 host_side=10.77.0.1/24
 device=10.77.0.2
 port=50051
-work=$(mktemp -d)
-app_pid=
 
-cleanup() {
-    if [[ -n $app_pid ]] && kill -0 "$app_pid" 2>/dev/null; then
-        kill -TERM "$app_pid" 2>/dev/null || true
-        for _ in $(seq 50); do
-            kill -0 "$app_pid" 2>/dev/null || break
-            sleep 0.1
-        done
-        kill -KILL "$app_pid" 2>/dev/null || true
-        wait "$app_pid" 2>/dev/null || true
-    fi
-    ip netns del "$ns" 2>/dev/null || true
-    rm -rf "$work"
-}
-trap cleanup EXIT
-
-quietly() {
-    if ! "$@" >"$work/quiet.log" 2>&1; then
-        cat "$work/quiet.log"
-        note "failed: $*"
-        return 1
-    fi
-}
+# After the EXIT trap of lib.sh stopped the app.
+on_exit() { ip netns del "$ns" 2>/dev/null || true; }
 
 printf '==> setup\n'
-# shellcheck disable=SC2016 # JavaScript, not shell
-if ! (cd "$dir" && node -e '
-    const v = (p) => require(`./node_modules/${p}/package.json`).version;
-    process.exit(v("@grpc/grpc-js") === "1.14.7" && v("@grpc/proto-loader") === "0.8.1" ? 0 : 1)') \
-    >/dev/null 2>&1; then
-    note "npm install (tests/grpc): @grpc/grpc-js 1.14.7, @grpc/proto-loader 0.8.1"
-    (cd "$dir" && quietly npm install --no-audit --no-fund) || exit 2
-fi
+grpc_js || exit 2
 if [[ ${MCPWIRE_NO_BUILD:-} != 1 ]]; then
     note "cargo build --release -p mcpwire-device-host"
-    CARGO_PROFILE_RELEASE_LTO=false CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 \
-        quietly cargo build --release -p mcpwire-device-host --bins || exit 2
+    quietly "${cargo_tools[@]}" build --release -p mcpwire-device-host --bins || exit 2
 fi
 app=$root/target/release/mcpwire-device-host
 probe=$root/target/release/mcpwire-device-probe
@@ -126,46 +90,51 @@ done
 in_ns ip addr add "$host_side" dev "$bridge"
 in_ns ip link set "$bridge" up
 
-# `ip netns exec` execs the app: $! is its PID.
-ip netns exec "$ns" "$app" --tap "$tap" --address "$device/24" -v >"$work/app.out" 2>"$work/app.err" &
-app_pid=$!
-for _ in $(seq 100); do
-    grep -q '^listening on' "$work/app.out" && break
-    kill -0 "$app_pid" 2>/dev/null || break
-    sleep 0.1
-done
-if ! grep -q '^listening on' "$work/app.out"; then
+# `ip netns exec` execs the app: its PID is the app's.
+background "$work/app.out" "$work/app.err" ip netns exec "$ns" "$app" --tap "$tap" --address "$device/24" -v
+app_pid=$bg_pid
+if ! wait_listening "$app_pid" "$work/app.out" 10 >/dev/null; then
     cat "$work/app.out" "$work/app.err"
     echo "the device app did not start" >&2
     exit 1
 fi
 note "$(head -n 1 "$work/app.out") (pid $app_pid)"
 
-passed=0
-failed=0
-skipped=0
-failures=()
-
-report() { # report OK CLIENT SCENARIO LINE
-    local ok=$1 client=$2 scenario=$3 line=$4
-    if [[ $ok == true ]]; then
-        passed=$((passed + 1))
-        printf '    ok    %-8s %s\n' "$client" "$scenario"
-        [[ ${MCPWIRE_VERBOSE:-} == 1 ]] && printf '          %s\n' "$line"
+# report OK CLIENT SCENARIO LINE
+report() {
+    if [[ $1 == true ]]; then
+        scenario_ok "$2" "$3" "$4"
     else
-        failed=$((failed + 1))
-        failures+=("$client $scenario")
-        printf '    FAIL  %-8s %s\n' "$client" "$scenario"
-        printf '          %s\n' "$line"
+        scenario_failed "$2" "$3"
+        detail "$4"
     fi
-    return 0
+}
+
+# json_scenarios CLIENT OUT ERR RC NAME: the result lines of a client that
+# ran RC, one JSON object a scenario ({"scenario":"...","ok":true,...}); no
+# such line at all fails the scenario NAME.
+json_scenarios() {
+    local client=$1 out=$2 err=$3 rc=$4 name=$5 line scenario ran=0
+    while IFS= read -r line; do
+        [[ $line == '{'* ]] || continue
+        ran=$((ran + 1))
+        scenario=$(sed -n 's/.*"scenario":"\([^"]*\)".*/\1/p' <<<"$line")
+        if [[ $line == *'"ok":true'* ]]; then
+            report true "$client" "$scenario" "$line"
+        else
+            report false "$client" "$scenario" "$line"
+        fi
+    done <"$out"
+    if ((ran == 0)); then
+        report false "$client" "$name" "exit $rc, no scenario ran: $(tail -n 5 "$err" | tr '\n' ' ')"
+    fi
 }
 
 start=$SECONDS
 printf '\n==> grpc-js (tests/grpc/device.js) -> %s:%s\n' "$device" "$port"
 for s in discover tools-list read-sensor toggle progress cancel deadline concurrent; do
     rc=0
-    in_ns timeout --kill-after=5 60 node "$dir/device.js" "$device:$port" "$s" >"$work/run.out" 2>"$work/run.err" || rc=$?
+    bounded 60 ip netns exec "$ns" node "$dir/device.js" "$device:$port" "$s" >"$work/run.out" 2>"$work/run.err" || rc=$?
     line=$(tail -n 1 "$work/run.out")
     if ((rc == 0)); then
         report true grpc-js "$s" "$line"
@@ -176,40 +145,14 @@ done
 
 printf '\n==> tokio Channel (mcpwire-device-probe) -> %s:%s\n' "$device" "$port"
 rc=0
-in_ns timeout --kill-after=5 180 "$probe" "$device:$port" >"$work/probe.out" 2>"$work/probe.err" || rc=$?
-probed=0
-while IFS= read -r line; do
-    [[ $line == '{'* ]] || continue
-    probed=$((probed + 1))
-    scenario=$(sed -n 's/.*"scenario":"\([^"]*\)".*/\1/p' <<<"$line")
-    if [[ $line == *'"ok":true'* ]]; then
-        report true channel "$scenario" "$line"
-    else
-        report false channel "$scenario" "$line"
-    fi
-done <"$work/probe.out"
-if ((probed == 0)); then
-    report false channel probe "exit $rc, no scenario ran: $(tail -n 5 "$work/probe.err" | tr '\n' ' ')"
-fi
+bounded 180 ip netns exec "$ns" "$probe" "$device:$port" >"$work/probe.out" 2>"$work/probe.err" || rc=$?
+json_scenarios channel "$work/probe.out" "$work/probe.err" "$rc" probe
 
 printf '\n==> embassy client (mcpwire-device-client, %s on %s) -> %s:%s\n' "${client_side%/*}" "$tap_client" "$device" "$port"
 rc=0
-in_ns timeout --kill-after=5 120 "$client" --tap "$tap_client" --address "$client_side" --server "$device:$port" \
+bounded 120 ip netns exec "$ns" "$client" --tap "$tap_client" --address "$client_side" --server "$device:$port" \
     >"$work/client.out" 2>"$work/client.err" || rc=$?
-ran=0
-while IFS= read -r line; do
-    [[ $line == '{'* ]] || continue
-    ran=$((ran + 1))
-    scenario=$(sed -n 's/.*"scenario":"\([^"]*\)".*/\1/p' <<<"$line")
-    if [[ $line == *'"ok":true'* ]]; then
-        report true embassy "$scenario" "$line"
-    else
-        report false embassy "$scenario" "$line"
-    fi
-done <"$work/client.out"
-if ((ran == 0)); then
-    report false embassy client "exit $rc, no scenario ran: $(tail -n 5 "$work/client.err" | tr '\n' ' ')"
-fi
+json_scenarios embassy "$work/client.out" "$work/client.err" "$rc" client
 
 # The app must have lived through all of it.
 if kill -0 "$app_pid" 2>/dev/null; then
@@ -222,6 +165,4 @@ if ((failed > 0)); then
     tail -n 30 "$work/app.err" | sed 's/^/      /'
 fi
 
-printf '\n==> %d passed, %d failed, %d skipped (%d s)\n' "$passed" "$failed" "$skipped" $((SECONDS - start))
-for f in "${failures[@]}"; do note "failed: $f"; done
-((failed == 0))
+scenarios_summary "$start"

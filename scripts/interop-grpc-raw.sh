@@ -11,42 +11,27 @@
 # Prints the raw_h2.py lines, one line for curl, and a final
 # "N passed, N failed"; exit 1 when a check failed, 2 on a setup error.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-root=$PWD
+# shellcheck source=scripts/lib.sh
+. "$(dirname "$0")/lib.sh"
 py=$root/.venv/bin/python
 [[ -x $py ]] || { echo "no $py (needs h2==4.4.1)" >&2; exit 2; }
 command -v curl >/dev/null || { echo "no curl" >&2; exit 2; }
-
-tmp=$(mktemp -d)
-server_pid=
-cleanup() {
-    if [[ -n $server_pid ]]; then
-        kill "$server_pid" 2>/dev/null || true
-        wait "$server_pid" 2>/dev/null || true
-    fi
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
 
 if (($# >= 1)); then
     addr=$1
 else
     if [[ ${MCPWIRE_NO_BUILD:-} != 1 ]]; then
-        CARGO_PROFILE_RELEASE_LTO=false CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 \
-            cargo build --release -p mcpwire-tokio --bin mcpwire >&2
+        "${cargo_tools[@]}" build --release -p mcpwire-tokio --bin mcpwire >&2
     fi
     bin=$root/target/release/mcpwire
     [[ -x $bin ]] || { echo "no $bin" >&2; exit 2; }
-    port=$("$py" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-    "$bin" serve --listen "127.0.0.1:$port" 2>"$tmp/server.err" &
-    server_pid=$!
-    for _ in $(seq 100); do
-        grep -q 'listening on' "$tmp/server.err" 2>/dev/null && break
-        kill -0 "$server_pid" 2>/dev/null || { echo "server exited:" >&2; cat "$tmp/server.err" >&2; exit 2; }
-        sleep 0.1
-    done
-    grep -q 'listening on' "$tmp/server.err" || { echo "server did not start:" >&2; cat "$tmp/server.err" >&2; exit 2; }
-    addr=$(grep -o 'listening on [^ ]*' "$tmp/server.err" | head -1 | awk '{print $3}')
+    port=$(free_port)
+    background "$work/server.out" "$work/server.err" "$bin" serve --listen "127.0.0.1:$port"
+    addr=$(wait_listening "$bg_pid" "$work/server.err" 10) || {
+        echo "server did not start:" >&2
+        cat "$work/server.err" >&2
+        exit 2
+    }
 fi
 
 passed=0
@@ -54,17 +39,17 @@ failed=0
 
 # raw h2 checks
 set +e
-"$py" "$root/tests/grpc/raw_h2.py" "$addr" | tee "$tmp/raw.out"
+"$py" "$root/tests/grpc/raw_h2.py" "$addr" | tee "$work/raw.out"
 set -e
-p=$(grep -c '^ok ' "$tmp/raw.out" || true)
-f=$(grep -c '^FAIL ' "$tmp/raw.out" || true)
-grep -q '^[0-9]* passed, [0-9]* failed$' "$tmp/raw.out" || { echo "FAIL raw_h2.py: no summary line"; f=$((f + 1)); }
+p=$(grep -c '^ok ' "$work/raw.out" || true)
+f=$(grep -c '^FAIL ' "$work/raw.out" || true)
+grep -q '^[0-9]* passed, [0-9]* failed$' "$work/raw.out" || { echo "FAIL raw_h2.py: no summary line"; f=$((f + 1)); }
 passed=$((passed + p))
 failed=$((failed + f))
 
 # one curl call: tools/call echo
 text="hello from curl"
-"$py" - "$tmp/req.bin" "$text" <<'PY'
+"$py" - "$work/req.bin" "$text" <<'PY'
 import json, struct, sys
 j = json.dumps({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
                 "params": {"name": "echo", "arguments": {"text": sys.argv[2]},
@@ -77,19 +62,19 @@ m = b"\x0a" + v + j
 open(sys.argv[1], "wb").write(struct.pack(">BI", 0, len(m)) + m)
 PY
 set +e
-curl -sS --http2-prior-knowledge -D "$tmp/headers.txt" -o "$tmp/resp.bin" \
+curl -sS --http2-prior-knowledge -D "$work/headers.txt" -o "$work/resp.bin" \
     -H 'content-type: application/grpc' -H 'te: trailers' \
     -H 'mcp-protocol-version: 2026-07-28' -H 'mcp-method: tools/call' -H 'mcp-name: echo' \
-    --data-binary @"$tmp/req.bin" "http://$addr/mcp.zig.transport.v1.Mcp/Call" 2>"$tmp/curl.err"
+    --data-binary @"$work/req.bin" "http://$addr/mcp.zig.transport.v1.Mcp/Call" 2>"$work/curl.err"
 rc=$?
 set -e
 why=
 if ((rc != 0)); then
-    why="curl exit $rc: $(tr '\n' ' ' <"$tmp/curl.err")"
-elif ! tr -d '\r' <"$tmp/headers.txt" | grep -qi '^grpc-status: 0$'; then
-    why="no 'grpc-status: 0' in headers: $(tr -d '\r' <"$tmp/headers.txt" | tr '\n' '|')"
-elif ! grep -qF "$text" "$tmp/resp.bin"; then
-    why="echoed text not in the response: $(head -c 200 "$tmp/resp.bin" | tr -c '[:print:]' '.')"
+    why="curl exit $rc: $(tr '\n' ' ' <"$work/curl.err")"
+elif ! tr -d '\r' <"$work/headers.txt" | grep -qi '^grpc-status: 0$'; then
+    why="no 'grpc-status: 0' in headers: $(tr -d '\r' <"$work/headers.txt" | tr '\n' '|')"
+elif ! grep -qF "$text" "$work/resp.bin"; then
+    why="echoed text not in the response: $(head -c 200 "$work/resp.bin" | tr -c '[:print:]' '.')"
 fi
 if [[ -z $why ]]; then
     echo "ok curl-echo"

@@ -14,10 +14,11 @@
 # The exit status is interop-grpc.sh's (1 when a scenario failed), 2 on a
 # setup error. MCPWIRE_NO_BUILD=1 skips the cargo build.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib.sh
+. "$(dirname "$0")/lib.sh"
 
 case ${1:-} in -h | --help)
-    sed -n '2,/^set -euo/p' "$0" | sed -e '/^set -euo/d' -e 's/^# \{0,1\}//'
+    usage_text
     exit 0
     ;;
 esac
@@ -28,62 +29,25 @@ command -v openssl >/dev/null || {
 }
 
 if [[ ${MCPWIRE_NO_BUILD:-} != 1 ]]; then
-    CARGO_PROFILE_RELEASE_LTO=false CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 \
-        cargo build --release -p mcpwire-tokio --bin mcpwire --quiet || exit 2
+    "${cargo_tools[@]}" build --release -p mcpwire-tokio --bin mcpwire --quiet || exit 2
 fi
 bin=target/release/mcpwire
 
-work=$(mktemp -d)
-pid=
-cleanup() {
-    if [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null; then
-        kill -TERM "$pid" 2>/dev/null || true
-        for _ in $(seq 100); do
-            kill -0 "$pid" 2>/dev/null || break
-            sleep 0.1
-        done
-        kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null
-        wait "$pid" 2>/dev/null || true
-    fi
-    rm -rf "$work"
-}
-trap cleanup EXIT
-
-(
-    cd "$work"
-    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 \
-        -subj /CN=mcpwire-interop-ca -keyout ca.key -out ca.pem
-    openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
-        -subj /CN=localhost -keyout server.key -out server.csr
-    printf '%s\n' 'subjectAltName=DNS:localhost,IP:127.0.0.1' 'basicConstraints=CA:FALSE' \
-        'keyUsage=digitalSignature' 'extendedKeyUsage=serverAuth' >ext
-    openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 1 \
-        -extfile ext -out server.pem
-) >"$work/openssl.log" 2>&1 || {
-    cat "$work/openssl.log"
-    echo "openssl could not make the test certificates" >&2
-    exit 2
-}
+test_certs "$work" || exit 2
 
 token=$(openssl rand -hex 24)
 # The token goes in a file (mode 600), not on the command line.
 (umask 077 && printf '%s interop\n' "$token" >"$work/tokens")
 
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-"$bin" serve --listen "127.0.0.1:$port" --token-file "$work/tokens" \
-    --tls-cert "$work/server.pem" --tls-key "$work/server.key" 2>"$work/serve.log" &
-pid=$!
-for _ in $(seq 100); do
-    grep -q '^listening on' "$work/serve.log" && break
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-done
-grep -q '^listening on' "$work/serve.log" || {
+port=$(free_port)
+background "$work/serve.out" "$work/serve.log" "$bin" serve --listen "127.0.0.1:$port" --token-file "$work/tokens" \
+    --tls-cert "$work/server.pem" --tls-key "$work/server.key"
+wait_listening "$bg_pid" "$work/serve.log" 10 >/dev/null || {
     cat "$work/serve.log"
     echo "mcpwire serve did not start" >&2
     exit 2
 }
-printf '    %s (pid %s)\n' "$(head -n 1 "$work/serve.log")" "$pid"
+printf '    %s (pid %s)\n' "$(head -n 1 "$work/serve.log")" "$bg_pid"
 
 rc=0
 MCPWIRE_TOKEN=$token MCPWIRE_CA=$work/ca.pem ./scripts/interop-grpc.sh "127.0.0.1:$port" "$@" || rc=$?

@@ -33,8 +33,8 @@
 #   MCPWIRE_VERBOSE=1           print the observation line of every scenario,
 #                               not only of the failed ones
 set -euo pipefail
-cd "$(dirname "$0")/.."
-root=$PWD
+# shellcheck source=scripts/lib.sh
+. "$(dirname "$0")/lib.sh"
 dir=$root/tests/grpc
 
 js_scenarios=(discover tools-list echo progress error-trailers deadline cancel listen input-required lookup auth-bad auth-ok tls)
@@ -42,15 +42,8 @@ py_scenarios=(echo progress error-trailers deadline)
 secured=(auth-bad auth-ok tls)
 
 usage() {
-    sed -n '2,/^set -euo/p' "$0" | sed -e '/^set -euo/d' -e 's/^# \{0,1\}//'
+    usage_text
     exit 2
-}
-
-note() { printf '    %s\n' "$*"; }
-has() {
-    local x=$1
-    shift
-    [[ " $* " == *" $x "* ]]
 }
 
 (($# >= 1)) || usage
@@ -58,56 +51,15 @@ case $1 in -h | --help) usage ;; esac
 target=$1
 shift
 selected=("$@")
-for name in "${selected[@]}"; do
-    has "$name" "${js_scenarios[@]}" || {
-        echo "unknown scenario '$name'; scenarios: ${js_scenarios[*]}" >&2
-        exit 2
-    }
-done
-
-work=$(mktemp -d)
-pids=()
-cleanup() {
-    local pid
-    for pid in "${pids[@]}"; do stop_server "$pid"; done
-    rm -rf "$work"
-}
-trap cleanup EXIT
-
-# Runs "$@" with its output in a log, shown only when it fails.
-quietly() {
-    if ! "$@" >"$work/quiet.log" 2>&1; then
-        cat "$work/quiet.log"
-        note "failed: $*"
-        return 1
-    fi
-}
+check_names scenario js_scenarios "${selected[@]}"
 
 setup() {
     if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
         echo "node and npm are needed (Debian: apt-get install nodejs npm)" >&2
         exit 2
     fi
-    # shellcheck disable=SC2016 # JavaScript, not shell
-    if ! (cd "$dir" && node -e '
-        const v = (p) => require(`./node_modules/${p}/package.json`).version;
-        process.exit(v("@grpc/grpc-js") === "1.14.7" && v("@grpc/proto-loader") === "0.8.1" ? 0 : 1)') \
-        >/dev/null 2>&1; then
-        note "npm install (tests/grpc): @grpc/grpc-js 1.14.7, @grpc/proto-loader 0.8.1"
-        (cd "$dir" && quietly npm install --no-audit --no-fund) || exit 2
-    fi
-
-    if [[ ! -x .venv/bin/python ]]; then
-        note "python3 -m venv .venv"
-        quietly python3 -m venv .venv || exit 2
-    fi
-    if ! .venv/bin/python -c '
-import sys
-from importlib.metadata import version
-sys.exit(version("grpcio") != "1.85.3" or version("grpcio-tools") != "1.85.1")' >/dev/null 2>&1; then
-        note "pip install (.venv): grpcio 1.85.3, grpcio-tools 1.85.1"
-        quietly .venv/bin/pip install -q --disable-pip-version-check grpcio==1.85.3 grpcio-tools==1.85.1 || exit 2
-    fi
+    grpc_js || exit 2
+    python_venv grpcio==1.85.3 grpcio-tools==1.85.1 || exit 2
     python=$root/.venv/bin/python
 
     quietly "$python" -m grpc_tools.protoc -I "$dir" --descriptor_set_out="$work/proto.pb" \
@@ -123,51 +75,27 @@ sys.exit(version("grpcio") != "1.85.3" or version("grpcio-tools") != "1.85.1")' 
 start_server() {
     local label=$1
     shift
-    local n=${#pids[@]}
-    local out=$work/ref-$n.out err=$work/ref-$n.err
-    "$python" "$dir/ref_server.py" 0 "$@" >"$out" 2>"$err" &
-    server_pid=$!
-    pids+=("$server_pid")
+    local n=${#bg_pids[@]}
+    local out=$work/ref-$n.out err=$work/ref-$n.err rc=0
+    background "$out" "$err" "$python" "$dir/ref_server.py" 0 "$@"
+    server_pid=$bg_pid
     server_log=$err
-    local i
-    for ((i = 0; i < 200; i++)); do
-        addr=$(sed -n 's/^listening on \(127\.0\.0\.1:[0-9]*\).*/\1/p' "$out")
-        [[ -n $addr ]] && break
-        if ! kill -0 "$server_pid" 2>/dev/null; then
-            cat "$err"
-            echo "ref_server.py exited before it listened" >&2
-            exit 2
-        fi
-        sleep 0.1
-    done
-    [[ -n $addr ]] || {
+    addr=$(wait_listening "$server_pid" "$out" 20) || rc=$?
+    case $rc in
+    0) ;;
+    1)
+        cat "$err"
+        echo "ref_server.py exited before it listened" >&2
+        exit 2
+        ;;
+    *)
         cat "$err"
         echo "ref_server.py did not listen within 20 s" >&2
         exit 2
-    }
+        ;;
+    esac
     note "ref_server.py ($label, pid $server_pid) on $addr"
 }
-
-# SIGTERM, up to 10 s for it to end its listens and stop, then SIGKILL.
-stop_server() {
-    local pid=$1 i
-    kill -0 "$pid" 2>/dev/null || return 0
-    kill -TERM "$pid" 2>/dev/null || true
-    for ((i = 0; i < 100; i++)); do
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    if kill -0 "$pid" 2>/dev/null; then
-        note "ref_server.py (pid $pid) did not stop: SIGKILL"
-        kill -KILL "$pid" 2>/dev/null || true
-    fi
-    wait "$pid" 2>/dev/null || true
-}
-
-passed=0
-failed=0
-skipped=0
-failures=()
 
 # run CLIENT SCENARIO ADDR: one scenario of one client.
 run() {
@@ -178,28 +106,17 @@ run() {
     else
         cmd=("$python" "$dir/client.py" "$at" "$scenario")
     fi
-    timeout --kill-after=5 60 "${cmd[@]}" >"$work/run.out" 2>"$work/run.err" || rc=$?
+    bounded 60 "${cmd[@]}" >"$work/run.out" 2>"$work/run.err" || rc=$?
     line=$(tail -n 1 "$work/run.out")
     if ((rc == 0)); then
-        passed=$((passed + 1))
-        printf '    ok    %-8s %s\n' "$client" "$scenario"
-        [[ ${MCPWIRE_VERBOSE:-} == 1 ]] && printf '          %s\n' "$line"
+        scenario_ok "$client" "$scenario" "$line"
     else
-        failed=$((failed + 1))
-        failures+=("$client $scenario")
-        printf '    FAIL  %-8s %s (exit %d)\n' "$client" "$scenario" "$rc"
-        [[ -n $line ]] && printf '          %s\n' "$line"
+        scenario_failed "$client" "$scenario" "exit $rc"
+        [[ -n $line ]] && detail "$line"
         [[ -s $work/run.err ]] && sed 's/^/          stderr: /' "$work/run.err" | tail -n 20
     fi
     return 0
 }
-
-skip() {
-    skipped=$((skipped + 1))
-    printf '    skip  %-8s %s (%s)\n' "$1" "$2" "$3"
-}
-
-wanted() { ((${#selected[@]} == 0)) || has "$1" "${selected[@]}"; }
 
 # run_all ADDR [only...]: both clients, the selected scenarios (restricted to
 # `only` when given).
@@ -209,14 +126,14 @@ run_all() {
     local -a only=("$@")
     for s in "${js_scenarios[@]}"; do
         wanted "$s" || continue
-        ((${#only[@]} == 0)) || has "$s" "${only[@]}" || continue
+        ((${#only[@]} == 0)) || one_of "$s" "${only[@]}" || continue
         if [[ $mode == addr ]] && ((${#selected[@]} == 0)); then
             if [[ $s == auth-* && -z ${MCPWIRE_TOKEN:-} ]]; then
-                skip grpc-js "$s" "MCPWIRE_TOKEN is not set"
+                scenario_skipped grpc-js "$s" "MCPWIRE_TOKEN is not set"
                 continue
             fi
             if [[ $s == tls && -z ${MCPWIRE_CA:-} ]]; then
-                skip grpc-js "$s" "MCPWIRE_CA is not set"
+                scenario_skipped grpc-js "$s" "MCPWIRE_CA is not set"
                 continue
             fi
         fi
@@ -224,7 +141,7 @@ run_all() {
     done
     for s in "${py_scenarios[@]}"; do
         wanted "$s" || continue
-        ((${#only[@]} == 0)) || has "$s" "${only[@]}" || continue
+        ((${#only[@]} == 0)) || one_of "$s" "${only[@]}" || continue
         run grpcio "$s" "$at"
     done
 }
@@ -237,7 +154,7 @@ if [[ $target == --ref ]]; then
     mode=ref
     unset MCPWIRE_TOKEN MCPWIRE_CA
     plain=()
-    for s in "${js_scenarios[@]}"; do has "$s" "${secured[@]}" || plain+=("$s"); done
+    for s in "${js_scenarios[@]}"; do one_of "$s" "${secured[@]}" || plain+=("$s"); done
     need_secured=false
     for s in "${secured[@]}"; do wanted "$s" && need_secured=true; done
     need_plain=false
@@ -257,22 +174,7 @@ if [[ $target == --ref ]]; then
         printf '\n==> reference server (TLS, bearer token)\n'
         if command -v openssl >/dev/null; then
             certs=$work/certs
-            mkdir -p "$certs"
-            (
-                cd "$certs"
-                openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 \
-                    -subj /CN=mcpwire-interop-ca -keyout ca.key -out ca.pem
-                openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
-                    -subj /CN=localhost -keyout server.key -out server.csr
-                printf '%s\n' 'subjectAltName=DNS:localhost,IP:127.0.0.1' 'basicConstraints=CA:FALSE' \
-                    'keyUsage=digitalSignature' 'extendedKeyUsage=serverAuth' >ext
-                openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 1 \
-                    -extfile ext -out server.pem
-            ) >"$work/openssl.log" 2>&1 || {
-                cat "$work/openssl.log"
-                echo "openssl could not make the test certificates" >&2
-                exit 2
-            }
+            test_certs "$certs" || exit 2
             token=$("$python" -c 'import secrets; print(secrets.token_urlsafe(24))')
             start_server "TLS, bearer token" --token "$token" --tls "$certs/server.pem" "$certs/server.key"
             before=$failed
@@ -282,17 +184,14 @@ if [[ $target == --ref ]]; then
                 sed 's/^/      /' "$server_log" | tail -n 30
             fi
         else
-            for s in "${secured[@]}"; do wanted "$s" && skip grpc-js "$s" "no openssl for the test certificates"; done
+            for s in "${secured[@]}"; do wanted "$s" && scenario_skipped grpc-js "$s" "no openssl for the test certificates"; done
         fi
     fi
-    for pid in "${pids[@]}"; do stop_server "$pid"; done
-    pids=()
+    stop_pids 10 "${bg_pids[@]}"
 else
     mode=addr
     printf '\n==> %s\n' "$target"
     run_all "$target"
 fi
 
-printf '\n==> %d passed, %d failed, %d skipped (%d s)\n' "$passed" "$failed" "$skipped" $((SECONDS - start))
-for f in "${failures[@]}"; do note "failed: $f"; done
-((failed == 0))
+scenarios_summary "$start"

@@ -23,45 +23,14 @@
 # The embassy step makes a network namespace and a TAP device: it needs root
 # and /dev/net/tun (skipped without them, a failure in CI).
 set -euo pipefail
-cd "$(dirname "$0")/.."
-root=$PWD
+# shellcheck source=scripts/lib.sh
+. "$(dirname "$0")/lib.sh"
 
-ci=false
-[[ "${CI:-}" == true ]] && ci=true
 reference_dir=${MCPWIRE_REFERENCE_DIR:-$root/../shared/reference}
 fuzz_seconds=${MCPWIRE_FUZZ_SECONDS:-30}
-firmware_dir=firmware/nostd-size
-qemu_dir=firmware/qemu-sim
+firmware_dir=tests/firmware/nostd-size
+qemu_dir=tests/firmware/qemu-sim
 firmware_target=thumbv7em-none-eabihf
-logs=$(mktemp -d)
-trap 'rm -rf "$logs"' EXIT
-
-# A step that exits with this status was skipped, not failed.
-readonly SKIP=77
-
-note() { printf '    %s\n' "$*"; }
-
-# Runs "$@" with a time limit: nothing this script starts may hang CI.
-bounded() {
-    local seconds=$1
-    shift
-    local rc=0
-    timeout --kill-after=30 "$seconds" "$@" || rc=$?
-    if ((rc == 124 || rc == 137)); then
-        note "timed out after ${seconds} s: $*"
-    fi
-    return "$rc"
-}
-
-# Runs "$@" with its output in a log, shown only when it fails.
-quietly() {
-    local log="$logs/quiet.log"
-    if ! "$@" >"$log" 2>&1; then
-        cat "$log"
-        note "failed: $*"
-        return 1
-    fi
-}
 
 has_nightly() { rustup run nightly rustc --version >/dev/null 2>&1; }
 
@@ -87,27 +56,11 @@ step_setup() {
         quietly rustup target add "$firmware_target"
     fi
 
-    local want_python='hpack==4.2.0 h2==4.4.1 grpcio==1.85.3 grpcio-tools==1.85.1'
-    if ! .venv/bin/python - "$want_python" >/dev/null 2>&1 <<'PY'; then
-import sys
-from importlib.metadata import version
-sys.exit(any(version(n) != v for n, v in (p.split("==") for p in sys.argv[1].split())))
-PY
-        note "python venv .venv: $want_python"
-        if ! python3 -m venv .venv >/dev/null 2>&1; then
-            # Debian's own python3 needs python3-venv for ensurepip.
-            quietly apt-get update -qq
-            DEBIAN_FRONTEND=noninteractive quietly apt-get install -y -qq python3-venv
-            quietly python3 -m venv .venv
-        fi
-        # shellcheck disable=SC2086 # one word per requirement
-        quietly .venv/bin/pip install -q --disable-pip-version-check $want_python
-    fi
+    python_venv hpack==4.2.0 h2==4.4.1 grpcio==1.85.3 grpcio-tools==1.85.1
 
     if ! command -v qemu-system-arm >/dev/null 2>&1; then
         note "apt-get install qemu-system-arm"
-        quietly apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive quietly apt-get install -y -qq qemu-system-arm
+        apt_install qemu-system-arm
     fi
 
     if has_nightly && ! cargo fuzz --version >/dev/null 2>&1; then
@@ -180,22 +133,16 @@ step_grpc() {
     # The demo MCP server of the README's run command, called by real gRPC
     # peers (@grpc/grpc-js and grpcio) over the tunnel binding. Built like
     # the interop binaries (no LTO, parallel codegen) to share their build.
-    CARGO_PROFILE_RELEASE_LTO=false CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 \
-        bounded 1800 cargo build --release -p mcpwire-tokio --bin mcpwire --quiet
-    local port pid rc=0
-    port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-    target/release/mcpwire serve --listen "127.0.0.1:$port" 2>"$logs/serve.log" &
-    pid=$!
-    for _ in $(seq 50); do
-        grep -q '^listening on' "$logs/serve.log" && break
-        sleep 0.1
-    done
+    bounded 1800 "${cargo_tools[@]}" build --release -p mcpwire-tokio --bin mcpwire --quiet
+    local port rc=0
+    port=$(free_port)
+    background "$work/serve.out" "$work/serve.log" target/release/mcpwire serve --listen "127.0.0.1:$port"
+    wait_listening "$bg_pid" "$work/serve.log" 5 >/dev/null || true
     bounded 600 ./scripts/interop-grpc.sh "127.0.0.1:$port" || rc=$?
-    kill "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
+    stop_pids 10 "$bg_pid"
     if ((rc != 0)); then
         note "server log:"
-        sed 's/^/      /' "$logs/serve.log" | tail -n 20
+        sed 's/^/      /' "$work/serve.log" | tail -n 20
     fi
     # The same scenarios over TLS (ALPN h2) with a bearer token, plus the
     # refusals of a missing or wrong token.
@@ -216,7 +163,7 @@ step_embassy() {
 }
 
 step_nostd_size() {
-    local tools elf report="$logs/size.txt" baseline=0
+    local tools elf report="$work/size.txt" baseline=0
     tools=$(host_tools)
     [[ -x $tools/llvm-size ]] || {
         note "llvm-size not found in $tools (rustup component add llvm-tools)"
@@ -240,7 +187,7 @@ step_nostd_size() {
         "$tools/llvm-size" "$elf"
         # Code and constants named after the hpack module: a lower bound, as
         # what LTO inlined into main and unnamed constants are not counted.
-        local symbols="$logs/hpack-symbols.txt" hpack flash
+        local symbols="$work/hpack-symbols.txt" hpack flash
         "$tools/llvm-nm" --print-size --size-sort --radix=d -C "$elf" |
             awk '$3 ~ /^[tTrR]$/ && /hpack/' >"$symbols"
         hpack=$(awk '{s += $2} END {print s + 0}' "$symbols")
@@ -339,7 +286,7 @@ step_fuzz() {
     fi
     local target log failed=0
     for target in hpack_decode hpack_roundtrip h2_server mcp_server mcp_caller; do
-        log=$logs/fuzz-$target.log
+        log=$work/fuzz-$target.log
         echo "cargo +nightly fuzz run $target (${fuzz_seconds} s)"
         # No sanitizer: the core forbids unsafe code, so ASan would only slow
         # it down. Debug assertions on, to catch arithmetic overflow.
@@ -376,39 +323,17 @@ step_bench() {
 
 steps=(setup fmt clippy test interop grpc embassy nostd-size firmware qemu fuzz bench)
 selected=("$@")
-for name in "${selected[@]}"; do
-    [[ " ${steps[*]} " == *" $name "* ]] || {
-        echo "unknown step '$name'; steps: ${steps[*]}" >&2
-        exit 2
-    }
-done
+check_names step steps "${selected[@]}"
 
-passed=0 failed=0 skipped=0
-results=()
+ran=()
 for name in "${steps[@]}"; do
-    if ((${#selected[@]})) && [[ $name != setup && " ${selected[*]} " != *" $name "* ]]; then
-        continue
-    fi
-    printf '\n==> %s\n' "$name"
-    start=$SECONDS
-    set +e
-    (
-        set -euo pipefail
-        "step_${name//-/_}"
-    )
-    rc=$?
-    set -e
-    took=$((SECONDS - start))
-    case $rc in
-    0) status=ok passed=$((passed + 1)) ;;
-    "$SKIP") status=skipped skipped=$((skipped + 1)) ;;
-    *) status=FAILED failed=$((failed + 1)) ;;
-    esac
-    printf -- '--- %s: %s (%d s)\n' "$name" "$status" "$took"
-    results+=("$(printf '%-12s %-8s %5d s' "$name" "$status" "$took")")
+    if [[ $name == setup ]] || wanted "$name"; then ran+=("$name"); fi
 done
+run_steps "${ran[@]}"
 
 printf '\n==> results\n'
-printf '    %s\n' "${results[@]}"
-echo "summary: $passed passed, $failed failed, $skipped skipped"
-((failed == 0))
+for name in "${ran[@]}"; do
+    printf '    %-12s %-8s %5d s\n' "$name" "${step_status[$name]}" "${step_seconds[$name]}"
+done
+echo "summary: $steps_passed passed, $steps_failed failed, $steps_skipped skipped"
+((steps_failed == 0))
