@@ -10,6 +10,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use common::{PATH, Reply, call_at, handshake, tool_call};
 use h2::client::SendRequest;
+use mcpwire_core::mcp::auth::Decision;
 use mcpwire_tokio::{App, AuthDecision, BearerTokens, Server, ToolCall, ToolResult, demo};
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -159,6 +160,43 @@ async fn auth_checker_can_deny_permission() {
     );
     let r = call(&mut send, "whoami", json!({}), Some("admin")).await;
     assert_eq!(r.text(), "root");
+}
+
+/// Missing, invalid and denied tokens end with the core's refusals: the
+/// same status, message and challenge as every other driver sends.
+#[tokio::test]
+async fn auth_refusals_are_the_cores() {
+    let server = Server::bind("127.0.0.1:0")
+        .await
+        .unwrap()
+        .with_auth(|token: Option<&str>| match token {
+            Some("reader") => AuthDecision::PermissionDenied,
+            _ => AuthDecision::Unauthenticated,
+        });
+    let s = run(server);
+    let mut send = handshake(TcpStream::connect(s.addr).await.unwrap()).await;
+    let cases = [
+        (None, Decision::Unauthenticated.refusal(false)),
+        (Some("nope"), Decision::Unauthenticated.refusal(true)),
+        (Some("reader"), Decision::PermissionDenied.refusal(true)),
+    ];
+    for (token, refusal) in cases {
+        let refusal = refusal.unwrap();
+        let r = call(&mut send, "whoami", json!({}), token).await;
+        let status = (refusal.status as u8).to_string();
+        assert_eq!(
+            r.get("grpc-status"),
+            Some(status.as_str()),
+            "{token:?}: {r:?}"
+        );
+        assert_eq!(r.get("grpc-message"), Some(refusal.message), "{token:?}");
+        assert_eq!(
+            r.get("www-authenticate"),
+            Some(refusal.challenge),
+            "{token:?}"
+        );
+        assert!(r.messages.is_empty(), "{token:?}: {r:?}");
+    }
 }
 
 #[tokio::test]

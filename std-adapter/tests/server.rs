@@ -8,12 +8,13 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use bytes::BytesMut;
 use common::{
-    Harness, VERSION, call, connect, eventually_every, meta, open, request, start_on_with_tick,
-    take_messages, tool_call,
+    Counters, Harness, Messages, VERSION, call, connect, eventually_every, meta, open, request,
+    start_on_with_tick, tool_call,
 };
+use mcpwire_tokio::{ListenEvent, Server};
 use serde_json::json;
+use tokio::sync::broadcast;
 
 async fn start_with_tick(tick: Duration) -> Harness {
     start_on_with_tick("127.0.0.1:0", tick).await
@@ -328,6 +329,8 @@ async fn resource_and_prompt() {
     );
 }
 
+const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn listen_acknowledges_streams_events_and_ends_at_shutdown() {
     let mut h = start_with_tick(Duration::from_millis(50)).await;
@@ -338,56 +341,72 @@ async fn listen_acknowledges_streams_events_and_ends_at_shutdown() {
         json!({"notifications": {"toolsListChanged": true, "promptsListChanged": false}}),
         meta(json!({}), None),
     );
-    let (resp, _stream) = open(&mut send, &body, &[]).await;
-    let resp = resp.await.unwrap();
-    let mut body = resp.into_body();
-    let mut buf = BytesMut::new();
-    let mut messages = Vec::new();
-    while messages.len() < 3 {
-        let chunk = tokio::time::timeout(Duration::from_secs(2), body.data())
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap();
-        let _ = body.flow_control().release_capacity(chunk.len());
-        buf.extend_from_slice(&chunk);
-        take_messages(&mut buf, &mut messages);
-    }
-    let key = "io.modelcontextprotocol/subscriptionId";
+    let mut stream = Messages::open(&mut send, &body).await;
+    let ack = stream.next().await.unwrap();
+    assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
+    assert_eq!(ack["params"]["_meta"][SUBSCRIPTION_ID], "L1");
     assert_eq!(
-        messages[0]["method"],
-        "notifications/subscriptions/acknowledged"
-    );
-    assert_eq!(messages[0]["params"]["_meta"][key], "L1");
-    assert_eq!(
-        messages[0]["params"]["notifications"],
+        ack["params"]["notifications"],
         json!({"toolsListChanged": true})
     );
-    for m in &messages[1..] {
+    // The demo's source ticks every 50 ms.
+    for _ in 0..2 {
+        let m = stream.next().await.unwrap();
         assert_eq!(m["method"], "notifications/tools/list_changed");
-        assert_eq!(m["params"]["_meta"][key], "L1");
+        assert_eq!(m["params"]["_meta"][SUBSCRIPTION_ID], "L1");
     }
     // Shutdown: the listen call ends with its result and status 0.
     h.stop.take().unwrap().send(()).unwrap();
-    let rest = tokio::time::timeout(Duration::from_secs(3), async {
-        while let Some(chunk) = body.data().await {
-            let chunk = chunk.unwrap();
-            let _ = body.flow_control().release_capacity(chunk.len());
-            buf.extend_from_slice(&chunk);
-            take_messages(&mut buf, &mut messages);
-        }
-        body.trailers().await.unwrap().unwrap_or_default()
-    })
-    .await
-    .unwrap();
-    assert_eq!(rest.get("grpc-status").unwrap(), "0");
+    let (messages, trailers) = stream.rest().await;
+    assert_eq!(trailers.get("grpc-status").unwrap(), "0");
     let last = messages.last().unwrap();
     assert_eq!(last["id"], "L1");
     assert_eq!(last["result"]["resultType"], "complete");
-    assert_eq!(last["result"]["_meta"][key], "L1");
+    assert_eq!(last["result"]["_meta"][SUBSCRIPTION_ID], "L1");
     tokio::time::timeout(Duration::from_secs(6), h.served)
         .await
         .unwrap()
         .unwrap()
         .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listen_sends_only_the_changes_its_filter_honours() {
+    let (events, _) = broadcast::channel(16);
+    let counters = Arc::new(Counters::default());
+    let app = common::app(&counters, Duration::from_secs(3600)).listen(events.clone());
+    let server = Server::bind("127.0.0.1:0").await.unwrap();
+    let mut h = common::serve(server, app, counters);
+    let mut send = connect(h.addr).await;
+    // Tools only (`false` asks for nothing).
+    let body = request(
+        json!(7),
+        "subscriptions/listen",
+        json!({"notifications": {"toolsListChanged": true, "resourcesListChanged": false}}),
+        meta(json!({}), None),
+    );
+    let mut stream = Messages::open(&mut send, &body).await;
+    let ack = stream.next().await.unwrap();
+    assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
+    assert_eq!(ack["params"]["_meta"][SUBSCRIPTION_ID], 7);
+    assert_eq!(
+        ack["params"]["notifications"],
+        json!({"toolsListChanged": true})
+    );
+    // A prompts change first: not asked for, so the tools change that
+    // follows is the next message.
+    events.send(ListenEvent::PromptsListChanged).unwrap();
+    events.send(ListenEvent::ToolsListChanged).unwrap();
+    let change = stream.next().await.unwrap();
+    assert_eq!(change["method"], "notifications/tools/list_changed");
+    assert_eq!(change["params"]["_meta"][SUBSCRIPTION_ID], 7);
+    assert!(change.get("id").is_none(), "{change}");
+    h.stop.take().unwrap().send(()).unwrap();
+    let (messages, trailers) = stream.rest().await;
+    assert_eq!(trailers.get("grpc-status").unwrap(), "0");
+    // Only the final result is left: no prompts change came.
+    assert_eq!(messages.len(), 1, "{messages:?}");
+    assert_eq!(messages[0]["id"], 7);
+    assert_eq!(messages[0]["result"]["resultType"], "complete");
+    assert_eq!(messages[0]["result"]["_meta"][SUBSCRIPTION_ID], 7);
 }
