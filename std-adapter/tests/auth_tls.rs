@@ -138,8 +138,11 @@ async fn auth_right_token_echoes_and_shows_the_principal() {
     assert_eq!(r.get("grpc-status"), Some("16"), "{r:?}");
 }
 
+/// A checker's missing, invalid and denied tokens end with the core's
+/// refusals: the same status, message and challenge as every other driver
+/// sends. An allowed token shows the checker's principal.
 #[tokio::test]
-async fn auth_checker_can_deny_permission() {
+async fn auth_checker_refusals_are_the_cores() {
     let server = Server::bind("127.0.0.1:0")
         .await
         .unwrap()
@@ -148,29 +151,6 @@ async fn auth_checker_can_deny_permission() {
             Some("admin") => AuthDecision::Allow {
                 principal: "root".into(),
             },
-            _ => AuthDecision::Unauthenticated,
-        });
-    let s = run(server);
-    let mut send = handshake(TcpStream::connect(s.addr).await.unwrap()).await;
-    let r = call(&mut send, "whoami", json!({}), Some("reader")).await;
-    assert_eq!(r.get("grpc-status"), Some("7"), "{r:?}");
-    assert_eq!(
-        r.get("www-authenticate"),
-        Some(r#"Bearer realm="mcpwire", error="insufficient_scope""#)
-    );
-    let r = call(&mut send, "whoami", json!({}), Some("admin")).await;
-    assert_eq!(r.text(), "root");
-}
-
-/// Missing, invalid and denied tokens end with the core's refusals: the
-/// same status, message and challenge as every other driver sends.
-#[tokio::test]
-async fn auth_refusals_are_the_cores() {
-    let server = Server::bind("127.0.0.1:0")
-        .await
-        .unwrap()
-        .with_auth(|token: Option<&str>| match token {
-            Some("reader") => AuthDecision::PermissionDenied,
             _ => AuthDecision::Unauthenticated,
         });
     let s = run(server);
@@ -197,6 +177,9 @@ async fn auth_refusals_are_the_cores() {
         );
         assert!(r.messages.is_empty(), "{token:?}: {r:?}");
     }
+    let r = call(&mut send, "whoami", json!({}), Some("admin")).await;
+    assert_eq!(r.get("grpc-status"), Some("0"), "{r:?}");
+    assert_eq!(r.text(), "root");
 }
 
 #[tokio::test]

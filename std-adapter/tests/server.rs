@@ -331,24 +331,40 @@ async fn resource_and_prompt() {
 
 const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 
+/// Opens a listen stream with request id `id` asking for `filter`; checks
+/// its acknowledgement names `id` and honours `honoured`.
+async fn listen(
+    send: &mut h2::client::SendRequest<bytes::Bytes>,
+    id: serde_json::Value,
+    filter: serde_json::Value,
+    honoured: serde_json::Value,
+) -> Messages {
+    let body = request(
+        id.clone(),
+        "subscriptions/listen",
+        json!({ "notifications": filter }),
+        meta(json!({}), None),
+    );
+    let mut stream = Messages::open(send, &body).await;
+    let ack = stream.next().await.unwrap();
+    assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
+    assert_eq!(ack["params"]["_meta"][SUBSCRIPTION_ID], id);
+    assert_eq!(ack["params"]["notifications"], honoured);
+    stream
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn listen_acknowledges_streams_events_and_ends_at_shutdown() {
     let mut h = start_with_tick(Duration::from_millis(50)).await;
     let mut send = connect(h.addr).await;
-    let body = request(
+    let filter = json!({"toolsListChanged": true, "promptsListChanged": false});
+    let mut stream = listen(
+        &mut send,
         json!("L1"),
-        "subscriptions/listen",
-        json!({"notifications": {"toolsListChanged": true, "promptsListChanged": false}}),
-        meta(json!({}), None),
-    );
-    let mut stream = Messages::open(&mut send, &body).await;
-    let ack = stream.next().await.unwrap();
-    assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
-    assert_eq!(ack["params"]["_meta"][SUBSCRIPTION_ID], "L1");
-    assert_eq!(
-        ack["params"]["notifications"],
-        json!({"toolsListChanged": true})
-    );
+        filter,
+        json!({"toolsListChanged": true}),
+    )
+    .await;
     // The demo's source ticks every 50 ms.
     for _ in 0..2 {
         let m = stream.next().await.unwrap();
@@ -379,20 +395,14 @@ async fn listen_sends_only_the_changes_its_filter_honours() {
     let mut h = common::serve(server, app, counters);
     let mut send = connect(h.addr).await;
     // Tools only (`false` asks for nothing).
-    let body = request(
+    let filter = json!({"toolsListChanged": true, "resourcesListChanged": false});
+    let mut stream = listen(
+        &mut send,
         json!(7),
-        "subscriptions/listen",
-        json!({"notifications": {"toolsListChanged": true, "resourcesListChanged": false}}),
-        meta(json!({}), None),
-    );
-    let mut stream = Messages::open(&mut send, &body).await;
-    let ack = stream.next().await.unwrap();
-    assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
-    assert_eq!(ack["params"]["_meta"][SUBSCRIPTION_ID], 7);
-    assert_eq!(
-        ack["params"]["notifications"],
-        json!({"toolsListChanged": true})
-    );
+        filter,
+        json!({"toolsListChanged": true}),
+    )
+    .await;
     // A prompts change first: not asked for, so the tools change that
     // follows is the next message.
     events.send(ListenEvent::PromptsListChanged).unwrap();
