@@ -71,7 +71,8 @@ pub struct ServerConfig {
     /// Default 4 MiB.
     pub connection_window: u32,
     /// The largest HTTP/2 frame a client may send
-    /// (`SETTINGS_MAX_FRAME_SIZE`, 16 KiB to 16 MiB). Default 16 KiB.
+    /// (`SETTINGS_MAX_FRAME_SIZE`, kept within 16 KiB to 16 MiB). Default
+    /// 16 KiB.
     pub max_frame_size: u32,
     /// How long connections get to finish their calls after shutdown
     /// before they are closed. Default 5 s.
@@ -282,4 +283,23 @@ async fn serve_tls(
     }
     let (rd, wr) = tokio::io::split(stream);
     connection::serve(rd, wr, shared).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_engine_gets_the_hosts_settings_within_its_slots() {
+        let config = ServerConfig {
+            max_concurrent_calls: 1000,
+            stream_window: 1 << 16,
+            ..ServerConfig::default()
+        };
+        let engine = config.engine(true);
+        assert_eq!(engine.h2.max_concurrent_streams, 32);
+        assert_eq!(engine.h2.initial_window_size, 1 << 16);
+        assert!(engine.authorize);
+        assert!(!ServerConfig::default().engine(false).authorize);
+    }
 }

@@ -12,7 +12,7 @@ use common::{
     Counters, Harness, Messages, VERSION, call, connect, eventually_every, meta, open, request,
     start_on_with_tick, tool_call,
 };
-use mcpwire_tokio::{ListenEvent, Server};
+use mcpwire_tokio::{ListenEvent, Server, ServerConfig};
 use serde_json::json;
 use tokio::sync::broadcast;
 
@@ -195,6 +195,35 @@ async fn a_passed_deadline_ends_the_call_and_aborts_the_handler() {
     )
     .await;
     assert_eq!(r.status(), Some("0"), "{r:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_configured_request_timeout_ends_a_call_without_grpc_timeout() {
+    let counters = Arc::new(Counters::default());
+    let app = common::app(&counters, Duration::from_secs(3600));
+    let server = Server::bind("127.0.0.1:0")
+        .await
+        .unwrap()
+        .with_config(ServerConfig {
+            request_timeout: Duration::from_millis(100),
+            ..ServerConfig::default()
+        });
+    let h = common::serve(server, app, counters);
+    let mut send = connect(h.addr).await;
+    let r = call(
+        &mut send,
+        tool_call(1, "counted_sleep", json!({"ms": 5000})),
+        &[],
+    )
+    .await;
+    assert_eq!(r.status(), Some("4"), "{r:?}");
+    let c = Arc::clone(&h.counters);
+    assert!(
+        eventually(Duration::from_secs(1), || c.dropped.load(Ordering::SeqCst)
+            == 1)
+        .await
+    );
+    assert_eq!(c.finished.load(Ordering::SeqCst), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

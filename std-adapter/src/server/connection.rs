@@ -23,9 +23,8 @@ use tokio::sync::{broadcast, watch};
 
 use super::ConnEngine;
 use super::calls::Calls;
-use crate::ListenEvent;
-use crate::app::App;
 use crate::app::link::Outgoing;
+use crate::app::{App, ListenEvent};
 use crate::auth::{Auth, AuthDecision};
 use crate::clock::{Timer, now};
 use crate::outbox;
@@ -160,9 +159,9 @@ impl Conn {
                     }
                     self.drain_events();
                 }
-                change = next_change(&mut listen), if listen.is_some() => match change {
-                    Some(change) => {
-                        self.engine.publish(change.change());
+                event = next_listen_event(&mut listen), if listen.is_some() => match event {
+                    Some(event) => {
+                        self.engine.publish(event.change());
                         self.drain_events();
                     }
                     // The source is gone: nothing more to announce.
@@ -251,11 +250,13 @@ impl Conn {
 /// The next change of the app's listen source; `None` once it is gone.
 /// Missed changes (a lagging receiver) are skipped: a client refreshes its
 /// lists on the next one.
-async fn next_change(listen: &mut Option<broadcast::Receiver<ListenEvent>>) -> Option<ListenEvent> {
+async fn next_listen_event(
+    listen: &mut Option<broadcast::Receiver<ListenEvent>>,
+) -> Option<ListenEvent> {
     let rx = listen.as_mut()?;
     loop {
         match rx.recv().await {
-            Ok(change) => return Some(change),
+            Ok(event) => return Some(event),
             Err(broadcast::error::RecvError::Lagged(_)) => {}
             Err(broadcast::error::RecvError::Closed) => return None,
         }
