@@ -12,7 +12,8 @@ use common::{
     Counters, Harness, Messages, VERSION, call, connect, eventually_every, meta, open, request,
     start_on_with_tick, tool_call,
 };
-use mcpwire_tokio::{ListenEvent, Server, ServerConfig};
+use mcpwire_core::mcp::server::Failure;
+use mcpwire_tokio::{ListenEvent, Server, ServerConfig, ToolCall};
 use serde_json::json;
 use tokio::sync::broadcast;
 
@@ -227,6 +228,32 @@ async fn the_configured_request_timeout_ends_a_call_without_grpc_timeout() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicking_handler_is_answered_with_the_cores_failure() {
+    let counters = Arc::new(Counters::default());
+    let app = common::app(&counters, Duration::from_secs(3600)).tool(
+        "boom",
+        "Panics, at once or after a wait.",
+        r#"{"type":"object","properties":{"wait":{"type":"boolean"}}}"#,
+        |call: ToolCall| async move {
+            if call.arguments()["wait"] == true {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            panic!("boom")
+        },
+    );
+    let h = common::serve(Server::bind("127.0.0.1:0").await.unwrap(), app, counters);
+    let mut send = connect(h.addr).await;
+    let failed = Failure::HandlerFailed.error();
+    for (id, wait) in [(1, false), (2, true)] {
+        let r = call(&mut send, tool_call(id, "boom", json!({"wait": wait})), &[]).await;
+        assert_eq!(r.status(), Some("0"), "{r:?}");
+        assert_eq!(r.messages[0]["id"], id);
+        assert_eq!(r.messages[0]["error"]["code"], failed.code);
+        assert_eq!(r.messages[0]["error"]["message"], failed.message);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_reset_aborts_the_handler() {
     let h = start().await;
     let mut send = connect(h.addr).await;
@@ -356,6 +383,21 @@ async fn resource_and_prompt() {
         r.messages[0]["result"]["messages"][0]["content"]["text"],
         "Say hello to Ada."
     );
+    // A URI the app does not serve: its handler's error, the call ends well.
+    let r = call(
+        &mut send,
+        request(
+            json!(3),
+            "resources/read",
+            json!({"uri": "mem://nope"}),
+            meta(json!({}), None),
+        ),
+        &[],
+    )
+    .await;
+    assert_eq!(r.status(), Some("0"), "{r:?}");
+    assert_eq!(r.messages[0]["error"]["code"], -32602);
+    assert_eq!(r.messages[0]["error"]["data"]["uri"], "mem://nope");
 }
 
 const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
