@@ -8,12 +8,11 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use bytes::Bytes;
-use common::{PATH, Reply, call_at, handshake, tool_call};
+use common::{Reply, call_at, handshake, tool_call};
 use h2::client::SendRequest;
 use mcpwire_core::mcp::auth::Decision;
 use mcpwire_tokio::{App, AuthDecision, BearerTokens, Server, ToolCall, ToolResult, demo};
 use serde_json::{Value, json};
-use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 
@@ -199,11 +198,13 @@ mod tls {
         BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair,
         KeyUsagePurpose,
     };
+    use tokio::io::{AsyncRead, AsyncWrite};
     use tokio_rustls::TlsConnector;
     use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName};
     use tokio_rustls::rustls::{ClientConfig, RootCertStore};
 
     use super::*;
+    use common::PATH;
 
     /// A throwaway CA, and a certificate for localhost and 127.0.0.1 it
     /// signed: (CA DER, server chain PEM, server key PEM).
