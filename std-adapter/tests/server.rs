@@ -13,12 +13,38 @@ use common::{
     start_on_with_tick, tool_call,
 };
 use mcpwire_core::mcp::server::Failure;
-use mcpwire_tokio::{ListenEvent, Server, ServerConfig, ToolCall};
+use mcpwire_tokio::{App, ListenEvent, Server, ServerConfig, ToolCall};
 use serde_json::json;
 use tokio::sync::broadcast;
 
 async fn start_with_tick(tick: Duration) -> Harness {
     start_on_with_tick("127.0.0.1:0", tick).await
+}
+
+/// One request with plain `_meta`, answered within 10 s.
+async fn rpc(
+    send: &mut h2::client::SendRequest<bytes::Bytes>,
+    id: serde_json::Value,
+    method: &str,
+    params: serde_json::Value,
+) -> common::Reply {
+    call(
+        send,
+        request(id, method, params, meta(json!({}), None)),
+        &[],
+    )
+    .await
+}
+
+/// Serves the test app, changed by `with`, with `config`.
+async fn start_app(config: ServerConfig, with: impl FnOnce(App) -> App) -> Harness {
+    let counters = Arc::new(Counters::default());
+    let app = with(common::app(&counters, Duration::from_secs(3600)));
+    let server = Server::bind("127.0.0.1:0")
+        .await
+        .unwrap()
+        .with_config(config);
+    common::serve(server, app, counters)
 }
 
 async fn start() -> Harness {
@@ -200,16 +226,11 @@ async fn a_passed_deadline_ends_the_call_and_aborts_the_handler() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_configured_request_timeout_ends_a_call_without_grpc_timeout() {
-    let counters = Arc::new(Counters::default());
-    let app = common::app(&counters, Duration::from_secs(3600));
-    let server = Server::bind("127.0.0.1:0")
-        .await
-        .unwrap()
-        .with_config(ServerConfig {
-            request_timeout: Duration::from_millis(100),
-            ..ServerConfig::default()
-        });
-    let h = common::serve(server, app, counters);
+    let config = ServerConfig {
+        request_timeout: Duration::from_millis(100),
+        ..ServerConfig::default()
+    };
+    let h = start_app(config, |app| app).await;
     let mut send = connect(h.addr).await;
     let r = call(
         &mut send,
@@ -229,19 +250,20 @@ async fn the_configured_request_timeout_ends_a_call_without_grpc_timeout() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_panicking_handler_is_answered_with_the_cores_failure() {
-    let counters = Arc::new(Counters::default());
-    let app = common::app(&counters, Duration::from_secs(3600)).tool(
-        "boom",
-        "Panics, at once or after a wait.",
-        r#"{"type":"object","properties":{"wait":{"type":"boolean"}}}"#,
-        |call: ToolCall| async move {
-            if call.arguments()["wait"] == true {
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-            panic!("boom")
-        },
-    );
-    let h = common::serve(Server::bind("127.0.0.1:0").await.unwrap(), app, counters);
+    let boom = |app: App| {
+        app.tool(
+            "boom",
+            "Panics, at once or after a wait.",
+            r#"{"type":"object","properties":{"wait":{"type":"boolean"}}}"#,
+            |call: ToolCall| async move {
+                if call.arguments()["wait"] == true {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                panic!("boom")
+            },
+        )
+    };
+    let h = start_app(ServerConfig::default(), boom).await;
     let mut send = connect(h.addr).await;
     let failed = Failure::HandlerFailed.error();
     for (id, wait) in [(1, false), (2, true)] {
@@ -352,30 +374,22 @@ async fn lookup_needs_its_mirrored_headers() {
 async fn resource_and_prompt() {
     let h = start().await;
     let mut send = connect(h.addr).await;
-    let r = call(
+    let r = rpc(
         &mut send,
-        request(
-            json!(1),
-            "resources/read",
-            json!({"uri": "mem://readme"}),
-            meta(json!({}), None),
-        ),
-        &[],
+        json!(1),
+        "resources/read",
+        json!({"uri": "mem://readme"}),
     )
     .await;
     assert_eq!(r.status(), Some("0"), "{r:?}");
     let contents = &r.messages[0]["result"]["contents"][0];
     assert_eq!(contents["uri"], "mem://readme");
     assert!(contents["text"].as_str().unwrap().starts_with("mcpwire"));
-    let r = call(
+    let r = rpc(
         &mut send,
-        request(
-            json!(2),
-            "prompts/get",
-            json!({"name": "greet", "arguments": {"who": "Ada"}}),
-            meta(json!({}), None),
-        ),
-        &[],
+        json!(2),
+        "prompts/get",
+        json!({"name": "greet", "arguments": {"who": "Ada"}}),
     )
     .await;
     assert_eq!(r.status(), Some("0"), "{r:?}");
@@ -384,15 +398,11 @@ async fn resource_and_prompt() {
         "Say hello to Ada."
     );
     // A URI the app does not serve: its handler's error, the call ends well.
-    let r = call(
+    let r = rpc(
         &mut send,
-        request(
-            json!(3),
-            "resources/read",
-            json!({"uri": "mem://nope"}),
-            meta(json!({}), None),
-        ),
-        &[],
+        json!(3),
+        "resources/read",
+        json!({"uri": "mem://nope"}),
     )
     .await;
     assert_eq!(r.status(), Some("0"), "{r:?}");
@@ -460,10 +470,8 @@ async fn listen_acknowledges_streams_events_and_ends_at_shutdown() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn listen_sends_only_the_changes_its_filter_honours() {
     let (events, _) = broadcast::channel(16);
-    let counters = Arc::new(Counters::default());
-    let app = common::app(&counters, Duration::from_secs(3600)).listen(events.clone());
-    let server = Server::bind("127.0.0.1:0").await.unwrap();
-    let mut h = common::serve(server, app, counters);
+    let source = events.clone();
+    let mut h = start_app(ServerConfig::default(), |app| app.listen(source)).await;
     let mut send = connect(h.addr).await;
     // Tools only (`false` asks for nothing).
     let filter = json!({"toolsListChanged": true, "resourcesListChanged": false});
