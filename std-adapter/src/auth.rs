@@ -16,14 +16,16 @@
 //! | [`AuthDecision::Unauthenticated`] | given | 16 | `Bearer realm="mcpwire", error="invalid_token"` |
 //! | [`AuthDecision::PermissionDenied`] | any | 7 | `Bearer realm="mcpwire", error="insufficient_scope"` |
 //!
+//! The engine of `mcpwire-core` sends these ([`mcpwire_core::mcp::auth`]),
+//! so every driver refuses a call with the same words.
+//!
 //! Tokens are never logged, formatted by `Debug`, or put in an answer.
 
 use std::fmt;
 
-use mcpwire_core::grpc::Code;
-
+use mcpwire_core::mcp::auth::Decision;
 /// The realm of the `www-authenticate` challenges.
-pub const REALM: &str = "mcpwire";
+pub use mcpwire_core::mcp::auth::REALM;
 
 /// What a checker decides about a call's bearer token.
 #[derive(Clone, PartialEq, Eq)]
@@ -35,6 +37,17 @@ pub enum AuthDecision {
     Unauthenticated,
     /// A known token without the right to call: PERMISSION_DENIED.
     PermissionDenied,
+}
+
+impl AuthDecision {
+    /// The engine's form of the decision.
+    pub(crate) fn to_core(&self) -> Decision<'_> {
+        match self {
+            Self::Allow { principal } => Decision::Allow { principal },
+            Self::Unauthenticated => Decision::Unauthenticated,
+            Self::PermissionDenied => Decision::PermissionDenied,
+        }
+    }
 }
 
 impl fmt::Debug for AuthDecision {
@@ -164,52 +177,24 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-/// The token of an `authorization` value: `Bearer <token>` (the scheme in
-/// any case, RFC 7235 §2.1), else `None`.
-pub(crate) fn bearer_token(authorization: Option<&[u8]>) -> Option<&str> {
-    let value = std::str::from_utf8(authorization?).ok()?.trim();
-    let (scheme, token) = value.split_once(' ')?;
-    let token = token.trim_start();
-    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
-}
-
-/// How a refused call ends: (status, `grpc-message`, `www-authenticate`).
-pub(crate) fn refusal(
-    decision: &AuthDecision,
-    had_token: bool,
-) -> Option<(Code, &'static str, String)> {
-    match decision {
-        AuthDecision::Allow { .. } => None,
-        AuthDecision::Unauthenticated if !had_token => Some((
-            Code::Unauthenticated,
-            "missing bearer token",
-            format!("Bearer realm=\"{REALM}\""),
-        )),
-        AuthDecision::Unauthenticated => Some((
-            Code::Unauthenticated,
-            "invalid bearer token",
-            format!("Bearer realm=\"{REALM}\", error=\"invalid_token\""),
-        )),
-        AuthDecision::PermissionDenied => Some((
-            Code::PermissionDenied,
-            "permission denied",
-            format!("Bearer realm=\"{REALM}\", error=\"insufficient_scope\""),
-        )),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn bearer_values() {
-        assert_eq!(bearer_token(Some(b"Bearer abc")), Some("abc"));
-        assert_eq!(bearer_token(Some(b"bearer  abc ")), Some("abc"));
-        assert_eq!(bearer_token(Some(b"Basic abc")), None);
-        assert_eq!(bearer_token(Some(b"Bearer")), None);
-        assert_eq!(bearer_token(Some(b"Bearer ")), None);
-        assert_eq!(bearer_token(None), None);
+    fn decisions_map_to_the_core() {
+        let allow = AuthDecision::Allow {
+            principal: "alice".into(),
+        };
+        assert_eq!(allow.to_core(), Decision::Allow { principal: "alice" });
+        assert_eq!(
+            AuthDecision::Unauthenticated.to_core(),
+            Decision::Unauthenticated
+        );
+        assert_eq!(
+            AuthDecision::PermissionDenied.to_core(),
+            Decision::PermissionDenied
+        );
     }
 
     #[test]

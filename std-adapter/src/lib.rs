@@ -4,7 +4,8 @@
 //!
 //! An [`App`] lists tools (async functions of a [`ToolCall`]), resources,
 //! prompts and a listen source; [`Server::bind`] and [`Server::serve`] run
-//! it. The engine answers `server/discover`, the list methods and every
+//! it ([`ServerConfig`] for its settings). The engine answers
+//! `server/discover`, the list methods, `subscriptions/listen` and every
 //! protocol error itself; handlers see only the calls they must answer.
 //! Each handler runs as a tokio task and is aborted when the client resets
 //! the call or its deadline (`grpc-timeout`) passes.
@@ -28,9 +29,6 @@ pub use app::{
 };
 pub use auth::{Auth, AuthDecision, BearerTokens};
 pub use channel::{CallError, CallStream, Channel, ChannelConfig, Diagnostics, Message};
-pub use mcpwire_core::mcp::server::EngineConfig;
-pub use server::{CallId, ConnEngine, Server};
-pub use storage::{HeapRecords, HeapStorage};
-pub use store::HeapStore;
+pub use server::{Server, ServerConfig};
 #[cfg(feature = "tls")]
 pub use tls::TlsConfig;

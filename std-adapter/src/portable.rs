@@ -42,6 +42,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use mcpwire_core::mcp::server::Failure;
 use serde_json::Value;
 use tokio::runtime::Handle;
 
@@ -102,20 +103,20 @@ where
             }
         })
     });
-    work.await
-        .map_err(|_| ToolError::internal("the handler panicked"))?
+    match work.await {
+        Ok(answer) => answer,
+        // The handler's panic is the driver's to report, as for any handler.
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        // The runtime is shutting down: the call is gone.
+        Err(_) => Err(Failure::HandlerFailed.into()),
+    }
 }
 
 /// The tool's JSON result as a [`ToolResult`].
 fn to_result(out: ToolOutput<'_>) -> Result<ToolResult, ToolError> {
     let text = match out.finish() {
         Ok(text) => text,
-        Err(OutputError::Overflow(o)) => {
-            return Err(ToolError::internal(format!(
-                "result too large ({} octets)",
-                o.needed
-            )));
-        }
+        Err(OutputError::Overflow(_)) => return Err(Failure::ResultTooLarge.into()),
         Err(OutputError::Order) => {
             return Err(ToolError::internal(
                 "the tool wrote content after structuredContent",
@@ -152,6 +153,6 @@ impl ToolContext for Context {
     }
 
     fn is_cancelled(&self) -> bool {
-        *self.call.link.cancelled.borrow() || self.call.link.out.is_closed()
+        self.call.is_cancelled()
     }
 }

@@ -68,6 +68,7 @@ impl<const BUF: usize> std::fmt::Debug for HeapStorage<BUF> {
 
 impl<const BUF: usize> HeapStorage<BUF> {
     /// How many of the three buffers are held.
+    #[cfg(test)]
     pub fn held(&self) -> usize {
         self.bufs.iter().filter(|b| b.is_some()).count()
     }

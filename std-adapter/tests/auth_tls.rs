@@ -8,11 +8,11 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use bytes::Bytes;
-use common::{PATH, Reply, call_at, handshake, tool_call};
+use common::{Reply, call_at, handshake, tool_call};
 use h2::client::SendRequest;
+use mcpwire_core::mcp::auth::Decision;
 use mcpwire_tokio::{App, AuthDecision, BearerTokens, Server, ToolCall, ToolResult, demo};
 use serde_json::{Value, json};
-use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 
@@ -137,8 +137,11 @@ async fn auth_right_token_echoes_and_shows_the_principal() {
     assert_eq!(r.get("grpc-status"), Some("16"), "{r:?}");
 }
 
+/// A checker's missing, invalid and denied tokens end with the core's
+/// refusals: the same status, message and challenge as every other driver
+/// sends. An allowed token shows the checker's principal.
 #[tokio::test]
-async fn auth_checker_can_deny_permission() {
+async fn auth_checker_refusals_are_the_cores() {
     let server = Server::bind("127.0.0.1:0")
         .await
         .unwrap()
@@ -151,13 +154,30 @@ async fn auth_checker_can_deny_permission() {
         });
     let s = run(server);
     let mut send = handshake(TcpStream::connect(s.addr).await.unwrap()).await;
-    let r = call(&mut send, "whoami", json!({}), Some("reader")).await;
-    assert_eq!(r.get("grpc-status"), Some("7"), "{r:?}");
-    assert_eq!(
-        r.get("www-authenticate"),
-        Some(r#"Bearer realm="mcpwire", error="insufficient_scope""#)
-    );
+    let cases = [
+        (None, Decision::Unauthenticated.refusal(false)),
+        (Some("nope"), Decision::Unauthenticated.refusal(true)),
+        (Some("reader"), Decision::PermissionDenied.refusal(true)),
+    ];
+    for (token, refusal) in cases {
+        let refusal = refusal.unwrap();
+        let r = call(&mut send, "whoami", json!({}), token).await;
+        let status = (refusal.status as u8).to_string();
+        assert_eq!(
+            r.get("grpc-status"),
+            Some(status.as_str()),
+            "{token:?}: {r:?}"
+        );
+        assert_eq!(r.get("grpc-message"), Some(refusal.message), "{token:?}");
+        assert_eq!(
+            r.get("www-authenticate"),
+            Some(refusal.challenge),
+            "{token:?}"
+        );
+        assert!(r.messages.is_empty(), "{token:?}: {r:?}");
+    }
     let r = call(&mut send, "whoami", json!({}), Some("admin")).await;
+    assert_eq!(r.get("grpc-status"), Some("0"), "{r:?}");
     assert_eq!(r.text(), "root");
 }
 
@@ -178,11 +198,13 @@ mod tls {
         BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair,
         KeyUsagePurpose,
     };
+    use tokio::io::{AsyncRead, AsyncWrite};
     use tokio_rustls::TlsConnector;
     use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName};
     use tokio_rustls::rustls::{ClientConfig, RootCertStore};
 
     use super::*;
+    use common::PATH;
 
     /// A throwaway CA, and a certificate for localhost and 127.0.0.1 it
     /// signed: (CA DER, server chain PEM, server key PEM).

@@ -8,15 +8,43 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use bytes::BytesMut;
 use common::{
-    Harness, VERSION, call, connect, eventually_every, meta, open, request, start_on_with_tick,
-    take_messages, tool_call,
+    Counters, Harness, Messages, VERSION, call, connect, eventually_every, meta, open, request,
+    start_on_with_tick, tool_call,
 };
+use mcpwire_core::mcp::server::Failure;
+use mcpwire_tokio::{App, ListenEvent, Server, ServerConfig, ToolCall};
 use serde_json::json;
+use tokio::sync::broadcast;
 
 async fn start_with_tick(tick: Duration) -> Harness {
     start_on_with_tick("127.0.0.1:0", tick).await
+}
+
+/// One request with plain `_meta`, answered within 10 s.
+async fn rpc(
+    send: &mut h2::client::SendRequest<bytes::Bytes>,
+    id: serde_json::Value,
+    method: &str,
+    params: serde_json::Value,
+) -> common::Reply {
+    call(
+        send,
+        request(id, method, params, meta(json!({}), None)),
+        &[],
+    )
+    .await
+}
+
+/// Serves the test app, changed by `with`, with `config`.
+async fn start_app(config: ServerConfig, with: impl FnOnce(App) -> App) -> Harness {
+    let counters = Arc::new(Counters::default());
+    let app = with(common::app(&counters, Duration::from_secs(3600)));
+    let server = Server::bind("127.0.0.1:0")
+        .await
+        .unwrap()
+        .with_config(config);
+    common::serve(server, app, counters)
 }
 
 async fn start() -> Harness {
@@ -197,6 +225,57 @@ async fn a_passed_deadline_ends_the_call_and_aborts_the_handler() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_configured_request_timeout_ends_a_call_without_grpc_timeout() {
+    let config = ServerConfig {
+        request_timeout: Duration::from_millis(100),
+        ..ServerConfig::default()
+    };
+    let h = start_app(config, |app| app).await;
+    let mut send = connect(h.addr).await;
+    let r = call(
+        &mut send,
+        tool_call(1, "counted_sleep", json!({"ms": 5000})),
+        &[],
+    )
+    .await;
+    assert_eq!(r.status(), Some("4"), "{r:?}");
+    let c = Arc::clone(&h.counters);
+    assert!(
+        eventually(Duration::from_secs(1), || c.dropped.load(Ordering::SeqCst)
+            == 1)
+        .await
+    );
+    assert_eq!(c.finished.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicking_handler_is_answered_with_the_cores_failure() {
+    let boom = |app: App| {
+        app.tool(
+            "boom",
+            "Panics, at once or after a wait.",
+            r#"{"type":"object","properties":{"wait":{"type":"boolean"}}}"#,
+            |call: ToolCall| async move {
+                if call.arguments()["wait"] == true {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                panic!("boom")
+            },
+        )
+    };
+    let h = start_app(ServerConfig::default(), boom).await;
+    let mut send = connect(h.addr).await;
+    let failed = Failure::HandlerFailed.error();
+    for (id, wait) in [(1, false), (2, true)] {
+        let r = call(&mut send, tool_call(id, "boom", json!({"wait": wait})), &[]).await;
+        assert_eq!(r.status(), Some("0"), "{r:?}");
+        assert_eq!(r.messages[0]["id"], id);
+        assert_eq!(r.messages[0]["error"]["code"], failed.code);
+        assert_eq!(r.messages[0]["error"]["message"], failed.message);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_reset_aborts_the_handler() {
     let h = start().await;
     let mut send = connect(h.addr).await;
@@ -295,30 +374,22 @@ async fn lookup_needs_its_mirrored_headers() {
 async fn resource_and_prompt() {
     let h = start().await;
     let mut send = connect(h.addr).await;
-    let r = call(
+    let r = rpc(
         &mut send,
-        request(
-            json!(1),
-            "resources/read",
-            json!({"uri": "mem://readme"}),
-            meta(json!({}), None),
-        ),
-        &[],
+        json!(1),
+        "resources/read",
+        json!({"uri": "mem://readme"}),
     )
     .await;
     assert_eq!(r.status(), Some("0"), "{r:?}");
     let contents = &r.messages[0]["result"]["contents"][0];
     assert_eq!(contents["uri"], "mem://readme");
     assert!(contents["text"].as_str().unwrap().starts_with("mcpwire"));
-    let r = call(
+    let r = rpc(
         &mut send,
-        request(
-            json!(2),
-            "prompts/get",
-            json!({"name": "greet", "arguments": {"who": "Ada"}}),
-            meta(json!({}), None),
-        ),
-        &[],
+        json!(2),
+        "prompts/get",
+        json!({"name": "greet", "arguments": {"who": "Ada"}}),
     )
     .await;
     assert_eq!(r.status(), Some("0"), "{r:?}");
@@ -326,68 +397,105 @@ async fn resource_and_prompt() {
         r.messages[0]["result"]["messages"][0]["content"]["text"],
         "Say hello to Ada."
     );
+    // A URI the app does not serve: its handler's error, the call ends well.
+    let r = rpc(
+        &mut send,
+        json!(3),
+        "resources/read",
+        json!({"uri": "mem://nope"}),
+    )
+    .await;
+    assert_eq!(r.status(), Some("0"), "{r:?}");
+    assert_eq!(r.messages[0]["error"]["code"], -32602);
+    assert_eq!(r.messages[0]["error"]["data"]["uri"], "mem://nope");
+}
+
+const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
+
+/// Opens a listen stream with request id `id` asking for `filter`; checks
+/// its acknowledgement names `id` and honours `honoured`.
+async fn listen(
+    send: &mut h2::client::SendRequest<bytes::Bytes>,
+    id: serde_json::Value,
+    filter: serde_json::Value,
+    honoured: serde_json::Value,
+) -> Messages {
+    let body = request(
+        id.clone(),
+        "subscriptions/listen",
+        json!({ "notifications": filter }),
+        meta(json!({}), None),
+    );
+    let mut stream = Messages::open(send, &body).await;
+    let ack = stream.next().await.unwrap();
+    assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
+    assert_eq!(ack["params"]["_meta"][SUBSCRIPTION_ID], id);
+    assert_eq!(ack["params"]["notifications"], honoured);
+    stream
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn listen_acknowledges_streams_events_and_ends_at_shutdown() {
     let mut h = start_with_tick(Duration::from_millis(50)).await;
     let mut send = connect(h.addr).await;
-    let body = request(
+    let filter = json!({"toolsListChanged": true, "promptsListChanged": false});
+    let mut stream = listen(
+        &mut send,
         json!("L1"),
-        "subscriptions/listen",
-        json!({"notifications": {"toolsListChanged": true, "promptsListChanged": false}}),
-        meta(json!({}), None),
-    );
-    let (resp, _stream) = open(&mut send, &body, &[]).await;
-    let resp = resp.await.unwrap();
-    let mut body = resp.into_body();
-    let mut buf = BytesMut::new();
-    let mut messages = Vec::new();
-    while messages.len() < 3 {
-        let chunk = tokio::time::timeout(Duration::from_secs(2), body.data())
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap();
-        let _ = body.flow_control().release_capacity(chunk.len());
-        buf.extend_from_slice(&chunk);
-        take_messages(&mut buf, &mut messages);
-    }
-    let key = "io.modelcontextprotocol/subscriptionId";
-    assert_eq!(
-        messages[0]["method"],
-        "notifications/subscriptions/acknowledged"
-    );
-    assert_eq!(messages[0]["params"]["_meta"][key], "L1");
-    assert_eq!(
-        messages[0]["params"]["notifications"],
-        json!({"toolsListChanged": true})
-    );
-    for m in &messages[1..] {
+        filter,
+        json!({"toolsListChanged": true}),
+    )
+    .await;
+    // The demo's source ticks every 50 ms.
+    for _ in 0..2 {
+        let m = stream.next().await.unwrap();
         assert_eq!(m["method"], "notifications/tools/list_changed");
-        assert_eq!(m["params"]["_meta"][key], "L1");
+        assert_eq!(m["params"]["_meta"][SUBSCRIPTION_ID], "L1");
     }
     // Shutdown: the listen call ends with its result and status 0.
     h.stop.take().unwrap().send(()).unwrap();
-    let rest = tokio::time::timeout(Duration::from_secs(3), async {
-        while let Some(chunk) = body.data().await {
-            let chunk = chunk.unwrap();
-            let _ = body.flow_control().release_capacity(chunk.len());
-            buf.extend_from_slice(&chunk);
-            take_messages(&mut buf, &mut messages);
-        }
-        body.trailers().await.unwrap().unwrap_or_default()
-    })
-    .await
-    .unwrap();
-    assert_eq!(rest.get("grpc-status").unwrap(), "0");
+    let (messages, trailers) = stream.rest().await;
+    assert_eq!(trailers.get("grpc-status").unwrap(), "0");
     let last = messages.last().unwrap();
     assert_eq!(last["id"], "L1");
     assert_eq!(last["result"]["resultType"], "complete");
-    assert_eq!(last["result"]["_meta"][key], "L1");
+    assert_eq!(last["result"]["_meta"][SUBSCRIPTION_ID], "L1");
     tokio::time::timeout(Duration::from_secs(6), h.served)
         .await
         .unwrap()
         .unwrap()
         .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listen_sends_only_the_changes_its_filter_honours() {
+    let (events, _) = broadcast::channel(16);
+    let source = events.clone();
+    let mut h = start_app(ServerConfig::default(), |app| app.listen(source)).await;
+    let mut send = connect(h.addr).await;
+    // Tools only (`false` asks for nothing).
+    let filter = json!({"toolsListChanged": true, "resourcesListChanged": false});
+    let mut stream = listen(
+        &mut send,
+        json!(7),
+        filter,
+        json!({"toolsListChanged": true}),
+    )
+    .await;
+    // A prompts change first: not asked for, so the tools change that
+    // follows is the next message.
+    events.send(ListenEvent::PromptsListChanged).unwrap();
+    events.send(ListenEvent::ToolsListChanged).unwrap();
+    let change = stream.next().await.unwrap();
+    assert_eq!(change["method"], "notifications/tools/list_changed");
+    assert_eq!(change["params"]["_meta"][SUBSCRIPTION_ID], 7);
+    assert!(change.get("id").is_none(), "{change}");
+    h.stop.take().unwrap().send(()).unwrap();
+    let (messages, trailers) = stream.rest().await;
+    assert_eq!(trailers.get("grpc-status").unwrap(), "0");
+    // Only the final result is left: no prompts change came.
+    assert_eq!(messages.len(), 1, "{messages:?}");
+    assert_eq!(messages[0]["id"], 7);
+    assert_eq!(messages[0]["result"]["resultType"], "complete");
+    assert_eq!(messages[0]["result"]["_meta"][SUBSCRIPTION_ID], 7);
 }

@@ -275,6 +275,57 @@ pub fn take_messages(buf: &mut BytesMut, out: &mut Vec<Value>) {
     }
 }
 
+/// The messages of a call as they arrive (a listen stream's, say).
+pub struct Messages {
+    body: h2::RecvStream,
+    buf: BytesMut,
+    pending: std::collections::VecDeque<Value>,
+}
+
+impl Messages {
+    /// Opens a tunnel call to `http://127.0.0.1` and waits for its head.
+    pub async fn open(send: &mut SendRequest<Bytes>, body: &Value) -> Self {
+        let (resp, _stream) = open(send, body, &[]).await;
+        let resp = resp.await.unwrap();
+        assert_eq!(resp.status(), 200);
+        Self {
+            body: resp.into_body(),
+            buf: BytesMut::new(),
+            pending: Default::default(),
+        }
+    }
+
+    /// The next message, within 2 s; `None` at the end of the call.
+    pub async fn next(&mut self) -> Option<Value> {
+        while self.pending.is_empty() {
+            let chunk = tokio::time::timeout(Duration::from_secs(2), self.body.data())
+                .await
+                .expect("a message within 2 s")?
+                .unwrap();
+            let _ = self.body.flow_control().release_capacity(chunk.len());
+            self.buf.extend_from_slice(&chunk);
+            let mut messages = Vec::new();
+            take_messages(&mut self.buf, &mut messages);
+            self.pending.extend(messages);
+        }
+        self.pending.pop_front()
+    }
+
+    /// The remaining messages and the trailers, within 3 s.
+    pub async fn rest(mut self) -> (Vec<Value>, HeaderMap) {
+        tokio::time::timeout(Duration::from_secs(3), async {
+            let mut messages = Vec::new();
+            while let Some(m) = self.next().await {
+                messages.push(m);
+            }
+            let trailers = self.body.trailers().await.unwrap().unwrap_or_default();
+            (messages, trailers)
+        })
+        .await
+        .expect("the call ends")
+    }
+}
+
 /// Reads a whole call.
 pub async fn collect(resp: ResponseFuture) -> Reply {
     let resp = resp.await.unwrap();

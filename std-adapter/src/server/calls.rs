@@ -1,0 +1,235 @@
+//! The handlers a connection runs: started from the engine's requests,
+//! their messages handed to the engine in order, aborted when the engine
+//! cancels their call.
+//!
+//! Handlers run as tokio tasks (a handler that finishes without waiting
+//! runs on the connection's task, once). They talk back through one queue
+//! per connection ([`Outgoing`]); each running call keeps its task's
+//! [`AbortHandle`] and the messages the engine refused as busy.
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use mcpwire_core::mcp::server::{CallId, Failure, SendError};
+use tokio::sync::watch;
+use tokio::task::AbortHandle;
+
+use super::ConnEngine;
+use crate::app::App;
+use crate::app::link::{Link, Message, Outgoing};
+use crate::outbox;
+use crate::storage::grow_doubling;
+
+/// A call whose handler runs.
+struct Running {
+    task: Option<AbortHandle>,
+    cancel: watch::Sender<bool>,
+    /// Messages the engine refused as busy, in order.
+    pending: VecDeque<Message>,
+}
+
+impl Running {
+    fn stop(self) {
+        let _ = self.cancel.send(true);
+        if let Some(task) = self.task {
+            task.abort();
+        }
+    }
+}
+
+/// The running calls of a connection, at their engine record's index (so
+/// the set grows to the most calls a connection had at once, like the
+/// engine's records, and a call's start and end allocate nothing);
+/// dropping them (the connection task ends or is aborted) aborts their
+/// handlers.
+pub(super) struct Calls {
+    slots: Vec<Option<(CallId, Running)>>,
+    app: Arc<App>,
+    tx: outbox::Sender<Outgoing>,
+}
+
+impl Calls {
+    pub(super) fn new(app: Arc<App>, tx: outbox::Sender<Outgoing>) -> Self {
+        Self {
+            slots: Vec::new(),
+            app,
+            tx,
+        }
+    }
+
+    /// Starts the handler of a request.
+    pub(super) fn start(&mut self, engine: &mut ConnEngine, call: CallId) {
+        let (cancel, cancelled) = watch::channel(false);
+        let link = Link::new(call, self.tx.clone(), cancelled);
+        let Some(request) = engine.request(call) else {
+            return;
+        };
+        let Some(mut work) = self.app.handle(&request, link) else {
+            let _ = engine.fail(call, Failure::HandlerFailed);
+            return;
+        };
+        let mut running = Running {
+            task: None,
+            cancel,
+            pending: VecDeque::new(),
+        };
+        // Most handlers finish without waiting: run the handler once here,
+        // and spawn a task only for one that waits. Its answer takes the
+        // queue like every other message of the call, after the
+        // notifications it may have sent.
+        if let Poll::Ready(answer) = poll_once(work.as_mut()) {
+            let message = answer.map_or(Message::Failed(Failure::HandlerFailed), Message::answer);
+            let msg = Outgoing { call, message };
+            // Nothing of this call waits in the queue (it is empty): the
+            // answer goes to the engine at once.
+            if self.tx.is_empty() {
+                self.insert(call, running);
+                self.outgoing(engine, msg);
+                return;
+            }
+            match self.tx.try_send(msg) {
+                Ok(()) => {}
+                Err(outbox::TrySendError::Full(msg)) => {
+                    let out = self.tx.clone();
+                    tokio::spawn(async move {
+                        let _ = out.send(msg).await;
+                    });
+                }
+                // The connection is going away.
+                Err(outbox::TrySendError::Closed(_)) => return,
+            }
+            self.insert(call, running);
+            return;
+        }
+        let handle = tokio::spawn(work);
+        running.task = Some(handle.abort_handle());
+        // A watcher turns the handler's end (or its panic) into the answer;
+        // an aborted handler answers nothing (the engine already ended the
+        // call).
+        let out = self.tx.clone();
+        tokio::spawn(async move {
+            let message = match handle.await {
+                Ok(answer) => Message::answer(answer),
+                Err(e) if e.is_panic() => Message::Failed(Failure::HandlerFailed),
+                Err(_) => return,
+            };
+            let _ = out.send(Outgoing { call, message }).await;
+        });
+        self.insert(call, running);
+    }
+
+    /// A handler's message: queue it behind the call's earlier ones.
+    pub(super) fn outgoing(&mut self, engine: &mut ConnEngine, msg: Outgoing) {
+        // Unknown: the call was cancelled meanwhile.
+        if let Some(r) = self.get_mut(msg.call) {
+            r.pending.push_back(msg.message);
+            self.flush(engine, msg.call);
+        }
+    }
+
+    /// Hands the call's queued messages to the engine, in order, until it
+    /// is busy.
+    pub(super) fn flush(&mut self, engine: &mut ConnEngine, call: CallId) {
+        let Some(r) = self.get_mut(call) else {
+            return;
+        };
+        let ended = loop {
+            let Some(msg) = r.pending.front_mut() else {
+                break false;
+            };
+            let sent = match msg {
+                Message::Notify { method, params } => engine.notify(call, method, params),
+                Message::Result(result) => engine.respond(call, result),
+                Message::Error {
+                    code,
+                    message,
+                    data,
+                } => engine.respond_error(call, *code, message, data.as_deref()),
+                Message::Failed(failure) => engine.fail(call, *failure),
+            };
+            match sent {
+                // The handler is done; the engine ends the call.
+                Ok(()) if msg.is_final() => break true,
+                Ok(()) => {
+                    r.pending.pop_front();
+                }
+                Err(SendError::Busy) => break false,
+                Err(SendError::Gone) => break true,
+                Err(SendError::TooLarge { .. }) => match msg {
+                    // A notification that cannot fit is dropped.
+                    Message::Notify { .. } => {
+                        r.pending.pop_front();
+                    }
+                    // An error too large for the call: the core's words.
+                    Message::Error { .. } => *msg = Message::Failed(Failure::ResultTooLarge),
+                    // A result too large: the engine answered it itself.
+                    Message::Result(_) | Message::Failed(_) => break true,
+                },
+            }
+        };
+        if ended {
+            self.cancel(call);
+        }
+    }
+
+    /// The engine ended the call: stop its handler.
+    pub(super) fn cancel(&mut self, call: CallId) {
+        if let Some(r) = self.remove(call) {
+            r.stop();
+        }
+    }
+
+    /// Stops every running call.
+    pub(super) fn stop_all(&mut self) {
+        for (_, r) in self.slots.iter_mut().filter_map(Option::take) {
+            r.stop();
+        }
+    }
+
+    fn insert(&mut self, call: CallId, running: Running) {
+        let i = call.index();
+        grow_doubling(&mut self.slots, i + 1, usize::MAX, || None);
+        // The engine reuses an index only after that call ended; a record
+        // still here lost its end: stop its handler.
+        if let Some((_, old)) = self.slots[i].replace((call, running)) {
+            old.stop();
+        }
+    }
+
+    fn get_mut(&mut self, call: CallId) -> Option<&mut Running> {
+        match self.slots.get_mut(call.index()) {
+            Some(Some((c, r))) if *c == call => Some(r),
+            _ => None,
+        }
+    }
+
+    fn remove(&mut self, call: CallId) -> Option<Running> {
+        let slot = self.slots.get_mut(call.index())?;
+        if slot.as_ref().is_some_and(|(c, _)| *c == call) {
+            slot.take().map(|(_, r)| r)
+        } else {
+            None
+        }
+    }
+}
+
+impl Drop for Calls {
+    fn drop(&mut self) {
+        self.stop_all();
+    }
+}
+
+/// Polls `fut` once, with a waker that does nothing (a future that waits
+/// registers the real one when its task polls it again); a panic is caught.
+fn poll_once<F: Future + ?Sized>(fut: Pin<&mut F>) -> Poll<std::thread::Result<F::Output>> {
+    let mut cx = Context::from_waker(std::task::Waker::noop());
+    match std::panic::catch_unwind(AssertUnwindSafe(|| fut.poll(&mut cx))) {
+        Ok(Poll::Ready(v)) => Poll::Ready(Ok(v)),
+        Ok(Poll::Pending) => Poll::Pending,
+        Err(panic) => Poll::Ready(Err(panic)),
+    }
+}

@@ -1,0 +1,280 @@
+//! One connection's run loop: moves octets, time, handler messages and
+//! listen-source changes between a socket and a boxed engine.
+//!
+//! The loop follows the engine's contract ([`mcpwire_core::drive`]): feed
+//! what the socket read with [`Feed`] and drain the engine's events after
+//! every step, transmit while it wants to, then sleep until input, a
+//! handler message, a change of the app's listen source, the engine's next
+//! deadline or the server's shutdown. The protocol stays in the core: the
+//! events go to the handlers ([`Calls`]) and the bearer-token checker.
+
+use std::cell::RefCell;
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::Poll;
+
+use mcpwire_core::drive::{self, Feed, Step};
+use mcpwire_core::mcp::registry::Registry;
+use mcpwire_core::mcp::server::{ServerConfig as EngineConfig, ServerEvent};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::sync::{broadcast, watch};
+
+use super::ConnEngine;
+use super::calls::Calls;
+use crate::app::link::Outgoing;
+use crate::app::{App, ListenEvent};
+use crate::auth::{Auth, AuthDecision};
+use crate::clock::{Timer, now};
+use crate::outbox;
+use crate::store::HeapStore;
+
+/// Read from the socket at a time.
+const READ_BUF: usize = 64 << 10;
+const TRANSMIT_CHUNK: usize = 16 << 10;
+/// Stop pulling frames while this much waits for the socket.
+const WRITE_HIGH: usize = 64 << 10;
+/// Messages from handlers waiting for the connection task.
+const QUEUE: usize = 256;
+/// Room in a call's buffers beyond its largest message (the framing).
+const BUF_SLACK: usize = 64 << 10;
+
+// The read and transmit buffers of the connections a worker thread runs.
+// Input is fed to the engine as soon as it is read, and output is kept
+// only while the socket does not take it, so an idle connection holds no
+// buffer of its own. Two cells: feeding may transmit.
+thread_local! {
+    static READ: RefCell<Box<[u8]>> = RefCell::new(vec![0; READ_BUF].into_boxed_slice());
+    static TRANSMIT: RefCell<Box<[u8]>> =
+        RefCell::new(vec![0; TRANSMIT_CHUNK].into_boxed_slice());
+}
+
+/// What every connection of a server shares.
+#[derive(Clone)]
+pub(super) struct Shared {
+    pub(super) registry: Registry<'static>,
+    pub(super) config: EngineConfig,
+    pub(super) app: Arc<App>,
+    pub(super) auth: Option<Arc<dyn Auth>>,
+    pub(super) stop: watch::Receiver<bool>,
+}
+
+/// Serves one connection over its read and write halves until it closes.
+pub(super) async fn serve<R, W>(rd: R, wr: W, shared: Shared) -> io::Result<()>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    // Calls may carry messages up to `max_message_bytes`; their responses
+    // too (plus the framing).
+    let store = HeapStore::new(shared.config.max_message_bytes.saturating_add(BUF_SLACK));
+    let engine = Box::new(ConnEngine::new(
+        shared.registry,
+        shared.config,
+        store,
+        now(),
+    ));
+    let (tx, rx) = outbox::channel(QUEUE);
+    let listen = shared.app.subscribe();
+    let mut conn = Conn {
+        engine,
+        calls: Calls::new(shared.app, tx),
+        auth: shared.auth,
+    };
+    conn.drive(rd, wr, rx, listen, shared.stop).await
+}
+
+struct Conn {
+    engine: Box<ConnEngine>,
+    calls: Calls,
+    auth: Option<Arc<dyn Auth>>,
+}
+
+impl Conn {
+    async fn drive<R, W>(
+        &mut self,
+        mut rd: R,
+        mut wr: W,
+        mut rx: outbox::Receiver<Outgoing>,
+        mut listen: Option<broadcast::Receiver<ListenEvent>>,
+        mut stop: watch::Receiver<bool>,
+    ) -> io::Result<()>
+    where
+        R: AsyncRead + Unpin,
+        W: AsyncWrite + Unpin,
+    {
+        // Octets waiting for the socket; empty (and unallocated) when idle.
+        let mut out: Vec<u8> = Vec::new();
+        let mut written = 0;
+        let mut eof = false;
+        let mut stopping = *stop.borrow();
+        if stopping {
+            self.engine.go_away();
+            self.drain_events();
+        }
+        // The timer and the stop signal live across the loop: making them
+        // anew on each turn would register and drop a timer entry and a
+        // waiter on the server-wide signal every time.
+        let mut timer = Timer::new();
+        let stop_signal = async move {
+            // An error means the server is gone: stop as well.
+            let _ = stop.changed().await;
+        };
+        tokio::pin!(stop_signal);
+        loop {
+            if written == out.len() {
+                // Everything went out: an idle connection holds no buffer.
+                out = Vec::new();
+                written = 0;
+            }
+            self.transmit(&mut out, WRITE_HIGH);
+            // Once the engine is closed (after the peer's EOF, or after a
+            // shutdown's GOAWAY and the last call) and everything went out,
+            // close the socket (dropping the calls aborts their handlers).
+            if written == out.len() && (self.engine.is_closed() || eof) {
+                break;
+            }
+            timer.set(self.engine.poll_timeout());
+            tokio::select! {
+                r = read_shared(&mut rd), if !eof => match r {
+                    Ok(0) => {
+                        eof = true;
+                        self.engine.recv_eof();
+                        self.drain_events();
+                    }
+                    // The octets are in this thread's buffer until the
+                    // next await: feed them now.
+                    Ok(n) => READ.with_borrow(|b| self.feed(&b[..n], &mut out))?,
+                    Err(e) => return Err(e),
+                },
+                r = wr.write(&out[written..]), if written < out.len() => {
+                    written += r?;
+                }
+                msg = rx.recv() => {
+                    self.calls.outgoing(&mut self.engine, msg);
+                    // Take what else is queued before writing.
+                    while let Some(msg) = rx.try_recv() {
+                        self.calls.outgoing(&mut self.engine, msg);
+                    }
+                    self.drain_events();
+                }
+                event = next_listen_event(&mut listen), if listen.is_some() => match event {
+                    Some(event) => {
+                        self.engine.publish(event.change());
+                        self.drain_events();
+                    }
+                    // The source is gone: nothing more to announce.
+                    None => listen = None,
+                },
+                () = timer.fired(), if timer.is_set() => {
+                    self.engine.handle_timeout(now());
+                    self.drain_events();
+                }
+                () = &mut stop_signal, if !stopping => {
+                    stopping = true;
+                    // GOAWAY (the client opens no new call here) and the
+                    // final result of every listen stream.
+                    self.engine.go_away();
+                    self.drain_events();
+                }
+            }
+        }
+        let _ = wr.shutdown().await;
+        Ok(())
+    }
+
+    /// Feeds `input` to the engine until it is consumed.
+    fn feed(&mut self, input: &[u8], out: &mut Vec<u8>) -> io::Result<()> {
+        let mut feed = Feed::new(input);
+        loop {
+            let step = feed.step(&mut *self.engine, now());
+            self.drain_events();
+            match step {
+                Step::Consumed => {}
+                // The engine waits for its control frames to go out first.
+                Step::Transmit => self.transmit(out, usize::MAX),
+                Step::Done => return Ok(()),
+                Step::Stuck => {
+                    return Err(io::Error::other(format!(
+                        "the server engine takes no input ({} octets left)",
+                        feed.rest().len()
+                    )));
+                }
+            }
+        }
+    }
+
+    /// Appends what the engine has to send to `out`, up to `limit` octets
+    /// waiting.
+    fn transmit(&mut self, out: &mut Vec<u8>, limit: usize) {
+        while out.len() < limit && self.engine.wants_transmit() {
+            let n = TRANSMIT.with_borrow_mut(|b| {
+                let n = drive::fill(&mut *self.engine, b);
+                out.extend_from_slice(&b[..n]);
+                n
+            });
+            // Room in the engine's output lets blocked calls go on
+            // (Writable): they may queue more.
+            self.drain_events();
+            if n == 0 {
+                break;
+            }
+        }
+    }
+
+    /// Handles every queued engine event.
+    fn drain_events(&mut self) {
+        while let Some(event) = self.engine.poll_event() {
+            match event {
+                ServerEvent::Authorize { call } => {
+                    // Authorize comes only with `authorize` on, which only
+                    // an Auth sets; without one, refuse.
+                    let decision = self
+                        .auth
+                        .as_ref()
+                        .map_or(AuthDecision::Unauthenticated, |a| {
+                            a.check(self.engine.bearer_token(call))
+                        });
+                    self.engine.authorize(call, decision.to_core());
+                }
+                ServerEvent::Request { call } => self.calls.start(&mut self.engine, call),
+                ServerEvent::Cancelled { call, .. } => self.calls.cancel(call),
+                ServerEvent::Writable { call } => self.calls.flush(&mut self.engine, call),
+                ServerEvent::ConnectionClosed { .. } => self.calls.stop_all(),
+            }
+        }
+    }
+}
+
+/// The next change of the app's listen source; `None` once it is gone.
+/// Missed changes (a lagging receiver) are skipped: a client refreshes its
+/// lists on the next one.
+async fn next_listen_event(
+    listen: &mut Option<broadcast::Receiver<ListenEvent>>,
+) -> Option<ListenEvent> {
+    let rx = listen.as_mut()?;
+    loop {
+        match rx.recv().await {
+            Ok(event) => return Some(event),
+            Err(broadcast::error::RecvError::Lagged(_)) => {}
+            Err(broadcast::error::RecvError::Closed) => return None,
+        }
+    }
+}
+
+/// Reads into this thread's read buffer; returns how many octets it holds.
+/// The caller must take them before its next await (the task may move to
+/// another thread then).
+fn read_shared<R: AsyncRead + Unpin>(rd: &mut R) -> impl Future<Output = io::Result<usize>> + '_ {
+    std::future::poll_fn(move |cx| {
+        READ.with_borrow_mut(|b| {
+            let mut buf = ReadBuf::new(b);
+            match Pin::new(&mut *rd).poll_read(cx, &mut buf) {
+                Poll::Ready(Ok(())) => Poll::Ready(Ok(buf.filled().len())),
+                Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+                Poll::Pending => Poll::Pending,
+            }
+        })
+    })
+}
