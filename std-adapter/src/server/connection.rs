@@ -195,7 +195,8 @@ impl Conn {
                 // The engine waits for its control frames to go out first.
                 Step::Transmit => self.transmit(out, usize::MAX),
                 Step::Done => return Ok(()),
-                Step::Stuck => {
+                // The tunnel never waits for the application to read on.
+                Step::Wait | Step::Stuck => {
                     return Err(io::Error::other(format!(
                         "the server engine takes no input ({} octets left)",
                         feed.rest().len()
