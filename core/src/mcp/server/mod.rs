@@ -146,6 +146,36 @@ pub enum SendError {
     TooLarge { needed: usize },
 }
 
+/// What the application does with a server engine, whatever binding it
+/// serves: read events and requests, answer, notify, publish. Drivers are
+/// generic over it, so one handler loop serves the gRPC tunnel and stdio.
+pub trait ServerEngine {
+    /// The next event.
+    fn poll_event(&mut self) -> Option<ServerEvent>;
+    /// The request of a call the application handles.
+    fn request(&self, call: CallId) -> Option<Request<'_>>;
+    /// Answers the request with `result` (a JSON object).
+    fn respond(&mut self, call: CallId, result: &[u8]) -> Result<(), SendError>;
+    /// Answers the request with a JSON-RPC error; `data` is raw JSON.
+    fn respond_error(
+        &mut self,
+        call: CallId,
+        code: i32,
+        message: &str,
+        data: Option<&[u8]>,
+    ) -> Result<(), SendError>;
+    /// Answers with the core's words for a driver-side failure.
+    fn fail(&mut self, call: CallId, failure: Failure) -> Result<(), SendError>;
+    /// Sends a notification for the request (progress).
+    fn notify(&mut self, call: CallId, method: &str, params: &[u8]) -> Result<(), SendError>;
+    /// Announces a change to the listen streams that want it.
+    fn publish(&mut self, change: ListChange<'_>) -> usize;
+    /// The bearer token of a call waiting to be authorized.
+    fn bearer_token(&self, call: CallId) -> Option<&str>;
+    /// The application's decision on a call's credentials.
+    fn authorize(&mut self, call: CallId, decision: crate::mcp::auth::Decision<'_>);
+}
+
 /// A driver-side reason a request could not be handled; the engine answers
 /// it with the JSON-RPC error the binding names, so every driver sends the
 /// same words.

@@ -41,6 +41,7 @@ use super::engine::{Call, Dispatched, Engine, Framing, ListenNext, Phase};
 use super::listen::ListChange;
 use super::request::Request;
 use super::{CallId, CancelReason, Failure, SendError, ServerEvent, dispatch};
+use crate::mcp::auth::Decision;
 use crate::mcp::envelope::{self, Message};
 use crate::mcp::error::{INVALID_REQUEST, PARSE_ERROR, RpcError};
 use crate::mcp::json;
@@ -297,6 +298,15 @@ impl<'r, S: CallStore, const CALLS: usize> StdioServer<'r, S, CALLS> {
         self.engine.request(call)
     }
 
+    /// No bearer tokens on stdio: the process boundary is the trust
+    /// boundary (the client launched this server).
+    pub fn bearer_token(&self, _call: CallId) -> Option<&str> {
+        None
+    }
+
+    /// Authorization never runs on stdio (no `Authorize` event is made).
+    pub fn authorize(&mut self, _call: CallId, _decision: Decision<'_>) {}
+
     /// Answers the request with `result` (a JSON object). A result larger
     /// than the call store can hold is answered -32603 instead (and
     /// `TooLarge` returned).
@@ -486,5 +496,49 @@ impl<S: CallStore, const CALLS: usize> crate::drive::Endpoint for StdioServer<'_
 
     fn is_waiting(&self) -> bool {
         StdioServer::is_waiting(self)
+    }
+}
+
+impl<S: CallStore, const CALLS: usize> super::ServerEngine for StdioServer<'_, S, CALLS> {
+    fn poll_event(&mut self) -> Option<ServerEvent> {
+        StdioServer::poll_event(self)
+    }
+
+    fn request(&self, call: CallId) -> Option<Request<'_>> {
+        StdioServer::request(self, call)
+    }
+
+    fn respond(&mut self, call: CallId, result: &[u8]) -> Result<(), SendError> {
+        StdioServer::respond(self, call, result)
+    }
+
+    fn respond_error(
+        &mut self,
+        call: CallId,
+        code: i32,
+        message: &str,
+        data: Option<&[u8]>,
+    ) -> Result<(), SendError> {
+        StdioServer::respond_error(self, call, code, message, data)
+    }
+
+    fn fail(&mut self, call: CallId, failure: Failure) -> Result<(), SendError> {
+        StdioServer::fail(self, call, failure)
+    }
+
+    fn notify(&mut self, call: CallId, method: &str, params: &[u8]) -> Result<(), SendError> {
+        StdioServer::notify(self, call, method, params)
+    }
+
+    fn publish(&mut self, change: ListChange<'_>) -> usize {
+        StdioServer::publish(self, change)
+    }
+
+    fn bearer_token(&self, call: CallId) -> Option<&str> {
+        StdioServer::bearer_token(self, call)
+    }
+
+    fn authorize(&mut self, call: CallId, decision: Decision<'_>) {
+        StdioServer::authorize(self, call, decision)
     }
 }

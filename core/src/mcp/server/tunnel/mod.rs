@@ -631,3 +631,51 @@ where
         Server::poll_transmit(self, out)
     }
 }
+
+impl<S: CallStore, const STREAMS: usize, const TABLE: usize, const BUF: usize, FB>
+    super::ServerEngine for Server<'_, S, STREAMS, TABLE, BUF, FB>
+where
+    FB: Storage<BUF> + Default,
+{
+    fn poll_event(&mut self) -> Option<ServerEvent> {
+        Server::poll_event(self)
+    }
+
+    fn request(&self, call: CallId) -> Option<Request<'_>> {
+        Server::request(self, call)
+    }
+
+    fn respond(&mut self, call: CallId, result: &[u8]) -> Result<(), SendError> {
+        Server::respond(self, call, result)
+    }
+
+    fn respond_error(
+        &mut self,
+        call: CallId,
+        code: i32,
+        message: &str,
+        data: Option<&[u8]>,
+    ) -> Result<(), SendError> {
+        Server::respond_error(self, call, code, message, data)
+    }
+
+    fn fail(&mut self, call: CallId, failure: Failure) -> Result<(), SendError> {
+        Server::fail(self, call, failure)
+    }
+
+    fn notify(&mut self, call: CallId, method: &str, params: &[u8]) -> Result<(), SendError> {
+        Server::notify(self, call, method, params)
+    }
+
+    fn publish(&mut self, change: ListChange<'_>) -> usize {
+        Server::publish(self, change)
+    }
+
+    fn bearer_token(&self, call: CallId) -> Option<&str> {
+        Server::bearer_token(self, call)
+    }
+
+    fn authorize(&mut self, call: CallId, decision: Decision<'_>) {
+        Server::authorize(self, call, decision)
+    }
+}
