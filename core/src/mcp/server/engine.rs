@@ -163,6 +163,17 @@ pub(crate) enum Dispatched {
     Failed,
 }
 
+/// What a binding does after an answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Next {
+    /// Send call `i`'s output.
+    Send(usize),
+    /// Call `i` cannot be answered: end it.
+    Drop(usize),
+    /// Nothing changed.
+    Nothing,
+}
+
 /// What is next on a listen stream whose last message went out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ListenNext {
@@ -646,6 +657,62 @@ where
     // ------------------------------------------------------------------
     // Answers
     // ------------------------------------------------------------------
+
+    /// Answers call `call` with `result`, and says what the binding does
+    /// next. A result too large for the store is answered -32603 instead.
+    pub(crate) fn respond(&mut self, call: CallId, result: &[u8]) -> (Next, Result<(), SendError>) {
+        let i = match self.ready_for_output(call) {
+            Ok(i) => i,
+            Err(e) => return (Next::Nothing, Err(e)),
+        };
+        let sent = self.write_message(i, |w, id, _| {
+            envelope::write_result(w, id, |w| {
+                w.raw(result);
+            })
+        });
+        match sent {
+            Ok(()) => self.finish(i),
+            Err(SendError::TooLarge { .. }) => {
+                if self.answer_error(i, dispatch::RESULT_TOO_LARGE) == Dispatched::Failed {
+                    return (Next::Drop(i), sent);
+                }
+            }
+            Err(_) => return (Next::Nothing, sent),
+        }
+        (Next::Send(i), sent)
+    }
+
+    /// Answers call `call` with a JSON-RPC error (`data` raw JSON); the call
+    /// whose output the binding sends now.
+    pub(crate) fn respond_error(
+        &mut self,
+        call: CallId,
+        code: i32,
+        message: &str,
+        data: Option<&[u8]>,
+    ) -> Result<usize, SendError> {
+        let i = self.ready_for_output(call)?;
+        self.write_message(i, |w, id, _| {
+            envelope::write_error(w, id, code, message.as_bytes(), data)
+        })?;
+        self.finish(i);
+        Ok(i)
+    }
+
+    /// Writes a notification for call `call`'s request; the call whose
+    /// output the binding sends now.
+    pub(crate) fn notify(
+        &mut self,
+        call: CallId,
+        method: &str,
+        params: &[u8],
+    ) -> Result<usize, SendError> {
+        let i = self.ready_for_output(call)?;
+        self.write_message(i, |w, _, _| {
+            envelope::write_notification(w, method.as_bytes(), params)
+        })?;
+        Ok(i)
+    }
 
     /// The call the application may write to now, or why not.
     pub(crate) fn ready_for_output(&mut self, call: CallId) -> Result<usize, SendError> {

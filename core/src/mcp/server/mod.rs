@@ -32,6 +32,46 @@
 //! [`Decision`](super::auth::Decision); the core sends the challenge. With it
 //! off, no `Authorize` event is ever produced.
 
+/// The [`ServerEngine`] methods of a binding, forwarded to its inherent
+/// methods of the same names.
+macro_rules! forward_server_engine {
+    ($binding:ident) => {
+        fn poll_event(&mut self) -> Option<ServerEvent> {
+            $binding::poll_event(self)
+        }
+        fn request(&self, call: CallId) -> Option<Request<'_>> {
+            $binding::request(self, call)
+        }
+        fn respond(&mut self, call: CallId, result: &[u8]) -> Result<(), SendError> {
+            $binding::respond(self, call, result)
+        }
+        fn respond_error(
+            &mut self,
+            call: CallId,
+            code: i32,
+            message: &str,
+            data: Option<&[u8]>,
+        ) -> Result<(), SendError> {
+            $binding::respond_error(self, call, code, message, data)
+        }
+        fn fail(&mut self, call: CallId, failure: Failure) -> Result<(), SendError> {
+            $binding::fail(self, call, failure)
+        }
+        fn notify(&mut self, call: CallId, method: &str, params: &[u8]) -> Result<(), SendError> {
+            $binding::notify(self, call, method, params)
+        }
+        fn publish(&mut self, change: ListChange<'_>) -> usize {
+            $binding::publish(self, change)
+        }
+        fn bearer_token(&self, call: CallId) -> Option<&str> {
+            $binding::bearer_token(self, call)
+        }
+        fn authorize(&mut self, call: CallId, decision: crate::mcp::auth::Decision<'_>) {
+            $binding::authorize(self, call, decision)
+        }
+    };
+}
+
 pub mod dispatch;
 mod engine;
 pub mod listen;

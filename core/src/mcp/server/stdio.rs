@@ -37,12 +37,12 @@
 
 use core::time::Duration;
 
-use super::engine::{Call, Dispatched, Engine, Framing, ListenNext, Phase};
+use super::engine::{Call, Dispatched, Engine, Framing, ListenNext, Next, Phase};
 use super::listen::ListChange;
 use super::request::Request;
 use super::{CallId, CancelReason, Failure, SendError, ServerEvent, dispatch};
 use crate::mcp::auth::Decision;
-use crate::mcp::envelope::{self, Message};
+use crate::mcp::envelope::Message;
 use crate::mcp::error::{INVALID_REQUEST, PARSE_ERROR, RpcError};
 use crate::mcp::json;
 use crate::mcp::registry::Registry;
@@ -311,20 +311,9 @@ impl<'r, S: CallStore, const CALLS: usize> StdioServer<'r, S, CALLS> {
     /// than the call store can hold is answered -32603 instead (and
     /// `TooLarge` returned).
     pub fn respond(&mut self, call: CallId, result: &[u8]) -> Result<(), SendError> {
-        let i = self.engine.ready_for_output(call)?;
-        let sent = self.engine.write_message(i, |w, id, _| {
-            envelope::write_result(w, id, |w| {
-                w.raw(result);
-            })
-        });
-        match sent {
-            Ok(()) => self.engine.finish(i),
-            Err(SendError::TooLarge { .. }) => {
-                if self.engine.answer_error(i, dispatch::RESULT_TOO_LARGE) == Dispatched::Failed {
-                    self.engine.remove(i);
-                }
-            }
-            Err(_) => {}
+        let (next, sent) = self.engine.respond(call, result);
+        if let Next::Drop(i) = next {
+            self.engine.remove(i);
         }
         sent
     }
@@ -337,12 +326,9 @@ impl<'r, S: CallStore, const CALLS: usize> StdioServer<'r, S, CALLS> {
         message: &str,
         data: Option<&[u8]>,
     ) -> Result<(), SendError> {
-        let i = self.engine.ready_for_output(call)?;
-        self.engine.write_message(i, |w, id, _| {
-            envelope::write_error(w, id, code, message.as_bytes(), data)
-        })?;
-        self.engine.finish(i);
-        Ok(())
+        self.engine
+            .respond_error(call, code, message, data)
+            .map(drop)
     }
 
     /// Answers the request with the error the core names for a driver-side
@@ -354,10 +340,7 @@ impl<'r, S: CallStore, const CALLS: usize> StdioServer<'r, S, CALLS> {
 
     /// Sends a notification for the request (progress).
     pub fn notify(&mut self, call: CallId, method: &str, params: &[u8]) -> Result<(), SendError> {
-        let i = self.engine.ready_for_output(call)?;
-        self.engine.write_message(i, |w, _, _| {
-            envelope::write_notification(w, method.as_bytes(), params)
-        })
+        self.engine.notify(call, method, params).map(drop)
     }
 
     /// Announces a change to every listen stream whose filter wants it;
@@ -500,45 +483,5 @@ impl<S: CallStore, const CALLS: usize> crate::drive::Endpoint for StdioServer<'_
 }
 
 impl<S: CallStore, const CALLS: usize> super::ServerEngine for StdioServer<'_, S, CALLS> {
-    fn poll_event(&mut self) -> Option<ServerEvent> {
-        StdioServer::poll_event(self)
-    }
-
-    fn request(&self, call: CallId) -> Option<Request<'_>> {
-        StdioServer::request(self, call)
-    }
-
-    fn respond(&mut self, call: CallId, result: &[u8]) -> Result<(), SendError> {
-        StdioServer::respond(self, call, result)
-    }
-
-    fn respond_error(
-        &mut self,
-        call: CallId,
-        code: i32,
-        message: &str,
-        data: Option<&[u8]>,
-    ) -> Result<(), SendError> {
-        StdioServer::respond_error(self, call, code, message, data)
-    }
-
-    fn fail(&mut self, call: CallId, failure: Failure) -> Result<(), SendError> {
-        StdioServer::fail(self, call, failure)
-    }
-
-    fn notify(&mut self, call: CallId, method: &str, params: &[u8]) -> Result<(), SendError> {
-        StdioServer::notify(self, call, method, params)
-    }
-
-    fn publish(&mut self, change: ListChange<'_>) -> usize {
-        StdioServer::publish(self, change)
-    }
-
-    fn bearer_token(&self, call: CallId) -> Option<&str> {
-        StdioServer::bearer_token(self, call)
-    }
-
-    fn authorize(&mut self, call: CallId, decision: Decision<'_>) {
-        StdioServer::authorize(self, call, decision)
-    }
+    forward_server_engine!(StdioServer);
 }

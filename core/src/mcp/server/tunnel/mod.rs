@@ -27,8 +27,7 @@
 
 mod end;
 
-use super::dispatch;
-use super::engine::{Call, Dispatched, Engine, Framing, ListenNext, Phase, Refused};
+use super::engine::{Call, Dispatched, Engine, Framing, ListenNext, Next, Phase, Refused};
 use super::listen::ListChange;
 use super::request::Request;
 use super::{CallId, CancelReason, Failure, SendError, ServerConfig, ServerEvent};
@@ -38,7 +37,6 @@ use crate::h2::{
 };
 use crate::hpack::Field;
 use crate::mcp::auth::Decision;
-use crate::mcp::envelope;
 use crate::mcp::error::{INVALID_REQUEST, PARSE_ERROR, RpcError};
 use crate::mcp::json;
 use crate::mcp::registry::Registry;
@@ -297,23 +295,12 @@ impl<
     /// with `grpc-status: 0`. A result larger than the call store can hold
     /// is answered with -32603 instead (and `TooLarge` returned).
     pub fn respond(&mut self, call: CallId, result: &[u8]) -> Result<(), SendError> {
-        let i = self.engine.ready_for_output(call)?;
-        let sent = self.engine.write_message(i, |w, id, _| {
-            envelope::write_result(w, id, |w| {
-                w.raw(result);
-            })
-        });
-        match sent {
-            Ok(()) => self.engine.finish(i),
-            Err(SendError::TooLarge { .. }) => {
-                if self.engine.answer_error(i, dispatch::RESULT_TOO_LARGE) == Dispatched::Failed {
-                    self.drop_call(i);
-                    return sent;
-                }
-            }
-            Err(_) => return sent,
+        let (next, sent) = self.engine.respond(call, result);
+        match next {
+            Next::Send(i) => self.flush(i),
+            Next::Drop(i) => self.drop_call(i),
+            Next::Nothing => {}
         }
-        self.flush(i);
         sent
     }
 
@@ -327,11 +314,7 @@ impl<
         message: &str,
         data: Option<&[u8]>,
     ) -> Result<(), SendError> {
-        let i = self.engine.ready_for_output(call)?;
-        self.engine.write_message(i, |w, id, _| {
-            envelope::write_error(w, id, code, message.as_bytes(), data)
-        })?;
-        self.engine.finish(i);
+        let i = self.engine.respond_error(call, code, message, data)?;
         self.flush(i);
         Ok(())
     }
@@ -346,10 +329,7 @@ impl<
     /// Sends a notification on the call's stream (progress):
     /// `{"jsonrpc":"2.0","method":method,"params":params}`.
     pub fn notify(&mut self, call: CallId, method: &str, params: &[u8]) -> Result<(), SendError> {
-        let i = self.engine.ready_for_output(call)?;
-        self.engine.write_message(i, |w, _, _| {
-            envelope::write_notification(w, method.as_bytes(), params)
-        })?;
+        let i = self.engine.notify(call, method, params)?;
         self.flush(i);
         Ok(())
     }
@@ -637,45 +617,5 @@ impl<S: CallStore, const STREAMS: usize, const TABLE: usize, const BUF: usize, F
 where
     FB: Storage<BUF> + Default,
 {
-    fn poll_event(&mut self) -> Option<ServerEvent> {
-        Server::poll_event(self)
-    }
-
-    fn request(&self, call: CallId) -> Option<Request<'_>> {
-        Server::request(self, call)
-    }
-
-    fn respond(&mut self, call: CallId, result: &[u8]) -> Result<(), SendError> {
-        Server::respond(self, call, result)
-    }
-
-    fn respond_error(
-        &mut self,
-        call: CallId,
-        code: i32,
-        message: &str,
-        data: Option<&[u8]>,
-    ) -> Result<(), SendError> {
-        Server::respond_error(self, call, code, message, data)
-    }
-
-    fn fail(&mut self, call: CallId, failure: Failure) -> Result<(), SendError> {
-        Server::fail(self, call, failure)
-    }
-
-    fn notify(&mut self, call: CallId, method: &str, params: &[u8]) -> Result<(), SendError> {
-        Server::notify(self, call, method, params)
-    }
-
-    fn publish(&mut self, change: ListChange<'_>) -> usize {
-        Server::publish(self, change)
-    }
-
-    fn bearer_token(&self, call: CallId) -> Option<&str> {
-        Server::bearer_token(self, call)
-    }
-
-    fn authorize(&mut self, call: CallId, decision: Decision<'_>) {
-        Server::authorize(self, call, decision)
-    }
+    forward_server_engine!(Server);
 }
