@@ -450,13 +450,29 @@ fn stop_events_until_the_header_list_is_read() {
     // Feeding again without reading the event takes nothing.
     let r = conn.recv(&input[first.len()..], Instant::ZERO);
     assert_eq!((r.consumed, r.stop), (0, Stop::Events));
-    assert!(matches!(conn.poll_event(), Some(Event::Headers { .. })));
+    let Some(Event::Headers { stream: a, .. }) = conn.poll_event() else {
+        panic!("a Headers event");
+    };
+    // The event lends the list through the connection.
+    let list = conn.headers(a).expect("the list of the event just read");
+    assert_eq!(
+        (list.get(b":method"), list.get(b":path")),
+        (Some(&b"POST"[..]), Some(&b"/"[..]))
+    );
     let r = conn.recv(&input[first.len()..], Instant::ZERO);
     assert_eq!(
         (r.consumed, r.stop),
         (input.len() - first.len(), Stop::Consumed)
     );
-    assert!(matches!(conn.poll_event(), Some(Event::Headers { .. })));
+    assert!(conn.headers(a).is_none(), "recv gave the list back");
+    let Some(Event::Headers { stream: b, .. }) = conn.poll_event() else {
+        panic!("a Headers event");
+    };
+    assert_ne!(a, b);
+    assert!(conn.headers(a).is_none(), "lent to the other stream only");
+    assert!(conn.headers(b).is_some());
+    assert_eq!(conn.poll_event(), None);
+    assert!(conn.headers(b).is_none(), "poll_event gave the list back");
 }
 
 #[test]

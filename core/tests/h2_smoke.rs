@@ -25,12 +25,12 @@ fn pump(from: &mut Conn, to: &mut Conn, log: &mut Vec<String>, now: Instant) {
             while let Some(e) = to.poll_event() {
                 log.push(match e {
                     Event::Headers {
+                        stream,
                         kind,
-                        fields,
                         end_stream,
-                        ..
                     } => {
-                        format!("headers {kind:?} {} {end_stream}", fields.iter().count())
+                        let n = to.headers(stream).map_or(0, |f| f.iter().count());
+                        format!("headers {kind:?} {n} {end_stream}")
                     }
                     other => format!("{other:?}"),
                 });

@@ -115,15 +115,16 @@ impl Drop for Counting {
 type Conn<B> = Connection<8, 4096, BUF, 64, B>;
 
 /// What a side saw, as text.
-fn describe(e: &Event<'_>) -> String {
+fn describe<B: Storage<BUF>>(e: Event, c: &Conn<B>) -> String {
     match e {
         Event::Headers {
+            stream,
             kind,
-            fields,
             end_stream,
-            ..
         } => {
-            let f: Vec<String> = fields
+            let f: Vec<String> = c
+                .headers(stream)
+                .expect("a Headers event lends its list")
                 .iter()
                 .map(|f| {
                     format!(
@@ -182,7 +183,7 @@ fn drain<B: Storage<BUF>>(
     on_event: &mut dyn FnMut(&mut Conn<B>, StreamRef, &str),
 ) {
     while let Some(e) = c.poll_event() {
-        let text = describe(&e);
+        let text = describe(e, c);
         let stream = match e {
             Event::Headers { stream, .. }
             | Event::Reset { stream, .. }

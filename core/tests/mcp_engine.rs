@@ -190,9 +190,12 @@ impl<S: CallStore> Pair<S> {
     fn take_client_events(&mut self) {
         while let Some(e) = self.client.poll_event() {
             match e {
-                Event::Headers { stream, fields, .. } => {
+                Event::Headers { stream, .. } => {
                     let s = self.seen.entry(stream).or_default();
-                    let list: Vec<(String, String)> = fields
+                    let list: Vec<(String, String)> = self
+                        .client
+                        .headers(stream)
+                        .expect("a Headers event lends its list")
                         .iter()
                         .map(|f| {
                             (

@@ -3,11 +3,11 @@
 
 use std::io;
 
-use mcpwire_core::h2::{ErrorCode, HeadersKind, Role, StreamError, StreamRef};
+use mcpwire_core::h2::{ErrorCode, Event, HeadersKind, Role, StreamError, StreamRef};
 use mcpwire_core::hpack::Field;
 use tokio::net::TcpStream;
 
-use crate::{App, Config, Conn, Event, drive, field, new_conn};
+use crate::{App, Config, Conn, drive, new_conn};
 
 /// One request to make.
 #[derive(Debug, Clone)]
@@ -155,16 +155,17 @@ impl App for Client {
             Event::Headers {
                 stream,
                 kind,
-                fields,
                 end_stream,
             } => {
                 if let Some(c) = self.call_of(stream) {
-                    if kind == HeadersKind::Response {
-                        c.response.status = field(&fields, b":status")
+                    if kind == HeadersKind::Response
+                        && let Some(fields) = conn.headers(stream)
+                    {
+                        c.response.status = fields
+                            .get(b":status")
                             .and_then(|s| std::str::from_utf8(s).ok())
                             .and_then(|s| s.parse().ok());
-                        c.response.content_type =
-                            field(&fields, b"content-type").map(<[u8]>::to_vec);
+                        c.response.content_type = fields.get(b"content-type").map(<[u8]>::to_vec);
                     }
                     if end_stream {
                         c.done = true;

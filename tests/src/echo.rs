@@ -11,11 +11,14 @@
 use std::collections::{HashMap, VecDeque};
 use std::io;
 
-use mcpwire_core::h2::{HeadersKind, Role, StreamError, StreamRef};
+use mcpwire_core::h2::{Event, HeaderList, HeadersKind, Role, StreamError, StreamRef};
 use mcpwire_core::hpack::Field;
 use tokio::net::TcpListener;
 
-use crate::{App, Config, Conn, Event, Fields, drive, field, new_conn};
+use crate::{App, Config, Conn, drive, new_conn};
+
+/// A response head waiting to go out: (name, value) pairs.
+type Head = Vec<(Vec<u8>, Vec<u8>)>;
 
 /// The body of the response to a request without a body.
 pub const HELLO: &[u8] = b"hello from mcpwire\n";
@@ -44,7 +47,7 @@ pub fn pattern_body(n: usize) -> Vec<u8> {
 #[derive(Debug, Default)]
 struct Exchange {
     /// The response head, until the core takes it.
-    head: Option<Fields>,
+    head: Option<Head>,
     /// The request body is echoed (else dropped and released at once).
     echo: bool,
     /// Echo octets waiting for the windows; not yet released.
@@ -69,10 +72,20 @@ impl EchoServer {
         Self::default()
     }
 
-    fn request(&mut self, conn: &mut Conn, stream: StreamRef, fields: &Fields, end_stream: bool) {
-        let method = field(fields, b":method").unwrap_or_default();
-        let path = field(fields, b":path").unwrap_or_default();
-        let mut head: Fields = vec![(b":status".to_vec(), b"200".to_vec())];
+    fn request(&mut self, conn: &mut Conn, stream: StreamRef, end_stream: bool) {
+        let Some(fields) = conn.headers(stream) else {
+            return;
+        };
+        let ex = Self::exchange(fields, end_stream);
+        self.exchanges.insert(stream, ex);
+        self.pump(conn, stream);
+    }
+
+    /// What the response to a request with `fields` will be.
+    fn exchange(fields: HeaderList<'_>, end_stream: bool) -> Exchange {
+        let method = fields.get(b":method").unwrap_or_default();
+        let path = fields.get(b":path").unwrap_or_default();
+        let mut head: Head = vec![(b":status".to_vec(), b"200".to_vec())];
         let mut ex = Exchange::default();
         if let Some(n) = path
             .strip_prefix(b"/big/")
@@ -95,14 +108,13 @@ impl EchoServer {
             }
             ex.end = true;
         } else {
-            if let Some(ct) = field(fields, b"content-type") {
+            if let Some(ct) = fields.get(b"content-type") {
                 head.push((b"content-type".to_vec(), ct.to_vec()));
             }
             ex.echo = true;
         }
         ex.head = Some(head);
-        self.exchanges.insert(stream, ex);
-        self.pump(conn, stream);
+        ex
     }
 
     /// Queues what the stream has waiting, as far as the core takes it.
@@ -190,9 +202,8 @@ impl App for EchoServer {
             Event::Headers {
                 stream,
                 kind: HeadersKind::Request,
-                fields,
                 end_stream,
-            } => self.request(conn, stream, &fields, end_stream),
+            } => self.request(conn, stream, end_stream),
             Event::Headers {
                 stream,
                 kind: HeadersKind::Trailers,

@@ -17,7 +17,7 @@ use std::io;
 use std::sync::OnceLock;
 
 use mcpwire_core::drive::{Feed, Step};
-use mcpwire_core::h2::{self, ErrorCode, HeadersKind, Role, StreamRef};
+use mcpwire_core::h2::{self, ErrorCode, Role, StreamRef};
 use mcpwire_core::time::Instant;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -31,133 +31,13 @@ pub use mcpwire_core::h2::Config;
 /// HPACK table, 16 KiB buffers and the last 64 resets remembered.
 pub type Conn = h2::Connection<128, 4096, 16384, 64>;
 
-/// A header list copied out of the connection: (name, value) pairs.
-pub type Fields = Vec<(Vec<u8>, Vec<u8>)>;
-
-/// [`h2::Event`] with the header list copied, so the application can call
-/// back into the connection while it holds it.
-#[derive(Clone)]
-pub enum Event {
-    Headers {
-        stream: StreamRef,
-        kind: HeadersKind,
-        fields: Fields,
-        end_stream: bool,
-    },
-    Reset {
-        stream: StreamRef,
-        code: ErrorCode,
-        remote: bool,
-    },
-    Closed {
-        stream: StreamRef,
-    },
-    SendReady {
-        stream: StreamRef,
-    },
-    StreamsAvailable,
-    GoAway {
-        last_stream_id: u32,
-        code: ErrorCode,
-    },
-    PingAck,
-    ConnectionClosed {
-        error: Option<h2::ConnectionError>,
-    },
-}
-
-impl std::fmt::Debug for Event {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Headers {
-                stream,
-                kind,
-                fields,
-                end_stream,
-            } => {
-                write!(f, "Headers {stream:?} {kind:?} end_stream={end_stream} [")?;
-                for (n, v) in fields {
-                    write!(
-                        f,
-                        " {}: {}",
-                        String::from_utf8_lossy(n),
-                        String::from_utf8_lossy(v)
-                    )?;
-                }
-                f.write_str(" ]")
-            }
-            Self::Reset {
-                stream,
-                code,
-                remote,
-            } => write!(f, "Reset {stream:?} {code} remote={remote}"),
-            Self::Closed { stream } => write!(f, "Closed {stream:?}"),
-            Self::SendReady { stream } => write!(f, "SendReady {stream:?}"),
-            Self::StreamsAvailable => f.write_str("StreamsAvailable"),
-            Self::GoAway {
-                last_stream_id,
-                code,
-            } => write!(f, "GoAway last_stream_id={last_stream_id} {code}"),
-            Self::PingAck => f.write_str("PingAck"),
-            Self::ConnectionClosed { error } => write!(f, "ConnectionClosed {error:?}"),
-        }
-    }
-}
-
-impl Event {
-    fn copy(e: h2::Event<'_>) -> Self {
-        match e {
-            h2::Event::Headers {
-                stream,
-                kind,
-                fields,
-                end_stream,
-            } => Self::Headers {
-                stream,
-                kind,
-                fields: fields
-                    .iter()
-                    .map(|f| (f.name.to_vec(), f.value.to_vec()))
-                    .collect(),
-                end_stream,
-            },
-            h2::Event::Reset {
-                stream,
-                code,
-                remote,
-            } => Self::Reset {
-                stream,
-                code,
-                remote,
-            },
-            h2::Event::Closed { stream } => Self::Closed { stream },
-            h2::Event::SendReady { stream } => Self::SendReady { stream },
-            h2::Event::StreamsAvailable => Self::StreamsAvailable,
-            h2::Event::GoAway {
-                last_stream_id,
-                code,
-            } => Self::GoAway {
-                last_stream_id,
-                code,
-            },
-            h2::Event::PingAck { .. } => Self::PingAck,
-            h2::Event::ConnectionClosed { error } => Self::ConnectionClosed { error },
-        }
-    }
-}
-
-/// The value of the first field called `name`.
-pub fn field<'a>(fields: &'a Fields, name: &[u8]) -> Option<&'a [u8]> {
-    fields
-        .iter()
-        .find(|(n, _)| n == name)
-        .map(|(_, v)| v.as_slice())
-}
-
 /// The application on top of a connection.
 pub trait App {
-    /// An event from the connection.
-    fn event(&mut self, conn: &mut Conn, event: Event);
+    /// An event from the connection. The fields of an
+    /// [`h2::Event::Headers`] are read with
+    /// [`conn.headers(stream)`](h2::Connection::headers), before the next
+    /// `poll_event` or `recv` gives them back.
+    fn event(&mut self, conn: &mut Conn, event: h2::Event);
     /// A piece of DATA payload. Release it with
     /// [`Connection::release_data`](h2::Connection::release_data) once consumed.
     fn data(&mut self, conn: &mut Conn, stream: StreamRef, bytes: &[u8], end_stream: bool);
@@ -213,9 +93,29 @@ macro_rules! trace {
 
 fn drain_events<A: App>(conn: &mut Conn, app: &mut A) {
     while let Some(e) = conn.poll_event() {
-        let e = Event::copy(e);
-        trace!("event {e:?}");
+        trace!("event {e:?}{}", TraceHeaders(conn, e));
         app.event(conn, e);
+    }
+}
+
+/// The fields of a `Headers` event, for the trace.
+struct TraceHeaders<'a>(&'a Conn, h2::Event);
+
+impl std::fmt::Display for TraceHeaders<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let h2::Event::Headers { stream, .. } = self.1 else {
+            return Ok(());
+        };
+        f.write_str(" [")?;
+        for field in self.0.headers(stream).unwrap_or(h2::HeaderList::EMPTY) {
+            write!(
+                f,
+                " {}: {}",
+                String::from_utf8_lossy(field.name),
+                String::from_utf8_lossy(field.value)
+            )?;
+        }
+        f.write_str(" ]")
     }
 }
 

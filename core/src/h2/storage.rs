@@ -9,8 +9,9 @@
 //! records in the same kind of storage.
 //!
 //! A connection needs three buffers of `BUF` octets: the header block being
-//! received ([`FrameBuffer::Block`]), the decoded header list an
-//! [`Event::Headers`](super::Event::Headers) points into
+//! received ([`FrameBuffer::Block`]), the decoded header list of the last
+//! [`Event::Headers`](super::Event::Headers), which
+//! [`Connection::headers`](super::Connection::headers) lends
 //! ([`FrameBuffer::Headers`]), and the frames waiting for `poll_transmit`
 //! ([`FrameBuffer::Transmit`]). They are empty almost all the time.
 //!
@@ -29,8 +30,9 @@
 //! - `Block`: acquired when HEADERS (or PUSH_PROMISE) starts a header block;
 //!   released once the block is decoded, or when the connection fails;
 //! - `Headers`: acquired when a complete block is decoded; released when the
-//!   event that lent it was read (on the next call) or when the block turned
-//!   out to be an error.
+//!   event that lent it was read (on the next `poll_event` or `recv`, which
+//!   ends what `Connection::headers` returns for it), when the block turned
+//!   out to be an error, or when the connection closes.
 //!
 //! # When a buffer cannot be had
 //!
@@ -62,7 +64,8 @@ pub enum FrameBuffer {
     /// A received header block, reassembled across frames and `recv` calls;
     /// its free end is also the scratch space for Huffman decoding.
     Block,
-    /// The decoded header list of the last `Headers` event.
+    /// The decoded header list of the last `Headers` event, read through
+    /// `Connection::headers`.
     Headers,
     /// Frames waiting for `poll_transmit` (HEADERS, DATA, RST_STREAM).
     Transmit,

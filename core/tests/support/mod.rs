@@ -230,7 +230,8 @@ pub fn response(status: &str, extra: &[(&str, &str)]) -> Fields {
     f
 }
 
-/// An [`Event`] copied out of the connection.
+/// An [`Event`] as the harness logs it, with the header list the
+/// connection lent for it (so that a test can assert on it afterwards).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Ev {
     Headers {
@@ -268,17 +269,22 @@ pub enum Ev {
 }
 
 impl Ev {
-    pub fn from_event(e: &Event<'_>) -> Ev {
-        match *e {
+    /// The next event of `conn`, with its header list read through
+    /// [`Connection::headers`].
+    pub fn poll<const S: usize, const T: usize, const B: usize, const R: usize, St: Storage<B>>(
+        conn: &mut Connection<S, T, B, R, St>,
+    ) -> Option<Ev> {
+        Some(match conn.poll_event()? {
             Event::Headers {
                 stream,
                 kind,
-                fields,
                 end_stream,
             } => Ev::Headers {
                 stream,
                 kind,
-                fields: fields
+                fields: conn
+                    .headers(stream)
+                    .expect("a Headers event lends its list")
                     .iter()
                     .map(|f| (f.name.to_vec(), f.value.to_vec()))
                     .collect(),
@@ -305,7 +311,7 @@ impl Ev {
             },
             Event::PingAck { payload } => Ev::PingAck { payload },
             Event::ConnectionClosed { error } => Ev::ConnectionClosed { error },
-        }
+        })
     }
 
     /// The stream the event is about, if any.
@@ -485,7 +491,7 @@ impl<const S: usize, const T: usize, const B: usize, const R: usize, St: SimStor
     /// Drains `poll_event`; returns how many there were.
     pub fn drain(&mut self) -> usize {
         let mut n = 0;
-        while let Some(ev) = self.conn.poll_event().map(|e| Ev::from_event(&e)) {
+        while let Some(ev) = Ev::poll(&mut *self.conn) {
             n += 1;
             if let Ev::Headers { stream, .. } = ev
                 && let Some(id) = self.conn.stream_id(stream)

@@ -242,7 +242,7 @@ impl<const S: usize, const T: usize, const B: usize, const R: usize, St: SimStor
     /// Drains the connection's events into `events` and `log`.
     pub fn drain(&mut self) -> usize {
         let mut n = 0;
-        while let Some(ev) = self.conn.poll_event().map(|e| Ev::from_event(&e)) {
+        while let Some(ev) = Ev::poll(&mut *self.conn) {
             n += 1;
             self.log.push(ev.clone());
             self.events.push_back(ev);

@@ -1,7 +1,13 @@
 //! What the application learns: [`Event`], the queue of connection-level
-//! events, and [`Connection::poll_event`], which also hands out the last
-//! event of each stream and its `SendReady` wake-ups from the stream slots
-//! (so that no queue has to hold one per stream).
+//! events, [`Connection::poll_event`], which also hands out the last event
+//! of each stream and its `SendReady` wake-ups from the stream slots (so
+//! that no queue has to hold one per stream), and [`Connection::headers`],
+//! which lends the header list of the last `Headers` event.
+//!
+//! Events are small owned values that never borrow the connection, so a
+//! driver can hold one while it calls back into the connection; the header
+//! list stays in the connection's headers buffer and is read through the
+//! accessor.
 
 use super::super::ConnectionError;
 use super::super::headers::{HeaderList, HeadersKind};
@@ -9,14 +15,15 @@ use super::{Connection, StreamRef};
 use crate::h2::{ErrorCode, FrameBuffer, Storage};
 
 /// Something the application must learn about.
-#[derive(Debug, Clone, Copy)]
-pub enum Event<'c> {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
     /// A header block arrived on a stream. For a server, a `Request` on a
-    /// stream it has not seen yet is a new stream.
+    /// stream it has not seen yet is a new stream. Its fields are read with
+    /// [`Connection::headers`]`(stream)` before the next `poll_event` or
+    /// `recv`.
     Headers {
         stream: StreamRef,
         kind: HeadersKind,
-        fields: HeaderList<'c>,
         end_stream: bool,
     },
     /// The stream was reset, by the peer (`remote`) or by this end because
@@ -171,8 +178,8 @@ impl<
     B: Storage<BUF>,
 > Connection<STREAMS, TABLE, BUF, RESETS, B>
 {
-    /// The next event, if any. A `Headers` event borrows the connection's
-    /// header list, which stays valid until the next call on the connection.
+    /// The next event, if any. The fields of a `Headers` event are read with
+    /// [`Connection::headers`], before the next call that takes `&mut self`.
     ///
     /// Order: a stream's events come in the order they happened; events of
     /// different streams may be reordered; `ConnectionClosed` is always last.
@@ -181,7 +188,7 @@ impl<
     /// an event can let a stopped `recv` go on (see [`Stop::Events`]).
     ///
     /// [`Stop::Events`]: super::Stop::Events
-    pub fn poll_event(&mut self) -> Option<Event<'_>> {
+    pub fn poll_event(&mut self) -> Option<Event> {
         self.free_read_store();
         if self.streams.slot_events > 0
             && let Some(e) = self.poll_slot_event()
@@ -199,12 +206,14 @@ impl<
                 stream,
                 kind,
                 end_stream,
-            } => Event::Headers {
-                stream,
-                kind,
-                fields: self.block.lend_list(self.bufs.get(FrameBuffer::Headers)),
-                end_stream,
-            },
+            } => {
+                self.block.lend(stream);
+                Event::Headers {
+                    stream,
+                    kind,
+                    end_stream,
+                }
+            }
             Queued::StreamsAvailable => Event::StreamsAvailable,
             Queued::GoAway {
                 last_stream_id,
@@ -218,9 +227,24 @@ impl<
         })
     }
 
+    /// The decoded header list of the [`Event::Headers`] of `stream` that
+    /// [`Connection::poll_event`] just returned; `None` for any other stream,
+    /// or once the list was given back.
+    ///
+    /// The list lives in the connection's headers buffer (see
+    /// [`storage`](crate::h2::storage)), which is given back when the event
+    /// that lent it was read: read the list before the next call that takes
+    /// `&mut self` (the next `poll_event` or `recv` frees it, and the borrow
+    /// checker holds the driver to that). To keep fields longer, copy them,
+    /// for instance with [`HeaderList::as_bytes`].
+    pub fn headers(&self, stream: StreamRef) -> Option<HeaderList<'_>> {
+        self.block
+            .lent_list(stream, self.bufs.get(FrameBuffer::Headers))
+    }
+
     /// A per-stream event, unless the stream's Headers event is still queued
     /// (it must come first).
-    fn poll_slot_event(&mut self) -> Option<Event<'static>> {
+    fn poll_slot_event(&mut self) -> Option<Event> {
         let headers_waiting = self.events.headers_waiting();
         let streams = &mut self.streams;
         for slot in 0..streams.slots.len() {

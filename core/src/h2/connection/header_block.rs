@@ -9,7 +9,7 @@ use super::super::headers::{HeaderList, HeaderStore, HeadersKind};
 use super::events::Queued;
 use super::limits::Limit;
 use super::streams::Half;
-use super::{ConnResult, Connection, State};
+use super::{ConnResult, Connection, State, StreamRef};
 use crate::h2::{ErrorCode, FrameBuffer, Storage};
 use crate::hpack::{Decoder, Field};
 use crate::records::Records;
@@ -47,8 +47,9 @@ pub(super) struct HeaderBlock<const TABLE: usize, R> {
     store: HeaderStore,
     /// An event points into the store; recv waits until it was read.
     pub(super) store_busy: bool,
-    /// The store's event was handed out; free it on the next call.
-    store_read: bool,
+    /// The stream whose `Headers` event was handed out: the store is lent
+    /// to [`Connection::headers`] until the next `poll_event` or `recv`.
+    lent: Option<StreamRef>,
 }
 
 impl<const TABLE: usize, R: Records<u8>> HeaderBlock<TABLE, R> {
@@ -59,7 +60,7 @@ impl<const TABLE: usize, R: Records<u8>> HeaderBlock<TABLE, R> {
             decoder,
             store: HeaderStore::new(),
             store_busy: false,
-            store_read: false,
+            lent: None,
         }
     }
 
@@ -81,16 +82,26 @@ impl<const TABLE: usize, R: Records<u8>> HeaderBlock<TABLE, R> {
         true
     }
 
-    /// The decoded list, lent to a `Headers` event until the next call.
-    pub(super) fn lend_list<'b>(&mut self, headers: &'b [u8]) -> HeaderList<'b> {
-        self.store_read = true;
-        self.store.list(headers)
+    /// The `Headers` event of `stream` was handed out: its list is readable
+    /// through [`Connection::headers`] until the next `poll_event` or `recv`.
+    pub(super) fn lend(&mut self, stream: StreamRef) {
+        self.lent = Some(stream);
+    }
+
+    /// The decoded list in `headers` (the storage's headers buffer), if it is
+    /// lent to `stream`.
+    pub(super) fn lent_list<'b>(
+        &self,
+        stream: StreamRef,
+        headers: &'b [u8],
+    ) -> Option<HeaderList<'b>> {
+        (self.lent == Some(stream)).then(|| self.store.list(headers))
     }
 
     /// Forgets the block and the list (the connection closed).
     pub(super) fn clear(&mut self) {
         self.store_busy = false;
-        self.store_read = false;
+        self.lent = None;
         self.info = None;
         self.len = 0;
     }
@@ -207,8 +218,7 @@ impl<
     /// The header list of the last `Headers` event was read: its buffer
     /// goes back.
     pub(super) fn free_read_store(&mut self) {
-        if self.block.store_read {
-            self.block.store_read = false;
+        if self.block.lent.take().is_some() {
             self.block.store_busy = false;
             self.bufs.release(FrameBuffer::Headers);
         }

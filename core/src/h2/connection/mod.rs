@@ -13,7 +13,8 @@
 //!   frames owed (`SettingsState`, `ControlQueue`);
 //! - `flow`: windows and WINDOW_UPDATE (`FlowControl`);
 //! - `streams`: slots, states and ids (`StreamTable`);
-//! - `events`: [`Event`] and its queue (`EventQueue`);
+//! - `events`: [`Event`], its queue (`EventQueue`) and the header list
+//!   lent by [`Connection::headers`];
 //! - `send`: what the application sends;
 //! - `transmit`: `poll_transmit` (`Transmit`, `Stage`);
 //! - `limits`: the rate limits against floods (`Rates`).
@@ -86,9 +87,10 @@ pub enum Stop {
     /// A piece of DATA is in [`Received::data`]: hand it to the
     /// application, then feed the rest.
     Data,
-    /// The event queue is full, or a `Headers` event that lends the header
-    /// list has not been read: drain [`Connection::poll_event`], then feed
-    /// the rest.
+    /// The event queue is full, or a `Headers` event whose header list is
+    /// still in the buffer has not been read: drain
+    /// [`Connection::poll_event`] (reading each list with
+    /// [`Connection::headers`]), then feed the rest.
     Events,
     /// The answers the connection owes the peer (PING acknowledgements,
     /// RST_STREAM) fill their queue: call [`Connection::poll_transmit`]
@@ -122,7 +124,9 @@ enum State {
 ///
 /// - [`Connection::poll_event`]: drain it until `None` after **every** call
 ///   on the connection, polls included (`poll_transmit` can free room that
-///   wakes a stream);
+///   wakes a stream). Events are small owned values; the fields of an
+///   [`Event::Headers`] are read with [`Connection::headers`] before the
+///   next `poll_event` (or `recv`), which gives their buffer back;
 /// - [`Connection::poll_transmit`]: call it while
 ///   [`Connection::wants_transmit`] is true (or until it gives 0) after every
 ///   call except `poll_event`: received frames owe answers, `release_data`
@@ -140,7 +144,7 @@ enum State {
 ///     at += r.consumed;
 ///     match r.stop {
 ///         Stop::Data => { /* hand r.data to the application */ }
-///         Stop::Events => { /* drain poll_event */ }
+///         Stop::Events => { /* drain poll_event (and conn.headers(stream)) */ }
 ///         Stop::Transmit => { /* poll_transmit while wants_transmit */ }
 ///         Stop::Consumed | Stop::Closed => break,
 ///     }

@@ -106,8 +106,8 @@ use super::json;
 use super::store::CallStore;
 use crate::grpc::{Code, MessageDecoder, PREFIX_LEN};
 use crate::h2::{
-    self, Connection, ConnectionError, ErrorCode, Event, InlineStorage, Storage, StreamError,
-    StreamRef,
+    self, Connection, ConnectionError, ErrorCode, Event, HeaderList, InlineStorage, Storage,
+    StreamError, StreamRef,
 };
 use crate::records::Records;
 use crate::time::Instant;
@@ -511,9 +511,13 @@ impl<
                 Event::Headers {
                     stream,
                     kind,
-                    fields,
                     end_stream,
-                } => self.st.on_headers(stream, kind, fields, end_stream),
+                } => {
+                    // Always lent right after its event; an empty list reads
+                    // as a malformed head.
+                    let fields = self.conn.headers(stream).unwrap_or(HeaderList::EMPTY);
+                    self.st.on_headers(stream, kind, fields, end_stream);
+                }
                 Event::Reset { stream, code, .. } => self.st.on_reset(stream, code),
                 Event::Closed { stream } => self.st.on_closed(stream),
                 Event::ConnectionClosed { error } => self.st.on_connection_closed(error),

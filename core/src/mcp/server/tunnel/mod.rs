@@ -411,9 +411,11 @@ impl<
                 Event::Headers {
                     stream,
                     kind: HeadersKind::Request,
-                    fields,
                     end_stream,
                 } => {
+                    // Always lent right after its event; an empty list is
+                    // refused as a malformed request.
+                    let fields = self.conn.headers(stream).unwrap_or(HeaderList::EMPTY);
                     let max = self.config.max_message_bytes;
                     let admission = admit(&mut self.engine, fields, stream, max, self.now);
                     self.on_request_head(stream, admission, end_stream);
