@@ -1,6 +1,7 @@
 //! mcpwire on embassy: the MCP tunnel server of `mcpwire-core`
-//! (`/mcp.zig.transport.v1.Mcp/Call` over HTTP/2) on embassy-net TCP
-//! sockets, with no allocator and no `std`.
+//! (`/mcp.zig.transport.v1.Mcp/Call` over HTTP/2) on any `embedded-io-async`
+//! connection (an embassy-net TCP socket, another network stack's, a
+//! serial link), with no allocator and no `std`.
 //!
 //! A [`Server`] holds the application's portable tools
 //! ([`mcpwire_core::mcp::tool::Tools`], the same tools `mcpwire-tokio`
@@ -12,14 +13,17 @@
 //!   [`embassy_net::tcp::TcpSocket`] (receive and transmit
 //!   buffers given by the task), accepts on [`Config::port`], and runs the
 //!   engine over that connection until it ends, then accepts again. `N`
-//!   tasks serve `N` connections at a time on one port;
+//!   tasks serve `N` connections at a time on one port. Any other
+//!   `embedded_io_async::{Read, Write}` connection is served the same way
+//!   with [`Server::serve`];
 //! - **handler tasks** ([`Server::run_handler`]): each serves one slot and
 //!   runs the tools called on it, one call at a time. A call arriving while
 //!   every slot is busy is answered with a JSON-RPC error (-32603).
 //!
-//! The engine answers `server/discover`, `tools/list` and every protocol
-//! error itself; `subscriptions/listen` is acknowledged (this server has no
-//! listen source) and stays open until the client ends it. A client reset
+//! The engine answers `server/discover`, `tools/list`, unknown tools and
+//! methods and every protocol error itself; it acknowledges
+//! `subscriptions/listen` with an empty filter (this server has no listen
+//! source), and the stream stays open until the client ends it. A client reset
 //! or a passed deadline (`grpc-timeout`) drops the tool's future at its next
 //! await. Deadlines and timers come from `embassy-time`.
 //!
@@ -106,15 +110,21 @@ use embassy_net::tcp::TcpSocket;
 use embassy_sync::blocking_mutex::Mutex as BlockingMutex;
 use embassy_sync::blocking_mutex::raw::CriticalSectionRawMutex;
 use embassy_time::{Duration, Timer, with_timeout};
+use embedded_io_async::{Read, Write};
 use mcpwire_core::mcp::registry::{Registry, RegistryError, ServerInfo};
-use mcpwire_core::mcp::server::{Engine, EngineConfig};
+use mcpwire_core::mcp::server::{self as engine, ServerConfig};
 pub use mcpwire_core::mcp::store::{CallStore, SlabStore};
 use mcpwire_core::mcp::tool::Tools;
 
 pub use client::{CallStream, Client, ClientError, Step};
+pub use connection::ConnectionError;
 use connection::{Conn, now};
 use handler::Slot;
 pub use handler::{MAX_PROGRESS_TOKEN, NOTE as MAX_PROGRESS_PARAMS};
+
+/// Octets [`Server::run_connection`] takes from the end of each socket
+/// buffer to stage the octets between the socket and the engine.
+pub const TCP_STAGING: usize = 128;
 
 /// How long a closing connection has to deliver its last octets.
 const CLOSE_GRACE: Duration = Duration::from_secs(2);
@@ -126,7 +136,7 @@ pub struct Config {
     pub port: u16,
     /// The engine's settings (HTTP/2, message size, default deadline).
     /// `authorize` is always off: this driver authenticates no one.
-    pub engine: EngineConfig,
+    pub engine: ServerConfig,
     /// TCP keep-alive interval. Default 15 s.
     pub keep_alive: Option<Duration>,
     /// A connection that receives nothing (keep-alive answers included) for
@@ -138,7 +148,7 @@ impl Default for Config {
     fn default() -> Self {
         Self {
             port: 50051,
-            engine: EngineConfig::default(),
+            engine: ServerConfig::default(),
             keep_alive: Some(Duration::from_secs(15)),
             idle_timeout: Some(Duration::from_secs(60)),
         }
@@ -189,7 +199,7 @@ impl<'a, T: Tools, const HANDLERS: usize, const ARGS: usize, const RESULT: usize
         };
         registry.check()?;
         let config = Config {
-            engine: EngineConfig {
+            engine: ServerConfig {
                 authorize: false,
                 ..config.engine
             },
@@ -234,12 +244,69 @@ impl<'a, T: Tools, const HANDLERS: usize, const ARGS: usize, const RESULT: usize
         }
     }
 
+    /// Serves one connection until it ends: the peer closes it (end of
+    /// file or a read error), the engine closes it, or a write fails. The
+    /// engine (`mcp::server::Server<S, STREAMS, TABLE, BUF>`) is built on
+    /// this future for the connection. `io` is any `embedded-io-async`
+    /// connection whose `read` is cancel-safe (a read dropped before it
+    /// completes loses nothing) and whose `write` delivers without a
+    /// `flush`, as embassy-net's sockets do; `staging` is split in two
+    /// halves, the octets on their way in and out (128 octets each is
+    /// plenty: the engine takes input and gives output in any pieces).
+    /// Closing `io` is the caller's.
+    pub async fn serve<S, const STREAMS: usize, const TABLE: usize, const BUF: usize, Io>(
+        &self,
+        io: &mut Io,
+        staging: &mut [u8],
+    ) -> Result<(), ConnectionError>
+    where
+        S: CallStore + Default,
+        Io: Read + Write,
+    {
+        let (input, output) = staging.split_at_mut(staging.len() / 2);
+        self.serve_staged::<S, STREAMS, TABLE, BUF, Io>(io, input, output)
+            .await
+    }
+
+    async fn serve_staged<S, const STREAMS: usize, const TABLE: usize, const BUF: usize, Io>(
+        &self,
+        io: &mut Io,
+        input: &mut [u8],
+        output: &mut [u8],
+    ) -> Result<(), ConnectionError>
+    where
+        S: CallStore + Default,
+        Io: Read + Write,
+    {
+        let token = self.next_token();
+        info!("mcpwire: connection {} accepted", token);
+        let mut conn = Conn {
+            server: self,
+            engine: engine::Server::<S, STREAMS, TABLE, BUF>::new(
+                self.registry,
+                self.config.engine,
+                S::default(),
+                now(),
+            ),
+            token,
+        };
+        let ended = conn.drive(io, input, output).await;
+        // Dropping the engine's calls stops their handlers.
+        conn.release_all();
+        match ended {
+            Ok(()) => info!("mcpwire: connection {} closed", token),
+            Err(e) => warn!("mcpwire: connection {} failed: {:?}", token, e),
+        }
+        ended
+    }
+
     /// Serves connections on [`Config::port`] forever, one at a time: a
-    /// socket over `rx_buffer` and `tx_buffer` accepts, the engine
-    /// (`Engine<S, STREAMS, TABLE, BUF>`, built on this task's stack for
-    /// each connection) runs it until it ends, the socket closes, and the
-    /// next accept begins. Run it in as many embassy tasks as connections
-    /// are to be served at once.
+    /// TCP socket over `rx_buffer` and `tx_buffer` accepts, [`Server::serve`]
+    /// runs it until it ends, the socket closes, and the next accept
+    /// begins. The last [`TCP_STAGING`] octets of each buffer (at most
+    /// half) stage the octets between the socket and the engine; the
+    /// socket has the rest. Run it in as many embassy tasks as
+    /// connections are to be served at once.
     pub async fn run_connection<S, const STREAMS: usize, const TABLE: usize, const BUF: usize>(
         &self,
         stack: Stack<'_>,
@@ -249,6 +316,9 @@ impl<'a, T: Tools, const HANDLERS: usize, const ARGS: usize, const RESULT: usize
     where
         S: CallStore + Default,
     {
+        let at = |len: usize| len - TCP_STAGING.min(len / 2);
+        let (rx_buffer, input) = rx_buffer.split_at_mut(at(rx_buffer.len()));
+        let (tx_buffer, output) = tx_buffer.split_at_mut(at(tx_buffer.len()));
         loop {
             let mut socket = TcpSocket::new(stack, rx_buffer, tx_buffer);
             socket.set_timeout(self.config.idle_timeout);
@@ -259,31 +329,9 @@ impl<'a, T: Tools, const HANDLERS: usize, const ARGS: usize, const RESULT: usize
                 continue;
             }
             socket.set_nagle_enabled(false);
-            let token = self.next_token();
-            info!("mcpwire: connection {} accepted", token);
-            let engine = Engine::<S, STREAMS, TABLE, BUF>::new(
-                self.registry,
-                self.config.engine,
-                S::default(),
-                now(),
-            );
-            let mut conn = Conn {
-                server: self,
-                engine,
-                token,
-            };
-            let ended = {
-                let (mut reader, mut writer) = socket.split();
-                conn.drive(&mut reader, &mut writer).await
-            };
-            // Dropping the engine's calls stops their handlers.
-            conn.release_all();
-            drop(conn);
-            if ended.is_err() {
-                warn!("mcpwire: connection {} failed", token);
-            } else {
-                info!("mcpwire: connection {} closed", token);
-            }
+            let _ = self
+                .serve_staged::<S, STREAMS, TABLE, BUF, _>(&mut socket, input, output)
+                .await;
             socket.close();
             let _ = with_timeout(CLOSE_GRACE, socket.flush()).await;
             socket.abort();
