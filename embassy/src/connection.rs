@@ -14,8 +14,9 @@
 //! `TcpSocket` (the connection this driver exists for) implements no
 //! `BufRead`, and an in-place reader could not lend its buffer across the
 //! writes the engine may need before it takes more input. The copy goes
-//! through two small staging buffers the caller lends (the TCP convenience
-//! carves them out of the socket buffers), so the RAM stays the caller's.
+//! through a small staging buffer the caller lends (the TCP convenience
+//! carves it out of the socket's transmit buffer), so the RAM stays the
+//! caller's.
 
 use core::future::{pending, poll_fn};
 use core::task::Poll;
@@ -83,8 +84,8 @@ impl<
 > Conn<'a, T, S, HANDLERS, ARGS, RESULT, STREAMS, TABLE, BUF>
 {
     /// Runs the connection until the peer closes it (end of file or a read
-    /// error), the engine closes it, or a write fails. `input` and `output`
-    /// stage the octets between `io` and the engine.
+    /// error), the engine closes it, or a write fails. `staging` holds the
+    /// octets between `io` and the engine: half in, half out.
     ///
     /// `io`'s `read` must be cancel-safe (a read dropped before it
     /// completes loses nothing), as embassy-net's sockets are: the loop
@@ -94,9 +95,9 @@ impl<
     pub(crate) async fn drive<Io: Read + Write>(
         &mut self,
         io: &mut Io,
-        input: &mut [u8],
-        output: &mut [u8],
+        staging: &mut [u8],
     ) -> Result<(), ConnectionError> {
+        let (input, output) = staging.split_at_mut(staging.len() / 2);
         if input.is_empty() || output.is_empty() {
             return Err(ConnectionError::NoStaging);
         }
@@ -128,9 +129,9 @@ impl<
             if start < end {
                 continue;
             }
-            let deadline = self.engine.poll_timeout();
-            let timer = async {
-                match deadline {
+            let engine = &self.engine;
+            let timer = async move {
+                match engine.poll_timeout() {
                     Some(at) => Timer::at(to_embassy(at)).await,
                     None => pending::<()>().await,
                 }
@@ -311,6 +312,16 @@ impl<
                 Ok(()) | Err(SendError::Gone | SendError::TooLarge { .. }) => s.release(),
             }
         });
+    }
+
+    /// Ends the connection's calls (dropping them stops their handlers)
+    /// and logs how it ended.
+    pub(crate) fn end(&self, ended: Result<(), ConnectionError>) {
+        self.release_all();
+        match ended {
+            Ok(()) => info!("mcpwire: connection {} closed", self.token),
+            Err(e) => warn!("mcpwire: connection {} failed: {:?}", self.token, e),
+        }
     }
 
     /// Ends every call of this connection (it is closing).

@@ -122,9 +122,11 @@ use connection::{Conn, now};
 use handler::Slot;
 pub use handler::{MAX_PROGRESS_TOKEN, NOTE as MAX_PROGRESS_PARAMS};
 
-/// Octets [`Server::run_connection`] takes from the end of each socket
-/// buffer to stage the octets between the socket and the engine.
-pub const TCP_STAGING: usize = 128;
+/// Octets [`Server::run_connection`] takes from the end of the socket's
+/// transmit buffer to stage the octets between the socket and the engine
+/// (half in, half out): the driver's copy lives in RAM the firmware already
+/// gave to the connection.
+pub const TCP_STAGING: usize = 256;
 
 /// How long a closing connection has to deliver its last octets.
 const CLOSE_GRACE: Duration = Duration::from_secs(2);
@@ -263,50 +265,37 @@ impl<'a, T: Tools, const HANDLERS: usize, const ARGS: usize, const RESULT: usize
         S: CallStore + Default,
         Io: Read + Write,
     {
-        let (input, output) = staging.split_at_mut(staging.len() / 2);
-        self.serve_staged::<S, STREAMS, TABLE, BUF, Io>(io, input, output)
-            .await
-    }
-
-    async fn serve_staged<S, const STREAMS: usize, const TABLE: usize, const BUF: usize, Io>(
-        &self,
-        io: &mut Io,
-        input: &mut [u8],
-        output: &mut [u8],
-    ) -> Result<(), ConnectionError>
-    where
-        S: CallStore + Default,
-        Io: Read + Write,
-    {
-        let token = self.next_token();
-        info!("mcpwire: connection {} accepted", token);
-        let mut conn = Conn {
-            server: self,
-            engine: engine::Server::<S, STREAMS, TABLE, BUF>::new(
-                self.registry,
-                self.config.engine,
-                S::default(),
-                now(),
-            ),
-            token,
-        };
-        let ended = conn.drive(io, input, output).await;
-        // Dropping the engine's calls stops their handlers.
-        conn.release_all();
-        match ended {
-            Ok(()) => info!("mcpwire: connection {} closed", token),
-            Err(e) => warn!("mcpwire: connection {} failed: {:?}", token, e),
-        }
+        let mut conn = self.connection::<S, STREAMS, TABLE, BUF>();
+        let ended = conn.drive(io, staging).await;
+        conn.end(ended);
         ended
     }
 
+    /// A new connection's state. Not an `async fn` around `drive`: each
+    /// level of futures keeps its own copy of its arguments, and this one
+    /// is in every connection task's RAM.
+    fn connection<S, const STREAMS: usize, const TABLE: usize, const BUF: usize>(
+        &self,
+    ) -> Conn<'_, T, S, HANDLERS, ARGS, RESULT, STREAMS, TABLE, BUF>
+    where
+        S: CallStore + Default,
+    {
+        let token = self.next_token();
+        info!("mcpwire: connection {} accepted", token);
+        Conn {
+            server: self,
+            engine: engine::Server::new(self.registry, self.config.engine, S::default(), now()),
+            token,
+        }
+    }
+
     /// Serves connections on [`Config::port`] forever, one at a time: a
-    /// TCP socket over `rx_buffer` and `tx_buffer` accepts, [`Server::serve`]
-    /// runs it until it ends, the socket closes, and the next accept
-    /// begins. The last [`TCP_STAGING`] octets of each buffer (at most
-    /// half) stage the octets between the socket and the engine; the
-    /// socket has the rest. Run it in as many embassy tasks as
-    /// connections are to be served at once.
+    /// TCP socket over `rx_buffer` and `tx_buffer` accepts, the connection
+    /// runs as in [`Server::serve`] until it ends, the socket closes, and
+    /// the next accept begins. The last [`TCP_STAGING`] octets of
+    /// `tx_buffer` (at most half of it) are the staging; the socket has the
+    /// rest (`rx_buffer`, the advertised window, stays whole). Run it in as
+    /// many embassy tasks as connections are to be served at once.
     pub async fn run_connection<S, const STREAMS: usize, const TABLE: usize, const BUF: usize>(
         &self,
         stack: Stack<'_>,
@@ -316,9 +305,8 @@ impl<'a, T: Tools, const HANDLERS: usize, const ARGS: usize, const RESULT: usize
     where
         S: CallStore + Default,
     {
-        let at = |len: usize| len - TCP_STAGING.min(len / 2);
-        let (rx_buffer, input) = rx_buffer.split_at_mut(at(rx_buffer.len()));
-        let (tx_buffer, output) = tx_buffer.split_at_mut(at(tx_buffer.len()));
+        let at = tx_buffer.len() - TCP_STAGING.min(tx_buffer.len() / 2);
+        let (tx_buffer, staging) = tx_buffer.split_at_mut(at);
         loop {
             let mut socket = TcpSocket::new(stack, rx_buffer, tx_buffer);
             socket.set_timeout(self.config.idle_timeout);
@@ -329,9 +317,10 @@ impl<'a, T: Tools, const HANDLERS: usize, const ARGS: usize, const RESULT: usize
                 continue;
             }
             socket.set_nagle_enabled(false);
-            let _ = self
-                .serve_staged::<S, STREAMS, TABLE, BUF, _>(&mut socket, input, output)
-                .await;
+            let mut conn = self.connection::<S, STREAMS, TABLE, BUF>();
+            let ended = conn.drive(&mut socket, staging).await;
+            conn.end(ended);
+            drop(conn);
             socket.close();
             let _ = with_timeout(CLOSE_GRACE, socket.flush()).await;
             socket.abort();
