@@ -1,9 +1,9 @@
 //! The driver over an in-memory `embedded-io-async` connection (two pipes,
 //! no network): a gRPC tunnel client made of the core's HTTP/2 connection
 //! talks to [`Server::serve`], with one handler task running the tools.
-//! What a client sees: the listen acknowledgement and the unknown-tool
-//! error come from the core, a tool call runs on the handler with its
-//! progress.
+//! What a client sees: the listen acknowledgement, the unknown-tool error
+//! and the driver's failures (busy, arguments too large) in the core's
+//! words; a tool call runs on the handler with its progress.
 
 #![allow(
     clippy::unwrap_used,
@@ -25,7 +25,7 @@ use mcpwire_core::hpack::Field;
 use mcpwire_core::mcp::error::RpcError;
 use mcpwire_core::mcp::meta::PROTOCOL_VERSION as VERSION;
 use mcpwire_core::mcp::registry::{ServerInfo, ToolInfo};
-use mcpwire_core::mcp::server::TUNNEL_PATH;
+use mcpwire_core::mcp::server::{Failure, TUNNEL_PATH};
 use mcpwire_core::mcp::tool::{Arguments, Tool, ToolContext, ToolOutput};
 use mcpwire_core::time::Instant;
 use mcpwire_embassy::{Config, Server, SlabStore};
@@ -34,7 +34,8 @@ use serde_json::{Value, json};
 
 type Wire = Pipe<CriticalSectionRawMutex, 8192>;
 type Client = Connection<4, 4096, 16384, 16>;
-type Mcp = Server<'static, (Count,), 1, 256, 1024>;
+/// One handler slot, 256 octets of arguments.
+type Mcp = Server<'static, (Count, Sleep), 1, 256, 1024>;
 
 /// `count`: `n` progress steps, then the text `counted n`.
 struct Count;
@@ -58,6 +59,29 @@ impl Tool for Count {
             cx.progress(i, Some(n), None).await;
         }
         out.text_fmt(format_args!("counted {n}"));
+        Ok(())
+    }
+}
+
+/// `sleep`: answers after a minute (or is cancelled).
+struct Sleep;
+
+impl Tool for Sleep {
+    const INFO: ToolInfo<'static> = ToolInfo {
+        name: "sleep",
+        title: None,
+        description: "Sleeps a minute.",
+        input_schema: r#"{"type":"object"}"#,
+    };
+
+    async fn call<C: ToolContext>(
+        &self,
+        _: Arguments<'_>,
+        cx: &C,
+        out: &mut ToolOutput<'_>,
+    ) -> Result<(), RpcError> {
+        cx.sleep(core::time::Duration::from_secs(60)).await;
+        out.text("slept");
         Ok(())
     }
 }
@@ -228,7 +252,7 @@ where
         instructions: None,
     };
     let server: &'static Mcp = Box::leak(Box::new(
-        Mcp::new(info, (Count,), Config::default()).expect("a valid schema"),
+        Mcp::new(info, (Count, Sleep), Config::default()).expect("a valid schema"),
     ));
     let tunnel = Tunnel {
         conn: Client::new(Role::Client, h2::Config::default(), now()),
@@ -317,5 +341,37 @@ fn a_tool_runs_on_a_handler_with_its_progress() {
         let last = &messages[messages.len() - 1];
         assert_eq!(last["id"], 1);
         assert_eq!(last["result"]["content"][0]["text"], "counted 2");
+    });
+}
+
+#[test]
+fn a_call_beyond_the_handlers_gets_the_cores_busy_error() {
+    run(|mut t| async move {
+        let sleep = request(json!(1), "tools/call", json!({ "name": "sleep" }));
+        let first = t.open(&sleep).await;
+        let count = request(json!(2), "tools/call", json!({ "name": "count" }));
+        let (messages, status) = t.call(count).await;
+        assert_eq!(status.as_deref(), Some("0"));
+        assert_eq!(messages.len(), 1);
+        assert_eq!(messages[0]["id"], 2);
+        let busy = Failure::Busy.error();
+        assert_eq!(messages[0]["error"]["code"], busy.code);
+        assert_eq!(messages[0]["error"]["message"], busy.message);
+        t.conn.reset(first, ErrorCode::CANCEL).expect("reset");
+        t.transmit().await;
+    });
+}
+
+#[test]
+fn arguments_beyond_the_handler_buffer_get_the_cores_error() {
+    run(|mut t| async move {
+        let mut call = request(json!(3), "tools/call", json!({ "name": "count" }));
+        call["params"]["arguments"] = json!({ "n": 1, "pad": "x".repeat(300) });
+        let (messages, status) = t.call(call).await;
+        assert_eq!(status.as_deref(), Some("0"));
+        assert_eq!(messages.len(), 1);
+        let too_large = Failure::ArgumentsTooLarge.error();
+        assert_eq!(messages[0]["error"]["code"], too_large.code);
+        assert_eq!(messages[0]["error"]["message"], too_large.message);
     });
 }
