@@ -39,7 +39,8 @@ use crate::handler::{Assign, Outcome, Phase, Slot};
 pub enum ConnectionError {
     /// Writing to the connection failed.
     Write,
-    /// The engine took no input while it had no output to send (a bug).
+    /// The engine took no input while it had no output to send, or had
+    /// output it did not write (a bug).
     Stuck,
     /// A staging buffer is empty: nothing can be read or written.
     NoStaging,
@@ -165,7 +166,9 @@ impl<
             let n = drive::fill(&mut self.engine, output);
             self.drain_events();
             if n == 0 {
-                break;
+                // It wants to send but writes nothing: a bug, not a wait.
+                warn!("mcpwire: the engine has output it does not write");
+                return Err(ConnectionError::Stuck);
             }
             io.write_all(&output[..n])
                 .await
