@@ -18,7 +18,8 @@
 //!   with [`Server::serve`];
 //! - **handler tasks** ([`Server::run_handler`]): each serves one slot and
 //!   runs the tools called on it, one call at a time. A call arriving while
-//!   every slot is busy is answered with a JSON-RPC error (-32603).
+//!   every slot is busy is answered with the core's
+//!   [`Failure::Busy`](mcpwire_core::mcp::server::Failure::Busy) error.
 //!
 //! The engine answers `server/discover`, `tools/list`, unknown tools and
 //! methods and every protocol error itself; it acknowledges
