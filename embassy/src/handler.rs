@@ -25,7 +25,7 @@ use embassy_sync::mutex::Mutex;
 use embassy_sync::waitqueue::WakerRegistration;
 use mcpwire_core::mcp::RpcError;
 use mcpwire_core::mcp::error::INTERNAL_ERROR;
-use mcpwire_core::mcp::server::CallId;
+use mcpwire_core::mcp::server::{CallId, Failure};
 use mcpwire_core::mcp::tool::{Arguments, OutputError, ToolContext, ToolOutput, Tools};
 use mcpwire_core::mcp::writer::JsonWriter;
 
@@ -35,16 +35,19 @@ pub const MAX_PROGRESS_TOKEN: usize = 128;
 /// Room for one progress notification's `params` (token, numbers and
 /// message); a larger one is dropped.
 pub const NOTE: usize = MAX_PROGRESS_TOKEN + 192;
+/// The method of the notifications a tool's progress becomes (the
+/// `params` come from [`mcpwire_core::mcp::tool::write_progress`]).
+pub(crate) const PROGRESS: &str = "notifications/progress";
 
 /// What became of a tool call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Outcome {
     /// The result's JSON, this long, is in the slot's result buffer.
     Result(usize),
-    /// A JSON-RPC error.
+    /// The tool's JSON-RPC error.
     Error(RpcError),
-    /// The result needed this much room.
-    TooLarge(usize),
+    /// A failure the engine words (the result did not fit).
+    Failed(Failure),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -268,7 +271,7 @@ pub(crate) async fn serve<T: Tools, const ARGS: usize, const RESULT: usize>(
             match ended {
                 Either::First(Ok(())) => Some(match out.finish() {
                     Ok(text) => Outcome::Result(text.len()),
-                    Err(OutputError::Overflow(o)) => Outcome::TooLarge(o.needed),
+                    Err(OutputError::Overflow(_)) => Outcome::Failed(Failure::ResultTooLarge),
                     Err(OutputError::Order) => Outcome::Error(RpcError::new(
                         INTERNAL_ERROR,
                         "the tool wrote content after structuredContent",

@@ -1,6 +1,7 @@
 //! mcpwire on embassy: the MCP tunnel server of `mcpwire-core`
-//! (`/mcp.zig.transport.v1.Mcp/Call` over HTTP/2) on embassy-net TCP
-//! sockets, with no allocator and no `std`.
+//! (`/mcp.zig.transport.v1.Mcp/Call` over HTTP/2) on any `embedded-io-async`
+//! connection (an embassy-net TCP socket, another network stack's, a
+//! serial link), with no allocator and no `std`.
 //!
 //! A [`Server`] holds the application's portable tools
 //! ([`mcpwire_core::mcp::tool::Tools`], the same tools `mcpwire-tokio`
@@ -12,14 +13,18 @@
 //!   [`embassy_net::tcp::TcpSocket`] (receive and transmit
 //!   buffers given by the task), accepts on [`Config::port`], and runs the
 //!   engine over that connection until it ends, then accepts again. `N`
-//!   tasks serve `N` connections at a time on one port;
+//!   tasks serve `N` connections at a time on one port. Any other
+//!   `embedded_io_async::{Read, Write}` connection is served the same way
+//!   with [`Server::serve`];
 //! - **handler tasks** ([`Server::run_handler`]): each serves one slot and
 //!   runs the tools called on it, one call at a time. A call arriving while
-//!   every slot is busy is answered with a JSON-RPC error (-32603).
+//!   every slot is busy is answered with the core's
+//!   [`Failure::Busy`](mcpwire_core::mcp::server::Failure::Busy) error.
 //!
-//! The engine answers `server/discover`, `tools/list` and every protocol
-//! error itself; `subscriptions/listen` is acknowledged (this server has no
-//! listen source) and stays open until the client ends it. A client reset
+//! The engine answers `server/discover`, `tools/list`, unknown tools and
+//! methods and every protocol error itself; it acknowledges
+//! `subscriptions/listen` with an empty filter (this server has no listen
+//! source), and the stream stays open until the client ends it. A client reset
 //! or a passed deadline (`grpc-timeout`) drops the tool's future at its next
 //! await. Deadlines and timers come from `embassy-time`.
 //!
@@ -106,15 +111,23 @@ use embassy_net::tcp::TcpSocket;
 use embassy_sync::blocking_mutex::Mutex as BlockingMutex;
 use embassy_sync::blocking_mutex::raw::CriticalSectionRawMutex;
 use embassy_time::{Duration, Timer, with_timeout};
+use embedded_io_async::{Read, Write};
 use mcpwire_core::mcp::registry::{Registry, RegistryError, ServerInfo};
-use mcpwire_core::mcp::server::{Engine, EngineConfig};
+use mcpwire_core::mcp::server::{self as engine, ServerConfig};
 pub use mcpwire_core::mcp::store::{CallStore, SlabStore};
 use mcpwire_core::mcp::tool::Tools;
 
 pub use client::{CallStream, Client, ClientError, Step};
+pub use connection::ConnectionError;
 use connection::{Conn, now};
 use handler::Slot;
 pub use handler::{MAX_PROGRESS_TOKEN, NOTE as MAX_PROGRESS_PARAMS};
+
+/// Octets [`Server::run_connection`] takes from the end of the socket's
+/// transmit buffer to stage the octets between the socket and the engine
+/// (half in, half out): the driver's copy lives in RAM the firmware already
+/// gave to the connection.
+pub const TCP_STAGING: usize = 256;
 
 /// How long a closing connection has to deliver its last octets.
 const CLOSE_GRACE: Duration = Duration::from_secs(2);
@@ -126,7 +139,7 @@ pub struct Config {
     pub port: u16,
     /// The engine's settings (HTTP/2, message size, default deadline).
     /// `authorize` is always off: this driver authenticates no one.
-    pub engine: EngineConfig,
+    pub engine: ServerConfig,
     /// TCP keep-alive interval. Default 15 s.
     pub keep_alive: Option<Duration>,
     /// A connection that receives nothing (keep-alive answers included) for
@@ -138,7 +151,7 @@ impl Default for Config {
     fn default() -> Self {
         Self {
             port: 50051,
-            engine: EngineConfig::default(),
+            engine: ServerConfig::default(),
             keep_alive: Some(Duration::from_secs(15)),
             idle_timeout: Some(Duration::from_secs(60)),
         }
@@ -189,7 +202,7 @@ impl<'a, T: Tools, const HANDLERS: usize, const ARGS: usize, const RESULT: usize
         };
         registry.check()?;
         let config = Config {
-            engine: EngineConfig {
+            engine: ServerConfig {
                 authorize: false,
                 ..config.engine
             },
@@ -234,12 +247,56 @@ impl<'a, T: Tools, const HANDLERS: usize, const ARGS: usize, const RESULT: usize
         }
     }
 
+    /// Serves one connection until it ends: the peer closes it (end of
+    /// file or a read error), the engine closes it, or a write fails. The
+    /// engine (`mcp::server::Server<S, STREAMS, TABLE, BUF>`) is built on
+    /// this future for the connection. `io` is any `embedded-io-async`
+    /// connection whose `read` is cancel-safe (a read dropped before it
+    /// completes loses nothing) and whose `write` delivers without a
+    /// `flush`, as embassy-net's sockets do; `staging` is split in two
+    /// halves, the octets on their way in and out (128 octets each is
+    /// plenty: the engine takes input and gives output in any pieces).
+    /// Closing `io` is the caller's.
+    pub async fn serve<S, const STREAMS: usize, const TABLE: usize, const BUF: usize, Io>(
+        &self,
+        io: &mut Io,
+        staging: &mut [u8],
+    ) -> Result<(), ConnectionError>
+    where
+        S: CallStore + Default,
+        Io: Read + Write,
+    {
+        let mut conn = self.connection::<S, STREAMS, TABLE, BUF>();
+        let ended = conn.drive(io, staging).await;
+        conn.end(ended);
+        ended
+    }
+
+    /// A new connection's state. Not an `async fn` around `drive`: each
+    /// level of futures keeps its own copy of its arguments, and this one
+    /// is in every connection task's RAM.
+    fn connection<S, const STREAMS: usize, const TABLE: usize, const BUF: usize>(
+        &self,
+    ) -> Conn<'_, T, S, HANDLERS, ARGS, RESULT, STREAMS, TABLE, BUF>
+    where
+        S: CallStore + Default,
+    {
+        let token = self.next_token();
+        info!("mcpwire: connection {} accepted", token);
+        Conn {
+            server: self,
+            engine: engine::Server::new(self.registry, self.config.engine, S::default(), now()),
+            token,
+        }
+    }
+
     /// Serves connections on [`Config::port`] forever, one at a time: a
-    /// socket over `rx_buffer` and `tx_buffer` accepts, the engine
-    /// (`Engine<S, STREAMS, TABLE, BUF>`, built on this task's stack for
-    /// each connection) runs it until it ends, the socket closes, and the
-    /// next accept begins. Run it in as many embassy tasks as connections
-    /// are to be served at once.
+    /// TCP socket over `rx_buffer` and `tx_buffer` accepts, the connection
+    /// runs as in [`Server::serve`] until it ends, the socket closes, and
+    /// the next accept begins. The last [`TCP_STAGING`] octets of
+    /// `tx_buffer` (at most half of it) are the staging; the socket has the
+    /// rest (`rx_buffer`, the advertised window, stays whole). Run it in as
+    /// many embassy tasks as connections are to be served at once.
     pub async fn run_connection<S, const STREAMS: usize, const TABLE: usize, const BUF: usize>(
         &self,
         stack: Stack<'_>,
@@ -249,6 +306,8 @@ impl<'a, T: Tools, const HANDLERS: usize, const ARGS: usize, const RESULT: usize
     where
         S: CallStore + Default,
     {
+        let at = tx_buffer.len() - TCP_STAGING.min(tx_buffer.len() / 2);
+        let (tx_buffer, staging) = tx_buffer.split_at_mut(at);
         loop {
             let mut socket = TcpSocket::new(stack, rx_buffer, tx_buffer);
             socket.set_timeout(self.config.idle_timeout);
@@ -259,31 +318,10 @@ impl<'a, T: Tools, const HANDLERS: usize, const ARGS: usize, const RESULT: usize
                 continue;
             }
             socket.set_nagle_enabled(false);
-            let token = self.next_token();
-            info!("mcpwire: connection {} accepted", token);
-            let engine = Engine::<S, STREAMS, TABLE, BUF>::new(
-                self.registry,
-                self.config.engine,
-                S::default(),
-                now(),
-            );
-            let mut conn = Conn {
-                server: self,
-                engine,
-                token,
-            };
-            let ended = {
-                let (mut reader, mut writer) = socket.split();
-                conn.drive(&mut reader, &mut writer).await
-            };
-            // Dropping the engine's calls stops their handlers.
-            conn.release_all();
+            let mut conn = self.connection::<S, STREAMS, TABLE, BUF>();
+            let ended = conn.drive(&mut socket, staging).await;
+            conn.end(ended);
             drop(conn);
-            if ended.is_err() {
-                warn!("mcpwire: connection {} failed", token);
-            } else {
-                info!("mcpwire: connection {} closed", token);
-            }
             socket.close();
             let _ = with_timeout(CLOSE_GRACE, socket.flush()).await;
             socket.abort();

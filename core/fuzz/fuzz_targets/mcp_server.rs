@@ -1,8 +1,9 @@
 //! `mcp_server`: a client sends tunnel calls whose metadata and request
 //! message come from the fuzzer (any header values, any message bytes, a
 //! declared length that may lie, the compressed flag, resets) to the MCP
-//! server engine, cut at arbitrary points. Nothing may panic, the engine
-//! must keep consuming input, and the answers go back to the client.
+//! server engine, cut at arbitrary points, with authorization and a listen
+//! source on or off. Nothing may panic, the engine must keep consuming
+//! input, and the answers go back to the client.
 #![no_main]
 
 use arbitrary::Arbitrary;
@@ -10,11 +11,14 @@ use libfuzzer_sys::fuzz_target;
 use mcpwire_core::h2::{Config, Connection, ErrorCode, Role};
 use mcpwire_core::hpack::Field;
 use mcpwire_core::mcp::SlabStore;
+use mcpwire_core::mcp::auth::Decision;
 use mcpwire_core::mcp::registry::{Registry, ServerInfo, ToolInfo};
-use mcpwire_core::mcp::server::{Engine, EngineConfig, ServerEvent, TUNNEL_PATH};
+use mcpwire_core::mcp::server::{
+    self as engine, Failure, ListChange, RequestKind, ServerConfig, ServerEvent, TUNNEL_PATH,
+};
 use mcpwire_core::time::Instant;
 
-type Server = Engine<'static, SlabStore<4096, 4>, 4, 4096, 4096>;
+type Server = engine::Server<'static, SlabStore<4096, 4>, 4, 4096, 4096>;
 type Client = Connection<8, 4096, 16384, 16>;
 
 const TOOLS: [ToolInfo<'static>; 2] = [
@@ -80,6 +84,10 @@ impl Header {
 #[derive(Arbitrary, Debug)]
 struct Input {
     cut: u8,
+    /// Every call waits for an authorization (bearer token `good`).
+    authorize: bool,
+    /// The registry has a listen source (and publishes a change).
+    listen: bool,
     calls: Vec<Call>,
 }
 
@@ -95,12 +103,16 @@ fuzz_target!(|input: Input| {
         resources: &[],
         templates: &[],
         prompts: &[],
-        listen: false,
+        listen: input.listen,
         completions: false,
+    };
+    let config = ServerConfig {
+        authorize: input.authorize,
+        ..ServerConfig::default()
     };
     let mut server = Box::new(Server::new(
         registry,
-        EngineConfig::default(),
+        config,
         SlabStore::new(),
         Instant::ZERO,
     ));
@@ -227,20 +239,55 @@ fn drain_into(
     }
 }
 
-/// Answers every request the engine hands out, with progress first.
+/// Authorizes the calls whose bearer token is `good`; answers every
+/// request the engine hands out, `echo` with progress first and its
+/// arguments back, `lookup` with a driver failure; announces a tools change
+/// to the listen streams.
 fn serve(server: &mut Server) {
     let mut calls = [None; 8];
     let mut k = 0;
     while let Some(e) = server.poll_event() {
-        if let ServerEvent::Request { call, .. } = e
-            && k < calls.len()
-        {
-            calls[k] = Some(call);
-            k += 1;
+        match e {
+            ServerEvent::Authorize { call } => {
+                let decision = match server.bearer_token(call) {
+                    Some("good") => Decision::Allow { principal: "fuzz" },
+                    Some(_) => Decision::PermissionDenied,
+                    None => Decision::Unauthenticated,
+                };
+                server.authorize(call, decision);
+            }
+            ServerEvent::Request { call } if k < calls.len() => {
+                calls[k] = Some(call);
+                k += 1;
+            }
+            _ => {}
         }
     }
     for call in calls.into_iter().flatten() {
-        let _ = server.notify(call, "notifications/progress", br#"{"progress":1}"#);
-        let _ = server.respond(call, br#"{"content":[]}"#);
+        let Some(request) = server.request(call) else {
+            continue;
+        };
+        let echo = match request.kind {
+            RequestKind::CallTool {
+                tool: 0, arguments, ..
+            } => Some(arguments.raw().to_vec()),
+            _ => None,
+        };
+        let token = request.progress_token().map(<[u8]>::to_vec);
+        let Some(arguments) = echo else {
+            let _ = server.fail(call, Failure::HandlerFailed);
+            continue;
+        };
+        if let Some(token) = token {
+            let mut params = br#"{"progress":1,"progressToken":"#.to_vec();
+            params.extend_from_slice(&token);
+            params.push(b'}');
+            let _ = server.notify(call, "notifications/progress", &params);
+        }
+        let mut result = br#"{"content":[],"structuredContent":"#.to_vec();
+        result.extend_from_slice(&arguments);
+        result.push(b'}');
+        let _ = server.respond(call, &result);
     }
+    server.publish(ListChange::ToolsListChanged);
 }

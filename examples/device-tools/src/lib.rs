@@ -287,7 +287,9 @@ pub mod app {
     pub const ARGS: usize = 512;
     /// Largest tool result.
     pub const RESULT: usize = 2048;
-    /// TCP receive and transmit buffers of each connection.
+    /// TCP receive and transmit buffers of each connection (the last
+    /// `mcpwire_embassy::TCP_STAGING` octets of the transmit buffer stage
+    /// the octets between the socket and the engine).
     pub const SOCKET_RX: usize = 4096;
     /// See [`SOCKET_RX`].
     pub const SOCKET_TX: usize = 4096;

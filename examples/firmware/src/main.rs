@@ -57,7 +57,9 @@ const CONNECTIONS: usize = 2;
 const HANDLERS: usize = 2;
 
 /// TCP receive and send buffers of each connection (the receive buffer is
-/// the TCP window the board advertises).
+/// the TCP window the board advertises; the last
+/// `mcpwire_embassy::TCP_STAGING` octets of the send buffer stage the
+/// octets between the socket and the engine).
 const TCP_RX: usize = 1024;
 const TCP_TX: usize = 1024;
 

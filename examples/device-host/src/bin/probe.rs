@@ -6,9 +6,9 @@
 //! ```
 //!
 //! Scenarios (all by default): discover, tools-list, read-sensor, toggle,
-//! progress, cancel, deadline. Each prints one JSON line of what it saw;
-//! the last line is "N passed, N failed". Exit status 0 when all passed,
-//! 1 otherwise, 2 on a usage error.
+//! progress, cancel, deadline, unknown-tool, listen. Each prints one JSON
+//! line of what it saw; the last line is "N passed, N failed". Exit status
+//! 0 when all passed, 1 otherwise, 2 on a usage error.
 //!
 //! `cancel` and `deadline` run one call more than the device has handler
 //! slots, then a call that must complete: a handler that did not stop on
@@ -31,6 +31,8 @@ const SCENARIOS: &[&str] = &[
     "progress",
     "cancel",
     "deadline",
+    "unknown-tool",
+    "listen",
 ];
 
 type Outcome = Result<Value, String>;
@@ -226,6 +228,51 @@ async fn deadline(ch: &Channel) -> Outcome {
     )
 }
 
+/// The core's answer to a tool the device does not have.
+async fn unknown_tool(ch: &Channel) -> Outcome {
+    let r = ch
+        .call(tool("no_such_tool", json!({}), None))
+        .await
+        .map_err(|e| e.to_string())?
+        .response()
+        .await
+        .map_err(|e| e.to_string())?;
+    let error = &r["error"];
+    check(
+        error["code"] == -32602 && error["message"] == "Unknown tool",
+        || format!("response {r}"),
+    )?;
+    Ok(json!({"error": error}))
+}
+
+/// `subscriptions/listen` on a device without a listen source: the core
+/// acknowledges with an empty filter and the subscription id; the stream
+/// stays open until the client ends it.
+async fn listen(ch: &Channel) -> Outcome {
+    let mut call = ch
+        .call(json!({
+            "method": "subscriptions/listen",
+            "params": {"notifications": {"toolsListChanged": true}},
+        }))
+        .await
+        .map_err(|e| e.to_string())?;
+    let id = call.id().clone();
+    let ack = match call.next().await.map_err(|e| e.to_string())? {
+        Some(Message::Notification(n)) => n,
+        other => return Err(format!("first message {other:?}")),
+    };
+    let params = &ack["params"];
+    check(
+        ack["method"] == "notifications/subscriptions/acknowledged"
+            && params["notifications"] == json!({})
+            && params["_meta"]["io.modelcontextprotocol/subscriptionId"] == id,
+        || format!("acknowledgement {ack} (id {id})"),
+    )?;
+    // Dropping the stream resets it with CANCEL.
+    drop(call);
+    Ok(json!({"acknowledged": params}))
+}
+
 async fn run(ch: &Channel, scenario: &str) -> Outcome {
     let work = async {
         match scenario {
@@ -236,6 +283,8 @@ async fn run(ch: &Channel, scenario: &str) -> Outcome {
             "progress" => progress(ch).await,
             "cancel" => cancel(ch).await,
             "deadline" => deadline(ch).await,
+            "unknown-tool" => unknown_tool(ch).await,
+            "listen" => listen(ch).await,
             _ => Err(format!("unknown scenario {scenario}")),
         }
     };

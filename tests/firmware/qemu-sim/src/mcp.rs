@@ -1,5 +1,5 @@
 //! The MCP tunnel engine: our HTTP/2 client makes calls of the gRPC tunnel
-//! binding to the server [`Engine`], over the pipes. The server side's
+//! binding to the server engine ([`Server`]), over the pipes. The server side's
 //! application (the tool handlers) is the code below, in the loop.
 //!
 //! The client builds each call with the core's own pieces: the metadata
@@ -16,7 +16,8 @@ use mcpwire_core::mcp::client::{CallOutcome, error_from_trailers, mirror_headers
 use mcpwire_core::mcp::json;
 use mcpwire_core::mcp::registry::{Registry, ServerInfo, ToolInfo};
 use mcpwire_core::mcp::server::{
-    CallId, CancelReason, Engine, EngineConfig, SendError, ServerEvent, TUNNEL_PATH,
+    self as engine, CallId, CancelReason, RequestKind, SendError, ServerConfig, ServerEvent,
+    TUNNEL_PATH,
 };
 use mcpwire_core::mcp::writer::JsonWriter;
 use mcpwire_core::time::Instant;
@@ -36,12 +37,12 @@ pub type Store = SlabStore<SLAB_SIZE, SLAB_COUNT>;
 
 /// The engine: an HTTP/2 server connection of 4 streams, a 4 KiB HPACK
 /// table and 2 KiB frame buffers, with 4 call buffers of 2 KiB inline.
-pub type Server = Engine<'static, Store, 4, 4096, 2048>;
+pub type Server = engine::Server<'static, Store, 4, 4096, 2048>;
 
 fn new_engine() -> Server {
     Server::new(
         REGISTRY,
-        EngineConfig::default(),
+        ServerConfig::default(),
         Store::new(),
         Instant::ZERO,
     )
@@ -176,21 +177,23 @@ impl ServerSide {
     fn events(&mut self) -> Result<(), Failed> {
         while let Some(e) = measured("engine poll_event", || self.engine.poll_event()) {
             match e {
-                ServerEvent::Request { call, request } => {
+                ServerEvent::Request { call } => {
                     self.requests += 1;
-                    ensure!(
-                        request.method == b"tools/call",
-                        "engine: handed a request it should answer itself"
-                    );
-                    let name = json::get(request.params, b"name").unwrap_or(b"");
-                    let tool = if json::str_eq(name, b"echo") {
-                        Tool::Echo
-                    } else if json::str_eq(name, b"count") {
-                        Tool::Count
-                    } else if json::str_eq(name, b"wait") {
-                        Tool::Wait
-                    } else {
-                        fail!("engine: handed an unknown tool");
+                    let Some(request) = self.engine.request(call) else {
+                        fail!("engine: a request event without its request");
+                    };
+                    let RequestKind::CallTool {
+                        tool, arguments, ..
+                    } = request.kind
+                    else {
+                        fail!("engine: handed a request it should answer itself");
+                    };
+                    // The index in TOOLS, which the engine checked.
+                    let tool = match tool {
+                        0 => Tool::Echo,
+                        1 => Tool::Count,
+                        2 => Tool::Wait,
+                        _ => fail!("engine: handed an unknown tool"),
                     };
                     let mut h = Handler {
                         call,
@@ -201,16 +204,14 @@ impl ServerSide {
                         text: [0; 64],
                         text_len: 0,
                     };
-                    if let Some(t) = request.meta.progress_token {
+                    if let Some(t) = request.progress_token() {
                         let Some(dst) = h.token.get_mut(..t.len()) else {
                             fail!("engine: progress token too long");
                         };
                         dst.copy_from_slice(t);
                         h.token_len = t.len();
                     }
-                    if let Some(text) =
-                        json::get(request.params, b"arguments").and_then(|a| json::get(a, b"text"))
-                    {
+                    if let Some(text) = arguments.get(b"text") {
                         let Some(t) = json::unescape(text, &mut h.text) else {
                             fail!("engine: echo text too long");
                         };
