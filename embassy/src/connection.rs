@@ -115,7 +115,8 @@ impl<
                         Step::Consumed => {}
                         // The engine takes more once its output is out.
                         Step::Transmit | Step::Done => break,
-                        Step::Stuck => {
+                        // The tunnel never waits for the application to read on.
+                        Step::Wait | Step::Stuck => {
                             warn!("mcpwire: the engine consumes no input");
                             return Err(ConnectionError::Stuck);
                         }

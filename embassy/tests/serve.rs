@@ -190,10 +190,9 @@ impl Tunnel<'_> {
                 rest = &rest[r.consumed..];
                 while let Some(e) = self.conn.poll_event() {
                     match e {
-                        Event::Headers {
-                            stream: s, fields, ..
-                        } if s == stream => {
-                            if let Some(v) = fields.get(b"grpc-status") {
+                        Event::Headers { stream: s, .. } if s == stream => {
+                            let fields = self.conn.headers(s);
+                            if let Some(v) = fields.and_then(|f| f.get(b"grpc-status")) {
                                 status = Some(String::from_utf8_lossy(v).into_owned());
                             }
                         }
