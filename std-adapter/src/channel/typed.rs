@@ -158,7 +158,7 @@ impl Channel {
         name: &str,
         arguments: impl Serialize,
     ) -> Result<CallToolResult, CallError> {
-        let params = tool_params(name, arguments)?;
+        let params = named_params(name, arguments)?;
         let response = self.request("tools/call", params).await?;
         call_tool_result(&result_of(response)?)
     }
@@ -188,7 +188,7 @@ impl Channel {
         arguments: impl Serialize,
         mut on_progress: impl FnMut(Progress),
     ) -> Result<CallToolResult, CallError> {
-        let mut params = tool_params(name, arguments)?;
+        let mut params = named_params(name, arguments)?;
         let token = format!(
             "mcpwire-{}",
             self.inner
@@ -286,7 +286,7 @@ impl Channel {
         name: &str,
         arguments: impl Serialize,
     ) -> Result<GetPromptResult, CallError> {
-        let params = tool_params(name, arguments)?;
+        let params = named_params(name, arguments)?;
         let response = self.request("prompts/get", params).await?;
         let result = result_of(response)?;
         Ok(GetPromptResult {
@@ -319,7 +319,7 @@ impl Channel {
 }
 
 /// `{"name", "arguments"}` of `tools/call` and `prompts/get`.
-fn tool_params(name: &str, arguments: impl Serialize) -> Result<Value, CallError> {
+fn named_params(name: &str, arguments: impl Serialize) -> Result<Value, CallError> {
     let arguments = serde_json::to_value(arguments)
         .map_err(|e| CallError::invalid_request(&format!("arguments: {e}")))?;
     let mut params = Map::new();
@@ -434,8 +434,8 @@ mod tests {
 
     #[test]
     fn arguments_must_be_an_object() {
-        assert!(tool_params("t", 3).is_err());
-        assert_eq!(tool_params("t", ()).ok(), Some(json!({"name": "t"})));
+        assert!(named_params("t", 3).is_err());
+        assert_eq!(named_params("t", ()).ok(), Some(json!({"name": "t"})));
     }
 
     #[test]
