@@ -14,6 +14,12 @@
 //! after -32020, a refused stream sent once more, errors read from the
 //! trailers.
 //!
+//! The run loop is the core's ([`mcpwire_core::drive`]): each turn writes
+//! the engine's output while it wants to transmit, then sleeps until input
+//! or the engine's deadline, and feeds one `recv` of what arrived (the
+//! call's events are drained before the next). An engine that takes no
+//! input and has nothing to send is stuck: [`ClientError::Stuck`].
+//!
 //! ```no_run
 //! use embassy_net::{IpEndpoint, Ipv4Address, Stack};
 //! use embassy_net::tcp::TcpSocket;
@@ -64,6 +70,7 @@ use core::future::pending;
 use embassy_futures::select::{Either3, select3};
 use embassy_net::tcp::TcpSocket;
 use embassy_time::{Duration, Timer};
+use mcpwire_core::drive::{self, Endpoint, Feed};
 use mcpwire_core::h2::Storage;
 use mcpwire_core::mcp::CallStore;
 use mcpwire_core::mcp::client::{self as engine, CallId, ClientEvent, Diagnostics, StartError};
@@ -96,6 +103,9 @@ pub enum ClientError {
     /// The output buffer given to [`CallStream::next`] is too small for a
     /// message (`needed` octets).
     BufferTooSmall { needed: usize },
+    /// The engine took no input and had nothing to send, or wanted to send
+    /// and wrote nothing (a bug): close the connection.
+    Stuck,
 }
 
 impl From<StartError> for ClientError {
@@ -223,10 +233,10 @@ impl<
         self.socket.close();
     }
 
-    /// Moves the engine's output into the socket until it has none, waiting
-    /// for room when the socket's buffer is full.
+    /// Moves the engine's output into the socket while it wants to
+    /// transmit, waiting for room when the socket's buffer is full.
     async fn transmit(&mut self) -> Result<(), ClientError> {
-        loop {
+        while self.engine.wants_transmit() {
             if self.socket.send_queue() >= self.socket.send_capacity() {
                 self.socket.wait_write_ready().await;
                 continue;
@@ -235,15 +245,17 @@ impl<
             let n = self
                 .socket
                 .write_with(|out| {
-                    let n = engine.poll_transmit(out);
+                    let n = drive::fill(engine, out);
                     (n, n)
                 })
                 .await
                 .map_err(|_| ClientError::Socket)?;
-            if n == 0 && !self.engine.connection().wants_transmit() {
-                return Ok(());
+            if n == 0 {
+                // Room in the socket, output owed, nothing written.
+                return Err(ClientError::Stuck);
             }
         }
+        Ok(())
     }
 
     /// Waits for input, a deadline or room in the socket, and hands it to
@@ -277,15 +289,24 @@ impl<
                 let fed = self
                     .socket
                     .read_with(|input| {
-                        // One `recv` at a time: its notifications are taken
-                        // before the next.
-                        let n = engine.recv(input, now());
-                        (n, n)
+                        // One `recv` a turn: its notifications are taken
+                        // before the next. What it left stays in the
+                        // socket for the next turn.
+                        let mut feed = Feed::new(input);
+                        let step = feed.step(engine, now());
+                        (input.len() - feed.rest().len(), step)
                     })
                     .await;
-                if fed.is_err() {
-                    self.eof = true;
-                    self.engine.recv_eof();
+                match fed {
+                    // Owed frames go out at the start of the next turn,
+                    // before more is read.
+                    Ok(drive::Step::Consumed | drive::Step::Done | drive::Step::Transmit) => {}
+                    // The client never waits for the application to read.
+                    Ok(drive::Step::Wait | drive::Step::Stuck) => return Err(ClientError::Stuck),
+                    Err(_) => {
+                        self.eof = true;
+                        self.engine.recv_eof();
+                    }
                 }
             }
             Either3::First(Err(_)) => {

@@ -22,15 +22,30 @@
 //! A call's buffers are on the heap, as large as what it carries, and
 //! freed when it ends.
 //!
+//! The typed helpers read and write MCP for the application, as an rmcp
+//! or tonic user expects: [`Channel::list_tools`] (every page),
+//! [`Channel::call_tool`], [`Channel::call_tool_typed`] (the
+//! `structuredContent` as a `T`), the resource and prompt methods. A tool
+//! that reports a failure (`isError`) gives a [`CallToolResult`]; a
+//! JSON-RPC error response gives a [`CallError`] whose
+//! [`rpc`](CallError::rpc) has its code, message and data.
+//! [`Channel::request`] and [`Channel::call`] take any method as JSON.
+//!
 //! ```no_run
 //! # async fn demo() -> Result<(), mcpwire_tokio::CallError> {
 //! use mcpwire_tokio::Channel;
+//! use serde_json::json;
 //! let channel = Channel::new("127.0.0.1:50051");
-//! let tools = channel.request("tools/list", serde_json::json!({})).await?;
+//! for tool in channel.list_tools().await? {
+//!     println!("{}: {}", tool.name, tool.description.unwrap_or_default());
+//! }
+//! let result = channel.call_tool("echo", json!({"text": "hi"})).await?;
+//! println!("{}", result.text());
 //! # Ok(()) }
 //! ```
 
 mod driver;
+mod typed;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -41,17 +56,20 @@ use std::time::Duration;
 use mcpwire_core::grpc::Code;
 use mcpwire_core::mcp::client::ClientConfig;
 use mcpwire_core::mcp::error::INVALID_REQUEST;
+use mcpwire_core::mcp::meta::{KEY_CLIENT_CAPABILITIES, KEY_PROTOCOL_VERSION};
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 
 use driver::{CallMsg, Command, ConnHandle, Refusal, Schemas};
+pub use typed::{
+    CallToolResult, GetPromptResult, JsonRpcError, MAX_LIST_PAGES, Progress, Prompt,
+    PromptArgument, Resource, ResourceContents, Tool,
+};
 
-/// The method path of the tunnel binding.
-pub const PATH: &str = "/mcp.zig.transport.v1.Mcp/Call";
 /// The MCP revision every request declares in `params._meta`.
-pub const PROTOCOL_VERSION: &str = "2026-07-28";
-const KEY_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
-const KEY_CAPS: &str = "io.modelcontextprotocol/clientCapabilities";
+pub use mcpwire_core::mcp::meta::PROTOCOL_VERSION;
+/// The method path of the tunnel binding.
+pub use mcpwire_proto::tunnel::CALL_PATH;
 /// The request timeout when none is set (binding: `limits.request_timeout`).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 const DEFAULT_MAX_MESSAGE: usize = 4 << 20;
@@ -90,21 +108,33 @@ impl ChannelConfig {
     }
 }
 
-/// A failure of the transport, not a JSON-RPC error: the gRPC status, and
-/// what is known of the response.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Why a call gave no result: a failure of the transport (the gRPC status,
+/// and what is known of the response), or, from the typed helpers, the
+/// server's JSON-RPC error ([`CallError::rpc`]) or a tool's failure
+/// ([`CallError::tool_error`]).
+#[derive(Debug, Clone, PartialEq)]
 pub struct CallError {
-    /// UNAVAILABLE, DEADLINE_EXCEEDED, CANCELLED, UNAUTHENTICATED,
-    /// PERMISSION_DENIED, INTERNAL (a broken response) or INVALID_ARGUMENT
-    /// (a request refused before a byte went out, see `rpc_code`).
+    /// For a transport failure: UNAVAILABLE, DEADLINE_EXCEEDED, CANCELLED,
+    /// UNAUTHENTICATED, PERMISSION_DENIED, INTERNAL (a broken response) or
+    /// INVALID_ARGUMENT (a request refused before a byte went out, see
+    /// `rpc_code`). For a JSON-RPC error, the status the binding gives its
+    /// code (INVALID_ARGUMENT, UNIMPLEMENTED, INTERNAL); UNKNOWN for a
+    /// tool's failure.
     pub status: Code,
     pub message: String,
-    pub diagnostics: Diagnostics,
+    pub diagnostics: CallDiagnostics,
+    /// The JSON-RPC error the server answered with (typed helpers only;
+    /// [`Channel::request`] hands the error response back as a value).
+    pub rpc: Option<Box<JsonRpcError>>,
+    /// The result of a tool that reported a failure (`isError`), from
+    /// [`Channel::call_tool_typed`], which has no `T` to give
+    /// ([`Channel::call_tool`] returns it as `Ok`).
+    pub tool_error: Option<Box<CallToolResult>>,
 }
 
 /// What the response said about a failure.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Diagnostics {
+pub struct CallDiagnostics {
     /// The HTTP status of the response, when one came; 401 and 403 for the
     /// trailers UNAUTHENTICATED and PERMISSION_DENIED.
     pub http_status: Option<u16>,
@@ -123,7 +153,9 @@ impl CallError {
         Self {
             status,
             message: message.into(),
-            diagnostics: Diagnostics::default(),
+            diagnostics: CallDiagnostics::default(),
+            rpc: None,
+            tool_error: None,
         }
     }
 
@@ -140,6 +172,9 @@ impl fmt::Display for CallError {
         if let Some(s) = self.diagnostics.http_status {
             write!(f, " (HTTP {s})")?;
         }
+        if let Some(rpc) = &self.rpc {
+            write!(f, " (JSON-RPC {})", rpc.code)?;
+        }
         Ok(())
     }
 }
@@ -148,12 +183,18 @@ impl std::error::Error for CallError {}
 
 /// One message of a call's response stream.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Message {
+pub enum StreamMessage {
     /// A notification related to the request (progress, listen events).
     Notification(Value),
     /// The JSON-RPC response (a result or an error); the last message.
     Response(Value),
 }
+
+/// The names of 0.1 ([`CallDiagnostics`], [`StreamMessage`]), kept while
+/// the crate root still re-exports them; they collided with the core's
+/// `Diagnostics` and `Message`.
+#[doc(hidden)]
+pub use self::{CallDiagnostics as Diagnostics, StreamMessage as Message};
 
 /// One connection per channel, many concurrent calls on it. Cheap to clone:
 /// clones share the connection and the schema cache.
@@ -268,9 +309,9 @@ impl Channel {
         let Some(meta) = meta.as_object_mut() else {
             return Err(CallError::invalid_request("params._meta is not an object"));
         };
-        meta.entry(KEY_VERSION)
+        meta.entry(key(KEY_PROTOCOL_VERSION))
             .or_insert_with(|| json!(PROTOCOL_VERSION));
-        meta.entry(KEY_CAPS)
+        meta.entry(key(KEY_CLIENT_CAPABILITIES))
             .or_insert_with(|| self.inner.config.client_capabilities.clone());
         let listen = method == "subscriptions/listen";
         let deadline = (!listen).then(|| {
@@ -430,7 +471,7 @@ impl CallStream {
     /// The next message: notifications as they arrive, then the response;
     /// `Ok(None)` after the response (or at the end of a notification's
     /// empty stream).
-    pub async fn next(&mut self) -> Result<Option<Message>, CallError> {
+    pub async fn next(&mut self) -> Result<Option<StreamMessage>, CallError> {
         let r = self.next_inner().await;
         if r.is_err() {
             self.finished = true;
@@ -438,7 +479,7 @@ impl CallStream {
         r
     }
 
-    async fn next_inner(&mut self) -> Result<Option<Message>, CallError> {
+    async fn next_inner(&mut self) -> Result<Option<StreamMessage>, CallError> {
         loop {
             if self.finished {
                 return Ok(None);
@@ -464,7 +505,7 @@ impl CallStream {
             match msg {
                 CallMsg::Notification(json) => {
                     let value = self.parse(&json, max)?;
-                    return Ok(Some(Message::Notification(value)));
+                    return Ok(Some(StreamMessage::Notification(value)));
                 }
                 CallMsg::Response(json) => {
                     attempt.done = true;
@@ -473,7 +514,7 @@ impl CallStream {
                         self.channel.learn_tools(&value);
                     }
                     self.finished = true;
-                    return Ok(Some(Message::Response(value)));
+                    return Ok(Some(StreamMessage::Response(value)));
                 }
                 CallMsg::Failed {
                     response,
@@ -486,7 +527,7 @@ impl CallStream {
                         // The server's JSON-RPC error: the response.
                         let value = self.parse(&response, max)?;
                         self.finished = true;
-                        return Ok(Some(Message::Response(value)));
+                        return Ok(Some(StreamMessage::Response(value)));
                     }
                     if diagnostics.refused && !diagnostics.retried && !self.resent {
                         // Never processed, and the engine could not send it
@@ -547,8 +588,8 @@ impl CallStream {
     pub async fn response(mut self) -> Result<Value, CallError> {
         loop {
             match self.next().await? {
-                Some(Message::Response(r)) => return Ok(r),
-                Some(Message::Notification(_)) => {}
+                Some(StreamMessage::Response(r)) => return Ok(r),
+                Some(StreamMessage::Notification(_)) => {}
                 None => {
                     return Err(CallError::new(
                         Code::Internal,
@@ -588,6 +629,11 @@ fn refusal_error(r: Refusal) -> CallError {
             format!("the framed request needs {needed} octets, more than max_message_bytes"),
         ),
     }
+}
+
+/// A `_meta` key of the core's, as a JSON object key.
+fn key(k: &[u8]) -> String {
+    String::from_utf8_lossy(k).into_owned()
 }
 
 fn deadline_exceeded() -> CallError {

@@ -1,5 +1,7 @@
 //! The tokio `Channel` against the demo server in-process (127.0.0.1:0),
-//! and against the grpcio reference server `tests/grpc/ref_server.py`.
+//! against the grpcio reference server `tests/grpc/ref_server.py`, and
+//! against scripted tunnel servers of the `h2` crate (module `scripted`:
+//! refused streams, the typed helpers).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
@@ -10,7 +12,7 @@ use std::time::Duration;
 
 use common::{Harness, eventually_every, start_on_with_tick};
 use mcpwire_core::grpc::Code;
-use mcpwire_tokio::{Channel, ChannelConfig, Message, Server, demo};
+use mcpwire_tokio::{Channel, ChannelConfig, Server, StreamMessage, demo};
 use serde_json::{Value, json};
 
 async fn start_on(addr: &str) -> Harness {
@@ -102,11 +104,11 @@ async fn progress_notifications_stream_before_the_result() {
     let mut seen = Vec::new();
     loop {
         match call.next().await.unwrap() {
-            Some(Message::Notification(n)) => {
+            Some(StreamMessage::Notification(n)) => {
                 assert_eq!(n["method"], "notifications/progress");
                 seen.push((n["params"]["progress"].as_f64().unwrap(), started.elapsed()));
             }
-            Some(Message::Response(r)) => {
+            Some(StreamMessage::Response(r)) => {
                 assert_eq!(seen.len(), 3, "{seen:?}");
                 assert_eq!(r["result"]["content"][0]["text"], "done after 3 steps");
                 break;
@@ -429,8 +431,8 @@ async fn grpcio_reference_server_echo_and_progress() {
     let mut notes = 0;
     let response = loop {
         match call.next().await.unwrap() {
-            Some(Message::Notification(_)) => notes += 1,
-            Some(Message::Response(r)) => break r,
+            Some(StreamMessage::Notification(_)) => notes += 1,
+            Some(StreamMessage::Response(r)) => break r,
             None => panic!("no response"),
         }
     };
@@ -442,99 +444,335 @@ async fn grpcio_reference_server_echo_and_progress() {
     drop(s);
 }
 
-/// A tunnel server of the `h2` crate that resets its first `refuse`
-/// streams with REFUSED_STREAM, unprocessed, and answers the others with
-/// an empty `tools/list` result. Counts the connections and the streams.
-async fn refusing_server(
-    refuse: usize,
-) -> (
-    std::net::SocketAddr,
-    Arc<std::sync::atomic::AtomicUsize>,
-    Arc<std::sync::atomic::AtomicUsize>,
-) {
-    use std::sync::atomic::AtomicUsize;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let connections = Arc::new(AtomicUsize::new(0));
-    let streams = Arc::new(AtomicUsize::new(0));
-    let (c, s) = (Arc::clone(&connections), Arc::clone(&streams));
-    tokio::spawn(async move {
-        while let Ok((socket, _)) = listener.accept().await {
-            c.fetch_add(1, Ordering::SeqCst);
-            let s = Arc::clone(&s);
-            tokio::spawn(async move {
-                let Ok(mut conn) = h2::server::handshake(socket).await else {
-                    return;
-                };
-                while let Some(Ok((request, mut respond))) = conn.accept().await {
-                    if s.fetch_add(1, Ordering::SeqCst) < refuse {
-                        respond.send_reset(h2::Reason::REFUSED_STREAM);
-                        continue;
-                    }
-                    tokio::spawn(async move {
-                        let mut body = request.into_body();
-                        let mut octets = Vec::new();
-                        while let Some(Ok(chunk)) = body.data().await {
-                            let _ = body.flow_control().release_capacity(chunk.len());
-                            octets.extend_from_slice(&chunk);
-                        }
-                        // gRPC prefix, then field 1 (tag, varint length).
-                        let mut at = 6;
-                        while octets.get(at).is_some_and(|b| b & 0x80 != 0) {
-                            at += 1;
-                        }
-                        at += 1;
-                        let request: Value = serde_json::from_slice(&octets[at..]).unwrap();
-                        let json = serde_json::to_vec(
-                            &json!({"jsonrpc": "2.0", "id": request["id"], "result": {"tools": []}}),
-                        )
-                        .unwrap();
-                        let mut message = vec![0x0a];
-                        let mut n = json.len();
-                        while n >= 0x80 {
-                            message.push((n as u8 & 0x7f) | 0x80);
-                            n >>= 7;
-                        }
-                        message.push(n as u8);
-                        message.extend_from_slice(&json);
-                        let mut framed = vec![0];
-                        framed.extend_from_slice(&(message.len() as u32).to_be_bytes());
-                        framed.extend_from_slice(&message);
-                        let head = http::Response::builder()
-                            .status(200)
-                            .header("content-type", "application/grpc+proto")
-                            .body(())
-                            .unwrap();
-                        let mut send = respond.send_response(head, false).unwrap();
-                        send.send_data(bytes::Bytes::from(framed), false).unwrap();
-                        let mut trailers = http::HeaderMap::new();
-                        trailers.insert("grpc-status", http::HeaderValue::from_static("0"));
-                        send.send_trailers(trailers).unwrap();
-                    });
-                }
-            });
+/// Tunnel servers of the `h2` crate, each answering from a script: the
+/// engine's retry of refused streams, and the typed helpers against
+/// answers no server of this crate gives (several pages, `isError`,
+/// JSON-RPC errors with data).
+mod scripted {
+    use std::collections::BTreeMap;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex};
+
+    use mcpwire_core::grpc::Code;
+    use mcpwire_tokio::Channel;
+    use mcpwire_tokio::channel::{CALL_PATH, PROTOCOL_VERSION};
+    use serde_json::{Value, json};
+
+    /// The messages a server sends for a request: notifications, then the
+    /// response.
+    type Script = fn(&Value) -> Vec<Value>;
+
+    struct Scripted {
+        addr: std::net::SocketAddr,
+        connections: Arc<AtomicUsize>,
+        streams: Arc<AtomicUsize>,
+        /// Each request's `:path` and body, in order of arrival.
+        requests: Arc<Mutex<Vec<(String, Value)>>>,
+    }
+
+    /// A gRPC message of the tunnel: prefix, then field 1 (tag, varint
+    /// length) with the JSON.
+    fn frame(message: &Value) -> bytes::Bytes {
+        let json = serde_json::to_vec(message).unwrap();
+        let mut field = vec![0x0a];
+        let mut n = json.len();
+        while n >= 0x80 {
+            field.push((n as u8 & 0x7f) | 0x80);
+            n >>= 7;
         }
-    });
-    (addr, connections, streams)
-}
+        field.push(n as u8);
+        field.extend_from_slice(&json);
+        let mut framed = vec![0];
+        framed.extend_from_slice(&(field.len() as u32).to_be_bytes());
+        framed.extend_from_slice(&field);
+        framed.into()
+    }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_refused_stream_is_sent_once_more_on_the_same_connection() {
-    let (addr, connections, streams) = refusing_server(1).await;
-    let channel = Channel::new(addr.to_string());
-    let r = channel.request("tools/list", json!({})).await.unwrap();
-    assert_eq!(r["result"]["tools"], json!([]), "{r}");
-    // The engine's one retry, on the connection it had.
-    assert_eq!(streams.load(Ordering::SeqCst), 2);
-    assert_eq!(connections.load(Ordering::SeqCst), 1);
-}
+    /// The JSON of a request's one message.
+    fn unframe(octets: &[u8]) -> Value {
+        let mut at = 6;
+        while octets.get(at).is_some_and(|b| b & 0x80 != 0) {
+            at += 1;
+        }
+        at += 1;
+        serde_json::from_slice(&octets[at..]).unwrap()
+    }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_call_refused_twice_fails_without_a_third_try() {
-    let (addr, connections, streams) = refusing_server(usize::MAX).await;
-    let channel = Channel::new(addr.to_string());
-    let e = channel.request("tools/list", json!({})).await.unwrap_err();
-    assert_eq!(e.status, Code::Unavailable, "{e:?}");
-    assert_eq!(streams.load(Ordering::SeqCst), 2);
-    assert_eq!(connections.load(Ordering::SeqCst), 1);
+    /// A server that resets its first `refuse` streams with
+    /// REFUSED_STREAM, unprocessed, and answers the others from `script`.
+    async fn server(refuse: usize, script: Script) -> Scripted {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let s = Scripted {
+            addr: listener.local_addr().unwrap(),
+            connections: Arc::default(),
+            streams: Arc::default(),
+            requests: Arc::default(),
+        };
+        let (c, st, rq) = (
+            Arc::clone(&s.connections),
+            Arc::clone(&s.streams),
+            Arc::clone(&s.requests),
+        );
+        tokio::spawn(async move {
+            while let Ok((socket, _)) = listener.accept().await {
+                c.fetch_add(1, Ordering::SeqCst);
+                let (st, rq) = (Arc::clone(&st), Arc::clone(&rq));
+                tokio::spawn(async move {
+                    let Ok(mut conn) = h2::server::handshake(socket).await else {
+                        return;
+                    };
+                    while let Some(Ok((request, mut respond))) = conn.accept().await {
+                        if st.fetch_add(1, Ordering::SeqCst) < refuse {
+                            respond.send_reset(h2::Reason::REFUSED_STREAM);
+                            continue;
+                        }
+                        let rq = Arc::clone(&rq);
+                        tokio::spawn(async move {
+                            let path = request.uri().path().to_owned();
+                            let mut body = request.into_body();
+                            let mut octets = Vec::new();
+                            while let Some(Ok(chunk)) = body.data().await {
+                                let _ = body.flow_control().release_capacity(chunk.len());
+                                octets.extend_from_slice(&chunk);
+                            }
+                            let request = unframe(&octets);
+                            let messages = script(&request);
+                            rq.lock().unwrap().push((path, request));
+                            let head = http::Response::builder()
+                                .status(200)
+                                .header("content-type", "application/grpc+proto")
+                                .body(())
+                                .unwrap();
+                            let mut send = respond.send_response(head, false).unwrap();
+                            for m in &messages {
+                                send.send_data(frame(m), false).unwrap();
+                            }
+                            let mut trailers = http::HeaderMap::new();
+                            trailers.insert("grpc-status", http::HeaderValue::from_static("0"));
+                            send.send_trailers(trailers).unwrap();
+                        });
+                    }
+                });
+            }
+        });
+        s
+    }
+
+    fn empty_tools_list(request: &Value) -> Vec<Value> {
+        vec![json!({"jsonrpc": "2.0", "id": request["id"], "result": {"tools": []}})]
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_refused_stream_is_sent_once_more_on_the_same_connection() {
+        let s = server(1, empty_tools_list).await;
+        let channel = Channel::new(s.addr.to_string());
+        let r = channel.request("tools/list", json!({})).await.unwrap();
+        assert_eq!(r["result"]["tools"], json!([]), "{r}");
+        // The engine's one retry, on the connection it had.
+        assert_eq!(s.streams.load(Ordering::SeqCst), 2);
+        assert_eq!(s.connections.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_call_refused_twice_fails_without_a_third_try() {
+        let s = server(usize::MAX, empty_tools_list).await;
+        let channel = Channel::new(s.addr.to_string());
+        let e = channel.request("tools/list", json!({})).await.unwrap_err();
+        assert_eq!(e.status, Code::Unavailable, "{e:?}");
+        assert!(e.rpc.is_none(), "{e:?}");
+        assert_eq!(s.streams.load(Ordering::SeqCst), 2);
+        assert_eq!(s.connections.load(Ordering::SeqCst), 1);
+    }
+
+    /// Tools on two pages (`add` with an output schema, `fail`, `strict`),
+    /// a resource and a prompt.
+    fn mcp_server(request: &Value) -> Vec<Value> {
+        let id = &request["id"];
+        let params = &request["params"];
+        let result = |result: Value| vec![json!({"jsonrpc": "2.0", "id": id, "result": result})];
+        let args = &params["arguments"];
+        match (request["method"].as_str().unwrap(), params["name"].as_str()) {
+            ("tools/list", _) if params.get("cursor").is_none() => result(json!({
+                "tools": [{
+                    "name": "add",
+                    "title": "Add",
+                    "description": "Adds two integers.",
+                    "inputSchema": {"type": "object", "properties": {
+                        "a": {"type": "integer"}, "b": {"type": "integer"}}},
+                    "outputSchema": {"type": "object", "properties": {
+                        "sum": {"type": "integer"}}},
+                }],
+                "nextCursor": "page-2",
+            })),
+            ("tools/list", _) => {
+                assert_eq!(params["cursor"], "page-2", "{request}");
+                result(json!({"tools": [
+                    {"name": "fail", "inputSchema": {"type": "object"}},
+                    {"name": "strict"},
+                ]}))
+            }
+            ("tools/call", Some("add")) => {
+                let sum = args["a"].as_i64().unwrap() + args["b"].as_i64().unwrap();
+                let mut messages = Vec::new();
+                if let Some(token) = params["_meta"].get("progressToken") {
+                    for step in 1..=2 {
+                        messages.push(json!({"jsonrpc": "2.0", "method": "notifications/progress",
+                            "params": {"progressToken": token, "progress": step, "total": 2,
+                                "message": format!("step {step}")}}));
+                    }
+                }
+                messages.extend(result(json!({
+                    "content": [{"type": "text", "text": sum.to_string()}],
+                    "structuredContent": {"sum": sum},
+                })));
+                messages
+            }
+            ("tools/call", Some("fail")) => result(json!({
+                "content": [{"type": "text", "text": "the disk is full"}],
+                "isError": true,
+            })),
+            ("tools/call", _) => vec![json!({"jsonrpc": "2.0", "id": id, "error": {
+                "code": -32602, "message": "unknown argument", "data": {"argument": "c"}}})],
+            ("resources/list", _) => result(json!({"resources": [
+                {"uri": "file:///motd", "name": "motd", "mimeType": "text/plain"}]})),
+            ("resources/read", _) => result(json!({"contents": [
+                {"uri": params["uri"], "mimeType": "text/plain", "text": "hello"}]})),
+            ("prompts/list", _) => result(json!({"prompts": [{"name": "greet",
+                "arguments": [{"name": "who", "required": true}, {"name": "tone"}]}]})),
+            ("prompts/get", _) => result(json!({"description": "A greeting", "messages": [
+                {"role": "user", "content": {"type": "text",
+                    "text": format!("Say hello to {}.", args["who"].as_str().unwrap())}}]})),
+            _ => vec![json!({"jsonrpc": "2.0", "id": id, "error": {
+                "code": -32601, "message": "method not found"}})],
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn list_tools_follows_next_cursor_to_the_last_page() {
+        let s = server(0, mcp_server).await;
+        let channel = Channel::new(s.addr.to_string());
+        let tools = channel.list_tools().await.unwrap();
+        let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["add", "fail", "strict"]);
+        assert_eq!(tools[0].title.as_deref(), Some("Add"));
+        assert_eq!(tools[0].description.as_deref(), Some("Adds two integers."));
+        assert_eq!(tools[0].input_schema["properties"]["a"]["type"], "integer");
+        assert_eq!(
+            tools[0].output_schema.as_ref().unwrap()["properties"]["sum"]["type"],
+            "integer"
+        );
+        // A tool without a schema takes any object.
+        assert_eq!(tools[2].input_schema, json!({}));
+        let requests = s.requests.lock().unwrap();
+        assert_eq!(requests.len(), 2);
+        for (path, request) in requests.iter() {
+            assert_eq!(path, CALL_PATH);
+            let meta = &request["params"]["_meta"];
+            assert_eq!(
+                meta["io.modelcontextprotocol/protocolVersion"], PROTOCOL_VERSION,
+                "{request}"
+            );
+            assert!(
+                meta["io.modelcontextprotocol/clientCapabilities"].is_object(),
+                "{request}"
+            );
+        }
+        assert_eq!(requests[1].1["params"]["cursor"], "page-2");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn call_tool_returns_content_and_structured_content() {
+        let s = server(0, mcp_server).await;
+        let channel = Channel::new(s.addr.to_string());
+        let r = channel
+            .call_tool("add", json!({"a": 2, "b": 40}))
+            .await
+            .unwrap();
+        assert!(!r.is_error);
+        assert_eq!(r.text(), "42");
+        assert_eq!(r.structured_content, Some(json!({"sum": 42})));
+        let typed: BTreeMap<String, i64> = channel
+            .call_tool_typed("add", BTreeMap::from([("a", 1), ("b", 2)]))
+            .await
+            .unwrap();
+        assert_eq!(typed["sum"], 3);
+        let (_, request) = &s.requests.lock().unwrap()[1];
+        assert_eq!(request["method"], "tools/call");
+        assert_eq!(request["params"]["name"], "add");
+        assert_eq!(request["params"]["arguments"], json!({"a": 1, "b": 2}));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_tool_failure_is_a_result_and_a_json_rpc_error_is_an_error() {
+        let s = server(0, mcp_server).await;
+        let channel = Channel::new(s.addr.to_string());
+        let r = channel.call_tool("fail", ()).await.unwrap();
+        assert!(r.is_error);
+        assert_eq!(r.text(), "the disk is full");
+        // The typed call has no `T` to give: an error carrying the result.
+        let e = channel
+            .call_tool_typed::<Value>("fail", ())
+            .await
+            .unwrap_err();
+        assert!(e.rpc.is_none(), "{e:?}");
+        assert_eq!(e.message, "the disk is full");
+        assert!(e.tool_error.unwrap().is_error);
+        let e = channel
+            .call_tool("strict", json!({"c": 1}))
+            .await
+            .unwrap_err();
+        let rpc = e.rpc.as_ref().unwrap();
+        assert_eq!(rpc.code, -32602);
+        assert_eq!(rpc.message, "unknown argument");
+        assert_eq!(rpc.data, Some(json!({"argument": "c"})));
+        assert_eq!(e.status, Code::InvalidArgument);
+        // Arguments that are not an object never leave.
+        let e = channel.call_tool("add", [1, 2]).await.unwrap_err();
+        assert_eq!(e.status, Code::InvalidArgument);
+        assert_eq!(s.requests.lock().unwrap().len(), 3);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn call_tool_with_progress_sees_each_step() {
+        let s = server(0, mcp_server).await;
+        let channel = Channel::new(s.addr.to_string());
+        let mut steps = Vec::new();
+        let r = channel
+            .call_tool_with_progress("add", json!({"a": 1, "b": 1}), |p| {
+                steps.push((p.progress, p.total, p.message));
+            })
+            .await
+            .unwrap();
+        assert_eq!(r.structured_content, Some(json!({"sum": 2})));
+        assert_eq!(
+            steps,
+            [
+                (1.0, Some(2.0), Some("step 1".to_owned())),
+                (2.0, Some(2.0), Some("step 2".to_owned())),
+            ]
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn resources_and_prompts() {
+        let s = server(0, mcp_server).await;
+        let channel = Channel::new(s.addr.to_string());
+        let resources = channel.list_resources().await.unwrap();
+        assert_eq!(resources.len(), 1);
+        assert_eq!(resources[0].uri, "file:///motd");
+        assert_eq!(resources[0].mime_type.as_deref(), Some("text/plain"));
+        let contents = channel.read_resource("file:///motd").await.unwrap();
+        assert_eq!(contents[0].text.as_deref(), Some("hello"));
+        assert_eq!(contents[0].uri, "file:///motd");
+        let prompts = channel.list_prompts().await.unwrap();
+        assert_eq!(prompts[0].name, "greet");
+        let required: Vec<bool> = prompts[0].arguments.iter().map(|a| a.required).collect();
+        assert_eq!(required, [true, false]);
+        let prompt = channel
+            .get_prompt("greet", json!({"who": "Ada"}))
+            .await
+            .unwrap();
+        assert_eq!(prompt.description.as_deref(), Some("A greeting"));
+        assert_eq!(prompt.messages[0]["content"]["text"], "Say hello to Ada.");
+    }
 }

@@ -1,9 +1,12 @@
 //! The connection task of a [`Channel`](super::Channel): it owns one core
 //! [`Client`] (the sans-IO MCP client engine of the tunnel binding over one
-//! HTTP/2 connection) and its socket, and follows the engine's run loop:
-//! feed what the socket read with `recv` (a chunk at a time, draining
-//! `poll_event` after each), pull `poll_transmit` until it gives 0, sleep
-//! until input, a command or `poll_timeout`, then `handle_timeout`.
+//! HTTP/2 connection) and its socket, and follows the core's run loop
+//! ([`mcpwire_core::drive`]): feed what the socket read with [`Feed`] (a
+//! `recv` at a time, draining `poll_event` after each, transmitting when
+//! the engine must write before it reads more), pull `poll_transmit` while
+//! the engine wants to transmit, sleep until input, a command or
+//! `poll_timeout`, then `handle_timeout`. An engine that takes no input
+//! and has nothing to send is stuck: the connection ends.
 //!
 //! Calls talk to it with [`Command`]s and hear back through their own
 //! [`CallMsg`] channel: owned copies of the engine's events and their
@@ -20,6 +23,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use mcpwire_core::drive::{self, Endpoint, Feed, Step};
 use mcpwire_core::mcp::client::{
     CallId, Client, ClientConfig, ClientEvent, Diagnostics as CoreDiagnostics, StartError,
 };
@@ -177,10 +181,6 @@ pub(crate) fn client_config(request_timeout: Duration, max_message_bytes: usize)
         ..ClientConfig::default()
     }
 }
-
-// ----------------------------------------------------------------------
-// Time
-// ----------------------------------------------------------------------
 
 // ----------------------------------------------------------------------
 // The task
@@ -416,42 +416,42 @@ impl Task {
         self.synced = now;
     }
 
+    /// Moves the engine's output into `out` while it wants to transmit,
+    /// up to about `limit` octets, starting waiting calls as slots free.
     fn transmit(&mut self, out: &mut Vec<u8>, limit: usize) {
-        let mut idle = 0;
-        while out.len() < limit {
-            self.start_waiting();
+        // Calls that ended since the last turn freed their slots.
+        self.start_waiting();
+        while out.len() < limit && self.engine.wants_transmit() {
             let start = out.len();
             out.resize(start + TRANSMIT_CHUNK, 0);
-            let n = self.engine.poll_transmit(&mut out[start..]);
+            let n = drive::fill(&mut *self.engine, &mut out[start..]);
             out.truncate(start + n);
             self.drain_events();
-            if n > 0 {
-                idle = 0;
-            } else {
-                idle += 1;
-                if idle > 1 {
-                    break;
-                }
+            self.start_waiting();
+            if n == 0 {
+                // It wants to but wrote nothing: the next turn tries again
+                // rather than spinning here.
+                break;
             }
         }
     }
 
-    fn feed(&mut self, mut input: &[u8], out: &mut Vec<u8>) -> io::Result<()> {
-        let mut stalled = 0;
-        while !input.is_empty() && !self.engine.is_closed() {
-            // One chunk at a time: its notifications are taken before the
+    fn feed(&mut self, input: &[u8], out: &mut Vec<u8>) -> io::Result<()> {
+        let mut feed = Feed::new(input);
+        while !self.engine.is_closed() {
+            // One `recv` at a time: its notifications are taken before the
             // next.
-            let n = self.engine.recv(input, now());
-            input = &input[n.min(input.len())..];
+            let step = feed.step(&mut *self.engine, now());
             self.drain_events();
-            if n > 0 {
-                stalled = 0;
-            } else {
-                stalled += 1;
-                if stalled > 3 {
+            match step {
+                Step::Consumed => {}
+                Step::Done => break,
+                // Owed frames go out before it reads more.
+                Step::Transmit => self.transmit(out, usize::MAX),
+                // The client never waits for the application to read.
+                Step::Wait | Step::Stuck => {
                     return Err(io::Error::other("the connection consumes no input"));
                 }
-                self.transmit(out, usize::MAX);
             }
         }
         Ok(())

@@ -5,7 +5,7 @@
 mod common;
 
 use common::start_tonic;
-use mcpwire_tokio::{Channel, Message};
+use mcpwire_tokio::{Channel, StreamMessage};
 use serde_json::{Value, json};
 
 async fn tool(channel: &Channel, name: &str, arguments: Value) -> Value {
@@ -89,13 +89,13 @@ async fn progress_notifications_then_the_result() {
     let mut progress = Vec::new();
     let response = loop {
         match call.next().await.unwrap() {
-            Some(Message::Notification(n)) => {
+            Some(StreamMessage::Notification(n)) => {
                 assert_eq!(n["method"], "notifications/progress", "{n}");
                 assert_eq!(n["params"]["progressToken"], "p-5", "{n}");
                 assert_eq!(n["params"]["total"], 5, "{n}");
                 progress.push(n["params"]["progress"].as_u64().unwrap());
             }
-            Some(Message::Response(r)) => break r,
+            Some(StreamMessage::Response(r)) => break r,
             None => panic!("the call ended without a response"),
         }
     };
@@ -144,5 +144,40 @@ async fn concurrent_calls_on_one_connection() {
         done += 1;
     }
     assert_eq!(done, 32);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn typed_helpers_against_tonic() {
+    let server = start_tonic().await;
+    let channel = Channel::new(server.addr.to_string());
+    let tools = channel.list_tools().await.unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, ["echo", "progress"]);
+    assert_eq!(
+        tools[0].input_schema["properties"]["text"]["type"],
+        "string"
+    );
+    let r = channel
+        .call_tool("echo", json!({"text": "typed"}))
+        .await
+        .unwrap();
+    assert!(!r.is_error);
+    assert_eq!(r.text(), "typed");
+    // tonic's -32602 for a wrong argument: a JSON-RPC error.
+    let e = channel
+        .call_tool("echo", json!({"text": 7}))
+        .await
+        .unwrap_err();
+    assert_eq!(e.rpc.as_ref().map(|r| r.code), Some(-32602), "{e:?}");
+    let mut seen = Vec::new();
+    let r = channel
+        .call_tool_with_progress("progress", json!({"steps": 3, "delay_ms": 5}), |p| {
+            seen.push(p.progress);
+        })
+        .await
+        .unwrap();
+    assert_eq!(seen, [1.0, 2.0, 3.0]);
+    assert_eq!(r.text(), "done after 3 steps");
     server.stop().await;
 }

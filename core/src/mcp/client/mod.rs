@@ -680,3 +680,28 @@ impl<S: CallStore, R: Records<Slot<S::Buf>>, const CACHE: usize> State<S, R, CAC
         }
     }
 }
+
+/// The run-loop contract ([`crate::drive`]): after every `&mut` call the
+/// client has moved its calls forward, so what waits to go out is what the
+/// connection holds.
+impl<
+    S: CallStore,
+    const CALLS: usize,
+    const TABLE: usize,
+    const BUF: usize,
+    B: Storage<BUF> + Default,
+    const CACHE: usize,
+> crate::drive::Endpoint for Client<S, CALLS, TABLE, BUF, B, CACHE>
+{
+    fn recv(&mut self, input: &[u8], now: Instant) -> usize {
+        Client::recv(self, input, now)
+    }
+
+    fn wants_transmit(&self) -> bool {
+        self.conn.wants_transmit()
+    }
+
+    fn poll_transmit(&mut self, out: &mut [u8]) -> usize {
+        Client::poll_transmit(self, out)
+    }
+}

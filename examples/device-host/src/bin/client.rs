@@ -26,6 +26,7 @@ use mcpwire_core::h2::InlineStorage;
 use mcpwire_core::mcp::SlabStore;
 use mcpwire_core::mcp::client::ClientConfig;
 use mcpwire_core::mcp::json;
+use mcpwire_core::mcp::meta::PROTOCOL_VERSION;
 use mcpwire_embassy::client::{self, Client, ClientError, Step};
 use net::net_task;
 use static_cell::StaticCell;
@@ -41,7 +42,13 @@ const SCENARIOS: &[&str] = &[
     "deadline",
     "unsafe-integer",
 ];
-const META: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}"#;
+/// `"_meta":{` with the protocol version and the client's (empty)
+/// capabilities; the caller adds what else it carries and the `}`.
+fn meta() -> String {
+    format!(
+        r#""_meta":{{"io.modelcontextprotocol/protocolVersion":"{PROTOCOL_VERSION}","io.modelcontextprotocol/clientCapabilities":{{}}"#
+    )
+}
 
 /// 2 calls, two 8 KiB buffers per call (its request, its incoming
 /// messages), 2 KiB of annotation cache, a 4 KiB HPACK table, 16 KiB of
@@ -132,8 +139,8 @@ async fn run_call(
 
 fn tools_call(id: u32, name: &str, args: &str, token: Option<&str>) -> String {
     let meta = match token {
-        Some(t) => format!(r#"{META},"progressToken":"{t}"}}"#),
-        None => format!("{META}}}"),
+        Some(t) => format!(r#"{},"progressToken":"{t}"}}"#, meta()),
+        None => format!("{}}}", meta()),
     };
     format!(
         r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{name}","arguments":{args},{meta}}}}}"#
@@ -145,7 +152,8 @@ async fn scenario(client: &mut McpClient, name: &str) -> Result<String, String> 
     match name {
         "tools-list" => {
             let body = format!(
-                r#"{{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{{{META}}}}}}}"#
+                r#"{{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{{{}}}}}}}"#,
+                meta()
             );
             let o = run_call(client, &body, None).await.map_err(e)?;
             let r = o.response.clone().ok_or(format!("no response: {o:?}"))?;

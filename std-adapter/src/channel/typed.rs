@@ -1,0 +1,448 @@
+//! The typed client helpers of a [`Channel`]: MCP's tool, resource and
+//! prompt methods (MCP 2026-07-28 §6–§8) with Rust types in and out, so an
+//! application never writes JSON-RPC by hand. The request's `_meta`
+//! (protocol version, client capabilities) is the channel's, as for
+//! [`Channel::request`]; list methods follow `nextCursor` to the last page.
+//!
+//! A JSON-RPC error response is an `Err` whose [`CallError::rpc`] holds
+//! its code, message and data; a tool's own failure (`isError: true`) is
+//! an ordinary [`CallToolResult`].
+
+use mcpwire_core::grpc::Code;
+use mcpwire_core::mcp::error::grpc_code;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value, json};
+
+use super::{CallError, Channel, StreamMessage};
+
+/// Pages a list method reads at most: a server whose cursors never end
+/// fails the call instead of looping.
+pub const MAX_LIST_PAGES: usize = 1024;
+
+/// The JSON-RPC error a server answered a request with.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JsonRpcError {
+    pub code: i64,
+    pub message: String,
+    /// `error.data`, when present.
+    pub data: Option<Value>,
+}
+
+/// A tool, as `tools/list` describes it.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct Tool {
+    pub name: String,
+    pub title: Option<String>,
+    pub description: Option<String>,
+    /// The JSON Schema of the arguments (`{}` when the server gave none).
+    pub input_schema: Value,
+    pub output_schema: Option<Value>,
+    pub annotations: Option<Value>,
+}
+
+/// What a `tools/call` returned: the tool's result, or its own failure
+/// (`is_error`, with the account in `content`).
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
+pub struct CallToolResult {
+    /// The content blocks (`{"type": "text", "text": ...}`, images, ...).
+    pub content: Vec<Value>,
+    pub structured_content: Option<Value>,
+    /// The tool reported a failure.
+    pub is_error: bool,
+    /// The result's `_meta`, when present.
+    pub meta: Option<Value>,
+}
+
+impl CallToolResult {
+    /// The text of the `text` content blocks, one per line.
+    pub fn text(&self) -> String {
+        let texts: Vec<&str> = self
+            .content
+            .iter()
+            .filter(|c| c.get("type").and_then(Value::as_str) == Some("text"))
+            .filter_map(|c| c.get("text").and_then(Value::as_str))
+            .collect();
+        texts.join("\n")
+    }
+
+    /// The `structuredContent` as a `T`.
+    pub fn structured<T: DeserializeOwned>(&self) -> Result<T, CallError> {
+        let Some(value) = self.structured_content.as_ref() else {
+            return Err(CallError::new(
+                Code::Internal,
+                "the result has no structuredContent",
+            ));
+        };
+        T::deserialize(value).map_err(|e| {
+            CallError::new(
+                Code::Internal,
+                format!("structuredContent does not fit the type: {e}"),
+            )
+        })
+    }
+}
+
+/// A `notifications/progress` of a call.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct Progress {
+    pub progress: f64,
+    pub total: Option<f64>,
+    pub message: Option<String>,
+}
+
+/// A resource, as `resources/list` describes it.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct Resource {
+    pub uri: String,
+    pub name: String,
+    pub title: Option<String>,
+    pub description: Option<String>,
+    pub mime_type: Option<String>,
+}
+
+/// One item of a `resources/read` result: `text` or `blob` (base64).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct ResourceContents {
+    pub uri: String,
+    pub mime_type: Option<String>,
+    pub text: Option<String>,
+    pub blob: Option<String>,
+}
+
+/// A prompt, as `prompts/list` describes it.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct Prompt {
+    pub name: String,
+    pub title: Option<String>,
+    pub description: Option<String>,
+    pub arguments: Vec<PromptArgument>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct PromptArgument {
+    pub name: String,
+    pub description: Option<String>,
+    pub required: bool,
+}
+
+/// What `prompts/get` returned.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct GetPromptResult {
+    pub description: Option<String>,
+    /// The messages (`{"role": ..., "content": {...}}`).
+    pub messages: Vec<Value>,
+}
+
+impl Channel {
+    /// Every tool of the server (`tools/list`, all pages). The channel
+    /// caches their schemas, as for any `tools/list`.
+    pub async fn list_tools(&self) -> Result<Vec<Tool>, CallError> {
+        let items = self.list_all("tools/list", "tools").await?;
+        items.iter().map(tool).collect()
+    }
+
+    /// Calls tool `name` with `arguments` (a struct or map that serializes
+    /// to a JSON object; `()` for none). A failure the tool reports is
+    /// `Ok` with [`CallToolResult::is_error`].
+    pub async fn call_tool(
+        &self,
+        name: &str,
+        arguments: impl Serialize,
+    ) -> Result<CallToolResult, CallError> {
+        let params = named_params(name, arguments)?;
+        let response = self.request("tools/call", params).await?;
+        call_tool_result(&result_of(response)?)
+    }
+
+    /// [`Channel::call_tool`] for a tool with an output schema: its
+    /// `structuredContent` as a `T`. A failure the tool reports is an
+    /// error with [`CallError::tool_error`].
+    pub async fn call_tool_typed<T: DeserializeOwned>(
+        &self,
+        name: &str,
+        arguments: impl Serialize,
+    ) -> Result<T, CallError> {
+        let result = self.call_tool(name, arguments).await?;
+        if result.is_error {
+            let mut e = CallError::new(Code::Unknown, result.text());
+            e.tool_error = Some(Box::new(result));
+            return Err(e);
+        }
+        result.structured()
+    }
+
+    /// [`Channel::call_tool`] asking for progress: `on_progress` sees each
+    /// `notifications/progress` of the call as it arrives.
+    pub async fn call_tool_with_progress(
+        &self,
+        name: &str,
+        arguments: impl Serialize,
+        mut on_progress: impl FnMut(Progress),
+    ) -> Result<CallToolResult, CallError> {
+        let mut params = named_params(name, arguments)?;
+        let token = format!(
+            "mcpwire-{}",
+            self.inner
+                .next_id
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        );
+        params["_meta"] = json!({"progressToken": token});
+        let mut call = self
+            .call(json!({"method": "tools/call", "params": params}))
+            .await?;
+        loop {
+            match call.next().await? {
+                Some(StreamMessage::Notification(n)) => {
+                    if let Some(p) = progress(&n, &token) {
+                        on_progress(p);
+                    }
+                }
+                Some(StreamMessage::Response(r)) => return call_tool_result(&result_of(r)?),
+                None => {
+                    return Err(CallError::new(
+                        Code::Internal,
+                        "the call ended without a response",
+                    ));
+                }
+            }
+        }
+    }
+
+    /// Every resource of the server (`resources/list`, all pages).
+    pub async fn list_resources(&self) -> Result<Vec<Resource>, CallError> {
+        let items = self.list_all("resources/list", "resources").await?;
+        items
+            .iter()
+            .map(|r| {
+                Ok(Resource {
+                    uri: required(r, "uri")?,
+                    name: required(r, "name")?,
+                    title: string(r, "title"),
+                    description: string(r, "description"),
+                    mime_type: string(r, "mimeType"),
+                })
+            })
+            .collect()
+    }
+
+    /// The contents of the resource at `uri` (`resources/read`).
+    pub async fn read_resource(&self, uri: &str) -> Result<Vec<ResourceContents>, CallError> {
+        let response = self.request("resources/read", json!({"uri": uri})).await?;
+        let result = result_of(response)?;
+        array(&result, "contents")?
+            .iter()
+            .map(|c| {
+                Ok(ResourceContents {
+                    uri: required(c, "uri")?,
+                    mime_type: string(c, "mimeType"),
+                    text: string(c, "text"),
+                    blob: string(c, "blob"),
+                })
+            })
+            .collect()
+    }
+
+    /// Every prompt of the server (`prompts/list`, all pages).
+    pub async fn list_prompts(&self) -> Result<Vec<Prompt>, CallError> {
+        let items = self.list_all("prompts/list", "prompts").await?;
+        items
+            .iter()
+            .map(|p| {
+                let arguments = match p.get("arguments") {
+                    Some(Value::Array(args)) => args
+                        .iter()
+                        .map(|a| {
+                            Ok(PromptArgument {
+                                name: required(a, "name")?,
+                                description: string(a, "description"),
+                                required: a.get("required").and_then(Value::as_bool) == Some(true),
+                            })
+                        })
+                        .collect::<Result<_, CallError>>()?,
+                    _ => Vec::new(),
+                };
+                Ok(Prompt {
+                    name: required(p, "name")?,
+                    title: string(p, "title"),
+                    description: string(p, "description"),
+                    arguments,
+                })
+            })
+            .collect()
+    }
+
+    /// Prompt `name` with `arguments` (string values; `()` for none).
+    pub async fn get_prompt(
+        &self,
+        name: &str,
+        arguments: impl Serialize,
+    ) -> Result<GetPromptResult, CallError> {
+        let params = named_params(name, arguments)?;
+        let response = self.request("prompts/get", params).await?;
+        let result = result_of(response)?;
+        Ok(GetPromptResult {
+            description: string(&result, "description"),
+            messages: array(&result, "messages")?.clone(),
+        })
+    }
+
+    /// The items under `key` of every page of a list method.
+    async fn list_all(&self, method: &str, key: &str) -> Result<Vec<Value>, CallError> {
+        let mut items = Vec::new();
+        let mut cursor: Option<String> = None;
+        for _ in 0..MAX_LIST_PAGES {
+            let params = match cursor.take() {
+                Some(c) => json!({"cursor": c}),
+                None => json!({}),
+            };
+            let result = result_of(self.request(method, params).await?)?;
+            items.extend(array(&result, key)?.iter().cloned());
+            match result.get("nextCursor") {
+                Some(Value::String(c)) => cursor = Some(c.clone()),
+                _ => return Ok(items),
+            }
+        }
+        Err(CallError::new(
+            Code::Internal,
+            format!("{method}: more than {MAX_LIST_PAGES} pages"),
+        ))
+    }
+}
+
+/// `{"name", "arguments"}` of `tools/call` and `prompts/get`.
+fn named_params(name: &str, arguments: impl Serialize) -> Result<Value, CallError> {
+    let arguments = serde_json::to_value(arguments)
+        .map_err(|e| CallError::invalid_request(&format!("arguments: {e}")))?;
+    let mut params = Map::new();
+    params.insert("name".into(), json!(name));
+    match arguments {
+        Value::Null => {}
+        Value::Object(_) => {
+            params.insert("arguments".into(), arguments);
+        }
+        _ => return Err(CallError::invalid_request("arguments are a JSON object")),
+    }
+    Ok(Value::Object(params))
+}
+
+/// The `result` of a response; its `error` as a [`CallError`].
+fn result_of(mut response: Value) -> Result<Value, CallError> {
+    if let Some(error) = response.get("error") {
+        let code = error.get("code").and_then(Value::as_i64).unwrap_or(0);
+        let message = string(error, "message").unwrap_or_default();
+        let status = i32::try_from(code).map_or(Code::Internal, grpc_code);
+        let mut e = CallError::new(status, message.clone());
+        e.rpc = Some(Box::new(JsonRpcError {
+            code,
+            message,
+            data: error.get("data").cloned(),
+        }));
+        return Err(e);
+    }
+    match response.get_mut("result") {
+        Some(result) if result.is_object() => Ok(result.take()),
+        _ => Err(CallError::new(
+            Code::Internal,
+            "a response without a result object",
+        )),
+    }
+}
+
+fn call_tool_result(result: &Value) -> Result<CallToolResult, CallError> {
+    Ok(CallToolResult {
+        content: match result.get("content") {
+            None => Vec::new(),
+            Some(_) => array(result, "content")?.clone(),
+        },
+        structured_content: result.get("structuredContent").cloned(),
+        is_error: result.get("isError").and_then(Value::as_bool) == Some(true),
+        meta: result.get("_meta").cloned(),
+    })
+}
+
+fn tool(value: &Value) -> Result<Tool, CallError> {
+    Ok(Tool {
+        name: required(value, "name")?,
+        title: string(value, "title"),
+        description: string(value, "description"),
+        input_schema: value.get("inputSchema").cloned().unwrap_or(json!({})),
+        output_schema: value.get("outputSchema").cloned(),
+        annotations: value.get("annotations").cloned(),
+    })
+}
+
+/// The progress of notification `n`, when it is about `token`.
+fn progress(n: &Value, token: &str) -> Option<Progress> {
+    if n.get("method")?.as_str()? != "notifications/progress" {
+        return None;
+    }
+    let params = n.get("params")?;
+    if params.get("progressToken")?.as_str()? != token {
+        return None;
+    }
+    Some(Progress {
+        progress: params.get("progress")?.as_f64()?,
+        total: params.get("total").and_then(Value::as_f64),
+        message: string(params, "message"),
+    })
+}
+
+fn string(value: &Value, key: &str) -> Option<String> {
+    value.get(key).and_then(Value::as_str).map(str::to_owned)
+}
+
+fn required(value: &Value, key: &str) -> Result<String, CallError> {
+    string(value, key).ok_or_else(|| {
+        CallError::new(
+            Code::Internal,
+            format!("an item of the result has no string {key:?}"),
+        )
+    })
+}
+
+fn array<'v>(value: &'v Value, key: &str) -> Result<&'v Vec<Value>, CallError> {
+    value
+        .get(key)
+        .and_then(Value::as_array)
+        .ok_or_else(|| CallError::new(Code::Internal, format!("the result has no array {key:?}")))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_error_response_is_a_call_error_with_code_message_and_data() {
+        let e = result_of(json!({"jsonrpc": "2.0", "id": 1, "error": {
+            "code": -32602, "message": "bad", "data": {"field": "x"}}}))
+        .unwrap_err();
+        assert_eq!(e.status, Code::InvalidArgument);
+        let rpc = e.rpc.unwrap();
+        assert_eq!((rpc.code, rpc.message.as_str()), (-32602, "bad"));
+        assert_eq!(rpc.data, Some(json!({"field": "x"})));
+    }
+
+    #[test]
+    fn arguments_must_be_an_object() {
+        assert!(named_params("t", 3).is_err());
+        assert_eq!(named_params("t", ()).ok(), Some(json!({"name": "t"})));
+    }
+
+    #[test]
+    fn progress_of_another_token_is_not_ours() {
+        let n = json!({"method": "notifications/progress",
+            "params": {"progressToken": "a", "progress": 1, "total": 2}});
+        assert_eq!(progress(&n, "b"), None);
+        assert_eq!(progress(&n, "a").map(|p| p.total), Some(Some(2.0)));
+    }
+}
