@@ -17,7 +17,7 @@ use std::task::Poll;
 
 use mcpwire_core::drive::{self, Feed, Step};
 use mcpwire_core::mcp::registry::Registry;
-use mcpwire_core::mcp::server::{ServerConfig as EngineConfig, ServerEvent};
+use mcpwire_core::mcp::server::ServerConfig as EngineConfig;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::sync::{broadcast, watch};
 
@@ -31,14 +31,14 @@ use crate::outbox;
 use crate::store::HeapStore;
 
 /// Read from the socket at a time.
-const READ_BUF: usize = 64 << 10;
-const TRANSMIT_CHUNK: usize = 16 << 10;
+pub(super) const READ_BUF: usize = 64 << 10;
+pub(super) const TRANSMIT_CHUNK: usize = 16 << 10;
 /// Stop pulling frames while this much waits for the socket.
-const WRITE_HIGH: usize = 64 << 10;
+pub(super) const WRITE_HIGH: usize = 64 << 10;
 /// Messages from handlers waiting for the connection task.
-const QUEUE: usize = 256;
+pub(super) const QUEUE: usize = 256;
 /// Room in a call's buffers beyond its largest message (the framing).
-const BUF_SLACK: usize = 64 << 10;
+pub(super) const BUF_SLACK: usize = 64 << 10;
 
 // The read and transmit buffers of the connections a worker thread runs.
 // Input is fed to the engine as soon as it is read, and output is kept
@@ -152,10 +152,10 @@ impl Conn {
                     written += r?;
                 }
                 msg = rx.recv() => {
-                    self.calls.outgoing(&mut self.engine, msg);
+                    self.calls.outgoing(&mut *self.engine, msg);
                     // Take what else is queued before writing.
                     while let Some(msg) = rx.try_recv() {
-                        self.calls.outgoing(&mut self.engine, msg);
+                        self.calls.outgoing(&mut *self.engine, msg);
                     }
                     self.drain_events();
                 }
@@ -227,23 +227,18 @@ impl Conn {
     /// Handles every queued engine event.
     fn drain_events(&mut self) {
         while let Some(event) = self.engine.poll_event() {
-            match event {
-                ServerEvent::Authorize { call } => {
-                    // Authorize comes only with `authorize` on, which only
-                    // an Auth sets; without one, refuse.
-                    let decision = self
-                        .auth
-                        .as_ref()
-                        .map_or(AuthDecision::Unauthenticated, |a| {
-                            a.check(self.engine.bearer_token(call))
-                        });
-                    self.engine.authorize(call, decision.to_core());
-                }
-                ServerEvent::Request { call } => self.calls.start(&mut self.engine, call),
-                ServerEvent::Cancelled { call, .. } => self.calls.cancel(call),
-                ServerEvent::Writable { call } => self.calls.flush(&mut self.engine, call),
-                ServerEvent::ConnectionClosed { .. } => self.calls.stop_all(),
-            }
+            let Some(call) = self.calls.on_event(&mut *self.engine, event) else {
+                continue;
+            };
+            // Authorize comes only with `authorize` on, which only an Auth
+            // sets; without one, refuse.
+            let decision = self
+                .auth
+                .as_ref()
+                .map_or(AuthDecision::Unauthenticated, |a| {
+                    a.check(self.engine.bearer_token(call))
+                });
+            self.engine.authorize(call, decision.to_core());
         }
     }
 }
@@ -251,7 +246,7 @@ impl Conn {
 /// The next change of the app's listen source; `None` once it is gone.
 /// Missed changes (a lagging receiver) are skipped: a client refreshes its
 /// lists on the next one.
-async fn next_listen_event(
+pub(super) async fn next_listen_event(
     listen: &mut Option<broadcast::Receiver<ListenEvent>>,
 ) -> Option<ListenEvent> {
     let rx = listen.as_mut()?;
