@@ -149,6 +149,20 @@ impl Calls {
         }
     }
 
+    /// A handler's message, then every other one queued meanwhile (taken
+    /// before the driver writes).
+    pub(super) fn outgoing_queued<E: ServerEngine + ?Sized>(
+        &mut self,
+        engine: &mut E,
+        first: Outgoing,
+        rx: &mut outbox::Receiver<Outgoing>,
+    ) {
+        self.outgoing(engine, first);
+        while let Some(msg) = rx.try_recv() {
+            self.outgoing(engine, msg);
+        }
+    }
+
     /// Hands the call's queued messages to the engine, in order, until it
     /// is busy.
     pub(super) fn flush<E: ServerEngine + ?Sized>(&mut self, engine: &mut E, call: CallId) {

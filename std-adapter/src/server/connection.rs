@@ -17,7 +17,7 @@ use std::task::Poll;
 
 use mcpwire_core::drive::{self, Feed, Step};
 use mcpwire_core::mcp::registry::Registry;
-use mcpwire_core::mcp::server::ServerConfig as EngineConfig;
+use mcpwire_core::mcp::server::{ServerConfig as EngineConfig, ServerEngine};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::sync::{broadcast, watch};
 
@@ -152,21 +152,13 @@ impl Conn {
                     written += r?;
                 }
                 msg = rx.recv() => {
-                    self.calls.outgoing(&mut *self.engine, msg);
-                    // Take what else is queued before writing.
-                    while let Some(msg) = rx.try_recv() {
-                        self.calls.outgoing(&mut *self.engine, msg);
-                    }
+                    self.calls.outgoing_queued(&mut *self.engine, msg, &mut rx);
                     self.drain_events();
                 }
-                event = next_listen_event(&mut listen), if listen.is_some() => match event {
-                    Some(event) => {
-                        self.engine.publish(event.change());
-                        self.drain_events();
-                    }
-                    // The source is gone: nothing more to announce.
-                    None => listen = None,
-                },
+                event = next_listen_event(&mut listen), if listen.is_some() => {
+                    announce(&mut *self.engine, event, &mut listen);
+                    self.drain_events();
+                }
                 () = timer.fired(), if timer.is_set() => {
                     self.engine.handle_timeout(now());
                     self.drain_events();
@@ -240,6 +232,21 @@ impl Conn {
                 });
             self.engine.authorize(call, decision.to_core());
         }
+    }
+}
+
+/// Announces a change of the app's listen source; forgets the source once
+/// it is gone (nothing more to announce).
+pub(super) fn announce<E: ServerEngine + ?Sized>(
+    engine: &mut E,
+    event: Option<ListenEvent>,
+    listen: &mut Option<broadcast::Receiver<ListenEvent>>,
+) {
+    match event {
+        Some(event) => {
+            engine.publish(event.change());
+        }
+        None => *listen = None,
     }
 }
 

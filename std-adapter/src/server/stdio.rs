@@ -29,7 +29,7 @@ use tokio::time::Sleep;
 use super::CALLS;
 use super::calls::Calls;
 use super::connection::{
-    BUF_SLACK, QUEUE, READ_BUF, TRANSMIT_CHUNK, WRITE_HIGH, next_listen_event,
+    BUF_SLACK, QUEUE, READ_BUF, TRANSMIT_CHUNK, WRITE_HIGH, announce, next_listen_event,
 };
 use crate::app::link::Outgoing;
 use crate::app::{App, ListenEvent};
@@ -192,20 +192,13 @@ impl Stdio {
                     unflushed = true;
                 }
                 msg = rx.recv() => {
-                    self.calls.outgoing(&mut *self.engine, msg);
-                    // Take what else is queued before writing.
-                    while let Some(msg) = rx.try_recv() {
-                        self.calls.outgoing(&mut *self.engine, msg);
-                    }
+                    self.calls.outgoing_queued(&mut *self.engine, msg, &mut rx);
                     self.drain_events();
                 }
-                event = next_listen_event(&mut listen), if listen.is_some() => match event {
-                    Some(event) => {
-                        self.engine.publish(event.change());
-                        self.drain_events();
-                    }
-                    None => listen = None,
-                },
+                event = next_listen_event(&mut listen), if listen.is_some() => {
+                    announce(&mut *self.engine, event, &mut listen);
+                    self.drain_events();
+                }
                 () = timer.fired(), if timer.is_set() => {
                     self.engine.handle_timeout(now());
                     self.drain_events();
