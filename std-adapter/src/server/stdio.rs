@@ -6,8 +6,9 @@
 //! The core's [`StdioServer`](engine::StdioServer) makes every decision
 //! (framing, bad lines, cancellation, timeouts, listen streams); this
 //! module moves octets, time and answers, and runs the handlers with the
-//! tunnel's [`Calls`]. Only MCP messages are written to the output: the
-//! driver prints nothing, anywhere.
+//! tunnel driver's handler code (one implementation for both bindings).
+//! Only MCP messages are written to the output: the driver prints nothing,
+//! anywhere.
 //!
 //! At the end of the input the listen streams end with their result, the
 //! calls in progress get [`StdioConfig::shutdown_grace`] to finish, what is
