@@ -4,7 +4,7 @@
 #   ./scripts/test.sh              every step
 #   ./scripts/test.sh fmt test     only the named steps (setup always runs)
 #
-# Steps, in order: setup, fmt, clippy, test, interop, grpc, embassy, nostd-size, firmware, qemu, fuzz, bench. Every
+# Steps, in order: setup, fmt, clippy, test, interop, grpc, stdio, embassy, nostd-size, firmware, qemu, fuzz, bench. Every
 # step runs even when an earlier one failed; the exit status is 1 if any
 # failed. The last line reads "summary: N passed, N failed, N skipped".
 #
@@ -152,6 +152,12 @@ step_grpc() {
     # request after the response and the reset), and one curl call.
     MCPWIRE_NO_BUILD=1 bounded 600 ./scripts/interop-grpc-raw.sh || rc=1
     return "$rc"
+}
+
+step_stdio() {
+    # The demo over the stdio binding, launched and called by the official
+    # Python MCP SDK's stdio client (mcp 2.3.0, installed into .venv).
+    bounded 1800 ./scripts/interop-stdio.sh
 }
 
 step_embassy() {
@@ -321,7 +327,7 @@ step_bench() {
 
 # --- driver ---------------------------------------------------------------
 
-steps=(setup fmt clippy test interop grpc embassy nostd-size firmware qemu fuzz bench)
+steps=(setup fmt clippy test interop grpc stdio embassy nostd-size firmware qemu fuzz bench)
 selected=("$@")
 check_names step steps "${selected[@]}"
 

@@ -9,6 +9,10 @@
 //! protocol error itself; handlers see only the calls they must answer.
 //! Each handler runs as a tokio task and is aborted when the client resets
 //! the call or its deadline (`grpc-timeout`) passes.
+//!
+//! The same app serves the stdio binding (one JSON-RPC message a line on
+//! stdin and stdout): [`App::serve_stdio`], or [`stdio::serve`] over any
+//! reader and writer.
 
 mod app;
 pub mod auth;
@@ -29,6 +33,7 @@ pub use app::{
 };
 pub use auth::{Auth, AuthDecision, BearerTokens};
 pub use channel::{CallError, CallStream, Channel, ChannelConfig, Diagnostics, Message};
+pub use server::stdio::{self, StdioConfig};
 pub use server::{Server, ServerConfig};
 #[cfg(feature = "tls")]
 pub use tls::TlsConfig;

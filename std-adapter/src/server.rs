@@ -1,7 +1,8 @@
 //! The tokio driver of the tunnel server engine: [`Server`] binds, accepts
 //! (and, with TLS, handshakes and checks ALPN `h2`), and runs each
 //! connection in its own task: [`connection`] is the run loop between a
-//! socket and the engine, [`calls`] the handlers it runs.
+//! socket and the engine, [`calls`] the handlers it runs (for the stdio
+//! binding of [`stdio`] too).
 //!
 //! The engine of `mcpwire-core` makes every MCP decision (routing,
 //! protocol errors, `subscriptions/listen`, bearer-token challenges); this
@@ -9,6 +10,7 @@
 
 mod calls;
 mod connection;
+pub mod stdio;
 
 use std::future::Future;
 use std::io;

@@ -1,5 +1,7 @@
-//! `mcpwire serve`: the demo application over the gRPC tunnel binding;
-//! `mcpwire call`: discovers, lists and calls tools of such a server.
+//! `mcpwire serve`: the demo application over the gRPC tunnel binding, or
+//! with `--stdio` over stdin and stdout (MCP §6: stdout carries MCP
+//! messages only; this program writes its own words to stderr);
+//! `mcpwire call`: discovers, lists and calls tools of a tunnel server.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -12,15 +14,21 @@ mod call;
 const USAGE: &str = "usage: mcpwire serve [--listen ADDR]   (default 127.0.0.1:50051)
          [--token TOKEN]... [--token-file FILE]   require one of these bearer tokens
          [--tls-cert PEM --tls-key PEM]          serve TLS (ALPN h2) only
+         [--tick-ms N]   the demo's listen source announces tools/list_changed every N ms (default 5000)
   --token-file: one token a line, optionally followed by a principal name
   (blank lines and lines starting with # are skipped); prefer it to
   --token, which other users can see in the process list.
+       mcpwire serve --stdio [--tick-ms N]   the demo on stdin and stdout, one JSON-RPC
+         message a line (MCP stdio); exits 0 at the end of stdin
        mcpwire call [--server ADDR] discover | list | tool NAME [JSON-ARGS] [--progress] [--timeout-ms N]
          (MCPWIRE_TOKEN, if set, is sent as a bearer token)";
 
 fn main() -> ExitCode {
     let mut args = std::env::args().skip(1);
     let mut listen = String::from("127.0.0.1:50051");
+    let mut listen_given = false;
+    let mut stdio = false;
+    let mut tick = Duration::from_secs(5);
     let mut opts = ServeOptions::default();
     match args.next().as_deref() {
         Some("serve") => {}
@@ -37,13 +45,30 @@ fn main() -> ExitCode {
     while let Some(arg) = args.next() {
         match (arg.as_str(), arg.split_once('=')) {
             ("--listen", _) => match args.next() {
-                Some(addr) => listen = addr,
+                Some(addr) => (listen, listen_given) = (addr, true),
                 None => {
                     eprintln!("--listen needs an address\n{USAGE}");
                     return ExitCode::from(2);
                 }
             },
-            (_, Some(("--listen", addr))) => listen = addr.to_owned(),
+            (_, Some(("--listen", addr))) => (listen, listen_given) = (addr.to_owned(), true),
+            ("--stdio", _) => stdio = true,
+            ("--tick-ms", _) | (_, Some(("--tick-ms", _))) => {
+                let value = match arg.split_once('=') {
+                    Some((_, v)) => Some(v.to_owned()),
+                    None => args.next(),
+                };
+                match value
+                    .and_then(|v| v.parse::<u64>().ok())
+                    .filter(|&ms| ms > 0)
+                {
+                    Some(ms) => tick = Duration::from_millis(ms),
+                    None => {
+                        eprintln!("--tick-ms needs a positive number of milliseconds\n{USAGE}");
+                        return ExitCode::from(2);
+                    }
+                }
+            }
             ("-h" | "--help", _) => {
                 println!("{USAGE}");
                 return ExitCode::SUCCESS;
@@ -60,6 +85,10 @@ fn main() -> ExitCode {
             }
         }
     }
+    if stdio && (listen_given || opts.is_set()) {
+        eprintln!("--stdio takes no --listen, token or TLS option\n{USAGE}");
+        return ExitCode::from(2);
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -70,7 +99,15 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(serve(&listen, opts)) {
+    let served = if stdio {
+        runtime.block_on(async { demo::app(tick).serve_stdio().await })
+    } else {
+        runtime.block_on(serve(&listen, opts, tick))
+    };
+    // Reading stdin takes a blocking thread, which may still wait for
+    // input after an error: do not wait for it.
+    runtime.shutdown_timeout(Duration::from_millis(100));
+    match served {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("mcpwire: {e}");
@@ -90,6 +127,11 @@ struct ServeOptions {
 
 impl ServeOptions {
     const FLAGS: [&str; 4] = ["--token", "--token-file", "--tls-cert", "--tls-key"];
+
+    /// Whether a tunnel-only option was given.
+    fn is_set(&self) -> bool {
+        !self.tokens.is_empty() || self.tls_cert.is_some() || self.tls_key.is_some()
+    }
 
     fn takes(arg: &str) -> bool {
         Self::FLAGS.contains(&arg.split_once('=').map_or(arg, |(flag, _)| flag))
@@ -138,7 +180,7 @@ impl ServeOptions {
     }
 }
 
-async fn serve(listen: &str, opts: ServeOptions) -> std::io::Result<()> {
+async fn serve(listen: &str, opts: ServeOptions, tick: Duration) -> std::io::Result<()> {
     use std::io::{Error, ErrorKind};
     let mut server = match (&opts.tls_cert, &opts.tls_key) {
         (None, None) => Server::bind(listen).await?,
@@ -181,7 +223,7 @@ async fn serve(listen: &str, opts: ServeOptions) -> std::io::Result<()> {
             "no authentication".to_owned()
         },
     );
-    let app = demo::app(Duration::from_secs(5));
+    let app = demo::app(tick);
     server
         .serve_with_shutdown(app, async {
             // Without a signal handler, serve until killed.

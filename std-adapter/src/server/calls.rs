@@ -1,6 +1,7 @@
 //! The handlers a connection runs: started from the engine's requests,
 //! their messages handed to the engine in order, aborted when the engine
-//! cancels their call.
+//! cancels their call. Generic over the core's [`ServerEngine`], so the
+//! same handlers serve the gRPC tunnel and stdio.
 //!
 //! Handlers run as tokio tasks (a handler that finishes without waiting
 //! runs on the connection's task, once). They talk back through one queue
@@ -14,11 +15,10 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use mcpwire_core::mcp::server::{CallId, Failure, SendError};
+use mcpwire_core::mcp::server::{CallId, Failure, SendError, ServerEngine, ServerEvent};
 use tokio::sync::watch;
 use tokio::task::AbortHandle;
 
-use super::ConnEngine;
 use crate::app::App;
 use crate::app::link::{Link, Message, Outgoing};
 use crate::outbox;
@@ -61,8 +61,26 @@ impl Calls {
         }
     }
 
+    /// Acts on an engine event: starts, cancels or flushes a call's
+    /// handler. An `Authorize` event is the driver's (it checks the
+    /// credentials): its call comes back.
+    pub(super) fn on_event<E: ServerEngine + ?Sized>(
+        &mut self,
+        engine: &mut E,
+        event: ServerEvent,
+    ) -> Option<CallId> {
+        match event {
+            ServerEvent::Authorize { call } => return Some(call),
+            ServerEvent::Request { call } => self.start(engine, call),
+            ServerEvent::Cancelled { call, .. } => self.cancel(call),
+            ServerEvent::Writable { call } => self.flush(engine, call),
+            ServerEvent::ConnectionClosed { .. } => self.stop_all(),
+        }
+        None
+    }
+
     /// Starts the handler of a request.
-    pub(super) fn start(&mut self, engine: &mut ConnEngine, call: CallId) {
+    pub(super) fn start<E: ServerEngine + ?Sized>(&mut self, engine: &mut E, call: CallId) {
         let (cancel, cancelled) = watch::channel(false);
         let link = Link::new(call, self.tx.clone(), cancelled);
         let Some(request) = engine.request(call) else {
@@ -123,7 +141,7 @@ impl Calls {
     }
 
     /// A handler's message: queue it behind the call's earlier ones.
-    pub(super) fn outgoing(&mut self, engine: &mut ConnEngine, msg: Outgoing) {
+    pub(super) fn outgoing<E: ServerEngine + ?Sized>(&mut self, engine: &mut E, msg: Outgoing) {
         // Unknown: the call was cancelled meanwhile.
         if let Some(r) = self.get_mut(msg.call) {
             r.pending.push_back(msg.message);
@@ -131,9 +149,23 @@ impl Calls {
         }
     }
 
+    /// A handler's message, then every other one queued meanwhile (taken
+    /// before the driver writes).
+    pub(super) fn outgoing_queued<E: ServerEngine + ?Sized>(
+        &mut self,
+        engine: &mut E,
+        first: Outgoing,
+        rx: &mut outbox::Receiver<Outgoing>,
+    ) {
+        self.outgoing(engine, first);
+        while let Some(msg) = rx.try_recv() {
+            self.outgoing(engine, msg);
+        }
+    }
+
     /// Hands the call's queued messages to the engine, in order, until it
     /// is busy.
-    pub(super) fn flush(&mut self, engine: &mut ConnEngine, call: CallId) {
+    pub(super) fn flush<E: ServerEngine + ?Sized>(&mut self, engine: &mut E, call: CallId) {
         let Some(r) = self.get_mut(call) else {
             return;
         };

@@ -17,7 +17,7 @@ use std::task::Poll;
 
 use mcpwire_core::drive::{self, Feed, Step};
 use mcpwire_core::mcp::registry::Registry;
-use mcpwire_core::mcp::server::{ServerConfig as EngineConfig, ServerEvent};
+use mcpwire_core::mcp::server::{ServerConfig as EngineConfig, ServerEngine};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::sync::{broadcast, watch};
 
@@ -31,14 +31,14 @@ use crate::outbox;
 use crate::store::HeapStore;
 
 /// Read from the socket at a time.
-const READ_BUF: usize = 64 << 10;
-const TRANSMIT_CHUNK: usize = 16 << 10;
+pub(super) const READ_BUF: usize = 64 << 10;
+pub(super) const TRANSMIT_CHUNK: usize = 16 << 10;
 /// Stop pulling frames while this much waits for the socket.
-const WRITE_HIGH: usize = 64 << 10;
+pub(super) const WRITE_HIGH: usize = 64 << 10;
 /// Messages from handlers waiting for the connection task.
-const QUEUE: usize = 256;
+pub(super) const QUEUE: usize = 256;
 /// Room in a call's buffers beyond its largest message (the framing).
-const BUF_SLACK: usize = 64 << 10;
+pub(super) const BUF_SLACK: usize = 64 << 10;
 
 // The read and transmit buffers of the connections a worker thread runs.
 // Input is fed to the engine as soon as it is read, and output is kept
@@ -152,21 +152,13 @@ impl Conn {
                     written += r?;
                 }
                 msg = rx.recv() => {
-                    self.calls.outgoing(&mut self.engine, msg);
-                    // Take what else is queued before writing.
-                    while let Some(msg) = rx.try_recv() {
-                        self.calls.outgoing(&mut self.engine, msg);
-                    }
+                    self.calls.outgoing_queued(&mut *self.engine, msg, &mut rx);
                     self.drain_events();
                 }
-                event = next_listen_event(&mut listen), if listen.is_some() => match event {
-                    Some(event) => {
-                        self.engine.publish(event.change());
-                        self.drain_events();
-                    }
-                    // The source is gone: nothing more to announce.
-                    None => listen = None,
-                },
+                event = next_listen_event(&mut listen), if listen.is_some() => {
+                    announce(&mut *self.engine, event, &mut listen);
+                    self.drain_events();
+                }
                 () = timer.fired(), if timer.is_set() => {
                     self.engine.handle_timeout(now());
                     self.drain_events();
@@ -227,31 +219,41 @@ impl Conn {
     /// Handles every queued engine event.
     fn drain_events(&mut self) {
         while let Some(event) = self.engine.poll_event() {
-            match event {
-                ServerEvent::Authorize { call } => {
-                    // Authorize comes only with `authorize` on, which only
-                    // an Auth sets; without one, refuse.
-                    let decision = self
-                        .auth
-                        .as_ref()
-                        .map_or(AuthDecision::Unauthenticated, |a| {
-                            a.check(self.engine.bearer_token(call))
-                        });
-                    self.engine.authorize(call, decision.to_core());
-                }
-                ServerEvent::Request { call } => self.calls.start(&mut self.engine, call),
-                ServerEvent::Cancelled { call, .. } => self.calls.cancel(call),
-                ServerEvent::Writable { call } => self.calls.flush(&mut self.engine, call),
-                ServerEvent::ConnectionClosed { .. } => self.calls.stop_all(),
-            }
+            let Some(call) = self.calls.on_event(&mut *self.engine, event) else {
+                continue;
+            };
+            // Authorize comes only with `authorize` on, which only an Auth
+            // sets; without one, refuse.
+            let decision = self
+                .auth
+                .as_ref()
+                .map_or(AuthDecision::Unauthenticated, |a| {
+                    a.check(self.engine.bearer_token(call))
+                });
+            self.engine.authorize(call, decision.to_core());
         }
+    }
+}
+
+/// Announces a change of the app's listen source; forgets the source once
+/// it is gone (nothing more to announce).
+pub(super) fn announce<E: ServerEngine + ?Sized>(
+    engine: &mut E,
+    event: Option<ListenEvent>,
+    listen: &mut Option<broadcast::Receiver<ListenEvent>>,
+) {
+    match event {
+        Some(event) => {
+            engine.publish(event.change());
+        }
+        None => *listen = None,
     }
 }
 
 /// The next change of the app's listen source; `None` once it is gone.
 /// Missed changes (a lagging receiver) are skipped: a client refreshes its
 /// lists on the next one.
-async fn next_listen_event(
+pub(super) async fn next_listen_event(
     listen: &mut Option<broadcast::Receiver<ListenEvent>>,
 ) -> Option<ListenEvent> {
     let rx = listen.as_mut()?;

@@ -1,0 +1,306 @@
+//! The tokio driver of the core's stdio binding (MCP 2026-07-28 §6):
+//! serves an [`App`] over one byte stream in each direction (the process's
+//! stdin and stdout, or any `AsyncRead` + `AsyncWrite` pair), one JSON-RPC
+//! message a line.
+//!
+//! The core's [`StdioServer`](engine::StdioServer) makes every decision
+//! (framing, bad lines, cancellation, timeouts, listen streams); this
+//! module moves octets, time and answers, and runs the handlers with the
+//! tunnel driver's handler code (one implementation for both bindings).
+//! Only MCP messages are written to the output: the driver prints nothing,
+//! anywhere.
+//!
+//! At the end of the input the listen streams end with their result, the
+//! calls in progress get [`StdioConfig::shutdown_grace`] to finish, what is
+//! left is cancelled, and [`serve`] returns `Ok` once the output is
+//! flushed.
+
+use std::future::pending;
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use mcpwire_core::drive::{self, Feed, Step};
+use mcpwire_core::mcp::server as engine;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::broadcast;
+use tokio::time::Sleep;
+
+use super::CALLS;
+use super::calls::Calls;
+use super::connection::{
+    BUF_SLACK, QUEUE, READ_BUF, TRANSMIT_CHUNK, WRITE_HIGH, announce, next_listen_event,
+};
+use crate::app::link::Outgoing;
+use crate::app::{App, ListenEvent};
+use crate::clock::{Timer, now};
+use crate::outbox;
+use crate::store::HeapStore;
+
+/// The engine: [`CALLS`] requests in progress (listen streams included),
+/// each line in a heap buffer while its call lasts.
+type StdioEngine = engine::StdioServer<'static, HeapStore, CALLS>;
+
+/// How long the output may take to drain after the calls were cancelled
+/// (a client that stopped reading must not hold the process).
+const FLUSH_BOUND: Duration = Duration::from_secs(1);
+
+/// The settings of a stdio server.
+///
+/// ```
+/// use std::time::Duration;
+/// use mcpwire_tokio::StdioConfig;
+/// let config = StdioConfig {
+///     shutdown_grace: Duration::from_secs(1),
+///     ..StdioConfig::default()
+/// };
+/// # let _ = config;
+/// ```
+#[derive(Debug, Clone)]
+pub struct StdioConfig {
+    /// How long a request may run before it is cancelled and answered
+    /// -32001 (not `subscriptions/listen`). Default 60 s.
+    pub request_timeout: Duration,
+    /// The longest line accepted; a longer one is answered -32600 and
+    /// skipped. Each call holds a buffer of about this size at most.
+    /// Default 4 MiB.
+    pub max_line_bytes: usize,
+    /// How long the calls in progress at the end of the input get to
+    /// finish before they are cancelled. Default 5 s.
+    pub shutdown_grace: Duration,
+}
+
+impl Default for StdioConfig {
+    fn default() -> Self {
+        let core = engine::StdioConfig::default();
+        Self {
+            request_timeout: core.request_timeout,
+            max_line_bytes: core.max_line_bytes,
+            shutdown_grace: Duration::from_secs(5),
+        }
+    }
+}
+
+impl App {
+    /// Serves this app on the process's stdin and stdout with the default
+    /// [`StdioConfig`] (see [`serve`]); returns at the end of stdin.
+    /// Nothing else may write to stdout meanwhile: log to stderr.
+    pub async fn serve_stdio(self) -> io::Result<()> {
+        serve(
+            self,
+            tokio::io::stdin(),
+            tokio::io::stdout(),
+            StdioConfig::default(),
+        )
+        .await
+    }
+}
+
+/// Serves `app` over `rd` (requests and notifications, a line each) and
+/// `wr` (responses and notifications). Bad lines are answered and the
+/// channel goes on. Returns `Ok` after the end of `rd`, once every call
+/// finished (or was cancelled after [`StdioConfig::shutdown_grace`]) and
+/// `wr` is flushed; `Err` on a read or write error.
+pub async fn serve<R, W>(app: App, rd: R, wr: W, config: StdioConfig) -> io::Result<()>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let registry = app
+        .registry()
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("{e:?}")))?;
+    let core = engine::StdioConfig {
+        max_line_bytes: config.max_line_bytes,
+        request_timeout: config.request_timeout,
+    };
+    // A call's buffer holds its line, then each message of its answer.
+    let store = HeapStore::new(config.max_line_bytes.saturating_add(BUF_SLACK));
+    let (tx, rx) = outbox::channel(QUEUE);
+    let listen = app.subscribe();
+    let mut stdio = Stdio {
+        engine: Box::new(StdioEngine::new(registry, core, store, now())),
+        calls: Calls::new(Arc::new(app), tx),
+        pending: Vec::new(),
+        out: Vec::new(),
+    };
+    stdio.drive(rd, wr, rx, listen, config.shutdown_grace).await
+}
+
+struct Stdio {
+    engine: Box<StdioEngine>,
+    calls: Calls,
+    /// Input the engine did not take yet: it waits for a handler's answer
+    /// to free a call (`Step::Wait`); nothing more is read meanwhile.
+    pending: Vec<u8>,
+    /// Octets for the output, from its first unwritten one on.
+    out: Vec<u8>,
+}
+
+impl Stdio {
+    async fn drive<R, W>(
+        &mut self,
+        mut rd: R,
+        mut wr: W,
+        mut rx: outbox::Receiver<Outgoing>,
+        mut listen: Option<broadcast::Receiver<ListenEvent>>,
+        grace: Duration,
+    ) -> io::Result<()>
+    where
+        R: AsyncRead + Unpin,
+        W: AsyncWrite + Unpin,
+    {
+        let mut buf = vec![0; READ_BUF];
+        let mut written = 0;
+        let mut unflushed = false;
+        // The input ended; the engine was told (only once all of the
+        // input was fed).
+        let mut input_ended = false;
+        let mut eof_told = false;
+        let mut grace_timer: Option<Pin<Box<Sleep>>> = None;
+        let mut timer = Timer::new();
+        loop {
+            self.pump()?;
+            if input_ended && !eof_told && self.pending.is_empty() {
+                eof_told = true;
+                self.engine.recv_eof();
+                self.drain_events();
+                self.pump()?;
+            }
+            if written == self.out.len() {
+                self.out.clear();
+                written = 0;
+                if unflushed {
+                    wr.flush().await?;
+                    unflushed = false;
+                }
+                if self.engine.is_finished() {
+                    return Ok(());
+                }
+            }
+            timer.set(self.engine.poll_timeout());
+            tokio::select! {
+                r = rd.read(&mut buf), if !input_ended && self.pending.is_empty() => match r? {
+                    0 => {
+                        input_ended = true;
+                        grace_timer = Some(Box::pin(tokio::time::sleep(grace)));
+                    }
+                    // Fed at the top of the loop.
+                    n => self.pending.extend_from_slice(&buf[..n]),
+                },
+                r = wr.write(&self.out[written..]), if written < self.out.len() => {
+                    written += r?;
+                    unflushed = true;
+                }
+                msg = rx.recv() => {
+                    self.calls.outgoing_queued(&mut *self.engine, msg, &mut rx);
+                    self.drain_events();
+                }
+                event = next_listen_event(&mut listen), if listen.is_some() => {
+                    announce(&mut *self.engine, event, &mut listen);
+                    self.drain_events();
+                }
+                () = timer.fired(), if timer.is_set() => {
+                    self.engine.handle_timeout(now());
+                    self.drain_events();
+                }
+                () = expired(&mut grace_timer) => break,
+            }
+        }
+        // The grace period is over: cancel what is left (its handlers are
+        // aborted) and write what already went to the output, whole lines
+        // only, for a bounded time.
+        self.engine.close();
+        self.drain_events();
+        self.calls.stop_all();
+        let rest = &self.out[written..];
+        let whole = rest.iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1);
+        let rest = &rest[..whole];
+        let _ = tokio::time::timeout(FLUSH_BOUND, async {
+            wr.write_all(rest).await?;
+            wr.flush().await
+        })
+        .await;
+        Ok(())
+    }
+
+    /// Feeds the pending input and transmits, as long as either goes on
+    /// (an answer written frees a call, which lets more input in).
+    fn pump(&mut self) -> io::Result<()> {
+        loop {
+            let fed = self.feed()?;
+            let sent = self.transmit(WRITE_HIGH);
+            if self.pending.is_empty() || !(fed || sent > 0) {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Feeds the pending input until it is consumed or the engine waits;
+    /// whether any was consumed.
+    fn feed(&mut self) -> io::Result<bool> {
+        if self.pending.is_empty() {
+            return Ok(false);
+        }
+        let input = std::mem::take(&mut self.pending);
+        let mut feed = Feed::new(&input);
+        let result = loop {
+            let step = feed.step(&mut *self.engine, now());
+            self.drain_events();
+            match step {
+                Step::Consumed => {}
+                Step::Transmit => {
+                    self.transmit(usize::MAX);
+                }
+                Step::Done | Step::Wait => break Ok(()),
+                Step::Stuck => {
+                    break Err(io::Error::other(format!(
+                        "the stdio engine takes no input ({} octets left)",
+                        feed.rest().len()
+                    )));
+                }
+            }
+        };
+        let used = input.len() - feed.rest().len();
+        self.pending = input;
+        self.pending.drain(..used);
+        result.map(|()| used > 0)
+    }
+
+    /// Appends what the engine has to send to the output, up to `limit`
+    /// octets waiting; returns how many.
+    fn transmit(&mut self, limit: usize) -> usize {
+        let mut sent = 0;
+        while self.out.len() < limit && self.engine.wants_transmit() {
+            let start = self.out.len();
+            self.out.resize(start + TRANSMIT_CHUNK, 0);
+            let n = drive::fill(&mut *self.engine, &mut self.out[start..]);
+            self.out.truncate(start + n);
+            // A line written ends its call: a handler's queued message or
+            // the pending input may go on.
+            self.drain_events();
+            sent += n;
+            if n == 0 {
+                break;
+            }
+        }
+        sent
+    }
+
+    /// Handles every queued engine event.
+    fn drain_events(&mut self) {
+        while let Some(event) = self.engine.poll_event() {
+            // No Authorize event on stdio: the process boundary is the
+            // trust boundary.
+            let _ = self.calls.on_event(&mut *self.engine, event);
+        }
+    }
+}
+
+/// Completes when the grace timer, once set, expires.
+async fn expired(timer: &mut Option<Pin<Box<Sleep>>>) {
+    match timer {
+        Some(sleep) => sleep.as_mut().await,
+        None => pending().await,
+    }
+}

@@ -1,0 +1,288 @@
+//! The stdio server (`mcpwire_tokio::stdio::serve`) as a client on the
+//! other end of the pipes sees it: one JSON-RPC message a line, over an
+//! in-memory duplex stream.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use common::{Counters, VERSION, app};
+use mcpwire_tokio::{StdioConfig, stdio};
+use serde_json::{Value, json};
+use tokio::io::{
+    AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, Lines, ReadHalf, WriteHalf,
+};
+use tokio::task::JoinHandle;
+
+/// Longest wait for anything the server should do at once.
+const PATIENCE: Duration = Duration::from_secs(10);
+
+struct Peer {
+    lines: Lines<BufReader<ReadHalf<DuplexStream>>>,
+    wr: WriteHalf<DuplexStream>,
+    counters: Arc<Counters>,
+    served: JoinHandle<std::io::Result<()>>,
+}
+
+fn start(config: StdioConfig) -> Peer {
+    let counters = Arc::new(Counters::default());
+    let (client, server) = tokio::io::duplex(1 << 16);
+    let (srd, swr) = tokio::io::split(server);
+    let served = tokio::spawn(stdio::serve(
+        app(&counters, Duration::from_secs(3600)),
+        srd,
+        swr,
+        config,
+    ));
+    let (crd, wr) = tokio::io::split(client);
+    Peer {
+        lines: BufReader::new(crd).lines(),
+        wr,
+        counters,
+        served,
+    }
+}
+
+fn meta() -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": VERSION,
+        "io.modelcontextprotocol/clientCapabilities": {},
+    })
+}
+
+fn request(id: u64, method: &str, mut params: Value) -> String {
+    params["_meta"] = meta();
+    json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string()
+}
+
+fn tool_call(id: u64, name: &str, arguments: Value) -> String {
+    request(
+        id,
+        "tools/call",
+        json!({"name": name, "arguments": arguments}),
+    )
+}
+
+impl Peer {
+    async fn send(&mut self, line: &str) {
+        self.wr.write_all(line.as_bytes()).await.unwrap();
+        self.wr.write_all(b"\n").await.unwrap();
+    }
+
+    /// The next message; `None` at the end of the server's output.
+    async fn next(&mut self) -> Option<Value> {
+        let line = tokio::time::timeout(PATIENCE, self.lines.next_line())
+            .await
+            .expect("a line from the server in time")
+            .unwrap()?;
+        Some(serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}")))
+    }
+
+    async fn expect(&mut self) -> Value {
+        self.next().await.expect("a message, not the end")
+    }
+
+    /// Closes the server's input; the server's `serve` result.
+    async fn end_input(&mut self) {
+        self.wr.shutdown().await.unwrap();
+    }
+
+    async fn finished(self) -> std::io::Result<()> {
+        tokio::time::timeout(PATIENCE, self.served)
+            .await
+            .expect("serve returned in time")
+            .unwrap()
+    }
+
+    async fn until(&self, what: &str, cond: impl Fn(&Counters) -> bool) {
+        let start = Instant::now();
+        while !cond(&self.counters) {
+            assert!(start.elapsed() < PATIENCE, "waited for {what}");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+}
+
+fn text(result: &Value) -> &str {
+    result["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn lists_tools_and_calls_one_then_ends_with_the_input() {
+    let mut p = start(StdioConfig::default());
+    p.send(&request(1, "tools/list", json!({}))).await;
+    let list = p.expect().await;
+    assert_eq!(list["id"], 1);
+    let names: Vec<&str> = list["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(
+        names.contains(&"echo") && names.contains(&"counted_sleep"),
+        "{names:?}"
+    );
+    p.send(&tool_call(2, "echo", json!({"text": "hi"}))).await;
+    let echo = p.expect().await;
+    assert_eq!((echo["id"].as_u64(), text(&echo)), (Some(2), "hi"));
+    p.end_input().await;
+    assert!(p.next().await.is_none(), "nothing after the end");
+    p.finished().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_call_with_a_progress_token_gets_its_notifications_then_its_result() {
+    let mut p = start(StdioConfig::default());
+    let mut params = json!({"name": "progress", "arguments": {"steps": 3, "delay_ms": 0}});
+    params["_meta"] = meta();
+    params["_meta"]["progressToken"] = json!("tok");
+    let line = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params});
+    p.send(&line.to_string()).await;
+    for step in 1..=3 {
+        let n = p.expect().await;
+        assert_eq!(n["method"], "notifications/progress", "{n}");
+        assert_eq!(n["params"]["progressToken"], "tok");
+        assert_eq!(n["params"]["progress"], step);
+        assert_eq!(n["params"]["total"], 3);
+    }
+    let result = p.expect().await;
+    assert_eq!(
+        (result["id"].as_u64(), text(&result)),
+        (Some(7), "done after 3 steps")
+    );
+}
+
+#[tokio::test]
+async fn notifications_cancelled_aborts_the_handler_and_nothing_answers_it() {
+    let mut p = start(StdioConfig::default());
+    p.send(&tool_call(2, "counted_sleep", json!({"ms": 60_000})))
+        .await;
+    p.until("the handler to start", |c| {
+        c.started.load(Ordering::SeqCst) == 1
+    })
+    .await;
+    let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 2, "reason": "test"}});
+    p.send(&cancel.to_string()).await;
+    p.until("the handler to be dropped", |c| {
+        c.dropped.load(Ordering::SeqCst) == 1
+    })
+    .await;
+    assert_eq!(p.counters.finished.load(Ordering::SeqCst), 0);
+    // The next line is the answer to the next request: none for id 2.
+    p.send(&tool_call(3, "echo", json!({"text": "after"})))
+        .await;
+    let echo = p.expect().await;
+    assert_eq!((echo["id"].as_u64(), text(&echo)), (Some(3), "after"));
+    p.end_input().await;
+    assert!(p.next().await.is_none(), "nothing after the end");
+}
+
+#[tokio::test]
+async fn bad_lines_are_answered_and_the_channel_goes_on() {
+    let mut p = start(StdioConfig {
+        max_line_bytes: 1024,
+        ..StdioConfig::default()
+    });
+    let long = format!(
+        r#"{{"jsonrpc":"2.0","id":9,"method":"ping","pad":"{}"}}"#,
+        "x".repeat(2000)
+    );
+    for line in [
+        "not json",
+        "[]",
+        r#"{"jsonrpc":"2.0","id":5,"result":{}}"#,
+        "\u{1}\u{2}",
+        long.as_str(),
+    ] {
+        p.send(line).await;
+    }
+    let mut codes = Vec::new();
+    for _ in 0..5 {
+        let e = p.expect().await;
+        assert_eq!(e["id"], Value::Null, "{e}");
+        codes.push(e["error"]["code"].as_i64().unwrap());
+    }
+    assert_eq!(codes, [-32700, -32600, -32600, -32700, -32600]);
+    p.send(&tool_call(1, "echo", json!({"text": "alive"})))
+        .await;
+    let echo = p.expect().await;
+    assert_eq!((echo["id"].as_u64(), text(&echo)), (Some(1), "alive"));
+    // A tool's own error is an error response; the channel goes on too.
+    p.send(&tool_call(2, "echo", json!({"text": 5}))).await;
+    let e = p.expect().await;
+    assert_eq!(
+        (e["id"].as_u64(), e["error"]["code"].as_i64()),
+        (Some(2), Some(-32602))
+    );
+}
+
+#[tokio::test]
+async fn at_the_end_of_input_the_call_in_flight_finishes_then_serve_returns() {
+    let mut p = start(StdioConfig::default());
+    p.send(&tool_call(1, "counted_sleep", json!({"ms": 200})))
+        .await;
+    p.end_input().await;
+    let result = p.expect().await;
+    assert_eq!((result["id"].as_u64(), text(&result)), (Some(1), "slept"));
+    assert!(
+        p.next().await.is_none(),
+        "the output ends after the last answer"
+    );
+    assert_eq!(p.counters.finished.load(Ordering::SeqCst), 1);
+    p.finished().await.unwrap();
+}
+
+#[tokio::test]
+async fn past_the_grace_period_a_call_is_cancelled_and_serve_returns() {
+    let mut p = start(StdioConfig {
+        shutdown_grace: Duration::from_millis(200),
+        ..StdioConfig::default()
+    });
+    p.send(&tool_call(1, "counted_sleep", json!({"ms": 60_000})))
+        .await;
+    p.until("the handler to start", |c| {
+        c.started.load(Ordering::SeqCst) == 1
+    })
+    .await;
+    let start = Instant::now();
+    p.end_input().await;
+    assert!(p.next().await.is_none(), "no answer to the cancelled call");
+    assert!(
+        start.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        start.elapsed()
+    );
+    let counters = Arc::clone(&p.counters);
+    p.finished().await.unwrap();
+    assert_eq!(counters.dropped.load(Ordering::SeqCst), 1);
+    assert_eq!(counters.finished.load(Ordering::SeqCst), 0);
+}
+
+/// More requests than the engine holds at once: the driver stops reading
+/// until answers free calls, and every request is answered.
+#[tokio::test]
+async fn more_requests_than_calls_are_all_answered() {
+    let mut p = start(StdioConfig::default());
+    let n = 100;
+    let mut batch = String::new();
+    for id in 1..=n {
+        batch += &tool_call(id, "counted_sleep", json!({"ms": 20}));
+        batch.push('\n');
+    }
+    p.wr.write_all(batch.as_bytes()).await.unwrap();
+    let mut ids = Vec::new();
+    for _ in 0..n {
+        let r = p.expect().await;
+        assert_eq!(text(&r), "slept", "{r}");
+        ids.push(r["id"].as_u64().unwrap());
+    }
+    ids.sort_unstable();
+    assert_eq!(ids, (1..=n).collect::<Vec<_>>());
+}

@@ -1,0 +1,260 @@
+"""The official Python MCP SDK (mcp 2.3.0) as the stdio client of
+`mcpwire serve --stdio` (MCP 2026-07-28 section 6).
+
+    python sdk_client.py /abs/path/to/mcpwire [scenario...]
+
+Every SDK scenario launches the server as a child process through
+`mcp.Client(StdioServerParameters(...))`, as a host would. The last
+scenario, eof-exit, drives the binary over raw pipes to check what the
+SDK does not show: stdout carries only JSON-RPC lines, a bad line is
+answered and the channel goes on, and at the end of stdin the call in
+flight finishes and the process exits 0.
+
+Prints "ok NAME" or "FAILED NAME: why" per scenario, then
+"N passed, N failed"; exits 1 when one failed, 2 on a usage error.
+"""
+
+import asyncio
+import json
+import logging
+import subprocess
+import sys
+import time
+
+import anyio
+from mcp import Client, StdioServerParameters
+from mcp.shared.exceptions import MCPError
+
+VERSION = "2026-07-28"
+# The demo's listen source announces tools/list_changed this often.
+TICK_MS = 300
+# Bound of every scenario.
+SCENARIO_SECONDS = 20
+
+
+class Failed(Exception):
+    pass
+
+
+def expect(cond, why):
+    if not cond:
+        raise Failed(why)
+
+
+class LateResponses(logging.Handler):
+    """Counts the SDK's notes of a response to a request it no longer
+    waits for (a cancelled one)."""
+
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.ids = []
+
+    def emit(self, record):
+        if "unknown/late request id" in record.getMessage():
+            self.ids.append(record.args)
+
+
+late = LateResponses()
+dispatcher_log = logging.getLogger("mcp.shared.jsonrpc_dispatcher")
+dispatcher_log.addHandler(late)
+dispatcher_log.setLevel(logging.DEBUG)
+
+
+def server(binary):
+    return StdioServerParameters(
+        command=binary, args=["serve", "--stdio", "--tick-ms", str(TICK_MS)]
+    )
+
+
+async def discover(binary):
+    # mode "auto": the SDK probes server/discover and takes the modern era.
+    async with Client(server(binary)) as c:
+        expect(c.protocol_version == VERSION, f"negotiated {c.protocol_version!r}")
+        info = c.server_info
+        expect(info is not None and info.name == "mcpwire-demo", f"server info {info!r}")
+        caps = c.server_capabilities
+        expect(caps.tools is not None, f"no tools capability in {caps!r}")
+
+
+async def tools_list(binary):
+    async with Client(server(binary)) as c:
+        names = [t.name for t in (await c.list_tools()).tools]
+        for want in ("echo", "progress", "sleep"):
+            expect(want in names, f"{want} not in {names}")
+        result = await c.call_tool("echo", {"text": "hi over stdio"})
+        expect(not result.is_error, f"echo failed: {result!r}")
+        texts = [b.text for b in result.content if getattr(b, "type", "") == "text"]
+        expect(texts == ["hi over stdio"], f"echo returned {texts}")
+
+
+async def progress(binary):
+    seen = []
+
+    async def on_progress(value, total, message):
+        seen.append((value, total, message))
+
+    async with Client(server(binary)) as c:
+        result = await c.call_tool(
+            "progress", {"steps": 3, "delay_ms": 20}, progress_callback=on_progress
+        )
+        expect(not result.is_error, f"progress failed: {result!r}")
+        texts = [b.text for b in result.content if getattr(b, "type", "") == "text"]
+        expect(texts == ["done after 3 steps"], f"result {texts}")
+        expect([v for v, _, _ in seen] == [1, 2, 3], f"progress notifications {seen}")
+        expect(all(t == 3 for _, t, _ in seen), f"totals {seen}")
+        expect(seen[-1][2] == "step 3 of 3", f"last message {seen[-1][2]!r}")
+
+
+async def cancel(binary):
+    # Abandoning the call makes the SDK send notifications/cancelled; the
+    # server must stop the handler and never answer it.
+    async with Client(server(binary)) as c:
+        before = len(late.ids)
+        start = time.monotonic()
+        with anyio.move_on_after(0.3) as scope:
+            await c.call_tool("sleep", {"ms": 800})
+        expect(scope.cancelled_caught, "the sleep call ended before the cancel")
+        # Past the moment the handler would have answered.
+        await anyio.sleep(1.2)
+        expect(len(late.ids) == before, f"a response came after the cancel: {late.ids[before:]}")
+        result = await c.call_tool("echo", {"text": "after"})
+        expect(not result.is_error, "echo after the cancel failed")
+        expect(time.monotonic() - start < 5, "too slow")
+
+
+async def tool_error(binary):
+    async with Client(server(binary)) as c:
+        # echo's handler refuses a text that is not a string: a JSON-RPC
+        # error (invalid params) from the tool.
+        try:
+            result = await c.call_tool("echo", {"text": 5})
+        except MCPError as e:
+            expect(e.code == -32602, f"code {e.code}: {e}")
+            expect("text must be a string" in str(e), f"message {e}")
+        else:
+            expect(result.is_error, f"no error: {result!r}")
+        # An unknown tool: the engine's own error.
+        try:
+            result = await c.call_tool("no-such-tool", {})
+        except MCPError as e:
+            expect(e.code in (-32602, -32601), f"unknown tool: code {e.code}: {e}")
+        else:
+            expect(result.is_error, f"unknown tool answered: {result!r}")
+        result = await c.call_tool("echo", {"text": "still here"})
+        expect(not result.is_error, "echo after the errors failed")
+
+
+async def listen(binary):
+    async with Client(server(binary)) as c:
+        async with c.listen(tools_list_changed=True) as sub:
+            expect(sub.honored.tools_list_changed, f"honored {sub.honored!r}")
+            events = []
+            with anyio.fail_after(5 * TICK_MS / 1000 + 2):
+                async for event in sub:
+                    events.append(event)
+                    if len(events) == 2:
+                        break
+            kinds = {type(e).__name__ for e in events}
+            expect(len(events) == 2, f"events {events}")
+            expect(all("Tool" in k for k in kinds), f"event kinds {kinds}")
+        # The listen was cancelled on leaving; the channel goes on.
+        names = [t.name for t in (await c.list_tools()).tools]
+        expect("echo" in names, "tools/list after the listen failed")
+
+
+def eof_exit(binary):
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": VERSION,
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    lines = [
+        json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta}}),
+        "this is not json",
+        "[]",
+        json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "tools/call",
+                "params": {"name": "sleep", "arguments": {"ms": 400}, "_meta": meta},
+            }
+        ),
+    ]
+    start = time.monotonic()
+    p = subprocess.run(
+        [binary, "serve", "--stdio"],
+        input=("\n".join(lines) + "\n").encode(),
+        capture_output=True,
+        timeout=15,
+    )
+    elapsed = time.monotonic() - start
+    expect(p.returncode == 0, f"exit status {p.returncode}; stderr {p.stderr[-300:]!r}")
+    out = p.stdout.decode()
+    expect(out.endswith("\n"), "stdout does not end with a newline")
+    messages = []
+    for line in out.splitlines():
+        try:
+            messages.append(json.loads(line))
+        except ValueError:
+            raise Failed(f"stdout line that is not JSON: {line[:120]!r}") from None
+    expect(all(m.get("jsonrpc") == "2.0" for m in messages), f"not JSON-RPC: {messages}")
+    by_id = {m.get("id"): m for m in messages if "id" in m}
+    expect("result" in by_id.get(1, {}), "no tools/list result")
+    nulls = [m for m in messages if m.get("id") is None]
+    codes = sorted(m["error"]["code"] for m in nulls if "error" in m)
+    expect(codes == [-32700, -32600], f"bad-line answers {codes}")
+    slept = by_id.get(2, {}).get("result", {}).get("content", [{}])[0].get("text")
+    expect(slept == "slept 400 ms", f"the call in flight at EOF: {by_id.get(2)}")
+    expect(elapsed < 5, f"exited after {elapsed:.1f} s")
+
+
+SCENARIOS = {
+    "discover": discover,
+    "tools-list": tools_list,
+    "progress": progress,
+    "cancel": cancel,
+    "tool-error": tool_error,
+    "listen": listen,
+    "eof-exit": eof_exit,
+}
+
+
+async def run(name, binary):
+    scenario = SCENARIOS[name]
+    with anyio.fail_after(SCENARIO_SECONDS):
+        if asyncio.iscoroutinefunction(scenario):
+            await scenario(binary)
+        else:
+            await anyio.to_thread.run_sync(scenario, binary)
+
+
+def main():
+    if len(sys.argv) < 2 or not sys.argv[1].startswith("/"):
+        print(__doc__, file=sys.stderr)
+        sys.exit(2)
+    binary = sys.argv[1]
+    names = sys.argv[2:] or list(SCENARIOS)
+    unknown = [n for n in names if n not in SCENARIOS]
+    if unknown:
+        print(f"unknown scenario {unknown}; scenarios: {' '.join(SCENARIOS)}", file=sys.stderr)
+        sys.exit(2)
+    passed = failed = 0
+    for name in names:
+        try:
+            anyio.run(run, name, binary)
+        except Exception as e:  # every failure is reported, the next runs
+            # The SDK's task groups wrap what a scenario raised.
+            while isinstance(e, ExceptionGroup) and len(e.exceptions) == 1:
+                e = e.exceptions[0]
+            why = str(e) if isinstance(e, Failed) else f"{type(e).__name__}: {e}"
+            print(f"FAILED {name}: {why}", flush=True)
+            failed += 1
+        else:
+            print(f"ok {name}", flush=True)
+            passed += 1
+    print(f"{passed} passed, {failed} failed")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
