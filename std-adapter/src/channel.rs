@@ -190,12 +190,6 @@ pub enum StreamMessage {
     Response(Value),
 }
 
-/// The names of 0.1 ([`CallDiagnostics`], [`StreamMessage`]), kept while
-/// the crate root still re-exports them; they collided with the core's
-/// `Diagnostics` and `Message`.
-#[doc(hidden)]
-pub use self::{CallDiagnostics as Diagnostics, StreamMessage as Message};
-
 /// One connection per channel, many concurrent calls on it. Cheap to clone:
 /// clones share the connection and the schema cache.
 #[derive(Clone)]

@@ -32,7 +32,10 @@ pub use app::{
     ToolError, ToolResult,
 };
 pub use auth::{Auth, AuthDecision, BearerTokens};
-pub use channel::{CallError, CallStream, Channel, ChannelConfig, Diagnostics, Message};
+pub use channel::{
+    CallDiagnostics, CallError, CallStream, CallToolResult, Channel, ChannelConfig, JsonRpcError,
+    StreamMessage, Tool,
+};
 pub use server::stdio::{self, StdioConfig};
 pub use server::{Server, ServerConfig};
 #[cfg(feature = "tls")]

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use mcpwire_core::grpc::Code;
 use mcpwire_device_tools::{Board, INSTRUCTIONS, SERVER_NAME, SERVER_VERSION, SimBoard, tools};
-use mcpwire_tokio::{App, Channel, Message, Server};
+use mcpwire_tokio::{App, Channel, Server, StreamMessage};
 use serde_json::{Value, json};
 
 static BOARD: SimBoard = SimBoard::new(21_500);
@@ -105,13 +105,13 @@ async fn slow_task_progress_cancel_and_deadline() {
     let mut progress = Vec::new();
     let response = loop {
         match stream.next().await.expect("next") {
-            Some(Message::Notification(n)) => {
+            Some(StreamMessage::Notification(n)) => {
                 assert_eq!(n["method"], "notifications/progress");
                 assert_eq!(n["params"]["progressToken"], "t1");
                 assert_eq!(n["params"]["total"], 3);
                 progress.push(n["params"]["progress"].as_u64().expect("progress"));
             }
-            Some(Message::Response(r)) => break r,
+            Some(StreamMessage::Response(r)) => break r,
             None => panic!("no response"),
         }
     };
@@ -127,7 +127,7 @@ async fn slow_task_progress_cancel_and_deadline() {
     request["params"]["_meta"] = json!({"progressToken": "t2"});
     let mut stream = channel.call(request).await.expect("call");
     match stream.next().await.expect("next") {
-        Some(Message::Notification(n)) => assert_eq!(n["params"]["progress"], 1),
+        Some(StreamMessage::Notification(n)) => assert_eq!(n["params"]["progress"], 1),
         other => panic!("{other:?}"),
     }
     drop(stream);
@@ -197,7 +197,7 @@ async fn a_cancelled_portable_tool_stops() {
     let mut stream = channel.call(request).await.unwrap();
     assert!(matches!(
         stream.next().await.unwrap(),
-        Some(Message::Notification(_))
+        Some(StreamMessage::Notification(_))
     ));
     drop(stream);
     tokio::time::sleep(Duration::from_millis(100)).await;

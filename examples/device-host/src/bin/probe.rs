@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use mcpwire_core::grpc::Code;
 use mcpwire_device_tools::app::HANDLERS;
-use mcpwire_tokio::{CallError, Channel, Message};
+use mcpwire_tokio::{CallError, Channel, StreamMessage};
 use serde_json::{Value, json};
 
 const SCENARIOS: &[&str] = &[
@@ -137,7 +137,7 @@ async fn progress(ch: &Channel) -> Outcome {
     let mut seen = Vec::new();
     let response = loop {
         match call.next().await.map_err(|e| e.to_string())? {
-            Some(Message::Notification(n)) => {
+            Some(StreamMessage::Notification(n)) => {
                 check(n["method"] == "notifications/progress", || {
                     format!("notification {n}")
                 })?;
@@ -146,7 +146,7 @@ async fn progress(ch: &Channel) -> Outcome {
                 })?;
                 seen.push(n["params"]["progress"].clone());
             }
-            Some(Message::Response(r)) => break r,
+            Some(StreamMessage::Response(r)) => break r,
             None => return Err("no response".into()),
         }
     };
@@ -185,7 +185,7 @@ async fn cancel(ch: &Channel) -> Outcome {
             .await
             .map_err(|e| e.to_string())?;
         match call.next().await.map_err(|e| e.to_string())? {
-            Some(Message::Notification(n)) => check(n["params"]["progress"] == 1, || {
+            Some(StreamMessage::Notification(n)) => check(n["params"]["progress"] == 1, || {
                 format!("first message {n}")
             })?,
             other => return Err(format!("first message {other:?}")),
@@ -258,7 +258,7 @@ async fn listen(ch: &Channel) -> Outcome {
         .map_err(|e| e.to_string())?;
     let id = call.id().clone();
     let ack = match call.next().await.map_err(|e| e.to_string())? {
-        Some(Message::Notification(n)) => n,
+        Some(StreamMessage::Notification(n)) => n,
         other => return Err(format!("first message {other:?}")),
     };
     let params = &ack["params"];

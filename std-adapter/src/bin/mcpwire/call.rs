@@ -5,7 +5,7 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use mcpwire_tokio::{Channel, ChannelConfig, Message};
+use mcpwire_tokio::{Channel, ChannelConfig, StreamMessage};
 use serde_json::{Value, json};
 
 pub const USAGE: &str = "usage: mcpwire call [--server ADDR] discover | list | tool NAME [JSON-ARGS] [--progress] [--timeout-ms N]   (default 127.0.0.1:50051)";
@@ -120,7 +120,7 @@ async fn run(args: Args) -> ExitCode {
     };
     loop {
         match call.next().await {
-            Ok(Some(Message::Notification(n))) => {
+            Ok(Some(StreamMessage::Notification(n))) => {
                 if args.progress && n["method"] == "notifications/progress" {
                     let p = &n["params"];
                     let total = p["total"]
@@ -131,7 +131,7 @@ async fn run(args: Args) -> ExitCode {
                     eprintln!("progress {}{total} {message}", p["progress"]);
                 }
             }
-            Ok(Some(Message::Response(r))) => {
+            Ok(Some(StreamMessage::Response(r))) => {
                 if let Some(error) = r.get("error") {
                     eprintln!("mcpwire: JSON-RPC error {error}");
                     return ExitCode::FAILURE;

@@ -168,9 +168,9 @@ impl ConnPeer for Client {
                 Event::Headers {
                     stream,
                     kind,
-                    fields,
                     end_stream,
                 } => {
+                    let fields = self.conn.headers(stream).unwrap_or(HeaderList::EMPTY);
                     let (status, received) = (fields.get(b":status"), fields.get(b"x-received"));
                     let status_ok = status == Some(&b"200"[..]);
                     let received = received.and_then(parse_u32);
@@ -416,10 +416,10 @@ impl ConnPeer for Server {
                 Event::Headers {
                     stream,
                     kind: HeadersKind::Request,
-                    fields,
                     end_stream,
                 } => {
                     ensure!(!end_stream, "server: request without a body");
+                    let fields = self.conn.headers(stream).unwrap_or(HeaderList::EMPTY);
                     let s = Self::request(stream, fields)?;
                     let Some(free) = self.streams.iter_mut().find(|s| s.is_none()) else {
                         fail!("server: more streams than slots");

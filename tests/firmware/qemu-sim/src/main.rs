@@ -113,7 +113,7 @@ fn main() -> ! {
         deepest_call.1
     );
     hprintln!(
-        "sizes: h2 Connection<4, 4096, 2048, 16> {} B; mcp Engine<SlabStore<{}, {}>, 4, 4096, 2048> {} B (its store {} B)",
+        "sizes: h2 Connection<4, 4096, 2048, 16> {} B; mcp Server<SlabStore<{}, {}>, 4, 4096, 2048> {} B (its store {} B)",
         size_of::<h2::Conn>(),
         mcp::SLAB_SIZE,
         mcp::SLAB_COUNT,

@@ -594,9 +594,9 @@ impl ConnPeer for ClientSide {
                 Event::Headers {
                     stream,
                     kind,
-                    fields,
                     end_stream,
                 } => {
+                    let fields = self.conn.headers(stream).unwrap_or(HeaderList::EMPTY);
                     let Some(c) = self
                         .calls
                         .iter_mut()
