@@ -26,7 +26,9 @@ use embassy_time::Timer;
 use embedded_io_async::{Read, Write};
 use mcpwire_core::drive::{self, Feed, Step};
 use mcpwire_core::mcp::auth::Decision;
-use mcpwire_core::mcp::server::{CallId, Failure, RequestKind, SendError, Server, ServerEvent};
+use mcpwire_core::mcp::server::{
+    CallId, Failure, RequestKind, SendError, Server, ServerEngine, ServerEvent,
+};
 use mcpwire_core::mcp::store::CallStore;
 use mcpwire_core::mcp::tool::Tools;
 use mcpwire_core::time::Instant;
@@ -277,7 +279,7 @@ impl<
                 return;
             };
             if s.note_pending {
-                match engine.notify(call, crate::handler::PROGRESS, &s.note[..s.note_len]) {
+                match engine.progress(call, &s.note[..s.note_len]) {
                     // A notification that cannot fit is dropped.
                     Ok(()) | Err(SendError::TooLarge { .. }) => {
                         s.note_pending = false;

@@ -35,10 +35,6 @@ pub const MAX_PROGRESS_TOKEN: usize = 128;
 /// Room for one progress notification's `params` (token, numbers and
 /// message); a larger one is dropped.
 pub const NOTE: usize = MAX_PROGRESS_TOKEN + 192;
-/// The method of the notifications a tool's progress becomes (the
-/// `params` come from [`mcpwire_core::mcp::tool::write_progress`]).
-pub(crate) const PROGRESS: &str = "notifications/progress";
-
 /// What became of a tool call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Outcome {

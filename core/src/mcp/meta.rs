@@ -14,6 +14,9 @@ pub const KEY_PROTOCOL_VERSION: &[u8] = b"io.modelcontextprotocol/protocolVersio
 pub const KEY_CLIENT_CAPABILITIES: &[u8] = b"io.modelcontextprotocol/clientCapabilities";
 pub const KEY_SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 pub const KEY_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
+/// The notification a request's progress travels in (§3.5), with the
+/// request's `progressToken`.
+pub const METHOD_PROGRESS: &str = "notifications/progress";
 
 /// The `_meta` of a request, as raw JSON.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

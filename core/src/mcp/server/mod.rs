@@ -206,8 +206,13 @@ pub trait ServerEngine {
     ) -> Result<(), SendError>;
     /// Answers with the core's words for a driver-side failure.
     fn fail(&mut self, call: CallId, failure: Failure) -> Result<(), SendError>;
-    /// Sends a notification for the request (progress).
+    /// Sends a notification for the request.
     fn notify(&mut self, call: CallId, method: &str, params: &[u8]) -> Result<(), SendError>;
+    /// Sends `notifications/progress` for the request; `params` carries the
+    /// request's `progressToken` (see [`crate::mcp::tool::write_progress`]).
+    fn progress(&mut self, call: CallId, params: &[u8]) -> Result<(), SendError> {
+        self.notify(call, crate::mcp::meta::METHOD_PROGRESS, params)
+    }
     /// Announces a change to the listen streams that want it.
     fn publish(&mut self, change: ListChange<'_>) -> usize;
     /// The bearer token of a call waiting to be authorized.
