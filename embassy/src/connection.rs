@@ -185,11 +185,14 @@ impl<
         while let Some(event) = self.engine.poll_event() {
             match event {
                 ServerEvent::Request { call } => self.start(call),
-                // Authorization is off in this driver's engine config, so
-                // the engine never asks; answered anyway, with the core's
-                // challenge.
+                // Only with tokens configured; the core maps the decision
+                // to the wire.
                 ServerEvent::Authorize { call } => {
-                    self.engine.authorize(call, Decision::Unauthenticated);
+                    let decision = match &self.server.config.tokens {
+                        Some(tokens) => tokens.check(self.engine.bearer_token(call)),
+                        None => Decision::Unauthenticated,
+                    };
+                    self.engine.authorize(call, decision);
                 }
                 ServerEvent::Cancelled { call, .. } => {
                     if let Some(slot) = self.slot_of(call) {

@@ -112,6 +112,7 @@ use embassy_sync::blocking_mutex::Mutex as BlockingMutex;
 use embassy_sync::blocking_mutex::raw::CriticalSectionRawMutex;
 use embassy_time::{Duration, Timer, with_timeout};
 use embedded_io_async::{Read, Write};
+use mcpwire_core::mcp::auth::StaticTokens;
 use mcpwire_core::mcp::registry::{Registry, RegistryError, ServerInfo};
 use mcpwire_core::mcp::server::{self as engine, ServerConfig};
 pub use mcpwire_core::mcp::store::{CallStore, SlabStore};
@@ -138,8 +139,14 @@ pub struct Config {
     /// The TCP port every connection task accepts on. Default 50051.
     pub port: u16,
     /// The engine's settings (HTTP/2, message size, default deadline).
-    /// `authorize` is always off: this driver authenticates no one.
+    /// `authorize` follows [`Config::tokens`].
     pub engine: ServerConfig,
+    /// Bearer tokens, each naming its principal (kept in flash). With
+    /// tokens, every call must carry one (`authorization: Bearer …`); a
+    /// missing, unknown or refused token ends the call with the core's
+    /// status and RFC 6750 challenge, the same as on every driver. `None`
+    /// (the default): no authentication.
+    pub tokens: Option<StaticTokens<'static>>,
     /// TCP keep-alive interval. Default 15 s.
     pub keep_alive: Option<Duration>,
     /// A connection that receives nothing (keep-alive answers included) for
@@ -152,6 +159,7 @@ impl Default for Config {
         Self {
             port: 50051,
             engine: ServerConfig::default(),
+            tokens: None,
             keep_alive: Some(Duration::from_secs(15)),
             idle_timeout: Some(Duration::from_secs(60)),
         }
@@ -203,7 +211,7 @@ impl<'a, T: Tools, const HANDLERS: usize, const ARGS: usize, const RESULT: usize
         registry.check()?;
         let config = Config {
             engine: ServerConfig {
-                authorize: false,
+                authorize: config.tokens.is_some(),
                 ..config.engine
             },
             ..config

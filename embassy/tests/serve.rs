@@ -120,6 +120,10 @@ fn now() -> Instant {
 struct Tunnel<'p> {
     conn: Client,
     io: End<'p>,
+    /// An `authorization` value sent with every call.
+    authorization: Option<&'static str>,
+    /// The `www-authenticate` of the last call that had one.
+    challenge: Option<String>,
 }
 
 impl Tunnel<'_> {
@@ -140,6 +144,9 @@ impl Tunnel<'_> {
         ];
         if let Some(name) = name {
             fields.push(Field::new(b"mcp-name", name.as_bytes()));
+        }
+        if let Some(a) = self.authorization {
+            fields.push(Field::new(b"authorization", a.as_bytes()));
         }
         self.conn
             .send_headers(stream, fields.iter().copied(), false)
@@ -195,6 +202,9 @@ impl Tunnel<'_> {
                             if let Some(v) = fields.and_then(|f| f.get(b"grpc-status")) {
                                 status = Some(String::from_utf8_lossy(v).into_owned());
                             }
+                            if let Some(v) = fields.and_then(|f| f.get(b"www-authenticate")) {
+                                self.challenge = Some(String::from_utf8_lossy(v).into_owned());
+                            }
                         }
                         Event::Closed { stream: s } | Event::Reset { stream: s, .. }
                             if s == stream =>
@@ -243,6 +253,13 @@ fn run<F>(client: impl FnOnce(Tunnel<'static>) -> F)
 where
     F: core::future::Future<Output = ()>,
 {
+    run_with(Config::default(), client)
+}
+
+fn run_with<F>(config: Config, client: impl FnOnce(Tunnel<'static>) -> F)
+where
+    F: core::future::Future<Output = ()>,
+{
     let up: &'static Wire = Box::leak(Box::new(Wire::new()));
     let down: &'static Wire = Box::leak(Box::new(Wire::new()));
     let info = ServerInfo {
@@ -251,11 +268,13 @@ where
         instructions: None,
     };
     let server: &'static Mcp = Box::leak(Box::new(
-        Mcp::new(info, (Count, Sleep), Config::default()).expect("a valid schema"),
+        Mcp::new(info, (Count, Sleep), config).expect("a valid schema"),
     ));
     let tunnel = Tunnel {
         conn: Client::new(Role::Client, h2::Config::default(), now()),
         io: End { rx: down, tx: up },
+        authorization: None,
+        challenge: None,
     };
     let serve = async {
         let mut io = End { rx: up, tx: down };
@@ -373,4 +392,46 @@ fn arguments_beyond_the_handler_buffer_get_the_cores_error() {
         assert_eq!(messages[0]["error"]["code"], too_large.code);
         assert_eq!(messages[0]["error"]["message"], too_large.message);
     });
+}
+
+/// With tokens, the device refuses as every mcpwire server does: the
+/// core's status and RFC 6750 challenge (the tokio driver's tests pin the
+/// same values), and an allowed token's call runs.
+#[test]
+fn bearer_tokens_get_the_cores_challenges() {
+    use mcpwire_core::mcp::auth::{Decision, StaticTokens};
+    let config = Config {
+        tokens: Some(StaticTokens::new(&[("s3cret", "host")])),
+        ..Config::default()
+    };
+    let cases: [(Option<&'static str>, Option<bool>); 3] = [
+        (None, Some(false)),
+        (Some("Bearer wrong"), Some(true)),
+        (Some("Bearer s3cret"), None),
+    ];
+    for (authorization, refused_with_token) in cases {
+        run_with(config, |mut t| async move {
+            t.authorization = authorization;
+            let (messages, status) = t
+                .call(request(
+                    json!(1),
+                    "tools/call",
+                    json!({ "name": "count", "arguments": { "n": 0 } }),
+                ))
+                .await;
+            match refused_with_token {
+                Some(had_token) => {
+                    let refusal = Decision::Unauthenticated.refusal(had_token).unwrap();
+                    let code = std::str::from_utf8(refusal.status.as_bytes()).unwrap();
+                    assert_eq!(status.as_deref(), Some(code));
+                    assert_eq!(t.challenge.as_deref(), Some(refusal.challenge));
+                    assert!(messages.is_empty());
+                }
+                None => {
+                    assert_eq!(status.as_deref(), Some("0"));
+                    assert_eq!(messages[0]["result"]["content"][0]["text"], "counted 0");
+                }
+            }
+        });
+    }
 }
