@@ -164,6 +164,13 @@ impl<B: Board> Tool for ToggleOutput<'_, B> {
     }
 }
 
+/// The arguments of `slow_task` (absent or `null`: the default).
+#[derive(Debug, serde::Deserialize)]
+struct SlowTaskArgs {
+    steps: Option<u64>,
+    delay_ms: Option<u64>,
+}
+
 /// `slow_task`: steps with progress, a delay between them.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SlowTask;
@@ -182,10 +189,17 @@ impl Tool for SlowTask {
         cx: &C,
         out: &mut ToolOutput<'_>,
     ) -> Result<(), RpcError> {
-        let steps = bounded(&args, b"steps", 5, 1, MAX_STEPS)
-            .ok_or(RpcError::new(INVALID_PARAMS, "steps must be 1 to 100"))?;
-        let delay = bounded(&args, b"delay_ms", 200, 0, MAX_DELAY_MS)
-            .ok_or(RpcError::new(INVALID_PARAMS, "delay_ms must be 0 to 10000"))?;
+        // Typed arguments, read straight from the request with
+        // serde-json-core (no allocator): a wrong type is -32602.
+        let args: SlowTaskArgs = args.parse(&mut [])?;
+        let steps = args.steps.unwrap_or(5);
+        if !(1..=MAX_STEPS).contains(&steps) {
+            return Err(RpcError::new(INVALID_PARAMS, "steps must be 1 to 100"));
+        }
+        let delay = args.delay_ms.unwrap_or(200);
+        if delay > MAX_DELAY_MS {
+            return Err(RpcError::new(INVALID_PARAMS, "delay_ms must be 0 to 10000"));
+        }
         for step in 1..=steps {
             cx.sleep(Duration::from_millis(delay)).await;
             if cx.is_cancelled() {
@@ -197,14 +211,6 @@ impl Tool for SlowTask {
         }
         out.text_fmt(format_args!("done after {steps} steps"));
         Ok(())
-    }
-}
-
-/// Member `key` as an integer in `min..=max`, `default` when absent.
-fn bounded(args: &Arguments<'_>, key: &[u8], default: u64, min: u64, max: u64) -> Option<u64> {
-    match args.get(key) {
-        None | Some(b"null") => Some(default),
-        Some(_) => args.u64(key).filter(|v| (min..=max).contains(v)),
     }
 }
 
