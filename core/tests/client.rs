@@ -14,13 +14,13 @@ use mcpwire_core::mcp::server::{
 use mcpwire_core::mcp::{CallStore, SlabStore};
 use mcpwire_core::time::Instant;
 
-mod common;
+mod support;
 
-use common::mcp::{META, VecStore, registry};
+use support::mcp::{META, VecStore, registry};
 
 const TOOLS: [ToolInfo<'static>; 3] = [
-    common::mcp::ECHO,
-    common::mcp::lookup(
+    support::mcp::ECHO,
+    support::mcp::lookup(
         r#"{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"},"limit":{"type":"integer","x-mcp-header":"Limit"}}}"#,
     ),
     ToolInfo {

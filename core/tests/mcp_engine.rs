@@ -13,15 +13,15 @@ use mcpwire_core::mcp::server::{ListChange, RequestKind, ServerConfig, ServerEve
 use mcpwire_core::mcp::{CallStore, SlabStore};
 use mcpwire_core::time::Instant;
 
-mod common;
+mod support;
 
-use common::mcp::{META, Server, VecStore, registry};
+use support::mcp::{META, Server, VecStore, registry};
 
 type Client = Connection<8, 4096, 16384, 16>;
 
 const TOOLS: [ToolInfo<'static>; 2] = [
-    common::mcp::ECHO,
-    common::mcp::lookup(
+    support::mcp::ECHO,
+    support::mcp::lookup(
         r#"{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"}}}"#,
     ),
 ];
