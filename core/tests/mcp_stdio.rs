@@ -5,7 +5,7 @@
 
 use core::time::Duration;
 
-use mcpwire_core::drive::{Endpoint, Step};
+use mcpwire_core::drive::Step;
 use mcpwire_core::mcp::registry::{Registry, ToolInfo};
 use mcpwire_core::mcp::server::{
     CallId, ListChange, RequestKind, SendError, ServerEvent, StdioConfig, StdioServer,
@@ -16,7 +16,7 @@ use mcpwire_sim::{Pipe, Split};
 
 mod support;
 
-use support::mcp::{ECHO, META, registry};
+use support::mcp::{App, ECHO, META, Side, registry};
 
 const TOOLS: [ToolInfo<'static>; 1] = [ECHO];
 
@@ -25,20 +25,19 @@ type Server<S> = StdioServer<'static, S, 8>;
 /// Room in each direction of the pipe.
 const PIPE: usize = 16384;
 
-/// The server with its application: every call drains the server's events
-/// into what the application saw.
-struct App<S: CallStore> {
-    server: Server<S>,
+/// What the application saw.
+#[derive(Debug, Default)]
+struct Seen {
     requests: Vec<(CallId, String, String)>,
     events: Vec<ServerEvent>,
 }
 
-impl<S: CallStore> App<S> {
-    fn take_events(&mut self) {
-        while let Some(e) = self.server.poll_event() {
+impl<S: CallStore> App<Server<S>> for Seen {
+    fn take_events(&mut self, server: &mut Server<S>) {
+        while let Some(e) = server.poll_event() {
             match e {
                 ServerEvent::Request { call } => {
-                    let r = self.server.request(call).unwrap();
+                    let r = server.request(call).unwrap();
                     let name = match r.kind {
                         RequestKind::CallTool { name, .. } => name.to_owned(),
                         _ => String::new(),
@@ -52,42 +51,10 @@ impl<S: CallStore> App<S> {
     }
 }
 
-impl<S: CallStore> Endpoint for App<S> {
-    fn recv(&mut self, input: &[u8], now: Instant) -> usize {
-        let n = self.server.recv(input, now);
-        self.take_events();
-        n
-    }
-    fn wants_transmit(&self) -> bool {
-        self.server.wants_transmit()
-    }
-    fn poll_transmit(&mut self, out: &mut [u8]) -> usize {
-        let n = self.server.poll_transmit(out);
-        self.take_events();
-        n
-    }
-    fn is_waiting(&self) -> bool {
-        self.server.is_waiting()
-    }
-}
-
-impl<S: CallStore> std::ops::Deref for App<S> {
-    type Target = Server<S>;
-    fn deref(&self) -> &Server<S> {
-        &self.server
-    }
-}
-
-impl<S: CallStore> std::ops::DerefMut for App<S> {
-    fn deref_mut(&mut self) -> &mut Server<S> {
-        &mut self.server
-    }
-}
-
 /// The server between its stdin and stdout pipes, both cut as the split
 /// says, and the bytes it wrote.
 struct Stdio<S: CallStore> {
-    server: App<S>,
+    server: Side<Server<S>, Seen>,
     stdin: Pipe<PIPE>,
     stdout: Pipe<PIPE>,
     now: Instant,
@@ -108,10 +75,9 @@ impl Stdio<SlabStore<4096, 8>> {
 impl<S: CallStore> Stdio<S> {
     fn with(split: Split, store: S, registry: Registry<'static>, config: StdioConfig) -> Self {
         Self {
-            server: App {
-                server: StdioServer::new(registry, config, store, Instant::ZERO),
-                requests: Vec::new(),
-                events: Vec::new(),
+            server: Side {
+                endpoint: StdioServer::new(registry, config, store, Instant::ZERO),
+                app: Seen::default(),
             },
             stdin: Pipe::new(split),
             stdout: Pipe::new(split),
@@ -135,7 +101,7 @@ impl<S: CallStore> Stdio<S> {
             let d = self
                 .stdin
                 .deliver(&mut self.server, self.now, &mut self.stdout);
-            assert_ne!(d.end, Step::Stuck, "stuck: {:?}", self.server.server);
+            assert_ne!(d.end, Step::Stuck, "stuck: {:?}", self.server.endpoint);
             let moved = d.octets + self.stdout.transmit(&mut self.server);
             self.out.extend_from_slice(self.stdout.pending());
             self.stdout.consume(self.stdout.len());
@@ -199,7 +165,7 @@ fn the_engine_answers_discover_and_lists() {
         );
         assert_eq!(id_of(&lines[1]), "\"b\"");
         assert!(lines[1].contains(r#""name":"echo""#));
-        assert!(p.server.requests.is_empty());
+        assert!(p.server.app.requests.is_empty());
     }
 }
 
@@ -218,9 +184,15 @@ fn tool_calls_run_concurrently_and_answer_by_id() {
             r#""name":"echo","arguments":{"text":"b"}"#,
         );
         p.send(format!("{a}{b}").as_bytes());
-        assert_eq!(p.server.requests.len(), 2, "{split:?}");
-        assert!(p.server.requests.iter().all(|(_, name, _)| name == "echo"));
-        let (first, second) = (p.server.requests[0].0, p.server.requests[1].0);
+        assert_eq!(p.server.app.requests.len(), 2, "{split:?}");
+        assert!(
+            p.server
+                .app
+                .requests
+                .iter()
+                .all(|(_, name, _)| name == "echo")
+        );
+        let (first, second) = (p.server.app.requests[0].0, p.server.app.requests[1].0);
         // Progress for the first, then the second answers before it.
         p.server
             .notify(
@@ -245,16 +217,16 @@ fn a_cancelled_request_stops_its_handler_and_gets_no_response() {
     for split in Split::ALL {
         let mut p = Stdio::new(split);
         p.send(request("7", "tools/call", r#""name":"echo","arguments":{}"#).as_bytes());
-        let call = p.server.requests[0].0;
+        let call = p.server.app.requests[0].0;
         p.send(br#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7,"reason":"user"}}
 "#);
         assert!(
-            p.server.events.contains(&ServerEvent::Cancelled {
+            p.server.app.events.contains(&ServerEvent::Cancelled {
                 call,
                 reason: mcpwire_core::mcp::server::CancelReason::Reset
             }),
             "{:?}",
-            p.server.events
+            p.server.app.events
         );
         assert_eq!(p.server.respond(call, b"{}"), Err(SendError::Gone));
         p.run();
@@ -329,7 +301,7 @@ fn an_id_in_use_is_refused() {
     let mut p = Stdio::new(Split::Whole);
     let call = request("1", "tools/call", r#""name":"echo","arguments":{}"#);
     p.send(format!("{call}{call}").as_bytes());
-    assert_eq!(p.server.requests.len(), 1);
+    assert_eq!(p.server.app.requests.len(), 1);
     let lines = p.lines();
     assert_eq!(lines.len(), 1);
     assert_eq!(error_code(&lines[0]), Some(-32600));
@@ -392,7 +364,7 @@ fn calls_in_progress_finish_after_eof() {
     p.send(request("1", "tools/call", r#""name":"echo","arguments":{}"#).as_bytes());
     p.server.recv_eof();
     assert!(!p.server.is_finished());
-    let call = p.server.requests[0].0;
+    let call = p.server.app.requests[0].0;
     p.answer(call, "{}");
     assert_eq!(p.lines().len(), 1);
     assert!(p.server.is_finished());
@@ -417,16 +389,16 @@ fn with_every_call_taken_the_server_waits_then_reads_on() {
             })
             .collect();
         p.send(input.as_bytes());
-        assert_eq!(p.server.requests.len(), 2, "{split:?}");
+        assert_eq!(p.server.app.requests.len(), 2, "{split:?}");
         assert!(!p.stdin.is_empty());
         for k in 0..2 {
-            let call = p.server.requests[k].0;
+            let call = p.server.app.requests[k].0;
             p.answer(call, "{}");
         }
         p.run();
-        assert_eq!(p.server.requests.len(), 4, "{split:?}");
+        assert_eq!(p.server.app.requests.len(), 4, "{split:?}");
         for k in 2..4 {
-            let call = p.server.requests[k].0;
+            let call = p.server.app.requests[k].0;
             p.answer(call, "{}");
         }
         let ids: Vec<String> = p.lines().iter().map(|l| id_of(l)).collect();
@@ -447,13 +419,14 @@ fn a_request_past_its_deadline_is_cancelled_and_answered() {
         config,
     );
     p.send(request("1", "tools/call", r#""name":"echo","arguments":{}"#).as_bytes());
-    let call = p.server.requests[0].0;
+    let call = p.server.app.requests[0].0;
     assert_eq!(p.server.poll_timeout(), Some(Instant::from_millis(50)));
     p.now = Instant::from_millis(60);
     p.server.handle_timeout(p.now);
     p.run();
     assert!(
         p.server
+            .app
             .events
             .iter()
             .any(|e| matches!(e, ServerEvent::Cancelled { call: c, .. } if *c == call))
