@@ -12,8 +12,8 @@ mod support;
 use mcpwire_core::h2::frame::{MAX_WINDOW, PREFACE, Setting};
 use mcpwire_core::h2::{Config, ConnectionError, ErrorCode, HeadersKind, Role, StreamError};
 use mcpwire_core::time::Instant;
+use support::h2::*;
 use support::peer::*;
-use support::*;
 
 /// A server with four stream slots.
 type Sv = Peer<4, 4096, 16384, 64>;

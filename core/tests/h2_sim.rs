@@ -12,7 +12,7 @@ mod support;
 use std::time::Duration;
 
 use mcpwire_core::h2::{Config, ConnectionError, ErrorCode, HeadersKind, StreamError};
-use support::*;
+use support::h2::*;
 
 const BUF: usize = 16384;
 

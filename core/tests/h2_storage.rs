@@ -4,7 +4,7 @@
 //! buffer is answered as `h2::storage` documents.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
+mod support;
 
 use std::cell::Cell;
 use std::rc::Rc;
@@ -60,7 +60,7 @@ impl Counting {
 
 /// Buffers counted, and slots and table on the heap, grown on demand.
 impl Storage<BUF> for Counting {
-    type Records<T: Default, const N: usize> = common::GrowingRecords<T, N>;
+    type Records<T: Default, const N: usize> = support::records::GrowingRecords<T, N>;
 
     fn acquire(&mut self, which: FrameBuffer) -> bool {
         let i = index(which);

@@ -7,13 +7,13 @@
 //! tests print a SKIPPED line and pass, unless `MCPWIRE_REQUIRE_REFERENCE=1`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
+mod support;
 
-use common::{
+use mcpwire_core::hpack::{DEFAULT_TABLE_SIZE, Decoder, Encoder, Field, Limits};
+use support::hpack::{
     OwnedField, Story, check_table_invariants, decode_block, hex_encode, is_sensitive_name,
     load_story, pairs, story_files,
 };
-use mcpwire_core::hpack::{DEFAULT_TABLE_SIZE, Decoder, Encoder, Field, Limits};
 
 /// Storage for the largest SETTINGS_HEADER_TABLE_SIZE in the corpus
 /// (nghttp2-16384-4096 acknowledges 16384).
@@ -83,12 +83,12 @@ fn decode_story(story: &Story) -> Result<usize, String> {
 
 #[test]
 fn every_implementation_story_decodes() {
-    let Some(corpus) = common::corpus_dir() else {
+    let Some(corpus) = support::hpack::corpus_dir() else {
         return;
     };
     let mut failures = Vec::new();
     let (mut folders, mut stories, mut cases) = (0, 0, 0);
-    for dir in common::implementation_dirs(&corpus) {
+    for dir in support::hpack::implementation_dirs(&corpus) {
         let files = story_files(&dir);
         let name = dir.file_name().unwrap().to_string_lossy().into_owned();
         assert!(!files.is_empty(), "{name}: no stories");
@@ -136,7 +136,7 @@ fn expected_flags(headers: &[(Vec<u8>, Vec<u8>)], sensitive: impl Fn(&[u8]) -> b
 
 #[test]
 fn our_encoding_of_raw_data_decodes_back() {
-    let Some(corpus) = common::corpus_dir() else {
+    let Some(corpus) = support::hpack::corpus_dir() else {
         return;
     };
     let files = story_files(&corpus.join("raw-data"));

@@ -10,14 +10,10 @@
 //! - the Huffman code round-trips, and whatever it accepts is canonical.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
+mod support;
 
 use std::collections::VecDeque;
 
-use common::{
-    Block, GrowingRecords, OwnedField, check_table_invariants, decode_block, is_sensitive_name,
-    table,
-};
 use mcpwire_core::hpack::{
     DecodeError, Decoder, EncodeError, Encoder, Field, Limits, STATIC_TABLE, huffman,
 };
@@ -27,6 +23,10 @@ use proptest::option;
 use proptest::prelude::*;
 use proptest::sample::{Index, select};
 use proptest::test_runner::TestCaseError;
+use support::hpack::{
+    Block, OwnedField, check_table_invariants, decode_block, is_sensitive_name, table,
+};
+use support::records::GrowingRecords;
 
 const BIG: Limits = Limits {
     max_field_size: 1 << 20,

@@ -8,14 +8,14 @@
 //! `MCPWIRE_REQUIRE_REFERENCE=1`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
+mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{Story, hex_encode, is_sensitive_name, load_story, story_files};
 use mcpwire_core::hpack::{Encoder, Field};
 use serde_json::{Value, json};
+use support::hpack::{Story, hex_encode, is_sensitive_name, load_story, story_files};
 
 const PYTHON_ENV: &str = "MCPWIRE_PYTHON";
 
@@ -94,12 +94,12 @@ fn oracle_script() -> PathBuf {
 #[test]
 fn python_hpack_decodes_our_encoding_of_raw_data() {
     let Some(python) = std::env::var_os(PYTHON_ENV) else {
-        common::skip(&format!(
+        support::hpack::skip(&format!(
             "{PYTHON_ENV} is not set (a Python with the `hpack` package decodes our blocks)"
         ));
         return;
     };
-    let Some(corpus) = common::corpus_dir() else {
+    let Some(corpus) = support::hpack::corpus_dir() else {
         return;
     };
     let files = story_files(&corpus.join("raw-data"));

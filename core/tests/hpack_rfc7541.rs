@@ -5,14 +5,14 @@
 //! The hex strings are the RFC's own, typed from its text.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
+mod support;
 
-use common::{
-    Block, OwnedField, check_table_invariants, decode_block, decode_ok, entry_size, hex, list,
-    pairs, table,
-};
 use mcpwire_core::hpack::{
     DecodeError, Decoder, EncodeError, Encoder, Field, Limits, huffman, integer,
+};
+use support::hpack::{
+    Block, OwnedField, check_table_invariants, decode_block, decode_ok, entry_size, hex, list,
+    pairs, table,
 };
 
 type Pairs = Vec<(Vec<u8>, Vec<u8>)>;
@@ -39,7 +39,7 @@ fn check_encoding(fields: &[Field<'_>], rfc: &[u8], reproduces_rfc: bool) {
         .map(|f| OwnedField {
             name: f.name.to_vec(),
             value: f.value.to_vec(),
-            never_indexed: f.never_indexed || common::is_sensitive_name(f.name),
+            never_indexed: f.never_indexed || support::hpack::is_sensitive_name(f.name),
         })
         .collect();
     assert_eq!(decoded, expected, "our encoding does not decode back");
@@ -61,7 +61,7 @@ fn decode_err<const T: usize>(
         Err(e) => (fields, e),
         Ok(()) => panic!(
             "{} decoded to {fields:?}, expected an error",
-            common::hex_encode(block)
+            support::hpack::hex_encode(block)
         ),
     }
 }
@@ -70,7 +70,7 @@ fn decode_err<const T: usize>(
 fn expect_protocol_error(block: &[u8], expected: DecodeError) {
     let mut dec: Decoder<4096> = Decoder::new();
     let (_, err) = decode_err(&mut dec, block);
-    assert_eq!(err, expected, "block {}", common::hex_encode(block));
+    assert_eq!(err, expected, "block {}", support::hpack::hex_encode(block));
     assert!(!err.is_size_error(), "{err:?} must not be a size error");
 }
 

@@ -2,7 +2,9 @@
 //! gRPC client of the binding sees.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use mcpwire_core::drive::{self, Feed, Step};
+use std::collections::HashMap;
+
+use mcpwire_core::drive;
 use mcpwire_core::grpc::{Code, base64, write_prefix};
 use mcpwire_core::h2::{Config, Connection, Event, Role, StreamRef};
 use mcpwire_core::hpack::Field;
@@ -13,15 +15,16 @@ use mcpwire_core::mcp::server::{ListChange, RequestKind, ServerConfig, ServerEve
 use mcpwire_core::mcp::{CallStore, SlabStore};
 use mcpwire_core::time::Instant;
 
-mod common;
+mod support;
 
-use common::mcp::{META, Server, VecStore, registry};
+use mcpwire_sim::{Pipe, exchange};
+use support::mcp::{App, META, Server, Side, VecStore, each_split, registry, split};
 
 type Client = Connection<8, 4096, 16384, 16>;
 
 const TOOLS: [ToolInfo<'static>; 2] = [
-    common::mcp::ECHO,
-    common::mcp::lookup(
+    support::mcp::ECHO,
+    support::mcp::lookup(
         r#"{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"}}}"#,
     ),
 ];
@@ -45,155 +48,23 @@ impl Seen {
     }
 }
 
-/// How the pair cuts the byte streams it delivers.
-#[derive(Debug, Clone, Copy)]
-enum Split {
-    Whole,
-    Random(u64),
-    Byte,
+/// Our HTTP/2 client with its application (what it saw of each call), as
+/// a [`drive::Endpoint`] for the pipes: DATA is kept and released at once,
+/// events are drained after every call.
+struct H2Client {
+    conn: Client,
+    seen: HashMap<StreamRef, Seen>,
+    body: HashMap<StreamRef, Vec<u8>>,
 }
 
-thread_local! {
-    static SPLIT: std::cell::Cell<Split> = const { std::cell::Cell::new(Split::Whole) };
-}
-
-/// Runs a test with whole, randomly split and byte-at-a-time delivery.
-fn each_split(test: impl Fn()) {
-    for split in [
-        Split::Whole,
-        Split::Random(0x5eed),
-        Split::Random(7),
-        Split::Byte,
-    ] {
-        SPLIT.set(split);
-        test();
-    }
-    SPLIT.set(Split::Whole);
-}
-
-struct Pair<S: CallStore = SlabStore<8192, 8>> {
-    split: Split,
-    rng: u64,
-    client: Client,
-    server: Server<S>,
-    now: Instant,
-    seen: std::collections::HashMap<StreamRef, Seen>,
-    body: std::collections::HashMap<StreamRef, Vec<u8>>,
-    /// The server's events other than requests.
-    events: Vec<String>,
-    /// Request bodies not sent yet.
-    pending: Vec<(StreamRef, Vec<u8>)>,
-}
-
-impl Pair {
-    fn new() -> Self {
-        Self::with(SlabStore::new(), ServerConfig::default())
-    }
-}
-
-impl<S: CallStore> Pair<S> {
-    fn with(store: S, config: ServerConfig) -> Self {
-        Self::serving(store, config, registry(&TOOLS))
-    }
-
-    fn serving(store: S, config: ServerConfig, registry: Registry<'static>) -> Self {
-        REQUESTS.with(|r| r.borrow_mut().clear());
-        let split = SPLIT.get();
-        Pair {
-            split,
-            rng: match split {
-                Split::Random(seed) => seed | 1,
-                _ => 1,
-            },
-            client: Client::new(Role::Client, Config::default(), Instant::ZERO),
-            server: Server::new(registry, config, store, Instant::ZERO),
-            now: Instant::ZERO,
-            seen: Default::default(),
-            body: Default::default(),
-            events: Vec::new(),
-            pending: Vec::new(),
-        }
-    }
-
-    /// The next piece of `input` to deliver, as the pair's split says.
-    fn piece(&mut self, input: &[u8]) -> usize {
-        let most = match self.split {
-            Split::Whole => input.len(),
-            Split::Byte => 1,
-            Split::Random(_) => {
-                // xorshift64: reproducible pieces of 1 to 97 octets.
-                self.rng ^= self.rng << 13;
-                self.rng ^= self.rng >> 7;
-                self.rng ^= self.rng << 17;
-                1 + (self.rng % 97) as usize
-            }
-        };
-        most.min(input.len())
-    }
-
-    /// Delivers the client's octets to the server, piece by piece, with the
-    /// run loop of [`mcpwire_core::drive`]; what the server must send first
-    /// goes to `s2c`.
-    fn deliver_to_server(&mut self, mut input: &[u8], s2c: &mut Vec<u8>) {
-        let mut out = vec![0u8; 16384];
-        while !input.is_empty() {
-            let n = self.piece(input);
-            let mut feed = Feed::new(&input[..n]);
-            loop {
-                let step = feed.step(&mut self.server, self.now);
-                self.take_server_events();
-                match step {
-                    Step::Consumed => {}
-                    Step::Transmit => {
-                        let w = drive::fill(&mut self.server, &mut out);
-                        s2c.extend_from_slice(&out[..w]);
-                    }
-                    Step::Done => break,
-                    Step::Wait | Step::Stuck => panic!("the server engine is stuck"),
-                }
-            }
-            input = &input[n..];
-        }
-    }
-
-    /// Delivers the server's octets to the client, piece by piece.
-    fn deliver_to_client(&mut self, mut input: &[u8], c2s: &mut Vec<u8>) {
-        let mut out = vec![0u8; 16384];
-        while !input.is_empty() {
-            let n = self.piece(input);
-            let mut feed = Feed::new(&input[..n]);
-            loop {
-                let r = self.client.recv(feed.rest(), self.now);
-                if let Some(d) = r.data {
-                    self.body
-                        .entry(d.stream)
-                        .or_default()
-                        .extend_from_slice(d.bytes);
-                    self.client.release_data(d.stream, d.bytes.len());
-                }
-                let step = feed.advance(r.consumed, self.client.wants_transmit());
-                self.take_client_events();
-                match step {
-                    Step::Consumed => {}
-                    Step::Transmit => {
-                        let w = self.client.poll_transmit(&mut out);
-                        c2s.extend_from_slice(&out[..w]);
-                    }
-                    Step::Done => break,
-                    Step::Wait | Step::Stuck => panic!("the client is stuck"),
-                }
-            }
-            input = &input[n..];
-        }
-    }
-
-    fn take_client_events(&mut self) {
-        while let Some(e) = self.client.poll_event() {
+impl H2Client {
+    fn take_events(&mut self) {
+        while let Some(e) = self.conn.poll_event() {
             match e {
                 Event::Headers { stream, .. } => {
                     let s = self.seen.entry(stream).or_default();
                     let list: Vec<(String, String)> = self
-                        .client
+                        .conn
                         .headers(stream)
                         .expect("a Headers event lends its list")
                         .iter()
@@ -215,37 +86,140 @@ impl<S: CallStore> Pair<S> {
             }
         }
     }
+}
 
-    /// Runs both sides until nothing moves.
-    fn run(&mut self) {
-        let mut buf = vec![0u8; 65536];
-        let (mut c2s, mut s2c) = (Vec::new(), Vec::new());
-        for _ in 0..100_000 {
-            let mut moved = self.send_pending();
-            self.take_server_events();
-            while self.client.wants_transmit() {
-                let n = self.client.poll_transmit(&mut buf);
-                if n == 0 {
-                    break;
+impl drive::Endpoint for H2Client {
+    fn recv(&mut self, input: &[u8], now: Instant) -> usize {
+        let r = self.conn.recv(input, now);
+        if let Some(d) = r.data {
+            self.body
+                .entry(d.stream)
+                .or_default()
+                .extend_from_slice(d.bytes);
+            self.conn.release_data(d.stream, d.bytes.len());
+        }
+        self.take_events();
+        r.consumed
+    }
+    fn wants_transmit(&self) -> bool {
+        self.conn.wants_transmit()
+    }
+    fn poll_transmit(&mut self, out: &mut [u8]) -> usize {
+        let n = self.conn.poll_transmit(out);
+        self.take_events();
+        n
+    }
+}
+
+impl std::ops::Deref for H2Client {
+    type Target = Client;
+    fn deref(&self) -> &Client {
+        &self.conn
+    }
+}
+
+impl std::ops::DerefMut for H2Client {
+    fn deref_mut(&mut self) -> &mut Client {
+        &mut self.conn
+    }
+}
+
+/// The server engine's application: requests go to [`REQUESTS`], other
+/// events are kept as text.
+#[derive(Debug, Default)]
+struct EngineApp {
+    events: Vec<String>,
+}
+
+impl<S: CallStore> App<Server<S>> for EngineApp {
+    fn take_events(&mut self, server: &mut Server<S>) {
+        while let Some(e) = server.poll_event() {
+            if let ServerEvent::Request { call } = e {
+                let request = server.request(call).unwrap();
+                if let RequestKind::CallTool { name, tool, .. } = request.kind {
+                    assert_eq!(TOOLS[tool].name, name);
                 }
-                c2s.extend_from_slice(&buf[..n]);
+                let owned = OwnedRequest {
+                    call,
+                    method: request.method().to_owned(),
+                    params: request.params.to_vec(),
+                };
+                REQUESTS.with(|r| r.borrow_mut().push(owned));
+            } else {
+                self.events.push(format!("{e:?}"));
             }
-            let input = std::mem::take(&mut c2s);
-            moved |= !input.is_empty();
-            self.deliver_to_server(&input, &mut s2c);
-            let n = drive::fill(&mut self.server, &mut buf);
-            self.take_server_events();
-            s2c.extend_from_slice(&buf[..n]);
-            let input = std::mem::take(&mut s2c);
-            moved |= !input.is_empty();
-            self.deliver_to_client(&input, &mut c2s);
-            if !moved && c2s.is_empty() {
+        }
+    }
+}
+
+/// Room in each direction of the pipes.
+const PIPE: usize = 32768;
+
+/// Our HTTP/2 client and the server engine, joined by the pipes of
+/// `mcpwire-sim` cut as [`split`] says.
+struct Pair<S: CallStore = SlabStore<8192, 8>> {
+    client: H2Client,
+    server: Side<Server<S>, EngineApp>,
+    /// Client to server.
+    up: Pipe<PIPE>,
+    /// Server to client.
+    down: Pipe<PIPE>,
+    now: Instant,
+    /// Request bodies not sent yet.
+    pending: Vec<(StreamRef, Vec<u8>)>,
+}
+
+impl Pair {
+    fn new() -> Self {
+        Self::with(SlabStore::new(), ServerConfig::default())
+    }
+}
+
+impl<S: CallStore> Pair<S> {
+    fn with(store: S, config: ServerConfig) -> Self {
+        Self::serving(store, config, registry(&TOOLS))
+    }
+
+    fn serving(store: S, config: ServerConfig, registry: Registry<'static>) -> Self {
+        REQUESTS.with(|r| r.borrow_mut().clear());
+        Pair {
+            client: H2Client {
+                conn: Client::new(Role::Client, Config::default(), Instant::ZERO),
+                seen: HashMap::new(),
+                body: HashMap::new(),
+            },
+            server: Side {
+                endpoint: Server::new(registry, config, store, Instant::ZERO),
+                app: EngineApp::default(),
+            },
+            up: Pipe::new(split()),
+            down: Pipe::new(split()),
+            now: Instant::ZERO,
+            pending: Vec::new(),
+        }
+    }
+
+    /// Runs both sides until nothing moves, then splits the bodies the
+    /// client received into messages.
+    fn run(&mut self) {
+        self.server.take_events();
+        self.client.take_events();
+        for _ in 0..100_000 {
+            let sent = self.send_pending();
+            let moved = exchange(
+                &mut self.client,
+                &mut self.up,
+                &mut self.server,
+                &mut self.down,
+                self.now,
+            )
+            .unwrap_or_else(|side| panic!("{side:?} is stuck ({:?})", split()));
+            if !sent && moved == 0 {
                 break;
             }
         }
-        // Split the bodies into messages.
-        for (stream, body) in self.body.drain() {
-            let s = self.seen.entry(stream).or_default();
+        for (stream, body) in self.client.body.drain() {
+            let s = self.client.seen.entry(stream).or_default();
             let mut rest = &body[..];
             while rest.len() >= 5 {
                 let len = u32::from_be_bytes([rest[1], rest[2], rest[3], rest[4]]) as usize;
@@ -266,26 +240,6 @@ impl<S: CallStore> Pair<S> {
                 s.messages
                     .push(String::from_utf8(msg[at..at + n].to_vec()).unwrap());
                 rest = &rest[5 + len..];
-            }
-        }
-    }
-
-    /// Drains the server's events; the requests are kept for the test.
-    fn take_server_events(&mut self) {
-        while let Some(e) = self.server.poll_event() {
-            if let ServerEvent::Request { call } = e {
-                let request = self.server.request(call).unwrap();
-                if let RequestKind::CallTool { name, tool, .. } = request.kind {
-                    assert_eq!(TOOLS[tool].name, name);
-                }
-                let owned = OwnedRequest {
-                    call,
-                    method: request.method().to_owned(),
-                    params: request.params.to_vec(),
-                };
-                REQUESTS.with(|r| r.borrow_mut().push(owned));
-            } else {
-                self.events.push(format!("{e:?}"));
             }
         }
     }
@@ -365,7 +319,7 @@ fn tools_list_is_answered_by_the_engine() {
             &format!(r#"{{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{{{META}}}}}"#),
         );
         p.run();
-        let seen = &p.seen[&s];
+        let seen = &p.client.seen[&s];
         assert_eq!(seen.trailer("grpc-status"), Some("0"), "{seen:?}");
         assert_eq!(seen.messages.len(), 1);
         let m = seen.messages[0].as_bytes();
@@ -403,7 +357,7 @@ fn a_tool_call_reaches_the_application_and_its_answer_the_client() {
             .respond(call, br#"{"content":[{"type":"text","text":"hi"}]}"#)
             .unwrap();
         p.run();
-        let seen = &p.seen[&s];
+        let seen = &p.client.seen[&s];
         assert_eq!(seen.messages.len(), 2, "{seen:?}");
         assert!(seen.messages[0].contains("notifications/progress"));
         assert!(seen.messages[1].starts_with(r#"{"jsonrpc":"2.0","id":"a","result":"#));
@@ -431,7 +385,7 @@ fn errors_before_the_handler_end_the_call_in_the_trailers() {
             old,
         );
         p.run();
-        let seen = &p.seen[&s];
+        let seen = &p.client.seen[&s];
         assert!(seen.messages.is_empty());
         assert_eq!(
             seen.trailer("grpc-status"),
@@ -447,8 +401,8 @@ fn errors_before_the_handler_end_the_call_in_the_trailers() {
             json::get(json::get(err, b"error").unwrap(), b"code"),
             Some(&b"-32020"[..])
         );
-        assert_eq!(p.seen[&t].trailer("mcp-error-code"), Some("-32700"));
-        let u = &p.seen[&u];
+        assert_eq!(p.client.seen[&t].trailer("mcp-error-code"), Some("-32700"));
+        let u = &p.client.seen[&u];
         assert_eq!(u.trailer("mcp-error-code"), Some("-32022"));
         let bin = u.trailer("mcp-error-bin").unwrap();
         let mut decoded = vec![0u8; bin.len()];
@@ -473,7 +427,7 @@ fn unknown_tool_and_method_are_in_band_errors_with_status_0() {
         let t = p.call(&mirrored("x/y", None), &body);
         p.run();
         for (stream, code) in [(s, "-32602"), (t, "-32601")] {
-            let seen = &p.seen[&stream];
+            let seen = &p.client.seen[&stream];
             assert_eq!(seen.trailer("grpc-status"), Some("0"), "{seen:?}");
             let err = json::get(seen.messages[0].as_bytes(), b"error").unwrap();
             assert_eq!(json::get(err, b"code"), Some(code.as_bytes()));
@@ -495,11 +449,15 @@ fn annotated_arguments_must_be_mirrored() {
         p.run();
         assert_eq!(REQUESTS.with(|r| r.borrow_mut().drain(..).count()), 1);
         assert!(
-            p.seen
+            p.client
+                .seen
                 .get(&good)
                 .is_none_or(|s| s.trailer("grpc-status").is_none())
         );
-        assert_eq!(p.seen[&bad].trailer("mcp-error-code"), Some("-32020"));
+        assert_eq!(
+            p.client.seen[&bad].trailer("mcp-error-code"),
+            Some("-32020")
+        );
     });
 }
 
@@ -536,8 +494,8 @@ fn wrong_method_content_type_and_path() {
             )
             .unwrap();
         p.run();
-        assert_eq!(p.seen[&s].trailer("grpc-status"), Some("12"));
-        assert_eq!(p.seen[&t].trailer(":status"), Some("415"));
+        assert_eq!(p.client.seen[&s].trailer("grpc-status"), Some("12"));
+        assert_eq!(p.client.seen[&t].trailer(":status"), Some("415"));
     });
 }
 
@@ -566,7 +524,7 @@ fn deadline_and_reset_cancel_the_handler() {
         p.now = Instant::from_millis(150);
         p.server.handle_timeout(p.now);
         p.run();
-        let reasons = &p.events;
+        let reasons = &p.server.app.events;
         assert!(
             reasons.iter().any(|r| r.contains("reason: Reset")),
             "{reasons:?}"
@@ -575,7 +533,7 @@ fn deadline_and_reset_cancel_the_handler() {
             reasons.iter().any(|r| r.contains("reason: Deadline")),
             "{reasons:?}"
         );
-        assert_eq!(p.seen[&timed].trailer("grpc-status"), Some("4"));
+        assert_eq!(p.client.seen[&timed].trailer("grpc-status"), Some("4"));
     });
 }
 
@@ -613,7 +571,7 @@ fn client_built_metadata_passes_the_server_checks() {
         let s = p.call(&headers, &body);
         p.run();
         let requests: Vec<OwnedRequest> = REQUESTS.with(|r| r.borrow_mut().drain(..).collect());
-        assert_eq!(requests.len(), 1, "{:?}", p.seen.get(&s));
+        assert_eq!(requests.len(), 1, "{:?}", p.client.seen.get(&s));
     });
 }
 
@@ -640,17 +598,23 @@ fn authorization_comes_before_any_answer() {
         good.push(("authorization", "Bearer right"));
         let accepted = p.call(&good, &call);
         // Feed the requests; the engine asks before it answers anything.
-        let mut buf = vec![0u8; 65536];
-        let n = p.client.poll_transmit(&mut buf);
-        let mut input = &buf[..n];
+        // The engine is fed without its application, to see the asks.
+        p.up.transmit(&mut p.client);
+        let server = &mut p.server.endpoint;
         let mut asks = Vec::new();
-        while !input.is_empty() {
-            let used = p.server.recv(input, p.now);
-            input = &input[used..];
-            while let Some(e) = p.server.poll_event() {
+        loop {
+            while let Some(e) = server.poll_event() {
                 if let ServerEvent::Authorize { call } = e {
-                    asks.push((call, p.server.bearer_token(call).map(str::to_owned)));
+                    asks.push((call, server.bearer_token(call).map(str::to_owned)));
                 }
+            }
+            if p.up.is_empty() {
+                break;
+            }
+            let used = drive::Endpoint::recv(server, p.up.piece(), p.now);
+            p.up.consume(used);
+            if used == 0 {
+                assert!(p.down.transmit(server) > 0, "the engine is stuck");
             }
         }
         assert_eq!(asks.len(), 2);
@@ -663,7 +627,7 @@ fn authorization_comes_before_any_answer() {
             }
         }
         p.run();
-        let r = &p.seen[&refused];
+        let r = &p.client.seen[&refused];
         assert_eq!(r.trailer("grpc-status"), Some("16"), "{r:?}");
         assert_eq!(
             r.trailer("www-authenticate"),
@@ -673,7 +637,8 @@ fn authorization_comes_before_any_answer() {
         let requests: Vec<OwnedRequest> = REQUESTS.with(|q| q.borrow_mut().drain(..).collect());
         assert_eq!(requests.len(), 1);
         assert!(
-            p.seen
+            p.client
+                .seen
                 .get(&accepted)
                 .is_none_or(|s| s.trailer("grpc-status").is_none())
         );
@@ -708,16 +673,19 @@ fn every_ended_call_gives_its_buffer_back() {
         p.run();
         let requests = take_requests();
         assert_eq!(requests.len(), 2);
-        assert_eq!(p.seen[&listed].trailer("grpc-status"), Some("0"));
-        assert_eq!(p.seen[&refused].trailer("mcp-error-code"), Some("-32020"));
+        assert_eq!(p.client.seen[&listed].trailer("grpc-status"), Some("0"));
+        assert_eq!(
+            p.client.seen[&refused].trailer("mcp-error-code"),
+            Some("-32020")
+        );
         // Two handlers hold their buffers.
         assert_eq!(p.server.store().in_use(), 2);
         p.server.respond(requests[0].call, b"{}").unwrap();
         p.now = Instant::from_millis(20);
         p.server.handle_timeout(p.now);
         p.run();
-        assert_eq!(p.seen[&answered].trailer("grpc-status"), Some("0"));
-        assert_eq!(p.seen[&timed].trailer("grpc-status"), Some("4"));
+        assert_eq!(p.client.seen[&answered].trailer("grpc-status"), Some("0"));
+        assert_eq!(p.client.seen[&timed].trailer("grpc-status"), Some("4"));
         assert_eq!(p.server.store().in_use(), 0);
         // A reset call, too.
         let reset = p.call(&mirrored("tools/call", Some("echo")), &echo_call(4, "c"));
@@ -744,18 +712,22 @@ fn a_full_store_refuses_the_stream_and_recovers() {
         p.run();
         let requests = take_requests();
         assert_eq!(requests.len(), 1);
-        assert!(p.seen[&refused].reset, "{:?}", p.seen.get(&refused));
-        assert!(p.seen[&refused].messages.is_empty());
+        assert!(
+            p.client.seen[&refused].reset,
+            "{:?}",
+            p.client.seen.get(&refused)
+        );
+        assert!(p.client.seen[&refused].messages.is_empty());
         p.server.respond(requests[0].call, b"{}").unwrap();
         p.run();
-        assert_eq!(p.seen[&held].trailer("grpc-status"), Some("0"));
+        assert_eq!(p.client.seen[&held].trailer("grpc-status"), Some("0"));
         let next = p.call(&mirrored("tools/call", Some("echo")), &echo_call(3, "c"));
         p.run();
         let requests = take_requests();
         assert_eq!(requests.len(), 1);
         p.server.respond(requests[0].call, b"{}").unwrap();
         p.run();
-        assert_eq!(p.seen[&next].trailer("grpc-status"), Some("0"));
+        assert_eq!(p.client.seen[&next].trailer("grpc-status"), Some("0"));
     });
 }
 
@@ -773,7 +745,7 @@ fn messages_larger_than_the_store_gives() {
         );
         let small = p.call(&mirrored("tools/call", Some("echo")), &echo_call(2, "y"));
         p.run();
-        assert_eq!(p.seen[&big].trailer("grpc-status"), Some("8"));
+        assert_eq!(p.client.seen[&big].trailer("grpc-status"), Some("8"));
         let requests = take_requests();
         assert_eq!(requests.len(), 1);
         let result = format!(
@@ -791,7 +763,7 @@ fn messages_larger_than_the_store_gives() {
             Err(mcpwire_core::mcp::server::SendError::Gone)
         );
         p.run();
-        let s = &p.seen[&small];
+        let s = &p.client.seen[&small];
         assert_eq!(s.trailer("grpc-status"), Some("0"));
         assert_eq!(s.messages.len(), 1, "{s:?}");
         assert!(s.messages[0].contains(r#""error":{"code":-32603"#), "{s:?}");
@@ -826,7 +798,7 @@ fn a_growing_store_carries_large_messages() {
             .respond(requests[0].call, result.as_bytes())
             .unwrap();
         p.run();
-        let seen = &p.seen[&s];
+        let seen = &p.client.seen[&s];
         assert_eq!(seen.trailer("grpc-status"), Some("0"));
         assert_eq!(seen.messages.len(), 1);
         assert!(seen.messages[0].contains(&out));
@@ -851,7 +823,7 @@ fn listen_honours_the_filter_and_tags_every_event() {
         let s = p.call(&mirrored("subscriptions/listen", None), &body);
         p.run();
         assert!(take_requests().is_empty(), "listen reached the application");
-        let ack = &p.seen[&s].messages;
+        let ack = &p.client.seen[&s].messages;
         assert_eq!(ack.len(), 1, "{ack:?}");
         assert!(ack[0].contains(r#""method":"notifications/subscriptions/acknowledged""#));
         // Prompts and resources are not offered: only tools are honoured.
@@ -864,14 +836,14 @@ fn listen_honours_the_filter_and_tags_every_event() {
         assert_eq!(p.server.publish(ListChange::PromptsListChanged), 0);
         assert_eq!(p.server.publish(ListChange::ToolsListChanged), 1);
         p.run();
-        let seen = &p.seen[&s];
+        let seen = &p.client.seen[&s];
         assert_eq!(seen.messages.len(), 2, "{seen:?}");
         assert!(seen.messages[1].contains(r#""method":"notifications/tools/list_changed""#));
         assert!(seen.messages[1].contains(r#""io.modelcontextprotocol/subscriptionId":"sub-1""#));
         assert_eq!(seen.trailer("grpc-status"), None, "the stream stays open");
         p.server.go_away();
         p.run();
-        let seen = &p.seen[&s];
+        let seen = &p.client.seen[&s];
         assert_eq!(seen.messages.len(), 3, "{seen:?}");
         let last = &seen.messages[2];
         assert!(
@@ -899,11 +871,11 @@ fn listen_without_a_source_or_a_filter() {
         let a = p.call(&mirrored("subscriptions/listen", None), &ok);
         let b = p.call(&mirrored("subscriptions/listen", None), &bad);
         p.run();
-        let ack = &p.seen[&a].messages;
+        let ack = &p.client.seen[&a].messages;
         assert!(ack[0].contains(r#""notifications":{}"#), "{ack:?}");
         assert!(ack[0].contains(r#""io.modelcontextprotocol/subscriptionId":5"#));
         assert_eq!(p.server.publish(ListChange::ToolsListChanged), 0);
-        let refused = &p.seen[&b];
+        let refused = &p.client.seen[&b];
         assert!(
             refused.messages[0].contains(r#""code":-32602"#),
             "{refused:?}"
@@ -930,9 +902,9 @@ fn a_reset_listen_stream_is_forgotten() {
         p.run();
         assert_eq!(p.server.store().in_use(), 0);
         assert!(
-            p.events.iter().all(|e| !e.contains("Cancelled")),
+            p.server.app.events.iter().all(|e| !e.contains("Cancelled")),
             "{:?}",
-            p.events
+            p.server.app.events
         );
     });
 }
@@ -961,15 +933,17 @@ fn a_burst_of_resets_and_new_calls_loses_no_event() {
             .collect();
         p.run();
         let cancelled = p
+            .server
+            .app
             .events
             .iter()
             .filter(|e| e.contains("reason: Reset"))
             .count();
-        assert_eq!(cancelled, 8, "{:?}", p.events);
+        assert_eq!(cancelled, 8, "{:?}", p.server.app.events);
         let handed = take_requests();
         let refused = again
             .iter()
-            .filter(|s| p.seen.get(s).is_some_and(|s| s.reset))
+            .filter(|s| p.client.seen.get(s).is_some_and(|s| s.reset))
             .count();
         assert_eq!(
             handed.len() + refused,

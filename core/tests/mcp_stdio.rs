@@ -5,50 +5,63 @@
 
 use core::time::Duration;
 
-use mcpwire_core::drive::{self, Feed, Step};
+use mcpwire_core::drive::Step;
 use mcpwire_core::mcp::registry::{Registry, ToolInfo};
 use mcpwire_core::mcp::server::{
     CallId, ListChange, RequestKind, SendError, ServerEvent, StdioConfig, StdioServer,
 };
 use mcpwire_core::mcp::{CallStore, Message, SlabStore, json};
 use mcpwire_core::time::Instant;
+use mcpwire_sim::{Pipe, Split};
 
-mod common;
+mod support;
 
-use common::mcp::{ECHO, META, registry};
+use support::mcp::{App, ECHO, META, Side, registry};
 
 const TOOLS: [ToolInfo<'static>; 1] = [ECHO];
 
 type Server<S> = StdioServer<'static, S, 8>;
 
-#[derive(Debug, Clone, Copy)]
-enum Split {
-    Whole,
-    Random(u64),
-    Byte,
-}
+/// Room in each direction of the pipe.
+const PIPE: usize = 16384;
 
-const SPLITS: [Split; 4] = [
-    Split::Whole,
-    Split::Random(3),
-    Split::Random(0x5eed),
-    Split::Byte,
-];
-
-/// The server, the bytes it wrote, and what the application saw.
-struct Pipe<S: CallStore> {
-    server: Server<S>,
-    split: Split,
-    rng: u64,
-    now: Instant,
-    /// Input the server has not taken yet (it waits for an answer).
-    pending: Vec<u8>,
-    out: Vec<u8>,
+/// What the application saw.
+#[derive(Debug, Default)]
+struct Seen {
     requests: Vec<(CallId, String, String)>,
     events: Vec<ServerEvent>,
 }
 
-impl Pipe<SlabStore<4096, 8>> {
+impl<S: CallStore> App<Server<S>> for Seen {
+    fn take_events(&mut self, server: &mut Server<S>) {
+        while let Some(e) = server.poll_event() {
+            match e {
+                ServerEvent::Request { call } => {
+                    let r = server.request(call).unwrap();
+                    let name = match r.kind {
+                        RequestKind::CallTool { name, .. } => name.to_owned(),
+                        _ => String::new(),
+                    };
+                    self.requests
+                        .push((call, name, String::from_utf8(r.id.to_vec()).unwrap()));
+                }
+                e => self.events.push(e),
+            }
+        }
+    }
+}
+
+/// The server between its stdin and stdout pipes, both cut as the split
+/// says, and the bytes it wrote.
+struct Stdio<S: CallStore> {
+    server: Side<Server<S>, Seen>,
+    stdin: Pipe<PIPE>,
+    stdout: Pipe<PIPE>,
+    now: Instant,
+    out: Vec<u8>,
+}
+
+impl Stdio<SlabStore<4096, 8>> {
     fn new(split: Split) -> Self {
         Self::with(
             split,
@@ -59,40 +72,23 @@ impl Pipe<SlabStore<4096, 8>> {
     }
 }
 
-impl<S: CallStore> Pipe<S> {
+impl<S: CallStore> Stdio<S> {
     fn with(split: Split, store: S, registry: Registry<'static>, config: StdioConfig) -> Self {
         Self {
-            server: StdioServer::new(registry, config, store, Instant::ZERO),
-            split,
-            rng: match split {
-                Split::Random(seed) => seed | 1,
-                _ => 1,
+            server: Side {
+                endpoint: StdioServer::new(registry, config, store, Instant::ZERO),
+                app: Seen::default(),
             },
+            stdin: Pipe::new(split),
+            stdout: Pipe::new(split),
             now: Instant::ZERO,
-            pending: Vec::new(),
             out: Vec::new(),
-            requests: Vec::new(),
-            events: Vec::new(),
         }
-    }
-
-    fn piece(&mut self, len: usize) -> usize {
-        let most = match self.split {
-            Split::Whole => len,
-            Split::Byte => 1,
-            Split::Random(_) => {
-                self.rng ^= self.rng << 13;
-                self.rng ^= self.rng >> 7;
-                self.rng ^= self.rng << 17;
-                1 + (self.rng % 23) as usize
-            }
-        };
-        most.min(len)
     }
 
     /// Writes `bytes` to the server's input and runs it.
     fn send(&mut self, bytes: &[u8]) {
-        self.pending.extend_from_slice(bytes);
+        assert_eq!(self.stdin.write(bytes), bytes.len(), "stdin is full");
         self.run();
     }
 
@@ -100,56 +96,17 @@ impl<S: CallStore> Pipe<S> {
     /// more (all fed, or it waits for the application to answer); drains
     /// events and output.
     fn run(&mut self) {
-        let mut out = [0u8; 37];
-        let input = std::mem::take(&mut self.pending);
-        let mut fed = 0;
-        'feeding: while fed < input.len() {
-            let n = self.piece(input.len() - fed);
-            let mut feed = Feed::new(&input[fed..fed + n]);
-            loop {
-                let step = feed.step(&mut self.server, self.now);
-                self.take_events();
-                match step {
-                    Step::Consumed => {}
-                    Step::Transmit => self.drain(&mut out),
-                    Step::Done => break,
-                    Step::Wait => {
-                        fed += n - feed.rest().len();
-                        break 'feeding;
-                    }
-                    Step::Stuck => panic!("stuck: {:?}", self.server),
-                }
-            }
-            fed += n;
-        }
-        self.pending = input[fed..].to_vec();
-        self.drain(&mut out);
-    }
-
-    fn drain(&mut self, out: &mut [u8]) {
+        self.server.take_events();
         loop {
-            let n = drive::fill(&mut self.server, out);
-            if n == 0 {
+            let d = self
+                .stdin
+                .deliver(&mut self.server, self.now, &mut self.stdout);
+            assert_ne!(d.end, Step::Stuck, "stuck: {:?}", self.server.endpoint);
+            let moved = d.octets + self.stdout.transmit(&mut self.server);
+            self.out.extend_from_slice(self.stdout.pending());
+            self.stdout.consume(self.stdout.len());
+            if moved == 0 {
                 break;
-            }
-            self.out.extend_from_slice(&out[..n]);
-            self.take_events();
-        }
-    }
-
-    fn take_events(&mut self) {
-        while let Some(e) = self.server.poll_event() {
-            match e {
-                ServerEvent::Request { call } => {
-                    let r = self.server.request(call).unwrap();
-                    let name = match r.kind {
-                        RequestKind::CallTool { name, .. } => name.to_owned(),
-                        _ => String::new(),
-                    };
-                    self.requests
-                        .push((call, name, String::from_utf8(r.id.to_vec()).unwrap()));
-                }
-                e => self.events.push(e),
             }
         }
     }
@@ -194,8 +151,8 @@ fn id_of(line: &str) -> String {
 
 #[test]
 fn the_engine_answers_discover_and_lists() {
-    for split in SPLITS {
-        let mut p = Pipe::new(split);
+    for split in Split::ALL {
+        let mut p = Stdio::new(split);
         p.send(request("1", "server/discover", "").as_bytes());
         p.send(request("\"b\"", "tools/list", "").as_bytes());
         let lines = p.lines();
@@ -208,14 +165,14 @@ fn the_engine_answers_discover_and_lists() {
         );
         assert_eq!(id_of(&lines[1]), "\"b\"");
         assert!(lines[1].contains(r#""name":"echo""#));
-        assert!(p.requests.is_empty());
+        assert!(p.server.app.requests.is_empty());
     }
 }
 
 #[test]
 fn tool_calls_run_concurrently_and_answer_by_id() {
-    for split in SPLITS {
-        let mut p = Pipe::new(split);
+    for split in Split::ALL {
+        let mut p = Stdio::new(split);
         let a = request(
             "1",
             "tools/call",
@@ -227,9 +184,15 @@ fn tool_calls_run_concurrently_and_answer_by_id() {
             r#""name":"echo","arguments":{"text":"b"}"#,
         );
         p.send(format!("{a}{b}").as_bytes());
-        assert_eq!(p.requests.len(), 2, "{split:?}");
-        assert!(p.requests.iter().all(|(_, name, _)| name == "echo"));
-        let (first, second) = (p.requests[0].0, p.requests[1].0);
+        assert_eq!(p.server.app.requests.len(), 2, "{split:?}");
+        assert!(
+            p.server
+                .app
+                .requests
+                .iter()
+                .all(|(_, name, _)| name == "echo")
+        );
+        let (first, second) = (p.server.app.requests[0].0, p.server.app.requests[1].0);
         // Progress for the first, then the second answers before it.
         p.server
             .notify(
@@ -251,19 +214,19 @@ fn tool_calls_run_concurrently_and_answer_by_id() {
 
 #[test]
 fn a_cancelled_request_stops_its_handler_and_gets_no_response() {
-    for split in SPLITS {
-        let mut p = Pipe::new(split);
+    for split in Split::ALL {
+        let mut p = Stdio::new(split);
         p.send(request("7", "tools/call", r#""name":"echo","arguments":{}"#).as_bytes());
-        let call = p.requests[0].0;
+        let call = p.server.app.requests[0].0;
         p.send(br#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7,"reason":"user"}}
 "#);
         assert!(
-            p.events.contains(&ServerEvent::Cancelled {
+            p.server.app.events.contains(&ServerEvent::Cancelled {
                 call,
                 reason: mcpwire_core::mcp::server::CancelReason::Reset
             }),
             "{:?}",
-            p.events
+            p.server.app.events
         );
         assert_eq!(p.server.respond(call, b"{}"), Err(SendError::Gone));
         p.run();
@@ -277,12 +240,12 @@ fn a_cancelled_request_stops_its_handler_and_gets_no_response() {
 
 #[test]
 fn bad_lines_get_their_error_and_the_channel_goes_on() {
-    for split in SPLITS {
+    for split in Split::ALL {
         let config = StdioConfig {
             max_line_bytes: 512,
             ..StdioConfig::default()
         };
-        let mut p = Pipe::with(split, SlabStore::<4096, 8>::new(), registry(&TOOLS), config);
+        let mut p = Stdio::with(split, SlabStore::<4096, 8>::new(), registry(&TOOLS), config);
         let long = format!(
             "{{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"tools/list\",\"params\":{{\"pad\":\"{}\"}}}}\n",
             "x".repeat(2000)
@@ -321,7 +284,7 @@ fn bad_lines_get_their_error_and_the_channel_goes_on() {
 
 #[test]
 fn an_unsupported_version_names_the_supported_ones() {
-    let mut p = Pipe::new(Split::Whole);
+    let mut p = Stdio::new(Split::Whole);
     p.send(br#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2025-11-25","io.modelcontextprotocol/clientCapabilities":{}}}}
 "#);
     let lines = p.lines();
@@ -335,10 +298,10 @@ fn an_unsupported_version_names_the_supported_ones() {
 
 #[test]
 fn an_id_in_use_is_refused() {
-    let mut p = Pipe::new(Split::Whole);
+    let mut p = Stdio::new(Split::Whole);
     let call = request("1", "tools/call", r#""name":"echo","arguments":{}"#);
     p.send(format!("{call}{call}").as_bytes());
-    assert_eq!(p.requests.len(), 1);
+    assert_eq!(p.server.app.requests.len(), 1);
     let lines = p.lines();
     assert_eq!(lines.len(), 1);
     assert_eq!(error_code(&lines[0]), Some(-32600));
@@ -346,10 +309,10 @@ fn an_id_in_use_is_refused() {
 
 #[test]
 fn listen_events_carry_the_subscription_id_and_end_at_eof() {
-    for split in SPLITS {
+    for split in Split::ALL {
         let mut r = registry(&TOOLS);
         r.listen = true;
-        let mut p = Pipe::with(
+        let mut p = Stdio::with(
             split,
             SlabStore::<4096, 8>::new(),
             r,
@@ -385,7 +348,7 @@ fn listen_events_carry_the_subscription_id_and_end_at_eof() {
 
 #[test]
 fn a_last_line_without_newline_is_read_at_eof() {
-    let mut p = Pipe::new(Split::Whole);
+    let mut p = Stdio::new(Split::Whole);
     let line = request("1", "tools/list", "");
     p.send(line.trim_end().as_bytes());
     assert!(p.lines().is_empty());
@@ -397,11 +360,11 @@ fn a_last_line_without_newline_is_read_at_eof() {
 
 #[test]
 fn calls_in_progress_finish_after_eof() {
-    let mut p = Pipe::new(Split::Whole);
+    let mut p = Stdio::new(Split::Whole);
     p.send(request("1", "tools/call", r#""name":"echo","arguments":{}"#).as_bytes());
     p.server.recv_eof();
     assert!(!p.server.is_finished());
-    let call = p.requests[0].0;
+    let call = p.server.app.requests[0].0;
     p.answer(call, "{}");
     assert_eq!(p.lines().len(), 1);
     assert!(p.server.is_finished());
@@ -409,8 +372,8 @@ fn calls_in_progress_finish_after_eof() {
 
 #[test]
 fn with_every_call_taken_the_server_waits_then_reads_on() {
-    for split in SPLITS {
-        let mut p = Pipe::with(
+    for split in Split::ALL {
+        let mut p = Stdio::with(
             split,
             SlabStore::<4096, 2>::new(),
             registry(&TOOLS),
@@ -426,16 +389,16 @@ fn with_every_call_taken_the_server_waits_then_reads_on() {
             })
             .collect();
         p.send(input.as_bytes());
-        assert_eq!(p.requests.len(), 2, "{split:?}");
-        assert!(!p.pending.is_empty());
+        assert_eq!(p.server.app.requests.len(), 2, "{split:?}");
+        assert!(!p.stdin.is_empty());
         for k in 0..2 {
-            let call = p.requests[k].0;
+            let call = p.server.app.requests[k].0;
             p.answer(call, "{}");
         }
         p.run();
-        assert_eq!(p.requests.len(), 4, "{split:?}");
+        assert_eq!(p.server.app.requests.len(), 4, "{split:?}");
         for k in 2..4 {
-            let call = p.requests[k].0;
+            let call = p.server.app.requests[k].0;
             p.answer(call, "{}");
         }
         let ids: Vec<String> = p.lines().iter().map(|l| id_of(l)).collect();
@@ -449,20 +412,22 @@ fn a_request_past_its_deadline_is_cancelled_and_answered() {
         request_timeout: Duration::from_millis(50),
         ..StdioConfig::default()
     };
-    let mut p = Pipe::with(
+    let mut p = Stdio::with(
         Split::Whole,
         SlabStore::<4096, 8>::new(),
         registry(&TOOLS),
         config,
     );
     p.send(request("1", "tools/call", r#""name":"echo","arguments":{}"#).as_bytes());
-    let call = p.requests[0].0;
+    let call = p.server.app.requests[0].0;
     assert_eq!(p.server.poll_timeout(), Some(Instant::from_millis(50)));
     p.now = Instant::from_millis(60);
     p.server.handle_timeout(p.now);
     p.run();
     assert!(
-        p.events
+        p.server
+            .app
+            .events
             .iter()
             .any(|e| matches!(e, ServerEvent::Cancelled { call: c, .. } if *c == call))
     );

@@ -11,7 +11,7 @@
 
 use std::collections::VecDeque;
 
-use super::Map;
+use super::h2::Map;
 
 use mcpwire_core::h2::frame::{FrameHeader, FrameType, PREFACE, Setting, flags};
 use mcpwire_core::h2::{
@@ -21,7 +21,7 @@ use mcpwire_core::h2::{
 use mcpwire_core::hpack::{Decoder, Encoder, Field};
 use mcpwire_core::time::Instant;
 
-use super::{Ev, Fields, SimStorage, Split, as_fields};
+use super::h2::{Ev, Fields, SimStorage, Split, as_fields};
 
 pub use mcpwire_core::h2::frame::Frame;
 
@@ -550,17 +550,17 @@ impl<const S: usize, const T: usize, const B: usize, const R: usize, St: SimStor
 
     /// A full request/response on a fresh `stream`: the connection still works.
     pub fn assert_request_works(&mut self, stream: u32) {
-        let req = super::request("/ok", &[]);
+        let req = super::h2::request("/ok", &[]);
         let s = self.request(stream, &req, true);
         self.conn
-            .send_headers(s, as_fields(&super::response("200", &[])), true)
+            .send_headers(s, as_fields(&super::h2::response("200", &[])), true)
             .expect("response");
         let frames = self.take();
         assert!(
             frames.iter().any(|f| matches!(
                 f,
                 Rx::Headers { stream: id, fields, end_stream: true, .. }
-                    if *id == stream && super::get(fields, ":status") == Some("200")
+                    if *id == stream && super::h2::get(fields, ":status") == Some("200")
             )),
             "no response on stream {stream}: {frames:?}"
         );

@@ -598,7 +598,7 @@ pub fn flow_control() -> Outcome {
         );
         updates_up += up.window_updates();
         updates_down += down.window_updates();
-        bytes += p.up.total + p.down.total;
+        bytes += p.up.total() + p.down.total();
     }
     Ok(text!(
         "24000 B up, 20000 B down, window 4096, seeds {}: {updates_down}+{updates_up} WINDOW_UPDATE, {bytes} B cut down to 1 B",

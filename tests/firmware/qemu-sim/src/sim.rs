@@ -1,5 +1,6 @@
-//! What the scenarios share: fixed-size failure text, a seeded generator of
-//! cut sizes and body bytes, and the in-memory byte pipe between two peers.
+//! What the scenarios share: fixed-size failure text, body bytes, and two
+//! peers joined by the byte pipes of `mcpwire-sim` (the generator, splits
+//! and pipes the host tests run on), with frame counts on each wire.
 
 use core::cell::RefCell;
 use core::fmt;
@@ -9,6 +10,8 @@ use cortex_m::interrupt::{self, Mutex};
 use mcpwire_core::h2::frame::{FrameHeader, FrameType, HEADER_LEN, PREFACE};
 use mcpwire_core::h2::{Data, Role};
 use mcpwire_core::time::Instant;
+pub use mcpwire_sim::Rng;
+use mcpwire_sim::{Pipe, Split};
 
 use crate::h2::Conn;
 use crate::stack::measured;
@@ -131,45 +134,8 @@ macro_rules! ensure {
 }
 
 // ---------------------------------------------------------------------------
-// Randomness
+// Body bytes
 // ---------------------------------------------------------------------------
-
-/// A small seeded generator (xorshift32): the scenarios need reproducible
-/// cuts, not good randomness.
-#[derive(Debug, Clone)]
-pub struct Rng(u32);
-
-impl Rng {
-    pub fn new(seed: u32) -> Self {
-        // Never zero; nearby seeds differ from the first draw on.
-        Rng(seed.wrapping_mul(0x9e37_79b9) ^ 0x2545_f491 | 1)
-    }
-
-    pub fn next_u32(&mut self) -> u32 {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 17;
-        x ^= x << 5;
-        self.0 = x;
-        x
-    }
-
-    /// A value in `lo..=hi`.
-    pub fn range(&mut self, lo: usize, hi: usize) -> usize {
-        lo + (self.next_u32() as usize) % (hi - lo + 1)
-    }
-
-    /// The size of the next piece of a byte stream: a third of the time 1
-    /// to 8 bytes (frame headers and varints cut apart), a third up to a
-    /// small frame, a third up to a few frames.
-    pub fn cut(&mut self) -> usize {
-        match self.next_u32() % 3 {
-            0 => self.range(1, 8),
-            1 => self.range(9, 120),
-            _ => self.range(121, 1600),
-        }
-    }
-}
 
 /// The body byte at `offset` of the stream tagged `tag`: random access, so
 /// that a sender can resend from any offset and a receiver can check every
@@ -262,27 +228,21 @@ impl Sniffer {
     }
 }
 
-/// One direction of a connection: an ordered byte stream (as TCP gives)
-/// in a fixed array. The sender writes into its free room, the receiver
-/// reads pieces of sizes chosen by the [`Rng`].
+/// One direction of a connection: a [`Pipe`] cut in mixed sizes (a third
+/// of the pieces 1 to 8 octets, frame headers and varints cut apart, the
+/// others up to a small frame or a few frames), with the frames counted as
+/// they go in.
 #[derive(Debug)]
-pub struct Pipe<const N: usize> {
-    buf: [u8; N],
-    start: usize,
-    end: usize,
+pub struct Wire<const N: usize> {
+    pipe: Pipe<N>,
     sniffer: Sniffer,
-    /// Octets that went through.
-    pub total: u64,
 }
 
-impl<const N: usize> Pipe<N> {
-    pub fn new(client_to_server: bool) -> Self {
+impl<const N: usize> Wire<N> {
+    pub fn new(client_to_server: bool, seed: u32) -> Self {
         Self {
-            buf: [0; N],
-            start: 0,
-            end: 0,
+            pipe: Pipe::new(Split::Mixed(seed)),
             sniffer: Sniffer::new(client_to_server),
-            total: 0,
         }
     }
 
@@ -290,45 +250,35 @@ impl<const N: usize> Pipe<N> {
         self.sniffer.counts
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.start == self.end
+    /// Octets that went through.
+    pub fn total(&self) -> u64 {
+        self.pipe.total()
     }
 
-    /// Lets `write` fill up to `max` octets of free room; returns what it
-    /// wrote.
-    fn fill(&mut self, max: usize, write: impl FnOnce(&mut [u8]) -> usize) -> usize {
-        if self.start > 0 {
-            self.buf.copy_within(self.start..self.end, 0);
-            self.end -= self.start;
-            self.start = 0;
-        }
-        let limit = (self.end + max).min(N);
-        let n = write(&mut self.buf[self.end..limit]).min(limit - self.end);
-        self.sniffer.see(&self.buf[self.end..self.end + n]);
-        self.end += n;
-        self.total += n as u64;
-        n
+    pub fn is_empty(&self) -> bool {
+        self.pipe.is_empty()
     }
 }
 
-/// Moves what a peer has to send into `pipe`, in pieces of random sizes
+/// Moves what a peer has to send into `wire`, in pieces of random sizes
 /// (each a `poll_transmit` into a slice that small), until the peer has
 /// nothing more or the pipe is full. Returns the octets moved.
 pub fn transmit<const N: usize, E>(
-    pipe: &mut Pipe<N>,
-    rng: &mut Rng,
+    wire: &mut Wire<N>,
     mut poll_transmit: impl FnMut(&mut [u8]) -> Result<usize, E>,
 ) -> Result<usize, E> {
     let mut moved = 0;
     loop {
         let mut result = Ok(0);
-        let n = pipe.fill(rng.cut(), |out| {
+        let written = wire.pipe.write_piece(|out| {
             if out.is_empty() {
                 return 0;
             }
             result = poll_transmit(out);
             *result.as_ref().unwrap_or(&0)
         });
+        wire.sniffer.see(written);
+        let n = written.len();
         result?;
         if n == 0 {
             return Ok(moved);
@@ -337,22 +287,20 @@ pub fn transmit<const N: usize, E>(
     }
 }
 
-/// Feeds the pipe's bytes to a peer in pieces of random sizes, down to one
-/// octet, until the pipe is empty or the peer takes nothing (it waits for
+/// Feeds the wire's bytes to a peer in pieces of random sizes, down to one
+/// octet, until the wire is empty or the peer takes nothing (it waits for
 /// its output to drain). Returns the octets consumed.
 pub fn deliver<const N: usize, E>(
-    pipe: &mut Pipe<N>,
-    rng: &mut Rng,
+    wire: &mut Wire<N>,
     mut recv: impl FnMut(&[u8]) -> Result<usize, E>,
 ) -> Result<usize, E> {
     let mut consumed = 0;
-    while !pipe.is_empty() {
-        let end = (pipe.start + rng.cut()).min(pipe.end);
-        let used = recv(&pipe.buf[pipe.start..end])?;
+    while !wire.pipe.is_empty() {
+        let used = recv(wire.pipe.piece())?;
         if used == 0 {
             break;
         }
-        pipe.start += used;
+        wire.pipe.consume(used);
         consumed += used;
     }
     Ok(consumed)
@@ -447,9 +395,10 @@ pub struct Pair<C, S, const N: usize> {
     pub client: C,
     pub server: S,
     /// Client to server.
-    pub up: Pipe<N>,
+    pub up: Wire<N>,
     /// Server to client.
-    pub down: Pipe<N>,
+    pub down: Wire<N>,
+    /// What the applications draw (cut sizes are the wires' own).
     pub rng: Rng,
     pub now: Instant,
 }
@@ -459,8 +408,8 @@ impl<C: Peer, S: Peer, const N: usize> Pair<C, S, N> {
         Self {
             client,
             server,
-            up: Pipe::new(true),
-            down: Pipe::new(false),
+            up: Wire::new(true, seed.wrapping_add(1)),
+            down: Wire::new(false, seed.wrapping_add(2)),
             rng: Rng::new(seed),
             now: Instant::ZERO,
         }
@@ -482,19 +431,11 @@ impl<C: Peer, S: Peer, const N: usize> Pair<C, S, N> {
             self.client.timeout(now)?;
             self.server.timeout(now)?;
             let mut moved = self.client.act(&mut self.rng, now)?;
-            moved |= transmit(&mut self.up, &mut self.rng, |out| {
-                self.client.poll_transmit(out)
-            })? > 0;
-            moved |= deliver(&mut self.up, &mut self.rng, |input| {
-                self.server.recv(input, now)
-            })? > 0;
+            moved |= transmit(&mut self.up, |out| self.client.poll_transmit(out))? > 0;
+            moved |= deliver(&mut self.up, |input| self.server.recv(input, now))? > 0;
             moved |= self.server.act(&mut self.rng, now)?;
-            moved |= transmit(&mut self.down, &mut self.rng, |out| {
-                self.server.poll_transmit(out)
-            })? > 0;
-            moved |= deliver(&mut self.down, &mut self.rng, |input| {
-                self.client.recv(input, now)
-            })? > 0;
+            moved |= transmit(&mut self.down, |out| self.server.poll_transmit(out))? > 0;
+            moved |= deliver(&mut self.down, |input| self.client.recv(input, now))? > 0;
             if !moved && self.up.is_empty() && self.down.is_empty() {
                 return Ok(());
             }

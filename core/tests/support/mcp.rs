@@ -1,9 +1,17 @@
-//! Fixtures shared by the MCP engine tests (`mcp_engine.rs`, `client.rs`):
-//! the server engine's type, the test registry and the request `_meta`.
+//! Fixtures shared by the MCP engine tests (`mcp_engine.rs`, `client.rs`,
+//! `mcp_stdio.rs`): the server engine's type, the test registry and the
+//! request `_meta`; [`Side`], an endpoint with its application for the
+//! pipes of `mcpwire-sim`; and [`each_split`].
 
+use std::cell::Cell;
+use std::ops::{Deref, DerefMut};
+
+use mcpwire_core::drive::Endpoint;
 use mcpwire_core::mcp::registry::{Registry, ServerInfo, ToolInfo};
 use mcpwire_core::mcp::server::Server as Engine;
 use mcpwire_core::mcp::{CallStore, SlabStore};
+use mcpwire_core::time::Instant;
+use mcpwire_sim::Split;
 
 /// The server engine under test, on a slab store by default.
 pub type Server<S = SlabStore<8192, 8>> = Engine<'static, S, 8, 4096, 16384>;
@@ -84,5 +92,82 @@ impl CallStore for VecStore {
     }
     fn put(&mut self, _: Vec<u8>) {
         self.live -= 1;
+    }
+}
+
+thread_local! {
+    static SPLIT: Cell<Split> = const { Cell::new(Split::Whole) };
+}
+
+/// Runs a test once under each of [`Split::ALL`] (whole, random pieces,
+/// mixed sizes, byte at a time); inside, [`split`] says which. A failure
+/// names its split on stderr.
+pub fn each_split(test: impl Fn()) {
+    for s in Split::ALL {
+        eprintln!("split: {s:?}");
+        SPLIT.set(s);
+        test();
+    }
+    SPLIT.set(Split::Whole);
+}
+
+/// The split of the current [`each_split`] run (whole outside one).
+pub fn split() -> Split {
+    SPLIT.get()
+}
+
+/// What the application on one end does with its endpoint's events.
+pub trait App<E> {
+    /// Drains `endpoint`'s events.
+    fn take_events(&mut self, endpoint: &mut E);
+}
+
+/// An endpoint with its application: a [`drive::Endpoint`] that hands the
+/// endpoint's events to the application after every `recv` and
+/// `poll_transmit`, as the run loop says. It derefs to the endpoint, for
+/// the tests' own calls.
+///
+/// [`drive::Endpoint`]: Endpoint
+#[derive(Debug)]
+pub struct Side<E, A> {
+    pub endpoint: E,
+    pub app: A,
+}
+
+impl<E, A: App<E>> Side<E, A> {
+    pub fn take_events(&mut self) {
+        self.app.take_events(&mut self.endpoint);
+    }
+}
+
+impl<E: Endpoint, A: App<E>> Endpoint for Side<E, A> {
+    fn recv(&mut self, input: &[u8], now: Instant) -> usize {
+        let n = self.endpoint.recv(input, now);
+        self.take_events();
+        n
+    }
+    fn wants_transmit(&self) -> bool {
+        self.endpoint.wants_transmit()
+    }
+    fn poll_transmit(&mut self, out: &mut [u8]) -> usize {
+        let n = self.endpoint.poll_transmit(out);
+        self.take_events();
+        n
+    }
+    fn is_waiting(&self) -> bool {
+        self.endpoint.is_waiting()
+    }
+}
+
+impl<E, A> Deref for Side<E, A> {
+    type Target = E;
+    fn deref(&self) -> &E {
+        &self.endpoint
+    }
+}
+
+impl<E, A> DerefMut for Side<E, A> {
+    fn deref_mut(&mut self) -> &mut E {
+        &mut self.endpoint
     }
 }

@@ -1,11 +1,5 @@
 //! Helpers shared by the HPACK integration tests: where the reference corpus
-//! lives, how its stories are read, and owned copies of decoded fields; and,
-//! in [`mcp`], the fixtures of the MCP engine tests.
-//!
-//! Each test crate uses part of this module, hence the `dead_code` allowance.
-#![allow(dead_code)]
-
-pub mod mcp;
+//! lives, how its stories are read, and owned copies of decoded fields.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -377,9 +371,3 @@ impl Block {
         self.int(size, 5, 0x20)
     }
 }
-
-#[path = "../support/records.rs"]
-mod records;
-
-#[allow(unused_imports)] // not every test binary uses it
-pub use records::GrowingRecords;
