@@ -110,6 +110,16 @@ async fn tools_list_names_the_registered_tools() {
     ] {
         assert!(names.contains(&name), "{names:?}");
     }
+    // `echo` is typed with the `schemars` feature: the same schema either way.
+    let echo = &tools.iter().find(|t| t["name"] == "echo").unwrap()["inputSchema"];
+    assert_eq!(
+        (
+            &echo["type"],
+            &echo["properties"]["text"]["type"],
+            &echo["required"]
+        ),
+        (&json!("object"), &json!("string"), &json!(["text"]))
+    );
     let lookup = tools.iter().find(|t| t["name"] == "lookup").unwrap();
     assert_eq!(
         lookup["inputSchema"]["properties"]["region"]["x-mcp-header"],

@@ -1,0 +1,182 @@
+//! The demo application of `mcpwire serve`: one tool for each thing the
+//! binding carries (content, progress, deadlines and cancellation, mirrored
+//! headers, multi round-trip input), a resource, a prompt and a listen
+//! source.
+//!
+//! The binary's own module, written against the public API only. The
+//! library also compiles this file, as the hidden `mcpwire_tokio::demo`,
+//! for the integration tests of other crates that serve the demo
+//! (`tests/tonic`, `std-adapter/tests/channel.rs`); it is no part of the
+//! library's API.
+
+use std::time::Duration;
+
+use mcpwire_core::mcp::error::MISSING_REQUIRED_CLIENT_CAPABILITY;
+use serde_json::{Value, json};
+use tokio::sync::broadcast;
+
+use mcpwire_tokio::{App, ListenEvent, PromptMessage, ToolCall, ToolError, ToolResult};
+
+/// The `requestState` of `confirm`. The tool keeps no state between the
+/// two calls; a real server would sign what it puts here, since the client
+/// echoes it (MCP §9.3: treat it as attacker-controlled).
+const CONFIRM_STATE: &str = "confirm/v1";
+
+/// The demo; its listen source sends `notifications/tools/list_changed`
+/// every `tick`. Call it inside a tokio runtime (it spawns the ticker,
+/// which ends when the app is dropped).
+pub fn app(tick: Duration) -> App {
+    let (events, _) = broadcast::channel(16);
+    let weak = events.downgrade();
+    tokio::spawn(async move {
+        let mut interval = tokio::time::interval(tick);
+        interval.tick().await;
+        loop {
+            interval.tick().await;
+            let Some(events) = weak.upgrade() else {
+                return;
+            };
+            // No listener is fine.
+            let _ = events.send(ListenEvent::ToolsListChanged);
+        }
+    });
+    echo(
+        App::new("mcpwire-demo", env!("CARGO_PKG_VERSION"))
+            .instructions("A demo of MCP over the gRPC tunnel binding."),
+    )
+    .tool(
+        "progress",
+        "Sends `steps` progress notifications, `delay_ms` apart, then a result.",
+        json!({"type": "object", "properties": {
+                "steps": {"type": "integer", "minimum": 0},
+                "delay_ms": {"type": "integer", "minimum": 0}}}),
+        |call: ToolCall| async move {
+            let steps = call.arguments()["steps"].as_u64().unwrap_or(3);
+            let delay = call.arguments()["delay_ms"].as_u64().unwrap_or(100);
+            for i in 1..=steps {
+                // A zero delay sends at once (a zero sleep still waits
+                // for the timer's next tick, about 1 ms).
+                if delay > 0 {
+                    tokio::time::sleep(Duration::from_millis(delay)).await;
+                }
+                let message = format!("step {i} of {steps}");
+                call.progress(i as f64, Some(steps as f64), Some(&message))
+                    .await;
+            }
+            Ok(ToolResult::text(format!("done after {steps} steps")))
+        },
+    )
+    .tool(
+        "sleep",
+        "Sleeps `ms` milliseconds, unless cancelled or past its deadline first.",
+        json!({"type": "object", "properties": {"ms": {"type": "integer", "minimum": 0}}}),
+        |call: ToolCall| async move {
+            let ms = call.arguments()["ms"].as_u64().unwrap_or(1000);
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            Ok(ToolResult::text(format!("slept {ms} ms")))
+        },
+    )
+    .tool(
+        "lookup",
+        "Returns its region and limit, which travel as mirrored headers too.",
+        json!({"type": "object", "properties": {
+                "region": {"type": "string", "x-mcp-header": "Region"},
+                "limit": {"type": "integer", "x-mcp-header": "Limit"}}}),
+        |call: ToolCall| async move {
+            let args = call.arguments();
+            Ok(ToolResult::structured(json!({
+                "region": args.get("region").cloned().unwrap_or(Value::Null),
+                "limit": args.get("limit").cloned().unwrap_or(Value::Null),
+            })))
+        },
+    )
+    .tool(
+        "confirm",
+        "Asks the user to confirm (elicitation), then completes.",
+        json!({"type": "object", "properties": {}}),
+        |call: ToolCall| async move { confirm(&call) },
+    )
+    .resource("mem://readme", "readme", Some("text/plain"), |_| async {
+        Ok("mcpwire: MCP over gRPC, from a microcontroller to a server.\n".to_owned())
+    })
+    .prompt(
+        "greet",
+        Some("Greets someone."),
+        &[("who", true)],
+        |get| async move {
+            let who = get.argument("who").unwrap_or("world");
+            Ok(vec![PromptMessage::user(format!("Say hello to {who}."))])
+        },
+    )
+    .listen(events)
+}
+
+/// `echo`'s arguments.
+#[derive(Debug, serde::Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
+struct EchoArgs {
+    /// The text to return.
+    text: String,
+}
+
+/// Adds `echo`: a typed tool, its schema generated from [`EchoArgs`].
+#[cfg(feature = "schemars")]
+fn echo(app: App) -> App {
+    app.typed_tool(
+        "echo",
+        "Returns its text.",
+        |args: EchoArgs, _call| async move { Ok(ToolResult::text(args.text)) },
+    )
+}
+
+/// Adds `echo` without the `schemars` feature: the same tool, its schema
+/// written out.
+#[cfg(not(feature = "schemars"))]
+fn echo(app: App) -> App {
+    app.tool(
+        "echo",
+        "Returns its text.",
+        json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}),
+        |call: ToolCall| async move {
+            let args: EchoArgs = call.arguments_as()?;
+            Ok(ToolResult::text(args.text))
+        },
+    )
+}
+
+fn confirm(call: &ToolCall) -> Result<ToolResult, ToolError> {
+    let answered = call
+        .input_responses()
+        .and_then(|r| r.get("confirm"))
+        .filter(|_| call.request_state() == Some(CONFIRM_STATE));
+    if let Some(answer) = answered {
+        let accepted = answer["action"] == "accept";
+        let ok = answer["content"]["ok"].as_bool().unwrap_or(false);
+        return Ok(if accepted && ok {
+            ToolResult::text("confirmed")
+        } else {
+            ToolResult::text("not confirmed")
+        });
+    }
+    let declared = call.params()["_meta"]["io.modelcontextprotocol/clientCapabilities"]
+        .get("elicitation")
+        .is_some();
+    if !declared {
+        let mut e = ToolError::new(
+            MISSING_REQUIRED_CLIENT_CAPABILITY,
+            "confirm needs the elicitation capability",
+        );
+        e.data = Some(json!({"requiredCapabilities": ["elicitation"]}));
+        return Err(e);
+    }
+    let mut requests = serde_json::Map::new();
+    requests.insert(
+        "confirm".into(),
+        json!({"method": "elicitation/create", "params": {
+            "mode": "form",
+            "message": "Proceed?",
+            "requestedSchema": {"type": "object",
+                "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}}}),
+    );
+    Ok(ToolResult::input_required(requests, CONFIRM_STATE))
+}
