@@ -12,7 +12,7 @@
 use std::time::Duration;
 
 use mcpwire_core::mcp::error::MISSING_REQUIRED_CLIENT_CAPABILITY;
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::sync::broadcast;
 
 use mcpwire_tokio::{App, ListenEvent, PromptMessage, ToolCall, ToolError, ToolResult};
@@ -40,106 +40,127 @@ pub fn app(tick: Duration) -> App {
             let _ = events.send(ListenEvent::ToolsListChanged);
         }
     });
-    echo(
-        App::new("mcpwire-demo", env!("CARGO_PKG_VERSION"))
-            .instructions("A demo of MCP over the gRPC tunnel binding."),
-    )
-    .tool(
-        "progress",
-        "Sends `steps` progress notifications, `delay_ms` apart, then a result.",
-        json!({"type": "object", "properties": {
-                "steps": {"type": "integer", "minimum": 0},
-                "delay_ms": {"type": "integer", "minimum": 0}}}),
-        |call: ToolCall| async move {
-            let steps = call.arguments()["steps"].as_u64().unwrap_or(3);
-            let delay = call.arguments()["delay_ms"].as_u64().unwrap_or(100);
-            for i in 1..=steps {
-                // A zero delay sends at once (a zero sleep still waits
-                // for the timer's next tick, about 1 ms).
-                if delay > 0 {
-                    tokio::time::sleep(Duration::from_millis(delay)).await;
+    let app = App::new("mcpwire-demo", env!("CARGO_PKG_VERSION"))
+        .instructions("A demo of MCP over the gRPC tunnel binding.")
+        .tool(
+            "echo",
+            "Returns its text.",
+            json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}),
+            |call: ToolCall| async move {
+                let text = call.arguments()["text"]
+                    .as_str()
+                    .ok_or_else(|| ToolError::invalid_params("text must be a string"))?;
+                Ok(ToolResult::text(text))
+            },
+        )
+        .tool(
+            "progress",
+            "Sends `steps` progress notifications, `delay_ms` apart, then a result.",
+            json!({"type": "object", "properties": {
+                    "steps": {"type": "integer", "minimum": 0},
+                    "delay_ms": {"type": "integer", "minimum": 0}}}),
+            |call: ToolCall| async move {
+                let steps = call.arguments()["steps"].as_u64().unwrap_or(3);
+                let delay = call.arguments()["delay_ms"].as_u64().unwrap_or(100);
+                for i in 1..=steps {
+                    // A zero delay sends at once (a zero sleep still waits
+                    // for the timer's next tick, about 1 ms).
+                    if delay > 0 {
+                        tokio::time::sleep(Duration::from_millis(delay)).await;
+                    }
+                    let message = format!("step {i} of {steps}");
+                    call.progress(i as f64, Some(steps as f64), Some(&message))
+                        .await;
                 }
-                let message = format!("step {i} of {steps}");
-                call.progress(i as f64, Some(steps as f64), Some(&message))
-                    .await;
-            }
-            Ok(ToolResult::text(format!("done after {steps} steps")))
-        },
-    )
-    .tool(
-        "sleep",
-        "Sleeps `ms` milliseconds, unless cancelled or past its deadline first.",
-        json!({"type": "object", "properties": {"ms": {"type": "integer", "minimum": 0}}}),
-        |call: ToolCall| async move {
-            let ms = call.arguments()["ms"].as_u64().unwrap_or(1000);
-            tokio::time::sleep(Duration::from_millis(ms)).await;
-            Ok(ToolResult::text(format!("slept {ms} ms")))
-        },
-    )
-    .tool(
-        "lookup",
-        "Returns its region and limit, which travel as mirrored headers too.",
-        json!({"type": "object", "properties": {
-                "region": {"type": "string", "x-mcp-header": "Region"},
-                "limit": {"type": "integer", "x-mcp-header": "Limit"}}}),
-        |call: ToolCall| async move {
-            let args = call.arguments();
-            Ok(ToolResult::structured(json!({
-                "region": args.get("region").cloned().unwrap_or(Value::Null),
-                "limit": args.get("limit").cloned().unwrap_or(Value::Null),
-            })))
-        },
-    )
-    .tool(
-        "confirm",
-        "Asks the user to confirm (elicitation), then completes.",
-        json!({"type": "object", "properties": {}}),
-        |call: ToolCall| async move { confirm(&call) },
-    )
-    .resource("mem://readme", "readme", Some("text/plain"), |_| async {
-        Ok("mcpwire: MCP over gRPC, from a microcontroller to a server.\n".to_owned())
-    })
-    .prompt(
-        "greet",
-        Some("Greets someone."),
-        &[("who", true)],
-        |get| async move {
-            let who = get.argument("who").unwrap_or("world");
-            Ok(vec![PromptMessage::user(format!("Say hello to {who}."))])
-        },
-    )
-    .listen(events)
+                Ok(ToolResult::text(format!("done after {steps} steps")))
+            },
+        )
+        .tool(
+            "sleep",
+            "Sleeps `ms` milliseconds, unless cancelled or past its deadline first.",
+            json!({"type": "object", "properties": {"ms": {"type": "integer", "minimum": 0}}}),
+            |call: ToolCall| async move {
+                let ms = call.arguments()["ms"].as_u64().unwrap_or(1000);
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+                Ok(ToolResult::text(format!("slept {ms} ms")))
+            },
+        );
+    lookup(app)
+        .tool(
+            "confirm",
+            "Asks the user to confirm (elicitation), then completes.",
+            json!({"type": "object", "properties": {}}),
+            |call: ToolCall| async move { confirm(&call) },
+        )
+        .resource("mem://readme", "readme", Some("text/plain"), |_| async {
+            Ok("mcpwire: MCP over gRPC, from a microcontroller to a server.\n".to_owned())
+        })
+        .prompt(
+            "greet",
+            Some("Greets someone."),
+            &[("who", true)],
+            |get| async move {
+                let who = get.argument("who").unwrap_or("world");
+                Ok(vec![PromptMessage::user(format!("Say hello to {who}."))])
+            },
+        )
+        .listen(events)
 }
 
-/// `echo`'s arguments.
+/// `lookup`'s arguments, which travel as mirrored headers too.
 #[derive(Debug, serde::Deserialize)]
 #[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
-struct EchoArgs {
-    /// The text to return.
-    text: String,
+struct LookupArgs {
+    #[cfg_attr(feature = "schemars", schemars(extend("x-mcp-header" = "Region")))]
+    region: Option<String>,
+    #[cfg_attr(feature = "schemars", schemars(extend("x-mcp-header" = "Limit")))]
+    limit: Option<i64>,
 }
 
-/// Adds `echo`: a typed tool, its schema generated from [`EchoArgs`].
+/// `lookup`'s result: the arguments it got (`null` when absent).
+#[derive(Debug, serde::Serialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
+struct Found {
+    region: Option<String>,
+    limit: Option<i64>,
+}
+
+impl From<LookupArgs> for Found {
+    fn from(args: LookupArgs) -> Self {
+        Self {
+            region: args.region,
+            limit: args.limit,
+        }
+    }
+}
+
+const LOOKUP: &str = "Returns its region and limit, which travel as mirrored headers too.";
+
+/// Adds `lookup`, a typed tool: its schema comes from [`LookupArgs`]. The
+/// engine checks the mirrored headers before the handler runs, so a
+/// wrongly typed region or limit never gets here.
 #[cfg(feature = "schemars")]
-fn echo(app: App) -> App {
-    app.typed_tool(
-        "echo",
-        "Returns its text.",
-        |args: EchoArgs, _call| async move { Ok(ToolResult::text(args.text)) },
-    )
+fn lookup(app: App) -> App {
+    app.typed_tool("lookup", LOOKUP, |args: LookupArgs, _call| async move {
+        Ok(mcpwire_tokio::Structured(Found::from(args)))
+    })
 }
 
-/// Adds `echo` without the `schemars` feature: the same tool, its schema
+/// Adds `lookup` without the `schemars` feature: the same tool, its schema
 /// written out.
 #[cfg(not(feature = "schemars"))]
-fn echo(app: App) -> App {
+fn lookup(app: App) -> App {
     app.tool(
-        "echo",
-        "Returns its text.",
-        json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}),
+        "lookup",
+        LOOKUP,
+        json!({"type": "object", "properties": {
+            "region": {"type": "string", "x-mcp-header": "Region"},
+            "limit": {"type": "integer", "x-mcp-header": "Limit"}}}),
         |call: ToolCall| async move {
-            let args: EchoArgs = call.arguments_as()?;
-            Ok(ToolResult::text(args.text))
+            let found = Found::from(call.arguments_as::<LookupArgs>()?);
+            serde_json::to_value(found)
+                .map(ToolResult::structured)
+                .map_err(|e| ToolError::internal(e.to_string()))
         },
     )
 }
