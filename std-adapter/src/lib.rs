@@ -2,8 +2,9 @@
 //! `mcpwire-core` (`/mcp.zig.transport.v1.Mcp/Call` over HTTP/2), and the
 //! handler API for applications.
 //!
-//! An [`App`] lists tools (async functions of a [`ToolCall`]), resources,
-//! prompts and a listen source; [`Server::bind`] and [`Server::serve`] run
+//! An [`App`] lists tools (async functions of a [`ToolCall`], or with the
+//! feature `schemars` of a typed argument whose type gives the input
+//! schema: `App::typed_tool`), resources, prompts and a listen source; [`Server::bind`] and [`Server::serve`] run
 //! it ([`ServerConfig`] for its settings). The engine answers
 //! `server/discover`, the list methods, `subscriptions/listen` and every
 //! protocol error itself; handlers see only the calls they must answer.

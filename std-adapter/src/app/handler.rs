@@ -35,8 +35,8 @@ impl ToolCall {
         self.params.get("arguments").unwrap_or(&Value::Null)
     }
 
-    /// The arguments as a typed value; -32602 naming the argument that
-    /// does not fit (`invalid arguments: target.region: invalid type ...`,
+    /// The arguments as a typed value (absent arguments read as `{}`);
+    /// -32602 naming the argument that does not fit (`invalid arguments: target.region: invalid type ...`,
     /// `data: {"argument": "target.region"}`).
     pub fn arguments_as<T: serde::de::DeserializeOwned>(&self) -> Result<T, ToolError> {
         arguments_as(self.arguments())
