@@ -9,12 +9,16 @@
 //! [`RequestKind`]; [`App::handle`] starts the handler it names.
 //!
 //! Children: [`handler`] (what a handler gets), [`result`] (what it
-//! returns, and the JSON of results), [`link`] (a running handler's link to
-//! its call, the one type shared with the `server` module).
+//! returns, and the JSON of results), `typed` (feature `schemars`: tools
+//! of a typed argument, their schema generated from it), [`link`] (a
+//! running handler's link to its call, the one type shared with the
+//! `server` module).
 
 mod handler;
 pub(crate) mod link;
 mod result;
+#[cfg(feature = "schemars")]
+mod typed;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -31,6 +35,8 @@ pub use handler::{PromptGet, ResourceRead, ToolCall};
 use link::Link;
 pub use result::{Content, PromptMessage, Role, ToolError, ToolResult};
 use result::{json_bytes, prompt_result, resource_contents};
+#[cfg(feature = "schemars")]
+pub use typed::{IntoToolResult, Structured};
 
 /// A boxed future, as handlers are stored.
 pub(crate) type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
@@ -184,6 +190,80 @@ impl App {
             description: description.into(),
             schema: schema.into().0,
             handler: Arc::new(move |call| Box::pin(handler(call))),
+        });
+        self
+    }
+
+    /// Adds a tool of a typed argument (feature `schemars`). Its input
+    /// schema is generated from `Args` (doc comments become descriptions;
+    /// `#[schemars(extend("x-mcp-header" = "Region"))]` on a field mirrors
+    /// it into a header); the handler gets the arguments deserialized, and
+    /// arguments that do not fit are answered with -32602 naming the
+    /// argument, before it runs. It returns a [`ToolResult`] or a
+    /// [`Structured`] value. Runs and is cancelled as [`App::tool`].
+    ///
+    /// `Args` must describe a JSON object (a struct with named fields, a
+    /// map); any other type fails the server's start with
+    /// `RegistryError::InvalidSchema`.
+    ///
+    /// ```
+    /// use mcpwire_tokio::{App, Structured, ToolResult};
+    /// use serde::{Deserialize, Serialize};
+    ///
+    /// #[derive(Deserialize, schemars::JsonSchema)]
+    /// struct EchoArgs {
+    ///     /// The text to return.
+    ///     text: String,
+    /// }
+    ///
+    /// #[derive(Serialize, schemars::JsonSchema)]
+    /// struct Sum {
+    ///     sum: i64,
+    /// }
+    ///
+    /// #[derive(Deserialize, schemars::JsonSchema)]
+    /// struct AddArgs {
+    ///     a: i64,
+    ///     b: i64,
+    /// }
+    ///
+    /// let app = App::new("demo", "1.0")
+    ///     .typed_tool("echo", "Returns its text.", |args: EchoArgs, _call| async move {
+    ///         Ok(ToolResult::text(args.text))
+    ///     })
+    ///     .typed_tool("add", "Adds a and b.", |args: AddArgs, _call| async move {
+    ///         Ok(Structured(Sum { sum: args.a + args.b }))
+    ///     });
+    /// ```
+    #[cfg(feature = "schemars")]
+    pub fn typed_tool<Args, F, Fut, R>(
+        mut self,
+        name: impl Into<String>,
+        description: impl Into<String>,
+        handler: F,
+    ) -> Self
+    where
+        Args: serde::de::DeserializeOwned + schemars::JsonSchema,
+        F: Fn(Args, ToolCall) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<R, ToolError>> + Send + 'static,
+        R: IntoToolResult,
+    {
+        // Not an object: a schema text that `Registry::check` refuses, so
+        // the server does not start with a tool no client can call.
+        let schema =
+            typed::input_schema::<Args>().map_or_else(|| "null".to_owned(), |s| s.to_string());
+        let handler = Arc::new(handler);
+        self.tools.push(Tool {
+            name: name.into(),
+            description: description.into(),
+            schema,
+            handler: Arc::new(move |call: ToolCall| {
+                let handler = Arc::clone(&handler);
+                Box::pin(async move {
+                    let args = call.arguments_as::<Args>()?;
+                    handler(args, call).await?.into_tool_result()
+                })
+            }),
         });
         self
     }

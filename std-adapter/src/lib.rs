@@ -2,8 +2,9 @@
 //! `mcpwire-core` (`/mcp.zig.transport.v1.Mcp/Call` over HTTP/2), and the
 //! handler API for applications.
 //!
-//! An [`App`] lists tools (async functions of a [`ToolCall`]), resources,
-//! prompts and a listen source; [`Server::bind`] and [`Server::serve`] run
+//! An [`App`] lists tools (async functions of a [`ToolCall`], or with the
+//! feature `schemars` of a typed argument whose type gives the input
+//! schema: `App::typed_tool`), resources, prompts and a listen source; [`Server::bind`] and [`Server::serve`] run
 //! it ([`ServerConfig`] for its settings). The engine answers
 //! `server/discover`, the list methods, `subscriptions/listen` and every
 //! protocol error itself; handlers see only the calls they must answer.
@@ -14,10 +15,18 @@
 //! stdin and stdout): [`App::serve_stdio`], or [`stdio::serve`] over any
 //! reader and writer.
 
+// The demo app's file is the binary's; it names this crate as its users do.
+extern crate self as mcpwire_tokio;
+
 mod app;
 pub mod auth;
 pub mod channel;
 mod clock;
+/// `mcpwire serve`'s demo app, for the integration tests that serve it;
+/// not part of the API (the binary compiles the same file as its own
+/// module).
+#[doc(hidden)]
+#[path = "bin/mcpwire/demo.rs"]
 pub mod demo;
 mod outbox;
 pub mod portable;
@@ -31,6 +40,8 @@ pub use app::{
     App, Content, ListenEvent, PromptGet, PromptMessage, ResourceRead, Role, Schema, ToolCall,
     ToolError, ToolResult,
 };
+#[cfg(feature = "schemars")]
+pub use app::{IntoToolResult, Structured};
 pub use auth::{Auth, AuthDecision, BearerTokens};
 pub use channel::{
     CallDiagnostics, CallError, CallStream, CallToolResult, Channel, ChannelConfig, JsonRpcError,

@@ -110,10 +110,19 @@ async fn tools_list_names_the_registered_tools() {
     ] {
         assert!(names.contains(&name), "{names:?}");
     }
-    let lookup = tools.iter().find(|t| t["name"] == "lookup").unwrap();
-    assert_eq!(
-        lookup["inputSchema"]["properties"]["region"]["x-mcp-header"],
-        "Region"
+    // `lookup` is typed with the `schemars` feature: a schema of the same
+    // meaning either way (optional annotated string and integer).
+    let lookup = &tools.iter().find(|t| t["name"] == "lookup").unwrap()["inputSchema"];
+    assert_eq!(lookup["type"], "object");
+    let property = |name: &str| {
+        let p = &lookup["properties"][name];
+        (p["type"].clone(), p["x-mcp-header"].clone())
+    };
+    assert_eq!(property("region"), (json!("string"), json!("Region")));
+    assert_eq!(property("limit"), (json!("integer"), json!("Limit")));
+    assert!(
+        lookup.get("required").is_none_or(|r| r == &json!([])),
+        "{lookup}"
     );
 }
 
@@ -361,6 +370,12 @@ async fn lookup_needs_its_mirrored_headers() {
     .await;
     assert_eq!(r.status(), Some("0"), "{r:?}");
     assert_eq!(r.messages[0]["result"]["structuredContent"], args);
+    // Both are optional: absent, they are null (and need no header).
+    let r = call(&mut send, tool_call(3, "lookup", json!({})), &[]).await;
+    assert_eq!(
+        r.messages[0]["result"]["structuredContent"],
+        json!({"region": null, "limit": null})
+    );
     // Missing headers: -32020 in the trailers, before the handler.
     let r = call(&mut send, tool_call(2, "lookup", args), &[]).await;
     assert!(r.messages.is_empty(), "{r:?}");

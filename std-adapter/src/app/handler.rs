@@ -35,10 +35,11 @@ impl ToolCall {
         self.params.get("arguments").unwrap_or(&Value::Null)
     }
 
-    /// The arguments as a typed value.
+    /// The arguments as a typed value (absent arguments read as `{}`);
+    /// -32602 naming the argument that does not fit (`invalid arguments: target.region: invalid type ...`,
+    /// `data: {"argument": "target.region"}`).
     pub fn arguments_as<T: serde::de::DeserializeOwned>(&self) -> Result<T, ToolError> {
-        T::deserialize(self.arguments())
-            .map_err(|e| ToolError::invalid_params(format!("invalid arguments: {e}")))
+        arguments_as(self.arguments())
     }
 
     /// `params.inputResponses` of a retried multi round-trip call.
@@ -94,6 +95,33 @@ impl ToolCall {
     pub(crate) fn is_cancelled(&self) -> bool {
         self.link.is_cancelled()
     }
+}
+
+/// The arguments as `T`, or -32602 naming the argument that failed.
+/// Absent arguments read as `{}` (a tool whose arguments are all optional
+/// may be called without any).
+pub(crate) fn arguments_as<T: serde::de::DeserializeOwned>(
+    arguments: &Value,
+) -> Result<T, ToolError> {
+    let empty = Value::Object(Map::new());
+    let arguments = if arguments.is_null() {
+        &empty
+    } else {
+        arguments
+    };
+    serde_path_to_error::deserialize(arguments).map_err(|e| {
+        let path = e.path().to_string();
+        let message = if path == "." {
+            format!("invalid arguments: {}", e.inner())
+        } else {
+            format!("invalid arguments: {path}: {}", e.inner())
+        };
+        let mut error = ToolError::invalid_params(message);
+        if path != "." {
+            error.data = Some(serde_json::json!({"argument": path}));
+        }
+        error
+    })
 }
 
 /// A `resources/read` request.

@@ -6,10 +6,12 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use mcpwire_tokio::{Server, demo};
+use mcpwire_tokio::Server;
 
 #[path = "mcpwire/call.rs"]
 mod call;
+#[path = "mcpwire/demo.rs"]
+mod demo;
 
 const USAGE: &str = "usage: mcpwire serve [--listen ADDR]   (default 127.0.0.1:50051)
          [--token TOKEN]... [--token-file FILE]   require one of these bearer tokens

@@ -2,14 +2,20 @@
 //! binding carries (content, progress, deadlines and cancellation, mirrored
 //! headers, multi round-trip input), a resource, a prompt and a listen
 //! source.
+//!
+//! The binary's own module, written against the public API only. The
+//! library also compiles this file, as the hidden `mcpwire_tokio::demo`,
+//! for the integration tests of other crates that serve the demo
+//! (`tests/tonic`, `std-adapter/tests/channel.rs`); it is no part of the
+//! library's API.
 
 use std::time::Duration;
 
 use mcpwire_core::mcp::error::MISSING_REQUIRED_CLIENT_CAPABILITY;
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::sync::broadcast;
 
-use crate::{App, ListenEvent, PromptMessage, ToolCall, ToolError, ToolResult};
+use mcpwire_tokio::{App, ListenEvent, PromptMessage, ToolCall, ToolError, ToolResult};
 
 /// The `requestState` of `confirm`. The tool keeps no state between the
 /// two calls; a real server would sign what it puts here, since the client
@@ -34,7 +40,7 @@ pub fn app(tick: Duration) -> App {
             let _ = events.send(ListenEvent::ToolsListChanged);
         }
     });
-    App::new("mcpwire-demo", env!("CARGO_PKG_VERSION"))
+    let app = App::new("mcpwire-demo", env!("CARGO_PKG_VERSION"))
         .instructions("A demo of MCP over the gRPC tunnel binding.")
         .tool(
             "echo",
@@ -51,8 +57,8 @@ pub fn app(tick: Duration) -> App {
             "progress",
             "Sends `steps` progress notifications, `delay_ms` apart, then a result.",
             json!({"type": "object", "properties": {
-                "steps": {"type": "integer", "minimum": 0},
-                "delay_ms": {"type": "integer", "minimum": 0}}}),
+                    "steps": {"type": "integer", "minimum": 0},
+                    "delay_ms": {"type": "integer", "minimum": 0}}}),
             |call: ToolCall| async move {
                 let steps = call.arguments()["steps"].as_u64().unwrap_or(3);
                 let delay = call.arguments()["delay_ms"].as_u64().unwrap_or(100);
@@ -78,33 +84,17 @@ pub fn app(tick: Duration) -> App {
                 tokio::time::sleep(Duration::from_millis(ms)).await;
                 Ok(ToolResult::text(format!("slept {ms} ms")))
             },
-        )
-        .tool(
-            "lookup",
-            "Returns its region and limit, which travel as mirrored headers too.",
-            json!({"type": "object", "properties": {
-                "region": {"type": "string", "x-mcp-header": "Region"},
-                "limit": {"type": "integer", "x-mcp-header": "Limit"}}}),
-            |call: ToolCall| async move {
-                let args = call.arguments();
-                Ok(ToolResult::structured(json!({
-                    "region": args.get("region").cloned().unwrap_or(Value::Null),
-                    "limit": args.get("limit").cloned().unwrap_or(Value::Null),
-                })))
-            },
-        )
+        );
+    lookup(app)
         .tool(
             "confirm",
             "Asks the user to confirm (elicitation), then completes.",
             json!({"type": "object", "properties": {}}),
             |call: ToolCall| async move { confirm(&call) },
         )
-        .resource(
-            "mem://readme",
-            "readme",
-            Some("text/plain"),
-            |_| async { Ok("mcpwire: MCP over gRPC, from a microcontroller to a server.\n".to_owned()) },
-        )
+        .resource("mem://readme", "readme", Some("text/plain"), |_| async {
+            Ok("mcpwire: MCP over gRPC, from a microcontroller to a server.\n".to_owned())
+        })
         .prompt(
             "greet",
             Some("Greets someone."),
@@ -115,6 +105,64 @@ pub fn app(tick: Duration) -> App {
             },
         )
         .listen(events)
+}
+
+/// `lookup`'s arguments, which travel as mirrored headers too.
+#[derive(Debug, serde::Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
+struct LookupArgs {
+    #[cfg_attr(feature = "schemars", schemars(extend("x-mcp-header" = "Region")))]
+    region: Option<String>,
+    #[cfg_attr(feature = "schemars", schemars(extend("x-mcp-header" = "Limit")))]
+    limit: Option<i64>,
+}
+
+/// `lookup`'s result: the arguments it got (`null` when absent).
+#[derive(Debug, serde::Serialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
+struct Found {
+    region: Option<String>,
+    limit: Option<i64>,
+}
+
+impl From<LookupArgs> for Found {
+    fn from(args: LookupArgs) -> Self {
+        Self {
+            region: args.region,
+            limit: args.limit,
+        }
+    }
+}
+
+const LOOKUP: &str = "Returns its region and limit, which travel as mirrored headers too.";
+
+/// Adds `lookup`, a typed tool: its schema comes from [`LookupArgs`]. The
+/// engine checks the mirrored headers before the handler runs, so a
+/// wrongly typed region or limit never gets here.
+#[cfg(feature = "schemars")]
+fn lookup(app: App) -> App {
+    app.typed_tool("lookup", LOOKUP, |args: LookupArgs, _call| async move {
+        Ok(mcpwire_tokio::Structured(Found::from(args)))
+    })
+}
+
+/// Adds `lookup` without the `schemars` feature: the same tool, its schema
+/// written out.
+#[cfg(not(feature = "schemars"))]
+fn lookup(app: App) -> App {
+    app.tool(
+        "lookup",
+        LOOKUP,
+        json!({"type": "object", "properties": {
+            "region": {"type": "string", "x-mcp-header": "Region"},
+            "limit": {"type": "integer", "x-mcp-header": "Limit"}}}),
+        |call: ToolCall| async move {
+            let found = Found::from(call.arguments_as::<LookupArgs>()?);
+            serde_json::to_value(found)
+                .map(ToolResult::structured)
+                .map_err(|e| ToolError::internal(e.to_string()))
+        },
+    )
 }
 
 fn confirm(call: &ToolCall) -> Result<ToolResult, ToolError> {
