@@ -15,19 +15,10 @@
 //! stdin and stdout): [`App::serve_stdio`], or [`stdio::serve`] over any
 //! reader and writer.
 
-// The demo app's file is the binary's; it names this crate as its users do.
-extern crate self as mcpwire_tokio;
-
 mod app;
 pub mod auth;
 pub mod channel;
 mod clock;
-/// `mcpwire serve`'s demo app, for the integration tests that serve it;
-/// not part of the API (the binary compiles the same file as its own
-/// module).
-#[doc(hidden)]
-#[path = "bin/mcpwire/demo.rs"]
-pub mod demo;
 mod outbox;
 pub mod portable;
 mod server;

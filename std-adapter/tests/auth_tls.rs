@@ -4,6 +4,8 @@
 
 mod common;
 
+use common::demo;
+
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -11,7 +13,7 @@ use bytes::Bytes;
 use common::{Reply, call_at, handshake, tool_call};
 use h2::client::SendRequest;
 use mcpwire_core::mcp::auth::Decision;
-use mcpwire_tokio::{App, AuthDecision, BearerTokens, Server, ToolCall, ToolResult, demo};
+use mcpwire_tokio::{App, AuthDecision, BearerTokens, Server, ToolCall, ToolResult};
 use serde_json::{Value, json};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;

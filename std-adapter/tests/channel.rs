@@ -6,13 +6,15 @@
 
 mod common;
 
+use common::demo;
+
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use common::{Harness, eventually_every, start_on_with_tick};
 use mcpwire_core::grpc::Code;
-use mcpwire_tokio::{Channel, ChannelConfig, Server, StreamMessage, demo};
+use mcpwire_tokio::{Channel, ChannelConfig, Server, StreamMessage};
 use serde_json::{Value, json};
 
 async fn start_on(addr: &str) -> Harness {

@@ -3,6 +3,11 @@
 //! Each test crate uses a part of it.
 #![allow(dead_code)]
 
+/// `mcpwire serve`'s demo app: the binary's module, compiled here (it is
+/// no part of the library).
+#[path = "../../src/bin/mcpwire/demo.rs"]
+pub mod demo;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -11,7 +16,7 @@ use std::time::Duration;
 use bytes::{Buf, Bytes, BytesMut};
 use h2::client::{ResponseFuture, SendRequest};
 use http::HeaderMap;
-use mcpwire_tokio::{App, Server, ToolCall, ToolResult, demo};
+use mcpwire_tokio::{App, Server, ToolCall, ToolResult};
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;

@@ -4,10 +4,9 @@
 //! source.
 //!
 //! The binary's own module, written against the public API only. The
-//! library also compiles this file, as the hidden `mcpwire_tokio::demo`,
-//! for the integration tests of other crates that serve the demo
-//! (`tests/tonic`, `std-adapter/tests/channel.rs`); it is no part of the
-//! library's API.
+//! integration tests that serve the demo (`std-adapter/tests`,
+//! `tests/tonic`) compile this file as a module of their own; it is no part
+//! of the library.
 
 use std::time::Duration;
 

@@ -3,6 +3,13 @@
 //! with `ProstCodec` and the raw `JsonRpcMessage`).
 #![allow(dead_code)]
 
+/// `mcpwire serve`'s demo app: the binary's module, compiled here (it is
+/// no part of the library).
+// Built without this crate's `schemars` feature: the demo's written-out
+// schemas (the same wire behaviour).
+#[path = "../../../../std-adapter/src/bin/mcpwire/demo.rs"]
+mod demo;
+
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -51,7 +58,7 @@ pub async fn start_mcpwire() -> Running<std::io::Error> {
     let addr = server.local_addr().expect("local address");
     let (stop, stopped) = oneshot::channel::<()>();
     // The listen source's tick does not matter here.
-    let app = mcpwire_tokio::demo::app(Duration::from_secs(3600));
+    let app = demo::app(Duration::from_secs(3600));
     let served = tokio::spawn(server.serve_with_shutdown(app, async {
         let _ = stopped.await;
     }));
