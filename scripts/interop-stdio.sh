@@ -1,25 +1,31 @@
 #!/usr/bin/env bash
-# stdio interop: the official Python MCP SDK (mcp 2.3.0) launches
-# `mcpwire serve --stdio` as its child process and talks MCP 2026-07-28 over
-# its stdin and stdout (tests/stdio/sdk_client.py).
+# stdio interop: the official MCP SDKs launch `mcpwire serve --stdio` as
+# their child process and talk MCP 2026-07-28 over its stdin and stdout:
+# the Python SDK (mcp 2.3.0, tests/stdio/sdk_client.py), then the
+# TypeScript SDK (@modelcontextprotocol/client 2.4.0,
+# tests/stdio/ts_client.mjs).
 #
 #   ./scripts/interop-stdio.sh [scenario...]
 #
 # Setup installs what is missing, once: mcp 2.3.0 into the venv .venv (made
-# if missing). Then it builds mcpwire (release, the test tools' profile; set
-# MCPWIRE_NO_BUILD=1 to use target/release/mcpwire as it is) and runs every
-# scenario (or only the named ones), each bounded in time.
+# if missing) and the npm packages that tests/stdio/package.json pins into
+# tests/stdio/node_modules (needs node 20 or later and npm). Then it builds
+# mcpwire (release, the test tools' profile; set MCPWIRE_NO_BUILD=1 to use
+# target/release/mcpwire as it is) and runs every scenario (or only the
+# named ones) with each client, each bounded in time.
 #
 # Scenarios: discover (the SDK's server/discover probe negotiates
 # 2026-07-28), tools-list, progress (a call with progress notifications),
 # cancel (notifications/cancelled stops the handler; no response follows),
 # tool-error (a tool's JSON-RPC error, an unknown tool), listen (two
 # tools/list_changed events of the demo's listen source), eof-exit (raw
-# pipes: stdout holds only JSON-RPC lines, bad lines are answered, the call
-# in flight at the end of stdin finishes and the process exits 0).
+# pipes, Python only: stdout holds only JSON-RPC lines, bad lines are
+# answered, the call in flight at the end of stdin finishes and the process
+# exits 0). The TypeScript client runs the named scenarios it has.
 #
-# Prints "ok NAME" or "FAILED NAME: why" per scenario and "N passed, N
-# failed"; the exit status is 1 when a scenario failed, 2 on a setup error.
+# Each client prints "ok NAME" or "FAILED NAME: why" per scenario and "N
+# passed, N failed"; the exit status is 1 when a scenario of either client
+# failed, 2 on a setup error.
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -27,6 +33,12 @@ set -euo pipefail
 python_venv mcp==2.3.0 || exit 2
 python=$root/.venv/bin/python
 note "python $("$python" -c 'import sys; from importlib.metadata import version; print(sys.version.split()[0], "mcp", version("mcp"))')"
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+    echo "node and npm are needed (Debian: apt-get install nodejs npm)" >&2
+    exit 2
+fi
+npm_pinned tests/stdio || exit 2
+note "node $(node --version)"
 
 if [[ ${MCPWIRE_NO_BUILD:-} != 1 ]]; then
     bounded 1800 "${cargo_tools[@]}" build --release -p mcpwire-tokio --bin mcpwire --quiet || exit 2
@@ -37,4 +49,24 @@ binary=$root/target/release/mcpwire
     exit 2
 }
 
-bounded 300 "$python" "$root/tests/stdio/sdk_client.py" "$binary" "$@"
+# Both clients run whatever the other did; the worst status stands.
+rc=0
+printf '\n==> python: mcp 2.3.0\n'
+bounded 300 "$python" "$root/tests/stdio/sdk_client.py" "$binary" "$@" || rc=$?
+
+# The Python-only scenarios are left out of the TypeScript client's list;
+# nothing left of a non-empty list means it has nothing to run.
+ts_names=()
+for name in "$@"; do
+    [[ $name == eof-exit ]] || ts_names+=("$name")
+done
+printf '\n==> typescript: @modelcontextprotocol/client %s\n' \
+    "$(node -p 'require("./tests/stdio/package.json").dependencies["@modelcontextprotocol/client"]')"
+if (($# > 0 && ${#ts_names[@]} == 0)); then
+    note "no TypeScript scenario named"
+else
+    ts_rc=0
+    bounded 300 node "$root/tests/stdio/ts_client.mjs" "$binary" "${ts_names[@]}" || ts_rc=$?
+    if ((ts_rc > rc)); then rc=$ts_rc; fi
+fi
+exit "$rc"

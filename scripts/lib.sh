@@ -96,20 +96,27 @@ PY
     quietly "$venv/bin/pip" install -q --disable-pip-version-check "$@"
 }
 
-# @grpc/grpc-js 1.14.7 and @grpc/proto-loader 0.8.1 in
-# tests/grpc/node_modules, installed with npm unless they are there.
-grpc_js() {
-    local dir=$root/tests/grpc
+# npm_pinned DIR: the npm packages that DIR/package.json pins (exact
+# versions in "dependencies"), in DIR/node_modules, installed with npm
+# unless each is there at its version.
+npm_pinned() {
+    local dir=$root/$1
     # shellcheck disable=SC2016 # JavaScript, not shell
     if (cd "$dir" && node -e '
-        const v = (p) => require(`./node_modules/${p}/package.json`).version;
-        process.exit(v("@grpc/grpc-js") === "1.14.7" && v("@grpc/proto-loader") === "0.8.1" ? 0 : 1)') \
+        const deps = require("./package.json").dependencies ?? {};
+        const v = (p) => { try { return require(`./node_modules/${p}/package.json`).version; } catch { return null; } };
+        process.exit(Object.entries(deps).every(([p, want]) => v(p) === want) ? 0 : 1)') \
         >/dev/null 2>&1; then
         return 0
     fi
-    note "npm install (tests/grpc): @grpc/grpc-js 1.14.7, @grpc/proto-loader 0.8.1"
+    note "npm install ($1): $(cd "$dir" && node -p '
+        Object.entries(require("./package.json").dependencies ?? {}).map((d) => d.join(" ")).join(", ")')"
     (cd "$dir" && quietly npm install --no-audit --no-fund)
 }
+
+# @grpc/grpc-js 1.14.7 and @grpc/proto-loader 0.8.1 in
+# tests/grpc/node_modules (tests/grpc/package.json).
+grpc_js() { npm_pinned tests/grpc; }
 
 # The release profile of the test tools (the interop binaries, the demo
 # server): no LTO and parallel codegen, quick to build and plenty fast to
