@@ -1,14 +1,18 @@
-//! One connection: the server engine's run loop over any
-//! `embedded-io-async` connection (an embassy-net `TcpSocket`, another
-//! network stack's socket, a serial link).
+//! One connection: a server engine's run loop over any `embedded-io-async`
+//! connection (an embassy-net `TcpSocket`, another network stack's socket,
+//! a serial link), for either binding of the core: the gRPC tunnel
+//! ([`Server`]) or stdio ([`StdioServer`], newline-delimited JSON-RPC).
 //!
 //! The loop follows [`mcpwire_core::drive`]: feed what was read with
 //! [`Feed`] until it is consumed (draining events after every step), hand
 //! the engine's output to the writer while it `wants_transmit`, and
-//! otherwise sleep until input arrives, a handler has output, or
-//! [`Server::poll_timeout`] passes. Every MCP decision (routing, listen,
-//! authorization challenges, error texts) is the engine's; this module only
-//! moves octets and hands tool calls to the handler slots.
+//! otherwise sleep until input arrives, a handler has output, or the
+//! engine's `poll_timeout` passes. When the engine waits for the
+//! application ([`Step::Wait`]: every call is taken), the unread input is
+//! kept and nothing more is read until a handler answers. Every MCP
+//! decision (routing, listen, authorization challenges, error texts) is
+//! the engine's; this module only moves octets and hands tool calls to the
+//! handler slots, through the [`ServerEngine`] methods both bindings share.
 //!
 //! The seam is [`Read`] + [`Write`], not `BufRead`: embassy-net's
 //! `TcpSocket` (the connection this driver exists for) implements no
@@ -24,10 +28,10 @@ use core::task::Poll;
 use embassy_futures::select::{Either3, select3};
 use embassy_time::Timer;
 use embedded_io_async::{Read, Write};
-use mcpwire_core::drive::{self, Feed, Step};
+use mcpwire_core::drive::{self, Endpoint, Feed, Step};
 use mcpwire_core::mcp::auth::Decision;
 use mcpwire_core::mcp::server::{
-    CallId, Failure, RequestKind, SendError, Server, ServerEngine, ServerEvent,
+    CallId, Failure, RequestKind, SendError, Server, ServerEngine, ServerEvent, StdioServer,
 };
 use mcpwire_core::mcp::store::CallStore;
 use mcpwire_core::mcp::tool::Tools;
@@ -57,38 +61,75 @@ fn to_embassy(at: Instant) -> embassy_time::Instant {
     embassy_time::Instant::from_micros(at.as_micros())
 }
 
+/// What the run loop needs of an engine beyond the application's side
+/// ([`ServerEngine`]) and the octets ([`Endpoint`]): the end of input,
+/// time, and when the connection is over. The core names these alike on
+/// both bindings but has no trait for them.
+pub(crate) trait Binding: ServerEngine + Endpoint {
+    fn recv_eof(&mut self);
+    fn poll_timeout(&self) -> Option<Instant>;
+    fn handle_timeout(&mut self, now: Instant);
+    /// Whether the loop ends (`eof`: the input ended).
+    fn is_over(&self, eof: bool) -> bool;
+}
+
+impl<S: CallStore, const STREAMS: usize, const TABLE: usize, const BUF: usize> Binding
+    for Server<'_, S, STREAMS, TABLE, BUF>
+{
+    fn recv_eof(&mut self) {
+        Server::recv_eof(self);
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        Server::poll_timeout(self)
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        Server::handle_timeout(self, now);
+    }
+    /// The peer is gone with the input: its calls end with the connection.
+    fn is_over(&self, eof: bool) -> bool {
+        eof || self.is_closed()
+    }
+}
+
+impl<S: CallStore, const CALLS: usize> Binding for StdioServer<'_, S, CALLS> {
+    fn recv_eof(&mut self) {
+        StdioServer::recv_eof(self);
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        StdioServer::poll_timeout(self)
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        StdioServer::handle_timeout(self, now);
+    }
+    /// The end of input only closes stdin: the calls in progress finish
+    /// and their answers are written first.
+    fn is_over(&self, _: bool) -> bool {
+        self.is_finished()
+    }
+}
+
 pub(crate) struct Conn<
     'a,
     T: Tools,
-    S: CallStore,
+    E: Binding,
     const HANDLERS: usize,
     const ARGS: usize,
     const RESULT: usize,
-    const STREAMS: usize,
-    const TABLE: usize,
-    const BUF: usize,
 > {
     pub(crate) server: &'a crate::Server<'a, T, HANDLERS, ARGS, RESULT>,
-    pub(crate) engine: Server<'a, S, STREAMS, TABLE, BUF>,
+    pub(crate) engine: E,
     /// This connection's mark on the handler slots it uses.
     pub(crate) token: u32,
 }
 
-impl<
-    'a,
-    T: Tools,
-    S: CallStore,
-    const HANDLERS: usize,
-    const ARGS: usize,
-    const RESULT: usize,
-    const STREAMS: usize,
-    const TABLE: usize,
-    const BUF: usize,
-> Conn<'a, T, S, HANDLERS, ARGS, RESULT, STREAMS, TABLE, BUF>
+impl<'a, T: Tools, E: Binding, const HANDLERS: usize, const ARGS: usize, const RESULT: usize>
+    Conn<'a, T, E, HANDLERS, ARGS, RESULT>
 {
-    /// Runs the connection until the peer closes it (end of file or a read
-    /// error), the engine closes it, or a write fails. `staging` holds the
-    /// octets between `io` and the engine: half in, half out.
+    /// Runs the connection until the engine is over (the tunnel: the peer
+    /// closes it, by end of file or a read error, or the engine closes it;
+    /// stdio: the input ended and every call is answered), or a write
+    /// fails. `staging` holds the octets between `io` and the engine: half
+    /// in, half out.
     ///
     /// `io`'s `read` must be cancel-safe (a read dropped before it
     /// completes loses nothing), as embassy-net's sockets are: the loop
@@ -108,6 +149,8 @@ impl<
         // Read but not yet consumed: `input[start..end]`.
         let (mut start, mut end) = (0, 0);
         loop {
+            // The engine waits for a handler's answer before it takes more.
+            let mut waiting = false;
             if start < end {
                 let mut feed = Feed::new(&input[start..end]);
                 loop {
@@ -117,8 +160,11 @@ impl<
                         Step::Consumed => {}
                         // The engine takes more once its output is out.
                         Step::Transmit | Step::Done => break,
-                        // The tunnel never waits for the application to read on.
-                        Step::Wait | Step::Stuck => {
+                        Step::Wait => {
+                            waiting = true;
+                            break;
+                        }
+                        Step::Stuck => {
                             warn!("mcpwire: the engine consumes no input");
                             return Err(ConnectionError::Stuck);
                         }
@@ -126,13 +172,22 @@ impl<
                 }
                 start = end - feed.rest().len();
             }
-            self.transmit(io, output).await?;
-            if self.engine.is_closed() || eof {
+            // Written lines may free calls: feed again after them.
+            let wrote = self.transmit(io, output).await?;
+            if self.engine.is_over(eof) {
                 return Ok(());
             }
-            if start < end {
+            if start < end && (wrote || !waiting) {
                 continue;
             }
+            // Read only when everything read is consumed.
+            let read = start == end && !eof;
+            let reader = async {
+                match read {
+                    true => io.read(input).await,
+                    false => pending().await,
+                }
+            };
             let engine = &self.engine;
             let timer = async move {
                 match engine.poll_timeout() {
@@ -140,7 +195,7 @@ impl<
                     None => pending::<()>().await,
                 }
             };
-            match select3(io.read(input), self.server.outputs(self.token), timer).await {
+            match select3(reader, self.server.outputs(self.token), timer).await {
                 Either3::First(Ok(n)) if n > 0 => (start, end) = (0, n),
                 // End of file, or the peer reset the connection.
                 Either3::First(_) => {
@@ -159,12 +214,13 @@ impl<
 
     /// Writes the engine's output until it has none; events after every
     /// chunk (an emptied buffer lets blocked calls go on, and they may
-    /// queue more).
+    /// queue more). Whether it wrote anything.
     async fn transmit<W: Write>(
         &mut self,
         io: &mut W,
         output: &mut [u8],
-    ) -> Result<(), ConnectionError> {
+    ) -> Result<bool, ConnectionError> {
+        let mut wrote = false;
         while self.engine.wants_transmit() {
             let n = drive::fill(&mut self.engine, output);
             self.drain_events();
@@ -176,8 +232,9 @@ impl<
             io.write_all(&output[..n])
                 .await
                 .map_err(|_| ConnectionError::Write)?;
+            wrote = true;
         }
-        Ok(())
+        Ok(wrote)
     }
 
     /// Handles every queued engine event.

@@ -1,7 +1,9 @@
-//! mcpwire on embassy: the MCP tunnel server of `mcpwire-core`
-//! (`/mcp.zig.transport.v1.Mcp/Call` over HTTP/2) on any `embedded-io-async`
-//! connection (an embassy-net TCP socket, another network stack's, a
-//! serial link), with no allocator and no `std`.
+//! mcpwire on embassy: the MCP servers of `mcpwire-core` on any
+//! `embedded-io-async` connection, with no allocator and no `std`: the
+//! gRPC tunnel (`/mcp.zig.transport.v1.Mcp/Call` over HTTP/2) on an
+//! embassy-net TCP socket or another network stack's, and the stdio
+//! binding (newline-delimited JSON-RPC) on a serial link (a UART, a USB
+//! CDC-ACM class).
 //!
 //! A [`Server`] holds the application's portable tools
 //! ([`mcpwire_core::mcp::tool::Tools`], the same tools `mcpwire-tokio`
@@ -15,7 +17,8 @@
 //!   engine over that connection until it ends, then accepts again. `N`
 //!   tasks serve `N` connections at a time on one port. Any other
 //!   `embedded_io_async::{Read, Write}` connection is served the same way
-//!   with [`Server::serve`];
+//!   with [`Server::serve`], and a serial link with the stdio binding with
+//!   [`Server::serve_stdio`] (the same tools and handler slots);
 //! - **handler tasks** ([`Server::run_handler`]): each serves one slot and
 //!   runs the tools called on it, one call at a time. A call arriving while
 //!   every slot is busy is answered with the core's
@@ -25,15 +28,18 @@
 //! methods and every protocol error itself; it acknowledges
 //! `subscriptions/listen` with an empty filter (this server has no listen
 //! source), and the stream stays open until the client ends it. A client reset
-//! or a passed deadline (`grpc-timeout`) drops the tool's future at its next
-//! await. Deadlines and timers come from `embassy-time`.
+//! (on stdio, `notifications/cancelled`) or a passed deadline
+//! (`grpc-timeout`; on stdio, [`ServerConfig::request_timeout`]) drops the
+//! tool's future at its next await. Deadlines and timers come from
+//! `embassy-time`.
 //!
 //! Sizes are the firmware's choice, as const generics: `HANDLERS` slots of
 //! `ARGS` octets of arguments and `RESULT` octets of result each; per
 //! connection, the HTTP/2 engine's `STREAMS` (concurrent calls), `TABLE`
 //! (HPACK table) and `BUF` (HTTP/2 buffers; the largest request head), and
 //! its [`CallStore`] (for example [`SlabStore<SIZE, COUNT>`]: `COUNT`
-//! call buffers of `SIZE` octets, the largest request and response message).
+//! call buffers of `SIZE` octets, the largest request and response message);
+//! on stdio, the engine's `CALLS` (requests at a time) and its call store.
 //!
 //! Logging goes through `defmt` (feature `defmt`) or `log` (feature `log`),
 //! and compiles to nothing with neither.
@@ -114,13 +120,13 @@ use embassy_time::{Duration, Timer, with_timeout};
 use embedded_io_async::{Read, Write};
 use mcpwire_core::mcp::auth::StaticTokens;
 use mcpwire_core::mcp::registry::{Registry, RegistryError, ServerInfo};
-use mcpwire_core::mcp::server::{self as engine, ServerConfig};
+use mcpwire_core::mcp::server::{self as engine, ServerConfig, StdioConfig};
 pub use mcpwire_core::mcp::store::{CallStore, SlabStore};
 use mcpwire_core::mcp::tool::Tools;
 
 pub use client::{CallStream, Client, ClientError, Step};
 pub use connection::ConnectionError;
-use connection::{Conn, now};
+use connection::{Binding, Conn, now};
 use handler::Slot;
 pub use handler::{MAX_PROGRESS_TOKEN, NOTE as MAX_PROGRESS_PARAMS};
 
@@ -274,28 +280,75 @@ impl<'a, T: Tools, const HANDLERS: usize, const ARGS: usize, const RESULT: usize
         S: CallStore + Default,
         Io: Read + Write,
     {
-        let mut conn = self.connection::<S, STREAMS, TABLE, BUF>();
+        let mut conn = self.tunnel::<S, STREAMS, TABLE, BUF>();
         let ended = conn.drive(io, staging).await;
         conn.end(ended);
         ended
     }
 
-    /// A new connection's state. Not an `async fn` around `drive`: each
-    /// level of futures keeps its own copy of its arguments, and this one
-    /// is in every connection task's RAM.
-    fn connection<S, const STREAMS: usize, const TABLE: usize, const BUF: usize>(
+    /// Serves the stdio binding (newline-delimited JSON-RPC, MCP §6) over
+    /// a serial link (a UART, a USB CDC-ACM class) with the same tools and
+    /// handler slots, until the input ends (a read of 0 octets or a read
+    /// error) and every call in progress is answered and written, or a
+    /// write fails. The engine (`mcp::server::StdioServer<S, CALLS>`:
+    /// `CALLS` requests at a time, each in a buffer of the [`CallStore`]
+    /// `S`, the longest line) is built on this future. Its line limit and
+    /// request deadline are [`ServerConfig::max_message_bytes`] and
+    /// [`ServerConfig::request_timeout`] of [`Config::engine`]; a request
+    /// past it is answered -32001 and its handler stopped. When every call
+    /// is taken the engine stops reading until a handler answers (the
+    /// link's own flow control pushes back). `io` and `staging` are as for
+    /// [`Server::serve`]: `read` must be cancel-safe (a buffered UART's
+    /// is). Bearer tokens do not apply: the link is the trust boundary.
+    ///
+    /// RAM: the engine with 2 calls of 1 KiB (`SlabStore<1024, 2>`) is
+    /// 2,448 octets on `thumbv7em` (2,050 of them the call store), in this
+    /// future.
+    pub async fn serve_stdio<S, const CALLS: usize, Io>(
         &self,
-    ) -> Conn<'_, T, S, HANDLERS, ARGS, RESULT, STREAMS, TABLE, BUF>
+        io: &mut Io,
+        staging: &mut [u8],
+    ) -> Result<(), ConnectionError>
     where
         S: CallStore + Default,
+        Io: Read + Write,
     {
+        let mut conn = self.connection(|s| {
+            let config = StdioConfig {
+                max_line_bytes: s.config.engine.max_message_bytes,
+                request_timeout: s.config.engine.request_timeout,
+            };
+            engine::StdioServer::<S, CALLS>::new(s.registry, config, S::default(), now())
+        });
+        let ended = conn.drive(io, staging).await;
+        conn.end(ended);
+        ended
+    }
+
+    /// A new connection's state, its engine made by `engine`. Not an
+    /// `async fn` around `drive`: each level of futures keeps its own copy
+    /// of its arguments, and this one is in every connection task's RAM.
+    fn connection<E: Binding>(
+        &self,
+        engine: impl FnOnce(&Self) -> E,
+    ) -> Conn<'_, T, E, HANDLERS, ARGS, RESULT> {
         let token = self.next_token();
         info!("mcpwire: connection {} accepted", token);
         Conn {
             server: self,
-            engine: engine::Server::new(self.registry, self.config.engine, S::default(), now()),
+            engine: engine(self),
             token,
         }
+    }
+
+    /// The state of a gRPC tunnel connection.
+    fn tunnel<S, const STREAMS: usize, const TABLE: usize, const BUF: usize>(
+        &self,
+    ) -> Conn<'_, T, engine::Server<'a, S, STREAMS, TABLE, BUF>, HANDLERS, ARGS, RESULT>
+    where
+        S: CallStore + Default,
+    {
+        self.connection(|s| engine::Server::new(s.registry, s.config.engine, S::default(), now()))
     }
 
     /// Serves connections on [`Config::port`] forever, one at a time: a
@@ -326,7 +379,7 @@ impl<'a, T: Tools, const HANDLERS: usize, const ARGS: usize, const RESULT: usize
                 continue;
             }
             socket.set_nagle_enabled(false);
-            let mut conn = self.connection::<S, STREAMS, TABLE, BUF>();
+            let mut conn = self.tunnel::<S, STREAMS, TABLE, BUF>();
             let ended = conn.drive(&mut socket, staging).await;
             conn.end(ended);
             drop(conn);

@@ -22,69 +22,21 @@ use embassy_time::{Duration, with_timeout};
 use embedded_io_async::{ErrorType, Read, Write};
 use mcpwire_core::h2::{self, Connection, ErrorCode, Event, Role, StreamRef};
 use mcpwire_core::hpack::Field;
-use mcpwire_core::mcp::error::RpcError;
 use mcpwire_core::mcp::meta::PROTOCOL_VERSION as VERSION;
-use mcpwire_core::mcp::registry::{ServerInfo, ToolInfo};
 use mcpwire_core::mcp::server::{Failure, TUNNEL_PATH};
-use mcpwire_core::mcp::tool::{Arguments, Tool, ToolContext, ToolOutput};
 use mcpwire_core::time::Instant;
 use mcpwire_embassy::{Config, Server, SlabStore};
 use mcpwire_proto::tunnel::JsonRpcMessage;
 use serde_json::{Value, json};
 
+mod support;
+
+use support::{Count, INFO, Sleep, request};
+
 type Wire = Pipe<CriticalSectionRawMutex, 8192>;
 type Client = Connection<4, 4096, 16384, 16>;
 /// One handler slot, 256 octets of arguments.
 type Mcp = Server<'static, (Count, Sleep), 1, 256, 1024>;
-
-/// `count`: `n` progress steps, then the text `counted n`.
-struct Count;
-
-impl Tool for Count {
-    const INFO: ToolInfo<'static> = ToolInfo {
-        name: "count",
-        title: None,
-        description: "Counts to n.",
-        input_schema: r#"{"type":"object","properties":{"n":{"type":"integer"}}}"#,
-    };
-
-    async fn call<C: ToolContext>(
-        &self,
-        args: Arguments<'_>,
-        cx: &C,
-        out: &mut ToolOutput<'_>,
-    ) -> Result<(), RpcError> {
-        let n = args.u64(b"n").unwrap_or(0);
-        for i in 1..=n {
-            cx.progress(i, Some(n), None).await;
-        }
-        out.text_fmt(format_args!("counted {n}"));
-        Ok(())
-    }
-}
-
-/// `sleep`: answers after a minute (or is cancelled).
-struct Sleep;
-
-impl Tool for Sleep {
-    const INFO: ToolInfo<'static> = ToolInfo {
-        name: "sleep",
-        title: None,
-        description: "Sleeps a minute.",
-        input_schema: r#"{"type":"object"}"#,
-    };
-
-    async fn call<C: ToolContext>(
-        &self,
-        _: Arguments<'_>,
-        cx: &C,
-        out: &mut ToolOutput<'_>,
-    ) -> Result<(), RpcError> {
-        cx.sleep(core::time::Duration::from_secs(60)).await;
-        out.text("slept");
-        Ok(())
-    }
-}
 
 /// One end of the connection: reads one pipe, writes the other.
 struct End<'p> {
@@ -239,14 +191,6 @@ impl Tunnel<'_> {
     }
 }
 
-fn request(id: Value, method: &str, mut params: Value) -> Value {
-    params["_meta"] = json!({
-        "io.modelcontextprotocol/protocolVersion": VERSION,
-        "io.modelcontextprotocol/clientCapabilities": {},
-    });
-    json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params })
-}
-
 /// Runs `client` against a server on an in-memory connection, with one
 /// handler task; fails after 10 s.
 fn run<F>(client: impl FnOnce(Tunnel<'static>) -> F)
@@ -262,13 +206,8 @@ where
 {
     let up: &'static Wire = Box::leak(Box::new(Wire::new()));
     let down: &'static Wire = Box::leak(Box::new(Wire::new()));
-    let info = ServerInfo {
-        name: "device",
-        version: "1",
-        instructions: None,
-    };
     let server: &'static Mcp = Box::leak(Box::new(
-        Mcp::new(info, (Count, Sleep), config).expect("a valid schema"),
+        Mcp::new(INFO, (Count, Sleep), config).expect("a valid schema"),
     ));
     let tunnel = Tunnel {
         conn: Client::new(Role::Client, h2::Config::default(), now()),
