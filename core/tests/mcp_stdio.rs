@@ -435,3 +435,50 @@ fn a_request_past_its_deadline_is_cancelled_and_answered() {
     assert_eq!(error_code(&lines[0]), Some(-32001), "{lines:?}");
     assert_eq!(p.server.respond(call, b"{}"), Err(SendError::Gone));
 }
+
+/// With every call taken, a cancellation still gets through: a
+/// notification needs no call, and the request behind it waits its turn.
+#[test]
+fn a_cancellation_gets_through_when_every_call_is_taken() {
+    for split in Split::ALL {
+        let mut p = Stdio::with(
+            split,
+            SlabStore::<4096, 2>::new(),
+            registry(&TOOLS),
+            StdioConfig::default(),
+        );
+        let input: String = (1..=2)
+            .map(|i| {
+                request(
+                    &i.to_string(),
+                    "tools/call",
+                    r#""name":"echo","arguments":{}"#,
+                )
+            })
+            .collect();
+        p.send(input.as_bytes());
+        assert_eq!(p.server.app.requests.len(), 2);
+        let mut input = String::from(
+            "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":1}}\n",
+        );
+        input.push_str(&request("3", "tools/list", ""));
+        p.send(input.as_bytes());
+        let cancelled = p.server.app.requests[0].0;
+        assert!(
+            p.server
+                .app
+                .events
+                .iter()
+                .any(|e| matches!(e, ServerEvent::Cancelled { call, .. } if *call == cancelled)),
+            "{:?}",
+            p.server.app.events
+        );
+        // The freed call took the list request.
+        let ids: Vec<String> = p.lines().iter().map(|l| id_of(l)).collect();
+        assert_eq!(ids, ["3"]);
+        let second = p.server.app.requests[1].0;
+        p.answer(second, "{}");
+        let ids: Vec<String> = p.lines().iter().map(|l| id_of(l)).collect();
+        assert_eq!(ids, ["3", "2"]);
+    }
+}

@@ -98,7 +98,15 @@ enum Reading {
     /// The line is over the limit: its octets are dropped up to the
     /// newline, then call `call` answers the error.
     Skipping { call: usize },
+    /// No call was free: the line's first `len` octets are held (whole when
+    /// `complete`). A notification held whole is acted on at once (a
+    /// cancellation needs no call); anything else waits for a call.
+    Holding { len: usize, complete: bool },
 }
+
+/// Octets of a line held while every call is taken: room for a
+/// cancellation, whose handling frees a call.
+const HELD: usize = 256;
 
 /// A stdio server: at most `CALLS` requests in progress (and listen
 /// streams), each in a buffer from the [`CallStore`] `S`.
@@ -107,6 +115,7 @@ pub struct StdioServer<'r, S: CallStore, const CALLS: usize> {
     config: StdioConfig,
     now: Instant,
     reading: Reading,
+    held: [u8; HELD],
     /// The call whose line is being written.
     writing: Option<usize>,
     /// Where the next search for output starts (calls take turns).
@@ -133,6 +142,7 @@ impl<'r, S: CallStore, const CALLS: usize> StdioServer<'r, S, CALLS> {
             config,
             now,
             reading: Reading::Idle,
+            held: [0; HELD],
             writing: None,
             cursor: 0,
             waiting: false,
@@ -159,13 +169,37 @@ impl<'r, S: CallStore, const CALLS: usize> StdioServer<'r, S, CALLS> {
                     pos += 1;
                     continue;
                 }
-                match self.engine.admit(&[], None, now, ()) {
-                    Ok(call) => self.reading = Reading::Line { call, len: 0 },
-                    Err(_) => {
-                        self.waiting = true;
-                        break;
-                    }
+                self.reading = Reading::Holding {
+                    len: 0,
+                    complete: false,
+                };
+            }
+            if let Reading::Holding { len, complete } = self.reading {
+                if self.take_call(now) {
+                    continue;
                 }
+                if complete {
+                    self.waiting = true;
+                    break;
+                }
+                // Every call is taken: hold the line's start.
+                let newline = rest.iter().position(|&b| b == b'\n');
+                let chunk = &rest[..newline.unwrap_or(rest.len())];
+                let Some(room) = self.held.get_mut(len..len + chunk.len()) else {
+                    self.waiting = true;
+                    break;
+                };
+                room.copy_from_slice(chunk);
+                pos += chunk.len() + usize::from(newline.is_some());
+                self.reading = Reading::Holding {
+                    len: len + chunk.len(),
+                    complete: newline.is_some(),
+                };
+                if newline.is_some() && !self.notification_held() {
+                    self.waiting = true;
+                    break;
+                }
+                continue;
             }
             let newline = rest.iter().position(|&b| b == b'\n');
             let chunk = &rest[..newline.unwrap_or(rest.len())];
@@ -184,7 +218,7 @@ impl<'r, S: CallStore, const CALLS: usize> StdioServer<'r, S, CALLS> {
                         None => self.reading = Reading::Skipping { call },
                     }
                 }
-                Reading::Skipping { .. } | Reading::Idle => {}
+                Reading::Skipping { .. } | Reading::Idle | Reading::Holding { .. } => {}
             }
             if newline.is_some() {
                 self.end_line();
@@ -216,7 +250,7 @@ impl<'r, S: CallStore, const CALLS: usize> StdioServer<'r, S, CALLS> {
 
     /// Whether the input ended and everything is answered and written.
     pub fn is_finished(&self) -> bool {
-        self.eof && self.engine.calls.iter().all(Option::is_none)
+        self.eof && self.reading == Reading::Idle && self.engine.calls.iter().all(Option::is_none)
     }
 
     /// Cancels every call in progress and drops what was not written.
@@ -356,6 +390,17 @@ impl<'r, S: CallStore, const CALLS: usize> StdioServer<'r, S, CALLS> {
     fn end_line(&mut self) {
         match core::mem::replace(&mut self.reading, Reading::Idle) {
             Reading::Idle => {}
+            // Only at end of input: the held start is the whole last line.
+            Reading::Holding { len, .. } => {
+                self.reading = Reading::Holding {
+                    len,
+                    complete: true,
+                };
+                if !self.notification_held() {
+                    let now = self.now;
+                    self.take_call(now);
+                }
+            }
             Reading::Skipping { call } => {
                 let e = RpcError::new(INVALID_REQUEST, "line longer than the server's limit");
                 self.answer(call, e);
@@ -381,10 +426,7 @@ impl<'r, S: CallStore, const CALLS: usize> StdioServer<'r, S, CALLS> {
         match Message::parse(line, dispatch::MAX_DEPTH) {
             Err(e) => self.answer(i, e),
             Ok(Message::Notification { method, params }) => {
-                let cancelled = json::str_eq(method, b"notifications/cancelled")
-                    .then(|| params.and_then(|p| json::get(p, b"requestId")))
-                    .flatten()
-                    .and_then(|id| self.engine.find_by_id(id));
+                let cancelled = self.cancelled_call(method, params);
                 self.engine.remove(i);
                 if let Some(j) = cancelled {
                     self.cancel(j);
@@ -414,6 +456,63 @@ impl<'r, S: CallStore, const CALLS: usize> StdioServer<'r, S, CALLS> {
                 }
             }
         }
+    }
+
+    /// The call a `notifications/cancelled` names, if it is one.
+    fn cancelled_call(&self, method: &[u8], params: Option<&[u8]>) -> Option<usize> {
+        json::str_eq(method, b"notifications/cancelled")
+            .then(|| params.and_then(|p| json::get(p, b"requestId")))
+            .flatten()
+            .and_then(|id| self.engine.find_by_id(id))
+    }
+
+    /// A held line whole in the buffer that is a notification is acted on
+    /// and dropped; whether it was one.
+    fn notification_held(&mut self) -> bool {
+        let Reading::Holding { len, .. } = self.reading else {
+            return false;
+        };
+        let mut line = &self.held[..len];
+        while let [rest @ .., b'\r' | b' ' | b'\t'] = line {
+            line = rest;
+        }
+        if core::str::from_utf8(line).is_err() {
+            return false;
+        }
+        let Ok(Message::Notification { method, params }) =
+            Message::parse(line, dispatch::MAX_DEPTH)
+        else {
+            return false;
+        };
+        if let Some(j) = self.cancelled_call(method, params) {
+            self.cancel(j);
+        }
+        self.reading = Reading::Idle;
+        true
+    }
+
+    /// Gives a held line a call, when one is free: its octets move into the
+    /// call's buffer and reading goes on there (a whole line is acted on).
+    /// Whether it got one.
+    fn take_call(&mut self, now: Instant) -> bool {
+        let Reading::Holding { len, complete } = self.reading else {
+            return false;
+        };
+        let Ok(call) = self.engine.admit(&[], None, now, ()) else {
+            return false;
+        };
+        let held = &self.held[..len];
+        match self.engine.message_room(call, len) {
+            Some(room) => {
+                room.copy_from_slice(held);
+                self.reading = Reading::Line { call, len };
+            }
+            None => self.reading = Reading::Skipping { call },
+        }
+        if complete {
+            self.end_line();
+        }
+        true
     }
 
     /// Answers call `i` with an error found before its request was read
@@ -455,6 +554,9 @@ impl<'r, S: CallStore, const CALLS: usize> StdioServer<'r, S, CALLS> {
         match self.engine.phase(i) {
             Some(Phase::Finishing) => {
                 self.engine.remove(i);
+                // A held line takes the freed call.
+                let now = self.now;
+                self.take_call(now);
             }
             Some(Phase::Listening) if self.engine.next_listen(i) == ListenNext::Failed => {
                 self.engine.remove(i);
