@@ -53,6 +53,13 @@ pub(super) struct Calls {
 }
 
 impl Calls {
+    /// The app's listen source, when it has one.
+    pub(super) fn subscribe(
+        &self,
+    ) -> Option<tokio::sync::broadcast::Receiver<crate::app::ListenEvent>> {
+        self.app.subscribe()
+    }
+
     pub(super) fn new(app: Arc<App>, tx: outbox::Sender<Outgoing>) -> Self {
         Self {
             slots: Vec::new(),

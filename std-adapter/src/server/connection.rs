@@ -17,7 +17,7 @@ use std::task::Poll;
 
 use mcpwire_core::drive::{self, Feed, Step};
 use mcpwire_core::mcp::registry::Registry;
-use mcpwire_core::mcp::server::{ServerConfig as EngineConfig, ServerEngine};
+use mcpwire_core::mcp::server::ServerConfig as EngineConfig;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::sync::{broadcast, watch};
 
@@ -61,7 +61,9 @@ pub(super) struct Shared {
 }
 
 /// Serves one connection over its read and write halves until it closes.
-pub(super) async fn serve<R, W>(rd: R, wr: W, shared: Shared) -> io::Result<()>
+/// Not an `async fn`: the connection's state is built here and moved into
+/// the one future that runs it, so a connection task holds it once.
+pub(super) fn serve<R, W>(rd: R, wr: W, shared: Shared) -> impl Future<Output = io::Result<()>>
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
@@ -76,13 +78,12 @@ where
         now(),
     ));
     let (tx, rx) = outbox::channel(QUEUE);
-    let listen = shared.app.subscribe();
-    let mut conn = Conn {
+    let conn = Conn {
         engine,
         calls: Calls::new(shared.app, tx),
         auth: shared.auth,
     };
-    conn.drive(rd, wr, rx, listen, shared.stop).await
+    conn.drive(rd, wr, rx, shared.stop)
 }
 
 struct Conn {
@@ -93,11 +94,10 @@ struct Conn {
 
 impl Conn {
     async fn drive<R, W>(
-        &mut self,
+        mut self,
         mut rd: R,
         mut wr: W,
         mut rx: outbox::Receiver<Outgoing>,
-        mut listen: Option<broadcast::Receiver<ListenEvent>>,
         mut stop: watch::Receiver<bool>,
     ) -> io::Result<()>
     where
@@ -108,6 +108,7 @@ impl Conn {
         let mut out: Vec<u8> = Vec::new();
         let mut written = 0;
         let mut eof = false;
+        let mut listen = ListenSource::default();
         let mut stopping = *stop.borrow();
         if stopping {
             self.engine.go_away();
@@ -136,6 +137,7 @@ impl Conn {
                 break;
             }
             timer.set(self.engine.poll_timeout());
+            listen.follow(self.engine.is_listening(), || self.calls.subscribe());
             tokio::select! {
                 r = read_shared(&mut rd), if !eof => match r {
                     Ok(0) => {
@@ -155,8 +157,8 @@ impl Conn {
                     self.calls.outgoing_queued(&mut *self.engine, msg, &mut rx);
                     self.drain_events();
                 }
-                event = next_listen_event(&mut listen), if listen.is_some() => {
-                    announce(&mut *self.engine, event, &mut listen);
+                event = listen.next(), if listen.is_active() => {
+                    self.engine.publish(event.change());
                     self.drain_events();
                 }
                 () = timer.fired(), if timer.is_set() => {
@@ -235,35 +237,75 @@ impl Conn {
     }
 }
 
-/// Announces a change of the app's listen source; forgets the source once
-/// it is gone (nothing more to announce).
-pub(super) fn announce<E: ServerEngine + ?Sized>(
-    engine: &mut E,
-    event: Option<ListenEvent>,
-    listen: &mut Option<broadcast::Receiver<ListenEvent>>,
-) {
-    match event {
-        Some(event) => {
-            engine.publish(event.change());
+/// The app's listen source as a connection follows it: subscribed to only
+/// while the engine keeps a listen stream, its pending receive boxed, so a
+/// connection without one holds two words for it.
+#[derive(Default)]
+pub(super) struct ListenSource {
+    next: Option<Pin<Box<dyn Future<Output = Received> + Send>>>,
+    /// The source is gone: nothing more to follow.
+    gone: bool,
+}
+
+type Received = (Option<ListenEvent>, broadcast::Receiver<ListenEvent>);
+
+impl ListenSource {
+    /// Subscribes (with `subscribe`) while `listening`, lets go otherwise.
+    pub(super) fn follow(
+        &mut self,
+        listening: bool,
+        subscribe: impl FnOnce() -> Option<broadcast::Receiver<ListenEvent>>,
+    ) {
+        if !listening {
+            self.next = None;
+        } else if self.next.is_none() && !self.gone {
+            match subscribe() {
+                Some(rx) => self.next = Some(receive(rx)),
+                None => self.gone = true,
+            }
         }
-        None => *listen = None,
+    }
+
+    /// Whether a change can come.
+    pub(super) fn is_active(&self) -> bool {
+        self.next.is_some()
+    }
+
+    /// The next change of the source; never ready while not subscribed.
+    pub(super) async fn next(&mut self) -> ListenEvent {
+        loop {
+            let Some(next) = self.next.as_mut() else {
+                return std::future::pending().await;
+            };
+            let (event, rx) = next.await;
+            match event {
+                Some(event) => {
+                    self.next = Some(receive(rx));
+                    return event;
+                }
+                None => {
+                    self.next = None;
+                    self.gone = true;
+                }
+            }
+        }
     }
 }
 
-/// The next change of the app's listen source; `None` once it is gone.
-/// Missed changes (a lagging receiver) are skipped: a client refreshes its
-/// lists on the next one.
-pub(super) async fn next_listen_event(
-    listen: &mut Option<broadcast::Receiver<ListenEvent>>,
-) -> Option<ListenEvent> {
-    let rx = listen.as_mut()?;
-    loop {
-        match rx.recv().await {
-            Ok(event) => return Some(event),
-            Err(broadcast::error::RecvError::Lagged(_)) => {}
-            Err(broadcast::error::RecvError::Closed) => return None,
+/// The next change of `rx` (missed ones, from a lagging receiver, are
+/// skipped: a client refreshes its lists on the next), and `rx` back.
+fn receive(
+    mut rx: broadcast::Receiver<ListenEvent>,
+) -> Pin<Box<dyn Future<Output = Received> + Send>> {
+    Box::pin(async move {
+        loop {
+            match rx.recv().await {
+                Ok(event) => return (Some(event), rx),
+                Err(broadcast::error::RecvError::Lagged(_)) => {}
+                Err(broadcast::error::RecvError::Closed) => return (None, rx),
+            }
         }
-    }
+    })
 }
 
 /// Reads into this thread's read buffer; returns how many octets it holds.

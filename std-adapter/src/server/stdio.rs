@@ -24,16 +24,13 @@ use std::time::Duration;
 use mcpwire_core::drive::{self, Feed, Step};
 use mcpwire_core::mcp::server as engine;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::sync::broadcast;
 use tokio::time::Sleep;
 
 use super::CALLS;
 use super::calls::Calls;
-use super::connection::{
-    BUF_SLACK, QUEUE, READ_BUF, TRANSMIT_CHUNK, WRITE_HIGH, announce, next_listen_event,
-};
+use super::connection::{BUF_SLACK, ListenSource, QUEUE, READ_BUF, TRANSMIT_CHUNK, WRITE_HIGH};
+use crate::app::App;
 use crate::app::link::Outgoing;
-use crate::app::{App, ListenEvent};
 use crate::clock::{Timer, now};
 use crate::outbox;
 use crate::store::HeapStore;
@@ -117,14 +114,13 @@ where
     // A call's buffer holds its line, then each message of its answer.
     let store = HeapStore::new(config.max_line_bytes.saturating_add(BUF_SLACK));
     let (tx, rx) = outbox::channel(QUEUE);
-    let listen = app.subscribe();
     let mut stdio = Stdio {
         engine: Box::new(StdioEngine::new(registry, core, store, now())),
         calls: Calls::new(Arc::new(app), tx),
         pending: Vec::new(),
         out: Vec::new(),
     };
-    stdio.drive(rd, wr, rx, listen, config.shutdown_grace).await
+    stdio.drive(rd, wr, rx, config.shutdown_grace).await
 }
 
 struct Stdio {
@@ -143,7 +139,6 @@ impl Stdio {
         mut rd: R,
         mut wr: W,
         mut rx: outbox::Receiver<Outgoing>,
-        mut listen: Option<broadcast::Receiver<ListenEvent>>,
         grace: Duration,
     ) -> io::Result<()>
     where
@@ -159,6 +154,7 @@ impl Stdio {
         let mut eof_told = false;
         let mut grace_timer: Option<Pin<Box<Sleep>>> = None;
         let mut timer = Timer::new();
+        let mut listen = ListenSource::default();
         loop {
             self.pump()?;
             if input_ended && !eof_told && self.pending.is_empty() {
@@ -179,6 +175,7 @@ impl Stdio {
                 }
             }
             timer.set(self.engine.poll_timeout());
+            listen.follow(self.engine.is_listening(), || self.calls.subscribe());
             tokio::select! {
                 r = rd.read(&mut buf), if !input_ended && self.pending.is_empty() => match r? {
                     0 => {
@@ -196,8 +193,8 @@ impl Stdio {
                     self.calls.outgoing_queued(&mut *self.engine, msg, &mut rx);
                     self.drain_events();
                 }
-                event = next_listen_event(&mut listen), if listen.is_some() => {
-                    announce(&mut *self.engine, event, &mut listen);
+                event = listen.next(), if listen.is_active() => {
+                    self.engine.publish(event.change());
                     self.drain_events();
                 }
                 () = timer.fired(), if timer.is_set() => {

@@ -714,6 +714,11 @@ where
         Ok(i)
     }
 
+    /// Whether a listen stream is open.
+    pub(crate) fn is_listening(&self) -> bool {
+        self.calls.iter().flatten().any(|c| c.listen.is_some())
+    }
+
     /// The call the application may write to now, or why not.
     pub(crate) fn ready_for_output(&mut self, call: CallId) -> Result<usize, SendError> {
         let i = self.find(call, Phase::Handler).ok_or(SendError::Gone)?;

@@ -63,6 +63,9 @@ macro_rules! forward_server_engine {
         fn publish(&mut self, change: ListChange<'_>) -> usize {
             $binding::publish(self, change)
         }
+        fn is_listening(&self) -> bool {
+            $binding::is_listening(self)
+        }
         fn bearer_token(&self, call: CallId) -> Option<&str> {
             $binding::bearer_token(self, call)
         }
@@ -215,6 +218,9 @@ pub trait ServerEngine {
     }
     /// Announces a change to the listen streams that want it.
     fn publish(&mut self, change: ListChange<'_>) -> usize;
+    /// Whether a listen stream is open (a driver listens to its change
+    /// source only then).
+    fn is_listening(&self) -> bool;
     /// The bearer token of a call waiting to be authorized.
     fn bearer_token(&self, call: CallId) -> Option<&str>;
     /// The application's decision on a call's credentials.

@@ -377,6 +377,11 @@ impl<'r, S: CallStore, const CALLS: usize> StdioServer<'r, S, CALLS> {
         self.engine.notify(call, method, params).map(drop)
     }
 
+    /// Whether a listen stream is open.
+    pub fn is_listening(&self) -> bool {
+        self.engine.is_listening()
+    }
+
     /// Announces a change to every listen stream whose filter wants it;
     /// returns how many streams it goes to (see
     /// [`super::Server::publish`]).

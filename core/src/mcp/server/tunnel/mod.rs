@@ -334,6 +334,11 @@ impl<
         Ok(())
     }
 
+    /// Whether a listen stream is open.
+    pub fn is_listening(&self) -> bool {
+        self.engine.is_listening()
+    }
+
     /// Announces a change to every listen stream whose filter wants it;
     /// returns how many streams it goes to. A list change announced while a
     /// stream is busy is sent once it is free (repeats fold into one); a
