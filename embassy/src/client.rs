@@ -1,8 +1,13 @@
 //! The MCP client of the tunnel binding on embassy: the core's sans-IO
 //! client engine ([`mcpwire_core::mcp::client::Client`]) driven over one
-//! embassy-net TCP socket, with embassy-time.
+//! connection, with embassy-time.
 //!
-//! The application gives a connected [`TcpSocket`] and a `&mut` engine
+//! The connection is a [`Link`]: an embassy-net [`TcpSocket`] (read and
+//! written in place, in the socket's own buffers: no staging RAM), or any
+//! other `embedded-io-async` [`Read`] + [`Write`] wrapped in [`Staged`]
+//! with a staging buffer the caller lends ([`Client::over`]).
+//!
+//! The application gives a connected link and a `&mut` engine
 //! (a static: the engine holds its call store, a
 //! [`SlabStore`](mcpwire_core::mcp::SlabStore) of two buffers per call, and
 //! its HTTP/2 buffers inline), then starts calls
@@ -70,6 +75,7 @@ use core::future::pending;
 use embassy_futures::select::{Either3, select3};
 use embassy_net::tcp::TcpSocket;
 use embassy_time::{Duration, Timer};
+use embedded_io_async::{Read, Write};
 use mcpwire_core::drive::{self, Endpoint, Feed};
 use mcpwire_core::h2::Storage;
 use mcpwire_core::mcp::CallStore;
@@ -138,7 +144,8 @@ pub enum Step<'b> {
     Done,
 }
 
-/// A client over one TCP connection.
+/// A client over one connection: an embassy-net [`TcpSocket`] by default
+/// (`L`), or any [`Link`].
 pub struct Client<
     's,
     S: CallStore,
@@ -147,8 +154,9 @@ pub struct Client<
     const BUF: usize,
     B: Storage<BUF> + Default,
     const CACHE: usize,
+    L: Link = TcpSocket<'s>,
 > {
-    socket: TcpSocket<'s>,
+    link: L,
     engine: &'s mut engine::Client<S, CALLS, TABLE, BUF, B, CACHE>,
     eof: bool,
 }
@@ -160,7 +168,8 @@ impl<
     const BUF: usize,
     B: Storage<BUF> + Default,
     const CACHE: usize,
-> core::fmt::Debug for Client<'_, S, CALLS, TABLE, BUF, B, CACHE>
+    L: Link,
+> core::fmt::Debug for Client<'_, S, CALLS, TABLE, BUF, B, CACHE, L>
 {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Client")
@@ -190,15 +199,14 @@ impl<
     const BUF: usize,
     B: Storage<BUF> + Default,
     const CACHE: usize,
-> Client<'s, S, CALLS, TABLE, BUF, B, CACHE>
+    L: Link,
+> Client<'s, S, CALLS, TABLE, BUF, B, CACHE, L>
 {
-    /// A client over a connected socket and a fresh engine.
-    pub fn new(
-        socket: TcpSocket<'s>,
-        engine: &'s mut engine::Client<S, CALLS, TABLE, BUF, B, CACHE>,
-    ) -> Self {
+    /// A client over a connected link (a [`TcpSocket`], a [`Staged`]
+    /// connection) and a fresh engine.
+    pub fn new(link: L, engine: &'s mut engine::Client<S, CALLS, TABLE, BUF, B, CACHE>) -> Self {
         Self {
-            socket,
+            link,
             engine,
             eof: false,
         }
@@ -215,7 +223,7 @@ impl<
         &mut self,
         body: &[u8],
         timeout: Option<core::time::Duration>,
-    ) -> Result<CallStream<'_, 's, S, CALLS, TABLE, BUF, B, CACHE>, ClientError> {
+    ) -> Result<CallStream<'_, 's, S, CALLS, TABLE, BUF, B, CACHE, L>, ClientError> {
         let call = self.engine.call(body, timeout, now())?;
         self.transmit().await?;
         Ok(CallStream {
@@ -225,25 +233,120 @@ impl<
         })
     }
 
-    /// Closes the connection: GOAWAY, then the socket.
+    /// Closes the connection: GOAWAY, then the link.
     pub async fn close(mut self) {
         self.engine.go_away();
         let _ = self.transmit().await;
-        let _ = embassy_time::with_timeout(Duration::from_secs(1), self.socket.flush()).await;
-        self.socket.close();
+        self.link.close().await;
     }
 
-    /// Moves the engine's output into the socket while it wants to
-    /// transmit, waiting for room when the socket's buffer is full.
+    /// Moves the engine's output into the link while it wants to transmit.
     async fn transmit(&mut self) -> Result<(), ClientError> {
-        while self.engine.wants_transmit() {
-            if self.socket.send_queue() >= self.socket.send_capacity() {
-                self.socket.wait_write_ready().await;
+        self.link.transmit(&mut *self.engine).await
+    }
+
+    /// Waits for input or a deadline, and hands it to the engine.
+    async fn turn(&mut self) -> Result<(), ClientError> {
+        self.transmit().await?;
+        let deadline = self.engine.poll_timeout();
+        let eof = self.eof;
+        let closed = eof && self.engine.is_closed();
+        let link = &mut self.link;
+        let readable = async {
+            if eof {
+                pending::<()>().await;
+            }
+            link.readable().await
+        };
+        let timer = async {
+            match deadline {
+                Some(at) => Timer::at(to_embassy(at)).await,
+                None => pending::<()>().await,
+            }
+        };
+        let closed = async {
+            if !closed {
+                pending::<()>().await;
+            }
+        };
+        match select3(readable, timer, closed).await {
+            Either3::First(true) => {
+                // One `recv` a turn: its notifications are taken before the
+                // next. What it left stays in the link for the next turn.
+                match self.link.feed(&mut *self.engine, now()).await {
+                    // Owed frames go out at the start of the next turn,
+                    // before more is read.
+                    Some(drive::Step::Consumed | drive::Step::Done | drive::Step::Transmit) => {}
+                    // The client never waits for the application to read.
+                    Some(drive::Step::Wait | drive::Step::Stuck) => return Err(ClientError::Stuck),
+                    None => {
+                        self.eof = true;
+                        self.engine.recv_eof();
+                    }
+                }
+            }
+            Either3::First(false) => {
+                self.eof = true;
+                self.engine.recv_eof();
+            }
+            Either3::Second(()) => self.engine.handle_timeout(now()),
+            Either3::Third(()) => return Err(ClientError::Closed),
+        }
+        Ok(())
+    }
+}
+
+impl<
+    's,
+    Io: Read + Write,
+    S: CallStore,
+    const CALLS: usize,
+    const TABLE: usize,
+    const BUF: usize,
+    B: Storage<BUF> + Default,
+    const CACHE: usize,
+> Client<'s, S, CALLS, TABLE, BUF, B, CACHE, Staged<'s, Io>>
+{
+    /// A client over any connected `embedded-io-async` connection, through
+    /// `staging` ([`Staged::new`]), and a fresh engine.
+    pub fn over(
+        io: Io,
+        staging: &'s mut [u8],
+        engine: &'s mut engine::Client<S, CALLS, TABLE, BUF, B, CACHE>,
+    ) -> Self {
+        Self::new(Staged::new(io, staging), engine)
+    }
+}
+
+/// The connection under a [`Client`]: how the engine's octets reach it
+/// and leave it. [`TcpSocket`] is one (in place, in its own buffers);
+/// [`Staged`] makes any `embedded-io-async` [`Read`] + [`Write`] one.
+// The futures need not be `Send`: embassy's executors run on one thread.
+#[allow(async_fn_in_trait)]
+pub trait Link {
+    /// Moves `engine`'s output into the connection while it wants to
+    /// transmit, waiting for room.
+    async fn transmit<E: Endpoint>(&mut self, engine: &mut E) -> Result<(), ClientError>;
+    /// Waits until input is there, without taking it; `false` when the
+    /// input ended or the connection failed. Cancel-safe: the client races
+    /// it with its deadline.
+    async fn readable(&mut self) -> bool;
+    /// Hands `engine` one `recv` of the input there; what it left stays for
+    /// the next. `None` when the input ended.
+    async fn feed<E: Endpoint>(&mut self, engine: &mut E, now: Instant) -> Option<drive::Step>;
+    /// Ends the connection once what was written is sent (or a second
+    /// passed).
+    async fn close(&mut self);
+}
+
+impl Link for TcpSocket<'_> {
+    async fn transmit<E: Endpoint>(&mut self, engine: &mut E) -> Result<(), ClientError> {
+        while engine.wants_transmit() {
+            if self.send_queue() >= self.send_capacity() {
+                self.wait_write_ready().await;
                 continue;
             }
-            let engine = &mut *self.engine;
             let n = self
-                .socket
                 .write_with(|out| {
                     let n = drive::fill(engine, out);
                     (n, n)
@@ -258,65 +361,116 @@ impl<
         Ok(())
     }
 
-    /// Waits for input, a deadline or room in the socket, and hands it to
-    /// the engine.
-    async fn turn(&mut self) -> Result<(), ClientError> {
-        self.transmit().await?;
-        let deadline = self.engine.poll_timeout();
-        let eof = self.eof;
-        let (mut reader, _writer) = self.socket.split();
-        let readable = async {
-            if eof {
-                pending::<()>().await;
+    async fn readable(&mut self) -> bool {
+        self.read_with(|_| (0, ())).await.is_ok()
+    }
+
+    async fn feed<E: Endpoint>(&mut self, engine: &mut E, now: Instant) -> Option<drive::Step> {
+        self.read_with(|input| {
+            let mut feed = Feed::new(input);
+            let step = feed.step(engine, now);
+            (input.len() - feed.rest().len(), step)
+        })
+        .await
+        .ok()
+    }
+
+    async fn close(&mut self) {
+        let _ = embassy_time::with_timeout(Duration::from_secs(1), TcpSocket::flush(self)).await;
+        TcpSocket::close(self);
+    }
+}
+
+/// Any `embedded-io-async` connection (a serial link, another network
+/// stack's socket, an in-memory pipe) with a staging buffer the caller
+/// lends: its first half holds what was read and not yet taken, its second
+/// half the engine's output on its way to `write`. Each half must hold a
+/// frame header at least (a few hundred octets are plenty; larger halves
+/// mean fewer reads and writes).
+///
+/// The connection's `read` must be cancel-safe (a read dropped before it
+/// completes loses nothing), as embassy-net's and embassy-sync's are.
+pub struct Staged<'b, Io> {
+    io: Io,
+    input: &'b mut [u8],
+    output: &'b mut [u8],
+    /// Read but not yet taken: `input[start..end]`.
+    start: usize,
+    end: usize,
+}
+
+impl<'b, Io> Staged<'b, Io> {
+    /// `io` through `staging`, split in halves.
+    pub fn new(io: Io, staging: &'b mut [u8]) -> Self {
+        let (input, output) = staging.split_at_mut(staging.len() / 2);
+        Self {
+            io,
+            input,
+            output,
+            start: 0,
+            end: 0,
+        }
+    }
+
+    /// The connection.
+    pub fn io(&mut self) -> &mut Io {
+        &mut self.io
+    }
+}
+
+impl<Io> core::fmt::Debug for Staged<'_, Io> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Staged")
+            .field("staging", &(self.input.len() + self.output.len()))
+            .field("unread", &(self.end - self.start))
+            .finish_non_exhaustive()
+    }
+}
+
+impl<Io: Read + Write> Link for Staged<'_, Io> {
+    async fn transmit<E: Endpoint>(&mut self, engine: &mut E) -> Result<(), ClientError> {
+        while engine.wants_transmit() {
+            let n = drive::fill(engine, self.output);
+            let out = self.output.get(..n).unwrap_or_default();
+            if out.is_empty() {
+                // Output owed, nothing written: the half is too small.
+                return Err(ClientError::Stuck);
             }
-            reader.read_with(|_| (0, ())).await
-        };
-        let timer = async {
-            match deadline {
-                Some(at) => Timer::at(to_embassy(at)).await,
-                None => pending::<()>().await,
-            }
-        };
-        let closed = async {
-            if eof && self.engine.is_closed() {
-                return;
-            }
-            pending::<()>().await
-        };
-        match select3(readable, timer, closed).await {
-            Either3::First(Ok(())) => {
-                let engine = &mut *self.engine;
-                let fed = self
-                    .socket
-                    .read_with(|input| {
-                        // One `recv` a turn: its notifications are taken
-                        // before the next. What it left stays in the
-                        // socket for the next turn.
-                        let mut feed = Feed::new(input);
-                        let step = feed.step(engine, now());
-                        (input.len() - feed.rest().len(), step)
-                    })
-                    .await;
-                match fed {
-                    // Owed frames go out at the start of the next turn,
-                    // before more is read.
-                    Ok(drive::Step::Consumed | drive::Step::Done | drive::Step::Transmit) => {}
-                    // The client never waits for the application to read.
-                    Ok(drive::Step::Wait | drive::Step::Stuck) => return Err(ClientError::Stuck),
-                    Err(_) => {
-                        self.eof = true;
-                        self.engine.recv_eof();
-                    }
-                }
-            }
-            Either3::First(Err(_)) => {
-                self.eof = true;
-                self.engine.recv_eof();
-            }
-            Either3::Second(()) => self.engine.handle_timeout(now()),
-            Either3::Third(()) => return Err(ClientError::Closed),
+            self.io
+                .write_all(out)
+                .await
+                .map_err(|_| ClientError::Socket)?;
         }
         Ok(())
+    }
+
+    async fn readable(&mut self) -> bool {
+        if self.start < self.end {
+            return true;
+        }
+        match self.io.read(self.input).await {
+            Ok(n) if n > 0 => {
+                self.start = 0;
+                self.end = n.min(self.input.len());
+                true
+            }
+            _ => false,
+        }
+    }
+
+    async fn feed<E: Endpoint>(&mut self, engine: &mut E, now: Instant) -> Option<drive::Step> {
+        if !self.readable().await {
+            return None;
+        }
+        let input = self.input.get(self.start..self.end).unwrap_or_default();
+        let mut feed = Feed::new(input);
+        let step = feed.step(engine, now);
+        self.start = self.end - feed.rest().len();
+        Some(step)
+    }
+
+    async fn close(&mut self) {
+        let _ = embassy_time::with_timeout(Duration::from_secs(1), self.io.flush()).await;
     }
 }
 
@@ -330,8 +484,9 @@ pub struct CallStream<
     const BUF: usize,
     B: Storage<BUF> + Default,
     const CACHE: usize,
+    L: Link = TcpSocket<'s>,
 > {
-    client: &'c mut Client<'s, S, CALLS, TABLE, BUF, B, CACHE>,
+    client: &'c mut Client<'s, S, CALLS, TABLE, BUF, B, CACHE, L>,
     call: CallId,
     done: bool,
 }
@@ -343,7 +498,8 @@ impl<
     const BUF: usize,
     B: Storage<BUF> + Default,
     const CACHE: usize,
-> core::fmt::Debug for CallStream<'_, '_, S, CALLS, TABLE, BUF, B, CACHE>
+    L: Link,
+> core::fmt::Debug for CallStream<'_, '_, S, CALLS, TABLE, BUF, B, CACHE, L>
 {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("CallStream")
@@ -360,7 +516,8 @@ impl<
     const BUF: usize,
     B: Storage<BUF> + Default,
     const CACHE: usize,
-> CallStream<'_, '_, S, CALLS, TABLE, BUF, B, CACHE>
+    L: Link,
+> CallStream<'_, '_, S, CALLS, TABLE, BUF, B, CACHE, L>
 {
     /// The next step of the call, copied into `out`.
     pub async fn next<'b>(&mut self, out: &'b mut [u8]) -> Result<Step<'b>, ClientError> {

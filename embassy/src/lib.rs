@@ -124,7 +124,7 @@ use mcpwire_core::mcp::server::{self as engine, ServerConfig, StdioConfig};
 pub use mcpwire_core::mcp::store::{CallStore, SlabStore};
 use mcpwire_core::mcp::tool::Tools;
 
-pub use client::{CallStream, Client, ClientError, Step};
+pub use client::{CallStream, Client, ClientError, Link, Staged, Step};
 pub use connection::ConnectionError;
 use connection::{Binding, Conn, now};
 use handler::Slot;
