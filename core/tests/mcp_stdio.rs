@@ -370,25 +370,33 @@ fn calls_in_progress_finish_after_eof() {
     assert!(p.server.is_finished());
 }
 
+/// A server with room for two calls at a time.
+fn two_calls(split: Split) -> Stdio<SlabStore<4096, 2>> {
+    Stdio::with(
+        split,
+        SlabStore::new(),
+        registry(&TOOLS),
+        StdioConfig::default(),
+    )
+}
+
+/// `echo` calls with these ids, one a line.
+fn echo_calls(ids: std::ops::RangeInclusive<u32>) -> String {
+    ids.map(|i| {
+        request(
+            &i.to_string(),
+            "tools/call",
+            r#""name":"echo","arguments":{}"#,
+        )
+    })
+    .collect()
+}
+
 #[test]
 fn with_every_call_taken_the_server_waits_then_reads_on() {
     for split in Split::ALL {
-        let mut p = Stdio::with(
-            split,
-            SlabStore::<4096, 2>::new(),
-            registry(&TOOLS),
-            StdioConfig::default(),
-        );
-        let input: String = (1..=4)
-            .map(|i| {
-                request(
-                    &i.to_string(),
-                    "tools/call",
-                    r#""name":"echo","arguments":{}"#,
-                )
-            })
-            .collect();
-        p.send(input.as_bytes());
+        let mut p = two_calls(split);
+        p.send(echo_calls(1..=4).as_bytes());
         assert_eq!(p.server.app.requests.len(), 2, "{split:?}");
         assert!(!p.stdin.is_empty());
         for k in 0..2 {
@@ -441,22 +449,8 @@ fn a_request_past_its_deadline_is_cancelled_and_answered() {
 #[test]
 fn a_cancellation_gets_through_when_every_call_is_taken() {
     for split in Split::ALL {
-        let mut p = Stdio::with(
-            split,
-            SlabStore::<4096, 2>::new(),
-            registry(&TOOLS),
-            StdioConfig::default(),
-        );
-        let input: String = (1..=2)
-            .map(|i| {
-                request(
-                    &i.to_string(),
-                    "tools/call",
-                    r#""name":"echo","arguments":{}"#,
-                )
-            })
-            .collect();
-        p.send(input.as_bytes());
+        let mut p = two_calls(split);
+        p.send(echo_calls(1..=2).as_bytes());
         assert_eq!(p.server.app.requests.len(), 2);
         let mut input = String::from(
             "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":1}}\n",

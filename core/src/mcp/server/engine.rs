@@ -326,35 +326,62 @@ where
     /// Room for `len` octets of request message at the body of call `i`
     /// (its buffer grown to fit), or `None` when the store cannot give it.
     pub(crate) fn message_room(&mut self, i: usize, len: usize) -> Option<&mut [u8]> {
+        self.message_room_with(i, len).map(|(room, _)| room)
+    }
+
+    /// [`Engine::message_room`], with the binding's part of the call beside
+    /// it (a binding that decodes straight into the room).
+    pub(crate) fn message_room_with(
+        &mut self,
+        i: usize,
+        len: usize,
+    ) -> Option<(&mut [u8], &mut X)> {
         let c = self.calls.get_mut(i)?.as_mut()?;
         let body = c.body;
         if !self.store.grow(&mut c.buf, body + len) {
             return None;
         }
-        self.store.bytes_mut(&mut c.buf).get_mut(body..body + len)
+        let room = self.store.bytes_mut(&mut c.buf).get_mut(body..body + len)?;
+        Some((room, &mut c.x))
     }
 
     /// The request message of call `i` lies at `at` in its buffer: judge
     /// and route it.
     pub(crate) fn dispatch(&mut self, i: usize, at: Range<usize>) -> Dispatched {
+        match self.parse(i, at.clone()) {
+            None => Dispatched::Failed,
+            Some(Err(e)) => Dispatched::Protocol(e),
+            Some(Ok(Spans::Notification)) => Dispatched::Notification,
+            Some(Ok(Spans::Response)) => Dispatched::Protocol(RpcError::new(
+                INVALID_REQUEST,
+                "a server takes requests, not responses",
+            )),
+            Some(Ok(Spans::Request(r))) => self.dispatch_request(i, at, r),
+        }
+    }
+
+    /// Parses the message of call `i` at `at` in its buffer (`None`: no
+    /// such call or range). A binding that must look at the message first
+    /// (stdio: ids in use, cancellations) parses once with this, then
+    /// hands a request to [`Engine::dispatch_request`].
+    pub(crate) fn parse(&self, i: usize, at: Range<usize>) -> Option<Result<Spans, RpcError>> {
+        let c = self.calls.get(i)?.as_ref()?;
+        let json = self.store.bytes(&c.buf).get(at)?;
+        Some(RequestSpans::parse(json, dispatch::MAX_DEPTH))
+    }
+
+    /// Judges and routes the request of call `i`, parsed into `spans`
+    /// (relative to `at`).
+    pub(crate) fn dispatch_request(
+        &mut self,
+        i: usize,
+        at: Range<usize>,
+        spans: RequestSpans,
+    ) -> Dispatched {
         let Some(c) = self.calls.get_mut(i).and_then(Option::as_mut) else {
             return Dispatched::Failed;
         };
         let bytes = self.store.bytes_mut(&mut c.buf);
-        let Some(json) = bytes.get(at.clone()) else {
-            return Dispatched::Failed;
-        };
-        let spans = match RequestSpans::parse(json, dispatch::MAX_DEPTH) {
-            Err(e) => return Dispatched::Protocol(e),
-            Ok(Spans::Notification) => return Dispatched::Notification,
-            Ok(Spans::Response) => {
-                return Dispatched::Protocol(RpcError::new(
-                    INVALID_REQUEST,
-                    "a server takes requests, not responses",
-                ));
-            }
-            Ok(Spans::Request(r)) => r,
-        };
         let abs = |r: Range<usize>| (at.start + r.start, at.start + r.end);
         if spans.id.len() > MAX_ID {
             return Dispatched::Protocol(RpcError::new(INVALID_REQUEST, "id too long"));

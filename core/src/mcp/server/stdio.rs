@@ -35,6 +35,7 @@
 //! application answers a call (the pipe's own flow control pushes back on
 //! the client).
 
+use core::ops::Range;
 use core::time::Duration;
 
 use super::engine::{Call, Dispatched, Engine, Framing, ListenNext, Next, Phase};
@@ -42,7 +43,7 @@ use super::listen::ListChange;
 use super::request::Request;
 use super::{CallId, CancelReason, Failure, SendError, ServerEvent, dispatch};
 use crate::mcp::auth::Decision;
-use crate::mcp::envelope::Message;
+use crate::mcp::envelope::{Message, Spans};
 use crate::mcp::error::{INVALID_REQUEST, PARSE_ERROR, RpcError};
 use crate::mcp::json;
 use crate::mcp::registry::Registry;
@@ -428,27 +429,35 @@ impl<'r, S: CallStore, const CALLS: usize> StdioServer<'r, S, CALLS> {
         if core::str::from_utf8(line).is_err() {
             return self.answer(i, RpcError::new(PARSE_ERROR, "Parse error: not UTF-8"));
         }
-        match Message::parse(line, dispatch::MAX_DEPTH) {
-            Err(e) => self.answer(i, e),
-            Ok(Message::Notification { method, params }) => {
-                let cancelled = self.cancelled_call(method, params);
+        // One parse: its spans serve the checks here and the engine's.
+        let spans = match self.engine.parse(i, at.clone()) {
+            Some(Ok(spans)) => spans,
+            Some(Err(e)) => return self.answer(i, e),
+            None => return,
+        };
+        match spans {
+            Spans::Notification => {
+                let line = self.line(i, at);
+                let [method, params] = json::get_all(line, [b"method", b"params"]);
+                let cancelled = method.and_then(|m| self.cancelled_call(m, params));
                 self.engine.remove(i);
                 if let Some(j) = cancelled {
                     self.cancel(j);
                 }
             }
-            Ok(Message::Response { .. } | Message::Error { .. }) => self.answer(
+            Spans::Response => self.answer(
                 i,
                 RpcError::new(INVALID_REQUEST, "a server takes requests, not responses"),
             ),
-            Ok(Message::Request { id, .. }) => {
-                if self.engine.find_by_id(id).is_some() {
+            Spans::Request(r) => {
+                let id = at.start + r.id.start..at.start + r.id.end;
+                if self.engine.find_by_id(self.line(i, id)).is_some() {
                     return self.answer(
                         i,
                         RpcError::new(INVALID_REQUEST, "id in use by a request in progress"),
                     );
                 }
-                match self.engine.dispatch(i, at) {
+                match self.engine.dispatch_request(i, at, r) {
                     Dispatched::Protocol(e) => {
                         if self.engine.answer_error(i, e) == Dispatched::Failed {
                             self.engine.remove(i);
@@ -461,6 +470,16 @@ impl<'r, S: CallStore, const CALLS: usize> StdioServer<'r, S, CALLS> {
                 }
             }
         }
+    }
+
+    /// Octets `at` of call `i`'s buffer.
+    fn line(&self, i: usize, at: Range<usize>) -> &[u8] {
+        self.engine
+            .calls
+            .get(i)
+            .and_then(Option::as_ref)
+            .and_then(|c| self.engine.store.bytes(&c.buf).get(at))
+            .unwrap_or_default()
     }
 
     /// The call a `notifications/cancelled` names, if it is one.

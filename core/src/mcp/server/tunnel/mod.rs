@@ -497,23 +497,19 @@ impl<
             let Some(len) = len else {
                 break;
             };
-            let mut decoder = c.x.decoder.clone();
-            let Some(out) = self.engine.message_room(i, len) else {
+            let Some((out, x)) = self.engine.message_room_with(i, len) else {
                 return self.end_with_status(
                     i,
                     Code::ResourceExhausted,
                     b"message larger than the call buffer",
                 );
             };
-            let (used, done) = match decoder.feed(bytes, out) {
+            let (used, done) = match x.decoder.feed(bytes, out) {
                 Ok(r) => r,
                 Err(e) => return self.end_with_status(i, e.code(), e.message().as_bytes()),
             };
+            x.message_len = x.message_len.or(done);
             bytes = &bytes[used..];
-            if let Some(c) = self.engine.calls[i].as_mut() {
-                c.x.decoder = decoder;
-                c.x.message_len = c.x.message_len.or(done);
-            }
         }
         if end_stream {
             self.on_request_end(i);
