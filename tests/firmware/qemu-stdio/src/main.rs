@@ -53,7 +53,8 @@ const RESULT: usize = 512;
 /// Requests in progress at once on the link (the engine's calls)...
 const CALLS: usize = 2;
 /// ...each line in a buffer this long, the longest line accepted (the
-/// `tools/list` answer of the three tools is about 1.3 KiB).
+/// `tools/list` answer of the three tools is 949 octets; room for the
+/// SDKs' longer ids and `_meta`).
 const LINE: usize = 2048;
 type Store = SlabStore<LINE, CALLS>;
 /// Octets staged between the UART and the engine (half in, half out).
