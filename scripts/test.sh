@@ -4,7 +4,7 @@
 #   ./scripts/test.sh              every step
 #   ./scripts/test.sh fmt test     only the named steps (setup always runs)
 #
-# Steps, in order: setup, fmt, clippy, test, interop, grpc, stdio, embassy, nostd-size, firmware, qemu, fuzz, bench. Every
+# Steps, in order: setup, fmt, clippy, test, interop, grpc, stdio, embassy, nostd-size, firmware, qemu, qemu-stdio, fuzz, bench. Every
 # step runs even when an earlier one failed; the exit status is 1 if any
 # failed. The last line reads "summary: N passed, N failed, N skipped".
 #
@@ -80,6 +80,7 @@ step_fmt() {
     rustfmt --edition 2024 --check \
         "$firmware_dir"/build.rs "$firmware_dir"/src/*.rs core/fuzz/fuzz_targets/*.rs \
         "$qemu_dir"/build.rs "$qemu_dir"/src/*.rs \
+        tests/firmware/qemu-stdio/build.rs tests/firmware/qemu-stdio/src/*.rs \
         examples/firmware/build.rs examples/firmware/src/*.rs || rc=1
     return "$rc"
 }
@@ -90,6 +91,7 @@ step_clippy() {
     # The firmware, for its target (set in its .cargo/config.toml).
     (cd "$firmware_dir" && bounded 900 cargo clippy --release -- -D warnings) || rc=1
     (cd "$qemu_dir" && bounded 900 cargo clippy --release -- -D warnings) || rc=1
+    (cd tests/firmware/qemu-stdio && bounded 900 cargo clippy --release -- -D warnings) || rc=1
     # The embassy driver for the board's target (no_std), with defmt.
     bounded 900 cargo clippy -p mcpwire-embassy --target "$firmware_target" --features defmt \
         -- -D warnings || rc=1
@@ -253,6 +255,14 @@ step_firmware() {
     return "$rc"
 }
 
+step_qemu_stdio() {
+    # MCP over the QEMU board's UART: the Python SDK's stdio client launches
+    # QEMU (tests/firmware/qemu-stdio) as a local stdio server, lists and
+    # calls the device tools (progress, a cancel, a flood); prints the
+    # firmware's flash and static RAM.
+    bounded 1200 ./scripts/qemu-stdio.sh
+}
+
 step_qemu() {
     # The simulation scenarios (HTTP/2 client and server, the MCP engine)
     # on the Cortex-M4 instruction set: the no_std firmware boots in QEMU,
@@ -327,7 +337,7 @@ step_bench() {
 
 # --- driver ---------------------------------------------------------------
 
-steps=(setup fmt clippy test interop grpc stdio embassy nostd-size firmware qemu fuzz bench)
+steps=(setup fmt clippy test interop grpc stdio embassy nostd-size firmware qemu qemu-stdio fuzz bench)
 selected=("$@")
 check_names step steps "${selected[@]}"
 
