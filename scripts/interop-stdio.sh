@@ -79,6 +79,8 @@ for name in "$@"; do
     *) py_names+=("$name") ts_names+=("$name") ;;
     esac
 done
+inspector_all=(inspector-list inspector-call inspector-fixtures)
+check_names scenario inspector_all "${inspector_names[@]}"
 rc=0
 worst() { if (($1 > rc)); then rc=$1; fi; }
 
@@ -151,11 +153,9 @@ inspector_fixtures() {
 
 printf '\n==> inspector: @modelcontextprotocol/inspector %s --cli\n' \
     "$(node -p 'require("./tests/stdio/package.json").dependencies["@modelcontextprotocol/inspector"]')"
-inspector_all=(inspector-list inspector-call inspector-fixtures)
 if (($# > 0 && ${#inspector_names[@]} == 0)); then
     note "no Inspector scenario named"
 else
-    check_names scenario inspector_all "${inspector_names[@]}"
     i_passed=0 i_failed=0
     for name in "${inspector_names[@]:-${inspector_all[@]}}"; do
         if why=$("${name//-/_}" 2>&1); then
