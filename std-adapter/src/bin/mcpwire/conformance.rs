@@ -561,10 +561,14 @@ fn opened<'s>(call: &'s ToolCall, seal: &StateSeal) -> Result<Option<&'s str>, T
         .transpose()
 }
 
-/// What a tool's state is sealed for: states of one tool are refused by
-/// every other.
+/// What a tool's state is sealed for: states of one tool, or of another
+/// caller (MCP §9.3: bind the state to the principal), are refused.
 fn context(call: &ToolCall) -> String {
-    format!("tools/call {}", call.name())
+    format!(
+        "tools/call {} {}",
+        call.name(),
+        call.principal().unwrap_or_default()
+    )
 }
 
 /// Round 1: `confirm` and a sealed state; round 2: the state verified,
