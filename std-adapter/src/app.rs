@@ -1,6 +1,6 @@
 //! What an application offers, and how its handlers are written: an [`App`]
-//! of tools, resources, prompts and a listen source, each tool an async
-//! function of a [`ToolCall`].
+//! of tools, resources, resource templates, prompts, a completion handler
+//! and a listen source, each tool an async function of a [`ToolCall`].
 //!
 //! The engine of `mcpwire-core` answers `server/discover`, the list
 //! methods and `subscriptions/listen` itself from a static [`Registry`];
@@ -8,15 +8,21 @@
 //! descriptions (see there). The engine routes every other request to a
 //! [`RequestKind`]; [`App::handle`] starts the handler it names.
 //!
+//! Every result a handler answers carries
+//! `_meta["io.modelcontextprotocol/serverInfo"]` (MCP §3.2); a retry whose
+//! `inputResponses` or `requestState` is malformed (§9.2), or whose
+//! `logLevel` is unknown (§11), is answered -32602 before its handler runs.
+//!
 //! Children: [`handler`] (what a handler gets), [`result`] (what it
-//! returns, and the JSON of results), `typed` (feature `schemars`: tools
-//! of a typed argument, their schema generated from it), [`link`] (a
-//! running handler's link to its call, the one type shared with the
-//! `server` module).
+//! returns, and the JSON of results), [`seal`] (sealed `requestState`),
+//! `typed` (feature `schemars`: tools of a typed argument, their schema
+//! generated from it), [`link`] (a running handler's link to its call, the
+//! one type shared with the `server` module).
 
 mod handler;
 pub(crate) mod link;
 mod result;
+mod seal;
 #[cfg(feature = "schemars")]
 mod typed;
 
@@ -25,24 +31,32 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use mcpwire_core::mcp::registry::{
-    PromptArgument, PromptInfo, Registry, RegistryError, ResourceInfo, ServerInfo, ToolInfo,
+    PromptArgument, PromptInfo, Registry, RegistryError, ResourceInfo, ResourceTemplateInfo,
+    ServerInfo, ToolInfo,
 };
 use mcpwire_core::mcp::server::{ListChange, Request, RequestKind};
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
-pub use handler::{PromptGet, ResourceRead, ToolCall};
+pub use handler::{CompletionRequest, LogLevel, PromptGet, ResourceRead, ToolCall};
+use handler::{check_retry_fields, requested_log_level};
 use link::Link;
-pub use result::{Content, PromptMessage, Role, ToolError, ToolResult};
-use result::{json_bytes, prompt_result, resource_contents};
+pub use result::{
+    Completion, Content, PromptMessage, PromptResult, ResourceContent, Role, ToolError, ToolResult,
+};
+use result::{json_bytes, resource_contents};
+pub use seal::StateSeal;
 #[cfg(feature = "schemars")]
 pub use typed::{IntoToolResult, Structured};
 
 /// A boxed future, as handlers are stored.
 pub(crate) type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
 type ToolFn = dyn Fn(ToolCall) -> BoxFuture<Result<ToolResult, ToolError>> + Send + Sync;
-type ResourceFn = dyn Fn(ResourceRead) -> BoxFuture<Result<String, ToolError>> + Send + Sync;
-type PromptFn = dyn Fn(PromptGet) -> BoxFuture<Result<Vec<PromptMessage>, ToolError>> + Send + Sync;
+type ResourceFn =
+    dyn Fn(ResourceRead) -> BoxFuture<Result<ResourceContent, ToolError>> + Send + Sync;
+type PromptFn = dyn Fn(PromptGet) -> BoxFuture<Result<PromptResult, ToolError>> + Send + Sync;
+type CompleteFn =
+    dyn Fn(CompletionRequest) -> BoxFuture<Result<Completion, ToolError>> + Send + Sync;
 /// A running handler: the JSON text of its result, or its error.
 pub(crate) type Work = BoxFuture<Result<Vec<u8>, ToolError>>;
 
@@ -77,6 +91,15 @@ struct Tool {
 
 struct Resource {
     uri: String,
+    name: String,
+    mime_type: Option<String>,
+    handler: Arc<ResourceFn>,
+}
+
+/// A resource template: RFC 6570 level 1 (`{name}` expressions, each
+/// matching one non-empty path segment).
+struct Template {
+    uri_template: String,
     name: String,
     mime_type: Option<String>,
     handler: Arc<ResourceFn>,
@@ -125,8 +148,12 @@ pub struct App {
     instructions: Option<String>,
     tools: Vec<Tool>,
     resources: Vec<Resource>,
+    templates: Vec<Template>,
     prompts: Vec<Prompt>,
+    completion: Option<Arc<CompleteFn>>,
     listen: Option<broadcast::Sender<ListenEvent>>,
+    /// `,"_meta":{serverInfo}}`: what ends every handler's result.
+    result_meta: Arc<[u8]>,
 }
 
 impl std::fmt::Debug for App {
@@ -142,9 +169,18 @@ impl std::fmt::Debug for App {
                 &self.resources.iter().map(|r| &r.uri).collect::<Vec<_>>(),
             )
             .field(
+                "templates",
+                &self
+                    .templates
+                    .iter()
+                    .map(|t| &t.uri_template)
+                    .collect::<Vec<_>>(),
+            )
+            .field(
                 "prompts",
                 &self.prompts.iter().map(|p| &p.name).collect::<Vec<_>>(),
             )
+            .field("completion", &self.completion.is_some())
             .field("listen", &self.listen.is_some())
             .finish()
     }
@@ -153,14 +189,23 @@ impl std::fmt::Debug for App {
 impl App {
     /// An application called `name` at `version` (`serverInfo`).
     pub fn new(name: impl Into<String>, version: impl Into<String>) -> Self {
+        let (name, version) = (name.into(), version.into());
+        let meta =
+            json!({"io.modelcontextprotocol/serverInfo": {"name": name, "version": version}});
+        let mut result_meta = b",\"_meta\":".to_vec();
+        result_meta.extend_from_slice(&json_bytes(&meta));
+        result_meta.push(b'}');
         Self {
-            name: name.into(),
-            version: version.into(),
+            name,
+            version,
             instructions: None,
             tools: Vec::new(),
             resources: Vec::new(),
+            templates: Vec::new(),
             prompts: Vec::new(),
+            completion: None,
             listen: None,
+            result_meta: result_meta.into(),
         }
     }
 
@@ -279,8 +324,10 @@ impl App {
         crate::portable::register(self, tools)
     }
 
-    /// Adds a text resource at `uri`; the handler returns its text.
-    pub fn resource<F, Fut>(
+    /// Adds a resource at `uri`; the handler returns its text (a `String`)
+    /// or its bytes (a [`ResourceContent`]). A read of a URI that no
+    /// resource or template has is answered -32602 with `data.uri`.
+    pub fn resource<F, Fut, R>(
         mut self,
         uri: impl Into<String>,
         name: impl Into<String>,
@@ -289,20 +336,77 @@ impl App {
     ) -> Self
     where
         F: Fn(ResourceRead) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<String, ToolError>> + Send + 'static,
+        Fut: Future<Output = Result<R, ToolError>> + Send + 'static,
+        R: Into<ResourceContent>,
     {
         self.resources.push(Resource {
             uri: uri.into(),
             name: name.into(),
             mime_type: mime_type.map(str::to_owned),
-            handler: Arc::new(move |read| Box::pin(handler(read))),
+            handler: resource_fn(handler),
         });
         self
     }
 
+    /// Adds a resource template (`resources/templates/list`): a read of a
+    /// URI that matches `uri_template` and no resource goes to `handler`,
+    /// which reads the variables with [`ResourceRead::variable`].
+    /// Templates are RFC 6570 level 1: each `{name}` matches one non-empty
+    /// path segment (no `/`); templates are tried in the order added.
+    ///
+    /// ```
+    /// use mcpwire_tokio::App;
+    /// let app = App::new("demo", "1.0").resource_template(
+    ///     "test://items/{id}",
+    ///     "item",
+    ///     Some("text/plain"),
+    ///     |read| async move { Ok(format!("item {}", read.variable("id").unwrap_or_default())) },
+    /// );
+    /// # let _ = app;
+    /// ```
+    pub fn resource_template<F, Fut, R>(
+        mut self,
+        uri_template: impl Into<String>,
+        name: impl Into<String>,
+        mime_type: Option<&str>,
+        handler: F,
+    ) -> Self
+    where
+        F: Fn(ResourceRead) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<R, ToolError>> + Send + 'static,
+        R: Into<ResourceContent>,
+    {
+        self.templates.push(Template {
+            uri_template: uri_template.into(),
+            name: name.into(),
+            mime_type: mime_type.map(str::to_owned),
+            handler: resource_fn(handler),
+        });
+        self
+    }
+
+    /// Answers `completion/complete` (and announces the `completions`
+    /// capability): the handler gets the reference and the argument typed
+    /// so far, and returns the values (a `Vec<String>` or a
+    /// [`Completion`]).
+    pub fn completion<F, Fut, R>(mut self, handler: F) -> Self
+    where
+        F: Fn(CompletionRequest) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<R, ToolError>> + Send + 'static,
+        R: Into<Completion>,
+    {
+        let handler = Arc::new(handler);
+        self.completion = Some(Arc::new(move |request| {
+            let work = handler(request);
+            Box::pin(async move { work.await.map(Into::into) })
+        }));
+        self
+    }
+
     /// Adds a prompt with `arguments` as (name, required) pairs; the handler
-    /// returns its messages.
-    pub fn prompt<F, Fut>(
+    /// returns its messages (a `Vec<PromptMessage>`), or a
+    /// [`PromptResult`] (with a description, or asking for input).
+    pub fn prompt<F, Fut, R>(
         mut self,
         name: impl Into<String>,
         description: Option<&str>,
@@ -311,7 +415,8 @@ impl App {
     ) -> Self
     where
         F: Fn(PromptGet) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<Vec<PromptMessage>, ToolError>> + Send + 'static,
+        Fut: Future<Output = Result<R, ToolError>> + Send + 'static,
+        R: Into<PromptResult>,
     {
         self.prompts.push(Prompt {
             name: name.into(),
@@ -320,7 +425,10 @@ impl App {
                 .iter()
                 .map(|(n, required)| ((*n).to_owned(), *required))
                 .collect(),
-            handler: Arc::new(move |get| Box::pin(handler(get))),
+            handler: Arc::new(move |get| {
+                let work = handler(get);
+                Box::pin(async move { work.await.map(Into::into) })
+            }),
         });
         self
     }
@@ -360,6 +468,16 @@ impl App {
                 mime_type: r.mime_type.as_deref().map(leak),
             })
             .collect();
+        let templates: Vec<ResourceTemplateInfo<'static>> = self
+            .templates
+            .iter()
+            .map(|t| ResourceTemplateInfo {
+                uri_template: leak(&t.uri_template),
+                name: leak(&t.name),
+                description: None,
+                mime_type: t.mime_type.as_deref().map(leak),
+            })
+            .collect();
         let prompts: Vec<PromptInfo<'static>> = self
             .prompts
             .iter()
@@ -388,10 +506,10 @@ impl App {
             },
             tools: Box::leak(tools.into_boxed_slice()),
             resources: Box::leak(resources.into_boxed_slice()),
-            templates: &[],
+            templates: Box::leak(templates.into_boxed_slice()),
             prompts: Box::leak(prompts.into_boxed_slice()),
             listen: self.listen.is_some(),
-            completions: false,
+            completions: self.completion.is_some(),
         };
         registry.check()?;
         Ok(registry)
@@ -407,54 +525,127 @@ impl App {
     /// what the registry offers, so only a registry built elsewhere gets
     /// here).
     pub(crate) fn handle(&self, request: &Request<'_>, link: Link) -> Option<Work> {
-        let params = || serde_json::from_slice(request.params).unwrap_or(Value::Null);
+        let params: Value = serde_json::from_slice(request.params).unwrap_or(Value::Null);
+        if let Err(e) = check_retry_fields(&params).and(requested_log_level(&params).map(drop)) {
+            return Some(Box::pin(async move { Err(e) }));
+        }
+        let meta = Arc::clone(&self.result_meta);
+        let answer = move |result: Value| Ok(with_meta(json_bytes(&result), &meta));
         Some(match request.kind {
             RequestKind::CallTool { tool, name, .. } => {
                 let handler = &self.tools.get(tool)?.handler;
                 let work = handler(ToolCall {
                     link,
                     name: name.to_owned(),
-                    params: params(),
+                    params,
                     progress_token: request
                         .progress_token()
                         .and_then(|t| serde_json::from_slice(t).ok()),
                     principal: request.principal.map(str::to_owned),
                 });
-                Box::pin(async move { Ok(json_bytes(&work.await?.to_json())) })
+                Box::pin(async move { answer(work.await?.to_json()) })
             }
             RequestKind::ReadResource { uri } => {
                 let uri: String = serde_json::from_slice(uri).unwrap_or_default();
-                let Some(resource) = self.resources.iter().find(|r| r.uri == uri) else {
+                let found = self
+                    .resources
+                    .iter()
+                    .find(|r| r.uri == uri)
+                    .map(|r| (&r.handler, &r.mime_type, Vec::new()))
+                    .or_else(|| {
+                        self.templates.iter().find_map(|t| {
+                            let variables = match_template(&t.uri_template, &uri)?;
+                            Some((&t.handler, &t.mime_type, variables))
+                        })
+                    });
+                let Some((handler, mime_type, variables)) = found else {
                     return Some(Box::pin(async move {
                         let mut e = ToolError::invalid_params("Resource not found");
                         e.data = Some(json!({"uri": uri}));
                         Err(e)
                     }));
                 };
-                let mime_type = resource.mime_type.clone();
-                let work = (resource.handler)(ResourceRead {
+                let mime_type = mime_type.clone();
+                let work = handler(ResourceRead {
                     uri: uri.clone(),
-                    params: params(),
+                    params,
+                    variables,
                 });
                 Box::pin(async move {
-                    let text = work.await?;
-                    Ok(json_bytes(&resource_contents(
-                        &uri,
-                        mime_type.as_deref(),
-                        text,
-                    )))
+                    let content = work.await?;
+                    answer(resource_contents(&uri, mime_type.as_deref(), content))
                 })
             }
             RequestKind::GetPrompt { prompt, name, .. } => {
                 let handler = &self.prompts.get(prompt)?.handler;
                 let work = handler(PromptGet {
                     name: name.to_owned(),
-                    params: params(),
+                    params,
                 });
-                Box::pin(async move { Ok(json_bytes(&prompt_result(work.await?))) })
+                Box::pin(async move { answer(work.await?.to_json()) })
             }
-            RequestKind::Complete => return None,
+            RequestKind::Complete => {
+                let work = self.completion.as_ref()?(CompletionRequest { params });
+                Box::pin(async move { answer(work.await?.to_json()) })
+            }
         })
+    }
+}
+
+/// A resource handler, boxed.
+fn resource_fn<F, Fut, R>(handler: F) -> Arc<ResourceFn>
+where
+    F: Fn(ResourceRead) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<R, ToolError>> + Send + 'static,
+    R: Into<ResourceContent>,
+{
+    Arc::new(move |read| {
+        let work = handler(read);
+        Box::pin(async move { work.await.map(Into::into) })
+    })
+}
+
+/// `result` (a JSON object's text) with `meta` (`,"_meta":{...}}`) in
+/// place of its closing brace. The App's results have no `_meta` of their
+/// own.
+fn with_meta(mut result: Vec<u8>, meta: &[u8]) -> Vec<u8> {
+    if result.last() == Some(&b'}') {
+        result.pop();
+        // `{}` has no member to follow.
+        let meta = if result == b"{" { &meta[1..] } else { meta };
+        result.extend_from_slice(meta);
+    }
+    result
+}
+
+/// The variables of `uri` read through `template` (RFC 6570 level 1: each
+/// `{name}` matches one non-empty run of characters other than `/`, up to
+/// the next literal); `None` when it does not match.
+fn match_template(template: &str, uri: &str) -> Option<Vec<(String, String)>> {
+    let mut variables = Vec::new();
+    let (mut t, mut u) = (template, uri);
+    loop {
+        let Some(open) = t.find('{') else {
+            return (t == u).then_some(variables);
+        };
+        u = u.strip_prefix(&t[..open])?;
+        let rest = &t[open + 1..];
+        let close = rest.find('}')?;
+        let name = &rest[..close];
+        t = &rest[close + 1..];
+        let literal = &t[..t.find('{').unwrap_or(t.len())];
+        let end = match (literal.is_empty(), t.is_empty()) {
+            (true, true) => u.len(),
+            // Two expressions in a row: nothing tells where one ends.
+            (true, false) => return None,
+            (false, _) => u.find(literal)?,
+        };
+        let value = &u[..end];
+        if value.is_empty() || value.contains('/') {
+            return None;
+        }
+        variables.push((name.to_owned(), value.to_owned()));
+        u = &u[end..];
     }
 }
 
@@ -472,4 +663,37 @@ impl ListenEvent {
 
 fn leak(s: &str) -> &'static str {
     Box::leak(s.to_owned().into_boxed_str())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn templates_match_one_segment_per_variable() {
+        let vars = |t, u| match_template(t, u);
+        assert_eq!(
+            vars("test://template/{id}/data", "test://template/123/data"),
+            Some(vec![("id".to_owned(), "123".to_owned())])
+        );
+        assert_eq!(
+            vars("a://{x}-{y}", "a://1-2"),
+            Some(vec![("x".into(), "1".into()), ("y".into(), "2".into())])
+        );
+        assert_eq!(vars("a://t/{id}", "a://t/"), None);
+        assert_eq!(vars("a://t/{id}", "a://t/1/2"), None);
+        assert_eq!(vars("a://t/{id}/data", "a://t/1/other"), None);
+        assert_eq!(vars("a://t/{x}{y}", "a://t/12"), None);
+        assert_eq!(vars("a://static", "a://static"), Some(vec![]));
+    }
+
+    #[test]
+    fn results_end_with_the_server_info() {
+        let meta = b",\"_meta\":{\"m\":1}}";
+        assert_eq!(
+            with_meta(b"{\"a\":1}".to_vec(), meta),
+            b"{\"a\":1,\"_meta\":{\"m\":1}}"
+        );
+        assert_eq!(with_meta(b"{}".to_vec(), meta), b"{\"_meta\":{\"m\":1}}");
+    }
 }

@@ -4,7 +4,9 @@
 //!
 //! An [`App`] lists tools (async functions of a [`ToolCall`], or with the
 //! feature `schemars` of a typed argument whose type gives the input
-//! schema: `App::typed_tool`), resources, prompts and a listen source; [`Server::bind`] and [`Server::serve`] run
+//! schema: `App::typed_tool`), resources and resource templates, prompts,
+//! a completion handler and a listen source ([`StateSeal`] signs the
+//! `requestState` of multi round-trip answers); [`Server::bind`] and [`Server::serve`] run
 //! it ([`ServerConfig`] for its settings). The engine answers
 //! `server/discover`, the list methods, `subscriptions/listen` and every
 //! protocol error itself; handlers see only the calls they must answer.
@@ -28,8 +30,9 @@ mod store;
 mod tls;
 
 pub use app::{
-    App, Content, ListenEvent, PromptGet, PromptMessage, ResourceRead, Role, Schema, ToolCall,
-    ToolError, ToolResult,
+    App, Completion, CompletionRequest, Content, ListenEvent, LogLevel, PromptGet, PromptMessage,
+    PromptResult, ResourceContent, ResourceRead, Role, Schema, StateSeal, ToolCall, ToolError,
+    ToolResult,
 };
 #[cfg(feature = "schemars")]
 pub use app::{IntoToolResult, Structured};

@@ -4,11 +4,14 @@
     python sdk_client.py /abs/path/to/mcpwire [scenario...]
 
 Every SDK scenario launches the server as a child process through
-`mcp.Client(StdioServerParameters(...))`, as a host would. The last
-scenario, eof-exit, drives the binary over raw pipes to check what the
-SDK does not show: stdout carries only JSON-RPC lines, a bad line is
-answered and the channel goes on, and at the end of stdin the call in
-flight finishes and the process exits 0.
+`mcp.Client(StdioServerParameters(...))`, as a host would: the demo, or
+for the scenarios named fixture-* the conformance fixture set
+(`serve --stdio --fixtures conformance`), whose multi round-trip tools
+the SDK drives through its elicitation, sampling and roots callbacks.
+The last scenario, eof-exit, drives the binary over raw pipes to check
+what the SDK does not show: stdout carries only JSON-RPC lines, a bad
+line is answered and the channel goes on, and at the end of stdin the
+call in flight finishes and the process exits 0.
 
 Prints "ok NAME" or "FAILED NAME: why" per scenario, then
 "N passed, N failed"; exits 1 when one failed, 2 on a usage error.
@@ -22,6 +25,7 @@ import sys
 import time
 
 import anyio
+import mcp.types as types
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
@@ -162,6 +166,133 @@ async def listen(binary):
         expect("echo" in names, "tools/list after the listen failed")
 
 
+def fixtures(binary):
+    return StdioServerParameters(
+        command=binary, args=["serve", "--stdio", "--fixtures", "conformance"]
+    )
+
+
+class Answers:
+    """The client's side of multi round-trip input: what a user and a
+    model would answer, and what was asked."""
+
+    def __init__(self):
+        self.asked = []
+
+    async def elicit(self, context, params):
+        self.asked.append(("elicitation", params.message))
+        fields = list(params.requested_schema["properties"])
+        values = {"name": "Alice", "color": "blue", "ok": True, "context": "tests"}
+        return types.ElicitResult(action="accept", content={f: values.get(f, "x") for f in fields})
+
+    async def sample(self, context, params):
+        self.asked.append(("sampling", params.messages[0].content.text))
+        return types.CreateMessageResult(
+            role="assistant",
+            content=types.TextContent(type="text", text="Paris"),
+            model="test-model",
+            stop_reason="endTurn",
+        )
+
+    async def roots(self, context):
+        self.asked.append(("roots", None))
+        return types.ListRootsResult(roots=[types.Root(uri="file:///work/project", name="project")])
+
+    def client(self, binary):
+        return Client(
+            fixtures(binary),
+            elicitation_callback=self.elicit,
+            sampling_callback=self.sample,
+            list_roots_callback=self.roots,
+        )
+
+
+def text_of(result):
+    return [b.text for b in result.content if getattr(b, "type", "") == "text"]
+
+
+async def fixture_mrtr(binary):
+    answers = Answers()
+    async with answers.client(binary) as c:
+        # Three rounds; the SDK answers each and echoes the sealed state.
+        result = await c.call_tool("test_input_required_result_multi_round", {})
+        expect(text_of(result) == ["Alice's favorite color is blue."], f"multi-round: {result!r}")
+        expect(
+            [m for _, m in answers.asked]
+            == ["Step 1: What is your name?", "Step 2: What is your favorite color?"],
+            f"asked {answers.asked}",
+        )
+        answers.asked.clear()
+        result = await c.call_tool("test_input_required_result_multiple_inputs", {})
+        expect(not result.is_error, f"multiple inputs: {result!r}")
+        expect(
+            sorted(k for k, _ in answers.asked) == ["elicitation", "roots", "sampling"],
+            f"asked {answers.asked}",
+        )
+        expect("file:///work/project" in text_of(result)[0], f"multiple inputs: {text_of(result)}")
+        result = await c.call_tool("test_input_required_result_sampling", {})
+        expect(text_of(result) == ["The model answered: Paris"], f"sampling: {text_of(result)}")
+        # A prompt that asks for input before it is complete.
+        prompt = await c.get_prompt("test_input_required_result_prompt")
+        expect(
+            prompt.messages[0].content.text == "Use this context: tests",
+            f"prompt: {prompt.messages!r}",
+        )
+        # The first round by hand, then its state tampered with: -32602.
+        first = await c.session.call_tool(
+            "test_input_required_result_tampered_state", {}, allow_input_required=True
+        )
+        expect(isinstance(first, types.InputRequiredResult), f"not input_required: {first!r}")
+        expect(first.request_state, "no requestState")
+        try:
+            await c.session.call_tool(
+                "test_input_required_result_tampered_state",
+                {},
+                input_responses={"confirm": {"action": "accept", "content": {"ok": True}}},
+                request_state=first.request_state + "-TAMPERED",
+                allow_input_required=True,
+            )
+        except MCPError as e:
+            expect(e.code == -32602, f"tampered state: code {e.code}: {e}")
+        else:
+            raise Failed("a tampered requestState was accepted")
+
+
+async def fixture_errors(binary):
+    # No callbacks: the client declares no sampling capability.
+    async with Client(fixtures(binary)) as c:
+        try:
+            await c.call_tool("test_missing_capability", {})
+        except MCPError as e:
+            expect(e.code == -32021, f"code {e.code}: {e}")
+            required = (e.error.data or {}).get("requiredCapabilities")
+            expect(required == {"sampling": {}}, f"requiredCapabilities {required!r}")
+        else:
+            raise Failed("test_missing_capability ran without sampling")
+        # A tool's own failure is a result with isError, not a protocol error.
+        result = await c.call_tool("test_error_handling", {})
+        expect(result.is_error, f"test_error_handling: {result!r}")
+        try:
+            await c.read_resource("test://nonexistent-resource-for-conformance-testing")
+        except MCPError as e:
+            expect(e.code == -32602, f"missing resource: code {e.code}: {e}")
+        else:
+            raise Failed("a missing resource was read")
+        contents = (await c.read_resource("test://template/7/data")).contents
+        expect(json.loads(contents[0].text)["id"] == "7", f"template read: {contents!r}")
+
+
+async def fixture_listen(binary):
+    async with Client(fixtures(binary)) as c:
+        async with c.listen(tools_list_changed=True) as sub:
+            expect(sub.honored.tools_list_changed, f"honored {sub.honored!r}")
+            await c.call_tool("test_trigger_tool_change", {})
+            with anyio.fail_after(5):
+                async for event in sub:
+                    expect("Tool" in type(event).__name__, f"event {event!r}")
+                    break
+
+
 def eof_exit(binary):
     meta = {
         "io.modelcontextprotocol/protocolVersion": VERSION,
@@ -215,6 +346,9 @@ SCENARIOS = {
     "cancel": cancel,
     "tool-error": tool_error,
     "listen": listen,
+    "fixture-mrtr": fixture_mrtr,
+    "fixture-errors": fixture_errors,
+    "fixture-listen": fixture_listen,
     "eof-exit": eof_exit,
 }
 

@@ -7,7 +7,10 @@
 // Every scenario launches the server as a child process through the SDK's
 // StdioClientTransport, pinned to 2026-07-28 (the SDK's default is the 2025
 // `initialize` handshake; a pin makes the connect-time server/discover
-// offer exactly that revision or fail).
+// offer exactly that revision or fail): the demo, or for the scenarios
+// named fixture-* the conformance fixture set (`serve --stdio --fixtures
+// conformance`), whose multi round-trip tools the SDK fulfils through its
+// elicitation, sampling and roots request handlers.
 //
 // Prints "ok NAME" or "FAILED NAME: why" per scenario, then
 // "N passed, N failed"; exits 1 when one failed, 2 on a usage error.
@@ -36,18 +39,22 @@ const show = (v) => JSON.stringify(v);
 // {dir: 'sent' | 'received', message}: what the SDK's API does not show
 // (it drops a response to a call it abandoned without a word).
 // `seen.errors` holds what the SDK reported through onerror.
+// A scenario's `options` choose the server's arguments (`args`), the
+// client's capabilities and a `setup(client)` run before the connect.
 async function withClient(binary, body) {
+    const options = body.options ?? {};
     const client = new Client(
         { name: 'mcpwire-ts-stdio', version: '0.0.0' },
-        { versionNegotiation: { mode: { pin: VERSION } } },
+        { versionNegotiation: { mode: { pin: VERSION } }, capabilities: options.capabilities ?? {} },
     );
     const transport = new StdioClientTransport({
         command: binary,
-        args: ['serve', '--stdio', '--tick-ms', String(TICK_MS)],
+        args: options.args ?? ['serve', '--stdio', '--tick-ms', String(TICK_MS)],
         stderr: 'ignore',
     });
     const errors = [];
     client.onerror = (e) => errors.push(String(e?.message ?? e));
+    options.setup?.(client);
     await client.connect(transport);
     const wire = [];
     const { onmessage } = transport;
@@ -218,6 +225,86 @@ async function listen(client) {
     expect(names.includes('echo'), 'tools/list after the listen failed');
 }
 
+const FIXTURES = ['serve', '--stdio', '--fixtures', 'conformance'];
+
+// What the client's user and model answer, and what was asked: the
+// handlers the SDK fulfils input_required results with.
+const asked = [];
+function answerInput(client) {
+    asked.length = 0;
+    const values = { name: 'Alice', color: 'blue', ok: true, context: 'tests' };
+    client.setRequestHandler('elicitation/create', async (request) => {
+        asked.push(['elicitation', request.params.message]);
+        const fields = Object.keys(request.params.requestedSchema?.properties ?? {});
+        return { action: 'accept', content: Object.fromEntries(fields.map((f) => [f, values[f] ?? 'x'])) };
+    });
+    client.setRequestHandler('sampling/createMessage', async (request) => {
+        asked.push(['sampling', request.params.messages[0]?.content?.text]);
+        return { role: 'assistant', content: { type: 'text', text: 'Paris' }, model: 'test-model', stopReason: 'endTurn' };
+    });
+    client.setRequestHandler('roots/list', async () => {
+        asked.push(['roots']);
+        return { roots: [{ uri: 'file:///work/project', name: 'project' }] };
+    });
+}
+
+async function fixtureMrtr(client, { wire }) {
+    const result = await client.callTool({ name: 'test_input_required_result_multi_round', arguments: {} });
+    expect(show(texts(result)) === show(["Alice's favorite color is blue."]), `multi-round: ${show(result)}`);
+    expect(
+        show(asked) === show([['elicitation', 'Step 1: What is your name?'], ['elicitation', 'Step 2: What is your favorite color?']]),
+        `asked ${show(asked)}`,
+    );
+    // Each round was a new request that echoed the state of the one before.
+    const calls = wire.filter((w) => w.dir === 'sent' && w.message.method === 'tools/call');
+    const states = calls.map((w) => w.message.params.requestState);
+    expect(calls.length === 3 && states[0] === undefined && states[1] && states[2] && states[1] !== states[2], `rounds ${show(states)}`);
+    expect(new Set(calls.map((w) => w.message.id)).size === 3, 'a round reused a request id');
+    asked.length = 0;
+    const multiple = await client.callTool({ name: 'test_input_required_result_multiple_inputs', arguments: {} });
+    expect(!multiple.isError && texts(multiple)[0].includes('file:///work/project'), `multiple inputs: ${show(multiple)}`);
+    expect(show(asked.map((a) => a[0]).sort()) === show(['elicitation', 'roots', 'sampling']), `asked ${show(asked)}`);
+    const prompt = await client.getPrompt({ name: 'test_input_required_result_prompt' });
+    expect(prompt.messages[0]?.content?.text === 'Use this context: tests', `prompt: ${show(prompt)}`);
+}
+fixtureMrtr.options = {
+    args: FIXTURES,
+    capabilities: { elicitation: {}, sampling: {}, roots: {} },
+    setup: answerInput,
+};
+
+async function fixtureErrors(client) {
+    // The client declares no sampling: -32021 naming it, as an object.
+    const missing = await failing(client, { name: 'test_missing_capability', arguments: {} });
+    expect(missing.error instanceof ProtocolError, `test_missing_capability: ${show(missing.result ?? String(missing.error))}`);
+    expect(missing.error.code === -32021, `code ${missing.error.code}: ${missing.error.message}`);
+    expect(show(missing.error.data?.requiredCapabilities) === show({ sampling: {} }), `data ${show(missing.error.data)}`);
+    // A tool's own failure: a result with isError.
+    const failed = await client.callTool({ name: 'test_error_handling', arguments: {} });
+    expect(failed.isError === true, `test_error_handling: ${show(failed)}`);
+    let read;
+    try {
+        read = await client.readResource({ uri: 'test://nonexistent-resource-for-conformance-testing' });
+    } catch (e) {
+        read = e;
+    }
+    expect(read instanceof ProtocolError && read.code === -32602, `missing resource: ${show(read?.message ?? read)}`);
+}
+fixtureErrors.options = { args: FIXTURES };
+
+async function fixtureListen(client) {
+    let changed;
+    const gotEvent = new Promise((resolve) => (changed = resolve));
+    client.setNotificationHandler('notifications/tools/list_changed', (n) => changed(n));
+    const sub = await client.listen({ toolsListChanged: true });
+    expect(sub.honoredFilter.toolsListChanged === true, `honored ${show(sub.honoredFilter)}`);
+    await client.callTool({ name: 'test_trigger_tool_change', arguments: {} });
+    const got = await Promise.race([gotEvent, sleep(5000).then(() => 'timeout')]);
+    expect(got !== 'timeout', 'no tools/list_changed after test_trigger_tool_change');
+    await sub.close();
+}
+fixtureListen.options = { args: FIXTURES };
+
 const SCENARIOS = {
     discover,
     'tools-list': toolsList,
@@ -225,6 +312,9 @@ const SCENARIOS = {
     cancel,
     'tool-error': toolError,
     listen,
+    'fixture-mrtr': fixtureMrtr,
+    'fixture-errors': fixtureErrors,
+    'fixture-listen': fixtureListen,
 };
 
 async function run(name, binary) {

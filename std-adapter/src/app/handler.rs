@@ -1,11 +1,98 @@
-//! What a handler gets: a [`ToolCall`], a [`ResourceRead`] or a
-//! [`PromptGet`], copied out of the engine's request so the handler owns
-//! it for as long as it runs.
+//! What a handler gets: a [`ToolCall`], a [`ResourceRead`], a
+//! [`PromptGet`] or a [`CompletionRequest`], copied out of the engine's
+//! request so the handler owns it for as long as it runs; and what they
+//! share: the request's client capabilities (MCP §3.3) and the multi
+//! round-trip fields (§9.2).
 
 use serde_json::{Map, Value};
 
 use super::link::Link;
 use super::result::{ToolError, number, write_json};
+
+const KEY_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+const KEY_LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
+
+/// `_meta["io.modelcontextprotocol/clientCapabilities"]` of `params`
+/// (the engine admits no request without it).
+fn client_capabilities(params: &Value) -> &Value {
+    params
+        .get("_meta")
+        .and_then(|m| m.get(KEY_CLIENT_CAPABILITIES))
+        .unwrap_or(&Value::Null)
+}
+
+fn input_responses(params: &Value) -> Option<&Map<String, Value>> {
+    params.get("inputResponses").and_then(Value::as_object)
+}
+
+fn request_state(params: &Value) -> Option<&str> {
+    params.get("requestState").and_then(Value::as_str)
+}
+
+/// A malformed retry (MCP §9.2): `inputResponses` that is not an object or
+/// `requestState` that is not a string is -32602, before any handler runs.
+pub(crate) fn check_retry_fields(params: &Value) -> Result<(), ToolError> {
+    if params.get("inputResponses").is_some_and(|v| !v.is_object()) {
+        return Err(ToolError::invalid_params(
+            "inputResponses must be an object",
+        ));
+    }
+    if params.get("requestState").is_some_and(|v| !v.is_string()) {
+        return Err(ToolError::invalid_params("requestState must be a string"));
+    }
+    Ok(())
+}
+
+/// The severity of a log message (MCP §11, RFC 5424 order).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum LogLevel {
+    Debug,
+    Info,
+    Notice,
+    Warning,
+    Error,
+    Critical,
+    Alert,
+    Emergency,
+}
+
+impl LogLevel {
+    const ALL: [(Self, &'static str); 8] = [
+        (Self::Debug, "debug"),
+        (Self::Info, "info"),
+        (Self::Notice, "notice"),
+        (Self::Warning, "warning"),
+        (Self::Error, "error"),
+        (Self::Critical, "critical"),
+        (Self::Alert, "alert"),
+        (Self::Emergency, "emergency"),
+    ];
+
+    /// The level's name on the wire.
+    pub fn as_str(self) -> &'static str {
+        Self::ALL
+            .iter()
+            .find(|(l, _)| *l == self)
+            .map_or("info", |(_, n)| n)
+    }
+
+    fn parse(name: &str) -> Option<Self> {
+        Self::ALL.iter().find(|(_, n)| *n == name).map(|(l, _)| *l)
+    }
+}
+
+/// The `logLevel` a request asked for: `Ok(None)` when absent, -32602 for
+/// an unknown one (MCP §11).
+pub(crate) fn requested_log_level(params: &Value) -> Result<Option<LogLevel>, ToolError> {
+    match params.get("_meta").and_then(|m| m.get(KEY_LOG_LEVEL)) {
+        None => Ok(None),
+        Some(v) => v
+            .as_str()
+            .and_then(LogLevel::parse)
+            .map(Some)
+            .ok_or_else(|| ToolError::invalid_params("unknown logLevel")),
+    }
+}
 
 /// A `tools/call` request, handed to the tool's handler.
 #[derive(Debug, Clone)]
@@ -44,13 +131,46 @@ impl ToolCall {
 
     /// `params.inputResponses` of a retried multi round-trip call.
     pub fn input_responses(&self) -> Option<&Map<String, Value>> {
-        self.params.get("inputResponses").and_then(Value::as_object)
+        input_responses(&self.params)
     }
 
     /// `params.requestState` of a retried multi round-trip call, as the
-    /// client echoed it: treat it as attacker-controlled.
+    /// client echoed it: treat it as attacker-controlled (see
+    /// [`StateSeal`](crate::StateSeal)).
     pub fn request_state(&self) -> Option<&str> {
-        self.params.get("requestState").and_then(Value::as_str)
+        request_state(&self.params)
+    }
+
+    /// The client capabilities this request declared (a JSON object). A
+    /// server may rely on nothing else (MCP §3.3): ask only for input the
+    /// client can give, or answer [`ToolError::missing_capability`].
+    pub fn client_capabilities(&self) -> &Value {
+        client_capabilities(&self.params)
+    }
+
+    /// Whether the request declared the client capability `name`
+    /// (`"elicitation"`, `"sampling"`, `"roots"`).
+    pub fn has_client_capability(&self, name: &str) -> bool {
+        self.client_capabilities().get(name).is_some()
+    }
+
+    /// Sends `notifications/message` (deprecated MCP logging, §11) when the
+    /// request asked for logging at `level` or below; otherwise nothing
+    /// (a request without `logLevel` gets no log message). Whether it was
+    /// sent.
+    pub async fn log(&self, level: LogLevel, data: Value) -> bool {
+        let asked = requested_log_level(&self.params).ok().flatten();
+        if asked.is_none_or(|asked| level < asked) {
+            return false;
+        }
+        let mut params = Vec::with_capacity(64);
+        params.extend_from_slice(b"{\"level\":");
+        write_json(&mut params, level.as_str());
+        params.extend_from_slice(b",\"data\":");
+        write_json(&mut params, &data);
+        params.push(b'}');
+        self.link.notify_raw("notifications/message", params).await;
+        true
     }
 
     /// The whole `params` object, `_meta` included.
@@ -129,12 +249,29 @@ pub(crate) fn arguments_as<T: serde::de::DeserializeOwned>(
 pub struct ResourceRead {
     pub(crate) uri: String,
     pub(crate) params: Value,
+    /// The values of a template's variables, in the template's order.
+    pub(crate) variables: Vec<(String, String)>,
 }
 
 impl ResourceRead {
     /// The URI read.
     pub fn uri(&self) -> &str {
         &self.uri
+    }
+
+    /// The value of the template variable `name` in the URI (for a
+    /// resource template: `test://items/{id}` read as `test://items/7`
+    /// has `id` = `7`, as written in the URI, not percent-decoded).
+    pub fn variable(&self, name: &str) -> Option<&str> {
+        self.variables
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The client capabilities this request declared.
+    pub fn client_capabilities(&self) -> &Value {
+        client_capabilities(&self.params)
     }
 
     /// The whole `params` object.
@@ -159,5 +296,82 @@ impl PromptGet {
     /// The argument `name`, if given as a string.
     pub fn argument(&self, name: &str) -> Option<&str> {
         self.params.get("arguments")?.get(name)?.as_str()
+    }
+
+    /// `params.inputResponses` of a retried multi round-trip request.
+    pub fn input_responses(&self) -> Option<&Map<String, Value>> {
+        input_responses(&self.params)
+    }
+
+    /// `params.requestState` of a retried multi round-trip request:
+    /// attacker-controlled.
+    pub fn request_state(&self) -> Option<&str> {
+        request_state(&self.params)
+    }
+
+    /// The client capabilities this request declared.
+    pub fn client_capabilities(&self) -> &Value {
+        client_capabilities(&self.params)
+    }
+
+    /// Whether the request declared the client capability `name`.
+    pub fn has_client_capability(&self, name: &str) -> bool {
+        self.client_capabilities().get(name).is_some()
+    }
+
+    /// The whole `params` object.
+    pub fn params(&self) -> &Value {
+        &self.params
+    }
+}
+
+/// A `completion/complete` request: which argument of which prompt or
+/// resource template, and what the user typed so far.
+#[derive(Debug, Clone)]
+pub struct CompletionRequest {
+    pub(crate) params: Value,
+}
+
+impl CompletionRequest {
+    /// The prompt named by a `ref/prompt` reference.
+    pub fn prompt(&self) -> Option<&str> {
+        self.reference("ref/prompt", "name")
+    }
+
+    /// The URI (template) named by a `ref/resource` reference.
+    pub fn resource(&self) -> Option<&str> {
+        self.reference("ref/resource", "uri")
+    }
+
+    fn reference(&self, kind: &str, key: &str) -> Option<&str> {
+        let r = self.params.get("ref")?;
+        (r.get("type")?.as_str()? == kind).then_some(())?;
+        r.get(key)?.as_str()
+    }
+
+    /// The argument being completed: its name.
+    pub fn argument_name(&self) -> &str {
+        self.params["argument"]["name"].as_str().unwrap_or_default()
+    }
+
+    /// What the user typed of the argument so far.
+    pub fn argument_value(&self) -> &str {
+        self.params["argument"]["value"]
+            .as_str()
+            .unwrap_or_default()
+    }
+
+    /// An argument already given (`context.arguments`).
+    pub fn context_argument(&self, name: &str) -> Option<&str> {
+        self.params
+            .get("context")?
+            .get("arguments")?
+            .get(name)?
+            .as_str()
+    }
+
+    /// The whole `params` object.
+    pub fn params(&self) -> &Value {
+        &self.params
     }
 }

@@ -1,7 +1,11 @@
 //! What a handler returns, and its JSON: tool results and their content
-//! blocks, prompt messages, resource contents, and handler errors.
+//! blocks, prompt results and messages, resource contents, completions,
+//! and handler errors.
 
-use mcpwire_core::mcp::error::{INTERNAL_ERROR, INVALID_PARAMS};
+use mcpwire_core::grpc::base64;
+use mcpwire_core::mcp::error::{
+    INTERNAL_ERROR, INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY,
+};
 use mcpwire_core::mcp::server::Failure;
 use serde_json::{Map, Value, json};
 
@@ -14,7 +18,23 @@ pub enum Content {
 }
 
 impl Content {
-    fn to_json(&self) -> Value {
+    /// An `image` block: `data` base64-encoded, of type `mime_type`.
+    pub fn image(data: &[u8], mime_type: &str) -> Self {
+        Self::Json(json!({"type": "image", "data": base64_text(data), "mimeType": mime_type}))
+    }
+
+    /// An `audio` block: `data` base64-encoded, of type `mime_type`.
+    pub fn audio(data: &[u8], mime_type: &str) -> Self {
+        Self::Json(json!({"type": "audio", "data": base64_text(data), "mimeType": mime_type}))
+    }
+
+    /// An embedded `resource` block holding the text of `uri`.
+    pub fn resource_text(uri: &str, mime_type: &str, text: &str) -> Self {
+        Self::Json(json!({"type": "resource",
+            "resource": {"uri": uri, "mimeType": mime_type, "text": text}}))
+    }
+
+    pub(crate) fn to_json(&self) -> Value {
         match self {
             Self::Text(text) => json!({"type": "text", "text": text}),
             Self::Json(v) => v.clone(),
@@ -60,6 +80,15 @@ impl ToolResult {
         }
     }
 
+    /// Content blocks of any kind.
+    pub fn content(content: Vec<Content>) -> Self {
+        Self::Complete {
+            content,
+            structured: None,
+            is_error: false,
+        }
+    }
+
     /// Structured content, with its JSON text as the text block.
     pub fn structured(value: Value) -> Self {
         Self::Complete {
@@ -102,27 +131,64 @@ impl ToolResult {
             Self::InputRequired {
                 input_requests,
                 request_state,
-            } => {
-                let mut r = json!({"resultType": "input_required"});
-                if !input_requests.is_empty() {
-                    r["inputRequests"] = Value::Object(input_requests.clone());
-                }
-                if let Some(state) = request_state {
-                    r["requestState"] = Value::from(state.as_str());
-                }
-                r
-            }
+            } => input_required_json(input_requests, request_state.as_deref()),
         }
     }
 }
 
-/// The result of `resources/read` for a text resource.
-pub(crate) fn resource_contents(uri: &str, mime_type: Option<&str>, text: String) -> Value {
-    let mut content = json!({"uri": uri, "text": text});
-    if let Some(m) = mime_type {
-        content["mimeType"] = Value::from(m);
+/// An `InputRequiredResult` (MCP §9.1; never cached, so no `ttlMs`).
+fn input_required_json(input_requests: &Map<String, Value>, request_state: Option<&str>) -> Value {
+    let mut r = json!({"resultType": "input_required"});
+    if !input_requests.is_empty() {
+        r["inputRequests"] = Value::Object(input_requests.clone());
     }
-    json!({"resultType": "complete", "contents": [content]})
+    if let Some(state) = request_state {
+        r["requestState"] = Value::from(state);
+    }
+    r
+}
+
+/// What a resource read returns: text, or bytes (sent base64-encoded as
+/// `blob`). A handler may return a `String` for text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ResourceContent {
+    Text(String),
+    Blob(Vec<u8>),
+}
+
+impl From<String> for ResourceContent {
+    fn from(text: String) -> Self {
+        Self::Text(text)
+    }
+}
+
+impl From<&str> for ResourceContent {
+    fn from(text: &str) -> Self {
+        Self::Text(text.to_owned())
+    }
+}
+
+impl From<Vec<u8>> for ResourceContent {
+    fn from(bytes: Vec<u8>) -> Self {
+        Self::Blob(bytes)
+    }
+}
+
+/// The result of `resources/read`: one content of `uri`, cacheable (MCP
+/// §10.2: `ttlMs` and `cacheScope`, as the engine's list results).
+pub(crate) fn resource_contents(
+    uri: &str,
+    mime_type: Option<&str>,
+    content: ResourceContent,
+) -> Value {
+    let mut c = match content {
+        ResourceContent::Text(text) => json!({"uri": uri, "text": text}),
+        ResourceContent::Blob(bytes) => json!({"uri": uri, "blob": base64_text(&bytes)}),
+    };
+    if let Some(m) = mime_type {
+        c["mimeType"] = Value::from(m);
+    }
+    json!({"resultType": "complete", "contents": [c], "ttlMs": 0, "cacheScope": "public"})
 }
 
 /// Who speaks a prompt message.
@@ -132,42 +198,123 @@ pub enum Role {
     Assistant,
 }
 
-/// A text message of a prompt.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A message of a prompt: one content block (text, image, embedded
+/// resource, ...).
+#[derive(Debug, Clone, PartialEq)]
 pub struct PromptMessage {
     pub role: Role,
-    pub text: String,
+    pub content: Content,
 }
 
 impl PromptMessage {
+    /// A text message of the user.
     pub fn user(text: impl Into<String>) -> Self {
-        Self {
-            role: Role::User,
-            text: text.into(),
-        }
+        Self::new(Role::User, Content::Text(text.into()))
     }
 
+    /// A text message of the assistant.
     pub fn assistant(text: impl Into<String>) -> Self {
-        Self {
-            role: Role::Assistant,
-            text: text.into(),
+        Self::new(Role::Assistant, Content::Text(text.into()))
+    }
+
+    /// A message of any content block.
+    pub fn new(role: Role, content: Content) -> Self {
+        Self { role, content }
+    }
+}
+
+/// What a prompt returns: its messages, or a request for more input
+/// (multi round-trip, MCP §9). A handler may return a
+/// `Vec<PromptMessage>`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PromptResult {
+    Complete {
+        description: Option<String>,
+        messages: Vec<PromptMessage>,
+    },
+    /// As [`ToolResult::InputRequired`].
+    InputRequired {
+        input_requests: Map<String, Value>,
+        request_state: Option<String>,
+    },
+}
+
+impl From<Vec<PromptMessage>> for PromptResult {
+    fn from(messages: Vec<PromptMessage>) -> Self {
+        Self::Complete {
+            description: None,
+            messages,
         }
     }
 }
 
-/// The result of `prompts/get`.
-pub(crate) fn prompt_result(messages: Vec<PromptMessage>) -> Value {
-    let messages: Vec<Value> = messages
-        .into_iter()
-        .map(|m| {
-            let role = match m.role {
-                Role::User => "user",
-                Role::Assistant => "assistant",
-            };
-            json!({"role": role, "content": {"type": "text", "text": m.text}})
-        })
-        .collect();
-    json!({"resultType": "complete", "messages": messages})
+impl PromptResult {
+    pub(crate) fn to_json(&self) -> Value {
+        match self {
+            Self::Complete {
+                description,
+                messages,
+            } => {
+                let messages: Vec<Value> = messages
+                    .iter()
+                    .map(|m| {
+                        let role = match m.role {
+                            Role::User => "user",
+                            Role::Assistant => "assistant",
+                        };
+                        json!({"role": role, "content": m.content.to_json()})
+                    })
+                    .collect();
+                let mut r = json!({"resultType": "complete", "messages": messages});
+                if let Some(d) = description {
+                    r["description"] = Value::from(d.as_str());
+                }
+                r
+            }
+            Self::InputRequired {
+                input_requests,
+                request_state,
+            } => input_required_json(input_requests, request_state.as_deref()),
+        }
+    }
+}
+
+/// What a completion handler returns (`completion/complete`): at most 100
+/// values are sent; more set `hasMore`. A handler may return a
+/// `Vec<String>`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Completion {
+    pub values: Vec<String>,
+    /// How many values there are in all, when known.
+    pub total: Option<u64>,
+    pub has_more: bool,
+}
+
+impl From<Vec<String>> for Completion {
+    fn from(values: Vec<String>) -> Self {
+        Self {
+            values,
+            ..Self::default()
+        }
+    }
+}
+
+impl Completion {
+    /// Values the result may carry (MCP §10).
+    pub const MAX_VALUES: usize = 100;
+
+    pub(crate) fn to_json(&self) -> Value {
+        let has_more = self.has_more || self.values.len() > Self::MAX_VALUES;
+        let values = &self.values[..self.values.len().min(Self::MAX_VALUES)];
+        let mut c = json!({"values": values});
+        if let Some(total) = self.total {
+            c["total"] = Value::from(total);
+        }
+        if has_more {
+            c["hasMore"] = Value::Bool(true);
+        }
+        json!({"resultType": "complete", "completion": c})
+    }
 }
 
 /// A JSON-RPC error answer of a handler (an error response, then
@@ -196,6 +343,17 @@ impl ToolError {
     /// -32603.
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(INTERNAL_ERROR, message)
+    }
+
+    /// -32021: the request needs client capabilities it did not declare;
+    /// `required` is a `ClientCapabilities` object naming them (MCP §3.3:
+    /// `{"sampling": {}}`, not an array).
+    pub fn missing_capability(required: Value) -> Self {
+        Self {
+            code: MISSING_REQUIRED_CLIENT_CAPABILITY,
+            message: "Missing required client capability".to_owned(),
+            data: Some(json!({"requiredCapabilities": required})),
+        }
     }
 }
 
@@ -228,6 +386,15 @@ pub(crate) fn json_bytes(v: &Value) -> Vec<u8> {
     out
 }
 
+/// Standard padded base64 of `bytes`.
+pub(crate) fn base64_text(bytes: &[u8]) -> String {
+    let mut out = vec![0; base64::encoded_len(bytes.len())];
+    let n = base64::encode(bytes, &mut out).unwrap_or(0);
+    out.truncate(n);
+    // The alphabet is ASCII.
+    String::from_utf8(out).unwrap_or_default()
+}
+
 /// Integers print as integers (`3`, not `3.0`).
 pub(crate) fn number(v: f64) -> Value {
     if v.fract() == 0.0 && v.abs() < 9.0e15 {
@@ -254,8 +421,27 @@ mod tests {
         );
         let r = resource_contents("mem://a", Some("text/plain"), "t".into());
         assert_eq!(r["contents"][0]["mimeType"], "text/plain");
-        let r = prompt_result(vec![PromptMessage::assistant("hi")]);
+        assert_eq!(
+            (&r["ttlMs"], &r["cacheScope"]),
+            (&json!(0), &json!("public"))
+        );
+        let r = resource_contents("mem://b", None, vec![0xff, 0, 1].into());
+        assert_eq!(r["contents"][0]["blob"], "/wAB");
+        let r = PromptResult::from(vec![PromptMessage::assistant("hi")]).to_json();
         assert_eq!(r["messages"][0]["role"], "assistant");
+        assert_eq!(r["messages"][0]["content"]["text"], "hi");
+        let r = Completion::from((0..150).map(|i| i.to_string()).collect::<Vec<_>>()).to_json();
+        assert_eq!(
+            r["completion"]["values"].as_array().map(Vec::len),
+            Some(100)
+        );
+        assert_eq!(r["completion"]["hasMore"], true);
+        let e = ToolError::missing_capability(json!({"sampling": {}}));
+        assert_eq!(e.code, -32021);
+        assert_eq!(
+            e.data,
+            Some(json!({"requiredCapabilities": {"sampling": {}}}))
+        );
         assert_eq!(number(3.0), json!(3));
         assert_eq!(number(0.5), json!(0.5));
     }

@@ -1,26 +1,36 @@
-//! `mcpwire serve`: the demo application over the gRPC tunnel binding, or
-//! with `--stdio` over stdin and stdout (MCP §6: stdout carries MCP
-//! messages only; this program writes its own words to stderr);
+//! `mcpwire serve`: the demo application (or, with `--fixtures
+//! conformance`, the conformance suite's fixture set) over the gRPC tunnel
+//! binding, or with `--stdio` over stdin and stdout (MCP §6: stdout carries
+//! MCP messages only; this program writes its own words to stderr);
 //! `mcpwire call`: discovers, lists and calls tools of a tunnel server.
 
 use std::process::ExitCode;
 use std::time::Duration;
 
-use mcpwire_tokio::Server;
+use mcpwire_tokio::{App, Server, StateSeal};
 
 #[path = "mcpwire/call.rs"]
 mod call;
+#[path = "mcpwire/conformance.rs"]
+mod conformance;
 #[path = "mcpwire/demo.rs"]
 mod demo;
+
+/// The key that seals the fixtures' multi round-trip `requestState`
+/// (HMAC-SHA256; its bytes as they are). Unset: a random key per process.
+const STATE_KEY_VAR: &str = "MCPWIRE_STATE_KEY";
 
 const USAGE: &str = "usage: mcpwire serve [--listen ADDR]   (default 127.0.0.1:50051)
          [--token TOKEN]... [--token-file FILE]   require one of these bearer tokens
          [--tls-cert PEM --tls-key PEM]          serve TLS (ALPN h2) only
          [--tick-ms N]   the demo's listen source announces tools/list_changed every N ms (default 5000)
+         [--fixtures demo|conformance]   what is served: the demo (default), or every tool,
+           resource and prompt the official MCP conformance suite calls by name (its
+           requestState is sealed with the key in MCPWIRE_STATE_KEY, random when unset)
   --token-file: one token a line, optionally followed by a principal name
   (blank lines and lines starting with # are skipped); prefer it to
   --token, which other users can see in the process list.
-       mcpwire serve --stdio [--tick-ms N]   the demo on stdin and stdout, one JSON-RPC
+       mcpwire serve --stdio [--tick-ms N] [--fixtures F]   the app on stdin and stdout, one JSON-RPC
          message a line (MCP stdio); exits 0 at the end of stdin
        mcpwire call [--server ADDR] discover | list | tool NAME [JSON-ARGS] [--progress] [--timeout-ms N]
          (MCPWIRE_TOKEN, if set, is sent as a bearer token)";
@@ -31,6 +41,7 @@ fn main() -> ExitCode {
     let mut listen_given = false;
     let mut stdio = false;
     let mut tick = Duration::from_secs(5);
+    let mut fixtures = Fixtures::Demo;
     let mut opts = ServeOptions::default();
     match args.next().as_deref() {
         Some("serve") => {}
@@ -55,6 +66,20 @@ fn main() -> ExitCode {
             },
             (_, Some(("--listen", addr))) => (listen, listen_given) = (addr.to_owned(), true),
             ("--stdio", _) => stdio = true,
+            ("--fixtures", _) | (_, Some(("--fixtures", _))) => {
+                let value = match arg.split_once('=') {
+                    Some((_, v)) => Some(v.to_owned()),
+                    None => args.next(),
+                };
+                match value.as_deref() {
+                    Some("demo") => fixtures = Fixtures::Demo,
+                    Some(conformance::NAME) => fixtures = Fixtures::Conformance,
+                    _ => {
+                        eprintln!("--fixtures takes demo or conformance\n{USAGE}");
+                        return ExitCode::from(2);
+                    }
+                }
+            }
             ("--tick-ms", _) | (_, Some(("--tick-ms", _))) => {
                 let value = match arg.split_once('=') {
                     Some((_, v)) => Some(v.to_owned()),
@@ -102,9 +127,9 @@ fn main() -> ExitCode {
         }
     };
     let served = if stdio {
-        runtime.block_on(async { demo::app(tick).serve_stdio().await })
+        runtime.block_on(async { fixtures.app(tick)?.serve_stdio().await })
     } else {
-        runtime.block_on(serve(&listen, opts, tick))
+        runtime.block_on(serve(&listen, opts, fixtures, tick))
     };
     // Reading stdin takes a blocking thread, which may still wait for
     // input after an error: do not wait for it.
@@ -115,6 +140,31 @@ fn main() -> ExitCode {
             eprintln!("mcpwire: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// What `serve` serves.
+#[derive(Debug, Clone, Copy)]
+enum Fixtures {
+    Demo,
+    Conformance,
+}
+
+impl Fixtures {
+    /// The app; call inside the runtime (the demo spawns its ticker).
+    fn app(self, tick: Duration) -> std::io::Result<App> {
+        Ok(match self {
+            Self::Demo => demo::app(tick),
+            Self::Conformance => {
+                let (seal, configured) = StateSeal::from_env(STATE_KEY_VAR)?;
+                if !configured {
+                    eprintln!(
+                        "mcpwire: {STATE_KEY_VAR} is not set: requestState is sealed with a random key"
+                    );
+                }
+                conformance::app(seal)
+            }
+        })
     }
 }
 
@@ -182,7 +232,12 @@ impl ServeOptions {
     }
 }
 
-async fn serve(listen: &str, opts: ServeOptions, tick: Duration) -> std::io::Result<()> {
+async fn serve(
+    listen: &str,
+    opts: ServeOptions,
+    fixtures: Fixtures,
+    tick: Duration,
+) -> std::io::Result<()> {
     use std::io::{Error, ErrorKind};
     let mut server = match (&opts.tls_cert, &opts.tls_key) {
         (None, None) => Server::bind(listen).await?,
@@ -225,7 +280,7 @@ async fn serve(listen: &str, opts: ServeOptions, tick: Duration) -> std::io::Res
             "no authentication".to_owned()
         },
     );
-    let app = demo::app(tick);
+    let app = fixtures.app(tick)?;
     server
         .serve_with_shutdown(app, async {
             // Without a signal handler, serve until killed.

@@ -10,7 +10,6 @@
 
 use std::time::Duration;
 
-use mcpwire_core::mcp::error::MISSING_REQUIRED_CLIENT_CAPABILITY;
 use serde_json::json;
 use tokio::sync::broadcast;
 
@@ -182,12 +181,8 @@ fn confirm(call: &ToolCall) -> Result<ToolResult, ToolError> {
         .get("elicitation")
         .is_some();
     if !declared {
-        let mut e = ToolError::new(
-            MISSING_REQUIRED_CLIENT_CAPABILITY,
-            "confirm needs the elicitation capability",
-        );
-        e.data = Some(json!({"requiredCapabilities": ["elicitation"]}));
-        return Err(e);
+        // A ClientCapabilities object (MCP §3.3), not a list of names.
+        return Err(ToolError::missing_capability(json!({"elicitation": {}})));
     }
     let mut requests = serde_json::Map::new();
     requests.insert(
