@@ -303,7 +303,7 @@ mod tls {
                 body.len()
             )
         };
-        let mut read = async |tls: &mut tokio_rustls::client::TlsStream<TcpStream>| {
+        let read = async |tls: &mut tokio_rustls::client::TlsStream<TcpStream>| {
             // One answer: its head, then Content-Length octets.
             let mut got = Vec::new();
             let mut buf = [0; 4096];
