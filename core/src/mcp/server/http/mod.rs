@@ -58,12 +58,11 @@ use crate::mcp::json;
 use crate::mcp::meta::{RequestMeta, SUPPORTED_VERSIONS};
 use crate::mcp::registry::Registry;
 use crate::mcp::store::CallStore;
-use crate::mcp::writer::JsonWriter;
 use crate::records::InlineRecords;
 use crate::time::Instant;
 
 pub use wire::{Allowed, HttpConfig};
-use wire::{Exchange, ROOM, TAIL};
+use wire::{Exchange, Plain, ROOM, TAIL, legacy_data};
 
 /// Messages are framed when they are sent ([`wire::frame`]): a JSON
 /// response needs its length and status, an event its chunk, and only then
@@ -104,55 +103,6 @@ enum Reading<B> {
 enum Body {
     Length(u64),
     Chunked(ChunkedDecoder),
-}
-
-/// The binding's own answer (no call): parts sent in order.
-#[derive(Clone, Copy)]
-struct Plain<'r> {
-    parts: [&'r [u8]; 6],
-    count: usize,
-    part: usize,
-    pos: usize,
-}
-
-impl<'r> Plain<'r> {
-    const EMPTY: Self = Self {
-        parts: [&[]; 6],
-        count: 0,
-        part: 0,
-        pos: 0,
-    };
-
-    fn is_empty(&self) -> bool {
-        self.part >= self.count
-    }
-
-    fn push(&mut self, bytes: &'r [u8]) {
-        if self.is_empty() {
-            *self = Self::EMPTY;
-        }
-        if let Some(slot) = self.parts.get_mut(self.count) {
-            *slot = bytes;
-            self.count += 1;
-        }
-    }
-
-    /// Copies what fits into `out`.
-    fn copy_into(&mut self, out: &mut [u8]) -> usize {
-        let mut n = 0;
-        while n < out.len() && !self.is_empty() {
-            let rest = self.parts[self.part].get(self.pos..).unwrap_or_default();
-            let k = rest.len().min(out.len() - n);
-            out[n..n + k].copy_from_slice(&rest[..k]);
-            n += k;
-            self.pos += k;
-            if self.pos >= self.parts[self.part].len() {
-                self.part += 1;
-                self.pos = 0;
-            }
-        }
-        n
-    }
 }
 
 /// A Streamable HTTP server over one HTTP/1.1 connection: one request at
@@ -866,7 +816,9 @@ impl<'r, S: CallStore> HttpServer<'r, S> {
                         .is_some()
             });
         let headers = HeaderList::from_bytes(&bytes[..c.headers_len]);
-        let header_version = headers.get(b"mcp-protocol-version").map(wire_trim);
+        let header_version = headers
+            .get(b"mcp-protocol-version")
+            .map(crate::http1::head::trim);
         let modern_header =
             header_version.is_some_and(|v| SUPPORTED_VERSIONS.iter().any(|s| s.as_bytes() == v));
         // An older client's request (no version claim anywhere): -32022
@@ -884,7 +836,10 @@ impl<'r, S: CallStore> HttpServer<'r, S> {
             Dispatched::Written => {
                 let listening = self.engine.phase(i) == Some(Phase::Listening);
                 if let Some(x) = self.exchange_mut(i) {
-                    x.sse = listening && x.accept_sse;
+                    // A listen stream is an event stream whatever the
+                    // client accepts (§7.4); anything else answered at
+                    // dispatch is one JSON response.
+                    x.sse = listening;
                     x.dispatched = true;
                     if meta_bad {
                         x.status = Some(400);
@@ -936,42 +891,6 @@ impl<'r, S: CallStore> HttpServer<'r, S> {
             self.close_after_plain = true;
         }
     }
-}
-
-fn wire_trim(v: &[u8]) -> &[u8] {
-    crate::http1::head::trim(v)
-}
-
-/// The `data` of -32022 for an older client: the versions served, and the
-/// one it asked for (`initialize`'s `protocolVersion`, else its header).
-fn legacy_data<'o>(
-    params: Option<&[u8]>,
-    header: Option<&[u8]>,
-    out: &'o mut [u8],
-) -> Option<&'o [u8]> {
-    let requested = params
-        .and_then(|p| json::get(p, b"protocolVersion"))
-        .filter(|v| json::kind(v) == Some(json::Kind::String) && v.len() <= 64);
-    let mut w = JsonWriter::new(out);
-    w.raw(b"{\"supported\":[");
-    for (k, v) in SUPPORTED_VERSIONS.iter().enumerate() {
-        if k > 0 {
-            w.raw(b",");
-        }
-        w.string(v.as_bytes());
-    }
-    w.raw(b"]");
-    match (requested, header) {
-        (Some(v), _) => {
-            w.raw(b",\"requested\":").raw(v);
-        }
-        (None, Some(h)) if h.len() <= 64 && h.iter().all(|&b| (0x20..0x7f).contains(&b)) => {
-            w.raw(b",\"requested\":").string(h);
-        }
-        _ => {}
-    }
-    w.raw(b"}");
-    w.finish().ok()
 }
 
 impl<S: CallStore> crate::drive::Endpoint for HttpServer<'_, S> {

@@ -14,7 +14,9 @@ use crate::mcp::error::{
     PARSE_ERROR, UNSUPPORTED_PROTOCOL_VERSION,
 };
 use crate::mcp::json;
+use crate::mcp::meta::SUPPORTED_VERSIONS;
 use crate::mcp::mirror::HeaderSource;
+use crate::mcp::writer::JsonWriter;
 
 /// Which `Host` names, or `Origin` hosts, a server accepts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -235,6 +237,87 @@ pub(super) fn closing_answer(status: u16) -> &'static [u8] {
         503 => closing!("503 Service Unavailable"),
         _ => closing!("500 Internal Server Error"),
     }
+}
+
+/// The binding's own answer (no call): parts sent in order.
+#[derive(Clone, Copy)]
+pub(super) struct Plain<'r> {
+    parts: [&'r [u8]; 6],
+    count: usize,
+    part: usize,
+    pos: usize,
+}
+
+impl<'r> Plain<'r> {
+    pub(super) const EMPTY: Self = Self {
+        parts: [&[]; 6],
+        count: 0,
+        part: 0,
+        pos: 0,
+    };
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.part >= self.count
+    }
+
+    pub(super) fn push(&mut self, bytes: &'r [u8]) {
+        if self.is_empty() {
+            *self = Self::EMPTY;
+        }
+        if let Some(slot) = self.parts.get_mut(self.count) {
+            *slot = bytes;
+            self.count += 1;
+        }
+    }
+
+    /// Copies what fits into `out`.
+    pub(super) fn copy_into(&mut self, out: &mut [u8]) -> usize {
+        let mut n = 0;
+        while n < out.len() && !self.is_empty() {
+            let rest = self.parts[self.part].get(self.pos..).unwrap_or_default();
+            let k = rest.len().min(out.len() - n);
+            out[n..n + k].copy_from_slice(&rest[..k]);
+            n += k;
+            self.pos += k;
+            if self.pos >= self.parts[self.part].len() {
+                self.part += 1;
+                self.pos = 0;
+            }
+        }
+        n
+    }
+}
+
+/// The `data` of -32022 for an older client: the versions served, and the
+/// one it asked for (`initialize`'s `protocolVersion`, else its header).
+pub(super) fn legacy_data<'o>(
+    params: Option<&[u8]>,
+    header: Option<&[u8]>,
+    out: &'o mut [u8],
+) -> Option<&'o [u8]> {
+    let requested = params
+        .and_then(|p| json::get(p, b"protocolVersion"))
+        .filter(|v| json::kind(v) == Some(json::Kind::String) && v.len() <= 64);
+    let mut w = JsonWriter::new(out);
+    w.raw(b"{\"supported\":[");
+    for (k, v) in SUPPORTED_VERSIONS.iter().enumerate() {
+        if k > 0 {
+            w.raw(b",");
+        }
+        w.string(v.as_bytes());
+    }
+    w.raw(b"]");
+    match (requested, header) {
+        (Some(v), _) => {
+            w.raw(b",\"requested\":").raw(v);
+        }
+        (None, Some(h)) if h.len() <= 64 && h.iter().all(|&b| (0x20..0x7f).contains(&b)) => {
+            w.raw(b",\"requested\":").string(h);
+        }
+        _ => {}
+    }
+    w.raw(b"}");
+    w.finish().ok()
 }
 
 /// A notification accepted (§5.2).
