@@ -308,7 +308,10 @@ impl<'r, S: CallStore> HttpServer<'r, S> {
     }
 
     /// Whether the connection should be closed now: it is over and
-    /// everything is written.
+    /// everything is written. After a refusal the client may still be
+    /// sending its body: a driver shuts its write side down and reads on
+    /// for a moment (`recv` takes and drops everything now), so that the
+    /// client is not reset before it reads the answer (RFC 9112 §9.6).
     pub fn is_finished(&self) -> bool {
         matches!(self.reading, Reading::Closed) && self.plain.is_empty() && self.call().is_none()
     }
