@@ -632,7 +632,7 @@ impl<'r, S: CallStore> HttpServer<'r, S> {
     /// the buffer back when no call record is free yet.
     fn start_request(&mut self, mut buf: S::Buf, len: usize) -> Result<(), S::Buf> {
         let mut fields = [EMPTY_HEADER; MAX_HEADERS];
-        let mut spans = [const { (0..0, 0..0) }; MAX_HEADERS];
+        let mut spans = [wire::FieldSpan::default(); MAX_HEADERS];
         let bytes = self.engine.store.bytes(&buf);
         let Some(head_bytes) = bytes.get(..len) else {
             self.engine.store.put(buf);
@@ -657,7 +657,7 @@ impl<'r, S: CallStore> HttpServer<'r, S> {
         };
         let mut records_len = 0;
         for (span, f) in spans.iter_mut().zip(head.fields) {
-            *span = (
+            *span = wire::FieldSpan::new(
                 json::span(bytes, f.name.as_bytes()),
                 json::span(bytes, f.value),
             );

@@ -462,28 +462,53 @@ fn place(buf: &mut [u8], prefix: &[u8], msg: Range<usize>) -> Option<usize> {
 /// u16, a flags octet, the name, the value).
 pub(super) const RECORD_HEAD: usize = 5;
 
-/// Writes the fields at `spans` (name and value ranges of `buf`) as a
-/// header list with lowercase names at `buf[at..]`; its length, or `None`
-/// when it does not fit.
-pub(super) fn write_records(
-    buf: &mut [u8],
-    at: usize,
-    spans: &[(Range<usize>, Range<usize>)],
-) -> Option<usize> {
+/// Where a field's name and value lie in a head (which is shorter than
+/// 4 GiB): small, so a head's worth of them sits on the stack.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct FieldSpan {
+    name: (u32, u32),
+    value: (u32, u32),
+}
+
+impl FieldSpan {
+    pub(super) fn new(name: Range<usize>, value: Range<usize>) -> Self {
+        let narrow = |r: Range<usize>| {
+            (
+                u32::try_from(r.start).unwrap_or(u32::MAX),
+                u32::try_from(r.end).unwrap_or(u32::MAX),
+            )
+        };
+        Self {
+            name: narrow(name),
+            value: narrow(value),
+        }
+    }
+}
+
+/// Writes the fields at `spans` (in `buf`) as a header list with
+/// lowercase names at `buf[at..]`; its length, or `None` when it does not
+/// fit.
+pub(super) fn write_records(buf: &mut [u8], at: usize, spans: &[FieldSpan]) -> Option<usize> {
+    let widen = |(a, b): (u32, u32)| a as usize..b as usize;
     let mut pos = at;
-    for (name, value) in spans {
+    for span in spans {
+        let (name, value) = (widen(span.name), widen(span.value));
         let nl = u16::try_from(name.len()).ok()?;
         let vl = u16::try_from(value.len()).ok()?;
+        if name.end > at || value.end > at {
+            return None;
+        }
         let head = buf.get_mut(pos..pos + RECORD_HEAD)?;
         head[0..2].copy_from_slice(&nl.to_le_bytes());
         head[2..4].copy_from_slice(&vl.to_le_bytes());
         head[4] = 0;
         pos += RECORD_HEAD;
+        buf.get(pos..pos + name.len() + value.len())?;
         buf.copy_within(name.clone(), pos);
         buf.get_mut(pos..pos + name.len())?.make_ascii_lowercase();
         pos += name.len();
-        buf.copy_within(value.clone(), pos);
-        pos += value.len();
+        buf.copy_within(value, pos);
+        pos += vl as usize;
     }
     Some(pos - at)
 }
