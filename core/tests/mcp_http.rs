@@ -443,6 +443,21 @@ fn mcp_checks_answer_400_404_or_in_band() {
             -32602,
         ),
         (
+            "no capabilities, no version header",
+            post(
+                &tools_list(r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}"#),
+                "Mcp-Method: tools/list\r\n",
+            ),
+            400,
+            -32602,
+        ),
+        (
+            "no version anywhere",
+            post(&tools_list(r#""x":1"#), "Mcp-Method: tools/list\r\n"),
+            400,
+            -32022,
+        ),
+        (
             "older client's initialize",
             post(
                 r#"{"jsonrpc":"2.0","id":7,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}"#,
@@ -528,7 +543,9 @@ fn mcp_checks_answer_400_404_or_in_band() {
                     "{}",
                     r.text()
                 );
-                assert!(r.text().contains(r#""requested":"#), "{}", r.text());
+                // The version asked is named when the request named one.
+                let named = what != "no version anywhere";
+                assert_eq!(r.text().contains(r#""requested":"#), named, "{}", r.text());
             }
             // The connection stays open for the next request.
             assert!(!c.server.is_finished(), "{what}");

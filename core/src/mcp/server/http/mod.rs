@@ -55,7 +55,7 @@ use crate::mcp::auth::Decision;
 use crate::mcp::envelope::{self, Spans};
 use crate::mcp::error::{INVALID_REQUEST, PARSE_ERROR, RpcError, UNSUPPORTED_PROTOCOL_VERSION};
 use crate::mcp::json;
-use crate::mcp::meta::{RequestMeta, SUPPORTED_VERSIONS};
+use crate::mcp::meta::{KEY_PROTOCOL_VERSION, RequestMeta, SUPPORTED_VERSIONS};
 use crate::mcp::registry::Registry;
 use crate::mcp::store::CallStore;
 use crate::records::InlineRecords;
@@ -824,10 +824,16 @@ impl<'r, S: CallStore> HttpServer<'r, S> {
             .map(crate::http1::head::trim);
         let modern_header =
             header_version.is_some_and(|v| SUPPORTED_VERSIONS.iter().any(|s| s.as_bytes() == v));
-        // An older client's request (no version claim anywhere): -32022
-        // with the versions served and the one it asked for (§5.8).
+        let body_claims = params
+            .and_then(|p| json::get(p, b"_meta"))
+            .and_then(|m| json::get(m, KEY_PROTOCOL_VERSION))
+            .is_some();
+        // An older client's request (no version claim in the body, no
+        // modern one in the header): -32022 with the versions served and
+        // the one it asked for (§5.6 step 4, §5.8). A claim with a
+        // malformed `_meta` is -32602.
         let mut legacy = [0u8; 256];
-        let legacy = (meta.is_err() && !modern_header)
+        let legacy = (meta.is_err() && !body_claims && !modern_header)
             .then(|| legacy_data(params, header_version, &mut legacy))
             .flatten();
         let meta_bad = meta.is_err();
