@@ -663,6 +663,57 @@ fn listen_streams_a_published_change() {
     }
 }
 
+/// A server that shuts down ends a listen stream with its final result
+/// (the chunked stream closed) and closes the connection after it; an
+/// idle connection is over at once; a call in progress is answered, then
+/// the connection is over instead of kept alive.
+#[test]
+fn going_away_finishes_the_exchange_then_closes() {
+    for split in Split::ALL {
+        let mut r = registry(&TOOLS);
+        r.listen = true;
+        let mut c = Conn::with(split, r, HttpConfig::default());
+        c.send(&call(
+            "\"L1\"",
+            "subscriptions/listen",
+            r#""notifications":{"toolsListChanged":true}"#,
+            None,
+        ));
+        assert!(c.server.is_listening());
+        c.server.go_away();
+        c.run();
+        assert!(!c.server.is_listening());
+        let text = String::from_utf8_lossy(&c.out).into_owned();
+        assert!(text.ends_with("0\r\n\r\n"), "{split:?}: {text}");
+        let events = c.only().events();
+        let last = events.last().unwrap();
+        assert!(
+            last.starts_with(r#"{"jsonrpc":"2.0","id":"L1","result""#),
+            "{last}"
+        );
+        assert!(c.server.is_finished(), "{split:?}");
+        assert_eq!(c.server.store().in_use(), 0);
+
+        let mut c = Conn::new(split);
+        c.server.go_away();
+        assert!(c.server.is_finished());
+
+        let mut c = Conn::new(split);
+        c.send(&call("1", "tools/call", ECHO_ARGS, Some("echo")));
+        let id = c.server.app.requests[0];
+        c.server.go_away();
+        assert!(!c.server.is_finished());
+        c.server.respond(id, br#"{"content":[]}"#).unwrap();
+        c.run();
+        assert_eq!(c.only().status, 200);
+        assert!(c.server.is_finished(), "{split:?}");
+        // A request after that is dropped unanswered.
+        c.send(&call("2", "tools/call", ECHO_ARGS, Some("echo")));
+        assert_eq!(c.server.app.requests.len(), 1);
+        assert_eq!(c.responses().len(), 1);
+    }
+}
+
 #[test]
 fn the_client_going_away_mid_stream_cancels_the_handler() {
     for split in Split::ALL {

@@ -124,6 +124,8 @@ pub struct HttpServer<'r, S: CallStore> {
     ping_at: Option<Instant>,
     ping_due: bool,
     waiting: bool,
+    /// The server shuts down: no request after the one in progress.
+    going_away: bool,
 }
 
 impl<S: CallStore> core::fmt::Debug for HttpServer<'_, S> {
@@ -165,6 +167,7 @@ impl<'r, S: CallStore> HttpServer<'r, S> {
             ping_at: None,
             ping_due: false,
             waiting: false,
+            going_away: false,
         }
     }
 
@@ -314,6 +317,22 @@ impl<'r, S: CallStore> HttpServer<'r, S> {
     /// client is not reset before it reads the answer (RFC 9112 §9.6).
     pub fn is_finished(&self) -> bool {
         matches!(self.reading, Reading::Closed) && self.plain.is_empty() && self.call().is_none()
+    }
+
+    /// The server shuts down: the exchange in progress finishes (a listen
+    /// stream ends with its final result), then the connection is over;
+    /// a connection between requests is over at once.
+    pub fn go_away(&mut self) {
+        self.going_away = true;
+        self.engine.end_listens();
+        match self.call() {
+            Some(i) if self.engine.output(i).is_empty() => {
+                self.after_message(i);
+            }
+            Some(_) => {}
+            None if matches!(self.reading, Reading::Idle) => self.stop_reading(),
+            None => {}
+        }
     }
 
     /// Cancels the call in progress ([`CancelReason::ConnectionClosed`])
@@ -605,7 +624,7 @@ impl<'r, S: CallStore> HttpServer<'r, S> {
                 if x.sse && x.head_sent && x.chunked {
                     self.plain.push(write::LAST_CHUNK);
                 }
-                if x.keep_alive {
+                if x.keep_alive && !self.going_away {
                     if matches!(self.reading, Reading::Served) {
                         self.reading = Reading::Idle;
                         self.read_deadline = Some(self.now + self.config.idle_timeout);
@@ -888,7 +907,7 @@ impl<'r, S: CallStore> HttpServer<'r, S> {
 
     /// A notification: 202, and the call ends.
     fn accepted(&mut self, i: usize) {
-        let keep_alive = self.exchange(i).is_some_and(|x| x.keep_alive);
+        let keep_alive = self.exchange(i).is_some_and(|x| x.keep_alive) && !self.going_away;
         self.engine.remove(i);
         if keep_alive {
             self.plain.push(wire::ACCEPTED);
