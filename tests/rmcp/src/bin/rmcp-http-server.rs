@@ -5,6 +5,8 @@
 
 use std::process::ExitCode;
 
+use axum::serve::ListenerExt;
+
 const USAGE: &str = "usage: rmcp-http-server [--listen ADDR]   (default 127.0.0.1:50053)";
 
 #[tokio::main]
@@ -48,7 +50,12 @@ async fn main() -> ExitCode {
             std::future::pending::<()>().await;
         }
     };
-    // axum sets TCP_NODELAY on accepted sockets by default.
+    // TCP_NODELAY on accepted sockets, as axum's documentation shows (and
+    // as tonic and our server do): without it, each small SSE event after
+    // the first waits for the client's delayed ACK.
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     let served = axum::serve(listener, mcpwire_rmcp_peer::http_router())
         .with_graceful_shutdown(shutdown)
         .await;
