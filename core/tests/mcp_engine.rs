@@ -958,3 +958,91 @@ fn a_burst_of_resets_and_new_calls_loses_no_event() {
         assert_eq!(p.server.store().in_use(), 0);
     });
 }
+
+/// Issue #11 item 2: mirrored values are compared at any length the header
+/// list takes (a signed URL as `mcp-name`, a long annotated argument, both
+/// raw and as the Base64 sentinel); a list over the limit gets the limit's
+/// answer (431), not -32020.
+#[test]
+fn mirrored_values_of_any_length_are_compared() {
+    for len in [300, 4096] {
+        // Call buffers that hold a 4 KB name twice (request and answer).
+        let mut p = Pair::with(SlabStore::<32768, 4>::new(), ServerConfig::default());
+        let long = "n".repeat(len);
+        // An unknown tool of that name: the headers match, so the answer is
+        // the in-band "Unknown tool", not -32020.
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"{long}",{META}}}}}"#
+        );
+        let unknown = p.call(&mirrored("tools/call", Some(&long)), &body);
+        p.run();
+        // A raw annotated value and one sent as the Base64 sentinel.
+        let region = "r".repeat(len);
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":"lookup","arguments":{{"region":"{region}"}},{META}}}}}"#
+        );
+        let mut headers = mirrored("tools/call", Some("lookup"));
+        headers.push(("mcp-param-region", &region));
+        let raw = p.call(&headers, &body);
+        p.run();
+        let accented = "é".repeat(len / 2);
+        let mut encoded = vec![0u8; accented.len() * 2 + 16];
+        let sentinel = std::str::from_utf8(
+            mcpwire_core::mcp::mirror::encode_value(accented.as_bytes(), &mut encoded).unwrap(),
+        )
+        .unwrap()
+        .to_owned();
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{{"name":"lookup","arguments":{{"region":"{accented}"}},{META}}}}}"#
+        );
+        let mut headers = mirrored("tools/call", Some("lookup"));
+        headers.push(("mcp-param-region", &sentinel));
+        let b64 = p.call(&headers, &body);
+        p.run();
+        // The same, one character different: -32020.
+        let other = format!("{}x", &region[1..]);
+        let mut headers = mirrored("tools/call", Some("lookup"));
+        headers.push(("mcp-param-region", &other));
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{{"name":"lookup","arguments":{{"region":"{region}"}},{META}}}}}"#
+        );
+        let differs = p.call(&headers, &body);
+        p.run();
+        let seen = &p.client.seen[&unknown];
+        assert_eq!(seen.trailer("grpc-status"), Some("0"), "{len}: {seen:?}");
+        let err = json::get(seen.messages[0].as_bytes(), b"error").unwrap();
+        assert_eq!(json::get(err, b"code"), Some(&b"-32602"[..]), "{len}");
+        let reached: Vec<OwnedRequest> = REQUESTS.with(|r| r.borrow_mut().drain(..).collect());
+        assert_eq!(reached.len(), 2, "{len}: the lookups reach the tool");
+        for stream in [raw, b64] {
+            assert!(
+                p.client
+                    .seen
+                    .get(&stream)
+                    .is_none_or(|s| s.trailer("mcp-error-code").is_none()),
+                "{len}"
+            );
+        }
+        assert_eq!(
+            p.client.seen[&differs].trailer("mcp-error-code"),
+            Some("-32020"),
+            "{len}"
+        );
+    }
+    // Just over the 16 KiB header list (each field within the 8 KiB field
+    // limit): 431 and a reset, no JSON-RPC error.
+    let mut p = Pair::new();
+    let name = "n".repeat(8000);
+    let pad = "p".repeat(8300);
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{{"name":"{name}",{META}}}}}"#
+    );
+    let mut headers = mirrored("tools/call", Some(&name));
+    headers.push(("x-pad", &pad));
+    let over = p.call(&headers, &body);
+    p.run();
+    let seen = &p.client.seen[&over];
+    assert_eq!(seen.trailer(":status"), Some("431"), "{seen:?}");
+    assert_eq!(seen.trailer("mcp-error-code"), None, "{seen:?}");
+    assert!(seen.messages.is_empty());
+}
