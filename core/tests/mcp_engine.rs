@@ -1046,3 +1046,26 @@ fn mirrored_values_of_any_length_are_compared() {
     assert_eq!(seen.trailer("mcp-error-code"), None, "{seen:?}");
     assert!(seen.messages.is_empty());
 }
+
+/// Issue #11 item 4: a malformed `grpc-timeout` is INVALID_ARGUMENT
+/// "Invalid grpc-timeout" (not INTERNAL), before the handler runs.
+#[test]
+fn a_malformed_grpc_timeout_is_invalid_argument() {
+    for bad in ["abc", "10", "123456789S", "-1S", "1x"] {
+        let mut p = Pair::new();
+        let body =
+            format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{{{META}}}}}"#);
+        let mut h = mirrored("tools/list", None);
+        h.push(("grpc-timeout", bad));
+        let s = p.call(&h, &body);
+        p.run();
+        let seen = &p.client.seen[&s];
+        assert_eq!(seen.trailer("grpc-status"), Some("3"), "{bad}: {seen:?}");
+        assert_eq!(
+            seen.trailer("grpc-message"),
+            Some("Invalid grpc-timeout"),
+            "{bad}"
+        );
+        assert!(seen.messages.is_empty(), "{bad}");
+    }
+}
