@@ -245,6 +245,11 @@ impl<S: CallStore> Pair<S> {
     }
 
     fn call(&mut self, headers: &[(&str, &str)], json: &str) -> StreamRef {
+        self.call_bytes(headers, json.as_bytes())
+    }
+
+    /// [`Pair::call`] with a body that need not be UTF-8.
+    fn call_bytes(&mut self, headers: &[(&str, &str)], json: &[u8]) -> StreamRef {
         let s = self.client.open_stream().unwrap();
         let mut fields = vec![
             Field::new(b":method", b"POST"),
@@ -267,7 +272,7 @@ impl<S: CallStore> Pair<S> {
             len >>= 7;
         }
         msg.push(len as u8);
-        msg.extend_from_slice(json.as_bytes());
+        msg.extend_from_slice(json);
         let mut framed = write_prefix(msg.len() as u32).to_vec();
         framed.extend_from_slice(&msg);
         self.pending.push((s, framed));
@@ -1067,5 +1072,54 @@ fn a_malformed_grpc_timeout_is_invalid_argument() {
             "{bad}"
         );
         assert!(seen.messages.is_empty(), "{bad}");
+    }
+}
+
+/// Issue #11 item 6: `jsonrpc` bytes that are not UTF-8 are -32700 in the
+/// trailers (the handler never sees them).
+#[test]
+fn a_message_that_is_not_utf8_is_a_parse_error() {
+    let mut p = Pair::new();
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"echo","arguments":{{"text":"\xff"}},{META}}}}}"#
+    );
+    let mut bytes = body.into_bytes();
+    let at = bytes.windows(4).position(|w| w == b"\\xff").unwrap();
+    bytes.splice(at..at + 4, [0xff]);
+    let s = p.call_bytes(&mirrored("tools/call", Some("echo")), &bytes);
+    p.run();
+    let seen = &p.client.seen[&s];
+    assert_eq!(seen.trailer("mcp-error-code"), Some("-32700"), "{seen:?}");
+    assert_eq!(seen.trailer("grpc-status"), Some("3"), "{seen:?}");
+    assert!(seen.messages.is_empty());
+    assert_eq!(REQUESTS.with(|r| r.borrow().len()), 0, "no handler ran");
+}
+
+/// Issue #11 item 6: the Base64 sentinel must be canonical (padded, zero
+/// trailing bits), else -32020; the canonical text of the same value passes.
+#[test]
+fn the_base64_sentinel_must_be_canonical() {
+    let mut p = Pair::new();
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"lookup","arguments":{{"region":"eu"}},{META}}}}}"#
+    );
+    // "eu" is ZXU=; unpadded ZXU, and ZXV= (nonzero trailing bits) decode
+    // to the same octets in a lenient decoder.
+    let mut streams = Vec::new();
+    for value in ["=?base64?ZXU=?=", "=?base64?ZXU?=", "=?base64?ZXV=?="] {
+        let mut h = mirrored("tools/call", Some("lookup"));
+        h.push(("mcp-param-region", value));
+        streams.push(p.call(&h, &body));
+        p.run();
+    }
+    assert_eq!(REQUESTS.with(|r| r.borrow_mut().drain(..).count()), 1);
+    assert!(
+        p.client
+            .seen
+            .get(&streams[0])
+            .is_none_or(|s| s.trailer("mcp-error-code").is_none())
+    );
+    for s in &streams[1..] {
+        assert_eq!(p.client.seen[s].trailer("mcp-error-code"), Some("-32020"));
     }
 }

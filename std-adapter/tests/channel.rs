@@ -92,6 +92,22 @@ async fn echo_over_the_channel() {
     h.stop().await;
 }
 
+/// Issue #11 item 6: -32021's `data.requiredCapabilities` is shaped like
+/// `ClientCapabilities` (an object of capability objects), not an array.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_capability_names_it_as_client_capabilities() {
+    let h = start().await;
+    let channel = Channel::new(h.addr.to_string());
+    let r = tool(&channel, "confirm", json!({})).await;
+    assert_eq!(r["error"]["code"], -32021, "{r}");
+    assert_eq!(
+        r["error"]["data"]["requiredCapabilities"],
+        json!({"elicitation": {}}),
+        "{r}"
+    );
+    h.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn progress_notifications_stream_before_the_result() {
     let h = start().await;

@@ -186,7 +186,8 @@ fn confirm(call: &ToolCall) -> Result<ToolResult, ToolError> {
             MISSING_REQUIRED_CLIENT_CAPABILITY,
             "confirm needs the elicitation capability",
         );
-        e.data = Some(json!({"requiredCapabilities": ["elicitation"]}));
+        // Shaped like ClientCapabilities: what the client must declare.
+        e.data = Some(json!({"requiredCapabilities": {"elicitation": {}}}));
         return Err(e);
     }
     let mut requests = serde_json::Map::new();

@@ -546,6 +546,10 @@ impl<
         let Ok(json) = JsonRpcMessage::decode(message) else {
             return self.end_with_error(i, RpcError::new(PARSE_ERROR, "malformed JsonRpcMessage"));
         };
+        // `jsonrpc` is UTF-8 text (binding): other bytes are not JSON.
+        if core::str::from_utf8(json).is_err() {
+            return self.end_with_error(i, RpcError::new(PARSE_ERROR, "Parse error: not UTF-8"));
+        }
         // The JSON's place in the buffer: the protobuf header precedes it.
         let span = json::span(message, json);
         let at = c.body + span.start..c.body + span.end;
