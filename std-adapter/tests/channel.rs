@@ -171,6 +171,62 @@ async fn lookup_mirrors_headers_from_the_cached_schema() {
     h.stop().await;
 }
 
+/// Issue #11 item 2: the client mirrors values of any length the header
+/// list takes (raw and as the Base64 sentinel) and the server compares
+/// them; a list over the server's limit gets the limit's answer (431), not
+/// -32020. (The tokio server's header buffer is 8 KiB: its list limit, and
+/// room for a compressed block and the largest Huffman-decoded field.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_mirrored_values_go_through_and_the_list_limit_answers() {
+    let h = start().await;
+    let channel = Channel::new(h.addr.to_string());
+    channel.request("tools/list", json!({})).await.unwrap();
+    // Raw at 300 octets and 4 KB; the sentinel (non-ASCII) at 300 octets
+    // and 2 KB (2.7 KB encoded).
+    for region in [
+        "r".repeat(300),
+        "r".repeat(4096),
+        "é".repeat(150),
+        "é".repeat(1024),
+    ] {
+        let r = tool(&channel, "lookup", json!({"region": region, "limit": 1})).await;
+        assert_eq!(
+            r["result"]["structuredContent"]["region"],
+            region,
+            "{}: {r}",
+            region.len()
+        );
+    }
+    for len in [300, 4096] {
+        // A long `mcp-name` (an unknown tool): matched, then "Unknown tool".
+        let name = "n".repeat(len);
+        let r = tool(&channel, &name, json!({})).await;
+        assert_eq!(r["error"]["code"], -32602, "{len}: {r}");
+    }
+    // Two fields of 4300 octets (each under the field limit), the list over
+    // the server's 8 KiB: HTTP 431, no JSON-RPC error. (A compressed block
+    // over the server's buffer ends the connection instead: issue #11 item 3.)
+    let mut config = ChannelConfig::new(h.addr.to_string());
+    config
+        .extra_metadata
+        .push(("x-pad".into(), "p".repeat(4300)));
+    let padded = Channel::with_config(config);
+    let e = padded
+        .request(
+            "tools/call",
+            json!({"name": "n".repeat(4300), "arguments": {}}),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.diagnostics.http_status, Some(431), "{e:?}");
+    assert_ne!(e.diagnostics.rpc_code, Some(-32020), "{e:?}");
+    assert!(e.rpc.is_none(), "{e:?}");
+    // The connection goes on.
+    let r = tool(&padded, "echo", json!({"text": "after"})).await;
+    assert_eq!(r["result"]["content"][0]["text"], "after", "{r}");
+    h.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lookup_with_an_empty_cache_refreshes_and_retries_once() {
     let h = start().await;

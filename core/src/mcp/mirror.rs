@@ -119,15 +119,42 @@ fn int_of(mut octets: impl Iterator<Item = u8>) -> Option<i64> {
     (zeros > 0).then_some(if neg { -v } else { v })
 }
 
+/// Whether a value goes into a mirrored header as is: printable ASCII,
+/// not empty, no surrounding space, not looking like the sentinel.
+pub fn is_plain_value(value: &[u8]) -> bool {
+    let printable = value.iter().all(|&b| (0x20..=0x7e).contains(&b));
+    let padded = value.first() == Some(&b' ') || value.last() == Some(&b' ');
+    let looks_encoded = value.starts_with(SENTINEL_START) && value.ends_with(SENTINEL_END);
+    printable && !padded && !looks_encoded && !value.is_empty()
+}
+
+/// The length of `value` in a mirrored header (as is or as the sentinel).
+pub fn encoded_len(value: &[u8]) -> usize {
+    if is_plain_value(value) {
+        value.len()
+    } else {
+        SENTINEL_START.len() + base64::encoded_len(value.len()) + SENTINEL_END.len()
+    }
+}
+
+/// Writes the sentinel `=?base64?…?=` of the `len` octets at `at + gap` of
+/// `buf` to `buf[at..]`, where `gap` is their encoded length
+/// ([`encoded_len`]); returns it. The octets may be overwritten.
+pub fn encode_in_place(buf: &mut [u8], at: usize, len: usize) -> Option<usize> {
+    let total = SENTINEL_START.len() + base64::encoded_len(len) + SENTINEL_END.len();
+    let (dst, src) = buf.get_mut(at..)?.split_at_mut(total);
+    let src = src.get(..len)?;
+    dst[..SENTINEL_START.len()].copy_from_slice(SENTINEL_START);
+    let n = base64::encode(src, &mut dst[SENTINEL_START.len()..])?;
+    dst[SENTINEL_START.len() + n..].copy_from_slice(SENTINEL_END);
+    Some(total)
+}
+
 /// Encodes a value for a mirrored header: as is when it is printable ASCII
 /// without surrounding whitespace and does not look like the sentinel, else
 /// as `=?base64?…?=`.
 pub fn encode_value<'o>(value: &[u8], out: &'o mut [u8]) -> Option<&'o [u8]> {
-    let printable = value.iter().all(|&b| (0x20..=0x7e).contains(&b));
-    let padded = value.first() == Some(&b' ') || value.last() == Some(&b' ');
-    let looks_encoded = value.starts_with(SENTINEL_START) && value.ends_with(SENTINEL_END);
-    let plain = printable && !padded && !looks_encoded && !value.is_empty();
-    if plain {
+    if is_plain_value(value) {
         let dst = out.get_mut(..value.len())?;
         dst.copy_from_slice(value);
         return Some(dst);

@@ -305,7 +305,8 @@ impl<
             return Err(StartError::Closed);
         }
         // Every rule on the body and the head, before a byte goes out.
-        let mut head = Head::new();
+        let mut room = [0u8; BUF];
+        let mut head = Head::new(&mut room);
         build_head(
             &mut head,
             &self.config,
@@ -580,7 +581,8 @@ impl<
                     );
                     continue;
                 }
-                let mut head = Head::new();
+                let mut room = [0u8; BUF];
+                let mut head = Head::new(&mut room);
                 let schema = self.st.cache.get(tool_name(body).unwrap_or(b""));
                 let owned = OwnedMeta::of(&self.st.store, &self.st.owned_meta);
                 if let Err(e) = build_head(&mut head, &self.config, owned, schema, body, left) {
