@@ -1123,3 +1123,54 @@ fn the_base64_sentinel_must_be_canonical() {
         assert_eq!(p.client.seen[s].trailer("mcp-error-code"), Some("-32020"));
     }
 }
+
+/// Issue #11 item 2: JSON-RPC ids up to the configured length (128 octets
+/// by default) are echoed; a longer one is -32600 with id null, never a
+/// cut or another id.
+#[test]
+fn ids_up_to_the_configured_length_and_a_clear_error_past_it() {
+    for (limit, set) in [(128, false), (300, true)] {
+        let mut p = Pair::with(SlabStore::<16384, 8>::new(), ServerConfig::default());
+        if set {
+            p.server.endpoint.set_max_id_len(limit);
+        }
+        let mut streams = Vec::new();
+        for len in [limit, limit + 1] {
+            // A string id of `len` octets of raw JSON, quotes included.
+            let id = format!("\"{}\"", "i".repeat(len - 2));
+            let body = format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/list","params":{{{META}}}}}"#
+            );
+            streams.push((id, p.call(&mirrored("tools/list", None), &body)));
+            p.run();
+        }
+        let (id, ok) = &streams[0];
+        let seen = &p.client.seen[ok];
+        assert_eq!(seen.trailer("grpc-status"), Some("0"), "{limit}: {seen:?}");
+        assert_eq!(
+            json::get(seen.messages[0].as_bytes(), b"id"),
+            Some(id.as_bytes()),
+            "{limit}"
+        );
+        let seen = &p.client.seen[&streams[1].1];
+        assert_eq!(
+            seen.trailer("mcp-error-code"),
+            Some("-32600"),
+            "{limit}: {seen:?}"
+        );
+        let bin = seen.trailer("mcp-error-bin").unwrap();
+        let mut decoded = vec![0u8; bin.len()];
+        let n = base64::decode(bin.as_bytes(), &mut decoded).unwrap();
+        assert_eq!(
+            json::get(&decoded[..n], b"id"),
+            Some(&b"null"[..]),
+            "{limit}"
+        );
+        assert!(
+            seen.trailer("grpc-message")
+                .unwrap()
+                .contains("id longer than"),
+            "{seen:?}"
+        );
+    }
+}

@@ -227,6 +227,32 @@ async fn long_mirrored_values_go_through_and_the_list_limit_answers() {
     h.stop().await;
 }
 
+/// Issue #11 item 2: the client sends ids up to 128 octets of raw JSON and
+/// refuses a longer one before a byte goes out (no answer with a wrong id).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_ids_are_sent_up_to_the_limit_and_refused_past_it() {
+    let h = start().await;
+    let channel = Channel::new(h.addr.to_string());
+    let id = "i".repeat(126); // 128 octets with its quotes
+    let r = channel
+        .call(json!({"id": id, "method": "tools/list", "params": {}}))
+        .await
+        .unwrap()
+        .response()
+        .await
+        .unwrap();
+    assert_eq!(r["id"], json!(id), "{r}");
+    let long = "i".repeat(127);
+    let e = channel
+        .call(json!({"id": long, "method": "tools/list", "params": {}}))
+        .await
+        .unwrap_err();
+    assert_eq!(e.status, Code::InvalidArgument, "{e:?}");
+    assert_eq!(e.diagnostics.rpc_code, Some(-32600), "{e:?}");
+    assert!(e.message.contains("id longer than 128"), "{e}");
+    h.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lookup_with_an_empty_cache_refreshes_and_retries_once() {
     let h = start().await;

@@ -12,8 +12,10 @@ use crate::mcp::store::CallStore;
 use crate::mcp::writer::JsonWriter;
 use crate::time::Instant;
 
-/// Longest JSON-RPC id kept for a synthesized error.
-const MAX_ID: usize = 128;
+/// Longest JSON-RPC id (raw JSON) of a request: kept for the error a call
+/// may synthesize, so a longer one is refused before it is sent (rather
+/// than answered with a wrong id).
+pub(super) const MAX_ID: usize = 128;
 /// Longest `www-authenticate` value kept for a failure.
 pub(super) const MAX_AUTH: usize = 256;
 /// Room for a synthesized error response, besides its message text.

@@ -102,6 +102,7 @@ use calls::{
 use events::{Queue, Queued};
 use request::{FRAME_ROOM, Head, OwnedMeta, build_head, frame_into, tool_name};
 
+use super::error::{INVALID_REQUEST, RpcError};
 use super::json;
 use super::store::CallStore;
 use crate::grpc::{Code, MessageDecoder, PREFIX_LEN};
@@ -316,6 +317,12 @@ impl<
             None,
         )
         .map_err(StartError::Invalid)?;
+        if json::get(body, b"id").is_some_and(|id| json::trim(id).len() > calls::MAX_ID) {
+            return Err(StartError::Invalid(RpcError::new(
+                INVALID_REQUEST,
+                "JSON-RPC id longer than 128 octets",
+            )));
+        }
         let method = json::get(body, b"method").unwrap_or(b"");
         let listen = json::str_eq(method, b"subscriptions/listen");
         let slots = self.st.slots.len();

@@ -162,6 +162,13 @@ impl<
         }
     }
 
+    /// Accepts JSON-RPC ids of up to `octets` of raw JSON (default 128);
+    /// a request with a longer id is answered -32600 with id null. Each
+    /// call admitted after this keeps that much room in its buffer.
+    pub fn set_max_id_len(&mut self, octets: usize) {
+        self.engine.max_id = octets;
+    }
+
     /// The call store, for its state.
     pub fn store(&self) -> &S {
         &self.engine.store
