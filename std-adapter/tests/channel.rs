@@ -658,6 +658,45 @@ mod scripted {
         s
     }
 
+    /// -32020 for every tools/call; an error for tools/list.
+    fn mismatch_then_a_failing_list(request: &Value) -> Vec<Value> {
+        let id = request["id"].clone();
+        let error = match request["method"].as_str() {
+            Some("tools/call") => json!({"code": -32020, "message": "mcp-name differs"}),
+            _ => json!({"code": -32603, "message": "tools/list failed"}),
+        };
+        vec![json!({"jsonrpc": "2.0", "id": id, "error": error})]
+    }
+
+    /// Issue #11 item 5: the re-list after a -32020 carries the call's
+    /// `_meta` whatever its size, and when it fails the application gets
+    /// an error with its own id, not the re-list's.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_failed_relist_answers_with_the_applications_id_and_keeps_meta() {
+        let s = server(0, mismatch_then_a_failing_list).await;
+        let channel = Channel::new(s.addr.to_string());
+        let big = "m".repeat(3000);
+        let r = channel
+            .call(json!({"id": 77, "method": "tools/call", "params": {
+                "name": "x", "arguments": {}, "_meta": {"big": big}}}))
+            .await
+            .unwrap()
+            .response()
+            .await
+            .unwrap();
+        assert_eq!(r["id"], 77, "{r}");
+        assert_eq!(r["error"]["code"], -32603, "{r}");
+        let requests = s.requests.lock().unwrap();
+        assert_eq!(requests.len(), 2, "{requests:?}");
+        let relist = &requests[1].1;
+        assert_eq!(relist["method"], "tools/list", "{relist}");
+        assert_eq!(relist["params"]["_meta"]["big"], big.as_str());
+        assert_eq!(
+            relist["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"],
+            PROTOCOL_VERSION
+        );
+    }
+
     fn empty_tools_list(request: &Value) -> Vec<Value> {
         vec![json!({"jsonrpc": "2.0", "id": request["id"], "result": {"tools": []}})]
     }

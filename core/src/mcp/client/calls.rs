@@ -205,9 +205,10 @@ pub(super) fn write_failure<S: CallStore>(
     let Some(a) = slot.active.as_ref() else {
         return (false, None);
     };
+    // The application's id, also while a re-list is on the wire.
     let id = copy_id(
         bytes(store, &slot.req)
-            .get(a.json.0..a.json.1)
+            .get(a.orig_json.0..a.orig_json.1)
             .unwrap_or(b""),
     );
     let room = ERROR_ROOM + 6 * message.len();
