@@ -250,6 +250,12 @@ impl<S: CallStore> Pair<S> {
 
     /// [`Pair::call`] with a body that need not be UTF-8.
     fn call_bytes(&mut self, headers: &[(&str, &str)], json: &[u8]) -> StreamRef {
+        self.call_wire(headers, frame(json))
+    }
+
+    /// A call whose request DATA is `wire` (any number of messages, or
+    /// none), then END_STREAM.
+    fn call_wire(&mut self, headers: &[(&str, &str)], framed: Vec<u8>) -> StreamRef {
         let s = self.client.open_stream().unwrap();
         let mut fields = vec![
             Field::new(b":method", b"POST"),
@@ -265,16 +271,6 @@ impl<S: CallStore> Pair<S> {
         self.client
             .send_headers(s, fields.iter().copied(), false)
             .unwrap();
-        let mut msg = vec![0x0a];
-        let mut len = json.len();
-        while len >= 0x80 {
-            msg.push((len as u8 & 0x7f) | 0x80);
-            len >>= 7;
-        }
-        msg.push(len as u8);
-        msg.extend_from_slice(json);
-        let mut framed = write_prefix(msg.len() as u32).to_vec();
-        framed.extend_from_slice(&msg);
         self.pending.push((s, framed));
         self.send_pending();
         s
@@ -292,6 +288,22 @@ impl<S: CallStore> Pair<S> {
         self.pending.retain(|(_, rest)| !rest.is_empty());
         moved
     }
+}
+
+/// One gRPC message of the tunnel: the prefix, then `JsonRpcMessage`
+/// (field 1: tag, varint length, the JSON).
+fn frame(json: &[u8]) -> Vec<u8> {
+    let mut msg = vec![0x0a];
+    let mut len = json.len();
+    while len >= 0x80 {
+        msg.push((len as u8 & 0x7f) | 0x80);
+        len >>= 7;
+    }
+    msg.push(len as u8);
+    msg.extend_from_slice(json);
+    let mut framed = write_prefix(msg.len() as u32).to_vec();
+    framed.extend_from_slice(&msg);
+    framed
 }
 
 struct OwnedRequest {
@@ -1173,4 +1185,100 @@ fn ids_up_to_the_configured_length_and_a_clear_error_past_it() {
             "{seen:?}"
         );
     }
+}
+
+/// Binding: "One Call carries one JSON-RPC request": a second request
+/// message, and a call with no message, are -32600 in the trailers.
+#[test]
+fn a_second_message_and_no_message_are_invalid_requests() {
+    let mut p = Pair::new();
+    let body = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{{{META}}}}}"#);
+    let mut two = frame(body.as_bytes());
+    two.extend(frame(body.as_bytes()));
+    let twice = p.call_wire(&mirrored("tools/list", None), two);
+    p.run();
+    let none = p.call_wire(&mirrored("tools/list", None), Vec::new());
+    p.run();
+    for s in [twice, none] {
+        let seen = &p.client.seen[&s];
+        assert_eq!(seen.trailer("mcp-error-code"), Some("-32600"), "{seen:?}");
+        assert_eq!(seen.trailer("grpc-status"), Some("3"), "{seen:?}");
+        assert!(seen.messages.is_empty(), "{seen:?}");
+    }
+}
+
+/// Binding: "A notification from the client is a call the server answers
+/// with an empty stream and grpc-status: 0".
+#[test]
+fn a_client_notification_gets_an_empty_stream_and_status_0() {
+    let mut p = Pair::new();
+    let body =
+        format!(r#"{{"jsonrpc":"2.0","method":"notifications/initialized","params":{{{META}}}}}"#);
+    let s = p.call(&mirrored("notifications/initialized", None), &body);
+    p.run();
+    let seen = &p.client.seen[&s];
+    assert_eq!(seen.trailer("grpc-status"), Some("0"), "{seen:?}");
+    assert!(seen.messages.is_empty(), "{seen:?}");
+    assert_eq!(seen.trailer("mcp-error-code"), None, "{seen:?}");
+}
+
+/// Binding: "An annotated integer outside the safe range of JavaScript also
+/// gets -32020", from a raw peer that mirrors it as it is.
+#[test]
+fn an_unsafe_annotated_integer_from_a_raw_peer_is_32020() {
+    // `lookup` second, as in TOOLS (the test application checks names by
+    // index there).
+    static INT_TOOLS: [ToolInfo<'static>; 2] = [
+        support::mcp::ECHO,
+        support::mcp::lookup(
+            r#"{"type":"object","properties":{"limit":{"type":"integer","x-mcp-header":"Limit"}}}"#,
+        ),
+    ];
+    let mut p = Pair::serving(
+        SlabStore::<8192, 8>::new(),
+        ServerConfig::default(),
+        registry(&INT_TOOLS),
+    );
+    let mut streams = Vec::new();
+    for limit in ["9007199254740991", "9007199254740993", "-9007199254740993"] {
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"lookup","arguments":{{"limit":{limit}}},{META}}}}}"#
+        );
+        let mut h = mirrored("tools/call", Some("lookup"));
+        h.push(("mcp-param-limit", limit));
+        streams.push(p.call(&h, &body));
+        p.run();
+    }
+    assert_eq!(REQUESTS.with(|r| r.borrow_mut().drain(..).count()), 1);
+    for s in &streams[1..] {
+        assert_eq!(p.client.seen[s].trailer("mcp-error-code"), Some("-32020"));
+    }
+}
+
+/// Binding: "A request without a timeout gets limits.request_timeout
+/// (60 s)": the handler is cancelled and the call ends DEADLINE_EXCEEDED.
+#[test]
+fn a_call_without_grpc_timeout_gets_the_60_s_default() {
+    let mut p = Pair::new();
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"echo","arguments":{{}},{META}}}}}"#
+    );
+    let s = p.call(&mirrored("tools/call", Some("echo")), &body);
+    p.run();
+    assert_eq!(REQUESTS.with(|r| r.borrow_mut().drain(..).count()), 1);
+    assert_eq!(p.server.poll_timeout(), Some(Instant::from_millis(60_000)));
+    p.now = Instant::from_millis(59_999);
+    p.server.handle_timeout(p.now);
+    p.run();
+    let status = |p: &Pair| {
+        p.client
+            .seen
+            .get(&s)
+            .and_then(|x| x.trailer("grpc-status").map(str::to_owned))
+    };
+    assert_eq!(status(&p), None);
+    p.now = Instant::from_millis(60_000);
+    p.server.handle_timeout(p.now);
+    p.run();
+    assert_eq!(status(&p).as_deref(), Some("4"));
 }
