@@ -568,6 +568,8 @@ mod scripted {
         streams: Arc<AtomicUsize>,
         /// Each request's `:path` and body, in order of arrival.
         requests: Arc<Mutex<Vec<(String, Value)>>>,
+        /// Each request's `grpc-timeout`, in order of arrival.
+        timeouts: Arc<Mutex<Vec<Option<String>>>>,
     }
 
     /// A gRPC message of the tunnel: prefix, then field 1 (tag, varint
@@ -607,21 +609,30 @@ mod scripted {
             connections: Arc::default(),
             streams: Arc::default(),
             requests: Arc::default(),
+            timeouts: Arc::default(),
         };
         let (c, st, rq) = (
             Arc::clone(&s.connections),
             Arc::clone(&s.streams),
             Arc::clone(&s.requests),
         );
+        let to = Arc::clone(&s.timeouts);
         tokio::spawn(async move {
             while let Ok((socket, _)) = listener.accept().await {
                 c.fetch_add(1, Ordering::SeqCst);
-                let (st, rq) = (Arc::clone(&st), Arc::clone(&rq));
+                let (st, rq, to) = (Arc::clone(&st), Arc::clone(&rq), Arc::clone(&to));
                 tokio::spawn(async move {
                     let Ok(mut conn) = h2::server::handshake(socket).await else {
                         return;
                     };
                     while let Some(Ok((request, mut respond))) = conn.accept().await {
+                        to.lock().unwrap().push(
+                            request
+                                .headers()
+                                .get("grpc-timeout")
+                                .and_then(|v| v.to_str().ok())
+                                .map(str::to_owned),
+                        );
                         if st.fetch_add(1, Ordering::SeqCst) < refuse {
                             respond.send_reset(h2::Reason::REFUSED_STREAM);
                             continue;
@@ -695,6 +706,51 @@ mod scripted {
             relist["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"],
             PROTOCOL_VERSION
         );
+    }
+
+    fn empty_result(request: &Value) -> Vec<Value> {
+        vec![json!({"jsonrpc": "2.0", "id": request["id"].clone(), "result": {}})]
+    }
+
+    /// A `grpc-timeout` value as a duration (gRPC over HTTP/2: digits and
+    /// a unit).
+    fn timeout_of(v: &str) -> std::time::Duration {
+        let (digits, unit) = v.split_at(v.len() - 1);
+        let n: u64 = digits.parse().unwrap();
+        match unit {
+            "H" => std::time::Duration::from_secs(n * 3600),
+            "M" => std::time::Duration::from_secs(n * 60),
+            "S" => std::time::Duration::from_secs(n),
+            "m" => std::time::Duration::from_millis(n),
+            "u" => std::time::Duration::from_micros(n),
+            "n" => std::time::Duration::from_nanos(n),
+            _ => panic!("bad grpc-timeout {v}"),
+        }
+    }
+
+    /// Binding: "The SDK client sends the time that is left of the request
+    /// timeout ... each call has a grpc-timeout by default. A listen stream
+    /// has no default timeout."
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn every_call_sends_the_60_s_default_and_listen_none() {
+        let s = server(0, empty_result).await;
+        let channel = Channel::new(s.addr.to_string());
+        channel.request("tools/list", json!({})).await.unwrap();
+        channel.request("server/discover", json!({})).await.unwrap();
+        channel
+            .request("subscriptions/listen", json!({}))
+            .await
+            .unwrap();
+        let timeouts = s.timeouts.lock().unwrap().clone();
+        assert_eq!(timeouts.len(), 3, "{timeouts:?}");
+        for t in &timeouts[..2] {
+            let d = timeout_of(t.as_deref().expect("a grpc-timeout"));
+            assert!(
+                d > std::time::Duration::from_secs(59) && d <= std::time::Duration::from_secs(60),
+                "{t:?}"
+            );
+        }
+        assert_eq!(timeouts[2], None, "listen has no deadline");
     }
 
     fn empty_tools_list(request: &Value) -> Vec<Value> {
