@@ -273,6 +273,28 @@ async fn lookup_with_an_empty_cache_refreshes_and_retries_once() {
 async fn errors_in_trailers_become_json_rpc_errors() {
     let h = start().await;
     let channel = Channel::new(h.addr.to_string());
+    // An unsupported version ends the call before the handler, in the
+    // trailers (mcp-error-bin): the application gets the error response
+    // with its own id and the error's data, as on any transport.
+    let r = channel
+        .call(
+            json!({"id": 41, "method": "tools/list", "params": {"_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2099-01-01"}}}),
+        )
+        .await
+        .unwrap()
+        .response()
+        .await
+        .unwrap();
+    assert_eq!(r["id"], 41, "{r}");
+    assert_eq!(r["error"]["code"], -32022, "{r}");
+    assert_eq!(r["error"]["data"]["requested"], "2099-01-01", "{r}");
+    assert_eq!(
+        r["error"]["data"]["supported"],
+        json!(["2026-07-28"]),
+        "{r}"
+    );
+    // An unknown method is in band (a response message, then status 0).
     let r = channel.request("no/such/method", json!({})).await.unwrap();
     assert_eq!(r["error"]["code"], -32601, "{r}");
     assert!(r["id"].is_number());
@@ -295,6 +317,9 @@ async fn sleep_past_its_timeout_is_deadline_exceeded() {
         .await
         .unwrap_err();
     assert_eq!(e.status, Code::DeadlineExceeded, "{e:?}");
+    // The client's timer and the server's (from the grpc-timeout the call
+    // carries, checked in `scripted::every_call_sends_the_60_s_default_and_listen_none`)
+    // end it at the same moment; either answer is DEADLINE_EXCEEDED.
     assert!(started.elapsed() < Duration::from_secs(2));
     h.stop().await;
 }
@@ -741,8 +766,24 @@ mod scripted {
             .request("subscriptions/listen", json!({}))
             .await
             .unwrap();
+        // A call's own timeout: what is left of it.
+        channel
+            .call_with_timeout(
+                json!({"method": "tools/list", "params": {}}),
+                Some(std::time::Duration::from_millis(200)),
+            )
+            .await
+            .unwrap()
+            .response()
+            .await
+            .unwrap();
         let timeouts = s.timeouts.lock().unwrap().clone();
-        assert_eq!(timeouts.len(), 3, "{timeouts:?}");
+        assert_eq!(timeouts.len(), 4, "{timeouts:?}");
+        let d = timeout_of(timeouts[3].as_deref().expect("a grpc-timeout"));
+        assert!(
+            d > std::time::Duration::from_millis(100) && d <= std::time::Duration::from_millis(200),
+            "{d:?}"
+        );
         for t in &timeouts[..2] {
             let d = timeout_of(t.as_deref().expect("a grpc-timeout"));
             assert!(
