@@ -1282,3 +1282,44 @@ fn a_call_without_grpc_timeout_gets_the_60_s_default() {
     p.run();
     assert_eq!(status(&p).as_deref(), Some("4"));
 }
+
+/// Binding: "A request that is not a POST gets HTTP status 405", and "Only
+/// the identity encoding is used. A call with another grpc-encoding ends
+/// with UNIMPLEMENTED" (identity itself is fine).
+#[test]
+fn a_get_is_405_and_a_compressed_call_unimplemented() {
+    let mut p = Pair::new();
+    let get = p.client.open_stream().unwrap();
+    p.client
+        .send_headers(
+            get,
+            [
+                Field::new(b":method", b"GET"),
+                Field::new(b":scheme", b"http"),
+                Field::new(b":path", TUNNEL_PATH),
+                Field::new(b":authority", b"x"),
+                Field::new(b"content-type", b"application/grpc"),
+            ],
+            true,
+        )
+        .unwrap();
+    p.run();
+    let seen = &p.client.seen[&get];
+    assert_eq!(seen.trailer(":status"), Some("405"), "{seen:?}");
+    assert_eq!(seen.trailer("grpc-status"), None, "{seen:?}");
+
+    let body = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{{{META}}}}}"#);
+    let mut streams = Vec::new();
+    for encoding in ["gzip", "identity"] {
+        let mut h = mirrored("tools/list", None);
+        h.push(("grpc-encoding", encoding));
+        streams.push(p.call(&h, &body));
+        p.run();
+    }
+    let gzip = &p.client.seen[&streams[0]];
+    assert_eq!(gzip.trailer("grpc-status"), Some("12"), "{gzip:?}");
+    assert!(gzip.messages.is_empty());
+    let identity = &p.client.seen[&streams[1]];
+    assert_eq!(identity.trailer("grpc-status"), Some("0"), "{identity:?}");
+    assert_eq!(identity.messages.len(), 1, "{identity:?}");
+}
