@@ -733,6 +733,44 @@ mod scripted {
         );
     }
 
+    /// A server that answers every request with HTTP `status` and nothing
+    /// else.
+    async fn http_status_server(status: u16) -> std::net::SocketAddr {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((socket, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let Ok(mut conn) = h2::server::handshake(socket).await else {
+                        return;
+                    };
+                    while let Some(Ok((_, mut respond))) = conn.accept().await {
+                        let head = http::Response::builder().status(status).body(()).unwrap();
+                        let _ = respond.send_response(head, true);
+                    }
+                });
+            }
+        });
+        addr
+    }
+
+    /// Binding: "A response with another HTTP status than 200 gives
+    /// error.InvalidResponse", with the status in the diagnostics.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_405_415_or_431_is_a_failure_with_its_http_status() {
+        for status in [405u16, 415, 431] {
+            let addr = http_status_server(status).await;
+            let e = Channel::new(addr.to_string())
+                .request("tools/list", json!({}))
+                .await
+                .unwrap_err();
+            assert_eq!(e.diagnostics.http_status, Some(status), "{e:?}");
+            assert!(e.rpc.is_none(), "{e:?}");
+            assert_ne!(e.status, Code::Ok, "{e:?}");
+            assert!(e.message.contains("HTTP status"), "{e}");
+        }
+    }
+
     fn empty_result(request: &Value) -> Vec<Value> {
         vec![json!({"jsonrpc": "2.0", "id": request["id"].clone(), "result": {}})]
     }
