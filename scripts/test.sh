@@ -15,9 +15,9 @@
 # (apt) for the qemu step.
 #
 # Environment:
-#   CI=true                 reference data, nightly and the fuzz run are required
-#   MCPWIRE_REFERENCE_DIR   reference corpora (default: ../shared/reference,
-#                           next to the repository)
+#   CI=true                 every reference peer, nightly and the fuzz run are
+#                           required (the HPACK corpus is in the repository:
+#                           core/tests/data, nothing is read from beside it)
 #   MCPWIRE_FUZZ_SECONDS    fuzzing time per target (default 30)
 #
 # The embassy step makes a network namespace and a TAP device: it needs root
@@ -26,7 +26,7 @@ set -euo pipefail
 # shellcheck source=scripts/lib.sh
 . "$(dirname "$0")/lib.sh"
 
-reference_dir=${MCPWIRE_REFERENCE_DIR:-$root/../shared/reference}
+hpack_corpus=core/tests/data/hpack-test-case.tar.xz
 fuzz_seconds=${MCPWIRE_FUZZ_SECONDS:-30}
 firmware_dir=tests/firmware/nostd-size
 qemu_dir=tests/firmware/qemu-sim
@@ -105,17 +105,9 @@ step_test() {
     export MCPWIRE_PYTHON=$root/.venv/bin/python
     # In CI every peer a test names must be there (the venv has them).
     [[ $ci == true ]] && export MCPWIRE_REQUIRE_PEERS=1
-    if [[ $ci == true || -d $reference_dir ]]; then
-        # Data that is there must be read; in CI it must be there.
-        export MCPWIRE_REQUIRE_REFERENCE=1
-        if [[ -d $reference_dir ]]; then
-            note "reference data: $reference_dir (MCPWIRE_REQUIRE_REFERENCE=1)"
-        else
-            note "no reference data at $reference_dir: required in CI, the tests will fail"
-        fi
-    else
-        note "no reference data at $reference_dir: tests against it are skipped"
-    fi
+    # The HPACK tests read their corpus from $hpack_corpus themselves; in CI
+    # the Python oracle they call must be there too.
+    [[ $ci == true ]] && export MCPWIRE_REQUIRE_REFERENCE=1
     # The interop crate runs in release, in its own step.
     bounded 2400 cargo test --workspace --exclude mcpwire-interop
     # The small-flash build: Huffman by the canonical walk, no lookup table.
@@ -294,12 +286,10 @@ step_fuzz() {
         [[ $ci == true ]] && return 1
         return "$SKIP"
     fi
+    # Seeds from the HPACK corpus the tests carry.
+    tar -xJf "$hpack_corpus" -C "$work"
     cd core
-    if [[ -d $reference_dir/hpack-test-case ]]; then
-        python3 fuzz/seed_corpus.py "$reference_dir/hpack-test-case"
-    else
-        python3 fuzz/seed_corpus.py
-    fi
+    python3 fuzz/seed_corpus.py "$work/hpack-test-case"
     local target log failed=0
     for target in hpack_decode hpack_roundtrip h2_server mcp_server mcp_caller http_server; do
         log=$work/fuzz-$target.log

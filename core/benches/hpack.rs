@@ -20,10 +20,9 @@
 //! cargo bench -p mcpwire-core --bench hpack -- --warm-up-time 1 --measurement-time 2
 //! ```
 //!
-//! (`MCPWIRE_BENCH_QUICK=1` sets the same two durations.) The stories are read
-//! from `$MCPWIRE_REFERENCE_DIR/hpack-test-case`, by default
-//! `../shared/reference` next to the workspace; without them the story groups
-//! are skipped.
+//! (`MCPWIRE_BENCH_QUICK=1` sets the same two durations.) The stories are the
+//! hpack-test-case corpus in `tests/data/hpack-test-case.tar.xz`, unpacked in
+//! memory as the tests do.
 //!
 //! Fairness rules:
 //!
@@ -54,6 +53,11 @@ use std::time::Duration;
 use criterion::measurement::WallTime;
 use criterion::{BatchSize, BenchmarkGroup, Criterion, SamplingMode, Throughput};
 use mcpwire_core::hpack::{Decoder, Encoder, Field};
+
+/// The corpus reader the HPACK tests use.
+#[path = "../tests/support/hpack.rs"]
+#[allow(dead_code)]
+mod corpus;
 
 /// Our decoder, sized for the default `SETTINGS_HEADER_TABLE_SIZE`.
 type McpwireDecoder = Decoder<4096>;
@@ -562,43 +566,17 @@ fn bench_mcp(c: &mut Criterion, sizes: &mut BTreeMap<String, BTreeMap<&'static s
     g.finish();
 }
 
-/// Where the hpack-test-case stories are.
-fn test_cases_dir() -> PathBuf {
-    let reference = env::var_os("MCPWIRE_REFERENCE_DIR").map_or_else(
-        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/reference"),
-        PathBuf::from,
-    );
-    reference.join("hpack-test-case")
-}
-
-/// Says which groups are skipped for want of reference data, or stops the
-/// run when `MCPWIRE_REQUIRE_REFERENCE=1` (as in CI) requires the data.
-fn skip(what: &str) {
-    let required = env::var("MCPWIRE_REQUIRE_REFERENCE").is_ok_and(|v| v == "1");
-    assert!(
-        !required,
-        "{what} (and MCPWIRE_REQUIRE_REFERENCE=1 requires it)"
-    );
-    eprintln!("SKIPPED: {what} (set MCPWIRE_REFERENCE_DIR)");
-}
-
-/// The `story_*.json` files of `dir`, in order, as parsed JSON.
-fn read_stories(dir: &Path) -> Option<Vec<serde_json::Value>> {
-    let mut paths: Vec<PathBuf> = fs::read_dir(dir)
-        .ok()?
-        .map(|e| e.unwrap().path())
-        .filter(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("story_") && n.ends_with(".json"))
-        })
-        .collect();
-    paths.sort();
-    let stories = paths
-        .iter()
-        .map(|p| serde_json::from_slice(&fs::read(p).unwrap()).unwrap())
-        .collect::<Vec<_>>();
-    (!stories.is_empty()).then_some(stories)
+/// The `story_*.json` files of one corpus folder, in order, as parsed JSON.
+fn read_stories(folder: &str) -> Vec<serde_json::Value> {
+    let files = corpus::corpus()
+        .folders
+        .get(folder)
+        .unwrap_or_else(|| panic!("hpack-test-case: no folder {folder}"));
+    assert!(!files.is_empty(), "hpack-test-case {folder}: no stories");
+    files
+        .values()
+        .map(|text| serde_json::from_slice(text).unwrap())
+        .collect()
 }
 
 /// The header lists of a story's cases.
@@ -649,11 +627,7 @@ fn story_group<'c>(
 }
 
 fn bench_raw_data(c: &mut Criterion, sizes: &mut BTreeMap<String, BTreeMap<&'static str, usize>>) {
-    let dir = test_cases_dir();
-    let Some(raw) = read_stories(&dir.join("raw-data")) else {
-        skip(&format!("raw-data groups: no stories in {}", dir.display()));
-        return;
-    };
+    let raw = read_stories("raw-data");
     let stories: Vec<Vec<Vec<Header>>> = raw.iter().map(cases).collect();
     let blocks: usize = stories.iter().map(Vec::len).sum();
     let fields: usize = stories.iter().flatten().map(Vec::len).sum();
@@ -689,13 +663,7 @@ fn bench_raw_data(c: &mut Criterion, sizes: &mut BTreeMap<String, BTreeMap<&'sta
 
     // nghttp2's encodings of the same stories: Huffman and dynamic-table
     // references, one context per story, again the same bytes for all.
-    let Some(nghttp2) = read_stories(&dir.join("nghttp2")) else {
-        skip(&format!(
-            "decode_raw_data_nghttp2: no stories in {}",
-            dir.display()
-        ));
-        return;
-    };
+    let nghttp2 = read_stories("nghttp2");
     let nghttp2: Vec<Vec<Vec<u8>>> = nghttp2.iter().map(wires).collect();
     assert_eq!(nghttp2.len(), want.len(), "nghttp2 and raw-data stories");
     let blocks: usize = nghttp2.iter().map(Vec::len).sum();

@@ -2,17 +2,15 @@
 //! every encoder's stories decode to their header lists, and our encoder's
 //! encodings of the raw header sets decode back.
 //!
-//! The corpus is found at `$MCPWIRE_REFERENCE_DIR/hpack-test-case`, else at
-//! `shared/reference/hpack-test-case` beside the repository. Without it the
-//! tests print a SKIPPED line and pass, unless `MCPWIRE_REQUIRE_REFERENCE=1`.
+//! The corpus is `tests/data/hpack-test-case.tar.xz` (MIT, its license
+//! beside it), unpacked in memory by `support::hpack::corpus`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod support;
 
 use mcpwire_core::hpack::{DEFAULT_TABLE_SIZE, Decoder, Encoder, Field, Limits};
 use support::hpack::{
-    OwnedField, Story, check_table_invariants, decode_block, hex_encode, is_sensitive_name,
-    load_story, pairs, story_files,
+    OwnedField, Story, check_table_invariants, decode_block, hex_encode, is_sensitive_name, pairs,
 };
 
 /// Storage for the largest SETTINGS_HEADER_TABLE_SIZE in the corpus
@@ -83,18 +81,14 @@ fn decode_story(story: &Story) -> Result<usize, String> {
 
 #[test]
 fn every_implementation_story_decodes() {
-    let Some(corpus) = support::hpack::corpus_dir() else {
-        return;
-    };
+    let corpus = support::hpack::corpus();
     let mut failures = Vec::new();
     let (mut folders, mut stories, mut cases) = (0, 0, 0);
-    for dir in support::hpack::implementation_dirs(&corpus) {
-        let files = story_files(&dir);
-        let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+    for name in corpus.implementation_folders() {
+        let files = corpus.stories(name);
         assert!(!files.is_empty(), "{name}: no stories");
         let (mut dir_stories, mut dir_cases) = (0, 0);
-        for file in files {
-            let story = load_story(&file);
+        for story in files {
             match decode_story(&story) {
                 Ok(n) => {
                     dir_stories += 1;
@@ -113,11 +107,7 @@ fn every_implementation_story_decodes() {
          {} stories failed",
         failures.len()
     );
-    assert!(
-        folders > 0,
-        "no implementation folders in {}",
-        corpus.display()
-    );
+    assert!(folders > 0, "no implementation folders in the corpus");
     assert!(
         failures.is_empty(),
         "{} stories failed:\n{}",
@@ -136,16 +126,12 @@ fn expected_flags(headers: &[(Vec<u8>, Vec<u8>)], sensitive: impl Fn(&[u8]) -> b
 
 #[test]
 fn our_encoding_of_raw_data_decodes_back() {
-    let Some(corpus) = support::hpack::corpus_dir() else {
-        return;
-    };
-    let files = story_files(&corpus.join("raw-data"));
+    let files = support::hpack::corpus().stories("raw-data");
     assert!(!files.is_empty(), "raw-data: no stories");
     let (mut stories, mut cases, mut bytes_in, mut bytes_out) = (0, 0, 0usize, 0usize);
     let mut out = vec![0u8; 1 << 16];
     let mut scratch = vec![0u8; 1 << 16];
-    for file in &files {
-        let story = load_story(file);
+    for story in &files {
         let mut enc = Encoder::new();
         let mut dec = Box::new(Decoder::<4096>::with_limits(LIMITS));
         for (i, case) in story.cases.iter().enumerate() {

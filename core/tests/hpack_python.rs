@@ -3,9 +3,10 @@
 //! corpus format, and decoded by Python's `hpack` package through
 //! `scripts/hpack_oracle.py`.
 //!
-//! Python is `$MCPWIRE_PYTHON` (with `hpack` installed). Without it, or
-//! without the corpus, the test prints a SKIPPED line and passes, unless
-//! `MCPWIRE_REQUIRE_REFERENCE=1`.
+//! Python is `$MCPWIRE_PYTHON` (with `hpack` installed). Without it the
+//! test prints a SKIPPED line and passes, unless
+//! `MCPWIRE_REQUIRE_REFERENCE=1`. The corpus is in the repository
+//! (`tests/data`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod support;
@@ -15,7 +16,7 @@ use std::process::Command;
 
 use mcpwire_core::hpack::{Encoder, Field};
 use serde_json::{Value, json};
-use support::hpack::{Story, hex_encode, is_sensitive_name, load_story, story_files};
+use support::hpack::{Story, hex_encode, is_sensitive_name};
 
 const PYTHON_ENV: &str = "MCPWIRE_PYTHON";
 
@@ -99,10 +100,7 @@ fn python_hpack_decodes_our_encoding_of_raw_data() {
         ));
         return;
     };
-    let Some(corpus) = support::hpack::corpus_dir() else {
-        return;
-    };
-    let files = story_files(&corpus.join("raw-data"));
+    let files = support::hpack::corpus().stories("raw-data");
     assert!(!files.is_empty(), "raw-data: no stories");
 
     let dir = std::env::temp_dir().join(format!("mcpwire-hpack-python-{}", std::process::id()));
@@ -113,16 +111,15 @@ fn python_hpack_decodes_our_encoding_of_raw_data() {
         let text = serde_json::to_string_pretty(story).unwrap();
         std::fs::write(dir.join(name), text).unwrap();
     };
-    for (k, file) in files.iter().enumerate() {
-        let story = load_story(file);
+    for (k, story) in files.iter().enumerate() {
         // Plain, then with table size changes and credentials added.
-        let (plain, n) = encode_story(&story, false, &[]);
+        let (plain, n) = encode_story(story, false, &[]);
         write(format!("story_{k:02}.json"), &plain);
         let extra: [(&[u8], &[u8]); 2] = [
             (b"authorization", b"Bearer mF_9.B5f-4.1JqM"),
             (b"x-api-key", b"k-123"),
         ];
-        let (resized, m) = encode_story(&story, true, &extra);
+        let (resized, m) = encode_story(story, true, &extra);
         write(format!("story_{k:02}_resized.json"), &resized);
         stories += 2;
         cases += n + m;

@@ -681,13 +681,14 @@ fn index_out_of_range() {
 #[test]
 fn string_length_past_the_end() {
     // Literal without indexing, new name "ab" claimed as 5 octets.
-    expect_protocol_error(&hex("0005 6162"), DecodeError::Truncated);
+    expect_protocol_error(&hex("0005 6162"), DecodeError::StringPastEnd);
     // Value claimed longer than what follows.
-    expect_protocol_error(&hex("0001 6103 6263"), DecodeError::Truncated);
+    expect_protocol_error(&hex("0001 6103 6263"), DecodeError::StringPastEnd);
     // Huffman string likewise.
-    expect_protocol_error(&hex("0485 1fff"), DecodeError::Truncated);
-    // Block ends inside an integer.
+    expect_protocol_error(&hex("0485 1fff"), DecodeError::StringPastEnd);
+    // Block ends inside an integer (or before a string's length): truncated.
     expect_protocol_error(&hex("ff"), DecodeError::Truncated);
+    expect_protocol_error(&hex("40"), DecodeError::Truncated);
 }
 
 #[test]

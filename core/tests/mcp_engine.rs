@@ -245,6 +245,17 @@ impl<S: CallStore> Pair<S> {
     }
 
     fn call(&mut self, headers: &[(&str, &str)], json: &str) -> StreamRef {
+        self.call_bytes(headers, json.as_bytes())
+    }
+
+    /// [`Pair::call`] with a body that need not be UTF-8.
+    fn call_bytes(&mut self, headers: &[(&str, &str)], json: &[u8]) -> StreamRef {
+        self.call_wire(headers, frame(json))
+    }
+
+    /// A call whose request DATA is `wire` (any number of messages, or
+    /// none), then END_STREAM.
+    fn call_wire(&mut self, headers: &[(&str, &str)], framed: Vec<u8>) -> StreamRef {
         let s = self.client.open_stream().unwrap();
         let mut fields = vec![
             Field::new(b":method", b"POST"),
@@ -260,16 +271,6 @@ impl<S: CallStore> Pair<S> {
         self.client
             .send_headers(s, fields.iter().copied(), false)
             .unwrap();
-        let mut msg = vec![0x0a];
-        let mut len = json.len();
-        while len >= 0x80 {
-            msg.push((len as u8 & 0x7f) | 0x80);
-            len >>= 7;
-        }
-        msg.push(len as u8);
-        msg.extend_from_slice(json.as_bytes());
-        let mut framed = write_prefix(msg.len() as u32).to_vec();
-        framed.extend_from_slice(&msg);
         self.pending.push((s, framed));
         self.send_pending();
         s
@@ -287,6 +288,22 @@ impl<S: CallStore> Pair<S> {
         self.pending.retain(|(_, rest)| !rest.is_empty());
         moved
     }
+}
+
+/// One gRPC message of the tunnel: the prefix, then `JsonRpcMessage`
+/// (field 1: tag, varint length, the JSON).
+fn frame(json: &[u8]) -> Vec<u8> {
+    let mut msg = vec![0x0a];
+    let mut len = json.len();
+    while len >= 0x80 {
+        msg.push((len as u8 & 0x7f) | 0x80);
+        len >>= 7;
+    }
+    msg.push(len as u8);
+    msg.extend_from_slice(json);
+    let mut framed = write_prefix(msg.len() as u32).to_vec();
+    framed.extend_from_slice(&msg);
+    framed
 }
 
 struct OwnedRequest {
@@ -957,4 +974,352 @@ fn a_burst_of_resets_and_new_calls_loses_no_event() {
         p.run();
         assert_eq!(p.server.store().in_use(), 0);
     });
+}
+
+/// Issue #11 item 2: mirrored values are compared at any length the header
+/// list takes (a signed URL as `mcp-name`, a long annotated argument, both
+/// raw and as the Base64 sentinel); a list over the limit gets the limit's
+/// answer (431), not -32020.
+#[test]
+fn mirrored_values_of_any_length_are_compared() {
+    for len in [300, 4096] {
+        // Call buffers that hold a 4 KB name twice (request and answer).
+        let mut p = Pair::with(SlabStore::<32768, 4>::new(), ServerConfig::default());
+        let long = "n".repeat(len);
+        // An unknown tool of that name: the headers match, so the answer is
+        // the in-band "Unknown tool", not -32020.
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"{long}",{META}}}}}"#
+        );
+        let unknown = p.call(&mirrored("tools/call", Some(&long)), &body);
+        p.run();
+        // A raw annotated value and one sent as the Base64 sentinel.
+        let region = "r".repeat(len);
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":"lookup","arguments":{{"region":"{region}"}},{META}}}}}"#
+        );
+        let mut headers = mirrored("tools/call", Some("lookup"));
+        headers.push(("mcp-param-region", &region));
+        let raw = p.call(&headers, &body);
+        p.run();
+        let accented = "é".repeat(len / 2);
+        let mut encoded = vec![0u8; accented.len() * 2 + 16];
+        let sentinel = std::str::from_utf8(
+            mcpwire_core::mcp::mirror::encode_value(accented.as_bytes(), &mut encoded).unwrap(),
+        )
+        .unwrap()
+        .to_owned();
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{{"name":"lookup","arguments":{{"region":"{accented}"}},{META}}}}}"#
+        );
+        let mut headers = mirrored("tools/call", Some("lookup"));
+        headers.push(("mcp-param-region", &sentinel));
+        let b64 = p.call(&headers, &body);
+        p.run();
+        // The same, one character different: -32020.
+        let other = format!("{}x", &region[1..]);
+        let mut headers = mirrored("tools/call", Some("lookup"));
+        headers.push(("mcp-param-region", &other));
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{{"name":"lookup","arguments":{{"region":"{region}"}},{META}}}}}"#
+        );
+        let differs = p.call(&headers, &body);
+        p.run();
+        let seen = &p.client.seen[&unknown];
+        assert_eq!(seen.trailer("grpc-status"), Some("0"), "{len}: {seen:?}");
+        let err = json::get(seen.messages[0].as_bytes(), b"error").unwrap();
+        assert_eq!(json::get(err, b"code"), Some(&b"-32602"[..]), "{len}");
+        let reached: Vec<OwnedRequest> = REQUESTS.with(|r| r.borrow_mut().drain(..).collect());
+        assert_eq!(reached.len(), 2, "{len}: the lookups reach the tool");
+        for stream in [raw, b64] {
+            assert!(
+                p.client
+                    .seen
+                    .get(&stream)
+                    .is_none_or(|s| s.trailer("mcp-error-code").is_none()),
+                "{len}"
+            );
+        }
+        assert_eq!(
+            p.client.seen[&differs].trailer("mcp-error-code"),
+            Some("-32020"),
+            "{len}"
+        );
+    }
+    // Just over the 16 KiB header list (each field within the 8 KiB field
+    // limit): 431 and a reset, no JSON-RPC error.
+    let mut p = Pair::new();
+    let name = "n".repeat(8000);
+    let pad = "p".repeat(8300);
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{{"name":"{name}",{META}}}}}"#
+    );
+    let mut headers = mirrored("tools/call", Some(&name));
+    headers.push(("x-pad", &pad));
+    let over = p.call(&headers, &body);
+    p.run();
+    let seen = &p.client.seen[&over];
+    assert_eq!(seen.trailer(":status"), Some("431"), "{seen:?}");
+    assert_eq!(seen.trailer("mcp-error-code"), None, "{seen:?}");
+    assert!(seen.messages.is_empty());
+}
+
+/// Issue #11 item 4: a malformed `grpc-timeout` is INVALID_ARGUMENT
+/// "Invalid grpc-timeout" (not INTERNAL), before the handler runs.
+#[test]
+fn a_malformed_grpc_timeout_is_invalid_argument() {
+    for bad in ["abc", "10", "123456789S", "-1S", "1x"] {
+        let mut p = Pair::new();
+        let body =
+            format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{{{META}}}}}"#);
+        let mut h = mirrored("tools/list", None);
+        h.push(("grpc-timeout", bad));
+        let s = p.call(&h, &body);
+        p.run();
+        let seen = &p.client.seen[&s];
+        assert_eq!(seen.trailer("grpc-status"), Some("3"), "{bad}: {seen:?}");
+        assert_eq!(
+            seen.trailer("grpc-message"),
+            Some("Invalid grpc-timeout"),
+            "{bad}"
+        );
+        assert!(seen.messages.is_empty(), "{bad}");
+    }
+}
+
+/// Issue #11 item 6: `jsonrpc` bytes that are not UTF-8 are -32700 in the
+/// trailers (the handler never sees them).
+#[test]
+fn a_message_that_is_not_utf8_is_a_parse_error() {
+    let mut p = Pair::new();
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"echo","arguments":{{"text":"\xff"}},{META}}}}}"#
+    );
+    let mut bytes = body.into_bytes();
+    let at = bytes.windows(4).position(|w| w == b"\\xff").unwrap();
+    bytes.splice(at..at + 4, [0xff]);
+    let s = p.call_bytes(&mirrored("tools/call", Some("echo")), &bytes);
+    p.run();
+    let seen = &p.client.seen[&s];
+    assert_eq!(seen.trailer("mcp-error-code"), Some("-32700"), "{seen:?}");
+    assert_eq!(seen.trailer("grpc-status"), Some("3"), "{seen:?}");
+    assert!(seen.messages.is_empty());
+    assert_eq!(REQUESTS.with(|r| r.borrow().len()), 0, "no handler ran");
+}
+
+/// Issue #11 item 6: the Base64 sentinel must be canonical (padded, zero
+/// trailing bits), else -32020; the canonical text of the same value passes.
+#[test]
+fn the_base64_sentinel_must_be_canonical() {
+    let mut p = Pair::new();
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"lookup","arguments":{{"region":"eu"}},{META}}}}}"#
+    );
+    // "eu" is ZXU=; unpadded ZXU, and ZXV= (nonzero trailing bits) decode
+    // to the same octets in a lenient decoder.
+    let mut streams = Vec::new();
+    for value in ["=?base64?ZXU=?=", "=?base64?ZXU?=", "=?base64?ZXV=?="] {
+        let mut h = mirrored("tools/call", Some("lookup"));
+        h.push(("mcp-param-region", value));
+        streams.push(p.call(&h, &body));
+        p.run();
+    }
+    assert_eq!(REQUESTS.with(|r| r.borrow_mut().drain(..).count()), 1);
+    assert!(
+        p.client
+            .seen
+            .get(&streams[0])
+            .is_none_or(|s| s.trailer("mcp-error-code").is_none())
+    );
+    for s in &streams[1..] {
+        assert_eq!(p.client.seen[s].trailer("mcp-error-code"), Some("-32020"));
+    }
+}
+
+/// Issue #11 item 2: JSON-RPC ids up to the configured length (128 octets
+/// by default) are echoed; a longer one is -32600 with id null, never a
+/// cut or another id.
+#[test]
+fn ids_up_to_the_configured_length_and_a_clear_error_past_it() {
+    for (limit, set) in [(128, false), (300, true)] {
+        let mut p = Pair::with(SlabStore::<16384, 8>::new(), ServerConfig::default());
+        if set {
+            p.server.endpoint.set_max_id_len(limit);
+        }
+        let mut streams = Vec::new();
+        for len in [limit, limit + 1] {
+            // A string id of `len` octets of raw JSON, quotes included.
+            let id = format!("\"{}\"", "i".repeat(len - 2));
+            let body = format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/list","params":{{{META}}}}}"#
+            );
+            streams.push((id, p.call(&mirrored("tools/list", None), &body)));
+            p.run();
+        }
+        let (id, ok) = &streams[0];
+        let seen = &p.client.seen[ok];
+        assert_eq!(seen.trailer("grpc-status"), Some("0"), "{limit}: {seen:?}");
+        assert_eq!(
+            json::get(seen.messages[0].as_bytes(), b"id"),
+            Some(id.as_bytes()),
+            "{limit}"
+        );
+        let seen = &p.client.seen[&streams[1].1];
+        assert_eq!(
+            seen.trailer("mcp-error-code"),
+            Some("-32600"),
+            "{limit}: {seen:?}"
+        );
+        let bin = seen.trailer("mcp-error-bin").unwrap();
+        let mut decoded = vec![0u8; bin.len()];
+        let n = base64::decode(bin.as_bytes(), &mut decoded).unwrap();
+        assert_eq!(
+            json::get(&decoded[..n], b"id"),
+            Some(&b"null"[..]),
+            "{limit}"
+        );
+        assert!(
+            seen.trailer("grpc-message")
+                .unwrap()
+                .contains("id longer than"),
+            "{seen:?}"
+        );
+    }
+}
+
+/// Binding: "One Call carries one JSON-RPC request": a second request
+/// message, and a call with no message, are -32600 in the trailers.
+#[test]
+fn a_second_message_and_no_message_are_invalid_requests() {
+    let mut p = Pair::new();
+    let body = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{{{META}}}}}"#);
+    let mut two = frame(body.as_bytes());
+    two.extend(frame(body.as_bytes()));
+    let twice = p.call_wire(&mirrored("tools/list", None), two);
+    p.run();
+    let none = p.call_wire(&mirrored("tools/list", None), Vec::new());
+    p.run();
+    for s in [twice, none] {
+        let seen = &p.client.seen[&s];
+        assert_eq!(seen.trailer("mcp-error-code"), Some("-32600"), "{seen:?}");
+        assert_eq!(seen.trailer("grpc-status"), Some("3"), "{seen:?}");
+        assert!(seen.messages.is_empty(), "{seen:?}");
+    }
+}
+
+/// Binding: "A notification from the client is a call the server answers
+/// with an empty stream and grpc-status: 0".
+#[test]
+fn a_client_notification_gets_an_empty_stream_and_status_0() {
+    let mut p = Pair::new();
+    let body =
+        format!(r#"{{"jsonrpc":"2.0","method":"notifications/initialized","params":{{{META}}}}}"#);
+    let s = p.call(&mirrored("notifications/initialized", None), &body);
+    p.run();
+    let seen = &p.client.seen[&s];
+    assert_eq!(seen.trailer("grpc-status"), Some("0"), "{seen:?}");
+    assert!(seen.messages.is_empty(), "{seen:?}");
+    assert_eq!(seen.trailer("mcp-error-code"), None, "{seen:?}");
+}
+
+/// Binding: "An annotated integer outside the safe range of JavaScript also
+/// gets -32020", from a raw peer that mirrors it as it is.
+#[test]
+fn an_unsafe_annotated_integer_from_a_raw_peer_is_32020() {
+    // `lookup` second, as in TOOLS (the test application checks names by
+    // index there).
+    static INT_TOOLS: [ToolInfo<'static>; 2] = [
+        support::mcp::ECHO,
+        support::mcp::lookup(
+            r#"{"type":"object","properties":{"limit":{"type":"integer","x-mcp-header":"Limit"}}}"#,
+        ),
+    ];
+    let mut p = Pair::serving(
+        SlabStore::<8192, 8>::new(),
+        ServerConfig::default(),
+        registry(&INT_TOOLS),
+    );
+    let mut streams = Vec::new();
+    for limit in ["9007199254740991", "9007199254740993", "-9007199254740993"] {
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"lookup","arguments":{{"limit":{limit}}},{META}}}}}"#
+        );
+        let mut h = mirrored("tools/call", Some("lookup"));
+        h.push(("mcp-param-limit", limit));
+        streams.push(p.call(&h, &body));
+        p.run();
+    }
+    assert_eq!(REQUESTS.with(|r| r.borrow_mut().drain(..).count()), 1);
+    for s in &streams[1..] {
+        assert_eq!(p.client.seen[s].trailer("mcp-error-code"), Some("-32020"));
+    }
+}
+
+/// Binding: "A request without a timeout gets limits.request_timeout
+/// (60 s)": the handler is cancelled and the call ends DEADLINE_EXCEEDED.
+#[test]
+fn a_call_without_grpc_timeout_gets_the_60_s_default() {
+    let mut p = Pair::new();
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"echo","arguments":{{}},{META}}}}}"#
+    );
+    let s = p.call(&mirrored("tools/call", Some("echo")), &body);
+    p.run();
+    assert_eq!(REQUESTS.with(|r| r.borrow_mut().drain(..).count()), 1);
+    assert_eq!(p.server.poll_timeout(), Some(Instant::from_millis(60_000)));
+    p.now = Instant::from_millis(59_999);
+    p.server.handle_timeout(p.now);
+    p.run();
+    let status = |p: &Pair| {
+        p.client
+            .seen
+            .get(&s)
+            .and_then(|x| x.trailer("grpc-status").map(str::to_owned))
+    };
+    assert_eq!(status(&p), None);
+    p.now = Instant::from_millis(60_000);
+    p.server.handle_timeout(p.now);
+    p.run();
+    assert_eq!(status(&p).as_deref(), Some("4"));
+}
+
+/// Binding: "A request that is not a POST gets HTTP status 405", and "Only
+/// the identity encoding is used. A call with another grpc-encoding ends
+/// with UNIMPLEMENTED" (identity itself is fine).
+#[test]
+fn a_get_is_405_and_a_compressed_call_unimplemented() {
+    let mut p = Pair::new();
+    let get = p.client.open_stream().unwrap();
+    p.client
+        .send_headers(
+            get,
+            [
+                Field::new(b":method", b"GET"),
+                Field::new(b":scheme", b"http"),
+                Field::new(b":path", TUNNEL_PATH),
+                Field::new(b":authority", b"x"),
+                Field::new(b"content-type", b"application/grpc"),
+            ],
+            true,
+        )
+        .unwrap();
+    p.run();
+    let seen = &p.client.seen[&get];
+    assert_eq!(seen.trailer(":status"), Some("405"), "{seen:?}");
+    assert_eq!(seen.trailer("grpc-status"), None, "{seen:?}");
+
+    let body = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{{{META}}}}}"#);
+    let mut streams = Vec::new();
+    for encoding in ["gzip", "identity"] {
+        let mut h = mirrored("tools/list", None);
+        h.push(("grpc-encoding", encoding));
+        streams.push(p.call(&h, &body));
+        p.run();
+    }
+    let gzip = &p.client.seen[&streams[0]];
+    assert_eq!(gzip.trailer("grpc-status"), Some("12"), "{gzip:?}");
+    assert!(gzip.messages.is_empty());
+    let identity = &p.client.seen[&streams[1]];
+    assert_eq!(identity.trailer("grpc-status"), Some("0"), "{identity:?}");
+    assert_eq!(identity.messages.len(), 1, "{identity:?}");
 }

@@ -79,8 +79,12 @@ pub const MAX_CONCURRENT_CALLS: usize = driver::CALLS;
 /// How a channel connects and what every call carries.
 #[derive(Debug, Clone)]
 pub struct ChannelConfig {
-    /// `host:port` of the server (cleartext HTTP/2, prior knowledge).
+    /// `host:port` of the server: cleartext HTTP/2 with prior knowledge,
+    /// or TLS with ALPN `h2` when [`tls`](Self::tls) is set.
     pub addr: String,
+    /// TLS (ALPN `h2`, `:scheme https`); `None` for cleartext.
+    #[cfg(feature = "tls")]
+    pub tls: Option<crate::tls::ClientTlsConfig>,
     /// Static metadata sent with every call, e.g. `authorization`.
     pub extra_metadata: Vec<(String, String)>,
     /// The request timeout; each call sends what is left of it in
@@ -100,6 +104,8 @@ impl ChannelConfig {
     pub fn new(addr: impl Into<String>) -> Self {
         Self {
             addr: addr.into(),
+            #[cfg(feature = "tls")]
+            tls: None,
             extra_metadata: Vec::new(),
             request_timeout: DEFAULT_TIMEOUT,
             client_capabilities: json!({}),
@@ -224,7 +230,12 @@ impl Channel {
     }
 
     pub fn with_config(config: ChannelConfig) -> Self {
-        let engine = driver::client_config(config.request_timeout, config.max_message_bytes);
+        #[allow(unused_mut)]
+        let mut engine = driver::client_config(config.request_timeout, config.max_message_bytes);
+        #[cfg(feature = "tls")]
+        if config.tls.is_some() {
+            engine.scheme = "https";
+        }
         Self {
             inner: Arc::new(Inner {
                 config,
@@ -335,19 +346,20 @@ impl Channel {
         if !fresh && let Some(h) = slot.as_ref().filter(|h| h.usable()) {
             return Ok(h.clone());
         }
-        let h = ConnHandle::connect(
-            &self.inner.config.addr,
-            &self.inner.config.extra_metadata,
-            self.inner.engine,
-            Arc::clone(&self.inner.schemas),
-        )
-        .await
-        .map_err(|e| {
-            CallError::new(
-                Code::Unavailable,
-                format!("connect to {}: {e}", self.inner.config.addr),
-            )
-        })?;
+        let dial = driver::Dial {
+            addr: &self.inner.config.addr,
+            metadata: &self.inner.config.extra_metadata,
+            #[cfg(feature = "tls")]
+            tls: self.inner.config.tls.as_ref(),
+        };
+        let h = ConnHandle::connect(dial, self.inner.engine, Arc::clone(&self.inner.schemas))
+            .await
+            .map_err(|e| {
+                CallError::new(
+                    Code::Unavailable,
+                    format!("connect to {}: {e}", self.inner.config.addr),
+                )
+            })?;
         *slot = Some(h.clone());
         Ok(h)
     }

@@ -44,4 +44,4 @@ pub use channel::{
 pub use server::stdio::{self, StdioConfig};
 pub use server::{AllowedHosts, Server, ServerConfig};
 #[cfg(feature = "tls")]
-pub use tls::TlsConfig;
+pub use tls::{ClientTlsConfig, TlsConfig};

@@ -1,6 +1,6 @@
-//! TLS for the server (feature `tls`): rustls 0.23 with the `ring`
-//! provider, ALPN `h2` (gRPC and Streamable HTTP) and `http/1.1`
-//! (Streamable HTTP only).
+//! TLS for the server and the client (feature `tls`): rustls 0.23 with
+//! the `ring` provider. The server offers ALPN `h2` (gRPC and Streamable
+//! HTTP) and `http/1.1` (Streamable HTTP only); the client offers `h2`.
 //!
 //! The gRPC binding: "The client connects with cleartext HTTP/2 and prior
 //! knowledge, or with TLS and ALPN h2. The server refuses a TLS client that
@@ -10,13 +10,21 @@
 //! speak HTTP/1.1, and one that then opens HTTP/2 is closed (close_notify,
 //! then the TCP connection) before any HTTP/2 octet is answered. A
 //! handshake gets 10 s.
+//!
+//! The client ([`ClientTlsConfig`]) offers only `h2` and refuses a server
+//! that selects no protocol (one that selects another cannot: rustls then
+//! fails the handshake). It trusts the roots of a PEM file or the
+//! platform's store (rustls-native-certs).
 
 use std::io;
 use std::sync::Arc;
 
-use rustls::ServerConfig;
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use rustls::{ClientConfig, RootCertStore, ServerConfig};
+use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
+use tokio_rustls::client::TlsStream;
 
 /// HTTP/2: the gRPC tunnel, and Streamable HTTP.
 pub const ALPN_H2: &[u8] = b"h2";
@@ -80,6 +88,158 @@ impl TlsConfig {
     }
 }
 
+/// A client's TLS settings: the roots it trusts, ALPN `h2`, and optionally
+/// the name to verify the server's certificate against (by default the
+/// host of the channel's address).
+#[derive(Clone)]
+pub struct ClientTlsConfig {
+    config: Arc<ClientConfig>,
+    server_name: Option<String>,
+}
+
+impl std::fmt::Debug for ClientTlsConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientTlsConfig")
+            .field("alpn", &"h2")
+            .field("server_name", &self.server_name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ClientTlsConfig {
+    /// Trusts the CA certificates of PEM text (one or more).
+    pub fn with_pem_roots(ca_pem: &[u8]) -> io::Result<Self> {
+        let mut roots = RootCertStore::empty();
+        for cert in CertificateDer::pem_slice_iter(ca_pem) {
+            let cert = cert.map_err(|e| invalid(format!("the CA certificates: {e}")))?;
+            roots
+                .add(cert)
+                .map_err(|e| invalid(format!("a CA certificate: {e}")))?;
+        }
+        if roots.is_empty() {
+            return Err(invalid("the CA file holds no certificate".into()));
+        }
+        Self::with_roots(roots)
+    }
+
+    /// Trusts the CA certificates of a PEM file.
+    pub fn with_pem_roots_file(path: impl AsRef<std::path::Path>) -> io::Result<Self> {
+        let path = path.as_ref();
+        let pem = std::fs::read(path)
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+        Self::with_pem_roots(&pem)
+    }
+
+    /// Trusts the platform's certificate store. Certificates of the store
+    /// that rustls cannot parse are skipped; none at all is an error.
+    pub fn with_platform_roots() -> io::Result<Self> {
+        let found = rustls_native_certs::load_native_certs();
+        let mut roots = RootCertStore::empty();
+        let (_added, _skipped) = roots.add_parsable_certificates(found.certs);
+        if roots.is_empty() {
+            let why = found
+                .errors
+                .first()
+                .map(|e| format!(": {e}"))
+                .unwrap_or_default();
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("no usable certificate in the platform's store{why}"),
+            ));
+        }
+        Self::with_roots(roots)
+    }
+
+    fn with_roots(roots: RootCertStore) -> io::Result<Self> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| invalid(format!("TLS versions: {e}")))?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        Ok(Self::from_rustls(config))
+    }
+
+    /// From a rustls configuration; its ALPN list is replaced by `h2`.
+    pub fn from_rustls(mut config: ClientConfig) -> Self {
+        config.alpn_protocols = vec![ALPN_H2.to_vec()];
+        Self {
+            config: Arc::new(config),
+            server_name: None,
+        }
+    }
+
+    /// Verifies the server's certificate for `name` (and sends it as SNI)
+    /// instead of the host of the address.
+    #[must_use]
+    pub fn server_name(mut self, name: impl Into<String>) -> Self {
+        self.server_name = Some(name.into());
+        self
+    }
+
+    /// The TLS handshake over `tcp` to `addr` (`host:port`), which must end
+    /// with ALPN `h2`; 10 s at most.
+    pub(crate) async fn connect(
+        &self,
+        addr: &str,
+        tcp: TcpStream,
+    ) -> io::Result<TlsStream<TcpStream>> {
+        let name = match &self.server_name {
+            Some(name) => name.as_str(),
+            None => host_of(addr),
+        };
+        let name = ServerName::try_from(name.to_owned())
+            .map_err(|e| invalid(format!("server name {name:?}: {e}")))?;
+        let connector = TlsConnector::from(Arc::clone(&self.config));
+        let tls = tokio::time::timeout(HANDSHAKE_TIMEOUT, connector.connect(name, tcp))
+            .await
+            .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "the TLS handshake timed out"))?
+            .map_err(|e| io::Error::new(e.kind(), format!("TLS: {e}")))?;
+        match tls.get_ref().1.alpn_protocol() {
+            Some(ALPN_H2) => Ok(tls),
+            other => Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "the server did not select ALPN h2 (it selected {}): not an HTTP/2 server",
+                    other.map_or_else(
+                        || "none".to_owned(),
+                        |p| format!("{:?}", String::from_utf8_lossy(p))
+                    )
+                ),
+            )),
+        }
+    }
+}
+
+const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The host of `host:port`, `[v6]:port` or a bare host.
+fn host_of(addr: &str) -> &str {
+    if let Some(rest) = addr.strip_prefix('[') {
+        return rest.split_once(']').map_or(rest, |(host, _)| host);
+    }
+    match addr.rsplit_once(':') {
+        Some((host, port)) if !host.contains(':') && port.bytes().all(|b| b.is_ascii_digit()) => {
+            host
+        }
+        _ => addr,
+    }
+}
+
 fn invalid(message: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::host_of;
+
+    #[test]
+    fn the_host_of_an_address() {
+        assert_eq!(host_of("example.com:443"), "example.com");
+        assert_eq!(host_of("127.0.0.1:50051"), "127.0.0.1");
+        assert_eq!(host_of("[::1]:50051"), "::1");
+        assert_eq!(host_of("localhost"), "localhost");
+        assert_eq!(host_of("::1"), "::1");
+    }
 }

@@ -92,6 +92,22 @@ async fn echo_over_the_channel() {
     h.stop().await;
 }
 
+/// Issue #11 item 6: -32021's `data.requiredCapabilities` is shaped like
+/// `ClientCapabilities` (an object of capability objects), not an array.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_capability_names_it_as_client_capabilities() {
+    let h = start().await;
+    let channel = Channel::new(h.addr.to_string());
+    let r = tool(&channel, "confirm", json!({})).await;
+    assert_eq!(r["error"]["code"], -32021, "{r}");
+    assert_eq!(
+        r["error"]["data"]["requiredCapabilities"],
+        json!({"elicitation": {}}),
+        "{r}"
+    );
+    h.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn progress_notifications_stream_before_the_result() {
     let h = start().await;
@@ -155,6 +171,88 @@ async fn lookup_mirrors_headers_from_the_cached_schema() {
     h.stop().await;
 }
 
+/// Issue #11 item 2: the client mirrors values of any length the header
+/// list takes (raw and as the Base64 sentinel) and the server compares
+/// them; a list over the server's limit gets the limit's answer (431), not
+/// -32020. (The tokio server's header buffer is 8 KiB: its list limit, and
+/// room for a compressed block and the largest Huffman-decoded field.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_mirrored_values_go_through_and_the_list_limit_answers() {
+    let h = start().await;
+    let channel = Channel::new(h.addr.to_string());
+    channel.request("tools/list", json!({})).await.unwrap();
+    // Raw at 300 octets and 4 KB; the sentinel (non-ASCII) at 300 octets
+    // and 2 KB (2.7 KB encoded).
+    for region in [
+        "r".repeat(300),
+        "r".repeat(4096),
+        "é".repeat(150),
+        "é".repeat(1024),
+    ] {
+        let r = tool(&channel, "lookup", json!({"region": region, "limit": 1})).await;
+        assert_eq!(
+            r["result"]["structuredContent"]["region"],
+            region,
+            "{}: {r}",
+            region.len()
+        );
+    }
+    for len in [300, 4096] {
+        // A long `mcp-name` (an unknown tool): matched, then "Unknown tool".
+        let name = "n".repeat(len);
+        let r = tool(&channel, &name, json!({})).await;
+        assert_eq!(r["error"]["code"], -32602, "{len}: {r}");
+    }
+    // Two fields of 4300 octets (each under the field limit), the list over
+    // the server's 8 KiB: HTTP 431, no JSON-RPC error. (A compressed block
+    // over the server's buffer ends the connection instead: issue #11 item 3.)
+    let mut config = ChannelConfig::new(h.addr.to_string());
+    config
+        .extra_metadata
+        .push(("x-pad".into(), "p".repeat(4300)));
+    let padded = Channel::with_config(config);
+    let e = padded
+        .request(
+            "tools/call",
+            json!({"name": "n".repeat(4300), "arguments": {}}),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.diagnostics.http_status, Some(431), "{e:?}");
+    assert_ne!(e.diagnostics.rpc_code, Some(-32020), "{e:?}");
+    assert!(e.rpc.is_none(), "{e:?}");
+    // The connection goes on.
+    let r = tool(&padded, "echo", json!({"text": "after"})).await;
+    assert_eq!(r["result"]["content"][0]["text"], "after", "{r}");
+    h.stop().await;
+}
+
+/// Issue #11 item 2: the client sends ids up to 128 octets of raw JSON and
+/// refuses a longer one before a byte goes out (no answer with a wrong id).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_ids_are_sent_up_to_the_limit_and_refused_past_it() {
+    let h = start().await;
+    let channel = Channel::new(h.addr.to_string());
+    let id = "i".repeat(126); // 128 octets with its quotes
+    let r = channel
+        .call(json!({"id": id, "method": "tools/list", "params": {}}))
+        .await
+        .unwrap()
+        .response()
+        .await
+        .unwrap();
+    assert_eq!(r["id"], json!(id), "{r}");
+    let long = "i".repeat(127);
+    let e = channel
+        .call(json!({"id": long, "method": "tools/list", "params": {}}))
+        .await
+        .unwrap_err();
+    assert_eq!(e.status, Code::InvalidArgument, "{e:?}");
+    assert_eq!(e.diagnostics.rpc_code, Some(-32600), "{e:?}");
+    assert!(e.message.contains("id longer than 128"), "{e}");
+    h.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lookup_with_an_empty_cache_refreshes_and_retries_once() {
     let h = start().await;
@@ -175,6 +273,28 @@ async fn lookup_with_an_empty_cache_refreshes_and_retries_once() {
 async fn errors_in_trailers_become_json_rpc_errors() {
     let h = start().await;
     let channel = Channel::new(h.addr.to_string());
+    // An unsupported version ends the call before the handler, in the
+    // trailers (mcp-error-bin): the application gets the error response
+    // with its own id and the error's data, as on any transport.
+    let r = channel
+        .call(
+            json!({"id": 41, "method": "tools/list", "params": {"_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2099-01-01"}}}),
+        )
+        .await
+        .unwrap()
+        .response()
+        .await
+        .unwrap();
+    assert_eq!(r["id"], 41, "{r}");
+    assert_eq!(r["error"]["code"], -32022, "{r}");
+    assert_eq!(r["error"]["data"]["requested"], "2099-01-01", "{r}");
+    assert_eq!(
+        r["error"]["data"]["supported"],
+        json!(["2026-07-28"]),
+        "{r}"
+    );
+    // An unknown method is in band (a response message, then status 0).
     let r = channel.request("no/such/method", json!({})).await.unwrap();
     assert_eq!(r["error"]["code"], -32601, "{r}");
     assert!(r["id"].is_number());
@@ -197,6 +317,9 @@ async fn sleep_past_its_timeout_is_deadline_exceeded() {
         .await
         .unwrap_err();
     assert_eq!(e.status, Code::DeadlineExceeded, "{e:?}");
+    // The client's timer and the server's (from the grpc-timeout the call
+    // carries, checked in `scripted::every_call_sends_the_60_s_default_and_listen_none`)
+    // end it at the same moment; either answer is DEADLINE_EXCEEDED.
     assert!(started.elapsed() < Duration::from_secs(2));
     h.stop().await;
 }
@@ -470,6 +593,8 @@ mod scripted {
         streams: Arc<AtomicUsize>,
         /// Each request's `:path` and body, in order of arrival.
         requests: Arc<Mutex<Vec<(String, Value)>>>,
+        /// Each request's `grpc-timeout`, in order of arrival.
+        timeouts: Arc<Mutex<Vec<Option<String>>>>,
     }
 
     /// A gRPC message of the tunnel: prefix, then field 1 (tag, varint
@@ -509,21 +634,30 @@ mod scripted {
             connections: Arc::default(),
             streams: Arc::default(),
             requests: Arc::default(),
+            timeouts: Arc::default(),
         };
         let (c, st, rq) = (
             Arc::clone(&s.connections),
             Arc::clone(&s.streams),
             Arc::clone(&s.requests),
         );
+        let to = Arc::clone(&s.timeouts);
         tokio::spawn(async move {
             while let Ok((socket, _)) = listener.accept().await {
                 c.fetch_add(1, Ordering::SeqCst);
-                let (st, rq) = (Arc::clone(&st), Arc::clone(&rq));
+                let (st, rq, to) = (Arc::clone(&st), Arc::clone(&rq), Arc::clone(&to));
                 tokio::spawn(async move {
                     let Ok(mut conn) = h2::server::handshake(socket).await else {
                         return;
                     };
                     while let Some(Ok((request, mut respond))) = conn.accept().await {
+                        to.lock().unwrap().push(
+                            request
+                                .headers()
+                                .get("grpc-timeout")
+                                .and_then(|v| v.to_str().ok())
+                                .map(str::to_owned),
+                        );
                         if st.fetch_add(1, Ordering::SeqCst) < refuse {
                             respond.send_reset(h2::Reason::REFUSED_STREAM);
                             continue;
@@ -558,6 +692,144 @@ mod scripted {
             }
         });
         s
+    }
+
+    /// -32020 for every tools/call; an error for tools/list.
+    fn mismatch_then_a_failing_list(request: &Value) -> Vec<Value> {
+        let id = request["id"].clone();
+        let error = match request["method"].as_str() {
+            Some("tools/call") => json!({"code": -32020, "message": "mcp-name differs"}),
+            _ => json!({"code": -32603, "message": "tools/list failed"}),
+        };
+        vec![json!({"jsonrpc": "2.0", "id": id, "error": error})]
+    }
+
+    /// Issue #11 item 5: the re-list after a -32020 carries the call's
+    /// `_meta` whatever its size, and when it fails the application gets
+    /// an error with its own id, not the re-list's.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_failed_relist_answers_with_the_applications_id_and_keeps_meta() {
+        let s = server(0, mismatch_then_a_failing_list).await;
+        let channel = Channel::new(s.addr.to_string());
+        let big = "m".repeat(3000);
+        let r = channel
+            .call(json!({"id": 77, "method": "tools/call", "params": {
+                "name": "x", "arguments": {}, "_meta": {"big": big}}}))
+            .await
+            .unwrap()
+            .response()
+            .await
+            .unwrap();
+        assert_eq!(r["id"], 77, "{r}");
+        assert_eq!(r["error"]["code"], -32603, "{r}");
+        let requests = s.requests.lock().unwrap();
+        assert_eq!(requests.len(), 2, "{requests:?}");
+        let relist = &requests[1].1;
+        assert_eq!(relist["method"], "tools/list", "{relist}");
+        assert_eq!(relist["params"]["_meta"]["big"], big.as_str());
+        assert_eq!(
+            relist["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"],
+            PROTOCOL_VERSION
+        );
+    }
+
+    /// A server that answers every request with HTTP `status` and nothing
+    /// else.
+    async fn http_status_server(status: u16) -> std::net::SocketAddr {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((socket, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let Ok(mut conn) = h2::server::handshake(socket).await else {
+                        return;
+                    };
+                    while let Some(Ok((_, mut respond))) = conn.accept().await {
+                        let head = http::Response::builder().status(status).body(()).unwrap();
+                        let _ = respond.send_response(head, true);
+                    }
+                });
+            }
+        });
+        addr
+    }
+
+    /// Binding: "A response with another HTTP status than 200 gives
+    /// error.InvalidResponse", with the status in the diagnostics.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_405_415_or_431_is_a_failure_with_its_http_status() {
+        for status in [405u16, 415, 431] {
+            let addr = http_status_server(status).await;
+            let e = Channel::new(addr.to_string())
+                .request("tools/list", json!({}))
+                .await
+                .unwrap_err();
+            assert_eq!(e.diagnostics.http_status, Some(status), "{e:?}");
+            assert!(e.rpc.is_none(), "{e:?}");
+            assert_ne!(e.status, Code::Ok, "{e:?}");
+            assert!(e.message.contains("HTTP status"), "{e}");
+        }
+    }
+
+    fn empty_result(request: &Value) -> Vec<Value> {
+        vec![json!({"jsonrpc": "2.0", "id": request["id"].clone(), "result": {}})]
+    }
+
+    /// A `grpc-timeout` value as a duration (gRPC over HTTP/2: digits and
+    /// a unit).
+    fn timeout_of(v: &str) -> std::time::Duration {
+        let (digits, unit) = v.split_at(v.len() - 1);
+        let n: u64 = digits.parse().unwrap();
+        match unit {
+            "H" => std::time::Duration::from_secs(n * 3600),
+            "M" => std::time::Duration::from_secs(n * 60),
+            "S" => std::time::Duration::from_secs(n),
+            "m" => std::time::Duration::from_millis(n),
+            "u" => std::time::Duration::from_micros(n),
+            "n" => std::time::Duration::from_nanos(n),
+            _ => panic!("bad grpc-timeout {v}"),
+        }
+    }
+
+    /// Binding: "The SDK client sends the time that is left of the request
+    /// timeout ... each call has a grpc-timeout by default. A listen stream
+    /// has no default timeout."
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn every_call_sends_the_60_s_default_and_listen_none() {
+        let s = server(0, empty_result).await;
+        let channel = Channel::new(s.addr.to_string());
+        channel.request("tools/list", json!({})).await.unwrap();
+        channel.request("server/discover", json!({})).await.unwrap();
+        channel
+            .request("subscriptions/listen", json!({}))
+            .await
+            .unwrap();
+        // A call's own timeout: what is left of it.
+        channel
+            .call_with_timeout(
+                json!({"method": "tools/list", "params": {}}),
+                Some(std::time::Duration::from_millis(200)),
+            )
+            .await
+            .unwrap()
+            .response()
+            .await
+            .unwrap();
+        let timeouts = s.timeouts.lock().unwrap().clone();
+        assert_eq!(timeouts.len(), 4, "{timeouts:?}");
+        let d = timeout_of(timeouts[3].as_deref().expect("a grpc-timeout"));
+        assert!(
+            d > std::time::Duration::from_millis(100) && d <= std::time::Duration::from_millis(200),
+            "{d:?}"
+        );
+        for t in &timeouts[..2] {
+            let d = timeout_of(t.as_deref().expect("a grpc-timeout"));
+            assert!(
+                d > std::time::Duration::from_secs(59) && d <= std::time::Duration::from_secs(60),
+                "{t:?}"
+            );
+        }
+        assert_eq!(timeouts[2], None, "listen has no deadline");
     }
 
     fn empty_tools_list(request: &Value) -> Vec<Value> {

@@ -56,6 +56,50 @@ pub fn decode(src: &[u8], out: &mut [u8]) -> Option<usize> {
     Some(n)
 }
 
+/// Whether `src` is canonical padded base64 (RFC 4648 §3.5): a multiple
+/// of four characters of the alphabet, `=` only as the one or two last,
+/// and zero bits after the last octet. The one text of its octets.
+pub fn is_canonical(src: &[u8]) -> bool {
+    if !src.len().is_multiple_of(4) {
+        return false;
+    }
+    let (body, pad) = match src {
+        [rest @ .., b'=', b'='] => (rest, 2),
+        [rest @ .., b'='] => (rest, 1),
+        _ => (src, 0),
+    };
+    if !body.iter().all(|&c| value(c).is_some()) {
+        return false;
+    }
+    // The last character carries 4 (two `=`) or 2 (one `=`) unused bits.
+    let unused_mask = match pad {
+        2 => 0b1111,
+        1 => 0b11,
+        _ => 0,
+    };
+    body.last()
+        .and_then(|&c| value(c))
+        .is_none_or(|v| v & unused_mask == 0)
+}
+
+/// The octets of `src`, decoded one at a time without a buffer. `src` must
+/// be valid (see [`is_canonical`]); a character outside the alphabet
+/// counts as zero.
+pub fn decoded(src: &[u8]) -> impl Iterator<Item = u8> + '_ {
+    let src = match src {
+        [rest @ .., b'=', b'='] | [rest @ .., b'='] => rest,
+        _ => src,
+    };
+    src.chunks(4).flat_map(|chunk| {
+        let mut v = 0u32;
+        for (i, &c) in chunk.iter().enumerate() {
+            v |= u32::from(value(c).unwrap_or(0)) << (18 - 6 * i);
+        }
+        let octets = [(v >> 16) as u8, (v >> 8) as u8, v as u8];
+        octets.into_iter().take(chunk.len().saturating_sub(1))
+    })
+}
+
 fn value(c: u8) -> Option<u8> {
     match c {
         b'A'..=b'Z' => Some(c - b'A'),
@@ -98,6 +142,29 @@ mod tests {
         }
         assert_eq!(decode(b"Zm9v!", &mut buf), None);
         assert_eq!(decode(b"Z", &mut buf), None);
+    }
+
+    #[test]
+    fn canonical_text_only() {
+        for ok in [&b""[..], b"Zg==", b"Zm8=", b"Zm9v", b"Zm9vYmFy"] {
+            assert!(is_canonical(ok), "{ok:?}");
+            let mut buf = [0u8; 8];
+            let n = decode(ok, &mut buf).unwrap();
+            assert!(decoded(ok).eq(buf[..n].iter().copied()), "{ok:?}");
+        }
+        // Unpadded, nonzero trailing bits, `=` inside, bad length or byte.
+        for bad in [
+            &b"Zg"[..],
+            b"Zm8",
+            b"Zh==",
+            b"Zm9=",
+            b"Z===",
+            b"Zg==Zg==",
+            b"Zm9v!",
+            b"Z",
+        ] {
+            assert!(!is_canonical(bad), "{bad:?}");
+        }
     }
 
     #[test]

@@ -38,7 +38,8 @@ pub fn is_grpc_content_type(value: &[u8]) -> bool {
 impl<'a> RequestHead<'a> {
     /// Checks a request head: method POST (else 405), a gRPC content type
     /// (else 415), identity encoding only (else UNIMPLEMENTED), a
-    /// well-formed `grpc-timeout` (else INTERNAL, as other servers do).
+    /// well-formed `grpc-timeout` (else INVALID_ARGUMENT "Invalid
+    /// grpc-timeout", the binding's answer).
     pub fn parse(fields: HeaderList<'a>) -> Result<Self, HeadError> {
         let mut method = None;
         let mut path: &[u8] = b"";
@@ -70,10 +71,10 @@ impl<'a> RequestHead<'a> {
             ));
         }
         let timeout = match timeout_value {
-            Some(v) => Some(
-                timeout::parse(v)
-                    .ok_or(HeadError::Grpc(Code::Internal, "malformed grpc-timeout"))?,
-            ),
+            Some(v) => Some(timeout::parse(v).ok_or(HeadError::Grpc(
+                Code::InvalidArgument,
+                "Invalid grpc-timeout",
+            ))?),
             None => None,
         };
         Ok(Self {

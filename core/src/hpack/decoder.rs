@@ -472,8 +472,10 @@ impl<const TABLE: usize, B: Records<u8>> Decoder<TABLE, B> {
 fn read_literal(buf: &[u8]) -> Result<(Literal<'_>, usize), DecodeError> {
     let huffman = buf.first().is_some_and(|&b| b & 0x80 != 0);
     let (len, n) = integer::decode(buf, 7)?;
-    let end = n.checked_add(len as usize).ok_or(DecodeError::Truncated)?;
-    let bytes = buf.get(n..end).ok_or(DecodeError::Truncated)?;
+    let end = n
+        .checked_add(len as usize)
+        .ok_or(DecodeError::StringPastEnd)?;
+    let bytes = buf.get(n..end).ok_or(DecodeError::StringPastEnd)?;
     Ok((Literal { huffman, bytes }, end))
 }
 

@@ -12,6 +12,11 @@
 pub enum DecodeError {
     /// The block ended inside a field representation.
     Truncated,
+    /// A string literal's length reaches past the end of the block. The
+    /// gRPC binding answers it with PROTOCOL_ERROR rather than
+    /// COMPRESSION_ERROR: the block is not valid, whatever the decoder's
+    /// state.
+    StringPastEnd,
     /// An integer does not fit in 32 bits (RFC 7541 §5.1).
     IntegerOverflow,
     /// An index is 0 or past the end of the static and dynamic tables (§2.3.3).
@@ -49,6 +54,7 @@ impl core::fmt::Display for DecodeError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
             Self::Truncated => f.write_str("header block ends inside a field"),
+            Self::StringPastEnd => f.write_str("a string length past the end of the block"),
             Self::IntegerOverflow => f.write_str("HPACK integer overflows 32 bits"),
             Self::InvalidIndex(i) => write!(f, "HPACK index {i} is not in the table"),
             Self::HuffmanEos => f.write_str("Huffman string contains EOS"),

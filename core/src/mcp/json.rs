@@ -452,6 +452,33 @@ pub fn str_eq(raw: &[u8], text: &[u8]) -> bool {
     !chars.failed && pos == text.len()
 }
 
+/// Whether a raw JSON string equals the octets of `text` once unescaped
+/// (as [`str_eq`], for text that is not one slice).
+pub fn str_eq_iter(raw: &[u8], mut text: impl Iterator<Item = u8>) -> bool {
+    let Some(inner) = trim(raw)
+        .strip_prefix(b"\"")
+        .and_then(|s| s.strip_suffix(b"\""))
+    else {
+        return false;
+    };
+    let mut chars = Unescaped {
+        src: inner,
+        i: 0,
+        failed: false,
+    };
+    while let Some(c) = chars.next_char() {
+        let mut tmp = [0u8; 4];
+        if !c
+            .encode_utf8(&mut tmp)
+            .bytes()
+            .all(|b| text.next() == Some(b))
+        {
+            return false;
+        }
+    }
+    !chars.failed && text.next().is_none()
+}
+
 /// Where `part`, a slice of `whole` (as every slice this module returns
 /// of its input is), lies in it. A slice from elsewhere gives an empty
 /// range at the end.

@@ -14,43 +14,147 @@ const fn mismatch(message: &'static str) -> RpcError {
     RpcError::new(HEADER_MISMATCH, message)
 }
 
+/// What a mirrored header value stands for, checked and not copied:
+/// surrounding spaces and tabs dropped, then either raw text (printable
+/// ASCII and interior tabs) or the payload of `=?base64?…?=`, which must be
+/// canonical base64 (padded, zero trailing bits). Values of any length.
+#[derive(Debug, Clone, Copy)]
+enum HeaderText<'a> {
+    Raw(&'a [u8]),
+    Base64(&'a [u8]),
+}
+
+impl<'a> HeaderText<'a> {
+    fn read(value: &'a [u8]) -> Result<Self, RpcError> {
+        let value = trim_ows(value);
+        if let Some(payload) = value
+            .strip_prefix(SENTINEL_START)
+            .and_then(|v| v.strip_suffix(SENTINEL_END))
+        {
+            return if base64::is_canonical(payload) {
+                Ok(Self::Base64(payload))
+            } else {
+                Err(mismatch("undecodable =?base64? header value"))
+            };
+        }
+        if !value
+            .iter()
+            .all(|&b| (0x20..=0x7e).contains(&b) || b == b'\t')
+        {
+            return Err(mismatch(
+                "header value with a control character or a non-ASCII byte",
+            ));
+        }
+        Ok(Self::Raw(value))
+    }
+
+    fn octets(self) -> impl Iterator<Item = u8> + 'a {
+        let (raw, encoded) = match self {
+            Self::Raw(r) => (r, &b""[..]),
+            Self::Base64(p) => (&b""[..], p),
+        };
+        raw.iter().copied().chain(base64::decoded(encoded))
+    }
+
+    /// Whether it equals a raw JSON string once unescaped.
+    fn eq_json_string(self, raw: &[u8]) -> bool {
+        match self {
+            Self::Raw(text) => json::str_eq(raw, text),
+            Self::Base64(_) => json::str_eq_iter(raw, self.octets()),
+        }
+    }
+}
+
+/// Whether the mirrored header value `header` stands for the raw JSON
+/// string `raw`; a malformed header value is -32020. No length limit.
+pub fn header_eq(header: &[u8], raw: &[u8]) -> Result<bool, RpcError> {
+    Ok(HeaderText::read(header)?.eq_json_string(raw))
+}
+
 /// Decodes a mirrored header value into `out`: surrounding spaces and tabs
-/// are dropped; `=?base64?…?=` is decoded; a raw value may hold printable
-/// ASCII and interior tabs only.
+/// are dropped; `=?base64?…?=` (canonical) is decoded; a raw value may
+/// hold printable ASCII and interior tabs only. An `out` too small is
+/// -32020 (the checks of this module compare without it: [`header_eq`]).
 pub fn decode_value<'o>(value: &[u8], out: &'o mut [u8]) -> Result<&'o [u8], RpcError> {
-    let value = trim_ows(value);
-    if let Some(payload) = value
-        .strip_prefix(SENTINEL_START)
-        .and_then(|v| v.strip_suffix(SENTINEL_END))
-    {
-        let n =
-            base64::decode(payload, out).ok_or(mismatch("undecodable =?base64? header value"))?;
-        return Ok(&out[..n]);
+    let text = HeaderText::read(value)?;
+    let mut n = 0;
+    for b in text.octets() {
+        *out.get_mut(n).ok_or(mismatch("header value too long"))? = b;
+        n += 1;
     }
-    if !value
-        .iter()
-        .all(|&b| (0x20..=0x7e).contains(&b) || b == b'\t')
-    {
-        return Err(mismatch(
-            "header value with a control character or a non-ASCII byte",
-        ));
+    Ok(&out[..n])
+}
+
+/// The integer a header value's octets spell, as [`json::as_i64`] reads a
+/// number (an optional `-`, at most 18 digits, an optional `.0…`), read
+/// one octet at a time.
+fn int_of(mut octets: impl Iterator<Item = u8>) -> Option<i64> {
+    let mut c = octets.next()?;
+    let neg = c == b'-';
+    if neg {
+        c = octets.next()?;
     }
-    let dst = out
-        .get_mut(..value.len())
-        .ok_or(mismatch("header value too long"))?;
-    dst.copy_from_slice(value);
-    Ok(dst)
+    let (mut v, mut digits) = (0i64, 0);
+    loop {
+        if !c.is_ascii_digit() || digits == 18 {
+            break;
+        }
+        v = v * 10 + i64::from(c - b'0');
+        digits += 1;
+        match octets.next() {
+            Some(next) => c = next,
+            None => return Some(if neg { -v } else { v }),
+        }
+    }
+    if digits == 0 || c != b'.' {
+        return None;
+    }
+    let mut zeros = 0;
+    for z in octets {
+        if z != b'0' {
+            return None;
+        }
+        zeros += 1;
+    }
+    (zeros > 0).then_some(if neg { -v } else { v })
+}
+
+/// Whether a value goes into a mirrored header as is: printable ASCII,
+/// not empty, no surrounding space, not looking like the sentinel.
+pub fn is_plain_value(value: &[u8]) -> bool {
+    let printable = value.iter().all(|&b| (0x20..=0x7e).contains(&b));
+    let padded = value.first() == Some(&b' ') || value.last() == Some(&b' ');
+    let looks_encoded = value.starts_with(SENTINEL_START) && value.ends_with(SENTINEL_END);
+    printable && !padded && !looks_encoded && !value.is_empty()
+}
+
+/// The length of `value` in a mirrored header (as is or as the sentinel).
+pub fn encoded_len(value: &[u8]) -> usize {
+    if is_plain_value(value) {
+        value.len()
+    } else {
+        SENTINEL_START.len() + base64::encoded_len(value.len()) + SENTINEL_END.len()
+    }
+}
+
+/// Writes the sentinel `=?base64?…?=` of the `len` octets at `at + gap` of
+/// `buf` to `buf[at..]`, where `gap` is their encoded length
+/// ([`encoded_len`]); returns it. The octets may be overwritten.
+pub fn encode_in_place(buf: &mut [u8], at: usize, len: usize) -> Option<usize> {
+    let total = SENTINEL_START.len() + base64::encoded_len(len) + SENTINEL_END.len();
+    let (dst, src) = buf.get_mut(at..)?.split_at_mut(total);
+    let src = src.get(..len)?;
+    dst[..SENTINEL_START.len()].copy_from_slice(SENTINEL_START);
+    let n = base64::encode(src, &mut dst[SENTINEL_START.len()..])?;
+    dst[SENTINEL_START.len() + n..].copy_from_slice(SENTINEL_END);
+    Some(total)
 }
 
 /// Encodes a value for a mirrored header: as is when it is printable ASCII
 /// without surrounding whitespace and does not look like the sentinel, else
 /// as `=?base64?…?=`.
 pub fn encode_value<'o>(value: &[u8], out: &'o mut [u8]) -> Option<&'o [u8]> {
-    let printable = value.iter().all(|&b| (0x20..=0x7e).contains(&b));
-    let padded = value.first() == Some(&b' ') || value.last() == Some(&b' ');
-    let looks_encoded = value.starts_with(SENTINEL_START) && value.ends_with(SENTINEL_END);
-    let plain = printable && !padded && !looks_encoded && !value.is_empty();
-    if plain {
+    if is_plain_value(value) {
         let dst = out.get_mut(..value.len())?;
         dst.copy_from_slice(value);
         return Some(dst);
@@ -309,33 +413,27 @@ impl HeaderSource for HeaderList<'_> {
 }
 
 /// Checks the mirrored headers of a request against its body. Any missing,
-/// malformed or different header is -32020. `scratch` holds decoded values
-/// (two at a time); too small a scratch reads as a mismatch.
+/// malformed or different header is -32020. Values are compared as they
+/// stand in the header and the body, without a copy: no length limit but
+/// the header list's own.
 pub fn check<'s, const N: usize>(
     body: &Mirrored<'_>,
     headers: &(impl HeaderSource + ?Sized),
     annotations: Option<&Annotations<'s, N>>,
-    scratch: &mut [u8],
 ) -> Result<(), RpcError> {
-    let (a, b) = scratch.split_at_mut(scratch.len() / 2);
     let header = |name: &[u8]| headers.header(name);
-    let equal = |h: &[u8], raw: &[u8], a: &mut [u8], b: &mut [u8]| -> Result<bool, RpcError> {
-        let decoded = decode_value(h, a)?;
-        let text = json::unescape(raw, b).ok_or(mismatch("value too long to compare"))?;
-        Ok(decoded == text)
-    };
     let version =
         header(b"mcp-protocol-version").ok_or(mismatch("missing mcp-protocol-version"))?;
-    if !equal(version, body.protocol_version, a, b)? {
+    if !header_eq(version, body.protocol_version)? {
         return Err(mismatch("mcp-protocol-version differs from the body"));
     }
     let method = header(b"mcp-method").ok_or(mismatch("missing mcp-method"))?;
-    if !equal(method, body.method, a, b)? {
+    if !header_eq(method, body.method)? {
         return Err(mismatch("mcp-method differs from the body"));
     }
     if let Some(name) = body.name {
         let h = header(b"mcp-name").ok_or(mismatch("missing mcp-name"))?;
-        if json::kind(name) != Some(json::Kind::String) || !equal(h, name, a, b)? {
+        if json::kind(name) != Some(json::Kind::String) || !header_eq(h, name)? {
             return Err(mismatch("mcp-name differs from the body"));
         }
     }
@@ -351,18 +449,18 @@ pub fn check<'s, const N: usize>(
             .ok_or(mismatch(
                 "missing mcp-param header for an annotated argument",
             ))?;
-        let decoded = decode_value(h, a)?;
+        let text = HeaderText::read(h)?;
         let same = match (ann.kind, json::kind(value)) {
-            (ParamType::String, Some(json::Kind::String)) => {
-                json::unescape(value, b).ok_or(mismatch("value too long to compare"))? == decoded
-            }
+            (ParamType::String, Some(json::Kind::String)) => text.eq_json_string(value),
             (ParamType::Integer, Some(json::Kind::Number)) => {
                 let body_int = json::as_i64(value)
                     .filter(|v| v.abs() <= MAX_SAFE_INTEGER)
                     .ok_or(mismatch("annotated integer outside ±(2^53-1)"))?;
-                json::as_i64(decoded) == Some(body_int)
+                int_of(text.octets()) == Some(body_int)
             }
-            (ParamType::Boolean, Some(json::Kind::Bool)) => json::trim(value) == decoded,
+            (ParamType::Boolean, Some(json::Kind::Bool)) => {
+                text.octets().eq(json::trim(value).iter().copied())
+            }
             _ => false,
         };
         if !same {
@@ -419,6 +517,63 @@ mod tests {
         assert!(decode_value(b"caf\xc3\xa9", &mut buf).is_err());
         assert!(decode_value(b"a\x01b", &mut buf).is_err());
         assert!(decode_value(b"=?base64?!!?=", &mut buf).is_err());
+    }
+
+    #[test]
+    fn the_base64_sentinel_is_canonical_or_a_mismatch() {
+        let mut buf = [0u8; 16];
+        // "foo" is Zm9v; "f" is Zg==.
+        assert_eq!(decode_value(b"=?base64?Zg==?=", &mut buf).unwrap(), b"f");
+        for bad in [
+            &b"=?base64?Zg?="[..],
+            b"=?base64?Zh==?=",
+            b"=?base64?Zm9=?=",
+            b"=?base64?Zg==Zg==?=",
+        ] {
+            let e = decode_value(bad, &mut buf).unwrap_err();
+            assert_eq!(e.code, HEADER_MISMATCH, "{bad:?}");
+            assert_eq!(header_eq(bad, br#""f""#).unwrap_err().code, HEADER_MISMATCH);
+        }
+    }
+
+    #[test]
+    fn values_compare_at_any_length() {
+        for len in [300, 4096, 70_000] {
+            let text: std::string::String =
+                (0..len).map(|i| (b'a' + (i % 26) as u8) as char).collect();
+            let raw = std::format!("\"{text}\"");
+            assert_eq!(header_eq(text.as_bytes(), raw.as_bytes()), Ok(true));
+            let mut encoded = std::vec![0u8; len * 2 + 16];
+            let accented = std::format!("{text}é");
+            let enc = encode_value(accented.as_bytes(), &mut encoded).unwrap();
+            let raw = std::format!("\"{text}\\u00e9\"");
+            assert_eq!(header_eq(enc, raw.as_bytes()), Ok(true));
+            assert_eq!(
+                header_eq(enc, std::format!("\"{text}e\"").as_bytes()),
+                Ok(false)
+            );
+            // One octet shorter or longer is a difference, not an error.
+            assert_eq!(header_eq(&text.as_bytes()[1..], raw.as_bytes()), Ok(false));
+        }
+    }
+
+    #[test]
+    fn integers_read_octet_by_octet_as_json_numbers() {
+        for (text, want) in [
+            (&b"42"[..], Some(42)),
+            (b"-7", Some(-7)),
+            (b"9007199254740991", Some(9_007_199_254_740_991)),
+            (b"3.00", Some(3)),
+            (b"3.", None),
+            (b"3.5", None),
+            (b"", None),
+            (b"-", None),
+            (b"12a", None),
+            (b"1234567890123456789", None),
+        ] {
+            assert_eq!(int_of(text.iter().copied()), want, "{text:?}");
+            assert_eq!(int_of(text.iter().copied()), json::as_i64(text), "{text:?}");
+        }
     }
 
     const SCHEMA: &[u8] = br#"{"type":"object","properties":{

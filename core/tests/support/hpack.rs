@@ -1,18 +1,23 @@
-//! Helpers shared by the HPACK integration tests: where the reference corpus
-//! lives, how its stories are read, and owned copies of decoded fields.
+//! Helpers shared by the HPACK integration tests: the reference corpus
+//! (carried in the repository, unpacked in memory), how its stories are read,
+//! and owned copies of decoded fields.
 
-use std::fs;
-use std::path::{Path, PathBuf};
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::Path;
+use std::sync::OnceLock;
 
 use mcpwire_core::hpack::{DecodeError, Decoder, huffman, integer};
 use mcpwire_core::records::Records;
 
-/// Set to `1` to turn every "reference material missing" skip into a failure
-/// (CI sets it, so that a moved corpus cannot silently disable a test).
+/// Set to `1` to turn every "reference peer missing" skip into a failure
+/// (CI sets it, so that a missing peer cannot silently disable a test).
 pub const REQUIRE_ENV: &str = "MCPWIRE_REQUIRE_REFERENCE";
 
-/// The folder holding `hpack-test-case/` (and the other reference material).
-pub const REFERENCE_ENV: &str = "MCPWIRE_REFERENCE_DIR";
+/// The hpack-test-case corpus (github.com/http2jp/hpack-test-case, MIT, see
+/// `tests/data/hpack-test-case.LICENSE`), as a tar.xz in the repository so
+/// that a fresh clone runs every corpus test.
+pub const CORPUS_ARCHIVE: &str = "tests/data/hpack-test-case.tar.xz";
 
 pub fn reference_required() -> bool {
     std::env::var(REQUIRE_ENV).is_ok_and(|v| v == "1")
@@ -28,54 +33,77 @@ pub fn skip(message: &str) {
     println!("SKIPPED: {message}");
 }
 
-/// The reference folder: `$MCPWIRE_REFERENCE_DIR`, else `shared/reference`
-/// next to the repository.
-pub fn reference_dir() -> PathBuf {
-    match std::env::var_os(REFERENCE_ENV) {
-        Some(dir) => PathBuf::from(dir),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/reference"),
+/// The corpus: each folder (`raw-data` and one per implementation) with its
+/// `story_*.json` files, by name.
+#[derive(Debug)]
+pub struct Corpus {
+    pub folders: BTreeMap<String, BTreeMap<String, Vec<u8>>>,
+}
+
+impl Corpus {
+    /// The implementation folders (every folder but `raw-data`), by name.
+    pub fn implementation_folders(&self) -> Vec<&str> {
+        self.folders
+            .keys()
+            .map(String::as_str)
+            .filter(|n| *n != "raw-data")
+            .collect()
+    }
+
+    /// The stories of one folder, in file-name order.
+    pub fn stories(&self, folder: &str) -> Vec<Story> {
+        let files = self
+            .folders
+            .get(folder)
+            .unwrap_or_else(|| panic!("hpack-test-case: no folder {folder}"));
+        files
+            .iter()
+            .map(|(file, text)| load_story(&format!("{folder}/{file}"), text))
+            .collect()
     }
 }
 
-/// The hpack-test-case corpus, or `None` after reporting the skip.
-pub fn corpus_dir() -> Option<PathBuf> {
-    let dir = reference_dir().join("hpack-test-case");
-    if dir.join("raw-data").is_dir() {
-        Some(dir)
-    } else {
-        skip(&format!(
-            "hpack-test-case corpus not found at {}",
-            dir.display()
-        ));
-        None
+/// The corpus, unpacked once per test binary (under a second).
+pub fn corpus() -> &'static Corpus {
+    static CORPUS: OnceLock<Corpus> = OnceLock::new();
+    CORPUS.get_or_init(|| unpack(&Path::new(env!("CARGO_MANIFEST_DIR")).join(CORPUS_ARCHIVE)))
+}
+
+fn unpack(archive: &Path) -> Corpus {
+    let packed =
+        std::fs::read(archive).unwrap_or_else(|e| panic!("reading {}: {e}", archive.display()));
+    let mut tar = Vec::new();
+    lzma_rs::xz_decompress(&mut &packed[..], &mut tar)
+        .unwrap_or_else(|e| panic!("unpacking {}: {e:?}", archive.display()));
+    let mut folders: BTreeMap<String, BTreeMap<String, Vec<u8>>> = BTreeMap::new();
+    let mut entries = tar::Archive::new(&tar[..]);
+    for entry in entries.entries().expect("tar entries") {
+        let mut entry = entry.expect("tar entry");
+        let path = entry.path().expect("tar path").into_owned();
+        // hpack-test-case/<folder>/story_NN.json
+        let parts: Vec<String> = path
+            .iter()
+            .map(|p| p.to_string_lossy().into_owned())
+            .collect();
+        let [_, folder, file] = parts.as_slice() else {
+            continue;
+        };
+        if !(file.starts_with("story") && file.ends_with(".json")) {
+            continue;
+        }
+        let mut text = Vec::new();
+        entry.read_to_end(&mut text).expect("tar file");
+        folders
+            .entry(folder.clone())
+            .or_default()
+            .insert(file.clone(), text);
     }
-}
-
-/// The implementation folders of the corpus (every folder but `raw-data`),
-/// sorted by name.
-pub fn implementation_dirs(corpus: &Path) -> Vec<PathBuf> {
-    let mut dirs: Vec<PathBuf> = fs::read_dir(corpus)
-        .unwrap_or_else(|e| panic!("reading {}: {e}", corpus.display()))
-        .map(|entry| entry.expect("directory entry").path())
-        .filter(|p| p.is_dir() && p.file_name().is_some_and(|n| n != "raw-data"))
-        .collect();
-    dirs.sort();
-    dirs
-}
-
-/// The `story*.json` files of one folder, sorted by name.
-pub fn story_files(dir: &Path) -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = fs::read_dir(dir)
-        .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
-        .map(|entry| entry.expect("directory entry").path())
-        .filter(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("story") && n.ends_with(".json"))
-        })
-        .collect();
-    files.sort();
-    files
+    assert!(
+        folders.contains_key("raw-data") && folders.len() > 1,
+        "{}: no raw-data or no implementation folders",
+        archive.display()
+    );
+    Corpus { folders }
 }
 
 /// One case of a story.
@@ -94,43 +122,29 @@ pub struct Case {
 /// A story: cases that share one compression context.
 #[derive(Debug, Clone)]
 pub struct Story {
-    pub path: PathBuf,
+    /// `folder/story_NN.json`.
+    pub name: String,
     pub cases: Vec<Case>,
 }
 
 impl Story {
     pub fn name(&self) -> String {
-        let folder = self
-            .path
-            .parent()
-            .and_then(Path::file_name)
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let file = self
-            .path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        format!("{folder}/{file}")
+        self.name.clone()
     }
 }
 
-pub fn load_story(path: &Path) -> Story {
-    let text =
-        fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+pub fn load_story(name: &str, text: &[u8]) -> Story {
     let json: serde_json::Value =
-        serde_json::from_str(&text).unwrap_or_else(|e| panic!("parsing {}: {e}", path.display()));
+        serde_json::from_slice(text).unwrap_or_else(|e| panic!("parsing {name}: {e}"));
     let cases = json["cases"]
         .as_array()
-        .unwrap_or_else(|| panic!("{}: no `cases` array", path.display()))
+        .unwrap_or_else(|| panic!("{name}: no `cases` array"))
         .iter()
         .enumerate()
-        .map(|(i, case)| {
-            parse_case(case).unwrap_or_else(|e| panic!("{} case {i}: {e}", path.display()))
-        })
+        .map(|(i, case)| parse_case(case).unwrap_or_else(|e| panic!("{name} case {i}: {e}")))
         .collect();
     Story {
-        path: path.to_owned(),
+        name: name.to_owned(),
         cases,
     }
 }

@@ -34,7 +34,7 @@ const USAGE: &str = "usage: mcpwire serve [--listen ADDR]   (default 127.0.0.1:5
   --token, which other users can see in the process list.
        mcpwire serve --stdio [--tick-ms N] [--fixtures F]   the app on stdin and stdout, one JSON-RPC
          message a line (MCP stdio); exits 0 at the end of stdin
-       mcpwire call [--server ADDR] discover | list | tool NAME [JSON-ARGS] [--progress] [--timeout-ms N]
+       mcpwire call [--server ADDR] [--tls | --tls-ca PEM] [--tls-server-name NAME] discover | list | tool NAME [JSON-ARGS] [--progress] [--timeout-ms N]
          (MCPWIRE_TOKEN, if set, is sent as a bearer token)";
 
 fn main() -> ExitCode {

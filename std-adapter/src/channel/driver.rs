@@ -31,7 +31,7 @@ use mcpwire_core::mcp::client::{
 use crate::clock::{Timer, now};
 use crate::storage::HeapStorage;
 use crate::store::HeapStore;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 
@@ -112,6 +112,22 @@ pub(crate) enum CallMsg {
     Refused(Refusal),
 }
 
+/// Where and how a channel connects.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Dial<'a> {
+    pub(crate) addr: &'a str,
+    pub(crate) metadata: &'a [(String, String)],
+    #[cfg(feature = "tls")]
+    pub(crate) tls: Option<&'a crate::tls::ClientTlsConfig>,
+}
+
+/// A connection's byte stream.
+enum Socket {
+    Tcp(TcpStream),
+    #[cfg(feature = "tls")]
+    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+}
+
 /// The channel's handle on a running connection task.
 #[derive(Debug, Clone)]
 pub(crate) struct ConnHandle {
@@ -125,16 +141,22 @@ impl ConnHandle {
         self.alive.load(Ordering::SeqCst) && !self.tx.is_closed()
     }
 
-    /// Connects to `addr` with prior knowledge and spawns the task, whose
-    /// engine starts with the annotated schemas of `schemas`.
+    /// Connects to `dial.addr` (with prior knowledge, or TLS and ALPN
+    /// `h2`) and spawns the task, whose engine starts with the annotated
+    /// schemas of `schemas`.
     pub(crate) async fn connect(
-        addr: &str,
-        metadata: &[(String, String)],
+        dial: Dial<'_>,
         config: ClientConfig,
         schemas: Schemas,
     ) -> io::Result<Self> {
-        let socket = TcpStream::connect(addr).await?;
-        socket.set_nodelay(true)?;
+        let Dial { addr, metadata, .. } = dial;
+        let tcp = TcpStream::connect(addr).await?;
+        tcp.set_nodelay(true)?;
+        let socket = match dial {
+            #[cfg(feature = "tls")]
+            Dial { tls: Some(tls), .. } => Socket::Tls(Box::new(tls.connect(addr, tcp).await?)),
+            _ => Socket::Tcp(tcp),
+        };
         let store = HeapStore::new(config.max_message_bytes.saturating_add(BUF_SLACK));
         let mut engine = Box::new(Engine::new(config, store, now()));
         let pairs: Vec<(&str, &str)> = metadata
@@ -457,8 +479,25 @@ impl Task {
         Ok(())
     }
 
-    async fn run(mut self, mut socket: TcpStream, mut rx: mpsc::UnboundedReceiver<Command>) {
-        let (mut rd, mut wr) = socket.split();
+    async fn run(self, socket: Socket, rx: mpsc::UnboundedReceiver<Command>) {
+        match socket {
+            Socket::Tcp(mut tcp) => {
+                let (rd, wr) = tcp.split();
+                self.run_on(rd, wr, rx).await;
+            }
+            #[cfg(feature = "tls")]
+            Socket::Tls(tls) => {
+                let (rd, wr) = tokio::io::split(tls);
+                self.run_on(rd, wr, rx).await;
+            }
+        }
+    }
+
+    async fn run_on<R, W>(mut self, mut rd: R, mut wr: W, mut rx: mpsc::UnboundedReceiver<Command>)
+    where
+        R: AsyncRead + Unpin,
+        W: AsyncWrite + Unpin,
+    {
         let mut rbuf = vec![0u8; READ_BUF];
         let mut out: Vec<u8> = Vec::with_capacity(WRITE_HIGH + TRANSMIT_CHUNK);
         let mut written = 0;

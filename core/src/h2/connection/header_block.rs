@@ -11,7 +11,7 @@ use super::limits::Limit;
 use super::streams::Half;
 use super::{ConnResult, Connection, State, StreamRef};
 use crate::h2::{ErrorCode, FrameBuffer, Storage};
-use crate::hpack::{Decoder, Field};
+use crate::hpack::{DecodeError, Decoder, Field};
 use crate::records::Records;
 
 /// The header block being assembled.
@@ -285,7 +285,7 @@ impl<
         let size_error = match result {
             Ok(()) => hb.store.overflow,
             Err(e) if e.is_size_error() => true,
-            Err(_) => return Err((ErrorCode::COMPRESSION_ERROR, "HPACK decoding failed")),
+            Err(e) => return Err(decode_failure(e)),
         };
         let checked = hb.store.finish(self.bufs.get(FrameBuffer::Headers));
         // Open the stream (server), or find it.
@@ -355,7 +355,7 @@ impl<
         match self.block.decoder.decode(block, scratch, |_| {}) {
             Ok(()) => Ok(()),
             Err(e) if e.is_size_error() => Ok(()),
-            Err(_) => Err((ErrorCode::COMPRESSION_ERROR, "HPACK decoding failed")),
+            Err(e) => Err(decode_failure(e)),
         }
     }
 
@@ -377,5 +377,19 @@ impl<
             }
         }
         self.stream_error(slot, ErrorCode::PROTOCOL_ERROR)
+    }
+}
+
+/// The connection error for a header block that cannot be decoded:
+/// COMPRESSION_ERROR (RFC 9113 §4.3), but PROTOCOL_ERROR for a string
+/// length past the end of the block (the binding's rule: the block is not
+/// valid, not merely undecodable).
+fn decode_failure(e: DecodeError) -> (ErrorCode, &'static str) {
+    match e {
+        DecodeError::StringPastEnd => (
+            ErrorCode::PROTOCOL_ERROR,
+            "a string length past the end of the header block",
+        ),
+        _ => (ErrorCode::COMPRESSION_ERROR, "HPACK decoding failed"),
     }
 }

@@ -191,18 +191,20 @@ pub(super) fn start_relist<S: CallStore>(
     let Some(a) = slot.active.as_mut() else {
         return false;
     };
-    let orig = &bytes(store, &slot.req)[a.orig_json.0..a.orig_json.1];
-    let mut meta = [0u8; 1024];
-    let meta_len = json::get(orig, b"params")
-        .and_then(|p| json::get(p, b"_meta"))
-        .map(json::trim)
-        .and_then(|m| {
-            let dst = meta.get_mut(..m.len())?;
-            dst.copy_from_slice(m);
-            Some(m.len())
-        });
+    // The original `_meta`, whatever its size, is copied from the original
+    // request (before `at` in the same buffer) straight into the re-list.
+    let (orig_at, orig_end) = a.orig_json;
+    let meta = {
+        let orig = bytes(store, &slot.req)
+            .get(orig_at..orig_end)
+            .unwrap_or(b"");
+        json::get(orig, b"params")
+            .and_then(|p| json::get(p, b"_meta"))
+            .map(|m| json::span(orig, json::trim(m)))
+            .map(|r| orig_at + r.start..orig_at + r.end)
+    };
     let at = a.orig_frame.1;
-    let write = |w: &mut JsonWriter<'_>| {
+    let write = |w: &mut JsonWriter<'_>, meta: Option<&[u8]>| {
         crate::mcp::envelope::write_request(w, RELIST_ID, b"tools/list", |w| {
             w.raw(b"{");
             let mut first = true;
@@ -210,20 +212,30 @@ pub(super) fn start_relist<S: CallStore>(
                 w.raw(b"\"cursor\":").raw(c);
                 first = false;
             }
-            if let Some(n) = meta_len {
+            if let Some(m) = meta {
                 if !first {
                     w.raw(b",");
                 }
-                w.raw(b"\"_meta\":").raw(&meta[..n]);
+                w.raw(b"\"_meta\":").raw(m);
             }
             w.raw(b"}");
         });
     };
-    let span = match frame_into(bytes_mut(store, &mut slot.req), at, write) {
+    let frame = |buf: &mut [u8]| -> Result<(usize, usize), usize> {
+        if buf.len() < at {
+            return Err(usize::MAX);
+        }
+        let (before, after) = buf.split_at_mut(at);
+        let meta = meta.clone().and_then(|r| before.get(r));
+        frame_into(after, 0, |w| write(w, meta))
+            .map(|(s, e)| (at + s, at + e))
+            .map_err(|needed| at.saturating_add(needed))
+    };
+    let span = match frame(bytes_mut(store, &mut slot.req)) {
         Ok(span) => span,
         // The buffer grows to the request, once.
         Err(needed) if ensure(store, &mut slot.req, needed) => {
-            match frame_into(bytes_mut(store, &mut slot.req), at, write) {
+            match frame(bytes_mut(store, &mut slot.req)) {
                 Ok(span) => span,
                 Err(_) => return false,
             }

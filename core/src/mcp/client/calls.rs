@@ -12,8 +12,10 @@ use crate::mcp::store::CallStore;
 use crate::mcp::writer::JsonWriter;
 use crate::time::Instant;
 
-/// Longest JSON-RPC id kept for a synthesized error.
-const MAX_ID: usize = 128;
+/// Longest JSON-RPC id (raw JSON) of a request: kept for the error a call
+/// may synthesize, so a longer one is refused before it is sent (rather
+/// than answered with a wrong id).
+pub(super) const MAX_ID: usize = 128;
 /// Longest `www-authenticate` value kept for a failure.
 pub(super) const MAX_AUTH: usize = 256;
 /// Room for a synthesized error response, besides its message text.
@@ -203,9 +205,10 @@ pub(super) fn write_failure<S: CallStore>(
     let Some(a) = slot.active.as_ref() else {
         return (false, None);
     };
+    // The application's id, also while a re-list is on the wire.
     let id = copy_id(
         bytes(store, &slot.req)
-            .get(a.json.0..a.json.1)
+            .get(a.orig_json.0..a.orig_json.1)
             .unwrap_or(b""),
     );
     let room = ERROR_ROOM + 6 * message.len();

@@ -12,8 +12,18 @@ use crate::mcp::mirror::{self, Annotations, ParamType};
 use crate::mcp::registry::MAX_ANNOTATIONS;
 use crate::mcp::writer::JsonWriter;
 
-/// Longest header value built here.
+/// Room of [`mirror_headers`] for a value it must unescape or encode.
 const MAX_VALUE: usize = 512;
+
+/// A mirrored header's value as the body holds it.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum MirrorValue<'a> {
+    /// Header text as is (an integer's digits, a boolean).
+    Text(&'a [u8]),
+    /// A raw JSON string (with its quotes): unescaped, then sent as is or
+    /// as `=?base64?…?=` (see [`mirror::is_plain_value`]).
+    Json(&'a [u8]),
+}
 
 /// Calls `emit(name, value)` for every metadata header the request `body`
 /// mirrors (MCP 2026-07-28 §5.4–5.5): `mcp-protocol-version`, `mcp-method`,
@@ -22,6 +32,11 @@ const MAX_VALUE: usize = 512;
 /// `tools/list`, when known). Values that are not plain header text are
 /// sent as `=?base64?…?=`. An annotated integer outside ±(2^53−1) is refused
 /// with -32600 before anything is sent.
+///
+/// A value without escapes that is plain text is passed as it stands in
+/// `body`, whatever its length; one that must be unescaped or encoded goes
+/// through 512 octets of room here (longer: -32600). The
+/// [`Client`](super::Client) builds its heads without that limit.
 pub fn mirror_headers<F>(
     body: &[u8],
     input_schema: Option<&[u8]>,
@@ -30,34 +45,56 @@ pub fn mirror_headers<F>(
 where
     F: FnMut(&[u8], &[u8]),
 {
+    let mut text = [0u8; MAX_VALUE];
+    let mut encoded = [0u8; MAX_VALUE * 2];
+    mirror_fields(body, input_schema, |name, value| {
+        let raw = match value {
+            MirrorValue::Text(t) => t,
+            MirrorValue::Json(raw) => raw,
+        };
+        if let MirrorValue::Json(_) = value {
+            if let Some(plain) = json::str_plain(raw).filter(|v| mirror::is_plain_value(v)) {
+                emit(name, plain);
+                return Ok(());
+            }
+            let too_long = RpcError::new(INVALID_REQUEST, "value too long to mirror");
+            let value = json::unescape(raw, &mut text).ok_or(too_long)?;
+            let value = mirror::encode_value(value, &mut encoded).ok_or(too_long)?;
+            emit(name, value);
+        } else {
+            emit(name, raw);
+        }
+        Ok(())
+    })
+}
+
+/// The headers of [`mirror_headers`], each value as the body holds it.
+pub(super) fn mirror_fields<F>(
+    body: &[u8],
+    input_schema: Option<&[u8]>,
+    mut emit: F,
+) -> Result<(), RpcError>
+where
+    F: FnMut(&[u8], MirrorValue<'_>) -> Result<(), RpcError>,
+{
     const INVALID: RpcError =
         RpcError::new(INVALID_REQUEST, "not a JSON-RPC request with params._meta");
     json::validate(body, json::DEFAULT_MAX_DEPTH).map_err(|_| INVALID)?;
     let method = json::get(body, b"method").ok_or(INVALID)?;
     let params = json::get(body, b"params");
-    let mut text = [0u8; MAX_VALUE];
-    let mut encoded = [0u8; MAX_VALUE * 2];
-    let mut put = |name: &[u8], raw_string: &[u8], emit: &mut F| -> Result<(), RpcError> {
-        let value = json::unescape(raw_string, &mut text)
-            .ok_or(RpcError::new(INVALID_REQUEST, "value too long to mirror"))?;
-        let value = mirror::encode_value(value, &mut encoded)
-            .ok_or(RpcError::new(INVALID_REQUEST, "value too long to mirror"))?;
-        emit(name, value);
-        Ok(())
-    };
     if let Some(version) = params
         .and_then(|p| json::get(p, b"_meta"))
         .and_then(|m| json::get(m, KEY_PROTOCOL_VERSION))
     {
-        put(b"mcp-protocol-version", version, &mut emit)?;
+        emit(b"mcp-protocol-version", MirrorValue::Json(version))?;
     }
-    put(b"mcp-method", method, &mut emit)?;
+    emit(b"mcp-method", MirrorValue::Json(method))?;
     let method_text = json::str_plain(method).unwrap_or(b"");
     let name = mirror::name_member(method_text)
         .and_then(|member| params.and_then(|p| json::get(p, member)))
         .filter(|v| json::kind(v) == Some(json::Kind::String));
     if let Some(name) = name {
-        put(b"mcp-name", name, &mut emit)?;
+        emit(b"mcp-name", MirrorValue::Json(name))?;
     }
     let (Some(schema), Some(arguments)) = (
         input_schema,
@@ -82,7 +119,9 @@ where
         }
         let header_name = &header[..name_len];
         match (ann.kind, json::kind(value)) {
-            (ParamType::String, Some(json::Kind::String)) => put(header_name, value, &mut emit)?,
+            (ParamType::String, Some(json::Kind::String)) => {
+                emit(header_name, MirrorValue::Json(value))?;
+            }
             (ParamType::Integer, Some(json::Kind::Number)) => {
                 let v = json::as_i64(value)
                     .filter(|v| v.abs() <= MAX_SAFE_INTEGER)
@@ -94,9 +133,11 @@ where
                 let mut w = JsonWriter::new(&mut digits);
                 w.int(v);
                 let n = w.len();
-                emit(header_name, &digits[..n]);
+                emit(header_name, MirrorValue::Text(&digits[..n]))?;
             }
-            (ParamType::Boolean, Some(json::Kind::Bool)) => emit(header_name, json::trim(value)),
+            (ParamType::Boolean, Some(json::Kind::Bool)) => {
+                emit(header_name, MirrorValue::Text(json::trim(value)))?;
+            }
             _ => {
                 return Err(RpcError::new(
                     INVALID_REQUEST,

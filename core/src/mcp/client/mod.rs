@@ -102,6 +102,7 @@ use calls::{
 use events::{Queue, Queued};
 use request::{FRAME_ROOM, Head, OwnedMeta, build_head, frame_into, tool_name};
 
+use super::error::{INVALID_REQUEST, RpcError};
 use super::json;
 use super::store::CallStore;
 use crate::grpc::{Code, MessageDecoder, PREFIX_LEN};
@@ -305,7 +306,8 @@ impl<
             return Err(StartError::Closed);
         }
         // Every rule on the body and the head, before a byte goes out.
-        let mut head = Head::new();
+        let mut room = [0u8; BUF];
+        let mut head = Head::new(&mut room);
         build_head(
             &mut head,
             &self.config,
@@ -315,6 +317,12 @@ impl<
             None,
         )
         .map_err(StartError::Invalid)?;
+        if json::get(body, b"id").is_some_and(|id| json::trim(id).len() > calls::MAX_ID) {
+            return Err(StartError::Invalid(RpcError::new(
+                INVALID_REQUEST,
+                "JSON-RPC id longer than 128 octets",
+            )));
+        }
         let method = json::get(body, b"method").unwrap_or(b"");
         let listen = json::str_eq(method, b"subscriptions/listen");
         let slots = self.st.slots.len();
@@ -580,7 +588,8 @@ impl<
                     );
                     continue;
                 }
-                let mut head = Head::new();
+                let mut room = [0u8; BUF];
+                let mut head = Head::new(&mut room);
                 let schema = self.st.cache.get(tool_name(body).unwrap_or(b""));
                 let owned = OwnedMeta::of(&self.st.store, &self.st.owned_meta);
                 if let Err(e) = build_head(&mut head, &self.config, owned, schema, body, left) {

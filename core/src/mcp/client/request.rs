@@ -5,18 +5,17 @@
 use core::time::Duration;
 
 use super::config::ClientConfig;
-use super::metadata::mirror_headers;
+use super::metadata::{MirrorValue, mirror_fields};
 use crate::grpc::{PREFIX_LEN, timeout, write_prefix};
 use crate::hpack::Field;
 use crate::mcp::error::{INVALID_REQUEST, RpcError};
 use crate::mcp::json;
+use crate::mcp::mirror;
 use crate::mcp::server::TUNNEL_PATH;
 use crate::mcp::store::CallStore;
 use crate::mcp::writer::JsonWriter;
 use mcpwire_proto::tunnel::JsonRpcMessage;
 
-/// Room for a call's request head (names and values).
-const HEAD_ROOM: usize = 2048;
 /// Fields of a request head.
 const MAX_FIELDS: usize = 32;
 /// Room for a message's two prefixes (gRPC, protobuf field) before its JSON.
@@ -59,19 +58,20 @@ pub(super) fn frame_into(
     Ok((at + text_at, at + text_at + len))
 }
 
-/// A request head being built: names and values in one buffer.
-pub(super) struct Head {
-    buf: [u8; HEAD_ROOM],
+/// A request head being built: names and values in one buffer, the
+/// connection's (a head that does not fit it could not be sent anyway).
+pub(super) struct Head<'b> {
+    buf: &'b mut [u8],
     len: usize,
-    fields: [(u16, u16, u16, bool); MAX_FIELDS],
+    fields: [(usize, usize, usize, bool); MAX_FIELDS],
     n: usize,
     full: bool,
 }
 
-impl Head {
-    pub(super) fn new() -> Self {
+impl<'b> Head<'b> {
+    pub(super) fn new(buf: &'b mut [u8]) -> Self {
         Self {
-            buf: [0; HEAD_ROOM],
+            buf,
             len: 0,
             fields: [(0, 0, 0, false); MAX_FIELDS],
             n: 0,
@@ -81,28 +81,70 @@ impl Head {
 
     fn push(&mut self, name: &[u8], value: &[u8], sensitive: bool) {
         let need = name.len() + value.len();
-        let (Some(dst), Some(f)) = (
+        let (Some(dst), true) = (
             self.buf.get_mut(self.len..self.len + need),
-            self.fields.get_mut(self.n),
+            self.n < MAX_FIELDS,
         ) else {
             self.full = true;
             return;
         };
         dst[..name.len()].copy_from_slice(name);
         dst[name.len()..].copy_from_slice(value);
-        *f = (
-            self.len as u16,
-            name.len() as u16,
-            value.len() as u16,
-            sensitive,
-        );
-        self.len += need;
+        self.record(name.len(), value.len(), sensitive);
+    }
+
+    /// Takes the field written at `len`: a name of `n` and a value of `v`.
+    fn record(&mut self, n: usize, v: usize, sensitive: bool) {
+        self.fields[self.n] = (self.len, n, v, sensitive);
+        self.len += n + v;
         self.n += 1;
+    }
+
+    /// A mirrored header: a JSON string is unescaped and, unless it is
+    /// plain header text, Base64-encoded, in the head's own buffer (no
+    /// other limit on its length).
+    fn push_mirror(&mut self, name: &[u8], value: MirrorValue<'_>) {
+        let raw = match value {
+            MirrorValue::Text(text) => return self.push(name, text, false),
+            MirrorValue::Json(raw) => raw,
+        };
+        if let Some(plain) = json::str_plain(raw).filter(|v| mirror::is_plain_value(v)) {
+            return self.push(name, plain, false);
+        }
+        let at = self.len + name.len();
+        let (Some(dst), true) = (self.buf.get_mut(self.len..at), self.n < MAX_FIELDS) else {
+            self.full = true;
+            return;
+        };
+        dst.copy_from_slice(name);
+        let Some(text_len) = self
+            .buf
+            .get_mut(at..)
+            .and_then(|room| json::unescape(raw, room))
+            .map(<[u8]>::len)
+        else {
+            self.full = true;
+            return;
+        };
+        let text = &self.buf[at..at + text_len];
+        if mirror::is_plain_value(text) {
+            return self.record(name.len(), text_len, false);
+        }
+        let encoded = mirror::encoded_len(text);
+        // Move the text past the room of its encoding, then encode it.
+        if self.buf.len() < at + encoded + text_len {
+            self.full = true;
+            return;
+        }
+        self.buf.copy_within(at..at + text_len, at + encoded);
+        match mirror::encode_in_place(self.buf, at, text_len) {
+            Some(v) => self.record(name.len(), v, false),
+            None => self.full = true,
+        }
     }
 
     pub(super) fn fields(&self) -> impl Iterator<Item = Field<'_>> + '_ {
         self.fields[..self.n].iter().map(|&(at, n, v, sensitive)| {
-            let (at, n, v) = (usize::from(at), usize::from(n), usize::from(v));
             let name = &self.buf[at..at + n];
             let value = &self.buf[at + n..at + n + v];
             if sensitive {
@@ -183,7 +225,7 @@ impl<'a> OwnedMeta<'a> {
 /// time `left`, the configured metadata and the headers mirrored from
 /// `body` (with the tool's cached `schema`).
 pub(super) fn build_head(
-    head: &mut Head,
+    head: &mut Head<'_>,
     config: &ClientConfig,
     owned: OwnedMeta<'_>,
     schema: Option<&[u8]>,
@@ -216,9 +258,15 @@ pub(super) fn build_head(
         let sensitive = dst == b"authorization";
         head.push(&lower[..name.len()], value, sensitive);
     }
-    mirror_headers(body, schema, |n, v| head.push(n, v, false))?;
+    mirror_fields(body, schema, |n, v| {
+        head.push_mirror(n, v);
+        Ok(())
+    })?;
     if head.full {
-        return Err(RpcError::new(INVALID_REQUEST, "request metadata too large"));
+        return Err(RpcError::new(
+            INVALID_REQUEST,
+            "request metadata larger than the connection's buffer",
+        ));
     }
     Ok(())
 }

@@ -9,14 +9,14 @@ use super::State;
 use super::cache::{Warnings, learn, start_relist};
 use super::calls::{
     ERROR_ROOM, Kind, Mode, Slot, Terminal, Wire, abort, bytes, bytes_mut, copy_id, ensure,
-    fail_transport, mark_refused, offset_in, reopen, restart,
+    fail_rpc, fail_transport, mark_refused, offset_in, reopen, restart,
 };
 use super::config::MAX_PAGES;
 use super::events::{CallId, Queued};
 use super::metadata::{CallOutcome, error_from_trailers};
 use crate::grpc::Code;
 use crate::h2::{ConnectionError, ErrorCode, HeaderList, HeadersKind, StreamRef};
-use crate::mcp::error::HEADER_MISMATCH;
+use crate::mcp::error::{HEADER_MISMATCH, RpcError};
 use crate::mcp::json;
 use crate::mcp::store::CallStore;
 use crate::mcp::writer::JsonWriter;
@@ -288,7 +288,12 @@ impl<S: CallStore, R: Records<Slot<S::Buf>>, const CACHE: usize> State<S, R, CAC
             }
             return;
         }
-        let id = copy_id(&bytes(&self.store, &slot.req)[a.json.0..a.json.1]);
+        // The application's id, also when a re-list's trailers fail it.
+        let id = copy_id(
+            bytes(&self.store, &slot.req)
+                .get(a.orig_json.0..a.orig_json.1)
+                .unwrap_or(b""),
+        );
         let base = a.msg_start;
         // Room for the error: half to decode the trailers into, half to
         // write the response (escaped) into.
@@ -421,6 +426,19 @@ impl<S: CallStore, R: Records<Slot<S::Buf>>, const CACHE: usize> State<S, R, CAC
                 return;
             }
             restart(slot, Mode::Retry, self.max_message);
+            return;
+        }
+        if let Mode::Relist(_) = mode {
+            // The re-list failed: the application gets an error with its
+            // own id, never the re-list's.
+            let code = code
+                .and_then(|c| i32::try_from(c).ok())
+                .unwrap_or(HEADER_MISMATCH);
+            fail_rpc(
+                &mut self.store,
+                &mut self.slots[i],
+                RpcError::new(code, "tools/list, read again after -32020, failed"),
+            );
             return;
         }
         let kind = if is_error {

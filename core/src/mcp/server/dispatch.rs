@@ -80,18 +80,15 @@ pub fn check<H: HeaderSource + ?Sized>(
     headers: Option<&H>,
 ) -> Result<(), RpcError> {
     let meta = RequestMeta::read(params)?;
-    let mut scratch = [0u8; 512];
     // A version header that differs from the body is a mismatch before the
     // version is judged.
-    if let Some(h) = headers.and_then(|h| h.header(b"mcp-protocol-version")) {
-        let (a, b) = scratch.split_at_mut(256);
-        let decoded = mirror::decode_value(h, a)?;
-        if json::unescape(meta.protocol_version, b) != Some(decoded) {
-            return Err(RpcError::new(
-                HEADER_MISMATCH,
-                "mcp-protocol-version differs from the body",
-            ));
-        }
+    if let Some(h) = headers.and_then(|h| h.header(b"mcp-protocol-version"))
+        && !mirror::header_eq(h, meta.protocol_version)?
+    {
+        return Err(RpcError::new(
+            HEADER_MISMATCH,
+            "mcp-protocol-version differs from the body",
+        ));
     }
     if !meta.version_supported() {
         return Err(RpcError::new(
@@ -126,7 +123,7 @@ pub fn check<H: HeaderSource + ?Sized>(
         name,
         arguments,
     };
-    mirror::check(&body, headers, annotations.as_ref(), &mut scratch)
+    mirror::check(&body, headers, annotations.as_ref())
 }
 
 /// Where a checked request goes.

@@ -36,7 +36,8 @@ use crate::mcp::writer::JsonWriter;
 use crate::records::Records;
 use crate::time::Instant;
 
-/// Longest JSON-RPC id kept (raw JSON).
+/// Longest JSON-RPC id kept (raw JSON) by default; a binding may set
+/// another ([`Engine::max_id`]).
 pub(crate) const MAX_ID: usize = 128;
 
 /// How a binding frames each outgoing message.
@@ -94,6 +95,8 @@ pub(crate) struct Call<B, X> {
     pub(crate) buf: B,
     pub(crate) headers_len: usize,
     id_len: usize,
+    /// Room kept for the id after the head (the principal follows it).
+    id_room: usize,
     principal_len: Option<usize>,
     /// Where the body starts.
     pub(crate) body: usize,
@@ -125,7 +128,7 @@ impl<B, X> Call<B, X> {
     }
 
     fn principal_at(&self) -> Option<Range<usize>> {
-        let start = self.headers_len + MAX_ID;
+        let start = self.headers_len + self.id_room;
         self.principal_len.map(|n| start..start + n)
     }
 
@@ -205,6 +208,8 @@ pub(crate) struct Engine<'r, S: CallStore, X, R, C, F> {
     serial: u32,
     request_timeout: Duration,
     authorize: bool,
+    /// Longest JSON-RPC id accepted (raw JSON); a longer one is -32600.
+    pub(crate) max_id: usize,
     /// The binding mirrors the body in headers (not stdio).
     mirrored_headers: bool,
     _x: core::marker::PhantomData<(X, F)>,
@@ -234,6 +239,7 @@ where
             serial: 0,
             request_timeout,
             authorize,
+            max_id: MAX_ID,
             mirrored_headers,
             _x: core::marker::PhantomData,
         }
@@ -307,7 +313,8 @@ where
         if !self.store.grow(&mut buf, want) {
             return Err((Refused::HeadTooLarge, buf));
         }
-        let principal_room = want - head_len - MAX_ID;
+        let id_room = self.max_id;
+        let principal_room = want - head_len - id_room;
         self.serial = self.serial.wrapping_add(1);
         let authorizing = self.authorize;
         self.calls[i] = Some(Call {
@@ -321,7 +328,8 @@ where
             headers_len: head_len,
             id_len: 0,
             principal_len: None,
-            body: head_len + MAX_ID + principal_room,
+            id_room,
+            body: head_len + id_room + principal_room,
             deadline: Some(now + timeout.unwrap_or(self.request_timeout)),
             explicit_deadline: timeout.is_some(),
             params: None,
@@ -343,7 +351,7 @@ where
     fn call_room(&self, head_len: usize) -> Result<usize, Refused> {
         let principal_room = if self.authorize { MAX_PRINCIPAL } else { 0 };
         // The head, the id, the principal, and room for a small request.
-        let want = head_len + MAX_ID + principal_room;
+        let want = head_len + self.max_id + principal_room;
         if want > self.store.max_len() {
             return Err(Refused::HeadTooLarge);
         }
@@ -428,8 +436,12 @@ where
         };
         let bytes = self.store.bytes_mut(&mut c.buf);
         let abs = |r: Range<usize>| (at.start + r.start, at.start + r.end);
-        if spans.id.len() > MAX_ID {
-            return Dispatched::Protocol(RpcError::new(INVALID_REQUEST, "id too long"));
+        // The error carries id null: the id is not kept, and no other.
+        if spans.id.len() > c.id_room {
+            return Dispatched::Protocol(RpcError::new(
+                INVALID_REQUEST,
+                "JSON-RPC id longer than the server's limit",
+            ));
         }
         let (ids, ide) = abs(spans.id);
         bytes.copy_within(ids..ide, c.headers_len);
@@ -664,7 +676,7 @@ where
         if let Decision::Allow { principal } = decision
             && principal.len() <= MAX_PRINCIPAL
         {
-            let start = c.headers_len + MAX_ID;
+            let start = c.headers_len + c.id_room;
             self.store.bytes_mut(&mut c.buf)[start..start + principal.len()]
                 .copy_from_slice(principal.as_bytes());
             c.principal_len = Some(principal.len());

@@ -1,5 +1,7 @@
-//! `mcpwire call [--server ADDR] discover | list | tool NAME [JSON-ARGS]
-//! [--progress] [--timeout-ms N]`: one request over the tunnel binding; the
+//! `mcpwire call [--server ADDR] [--tls | --tls-ca PEM] [--tls-server-name
+//! NAME] discover | list | tool NAME [JSON-ARGS] [--progress] [--timeout-ms
+//! N]`: one request over the tunnel binding (cleartext HTTP/2, or TLS with
+//! ALPN `h2` trusting the platform's roots or those of a PEM file); the
 //! result JSON goes to stdout, progress (with `--progress`) to stderr.
 
 use std::process::ExitCode;
@@ -8,7 +10,17 @@ use std::time::Duration;
 use mcpwire_tokio::{Channel, ChannelConfig, StreamMessage};
 use serde_json::{Value, json};
 
-pub const USAGE: &str = "usage: mcpwire call [--server ADDR] discover | list | tool NAME [JSON-ARGS] [--progress] [--timeout-ms N]   (default 127.0.0.1:50051)";
+pub const USAGE: &str = "usage: mcpwire call [--server ADDR] [--tls | --tls-ca PEM] [--tls-server-name NAME] discover | list | tool NAME [JSON-ARGS] [--progress] [--timeout-ms N]   (default 127.0.0.1:50051, cleartext)";
+
+/// How the call connects.
+#[derive(Debug, Default)]
+struct Tls {
+    /// `--tls` or `--tls-ca`: TLS with ALPN h2.
+    on: bool,
+    /// `--tls-ca`: trust these roots instead of the platform's.
+    ca: Option<String>,
+    server_name: Option<String>,
+}
 
 struct Args {
     server: String,
@@ -16,12 +28,14 @@ struct Args {
     params: Value,
     progress: bool,
     timeout: Option<Duration>,
+    tls: Tls,
 }
 
 fn parse(args: impl Iterator<Item = String>) -> Result<Args, String> {
     let mut server = String::from("127.0.0.1:50051");
     let mut progress = false;
     let mut timeout = None;
+    let mut tls = Tls::default();
     let mut words = Vec::new();
     let mut args = args.peekable();
     while let Some(arg) = args.next() {
@@ -43,6 +57,22 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Args, String> {
                 timeout = Some(Duration::from_millis(ms));
             }
             "--progress" => progress = true,
+            "--tls" => tls.on = true,
+            "--tls-ca" => {
+                tls.ca = Some(
+                    inline
+                        .or_else(|| args.next())
+                        .ok_or("--tls-ca needs a file")?,
+                );
+                tls.on = true;
+            }
+            "--tls-server-name" => {
+                tls.server_name = Some(
+                    inline
+                        .or_else(|| args.next())
+                        .ok_or("--tls-server-name needs a name")?,
+                );
+            }
             _ if flag.starts_with("--") => return Err(format!("unknown argument {arg}")),
             _ => words.push(arg),
         }
@@ -73,6 +103,7 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Args, String> {
         params,
         progress,
         timeout,
+        tls,
     })
 }
 
@@ -104,6 +135,10 @@ async fn run(args: Args) -> ExitCode {
         config
             .extra_metadata
             .push(("authorization".into(), format!("Bearer {token}")));
+    }
+    if let Err(e) = secure(&mut config, &args.tls) {
+        eprintln!("mcpwire: {e}");
+        return ExitCode::FAILURE;
     }
     let channel = Channel::with_config(config);
     let mut params = args.params;
@@ -156,4 +191,32 @@ async fn run(args: Args) -> ExitCode {
             }
         }
     }
+}
+
+#[cfg(feature = "tls")]
+fn secure(config: &mut ChannelConfig, tls: &Tls) -> Result<(), String> {
+    if !tls.on {
+        return match tls.server_name {
+            Some(_) => Err("--tls-server-name needs --tls or --tls-ca".into()),
+            None => Ok(()),
+        };
+    }
+    let mut client = match &tls.ca {
+        Some(path) => mcpwire_tokio::ClientTlsConfig::with_pem_roots_file(path),
+        None => mcpwire_tokio::ClientTlsConfig::with_platform_roots(),
+    }
+    .map_err(|e| e.to_string())?;
+    if let Some(name) = &tls.server_name {
+        client = client.server_name(name.clone());
+    }
+    config.tls = Some(client);
+    Ok(())
+}
+
+#[cfg(not(feature = "tls"))]
+fn secure(_config: &mut ChannelConfig, tls: &Tls) -> Result<(), String> {
+    if tls.on || tls.server_name.is_some() {
+        return Err("this mcpwire is built without the `tls` feature".into());
+    }
+    Ok(())
 }

@@ -162,6 +162,13 @@ impl<
         }
     }
 
+    /// Accepts JSON-RPC ids of up to `octets` of raw JSON (default 128);
+    /// a request with a longer id is answered -32600 with id null. Each
+    /// call admitted after this keeps that much room in its buffer.
+    pub fn set_max_id_len(&mut self, octets: usize) {
+        self.engine.max_id = octets;
+    }
+
     /// The call store, for its state.
     pub fn store(&self) -> &S {
         &self.engine.store
@@ -546,6 +553,10 @@ impl<
         let Ok(json) = JsonRpcMessage::decode(message) else {
             return self.end_with_error(i, RpcError::new(PARSE_ERROR, "malformed JsonRpcMessage"));
         };
+        // `jsonrpc` is UTF-8 text (binding): other bytes are not JSON.
+        if core::str::from_utf8(json).is_err() {
+            return self.end_with_error(i, RpcError::new(PARSE_ERROR, "Parse error: not UTF-8"));
+        }
         // The JSON's place in the buffer: the protobuf header precedes it.
         let span = json::span(message, json);
         let at = c.body + span.start..c.body + span.end;
