@@ -359,13 +359,18 @@ fn bad_and_over_long_lines_are_reported_and_skipped() {
         r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#,
         None,
     );
+    let (b, _) = start(
+        &mut c,
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#,
+        None,
+    );
     let long = format!(
         "{{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{{\"x\":\"{}\"}}}}\n",
         "a".repeat(1000)
     );
     let mut input = String::from("INFO starting server on stdio\n");
     input.push_str(&long);
-    input.push_str("{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n");
+    input.push_str("{\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{}}\n");
     // In pieces, as a pipe gives them.
     let mut seen = Vec::new();
     for chunk in input.as_bytes().chunks(7) {
@@ -376,6 +381,7 @@ fn bad_and_over_long_lines_are_reported_and_skipped() {
             seen.extend(drain(&mut c));
         }
     }
+    // The head of the over-long line names call 1: it fails at once.
     assert_eq!(
         seen,
         [
@@ -383,14 +389,16 @@ fn bad_and_over_long_lines_are_reported_and_skipped() {
                 StdioEvent::BadLine { json: false },
                 "INFO starting server on stdio".into()
             ),
+            Seen::Failed(a, -32603, true),
+            Seen::Ended(a),
             Seen::Other(
                 StdioEvent::LineTooLong {
                     len: long.len() - 1
                 },
                 String::new()
             ),
-            Seen::Response(a, "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}".into()),
-            Seen::Ended(a),
+            Seen::Response(b, "{\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{}}".into()),
+            Seen::Ended(b),
         ]
     );
     assert!(Client::bad_line_cause(false).contains("logs to stdout"));

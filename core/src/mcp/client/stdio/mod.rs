@@ -644,6 +644,12 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, const CALLS: usize> StdioClient<B, CALLS> {
         let limit = self.config.max_line_bytes.min(self.buf.as_ref().len());
         if self.len + take > limit {
             let skipped = self.len + take;
+            // The head of the line names its call, usually: that call
+            // fails now rather than at its deadline.
+            let room = limit.min(self.len + HEAD_SCAN).saturating_sub(self.len);
+            let fill = room.min(take);
+            self.buf.as_mut()[self.len..self.len + fill].copy_from_slice(&input[..fill]);
+            self.fail_too_long(self.len + fill);
             self.len = 0;
             if newline.is_some() {
                 self.push(StdioEvent::LineTooLong { len: skipped });
@@ -880,6 +886,31 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, const CALLS: usize> StdioClient<B, CALLS> {
         }
     }
 
+    /// Fails the call whose id the head of an over-long line (its first
+    /// `head` octets in the buffer) names, when one is found there.
+    fn fail_too_long(&mut self, head: usize) {
+        if self.skipping.is_some() {
+            return;
+        }
+        let Some(id) = id_in_head(&self.buf.as_ref()[..head.min(HEAD_SCAN)]) else {
+            return;
+        };
+        if let Some(s) = self
+            .slots
+            .iter_mut()
+            .find(|s| s.state == State::Live && s.id.is(id))
+        {
+            s.state = State::Done {
+                outcome: Outcome::Local {
+                    code: crate::mcp::error::INTERNAL_ERROR,
+                    message: "the response line is over the client's line limit",
+                },
+                told: false,
+            };
+            s.notified = false;
+        }
+    }
+
     /// Acts on the complete line `buf[..line]`.
     fn on_line(&mut self) {
         let mut n = self.line;
@@ -1026,6 +1057,23 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, const CALLS: usize> StdioClient<B, CALLS> {
             _ => self.fail_handshake("the server refused initialize"),
         }
     }
+}
+
+/// Octets of an over-long line searched for its `"id"`.
+const HEAD_SCAN: usize = 512;
+
+/// The raw top-level-looking `"id"` value (a plain string or a number) in
+/// the head of a line too long to parse.
+fn id_in_head(head: &[u8]) -> Option<&[u8]> {
+    let at = head.windows(5).position(|w| w == b"\"id\":")? + 5;
+    let rest = json::trim(&head[at..]);
+    let end = if rest.first() == Some(&b'"') {
+        rest[1..].iter().position(|&b| b == b'"' || b == b'\\')? + 2
+    } else {
+        rest.iter()
+            .position(|b| !(b.is_ascii_digit() || *b == b'-'))?
+    };
+    (end > 0).then(|| &rest[..end])
 }
 
 fn call_id(index: usize, generation: u16) -> CallId {
