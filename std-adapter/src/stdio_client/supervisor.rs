@@ -298,6 +298,12 @@ impl Supervisor {
     /// Starts what waits, when the child is ready; writes the client's
     /// lines.
     async fn pump(&mut self) {
+        // Writing a line may end the handshake (`notifications/initialized`):
+        // round again until nothing more goes out.
+        while self.pump_once().await {}
+    }
+
+    async fn pump_once(&mut self) -> bool {
         self.events();
         if self.ready {
             while let Some(&key) = self.queued.front() {
@@ -336,11 +342,13 @@ impl Supervisor {
             }
         }
         let mut line = [0u8; 1024];
+        let mut wrote = false;
         loop {
             let n = self.core.poll_transmit(&mut line);
             if n == 0 {
-                break;
+                return wrote;
             }
+            wrote = true;
             self.write(&line[..n]).await;
         }
     }
