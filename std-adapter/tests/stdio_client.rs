@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use mcpwire_core::grpc::Code;
 use mcpwire_core::mcp::client::stdio::Era;
-use mcpwire_tokio::{ServerCommand, StdioChannel, StdioChannelConfig, Stopped};
+use mcpwire_tokio::{ServerCommand, StdioChannel, StdioChannelConfig, Stopped, StreamMessage};
 use serde_json::json;
 
 /// The Python interpreter itself (not a shim, which needs the
@@ -261,4 +261,48 @@ async fn a_relative_executable_is_refused() {
         .await
         .unwrap_err();
     assert!(e.message.contains("absolute path"), "{e}");
+}
+
+#[tokio::test]
+async fn a_listen_stream_is_sent_again_to_the_restarted_child() {
+    let marker = temp("crashed-listen");
+    let channel = StdioChannel::connect(python_server(&[("CRASH_FILE", marker.to_str().unwrap())]))
+        .await
+        .unwrap();
+    let mut listen = channel
+        .call(json!({"method": "subscriptions/listen", "id": "L1",
+            "params": {"notifications": {"toolsListChanged": true}}}))
+        .await
+        .unwrap();
+    let method = |m: Option<StreamMessage>| match m {
+        Some(StreamMessage::Notification(n)) => {
+            assert_eq!(
+                n["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+                "L1"
+            );
+            n["method"].as_str().unwrap().to_owned()
+        }
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        method(listen.next().await.unwrap()),
+        "notifications/subscriptions/acknowledged"
+    );
+    assert_eq!(
+        method(listen.next().await.unwrap()),
+        "notifications/tools/list_changed"
+    );
+    channel.call_tool("crash", json!({})).await.unwrap_err();
+    // The same stream: the new child acknowledges the listen sent again.
+    let next = tokio::time::timeout(Duration::from_secs(10), listen.next())
+        .await
+        .unwrap();
+    assert_eq!(
+        method(next.unwrap()),
+        "notifications/subscriptions/acknowledged"
+    );
+    assert_eq!(channel.restarts(), 1);
+    drop(listen);
+    channel.shutdown().await;
+    let _ = std::fs::remove_file(marker);
 }

@@ -4,7 +4,8 @@ request, for the supervision tests of mcpwire's stdio client
 
 Tools: echo; crash (exits mid-call); hang (never answers); big (answers
 with a line of BIG_BYTES octets); env (the names of its environment);
-slow (two progress notifications, then a result).
+slow (two progress notifications, then a result). subscriptions/listen is
+acknowledged at once, followed by one tools/list_changed event.
 Environment: SEEN_FILE (every line read is appended there);
 IGNORE_EOF=1 (ignores the end of stdin and SIGTERM, runs on);
 GARBAGE=1 (writes a log line to stdout first); LEGACY=1 (a 2025-11-25
@@ -61,6 +62,12 @@ for line in sys.stdin:
     elif method == "server/discover":
         result(rid, {"supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}},
                      "ttlMs": 0, "cacheScope": "public"})
+    elif method == "subscriptions/listen":
+        meta = {"io.modelcontextprotocol/subscriptionId": rid}
+        send({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
+              "params": {"_meta": meta, "notifications": {"toolsListChanged": True}}})
+        send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed",
+              "params": {"_meta": meta}})
     elif method == "tools/list":
         result(rid, {"tools": [{"name": n, "inputSchema": {"type": "object"}}
                                for n in ("echo", "crash", "hang", "big", "env", "slow")]})
