@@ -63,7 +63,10 @@ struct Entry {
 
 struct Running {
     child: Child,
-    stdin: Option<ChildStdin>,
+    /// Lines for the child's stdin, written by their own task so that a
+    /// child that stops reading never stops this one reading its stdout;
+    /// dropping it closes the child's stdin.
+    stdin: Option<mpsc::UnboundedSender<Vec<u8>>>,
     stdout: ChildStdout,
     started: Instant,
 }
@@ -185,9 +188,11 @@ impl Supervisor {
                 eprintln!("{prefix}{}", String::from_utf8_lossy(&line).trim_end());
             }
         });
+        let (tx, rx) = mpsc::unbounded_channel();
+        tokio::spawn(write_lines(stdin, rx));
         Ok(Running {
             child,
-            stdin: Some(stdin),
+            stdin: Some(tx),
             stdout,
             started: Instant::now(),
         })
@@ -354,10 +359,9 @@ impl Supervisor {
     }
 
     async fn write(&mut self, line: &[u8]) {
-        if let Some(stdin) = self.child.as_mut().and_then(|r| r.stdin.as_mut()) {
-            // A child that stopped reading: its stdout's end says more.
-            let _ = stdin.write_all(line).await;
-            let _ = stdin.flush().await;
+        if let Some(stdin) = self.child.as_ref().and_then(|r| r.stdin.as_ref()) {
+            // A child that is gone: its stdout's end says more.
+            let _ = stdin.send(line.to_vec());
         }
     }
 
@@ -568,6 +572,16 @@ impl Supervisor {
         match self.child.take() {
             Some(r) => stop(r, self.config.close_wait, self.config.term_wait).await,
             None => Stopped::NotRunning,
+        }
+    }
+}
+
+/// Writes each line to the child's stdin; ends (closing it) when the
+/// sender is dropped or the child stops reading for good.
+async fn write_lines(mut stdin: ChildStdin, mut rx: mpsc::UnboundedReceiver<Vec<u8>>) {
+    while let Some(line) = rx.recv().await {
+        if stdin.write_all(&line).await.is_err() || stdin.flush().await.is_err() {
+            return;
         }
     }
 }
