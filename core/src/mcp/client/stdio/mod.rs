@@ -17,7 +17,10 @@
 //! until the next `recv`. A response is matched to its call by id, a
 //! `notifications/progress` by the call's `progressToken`, a listen event
 //! by `_meta["io.modelcontextprotocol/subscriptionId"]`. A line over the
-//! limit is skipped up to its newline ([`StdioEvent::LineTooLong`]); a
+//! limit is skipped up to its newline ([`StdioEvent::LineTooLong`]); when
+//! its first 512 octets hold an `"id"` of a call in flight, that call fails
+//! at once (locally, -32603) instead of at its deadline (a heuristic: the
+//! line cannot be parsed; an id that matches no call changes nothing); a
 //! line that is not JSON-RPC is [`StdioEvent::BadLine`] with its first
 //! octets and the likely cause; a message nothing waits for is
 //! [`StdioEvent::Unmatched`].
