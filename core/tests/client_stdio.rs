@@ -443,3 +443,40 @@ fn forced_legacy_and_a_refused_initialize() {
     );
     assert_eq!(c.handshake_error(), Some("the server refused initialize"));
 }
+
+#[test]
+fn a_legacy_server_restarted_after_a_crash_gets_initialize_again() {
+    let config = StdioClientConfig {
+        era: EraChoice::Legacy,
+        ..StdioClientConfig::default()
+    };
+    let mut c = client(config, 4096);
+    c.begin(Instant::ZERO);
+    written(&mut c);
+    let init = "{\"jsonrpc\":\"2.0\",\"id\":\"mcpwire-initialize\",\"result\":{\"protocolVersion\":\"2025-06-18\",\"capabilities\":{},\"serverInfo\":{\"name\":\"old\",\"version\":\"1\"}}}\n";
+    feed(&mut c, init, Instant::ZERO);
+    written(&mut c);
+    drain(&mut c);
+    assert_eq!(c.era().version(), Some("2025-06-18"));
+    let (a, _) = start(
+        &mut c,
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#,
+        None,
+    );
+    c.recv_eof();
+    let seen = drain(&mut c);
+    assert!(
+        seen.contains(&Seen::Failed(a, i64::from(LOCAL_CLOSED), true)),
+        "{seen:?}"
+    );
+    c.restarted(Instant::ZERO);
+    assert!(!c.is_ready());
+    let lines = written(&mut c);
+    assert!(lines[0].contains("\"method\":\"initialize\""), "{lines:?}");
+    feed(&mut c, init, Instant::ZERO);
+    assert_eq!(
+        written(&mut c),
+        ["{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n"]
+    );
+    assert!(c.is_ready());
+}
