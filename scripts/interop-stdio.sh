@@ -169,4 +169,54 @@ else
     echo "$i_passed passed, $i_failed failed"
     if ((i_failed > 0)); then worst 1; fi
 fi
+
+# ---------------------------------------------------------------------------
+# mcpwire's own stdio client (`mcpwire call --stdio -v`) launching stdio
+# servers nobody here wrote: tests/stdio/sdk_server.py on the Python SDK
+# mcp 2.3.0 (.venv; modern: the server/discover probe is answered) and on
+# mcp 1.26.0 (the venv .peers/venv-mcp1, made if missing; the 2025-11-25
+# era: the probe fails, the client falls back to initialize). With each:
+# the era -v reports, tools/list, a call, a call with progress, a tool
+# error. Runs when no scenario is named. Prints "ok NAME" or "FAILED NAME:
+# why"; a failure makes the exit status 1.
+if (($# == 0)); then
+    legacy_venv=$root/.peers/venv-mcp1
+    if ! "$legacy_venv/bin/python" -c 'import sys; from importlib.metadata import version; sys.exit(version("mcp") != "1.26.0")' >/dev/null 2>&1; then
+        note "python venv .peers/venv-mcp1: mcp==1.26.0"
+        mkdir -p "$root/.peers"
+        { quietly python3 -m venv "$legacy_venv" &&
+            quietly "$legacy_venv/bin/pip" install -q --disable-pip-version-check mcp==1.26.0; } || exit 2
+    fi
+    client_failed=0
+    # client_check NAME PYTHON ERA-TEXT: the client against one server.
+    client_check() {
+        local name=$1 py=$2 era=$3 out err
+        local server=(-- "$py" "$root/tests/stdio/sdk_server.py")
+        err=$(mktemp)
+        check() { # WHAT CONDITION-TEXT
+            if [[ $2 == ok ]]; then echo "ok $name $1"; else
+                echo "FAILED $name $1: $2"
+                client_failed=1
+            fi
+        }
+        out=$(bounded 60 "$binary" call --stdio -v list "${server[@]}" 2>"$err") || true
+        if grep -q "mcpwire: $era" "$err"; then check era ok; else check era "$(grep '^mcpwire' "$err" | head -3)"; fi
+        note "$(grep '^mcpwire: era' "$err")"
+        if [[ $out == *'"echo"'* && $out == *'"count"'* ]]; then check tools-list ok; else check tools-list "${out:0:200}"; fi
+        out=$(bounded 60 "$binary" call --stdio tool add '{"a":2,"b":3}' "${server[@]}" 2>"$err") || true
+        if [[ $out == *'"text": "5"'* ]]; then check call ok; else check call "${out:0:200} $(tail -2 "$err")"; fi
+        out=$(bounded 60 "$binary" call --stdio tool count '{"steps":3}' --progress "${server[@]}" 2>"$err") || true
+        if [[ $out == *'counted 3'* ]] && (($(grep -c '^progress' "$err") == 3)); then check progress ok; else
+            check progress "${out:0:200} $(grep -c '^progress' "$err") progress lines"
+        fi
+        out=$(bounded 60 "$binary" call --stdio tool fail '{}' "${server[@]}" 2>"$err") || true
+        if [[ $out == *'"isError": true'* ]]; then check tool-error ok; else check tool-error "${out:0:200}"; fi
+        rm -f "$err"
+    }
+    printf '\n==> mcpwire call --stdio: Python SDK mcp 2.3.0 server (modern)\n'
+    client_check sdk-2.3.0 "$root/.venv/bin/python" 'era modern, version 2026-07-28, .*no fallback'
+    printf '\n==> mcpwire call --stdio: Python mcp 1.26.0 server (2025-11-25, fallback)\n'
+    client_check mcp-1.26.0 "$legacy_venv/bin/python" 'era legacy (2025-11-25 lifecycle), version 2025-11-25, .*fallback: '
+    if ((client_failed && rc < 1)); then rc=1; fi
+fi
 exit "$rc"

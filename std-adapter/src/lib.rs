@@ -24,6 +24,7 @@ mod clock;
 mod outbox;
 pub mod portable;
 mod server;
+pub mod stdio_client;
 mod storage;
 mod store;
 #[cfg(feature = "tls")]
@@ -43,5 +44,8 @@ pub use channel::{
 };
 pub use server::stdio::{self, StdioConfig};
 pub use server::{AllowedHosts, Server, ServerConfig};
+pub use stdio_client::{
+    EraInfo, ServerCommand, StdioCall, StdioChannel, StdioChannelConfig, Stopped,
+};
 #[cfg(feature = "tls")]
 pub use tls::{ClientTlsConfig, TlsConfig};

@@ -35,7 +35,11 @@ const USAGE: &str = "usage: mcpwire serve [--listen ADDR]   (default 127.0.0.1:5
        mcpwire serve --stdio [--tick-ms N] [--fixtures F]   the app on stdin and stdout, one JSON-RPC
          message a line (MCP stdio); exits 0 at the end of stdin
        mcpwire call [--server ADDR] [--tls | --tls-ca PEM] [--tls-server-name NAME] discover | list | tool NAME [JSON-ARGS] [--progress] [--timeout-ms N]
-         (MCPWIRE_TOKEN, if set, is sent as a bearer token)";
+         (MCPWIRE_TOKEN, if set, is sent as a bearer token)
+       mcpwire call --stdio [-v] [--era probe|modern|legacy] [--pass-env NAME]... [--inherit-env] [--cwd DIR]
+         discover | list | tool NAME [JSON-ARGS] [--progress] [--timeout-ms N] -- /ABS/SERVER [ARGS...]
+         launches a stdio server (empty environment but --pass-env; MCPWIRE_TOKEN is passed to it);
+         -v prints the era, versions and fallback to stderr";
 
 fn main() -> ExitCode {
     let mut args = std::env::args().skip(1);

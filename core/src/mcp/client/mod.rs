@@ -79,6 +79,7 @@ pub mod events;
 pub mod metadata;
 mod request;
 mod response;
+pub mod stdio;
 
 use core::time::Duration;
 

@@ -3,6 +3,9 @@
 //! N]`: one request over the tunnel binding (cleartext HTTP/2, or TLS with
 //! ALPN `h2` trusting the platform's roots or those of a PEM file); the
 //! result JSON goes to stdout, progress (with `--progress`) to stderr.
+//! With `--stdio [-v] ... -- /abs/server [ARGS...]` the request goes to a
+//! stdio server launched as a child (the words after `--`); `-v` prints
+//! the era, the versions and whether a fallback happened to stderr.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -10,7 +13,10 @@ use std::time::Duration;
 use mcpwire_tokio::{Channel, ChannelConfig, StreamMessage};
 use serde_json::{Value, json};
 
-pub const USAGE: &str = "usage: mcpwire call [--server ADDR] [--tls | --tls-ca PEM] [--tls-server-name NAME] discover | list | tool NAME [JSON-ARGS] [--progress] [--timeout-ms N]   (default 127.0.0.1:50051, cleartext)";
+pub const USAGE: &str = "usage: mcpwire call [--server ADDR] [--tls | --tls-ca PEM] [--tls-server-name NAME] discover | list | tool NAME [JSON-ARGS] [--progress] [--timeout-ms N]   (default 127.0.0.1:50051, cleartext)
+       mcpwire call --stdio [-v] [--era probe|modern|legacy] [--pass-env NAME]... [--inherit-env] [--cwd DIR]
+         discover | list | tool NAME [JSON-ARGS] [--progress] [--timeout-ms N] -- /ABS/SERVER [ARGS...]
+         (the child gets an empty environment but the --pass-env names; MCPWIRE_TOKEN goes to it as MCPWIRE_TOKEN)";
 
 /// How the call connects.
 #[derive(Debug, Default)]
@@ -22,6 +28,17 @@ struct Tls {
     server_name: Option<String>,
 }
 
+/// `--stdio`: the server to launch and how.
+#[derive(Default)]
+struct StdioArgs {
+    command: Vec<String>,
+    verbose: bool,
+    era: mcpwire_core::mcp::client::stdio::EraChoice,
+    pass_env: Vec<String>,
+    inherit_env: bool,
+    cwd: Option<String>,
+}
+
 struct Args {
     server: String,
     method: String,
@@ -29,6 +46,7 @@ struct Args {
     progress: bool,
     timeout: Option<Duration>,
     tls: Tls,
+    stdio: Option<StdioArgs>,
 }
 
 fn parse(args: impl Iterator<Item = String>) -> Result<Args, String> {
@@ -37,8 +55,49 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Args, String> {
     let mut timeout = None;
     let mut tls = Tls::default();
     let mut words = Vec::new();
+    let mut stdio: Option<StdioArgs> = None;
     let mut args = args.peekable();
     while let Some(arg) = args.next() {
+        if let Some(s) = stdio.as_mut() {
+            let mut value = |name: &str| args.next().ok_or(format!("{name} needs a value"));
+            match arg.as_str() {
+                "--" => {
+                    s.command = args.by_ref().collect();
+                    break;
+                }
+                "-v" => {
+                    s.verbose = true;
+                    continue;
+                }
+                "--inherit-env" => {
+                    s.inherit_env = true;
+                    continue;
+                }
+                "--pass-env" => {
+                    s.pass_env.push(value("--pass-env")?);
+                    continue;
+                }
+                "--cwd" => {
+                    s.cwd = Some(value("--cwd")?);
+                    continue;
+                }
+                "--era" => {
+                    use mcpwire_core::mcp::client::stdio::EraChoice;
+                    s.era = match value("--era")?.as_str() {
+                        "probe" => EraChoice::Probe,
+                        "modern" => EraChoice::Modern,
+                        "legacy" => EraChoice::Legacy,
+                        other => return Err(format!("--era probe|modern|legacy, not {other}")),
+                    };
+                    continue;
+                }
+                _ => {}
+            }
+        }
+        if arg == "--stdio" {
+            stdio = Some(StdioArgs::default());
+            continue;
+        }
         let (flag, inline) = match arg.split_once('=') {
             Some((f, v)) if f.starts_with("--") => (f.to_owned(), Some(v.to_owned())),
             _ => (arg.clone(), None),
@@ -97,7 +156,19 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Args, String> {
     if let Some(extra) = words.next() {
         return Err(format!("unexpected argument {extra}"));
     }
+    if let Some(s) = &stdio {
+        match s.command.first() {
+            None => return Err("--stdio needs `-- /ABS/SERVER [ARGS...]`".into()),
+            Some(p) if !std::path::Path::new(p).is_absolute() => {
+                return Err(format!(
+                    "the server's executable must be an absolute path, not {p}"
+                ));
+            }
+            Some(_) => {}
+        }
+    }
     Ok(Args {
+        stdio,
         server,
         method: method.to_owned(),
         params,
@@ -126,7 +197,105 @@ pub fn main(args: impl Iterator<Item = String>) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    if args.stdio.is_some() {
+        return runtime.block_on(run_stdio(args));
+    }
     runtime.block_on(run(args))
+}
+
+/// `--stdio`: launches the server, runs the request, shuts the server down.
+async fn run_stdio(mut args: Args) -> ExitCode {
+    use mcpwire_tokio::{ServerCommand, StdioChannel, StdioChannelConfig};
+    let Some(s) = args.stdio.take() else {
+        return ExitCode::from(2);
+    };
+    let mut words = s.command.into_iter();
+    let mut command = ServerCommand::new(words.next().unwrap_or_default())
+        .args(words)
+        .inherit_env(s.inherit_env);
+    for name in s.pass_env {
+        command = command.pass_env(name);
+    }
+    if let Ok(token) = std::env::var("MCPWIRE_TOKEN") {
+        command = command.env("MCPWIRE_TOKEN", token);
+    }
+    if let Some(dir) = s.cwd {
+        command = command.current_dir(dir);
+    }
+    let mut config = StdioChannelConfig::new(command);
+    config.era = s.era;
+    let channel = match StdioChannel::connect(config).await {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("mcpwire: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if s.verbose
+        && let Some(era) = channel.era()
+    {
+        eprintln!("mcpwire: {era}");
+    }
+    let mut params = args.params;
+    if args.progress {
+        params["_meta"] = json!({"progressToken": "mcpwire-cli"});
+    }
+    let request = json!({"jsonrpc": "2.0", "method": args.method, "params": params});
+    let code = match channel.call_with_timeout(request, args.timeout).await {
+        Ok(mut call) => loop {
+            match call.next().await {
+                Ok(Some(StreamMessage::Notification(n))) => print_progress(args.progress, &n),
+                Ok(Some(StreamMessage::Response(r))) => break print_response(&r),
+                Ok(None) => {
+                    eprintln!("mcpwire: the call ended without a response");
+                    break ExitCode::FAILURE;
+                }
+                Err(e) => {
+                    eprintln!("mcpwire: {e}");
+                    break ExitCode::FAILURE;
+                }
+            }
+        },
+        Err(e) => {
+            eprintln!("mcpwire: {e}");
+            ExitCode::FAILURE
+        }
+    };
+    let stopped = channel.shutdown().await;
+    if s.verbose {
+        eprintln!("mcpwire: the server stopped: {stopped:?}");
+    }
+    code
+}
+
+fn print_progress(enabled: bool, n: &Value) {
+    if enabled && n["method"] == "notifications/progress" {
+        let p = &n["params"];
+        let total = p["total"]
+            .as_f64()
+            .map(|t| format!("/{t}"))
+            .unwrap_or_default();
+        let message = p["message"].as_str().unwrap_or("");
+        eprintln!("progress {}{total} {message}", p["progress"]);
+    }
+}
+
+fn print_response(r: &Value) -> ExitCode {
+    if let Some(error) = r.get("error") {
+        eprintln!("mcpwire: JSON-RPC error {error}");
+        return ExitCode::FAILURE;
+    }
+    let result = r.get("result").cloned().unwrap_or(Value::Null);
+    match serde_json::to_string_pretty(&result) {
+        Ok(text) => {
+            println!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("mcpwire: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 async fn run(args: Args) -> ExitCode {

@@ -1,0 +1,194 @@
+//! The dual-era probe of a stdio client (MCP 2026-07-28 §8.3): what the
+//! answer to `server/discover` means, and what the client reports about
+//! the era it chose.
+
+use crate::mcp::envelope::Message;
+use crate::mcp::error::UNSUPPORTED_PROTOCOL_VERSION;
+use crate::mcp::json;
+use crate::mcp::meta::SUPPORTED_VERSIONS;
+
+/// The revision of the legacy lifecycle (`initialize`, §13.3).
+pub const LEGACY_VERSION: &str = "2025-11-25";
+
+/// Room for the server's versions as reported (raw JSON array).
+const VERSIONS_ROOM: usize = 160;
+/// Room for the version the legacy server chose.
+const VERSION_ROOM: usize = 32;
+
+/// Which lifecycle the client speaks with the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Era {
+    /// MCP 2026-07-28: stateless, `_meta` on every request.
+    Modern,
+    /// The 2025-11-25 lifecycle: `initialize`, `notifications/initialized`,
+    /// requests without per-request `_meta`.
+    Legacy,
+}
+
+/// How the client picks the era.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum EraChoice {
+    /// Probe with `server/discover` (§8.3), fall back when it says so.
+    #[default]
+    Probe,
+    /// Modern without a probe.
+    Modern,
+    /// `initialize` without a probe.
+    Legacy,
+}
+
+/// What a probe's answer means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Verdict {
+    /// Modern, with this version.
+    Modern(&'static str),
+    /// A recognised modern error naming another version we speak: probe
+    /// again with it.
+    Retry(&'static str),
+    /// Legacy: the reason, the child still usable (it answered).
+    Legacy(&'static str),
+}
+
+/// The first version of `list` (raw JSON array) that this client speaks
+/// as a modern one.
+fn mutual(list: Option<&[u8]>) -> Option<&'static str> {
+    let list = list?;
+    json::elements(list).find_map(|v| {
+        SUPPORTED_VERSIONS
+            .iter()
+            .copied()
+            .find(|ours| json::str_eq(v, ours.as_bytes()))
+    })
+}
+
+/// Reads the answer to a probe that asked for `requested`.
+pub(super) fn classify(message: &Message<'_>, requested: &str) -> Verdict {
+    match *message {
+        Message::Response { result, .. } => match mutual(json::get(result, b"supportedVersions")) {
+            Some(v) => Verdict::Modern(v),
+            None if json::get(result, b"supportedVersions").is_some() => {
+                Verdict::Legacy("server/discover lists no version this client speaks")
+            }
+            None => Verdict::Legacy("server/discover answered without supportedVersions"),
+        },
+        Message::Error { error, .. } => {
+            let code = json::get(error, b"code").and_then(json::as_i64);
+            if code == Some(i64::from(UNSUPPORTED_PROTOCOL_VERSION)) {
+                let supported = json::get(error, b"data").and_then(|d| json::get(d, b"supported"));
+                return match mutual(supported) {
+                    Some(v) if v != requested => Verdict::Retry(v),
+                    _ => Verdict::Legacy("-32022 names no other modern version this client speaks"),
+                };
+            }
+            if code == Some(i64::from(crate::mcp::error::METHOD_NOT_FOUND)) {
+                Verdict::Legacy("server/discover: method not found")
+            } else {
+                Verdict::Legacy("server/discover answered an error")
+            }
+        }
+        _ => Verdict::Legacy("server/discover answered with something else"),
+    }
+}
+
+/// What the client learned about the server's era (§8.3: the requested
+/// version, the server's versions, whether a fallback happened).
+#[derive(Debug, Clone)]
+pub struct EraDiagnostics {
+    /// The era in use, once the handshake is over.
+    pub era: Option<Era>,
+    /// The version the probe asked for (the modern one this client prefers).
+    pub requested: &'static str,
+    /// The probe was answered -32022 and sent again with this version.
+    pub renegotiated: Option<&'static str>,
+    /// The client fell back to the 2025-11-25 lifecycle.
+    pub fallback: bool,
+    /// Why it fell back.
+    pub reason: Option<&'static str>,
+    /// The JSON-RPC code the probe was answered with, when it was an error.
+    pub probe_error: Option<i64>,
+    /// The child was restarted before `initialize` (the probe may have
+    /// left it unusable: no answer, or it exited).
+    pub restarted: bool,
+    modern_version: Option<&'static str>,
+    versions: [u8; VERSIONS_ROOM],
+    versions_len: usize,
+    legacy_version: [u8; VERSION_ROOM],
+    legacy_len: usize,
+}
+
+impl EraDiagnostics {
+    pub(super) fn new() -> Self {
+        Self {
+            era: None,
+            requested: SUPPORTED_VERSIONS[0],
+            renegotiated: None,
+            fallback: false,
+            reason: None,
+            probe_error: None,
+            restarted: false,
+            modern_version: None,
+            versions: [0; VERSIONS_ROOM],
+            versions_len: 0,
+            legacy_version: [0; VERSION_ROOM],
+            legacy_len: 0,
+        }
+    }
+
+    /// The protocol version in use: the modern one chosen, or the one the
+    /// legacy server answered `initialize` with.
+    pub fn version(&self) -> Option<&str> {
+        match self.era? {
+            Era::Modern => self.modern_version,
+            Era::Legacy => core::str::from_utf8(&self.legacy_version[..self.legacy_len]).ok(),
+        }
+    }
+
+    /// The versions the server named (raw JSON array: `supportedVersions`
+    /// of `server/discover`, or `data.supported` of a -32022), when it
+    /// named any and they fit in 160 octets.
+    pub fn server_versions(&self) -> Option<&str> {
+        (self.versions_len > 0)
+            .then(|| core::str::from_utf8(&self.versions[..self.versions_len]).ok())
+            .flatten()
+    }
+
+    pub(super) fn modern_version(&self) -> Option<&'static str> {
+        self.modern_version
+    }
+
+    pub(super) fn set_modern(&mut self, version: &'static str) {
+        self.era = Some(Era::Modern);
+        self.modern_version = Some(version);
+    }
+
+    pub(super) fn set_legacy(&mut self, raw_version: &[u8]) {
+        self.era = Some(Era::Legacy);
+        let v = json::str_plain(raw_version).unwrap_or(b"");
+        let n = v.len().min(VERSION_ROOM);
+        self.legacy_version[..n].copy_from_slice(&v[..n]);
+        self.legacy_len = n;
+    }
+
+    pub(super) fn fall_back(&mut self, reason: &'static str) {
+        self.fallback = true;
+        self.reason = Some(reason);
+    }
+
+    /// Notes the versions a probe answer names.
+    pub(super) fn note(&mut self, message: &Message<'_>) {
+        let list = match *message {
+            Message::Response { result, .. } => json::get(result, b"supportedVersions"),
+            Message::Error { error, .. } => {
+                self.probe_error = json::get(error, b"code").and_then(json::as_i64);
+                json::get(error, b"data").and_then(|d| json::get(d, b"supported"))
+            }
+            _ => None,
+        };
+        if let Some(list) = list.map(json::trim)
+            && list.len() <= VERSIONS_ROOM
+        {
+            self.versions[..list.len()].copy_from_slice(list);
+            self.versions_len = list.len();
+        }
+    }
+}

@@ -1,0 +1,201 @@
+//! What the server's lines mean: a line is parsed once and acted on — a
+//! response matched to its call by id (or to the handshake), a
+//! notification to its call by progress token or subscription id, a bad
+//! line or an unmatched message reported; and the head of an over-long
+//! line, which may name the call it answers.
+
+use super::era::{self, Verdict};
+use super::{BAD_LINE_PREFIX, INIT_ID, Outcome, PROBE_ID, Phase, State, StdioClient, StdioEvent};
+use crate::mcp::envelope::Message;
+use crate::mcp::json;
+
+impl<B: AsRef<[u8]> + AsMut<[u8]>, const CALLS: usize> StdioClient<B, CALLS> {
+    /// Fails the call whose id the head of an over-long line (its first
+    /// `head` octets in the buffer) names, when one is found there.
+    pub(super) fn fail_too_long(&mut self, head: usize) {
+        if self.skipping.is_some() {
+            return;
+        }
+        let Some(id) = id_in_head(&self.buf.as_ref()[..head.min(HEAD_SCAN)]) else {
+            return;
+        };
+        if let Some(s) = self
+            .slots
+            .iter_mut()
+            .find(|s| s.state == State::Live && s.id.is(id))
+        {
+            s.state = State::Done {
+                outcome: Outcome::Local {
+                    code: crate::mcp::error::INTERNAL_ERROR,
+                    message: "the response line is over the client's line limit",
+                },
+                told: false,
+            };
+            s.notified = false;
+        }
+    }
+
+    /// Acts on the complete line `buf[..line]`.
+    pub(super) fn on_line(&mut self) {
+        let mut n = self.line;
+        if self.buf.as_ref()[..n].last() == Some(&b'\r') {
+            n -= 1;
+            self.line = n;
+        }
+        let buf = self.buf.as_ref();
+        let text = &buf[..n];
+        if text.iter().all(u8::is_ascii_whitespace) {
+            return;
+        }
+        let message = match Message::parse(text, json::DEFAULT_MAX_DEPTH) {
+            Ok(m) => m,
+            Err(_) => {
+                let json = json::validate(text, json::DEFAULT_MAX_DEPTH).is_ok();
+                let k = text.len().min(BAD_LINE_PREFIX);
+                self.bad.0[..k].copy_from_slice(&text[..k]);
+                self.bad.1 = k;
+                self.push(StdioEvent::BadLine { json });
+                return;
+            }
+        };
+        let mut handshake = None;
+        let mut hit = None;
+        match message {
+            Message::Response { id, .. } | Message::Error { id, .. } => {
+                if json::trim(id) == PROBE_ID || json::trim(id) == INIT_ID {
+                    handshake = Some(json::trim(id) == PROBE_ID);
+                } else if let Some(i) = self
+                    .slots
+                    .iter()
+                    .position(|s| s.state != State::Free && s.id.is(id))
+                {
+                    hit = Some(i);
+                    let s = &mut self.slots[i];
+                    if s.state == State::Live {
+                        s.state = State::Done {
+                            outcome: if matches!(message, Message::Response { .. }) {
+                                Outcome::Response
+                            } else {
+                                Outcome::Error
+                            },
+                            told: false,
+                        };
+                    }
+                }
+            }
+            Message::Notification { method, params } => {
+                let p = params.unwrap_or(b"{}");
+                let target = if json::str_eq(method, b"notifications/progress") {
+                    json::get(p, b"progressToken").and_then(|t| {
+                        self.slots
+                            .iter()
+                            .position(|s| s.state == State::Live && s.token.is(t))
+                    })
+                } else if json::str_eq(method, b"notifications/cancelled") {
+                    json::get(p, b"requestId").and_then(|t| {
+                        let i = self
+                            .slots
+                            .iter()
+                            .position(|s| s.state == State::Live && s.listen && s.id.is(t))?;
+                        self.slots[i].state = State::Done {
+                            outcome: Outcome::ServerClosed,
+                            told: false,
+                        };
+                        Some(i)
+                    })
+                } else {
+                    json::get(p, b"_meta")
+                        .and_then(|m| {
+                            json::get(m, crate::mcp::meta::KEY_SUBSCRIPTION_ID.as_bytes())
+                        })
+                        .and_then(|t| {
+                            self.slots
+                                .iter()
+                                .position(|s| s.state == State::Live && s.listen && s.id.is(t))
+                        })
+                };
+                if let Some(i) = target {
+                    hit = Some(i);
+                    if self.slots[i].state == State::Live {
+                        self.slots[i].notified = true;
+                    }
+                }
+            }
+            Message::Request { .. } => {}
+        }
+        match handshake {
+            Some(true) => self.on_probe_answer(n),
+            Some(false) => self.on_initialize_answer(n),
+            None if hit.is_none() => self.push(StdioEvent::Unmatched),
+            None => {}
+        }
+    }
+
+    pub(super) fn on_probe_answer(&mut self, n: usize) {
+        let Phase::Probing { version, .. } = self.phase else {
+            return;
+        };
+        let Ok(message) = Message::parse(&self.buf.as_ref()[..n], json::DEFAULT_MAX_DEPTH) else {
+            return;
+        };
+        self.era.note(&message);
+        match era::classify(&message, version) {
+            Verdict::Modern(v) => {
+                self.era.set_modern(v);
+                self.ready();
+            }
+            Verdict::Retry(v) if self.era.renegotiated.is_none() => {
+                self.era.renegotiated = Some(v);
+                self.probe(v);
+            }
+            Verdict::Retry(_) => {
+                self.era.fall_back("-32022 twice");
+                self.initialize();
+            }
+            Verdict::Legacy(why) => {
+                self.era.fall_back(why);
+                self.initialize();
+            }
+        }
+    }
+
+    pub(super) fn on_initialize_answer(&mut self, n: usize) {
+        if !matches!(self.phase, Phase::Initializing { .. }) {
+            return;
+        }
+        let Ok(message) = Message::parse(&self.buf.as_ref()[..n], json::DEFAULT_MAX_DEPTH) else {
+            return;
+        };
+        match message {
+            Message::Response { result, .. } => {
+                match json::get(result, b"protocolVersion")
+                    .filter(|v| json::kind(v) == Some(json::Kind::String))
+                {
+                    Some(v) => {
+                        self.era.set_legacy(v);
+                        self.phase = Phase::Initialized;
+                    }
+                    None => self.fail_handshake("initialize answered without protocolVersion"),
+                }
+            }
+            _ => self.fail_handshake("the server refused initialize"),
+        }
+    }
+}
+
+/// Octets of an over-long line searched for its `"id"`.
+pub(super) const HEAD_SCAN: usize = 512;
+
+/// The raw top-level-looking `"id"` value (a plain string or a number) in
+/// the head of a line too long to parse.
+fn id_in_head(head: &[u8]) -> Option<&[u8]> {
+    let at = head.windows(5).position(|w| w == b"\"id\":")? + 5;
+    let rest = json::trim(&head[at..]);
+    let end = if rest.first() == Some(&b'"') {
+        rest[1..].iter().position(|&b| b == b'"' || b == b'\\')? + 2
+    } else {
+        rest.iter()
+            .position(|b| !(b.is_ascii_digit() || *b == b'-'))?
+    };
+    (end > 0).then(|| &rest[..end])
+}

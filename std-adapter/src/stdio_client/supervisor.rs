@@ -1,0 +1,612 @@
+//! The task that owns the child process: it launches it, feeds the core
+//! client its stdout, writes the client's lines to its stdin, forwards its
+//! stderr, routes each call's messages, and restarts it after a crash.
+
+use std::collections::{HashMap, VecDeque};
+use std::process::Stdio;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use mcpwire_core::grpc::Code;
+use mcpwire_core::mcp::client::CallId;
+use mcpwire_core::mcp::client::stdio::{
+    LOCAL_CLOSED, LOCAL_TIMEOUT, StdioClient, StdioClientConfig, StdioEvent, StdioStartError,
+};
+use mcpwire_core::time::Instant as CoreInstant;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdin, ChildStdout};
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+
+use super::{EraInfo, StdioChannelConfig, Stopped, error};
+use crate::channel::CallError;
+
+/// Calls in flight at a time; more wait their turn.
+const CALLS: usize = 64;
+/// A child that ran this long before it crashed resets the backoff.
+const STABLE: Duration = Duration::from_secs(10);
+
+pub(super) enum Command {
+    Start {
+        key: u64,
+        body: Vec<u8>,
+        timeout: Option<Duration>,
+        listen: bool,
+        events: mpsc::UnboundedSender<Msg>,
+    },
+    Cancel {
+        key: u64,
+    },
+    Shutdown {
+        done: oneshot::Sender<Stopped>,
+    },
+}
+
+#[derive(Debug)]
+pub(super) enum Msg {
+    Notification(Vec<u8>),
+    /// A result or the server's error response.
+    Response(Vec<u8>),
+    Error(CallError),
+}
+
+struct Entry {
+    call: Option<CallId>,
+    body: Vec<u8>,
+    timeout: Option<Duration>,
+    listen: bool,
+    events: mpsc::UnboundedSender<Msg>,
+    /// A listen stream sent again to each new child.
+    reopen: bool,
+}
+
+struct Running {
+    child: Child,
+    /// Lines for the child's stdin, written by their own task so that a
+    /// child that stops reading never stops this one reading its stdout;
+    /// dropping it closes the child's stdin.
+    stdin: Option<mpsc::UnboundedSender<Vec<u8>>>,
+    stdout: ChildStdout,
+    started: Instant,
+}
+
+type Core = StdioClient<Vec<u8>, CALLS>;
+
+struct Supervisor {
+    config: StdioChannelConfig,
+    core: Core,
+    epoch: Instant,
+    child: Option<Running>,
+    calls: HashMap<u64, Entry>,
+    by_call: HashMap<CallId, u64>,
+    queued: VecDeque<u64>,
+    ready: bool,
+    failed: Option<String>,
+    /// A restart is owed, after this wait.
+    restart: Option<Duration>,
+    /// Failed starts in a row.
+    attempts: u32,
+    ready_tx: Option<oneshot::Sender<Result<(), CallError>>>,
+    era: Arc<Mutex<Option<EraInfo>>>,
+    restarts: Arc<AtomicU64>,
+}
+
+pub(super) fn spawn(
+    config: StdioChannelConfig,
+    rx: mpsc::UnboundedReceiver<Command>,
+    ready_tx: oneshot::Sender<Result<(), CallError>>,
+    era: Arc<Mutex<Option<EraInfo>>>,
+    restarts: Arc<AtomicU64>,
+) -> Result<(), CallError> {
+    let core_config = StdioClientConfig {
+        max_line_bytes: config.max_line_bytes,
+        request_timeout: config.request_timeout,
+        probe_timeout: config.probe_timeout,
+        era: config.era,
+        client_capabilities: config.client_capabilities,
+        ..StdioClientConfig::default()
+    };
+    let epoch = Instant::now();
+    let core = StdioClient::new(
+        core_config,
+        vec![0; config.max_line_bytes],
+        CoreInstant::ZERO,
+    );
+    let mut s = Supervisor {
+        config,
+        core,
+        epoch,
+        child: None,
+        calls: HashMap::new(),
+        by_call: HashMap::new(),
+        queued: VecDeque::new(),
+        ready: false,
+        failed: None,
+        restart: None,
+        attempts: 0,
+        ready_tx: Some(ready_tx),
+        era,
+        restarts,
+    };
+    let child = s.launch().map_err(|e| error(Code::Unavailable, e))?;
+    s.child = Some(child);
+    tokio::spawn(s.run(rx));
+    Ok(())
+}
+
+/// What woke the loop.
+enum Wake {
+    Command(Option<Command>),
+    Read(std::io::Result<usize>),
+    Timer,
+}
+
+impl Supervisor {
+    fn now(&self) -> CoreInstant {
+        CoreInstant::from_micros(
+            u64::try_from(self.epoch.elapsed().as_micros()).unwrap_or(u64::MAX),
+        )
+    }
+
+    fn log(&self, text: &str) {
+        eprintln!("{}{text}", self.config.stderr_prefix);
+    }
+
+    fn launch(&self) -> Result<Running, String> {
+        let c = &self.config.command;
+        let mut cmd = tokio::process::Command::new(&c.program);
+        cmd.args(&c.args);
+        if !c.inherit_env {
+            cmd.env_clear();
+            for key in &c.pass_env {
+                if let Some(v) = std::env::var_os(key) {
+                    cmd.env(key, v);
+                }
+            }
+        }
+        cmd.envs(c.env.iter().map(|(k, v)| (k, v)));
+        if let Some(dir) = &c.current_dir {
+            cmd.current_dir(dir);
+        }
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", c.program.display()))?;
+        let (Some(stdin), Some(stdout), Some(stderr)) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
+            return Err("the child's pipes are missing".into());
+        };
+        let prefix = self.config.stderr_prefix.clone();
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(stderr).split(b'\n');
+            while let Ok(Some(line)) = lines.next_segment().await {
+                eprintln!("{prefix}{}", String::from_utf8_lossy(&line).trim_end());
+            }
+        });
+        let (tx, rx) = mpsc::unbounded_channel();
+        tokio::spawn(write_lines(stdin, rx));
+        Ok(Running {
+            child,
+            stdin: Some(tx),
+            stdout,
+            started: Instant::now(),
+        })
+    }
+
+    async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Command>) {
+        let now = self.now();
+        self.core.begin(now);
+        let mut buf = vec![0u8; 64 << 10];
+        loop {
+            self.pump().await;
+            if let Some(wait) = self.restart.take() {
+                self.relaunch(wait).await;
+                continue;
+            }
+            let timer = self
+                .core
+                .poll_timeout()
+                .map(|t| self.epoch + Duration::from_micros(t.as_micros()));
+            let wake = {
+                let read = async {
+                    match self.child.as_mut() {
+                        Some(r) => r.stdout.read(&mut buf).await,
+                        None => std::future::pending().await,
+                    }
+                };
+                let sleep = async {
+                    match timer {
+                        Some(t) => tokio::time::sleep_until(t).await,
+                        None => std::future::pending().await,
+                    }
+                };
+                tokio::select! {
+                    c = rx.recv() => Wake::Command(c),
+                    r = read => Wake::Read(r),
+                    () = sleep => Wake::Timer,
+                }
+            };
+            match wake {
+                Wake::Command(None) => {
+                    self.stop().await;
+                    return;
+                }
+                Wake::Command(Some(Command::Shutdown { done })) => {
+                    let how = self.stop().await;
+                    self.fail_everything("the stdio channel is shut down");
+                    let _ = done.send(how);
+                    return;
+                }
+                Wake::Command(Some(c)) => self.command(c),
+                Wake::Read(Ok(n)) if n > 0 => {
+                    let now = self.now();
+                    let mut input = &buf[..n];
+                    while !input.is_empty() {
+                        let used = self.core.recv(input, now);
+                        input = &input[used..];
+                        self.events();
+                    }
+                }
+                Wake::Read(_) => self.crashed().await,
+                Wake::Timer => {
+                    let now = self.now();
+                    self.core.handle_timeout(now);
+                }
+            }
+        }
+    }
+
+    fn command(&mut self, c: Command) {
+        match c {
+            Command::Start {
+                key,
+                body,
+                timeout,
+                listen,
+                events,
+            } => {
+                if let Some(why) = &self.failed {
+                    let _ = events.send(Msg::Error(error(Code::Unavailable, why.clone())));
+                    return;
+                }
+                self.calls.insert(
+                    key,
+                    Entry {
+                        call: None,
+                        body,
+                        timeout,
+                        listen,
+                        events,
+                        reopen: false,
+                    },
+                );
+                self.queued.push_back(key);
+            }
+            Command::Cancel { key } => {
+                if let Some(e) = self.calls.remove(&key) {
+                    self.queued.retain(|&k| k != key);
+                    if let Some(call) = e.call {
+                        self.by_call.remove(&call);
+                        self.core.cancel(call);
+                    }
+                }
+            }
+            Command::Shutdown { .. } => {}
+        }
+    }
+
+    /// Starts what waits, when the child is ready; writes the client's
+    /// lines.
+    async fn pump(&mut self) {
+        // Writing a line may end the handshake (`notifications/initialized`):
+        // round again until nothing more goes out.
+        while self.pump_once().await {}
+    }
+
+    async fn pump_once(&mut self) -> bool {
+        self.events();
+        if self.ready {
+            while let Some(&key) = self.queued.front() {
+                let Some(entry) = self.calls.get(&key) else {
+                    self.queued.pop_front();
+                    continue;
+                };
+                let now = self.now();
+                let mut out = vec![0u8; entry.body.len() + 1024];
+                match self.core.call(&entry.body, entry.timeout, now, &mut out) {
+                    Ok((call, n)) => {
+                        self.queued.pop_front();
+                        self.by_call.insert(call, key);
+                        if let Some(e) = self.calls.get_mut(&key) {
+                            e.call = Some(call);
+                        }
+                        self.write(&out[..n]).await;
+                    }
+                    Err(StdioStartError::Busy | StdioStartError::NotReady) => break,
+                    Err(StdioStartError::Closed) => break,
+                    Err(e) => {
+                        self.queued.pop_front();
+                        let err = match e {
+                            StdioStartError::Invalid(rpc) => {
+                                let mut err = error(Code::InvalidArgument, rpc.message);
+                                err.diagnostics.rpc_code = Some(rpc.code);
+                                err
+                            }
+                            _ => error(Code::ResourceExhausted, "the request line is too large"),
+                        };
+                        if let Some(e) = self.calls.remove(&key) {
+                            let _ = e.events.send(Msg::Error(err));
+                        }
+                    }
+                }
+            }
+        }
+        let mut line = [0u8; 1024];
+        let mut wrote = false;
+        loop {
+            let n = self.core.poll_transmit(&mut line);
+            if n == 0 {
+                return wrote;
+            }
+            wrote = true;
+            self.write(&line[..n]).await;
+        }
+    }
+
+    async fn write(&mut self, line: &[u8]) {
+        if let Some(stdin) = self.child.as_ref().and_then(|r| r.stdin.as_ref()) {
+            // A child that is gone: its stdout's end says more.
+            let _ = stdin.send(line.to_vec());
+        }
+    }
+
+    fn events(&mut self) {
+        while let Some(e) = self.core.poll_event() {
+            match e {
+                StdioEvent::Notification { call } => {
+                    let text = self.core.message(call).unwrap_or_default().to_vec();
+                    self.send(call, Msg::Notification(text));
+                }
+                StdioEvent::Response { call } => {
+                    let text = self.core.message(call).unwrap_or_default().to_vec();
+                    self.send(call, Msg::Response(text));
+                }
+                StdioEvent::Failed { call } => self.failed_call(call),
+                StdioEvent::Ended { call } => {
+                    if let Some(key) = self.by_call.remove(&call)
+                        && self.calls.get(&key).is_some_and(|e| !e.reopen)
+                    {
+                        self.calls.remove(&key);
+                    }
+                }
+                StdioEvent::Ready => self.on_ready(),
+                StdioEvent::HandshakeFailed => {
+                    let why = format!(
+                        "the handshake failed: {}",
+                        self.core.handshake_error().unwrap_or("unknown")
+                    );
+                    self.log(&why);
+                    self.give_up(why);
+                }
+                StdioEvent::RestartNeeded => {
+                    self.log(
+                        "server/discover left the server unusable: restarting it for initialize",
+                    );
+                    self.restart = Some(Duration::ZERO);
+                }
+                StdioEvent::LineTooLong { len } => self.log(&format!(
+                    "stdout: skipped a line of {len} octets, over the limit of {} octets",
+                    self.config.max_line_bytes
+                )),
+                StdioEvent::BadLine { json } => self.log(&format!(
+                    "stdout: a line that is not JSON-RPC ({}): {:?}",
+                    Core::bad_line_cause(json),
+                    String::from_utf8_lossy(self.core.bad_line())
+                )),
+                StdioEvent::Unmatched => {
+                    let text = String::from_utf8_lossy(self.core.unmatched());
+                    let short: String = text.chars().take(200).collect();
+                    self.log(&format!("stdout: a message no call waits for: {short}"));
+                }
+                StdioEvent::Closed => {}
+            }
+        }
+    }
+
+    fn send(&mut self, call: CallId, msg: Msg) {
+        if let Some(e) = self.by_call.get(&call).and_then(|k| self.calls.get(k)) {
+            let _ = e.events.send(msg);
+        }
+    }
+
+    fn failed_call(&mut self, call: CallId) {
+        let Some(f) = self.core.failure(call) else {
+            return;
+        };
+        if !f.local {
+            let text = f.response.to_vec();
+            self.send(call, Msg::Response(text));
+            return;
+        }
+        let message = serde_json::from_slice::<String>(f.message).unwrap_or_default();
+        let code = f.code;
+        let key = self.by_call.get(&call).copied();
+        if code == i64::from(LOCAL_CLOSED)
+            && let Some(key) = key
+            && let Some(e) = self.calls.get_mut(&key)
+            && e.listen
+            && self.failed.is_none()
+        {
+            // A listen stream goes on with the next child.
+            e.reopen = true;
+            e.call = None;
+            self.queued.push_back(key);
+            return;
+        }
+        let status = match code {
+            c if c == i64::from(LOCAL_TIMEOUT) => Code::DeadlineExceeded,
+            c if c == i64::from(LOCAL_CLOSED) => Code::Unavailable,
+            _ => Code::ResourceExhausted,
+        };
+        self.send(call, Msg::Error(error(status, message)));
+    }
+
+    fn on_ready(&mut self) {
+        self.ready = true;
+        let d = self.core.era();
+        let info = EraInfo {
+            era: d
+                .era
+                .unwrap_or(mcpwire_core::mcp::client::stdio::Era::Modern),
+            version: d.version().unwrap_or_default().to_owned(),
+            requested: d.requested.to_owned(),
+            server_versions: d.server_versions().map(str::to_owned),
+            fallback: d.fallback.then(|| d.reason.unwrap_or("").to_owned()),
+            probe_error: d.probe_error,
+            restarted_for_fallback: d.restarted,
+        };
+        if let Ok(mut era) = self.era.lock() {
+            *era = Some(info);
+        }
+        for e in self.calls.values_mut() {
+            e.reopen = false;
+        }
+        if let Some(tx) = self.ready_tx.take() {
+            let _ = tx.send(Ok(()));
+        }
+    }
+
+    /// The child's stdout ended: it exited or crashed.
+    async fn crashed(&mut self) {
+        self.core.recv_eof();
+        self.ready = false;
+        self.events();
+        let Some(mut r) = self.child.take() else {
+            return;
+        };
+        let ran = r.started.elapsed();
+        let status = match tokio::time::timeout(self.config.close_wait, r.child.wait()).await {
+            Ok(Ok(s)) => s.to_string(),
+            _ => {
+                let _ = r.child.start_kill();
+                let _ = r.child.wait().await;
+                "killed: its stdout closed but it did not exit".to_owned()
+            }
+        };
+        self.log(&format!("the server's stdout closed ({status})"));
+        if self.failed.is_some() || self.restart.is_some() {
+            return;
+        }
+        if ran >= STABLE {
+            self.attempts = 0;
+        }
+        let wait = self
+            .config
+            .restart_backoff
+            .saturating_mul(1 << self.attempts.min(16))
+            .min(self.config.max_backoff);
+        self.restart = Some(wait);
+    }
+
+    /// Starts a fresh child after `wait` (new calls wait meanwhile).
+    async fn relaunch(&mut self, wait: Duration) {
+        if let Some(r) = self.child.take() {
+            stop(r, Duration::from_millis(200), Duration::from_millis(200)).await;
+        }
+        self.attempts += 1;
+        if self.attempts > self.config.max_restarts {
+            self.give_up(format!(
+                "the server failed {} starts in a row; the channel gave up",
+                self.attempts - 1
+            ));
+            return;
+        }
+        tokio::time::sleep(wait).await;
+        self.log(&format!(
+            "restarting the server (start {} in a row)",
+            self.attempts
+        ));
+        match self.launch() {
+            Ok(r) => {
+                self.child = Some(r);
+                self.restarts.fetch_add(1, Ordering::Relaxed);
+                self.ready = false;
+                let now = self.now();
+                self.core.restarted(now);
+            }
+            Err(e) => {
+                self.log(&e);
+                let wait = self
+                    .config
+                    .restart_backoff
+                    .saturating_mul(1 << self.attempts.min(16))
+                    .min(self.config.max_backoff);
+                self.restart = Some(wait);
+            }
+        }
+    }
+
+    fn give_up(&mut self, why: String) {
+        self.failed = Some(why.clone());
+        self.ready = false;
+        if let Some(tx) = self.ready_tx.take() {
+            let _ = tx.send(Err(error(Code::Unavailable, why.clone())));
+        }
+        self.fail_everything(&why);
+    }
+
+    fn fail_everything(&mut self, why: &str) {
+        for (_, e) in self.calls.drain() {
+            let _ = e.events.send(Msg::Error(error(Code::Unavailable, why)));
+        }
+        self.queued.clear();
+        self.by_call.clear();
+    }
+
+    async fn stop(&mut self) -> Stopped {
+        match self.child.take() {
+            Some(r) => stop(r, self.config.close_wait, self.config.term_wait).await,
+            None => Stopped::NotRunning,
+        }
+    }
+}
+
+/// Writes each line to the child's stdin; ends (closing it) when the
+/// sender is dropped or the child stops reading for good.
+async fn write_lines(mut stdin: ChildStdin, mut rx: mpsc::UnboundedReceiver<Vec<u8>>) {
+    while let Some(line) = rx.recv().await {
+        if stdin.write_all(&line).await.is_err() || stdin.flush().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Closes the child's stdin, waits `close_wait`, then SIGTERM, waits
+/// `term_wait`, then SIGKILL.
+async fn stop(mut r: Running, close_wait: Duration, term_wait: Duration) -> Stopped {
+    drop(r.stdin.take());
+    if let Ok(Ok(s)) = tokio::time::timeout(close_wait, r.child.wait()).await {
+        return Stopped::Exited(s.code());
+    }
+    if let Some(pid) = r.child.id() {
+        // std has no SIGTERM and this crate has no unsafe: kill(1) sends it.
+        let _ = tokio::process::Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .await;
+        if let Ok(Ok(_)) = tokio::time::timeout(term_wait, r.child.wait()).await {
+            return Stopped::Terminated;
+        }
+    }
+    let _ = r.child.start_kill();
+    let _ = r.child.wait().await;
+    Stopped::Killed
+}

@@ -1,0 +1,308 @@
+//! The supervised stdio client (`StdioChannel`) against real children:
+//! `mcpwire serve --stdio`, and a Python script that misbehaves on request
+//! (tests/stdio/misbehaving_server.py): it crashes mid-call, never answers,
+//! ignores the end of its stdin, writes logs or a 10 MB line to stdout, or
+//! speaks the 2025-11-25 lifecycle only.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use mcpwire_core::grpc::Code;
+use mcpwire_core::mcp::client::stdio::Era;
+use mcpwire_tokio::{ServerCommand, StdioChannel, StdioChannelConfig, Stopped, StreamMessage};
+use serde_json::json;
+
+/// The Python interpreter itself (not a shim, which needs the
+/// environment the child does not get): `MCPWIRE_TEST_PYTHON`, else what
+/// `python3` says it is.
+fn python() -> PathBuf {
+    if let Some(p) = std::env::var_os("MCPWIRE_TEST_PYTHON") {
+        return p.into();
+    }
+    let out = std::process::Command::new("python3")
+        .args(["-c", "import sys; print(sys.executable)"])
+        .output()
+        .expect("python3 is needed for these tests");
+    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+}
+
+fn script() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/stdio/misbehaving_server.py")
+}
+
+fn python_server(env: &[(&str, &str)]) -> StdioChannelConfig {
+    let mut command = ServerCommand::new(python()).arg(script());
+    for (k, v) in env {
+        command = command.env(*k, *v);
+    }
+    let mut config = StdioChannelConfig::new(command);
+    config.probe_timeout = Duration::from_secs(2);
+    config
+}
+
+fn temp(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "mcpwire-stdio-client-{}-{name}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_file(&dir);
+    dir
+}
+
+#[tokio::test]
+async fn mcpwire_serve_stdio_is_modern_and_its_tools_answer_with_progress() {
+    let command = ServerCommand::new(env!("CARGO_BIN_EXE_mcpwire")).args(["serve", "--stdio"]);
+    let channel = StdioChannel::connect(StdioChannelConfig::new(command))
+        .await
+        .unwrap();
+    let era = channel.era().unwrap();
+    assert_eq!(era.era, Era::Modern);
+    assert_eq!(era.version, "2026-07-28");
+    assert_eq!(era.fallback, None);
+    let tools = channel.list_tools().await.unwrap();
+    assert!(tools.iter().any(|t| t.name == "echo"), "{tools:?}");
+    let r = channel
+        .call_tool("echo", json!({"text": "hi"}))
+        .await
+        .unwrap();
+    assert_eq!(r.text(), "hi");
+    let mut steps = Vec::new();
+    let r = channel
+        .call_tool_with_progress("progress", json!({"steps": 3, "delay_ms": 1}), |p| {
+            steps.push(p.progress)
+        })
+        .await
+        .unwrap();
+    assert_eq!(r.text(), "done after 3 steps");
+    assert_eq!(steps, [1.0, 2.0, 3.0]);
+    // A tool error of the server is its JSON-RPC error.
+    let e = channel.call_tool("nope", json!({})).await.unwrap_err();
+    assert_eq!(e.rpc.unwrap().code, -32602);
+    assert_eq!(channel.shutdown().await, Stopped::Exited(Some(0)));
+}
+
+#[tokio::test]
+async fn a_crash_mid_call_fails_the_call_and_the_next_call_works_after_the_restart() {
+    let marker = temp("crashed");
+    let channel = StdioChannel::connect(python_server(&[("CRASH_FILE", marker.to_str().unwrap())]))
+        .await
+        .unwrap();
+    let e = channel.call_tool("crash", json!({})).await.unwrap_err();
+    assert_eq!(e.status, Code::Unavailable, "{e}");
+    assert!(e.message.contains("stdout closed"), "{e}");
+    // The call after the crash waits for the new child.
+    let r = channel
+        .call_tool("echo", json!({"text": "again"}))
+        .await
+        .unwrap();
+    assert_eq!(r.text(), "again");
+    assert_eq!(channel.restarts(), 1);
+    let r = channel.call_tool("crash", json!({})).await.unwrap();
+    assert_eq!(r.text(), "no crash this time");
+    channel.shutdown().await;
+    let _ = std::fs::remove_file(marker);
+}
+
+#[tokio::test]
+async fn a_call_never_answered_times_out_and_the_child_sees_notifications_cancelled() {
+    let seen = temp("seen-cancel");
+    let channel = StdioChannel::connect(python_server(&[("SEEN_FILE", seen.to_str().unwrap())]))
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let call = channel
+        .call_with_timeout(
+            json!({"method": "tools/call", "id": "h1", "params": {"name": "hang"}}),
+            Some(Duration::from_millis(300)),
+        )
+        .await
+        .unwrap();
+    let e = call.response().await.unwrap_err();
+    assert_eq!(e.status, Code::DeadlineExceeded, "{e}");
+    assert!(started.elapsed() < Duration::from_secs(3));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let text = std::fs::read_to_string(&seen).unwrap_or_default();
+        if text.lines().any(|l| {
+            l.contains("\"method\":\"notifications/cancelled\"")
+                && l.contains("\"requestId\":\"h1\"")
+        }) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no notifications/cancelled: {text}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The channel goes on.
+    let r = channel
+        .call_tool("echo", json!({"text": "still"}))
+        .await
+        .unwrap();
+    assert_eq!(r.text(), "still");
+    channel.shutdown().await;
+    let _ = std::fs::remove_file(seen);
+}
+
+#[tokio::test]
+async fn a_child_that_ignores_eof_and_sigterm_is_killed_within_the_bounds() {
+    let mut config = python_server(&[("IGNORE_EOF", "1")]);
+    config.close_wait = Duration::from_millis(300);
+    config.term_wait = Duration::from_millis(300);
+    let channel = StdioChannel::connect(config).await.unwrap();
+    let started = Instant::now();
+    assert_eq!(channel.shutdown().await, Stopped::Killed);
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_millis(600) && took < Duration::from_secs(3),
+        "{took:?}"
+    );
+    // A well-behaved child exits when its stdin closes.
+    let channel = StdioChannel::connect(python_server(&[])).await.unwrap();
+    assert_eq!(channel.shutdown().await, Stopped::Exited(Some(0)));
+}
+
+#[tokio::test]
+async fn stdout_garbage_is_reported_and_the_channel_works() {
+    let channel = StdioChannel::connect(python_server(&[("GARBAGE", "1")]))
+        .await
+        .unwrap();
+    let r = channel
+        .call_tool("echo", json!({"text": "ok"}))
+        .await
+        .unwrap();
+    assert_eq!(r.text(), "ok");
+    channel.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_10_mb_line_over_the_limit_fails_its_call_and_the_next_call_works() {
+    let mut config = python_server(&[]);
+    config.max_line_bytes = 1 << 20;
+    let channel = StdioChannel::connect(config).await.unwrap();
+    let started = Instant::now();
+    let e = channel.call_tool("big", json!({})).await.unwrap_err();
+    assert_eq!(e.status, Code::ResourceExhausted, "{e}");
+    assert!(e.message.contains("over the client's line limit"), "{e}");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    let r = channel
+        .call_tool("echo", json!({"text": "after"}))
+        .await
+        .unwrap();
+    assert_eq!(r.text(), "after");
+    channel.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_child_gets_only_the_environment_it_is_given() {
+    let channel = StdioChannel::connect(python_server(&[("MCPWIRE_TOKEN", "s3cret")]))
+        .await
+        .unwrap();
+    let r = channel.call_tool("env", json!({})).await.unwrap();
+    assert_eq!(r.text(), "MCPWIRE_TOKEN");
+    channel.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_legacy_server_gets_initialize_and_requests_without_meta() {
+    let seen = temp("seen-legacy");
+    let channel = StdioChannel::connect(python_server(&[
+        ("LEGACY", "1"),
+        ("SEEN_FILE", seen.to_str().unwrap()),
+    ]))
+    .await
+    .unwrap();
+    let era = channel.era().unwrap();
+    assert_eq!(era.era, Era::Legacy);
+    assert_eq!(era.version, "2025-11-25");
+    assert!(era.fallback.unwrap().contains("method not found"));
+    assert_eq!(era.probe_error, Some(-32601));
+    assert!(!era.restarted_for_fallback);
+    let r = channel
+        .call_tool("echo", json!({"text": "old"}))
+        .await
+        .unwrap();
+    assert_eq!(r.text(), "old");
+    channel.shutdown().await;
+    let text = std::fs::read_to_string(&seen).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[0].contains("server/discover"), "{lines:?}");
+    assert!(lines[1].contains("\"method\":\"initialize\""), "{lines:?}");
+    assert!(lines[2].contains("notifications/initialized"), "{lines:?}");
+    assert!(
+        lines[3].contains("tools/call") && !lines[3].contains("_meta"),
+        "{lines:?}"
+    );
+    let _ = std::fs::remove_file(seen);
+}
+
+#[tokio::test]
+async fn a_silent_probe_restarts_the_child_then_initializes() {
+    let mut config = python_server(&[("SILENT_PROBE", "1")]);
+    config.probe_timeout = Duration::from_millis(500);
+    let channel = StdioChannel::connect(config).await.unwrap();
+    let era = channel.era().unwrap();
+    assert_eq!(era.era, Era::Legacy);
+    assert!(era.restarted_for_fallback);
+    assert!(era.fallback.unwrap().contains("no answer"));
+    let r = channel
+        .call_tool("echo", json!({"text": "x"}))
+        .await
+        .unwrap();
+    assert_eq!(r.text(), "x");
+    channel.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_relative_executable_is_refused() {
+    let e = StdioChannel::connect(StdioChannelConfig::new(ServerCommand::new("python3")))
+        .await
+        .unwrap_err();
+    assert!(e.message.contains("absolute path"), "{e}");
+}
+
+#[tokio::test]
+async fn a_listen_stream_is_sent_again_to_the_restarted_child() {
+    let marker = temp("crashed-listen");
+    let channel = StdioChannel::connect(python_server(&[("CRASH_FILE", marker.to_str().unwrap())]))
+        .await
+        .unwrap();
+    let mut listen = channel
+        .call(json!({"method": "subscriptions/listen", "id": "L1",
+            "params": {"notifications": {"toolsListChanged": true}}}))
+        .await
+        .unwrap();
+    let method = |m: Option<StreamMessage>| match m {
+        Some(StreamMessage::Notification(n)) => {
+            assert_eq!(
+                n["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+                "L1"
+            );
+            n["method"].as_str().unwrap().to_owned()
+        }
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        method(listen.next().await.unwrap()),
+        "notifications/subscriptions/acknowledged"
+    );
+    assert_eq!(
+        method(listen.next().await.unwrap()),
+        "notifications/tools/list_changed"
+    );
+    channel.call_tool("crash", json!({})).await.unwrap_err();
+    // The same stream: the new child acknowledges the listen sent again.
+    let next = tokio::time::timeout(Duration::from_secs(10), listen.next())
+        .await
+        .unwrap();
+    assert_eq!(
+        method(next.unwrap()),
+        "notifications/subscriptions/acknowledged"
+    );
+    assert_eq!(channel.restarts(), 1);
+    drop(listen);
+    channel.shutdown().await;
+    let _ = std::fs::remove_file(marker);
+}
