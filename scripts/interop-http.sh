@@ -143,7 +143,8 @@ try:
     r = json.loads(raw)
 except ValueError:
     r = None
-ok = eval(sys.argv[2], {"r": r, "events": events, "raw": raw, "json": json})
+# In parentheses: the expression may span lines.
+ok = eval(f"({sys.argv[2]})", {"r": r, "events": events, "raw": raw, "json": json})
 if not ok:
     print(f"not {sys.argv[2]}: {text[:400]}")
 sys.exit(0 if ok else 1)
