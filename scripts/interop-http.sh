@@ -335,7 +335,7 @@ grpc_same_port() {
     sleep 0.5
     bounded 20 "$binary" call --server "$demo_addr" list >"$work/grpc.out" 2>"$work/grpc.err" || rc=$?
     wait "$curl_pid" || true
-    if ((rc != 0)) || ! grep -q echo "$work/grpc.out"; then
+    if ((rc != 0)) || ! grep -q '"echo"' "$work/grpc.out"; then
         echo "mcpwire call list: status $rc: $(head -c 300 "$work/grpc.err") $(head -c 300 "$work/grpc.out")"
         return 1
     fi
