@@ -334,7 +334,7 @@ step_fuzz() {
         python3 fuzz/seed_corpus.py
     fi
     local target log failed=0
-    for target in hpack_decode hpack_roundtrip h2_server mcp_server mcp_caller; do
+    for target in hpack_decode hpack_roundtrip h2_server mcp_server mcp_caller http_server; do
         log=$work/fuzz-$target.log
         echo "cargo +nightly fuzz run $target (${fuzz_seconds} s)"
         # No sanitizer: the core forbids unsafe code, so ASan would only slow

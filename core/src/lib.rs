@@ -8,6 +8,8 @@
 //! - [`hpack`]: header compression for HTTP/2 (RFC 7541).
 //! - [`h2`]: HTTP/2 connections (RFC 9113), client and server.
 //! - [`grpc`]: gRPC's messages, status, deadlines and metadata over HTTP/2.
+//! - [`http1`]: HTTP/1.1 messages (RFC 9112): request heads, bodies,
+//!   responses and server-sent events.
 //! - [`mcp`]: the MCP engine (server and client) and its bindings.
 //!
 //! [`drive`] states the run loop every endpoint follows and helps drivers
@@ -25,6 +27,7 @@ pub mod drive;
 pub mod grpc;
 pub mod h2;
 pub mod hpack;
+pub mod http1;
 pub mod mcp;
 pub mod records;
 pub mod time;

@@ -42,6 +42,6 @@ pub use channel::{
     StreamMessage, Tool,
 };
 pub use server::stdio::{self, StdioConfig};
-pub use server::{Server, ServerConfig};
+pub use server::{AllowedHosts, Server, ServerConfig};
 #[cfg(feature = "tls")]
 pub use tls::TlsConfig;

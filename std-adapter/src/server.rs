@@ -10,6 +10,7 @@
 
 mod calls;
 mod connection;
+mod http;
 pub mod stdio;
 
 use std::future::Future;
@@ -28,7 +29,7 @@ use crate::auth::Auth;
 use crate::storage::HeapStorage;
 use crate::store::HeapStore;
 #[cfg(feature = "tls")]
-use crate::tls::{ALPN_H2, TlsConfig};
+use crate::tls::{ALPN_H2, ALPN_HTTP1, TlsConfig};
 use connection::Shared;
 
 /// Calls one connection's engine holds at once (listen streams included).
@@ -79,8 +80,57 @@ pub struct ServerConfig {
     /// How long connections get to finish their calls after shutdown
     /// before they are closed. Default 5 s.
     pub shutdown_grace: Duration,
-    /// How long a TLS handshake may take. Default 10 s.
+    /// How long a TLS handshake may take, and a new connection's first
+    /// octets. Default 10 s.
     pub handshake_timeout: Duration,
+    /// The Streamable HTTP endpoint (MCP §5), served on the same port
+    /// over HTTP/1.1: other paths are answered 404. Default `/mcp`.
+    pub http_path: String,
+    /// The longest HTTP/1.1 request head; a longer one is answered 431.
+    /// Default 8 KiB.
+    pub max_head_bytes: usize,
+    /// How long an idle HTTP/1.1 keep-alive connection is kept. Default
+    /// 60 s.
+    pub idle_timeout: Duration,
+    /// The `Host` names and `Origin` hosts HTTP requests may carry (the
+    /// guard against DNS rebinding, §5.1); others are answered 403.
+    /// Default [`AllowedHosts::Loopback`].
+    pub allowed_hosts: AllowedHosts,
+    /// The URL of the server's OAuth protected resource metadata (RFC
+    /// 9728), named in the `WWW-Authenticate` challenge of an HTTP 401 or
+    /// 403.
+    pub resource_metadata: Option<String>,
+}
+
+/// The `Host` names and `Origin` hosts an HTTP server accepts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AllowedHosts {
+    /// `localhost`, `127.0.0.0/8` and `[::1]`: a server on a loopback
+    /// address.
+    Loopback,
+    /// Loopback names and these host names (without port;
+    /// case-insensitive).
+    Hosts(Vec<String>),
+    /// Any: for a server behind a proxy that checks them.
+    Any,
+}
+
+impl AllowedHosts {
+    /// The core's form; the names live as long as the program (a server
+    /// is configured once).
+    fn to_core(&self) -> engine::Allowed<'static> {
+        match self {
+            Self::Loopback => engine::Allowed::Loopback,
+            Self::Any => engine::Allowed::Any,
+            Self::Hosts(names) => {
+                let names: Vec<&'static str> = names
+                    .iter()
+                    .map(|n| &*Box::leak(n.clone().into_boxed_str()))
+                    .collect();
+                engine::Allowed::Hosts(Box::leak(names.into_boxed_slice()))
+            }
+        }
+    }
 }
 
 impl ServerConfig {
@@ -103,11 +153,32 @@ impl ServerConfig {
             authorize,
         }
     }
+
+    /// The Streamable HTTP binding's settings. Its strings live as long as
+    /// the program: call once per server.
+    fn http(&self, authorize: bool) -> engine::HttpConfig<'static> {
+        let leak = |s: &str| &*Box::leak(s.to_owned().into_boxed_str());
+        let allowed = self.allowed_hosts.to_core();
+        engine::HttpConfig {
+            path: leak(&self.http_path),
+            max_head_bytes: self.max_head_bytes,
+            max_body_bytes: self.max_message_bytes,
+            head_timeout: self.handshake_timeout,
+            idle_timeout: self.idle_timeout,
+            request_timeout: self.request_timeout,
+            authorize,
+            allowed_hosts: allowed,
+            allowed_origins: allowed,
+            resource_metadata: self.resource_metadata.as_deref().map(leak),
+            ..engine::HttpConfig::default()
+        }
+    }
 }
 
 impl Default for ServerConfig {
     fn default() -> Self {
         let engine = engine::ServerConfig::default();
+        let http = engine::HttpConfig::default();
         Self {
             request_timeout: engine.request_timeout,
             max_message_bytes: engine.max_message_bytes,
@@ -117,6 +188,11 @@ impl Default for ServerConfig {
             max_frame_size: engine.h2.max_frame_size,
             shutdown_grace: Duration::from_secs(5),
             handshake_timeout: Duration::from_secs(10),
+            http_path: http.path.to_owned(),
+            max_head_bytes: http.max_head_bytes,
+            idle_timeout: http.idle_timeout,
+            allowed_hosts: AllowedHosts::Loopback,
+            resource_metadata: None,
         }
     }
 }
@@ -218,6 +294,7 @@ impl Server {
         let shared = Shared {
             registry,
             config: self.config.engine(self.auth.is_some()),
+            http: self.config.http(self.auth.is_some()),
             app: Arc::new(app),
             auth: self.auth.clone(),
             stop: stop_rx,
@@ -235,7 +312,7 @@ impl Server {
                             conns.spawn(serve_tls(socket, tls.clone(), handshake, shared));
                             continue;
                         }
-                        conns.spawn(serve_tcp(socket, shared));
+                        conns.spawn(serve_tcp(socket, shared, self.config.handshake_timeout));
                     }
                     // Out of descriptors and the like: wait, then go on.
                     Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
@@ -253,10 +330,58 @@ impl Server {
     }
 }
 
-async fn serve_tcp(mut socket: TcpStream, shared: Shared) -> io::Result<()> {
+/// The first octets of the HTTP/2 connection preface (RFC 9113 §3.4): no
+/// HTTP/1.1 request starts with them.
+const PREFACE_START: &[u8] = b"PRI ";
+
+async fn serve_tcp(mut socket: TcpStream, shared: Shared, first_bytes: Duration) -> io::Result<()> {
     socket.set_nodelay(true)?;
+    let mut first = [0; PREFACE_START.len()];
+    let Some(n) = sniff(&mut socket, &mut first, first_bytes).await? else {
+        return Ok(());
+    };
     let (rd, wr) = socket.split();
-    connection::serve(rd, wr, shared).await
+    serve_sniffed(rd, wr, shared, &first[..n]).await
+}
+
+/// Reads the first octets of a connection until they show whether it
+/// speaks HTTP/2 (the preface) or HTTP/1.1 (anything else); `None` when the
+/// peer closed before sending any, an error when it sent nothing in `bound`.
+async fn sniff<S: tokio::io::AsyncRead + Unpin>(
+    socket: &mut S,
+    first: &mut [u8; PREFACE_START.len()],
+    bound: Duration,
+) -> io::Result<Option<usize>> {
+    use tokio::io::AsyncReadExt;
+
+    let mut n = 0;
+    let read = async {
+        while n < first.len() && PREFACE_START.starts_with(&first[..n]) {
+            match socket.read(&mut first[n..]).await? {
+                0 => break,
+                k => n += k,
+            }
+        }
+        io::Result::Ok(())
+    };
+    tokio::time::timeout(bound, read)
+        .await
+        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "no request arrived in time"))??;
+    Ok((n > 0).then_some(n))
+}
+
+/// Serves a connection whose first octets are `first`: HTTP/2 after the
+/// preface, HTTP/1.1 otherwise.
+async fn serve_sniffed<R, W>(rd: R, wr: W, shared: Shared, first: &[u8]) -> io::Result<()>
+where
+    R: tokio::io::AsyncRead + Unpin,
+    W: tokio::io::AsyncWrite + Unpin,
+{
+    if first == PREFACE_START {
+        connection::serve(rd, wr, shared, first).await
+    } else {
+        http::serve(rd, wr, shared, first).await
+    }
 }
 
 /// The TLS handshake, the ALPN check, then the connection as in the clear.
@@ -274,17 +399,35 @@ async fn serve_tls(
     let mut stream = tokio::time::timeout(handshake, acceptor.accept(socket))
         .await
         .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "TLS handshake timed out"))??;
-    if stream.get_ref().1.alpn_protocol() != Some(ALPN_H2) {
-        // The binding: refuse a client that negotiated another protocol
-        // (or none): close_notify, then close.
-        let _ = stream.shutdown().await;
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            "the TLS client did not negotiate ALPN h2",
-        ));
+    match stream.get_ref().1.alpn_protocol() {
+        Some(ALPN_H2) => {
+            let (rd, wr) = tokio::io::split(stream);
+            connection::serve(rd, wr, shared, &[]).await
+        }
+        Some(ALPN_HTTP1) => {
+            let (rd, wr) = tokio::io::split(stream);
+            http::serve(rd, wr, shared, &[]).await
+        }
+        // No ALPN: HTTP/1.1 may go on; HTTP/2 (gRPC) may not (the binding
+        // refuses a TLS client that did not negotiate h2).
+        _ => {
+            let mut first = [0; PREFACE_START.len()];
+            match sniff(&mut stream, &mut first, handshake).await? {
+                Some(n) if first[..n] != *PREFACE_START => {
+                    let (rd, wr) = tokio::io::split(stream);
+                    http::serve(rd, wr, shared, &first[..n]).await
+                }
+                _ => {
+                    // close_notify, then close.
+                    let _ = stream.shutdown().await;
+                    Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        "the TLS client did not negotiate ALPN h2",
+                    ))
+                }
+            }
+        }
     }
-    let (rd, wr) = tokio::io::split(stream);
-    connection::serve(rd, wr, shared).await
 }
 
 #[cfg(test)]

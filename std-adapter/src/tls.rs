@@ -1,13 +1,15 @@
 //! TLS for the server (feature `tls`): rustls 0.23 with the `ring`
-//! provider, ALPN `h2` only.
+//! provider, ALPN `h2` (gRPC and Streamable HTTP) and `http/1.1`
+//! (Streamable HTTP only).
 //!
-//! The binding: "The client connects with cleartext HTTP/2 and prior
+//! The gRPC binding: "The client connects with cleartext HTTP/2 and prior
 //! knowledge, or with TLS and ALPN h2. The server refuses a TLS client that
-//! negotiated another protocol." A client that offers ALPN without `h2` is
-//! refused by rustls during the handshake (alert `no_application_protocol`);
-//! a client that offers no ALPN at all completes the handshake and is then
-//! closed (close_notify, then the TCP connection) before any HTTP/2 octet
-//! is read or sent. A handshake gets 10 s.
+//! negotiated another protocol." A client that offers ALPN with neither
+//! protocol is refused by rustls during the handshake (alert
+//! `no_application_protocol`); a client that offers no ALPN at all may
+//! speak HTTP/1.1, and one that then opens HTTP/2 is closed (close_notify,
+//! then the TCP connection) before any HTTP/2 octet is answered. A
+//! handshake gets 10 s.
 
 use std::io;
 use std::sync::Arc;
@@ -16,8 +18,10 @@ use rustls::ServerConfig;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
-/// The only application protocol offered.
+/// HTTP/2: the gRPC tunnel, and Streamable HTTP.
 pub const ALPN_H2: &[u8] = b"h2";
+/// HTTP/1.1: Streamable HTTP only (gRPC needs HTTP/2).
+pub const ALPN_HTTP1: &[u8] = b"http/1.1";
 
 /// A server's TLS settings: a certificate chain and its key.
 #[derive(Clone)]
@@ -28,7 +32,7 @@ pub struct TlsConfig {
 impl std::fmt::Debug for TlsConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TlsConfig")
-            .field("alpn", &"h2")
+            .field("alpn", &"h2, http/1.1")
             .finish_non_exhaustive()
     }
 }
@@ -66,9 +70,10 @@ impl TlsConfig {
         Self::from_pem(&read(cert_chain.as_ref())?, &read(key.as_ref())?)
     }
 
-    /// From a rustls configuration; its ALPN list is replaced by `h2`.
+    /// From a rustls configuration; its ALPN list is replaced by `h2`
+    /// and `http/1.1`, in that order of preference.
     pub fn from_rustls(mut config: ServerConfig) -> Self {
-        config.alpn_protocols = vec![ALPN_H2.to_vec()];
+        config.alpn_protocols = vec![ALPN_H2.to_vec(), ALPN_HTTP1.to_vec()];
         Self {
             config: Arc::new(config),
         }

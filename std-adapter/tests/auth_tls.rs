@@ -276,16 +276,73 @@ mod tls {
         }
     }
 
+    /// A TLS client that offers only `http/1.1` reaches Streamable HTTP
+    /// (gRPC needs h2), with the same bearer tokens: 401 and its challenge
+    /// without one (the connection then closes), the call with one.
     #[tokio::test]
-    async fn tls_client_offering_only_http11_is_refused() {
-        let (s, ca) = tls_server(false).await;
-        let tcp = TcpStream::connect(s.addr).await.unwrap();
-        let r = connector(ca, &[b"http/1.1"])
-            .connect(ServerName::try_from("localhost").unwrap(), tcp)
-            .await;
-        // rustls refuses the handshake (no_application_protocol).
-        let e = r.expect_err("the handshake is refused");
-        assert!(e.to_string().to_lowercase().contains("application"), "{e}");
+    async fn tls_client_offering_only_http11_gets_streamable_http() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+        let (s, ca) = tls_server(true).await;
+        let open = async || {
+            let tcp = TcpStream::connect(s.addr).await.unwrap();
+            let tls = connector(ca.clone(), &[b"http/1.1"])
+                .connect(ServerName::try_from("localhost").unwrap(), tcp)
+                .await
+                .unwrap();
+            assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"http/1.1"[..]));
+            tls
+        };
+        let mut tls = open().await;
+        let body = r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"text":"over http/1.1"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
+        let post = |token: &str| {
+            format!(
+                "POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\
+                 Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\n\
+                 Mcp-Method: tools/call\r\nMcp-Name: echo\r\n{token}Content-Length: {}\r\n\r\n{body}",
+                body.len()
+            )
+        };
+        let read = async |tls: &mut tokio_rustls::client::TlsStream<TcpStream>| {
+            // One answer: its head, then Content-Length octets.
+            let mut got = Vec::new();
+            let mut buf = [0; 4096];
+            loop {
+                let n = tls.read(&mut buf).await.unwrap();
+                assert!(n > 0, "closed early: {}", String::from_utf8_lossy(&got));
+                got.extend_from_slice(&buf[..n]);
+                let text = String::from_utf8_lossy(&got).into_owned();
+                if let Some(end) = text.find("\r\n\r\n") {
+                    let len: usize = text[..end]
+                        .lines()
+                        .find_map(|l| {
+                            l.to_ascii_lowercase()
+                                .strip_prefix("content-length:")
+                                .map(|v| v.trim().parse().unwrap())
+                        })
+                        .unwrap_or(0);
+                    if got.len() >= end + 4 + len {
+                        return text;
+                    }
+                }
+            }
+        };
+        tls.write_all(post("").as_bytes()).await.unwrap();
+        let refused = read(&mut tls).await;
+        assert!(refused.starts_with("HTTP/1.1 401 "), "{refused}");
+        assert!(
+            refused
+                .to_ascii_lowercase()
+                .contains("www-authenticate: bearer"),
+            "{refused}"
+        );
+        let mut tls = open().await;
+        tls.write_all(post("Authorization: Bearer right-token\r\n").as_bytes())
+            .await
+            .unwrap();
+        let answered = read(&mut tls).await;
+        assert!(answered.starts_with("HTTP/1.1 200 "), "{answered}");
+        assert!(answered.contains("over http/1.1"), "{answered}");
     }
 
     #[tokio::test]

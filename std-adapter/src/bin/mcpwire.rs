@@ -1,6 +1,6 @@
 //! `mcpwire serve`: the demo application (or, with `--fixtures
 //! conformance`, the conformance suite's fixture set) over the gRPC tunnel
-//! binding, or with `--stdio` over stdin and stdout (MCP §6: stdout carries
+//! binding and Streamable HTTP on one port, or with `--stdio` over stdin and stdout (MCP §6: stdout carries
 //! MCP messages only; this program writes its own words to stderr);
 //! `mcpwire call`: discovers, lists and calls tools of a tunnel server.
 
@@ -22,7 +22,9 @@ const STATE_KEY_VAR: &str = "MCPWIRE_STATE_KEY";
 
 const USAGE: &str = "usage: mcpwire serve [--listen ADDR]   (default 127.0.0.1:50051)
          [--token TOKEN]... [--token-file FILE]   require one of these bearer tokens
-         [--tls-cert PEM --tls-key PEM]          serve TLS (ALPN h2) only
+         [--tls-cert PEM --tls-key PEM]          serve TLS only (ALPN h2 or http/1.1)
+         [--http-path PATH]   the Streamable HTTP endpoint (default /mcp), on the same port as gRPC
+         [--allow-host NAME]...   Host/Origin names accepted besides loopback (* for any)
          [--tick-ms N]   the demo's listen source announces tools/list_changed every N ms (default 5000)
          [--fixtures demo|conformance]   what is served: the demo (default), or every tool,
            resource and prompt the official MCP conformance suite calls by name (its
@@ -113,7 +115,7 @@ fn main() -> ExitCode {
         }
     }
     if stdio && (listen_given || opts.is_set()) {
-        eprintln!("--stdio takes no --listen, token or TLS option\n{USAGE}");
+        eprintln!("--stdio takes no --listen, token, TLS or HTTP option\n{USAGE}");
         return ExitCode::from(2);
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -168,21 +170,53 @@ impl Fixtures {
     }
 }
 
-/// The bearer tokens and TLS files of `serve`.
+/// The bearer tokens, TLS files and HTTP settings of `serve`.
 #[derive(Default)]
 struct ServeOptions {
     /// (token, principal); principals of `--token` are `token-1`, ...
     tokens: Vec<(String, String)>,
     tls_cert: Option<String>,
     tls_key: Option<String>,
+    /// `--allow-host`: names besides loopback; `*` for any.
+    allowed_hosts: Vec<String>,
+    http_path: Option<String>,
 }
 
 impl ServeOptions {
-    const FLAGS: [&str; 4] = ["--token", "--token-file", "--tls-cert", "--tls-key"];
+    const FLAGS: [&str; 6] = [
+        "--token",
+        "--token-file",
+        "--tls-cert",
+        "--tls-key",
+        "--allow-host",
+        "--http-path",
+    ];
 
-    /// Whether a tunnel-only option was given.
+    /// Whether a network-only option was given.
     fn is_set(&self) -> bool {
-        !self.tokens.is_empty() || self.tls_cert.is_some() || self.tls_key.is_some()
+        !self.tokens.is_empty()
+            || self.tls_cert.is_some()
+            || self.tls_key.is_some()
+            || !self.allowed_hosts.is_empty()
+            || self.http_path.is_some()
+    }
+
+    /// The server settings these options name.
+    fn config(&self) -> mcpwire_tokio::ServerConfig {
+        use mcpwire_tokio::AllowedHosts;
+        let defaults = mcpwire_tokio::ServerConfig::default();
+        let allowed_hosts = if self.allowed_hosts.iter().any(|h| h == "*") {
+            AllowedHosts::Any
+        } else if self.allowed_hosts.is_empty() {
+            AllowedHosts::Loopback
+        } else {
+            AllowedHosts::Hosts(self.allowed_hosts.clone())
+        };
+        mcpwire_tokio::ServerConfig {
+            http_path: self.http_path.clone().unwrap_or(defaults.http_path.clone()),
+            allowed_hosts,
+            ..defaults
+        }
     }
 
     fn takes(arg: &str) -> bool {
@@ -226,6 +260,13 @@ impl ServeOptions {
                 }
             }
             "--tls-cert" => self.tls_cert = Some(value),
+            "--allow-host" => self.allowed_hosts.push(value),
+            "--http-path" => {
+                if !value.starts_with('/') {
+                    return Err(format!("--http-path {value}: a path starts with /"));
+                }
+                self.http_path = Some(value);
+            }
             _ => self.tls_key = Some(value),
         }
         Ok(())
@@ -261,18 +302,21 @@ async fn serve(
         }
     };
     let secured = opts.tls_cert.is_some();
+    let config = opts.config();
+    let path = config.http_path.clone();
+    server = server.with_config(config);
     let tokens = opts.tokens.len();
     if tokens > 0 {
         server = server.with_auth(mcpwire_tokio::BearerTokens::new(opts.tokens));
     }
     // The tokens themselves are never printed.
     eprintln!(
-        "listening on {} ({}, {})",
+        "listening on {} (gRPC and Streamable HTTP at {path}; {}; {})",
         server.local_addr()?,
         if secured {
-            "TLS, ALPN h2"
+            "TLS, ALPN h2 or http/1.1"
         } else {
-            "cleartext HTTP/2"
+            "cleartext HTTP/2 and HTTP/1.1"
         },
         if tokens > 0 {
             format!("{tokens} bearer token(s)")

@@ -1,5 +1,7 @@
 //! One connection's run loop: moves octets, time, handler messages and
-//! listen-source changes between a socket and a boxed engine.
+//! listen-source changes between a socket and a boxed engine, whichever
+//! binding it speaks ([`ConnectionEngine`]: the gRPC tunnel over HTTP/2,
+//! Streamable HTTP over HTTP/1.1).
 //!
 //! The loop follows the engine's contract ([`mcpwire_core::drive`]): feed
 //! what the socket read with [`Feed`] and drain the engine's events after
@@ -15,9 +17,10 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::Poll;
 
-use mcpwire_core::drive::{self, Feed, Step};
+use mcpwire_core::drive::{self, Endpoint, Feed, Step};
 use mcpwire_core::mcp::registry::Registry;
-use mcpwire_core::mcp::server::ServerConfig as EngineConfig;
+use mcpwire_core::mcp::server::{HttpConfig, ServerConfig as EngineConfig, ServerEngine};
+use mcpwire_core::time::Instant;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::sync::{broadcast, watch};
 
@@ -55,15 +58,56 @@ thread_local! {
 pub(super) struct Shared {
     pub(super) registry: Registry<'static>,
     pub(super) config: EngineConfig,
+    /// The Streamable HTTP binding's settings (HTTP/1.1 connections).
+    pub(super) http: HttpConfig<'static>,
     pub(super) app: Arc<App>,
     pub(super) auth: Option<Arc<dyn Auth>>,
     pub(super) stop: watch::Receiver<bool>,
 }
 
-/// Serves one connection over its read and write halves until it closes.
+/// What the run loop needs of a connection's engine beyond the MCP calls
+/// ([`ServerEngine`]) and the octets ([`Endpoint`]).
+pub(super) trait ConnectionEngine: ServerEngine + Endpoint {
+    /// The peer sent its last octet.
+    fn recv_eof(&mut self);
+    /// The engine's next deadline.
+    fn poll_timeout(&self) -> Option<Instant>;
+    /// The deadline passed.
+    fn handle_timeout(&mut self, now: Instant);
+    /// The connection is over once its output is written.
+    fn is_over(&self) -> bool;
+    /// The server shuts down: no new call, listen streams end.
+    fn go_away(&mut self);
+}
+
+impl ConnectionEngine for ConnEngine {
+    fn recv_eof(&mut self) {
+        ConnEngine::recv_eof(self);
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        ConnEngine::poll_timeout(self)
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        ConnEngine::handle_timeout(self, now);
+    }
+    fn is_over(&self) -> bool {
+        self.is_closed()
+    }
+    fn go_away(&mut self) {
+        ConnEngine::go_away(self);
+    }
+}
+
+/// Serves one HTTP/2 connection (the gRPC tunnel) over its read and write
+/// halves until it closes; `first` are octets already read from it.
 /// Not an `async fn`: the connection's state is built here and moved into
 /// the one future that runs it, so a connection task holds it once.
-pub(super) fn serve<R, W>(rd: R, wr: W, shared: Shared) -> impl Future<Output = io::Result<()>>
+pub(super) fn serve<R, W>(
+    rd: R,
+    wr: W,
+    shared: Shared,
+    first: &[u8],
+) -> impl Future<Output = io::Result<()>>
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
@@ -77,22 +121,44 @@ where
         store,
         now(),
     ));
+    run(engine, rd, wr, shared, first)
+}
+
+/// Runs `engine` over a connection; `first` are octets already read.
+pub(super) fn run<E, R, W>(
+    engine: Box<E>,
+    rd: R,
+    wr: W,
+    shared: Shared,
+    first: &[u8],
+) -> impl Future<Output = io::Result<()>>
+where
+    E: ConnectionEngine,
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
     let (tx, rx) = outbox::channel(QUEUE);
     let conn = Conn {
         engine,
         calls: Calls::new(shared.app, tx),
         auth: shared.auth,
+        pending: first.to_vec(),
     };
     conn.drive(rd, wr, rx, shared.stop)
 }
 
-struct Conn {
-    engine: Box<ConnEngine>,
+struct Conn<E> {
+    engine: Box<E>,
     calls: Calls,
     auth: Option<Arc<dyn Auth>>,
+    /// Input the engine did not take yet (octets read before the engine
+    /// was chosen, or a request that waits for the one before it to be
+    /// answered); nothing more is read meanwhile. Empty and unallocated
+    /// otherwise.
+    pending: Vec<u8>,
 }
 
-impl Conn {
+impl<E: ConnectionEngine> Conn<E> {
     async fn drive<R, W>(
         mut self,
         mut rd: R,
@@ -108,6 +174,7 @@ impl Conn {
         let mut out: Vec<u8> = Vec::new();
         let mut written = 0;
         let mut eof = false;
+        let mut eof_told = false;
         let mut listen = ListenSource::default();
         let mut stopping = *stop.borrow();
         if stopping {
@@ -129,22 +196,28 @@ impl Conn {
                 out = Vec::new();
                 written = 0;
             }
+            if !self.pending.is_empty() {
+                let input = std::mem::take(&mut self.pending);
+                self.feed(&input, &mut out)?;
+            }
+            if eof && !eof_told && self.pending.is_empty() {
+                eof_told = true;
+                self.engine.recv_eof();
+                self.drain_events();
+            }
             self.transmit(&mut out, WRITE_HIGH);
-            // Once the engine is closed (after the peer's EOF, or after a
+            // Once the engine is over (after the peer's EOF, or after a
             // shutdown's GOAWAY and the last call) and everything went out,
             // close the socket (dropping the calls aborts their handlers).
-            if written == out.len() && (self.engine.is_closed() || eof) {
+            if written == out.len() && (self.engine.is_over() || eof_told) {
                 break;
             }
             timer.set(self.engine.poll_timeout());
             listen.follow(self.engine.is_listening(), || self.calls.subscribe());
             tokio::select! {
-                r = read_shared(&mut rd), if !eof => match r {
-                    Ok(0) => {
-                        eof = true;
-                        self.engine.recv_eof();
-                        self.drain_events();
-                    }
+                r = read_shared(&mut rd), if !eof && self.pending.is_empty() => match r {
+                    // Told to the engine at the top of the loop.
+                    Ok(0) => eof = true,
                     // The octets are in this thread's buffer until the
                     // next await: feed them now.
                     Ok(n) => READ.with_borrow(|b| self.feed(&b[..n], &mut out))?,
@@ -178,7 +251,8 @@ impl Conn {
         Ok(())
     }
 
-    /// Feeds `input` to the engine until it is consumed.
+    /// Feeds `input` to the engine until it is consumed or the engine
+    /// waits for an answer (what is left is kept in `pending`).
     fn feed(&mut self, input: &[u8], out: &mut Vec<u8>) -> io::Result<()> {
         let mut feed = Feed::new(input);
         loop {
@@ -186,11 +260,16 @@ impl Conn {
             self.drain_events();
             match step {
                 Step::Consumed => {}
-                // The engine waits for its control frames to go out first.
+                // The engine waits for its output to go out first.
                 Step::Transmit => self.transmit(out, usize::MAX),
                 Step::Done => return Ok(()),
-                // The tunnel never waits for the application to read on.
-                Step::Wait | Step::Stuck => {
+                // A request waits for the one before it (HTTP/1.1): keep
+                // the rest, read nothing more until it is taken.
+                Step::Wait => {
+                    self.pending.extend_from_slice(feed.rest());
+                    return Ok(());
+                }
+                Step::Stuck => {
                     return Err(io::Error::other(format!(
                         "the server engine takes no input ({} octets left)",
                         feed.rest().len()

@@ -109,6 +109,9 @@ pub(crate) struct Call<B, X> {
     /// Outgoing octets in `buf[out_pos..out_end]`.
     out_pos: usize,
     out_end: usize,
+    /// The message in `out_pos..out_end` was written and not sent yet (for
+    /// a binding that frames it at send time: [`Engine::frame_fresh`]).
+    fresh: bool,
     /// The application was told Busy and waits for Writable.
     wants_writable: bool,
     /// The request ended while the call was being authorized.
@@ -267,12 +270,54 @@ where
         now: Instant,
         x: X,
     ) -> Result<usize, Refused> {
+        let want = self.call_room(head.len())?;
+        let i = self.free_record()?;
+        let Some(mut buf) = self.store.take(want) else {
+            return Err(Refused::Busy);
+        };
+        self.store.bytes_mut(&mut buf)[..head.len()].copy_from_slice(head);
+        Ok(self.install(i, buf, head.len(), timeout, now, x))
+    }
+
+    /// [`Engine::admit`] for a binding that built the head in a buffer of
+    /// the store itself (HTTP/1.1 turns its head into a header list in
+    /// place): `buf` starts with the `head_len` octets of the head, and
+    /// becomes the call's. Refused, it comes back.
+    pub(crate) fn admit_buf(
+        &mut self,
+        mut buf: S::Buf,
+        head_len: usize,
+        timeout: Option<Duration>,
+        now: Instant,
+        x: X,
+    ) -> Result<usize, (Refused, S::Buf)> {
+        let want = match self.call_room(head_len) {
+            Ok(want) => want,
+            Err(e) => return Err((e, buf)),
+        };
+        let i = match self.free_record() {
+            Ok(i) => i,
+            Err(e) => return Err((e, buf)),
+        };
+        if !self.store.grow(&mut buf, want) {
+            return Err((Refused::HeadTooLarge, buf));
+        }
+        Ok(self.install(i, buf, head_len, timeout, now, x))
+    }
+
+    /// The octets a call with a head of `head_len` needs before its body.
+    fn call_room(&self, head_len: usize) -> Result<usize, Refused> {
         let principal_room = if self.authorize { MAX_PRINCIPAL } else { 0 };
         // The head, the id, the principal, and room for a small request.
-        let want = head.len() + MAX_ID + principal_room;
+        let want = head_len + MAX_ID + principal_room;
         if want > self.store.max_len() {
             return Err(Refused::HeadTooLarge);
         }
+        Ok(want)
+    }
+
+    /// A free call record.
+    fn free_record(&mut self) -> Result<usize, Refused> {
         // A slot whose cancellation is not polled yet stays taken.
         let cancelled = &self.cancelled;
         let free = (0..self.calls.len())
@@ -281,18 +326,25 @@ where
                 let n = self.calls.len();
                 self.calls.grow_to(n + 1).then_some(n)
             });
-        let Some(i) = free else {
-            // Only slots whose end is unpolled are free: not processed.
-            return Err(if self.calls.iter().any(Option::is_none) {
-                Refused::Busy
-            } else {
-                Refused::Full
-            });
-        };
-        let Some(mut buf) = self.store.take(want) else {
-            return Err(Refused::Busy);
-        };
-        self.store.bytes_mut(&mut buf)[..head.len()].copy_from_slice(head);
+        // Only slots whose end is unpolled are free: not processed.
+        free.ok_or(if self.calls.iter().any(Option::is_none) {
+            Refused::Busy
+        } else {
+            Refused::Full
+        })
+    }
+
+    /// Starts call `i` in `buf`, whose first `head_len` octets are its head.
+    fn install(
+        &mut self,
+        i: usize,
+        buf: S::Buf,
+        head_len: usize,
+        timeout: Option<Duration>,
+        now: Instant,
+        x: X,
+    ) -> usize {
+        let principal_room = if self.authorize { MAX_PRINCIPAL } else { 0 };
         self.serial = self.serial.wrapping_add(1);
         let authorizing = self.authorize;
         self.calls[i] = Some(Call {
@@ -303,10 +355,10 @@ where
                 Phase::Body
             },
             buf,
-            headers_len: head.len(),
+            headers_len: head_len,
             id_len: 0,
             principal_len: None,
-            body: head.len() + MAX_ID + principal_room,
+            body: head_len + MAX_ID + principal_room,
             deadline: Some(now + timeout.unwrap_or(self.request_timeout)),
             explicit_deadline: timeout.is_some(),
             params: None,
@@ -316,11 +368,12 @@ where
             listen: None,
             out_pos: 0,
             out_end: 0,
+            fresh: false,
             wants_writable: false,
             ended: false,
             x,
         });
-        Ok(i)
+        i
     }
 
     /// Room for `len` octets of request message at the body of call `i`
@@ -816,7 +869,30 @@ where
         bytes[end..end + tail].copy_from_slice(F::TAIL);
         c.out_pos = body_at + start;
         c.out_end = end + tail;
+        c.fresh = true;
         Ok(())
+    }
+
+    /// Frames call `i`'s message, once, when it was written since the last
+    /// time: `frame` gets the call's buffer, where the message and its
+    /// `Framing::TAIL` lie (with `Framing::ROOM` free octets before them)
+    /// and the binding's part; it returns the octets to send. For a binding
+    /// whose framing depends on what comes after the message is written
+    /// (HTTP/1.1: a status and a length, or an event of a stream).
+    pub(crate) fn frame_fresh<G>(&mut self, i: usize, frame: G)
+    where
+        G: FnOnce(&mut [u8], Range<usize>, &mut X) -> Range<usize>,
+    {
+        let Some(c) = self.calls.get_mut(i).and_then(Option::as_mut) else {
+            return;
+        };
+        if !core::mem::take(&mut c.fresh) {
+            return;
+        }
+        let at = c.out_pos..c.out_end;
+        let out = frame(self.store.bytes_mut(&mut c.buf), at, &mut c.x);
+        c.out_pos = out.start;
+        c.out_end = out.end.max(out.start);
     }
 
     /// Marks the call's answer complete.

@@ -13,7 +13,9 @@
 //!   acknowledgement, events tagged with their subscription id, the final
 //!   result);
 //! - bindings that map those outcomes to a wire: [`Server`], the gRPC
-//!   tunnel (`/mcp.zig.transport.v1.Mcp/Call`) over an HTTP/2 connection.
+//!   tunnel (`/mcp.zig.transport.v1.Mcp/Call`) over an HTTP/2 connection;
+//!   [`StdioServer`], newline-delimited JSON over a byte pipe;
+//!   [`HttpServer`], Streamable HTTP over one HTTP/1.1 connection.
 //!
 //! # The application's side
 //!
@@ -77,6 +79,7 @@ macro_rules! forward_server_engine {
 
 pub mod dispatch;
 mod engine;
+pub mod http;
 pub mod listen;
 pub mod request;
 pub mod stdio;
@@ -84,6 +87,7 @@ mod tunnel;
 
 use core::time::Duration;
 
+pub use http::{Allowed, HttpConfig, HttpServer};
 pub use listen::ListChange;
 pub use request::{Request, RequestKind};
 pub use stdio::{StdioConfig, StdioServer};
