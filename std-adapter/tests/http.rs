@@ -609,3 +609,41 @@ async fn invalid_utf8_in_the_body_is_answered_400_with_a_parse_error() {
     assert_eq!(response["error"]["code"], -32700, "{response}");
     h.stop().await;
 }
+
+/// `post(body)` with its `Content-Length` replaced by chunked framing of
+/// `chunks` (the body's octets, as given).
+fn chunked_post(body: &Value, chunks: &str) -> Vec<u8> {
+    let octets = post(body);
+    let text = String::from_utf8(octets).unwrap();
+    let (head, json) = text.split_once("\r\n\r\n").unwrap();
+    let head = head.replace(
+        &format!("Content-Length: {}", json.len()),
+        "Transfer-Encoding: chunked",
+    );
+    format!("{head}\r\n\r\n{chunks}").into_bytes()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chunked_body_is_served_and_one_with_a_bad_size_is_answered_400_and_closed() {
+    let h = start().await;
+    let call = tool_call(1, "echo", json!({"text": "in chunks"}), None);
+    let json = serde_json::to_string(&call).unwrap();
+    let (a, b) = json.split_at(10);
+    let chunks = format!("{:x}\r\n{a}\r\n{:x}\r\n{b}\r\n0\r\n\r\n", a.len(), b.len());
+    let mut conn = Conn::open(h.addr).await;
+    conn.send(&chunked_post(&call, &chunks)).await;
+    let (head, response) = conn.json().await;
+    assert_eq!(head.status, 200, "{head:?}");
+    assert_eq!(text_of(&response), "in chunks");
+    // A size that is no hexadecimal number: 400, and the connection ends.
+    conn.send(&chunked_post(&call, "zz\r\n{}\r\n0\r\n\r\n"))
+        .await;
+    let head = conn.head().await;
+    assert_eq!(head.status, 400, "{head:?}");
+    let _ = conn.body(&head).await;
+    assert!(conn.closed_within(Duration::from_secs(5)).await);
+    // Other connections are served.
+    let (head, _) = exchange(h.addr, &tool_call(2, "echo", json!({"text": "ok"}), None)).await;
+    assert_eq!(head.status, 200);
+    h.stop().await;
+}
