@@ -28,6 +28,9 @@ pub struct Row {
     pub values: Vec<Option<f64>>,
     /// The largest ratio (first / second server) the issue asks for.
     pub target: Option<f64>,
+    /// The largest value of the first server the issue asks for (a bound
+    /// of its own, not a ratio).
+    pub max_first: Option<f64>,
 }
 
 impl Row {
@@ -39,9 +42,11 @@ impl Row {
         }
     }
 
-    /// Whether the ratio misses its target.
+    /// Whether the ratio misses its target, or the first value its bound.
     pub fn misses_target(&self) -> bool {
+        let first = self.values.first().copied().flatten();
         matches!((self.ratio(), self.target), (Some(r), Some(t)) if r > t)
+            || matches!((first, self.max_first), (Some(v), Some(m)) if v > m)
     }
 }
 
@@ -106,11 +111,18 @@ pub fn table(servers: &[String], rows: &[Row]) -> String {
             let ratio = row
                 .ratio()
                 .map_or_else(|| "—".to_owned(), |r| format!("{r:.2}×"));
-            let target = match (row.target, row.ratio()) {
-                (Some(t), Some(_)) if row.misses_target() => format!("≤ {t}×: **missed**"),
-                (Some(t), Some(_)) => format!("≤ {t}×: met"),
-                (Some(t), None) => format!("≤ {t}×"),
-                (None, _) => String::new(),
+            let first = row.values.first().copied().flatten();
+            let target = match (row.target, row.ratio(), row.max_first, first) {
+                (Some(t), Some(_), ..) if row.misses_target() => format!("≤ {t}×: **missed**"),
+                (Some(t), Some(_), ..) => format!("≤ {t}×: met"),
+                (Some(t), None, ..) => format!("≤ {t}×"),
+                (None, _, Some(m), Some(v)) => format!(
+                    "≤ {}: {}",
+                    format_value(row.unit, m),
+                    if v > m { "**missed**" } else { "met" }
+                ),
+                (None, _, Some(m), None) => format!("≤ {}", format_value(row.unit, m)),
+                (None, _, None, _) => String::new(),
             };
             let _ = write!(out, " {ratio} | {target} |");
         }
@@ -140,6 +152,9 @@ pub fn machine_lines(servers: &[String], rows: &[Row]) -> String {
         if let Some(t) = row.target {
             let _ = write!(out, " target_max_ratio={t}");
         }
+        if let Some(m) = row.max_first {
+            let _ = write!(out, " target_max_first={m}");
+        }
         out.push('\n');
     }
     out
@@ -158,6 +173,7 @@ mod tests {
             unit: Unit::Micros,
             values,
             target,
+            max_first: None,
         }
     }
 
@@ -187,6 +203,17 @@ mod tests {
         assert!(t.contains(
             "|  | server CPU per call | 6.00 µs | 11.0 µs | 0.55× | ≤ 0.5×: **missed** |"
         ));
+        let mut bounded = row(vec![None, Some(27_000.0)], None);
+        bounded.unit = Unit::Bytes;
+        bounded.max_first = Some(4400.0);
+        assert!(!bounded.misses_target());
+        bounded.values[0] = Some(5000.0);
+        assert!(bounded.misses_target());
+        let t = table(&servers, &[bounded]);
+        assert!(
+            t.ends_with("| 5,000 B | 27,000 B | 0.19× | ≤ 4,400 B: **missed** |\n"),
+            "{t}"
+        );
         let lines = machine_lines(&servers, &[missed]);
         assert_eq!(
             lines,

@@ -21,11 +21,11 @@ pub struct Server {
 }
 
 impl Server {
-    fn cpu(&self, ticks: u64) -> Result<Duration, String> {
+    pub(crate) fn cpu(&self, ticks: u64) -> Result<Duration, String> {
         procfs::cpu_time(self.pid, ticks).map_err(|e| format!("{}: {e}", self.name))
     }
 
-    fn rss(&self) -> Result<u64, String> {
+    pub(crate) fn rss(&self) -> Result<u64, String> {
         procfs::rss_bytes(self.pid).map_err(|e| format!("{}: {e}", self.name))
     }
 }
@@ -40,9 +40,9 @@ pub struct Load {
 }
 
 /// Errors kept word for word per phase; the rest are only counted.
-const KEPT_ERRORS: usize = 3;
+pub(crate) const KEPT_ERRORS: usize = 3;
 /// How long a phase may run past its end for its last calls to finish.
-const DRAIN_LIMIT: Duration = Duration::from_secs(30);
+pub(crate) const DRAIN_LIMIT: Duration = Duration::from_secs(30);
 
 /// What one or more measured phases of a load gave.
 #[derive(Debug, Clone)]
@@ -59,7 +59,7 @@ pub struct LoadResult {
 }
 
 impl LoadResult {
-    fn empty() -> Self {
+    pub(crate) fn empty() -> Self {
         Self {
             calls: 0,
             failures: 0,
@@ -68,6 +68,14 @@ impl LoadResult {
             latency: new_histogram(),
             server_cpu: Duration::ZERO,
             client_cpu: Duration::ZERO,
+        }
+    }
+
+    /// Counts a failed call, keeping its error if there is room.
+    pub(crate) fn fail(&mut self, e: String) {
+        self.failures += 1;
+        if self.errors.len() < KEPT_ERRORS {
+            self.errors.push(e);
         }
     }
 
@@ -260,6 +268,23 @@ pub struct MemoryResult {
 }
 
 impl MemoryResult {
+    /// The figures of `connections` connections from the RSS readings.
+    pub(crate) fn from_readings(
+        connections: usize,
+        base: u64,
+        idle: u64,
+        after_call: u64,
+        closed: u64,
+    ) -> Self {
+        Self {
+            connections,
+            base,
+            idle,
+            after_call,
+            closed,
+        }
+    }
+
     fn per_connection(&self, rss: u64) -> f64 {
         (rss as f64 - self.base as f64) / self.connections.max(1) as f64
     }

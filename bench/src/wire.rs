@@ -12,6 +12,49 @@ use serde_json::json;
 pub const PATH: &str = "/mcp.zig.transport.v1.Mcp/Call";
 /// The MCP revision the requests speak.
 pub const PROTOCOL_VERSION: &str = "2026-07-28";
+/// The revision of the `initialize`-first shape, for a server of the 2025
+/// era only.
+pub const LEGACY_PROTOCOL_VERSION: &str = "2025-11-25";
+
+/// How requests carry the protocol revision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Era {
+    /// 2026-07-28: every request carries its version and capabilities in
+    /// `_meta`; no `initialize`.
+    Modern,
+    /// 2025-11-25: `initialize` and `notifications/initialized` first, then
+    /// requests without the per-request keys.
+    Legacy,
+}
+
+impl Era {
+    pub fn version(self) -> &'static str {
+        match self {
+            Self::Modern => PROTOCOL_VERSION,
+            Self::Legacy => LEGACY_PROTOCOL_VERSION,
+        }
+    }
+
+    /// The `initialize` request of the legacy shape.
+    pub fn initialize_json(id: u64) -> Vec<u8> {
+        json!({
+            "jsonrpc": "2.0",
+            "id": id,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": LEGACY_PROTOCOL_VERSION,
+                "capabilities": {},
+                "clientInfo": {"name": "mcpwire-load", "version": env!("CARGO_PKG_VERSION")},
+            },
+        })
+        .to_string()
+        .into_bytes()
+    }
+
+    /// The notification that ends the legacy handshake.
+    pub const INITIALIZED_JSON: &'static [u8] =
+        br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+}
 
 /// What each call of a scenario asks for.
 #[derive(Debug, Clone)]
@@ -53,11 +96,14 @@ impl Work {
 
     /// The request of call `id` as JSON; a progress call uses `id` as its
     /// progress token too.
-    fn request_json(&self, id: u64) -> serde_json::Value {
-        let mut meta = json!({
-            "io.modelcontextprotocol/protocolVersion": PROTOCOL_VERSION,
-            "io.modelcontextprotocol/clientCapabilities": {},
-        });
+    fn request_json(&self, id: u64, era: Era) -> serde_json::Value {
+        let mut meta = match era {
+            Era::Modern => json!({
+                "io.modelcontextprotocol/protocolVersion": PROTOCOL_VERSION,
+                "io.modelcontextprotocol/clientCapabilities": {},
+            }),
+            Era::Legacy => json!({}),
+        };
         let arguments = match self {
             Self::Echo { text } => json!({ "text": text }),
             Self::Progress { steps } => {
@@ -65,17 +111,26 @@ impl Work {
                 json!({ "steps": steps, "delay_ms": 0 })
             }
         };
+        let mut params = json!({ "name": self.tool(), "arguments": arguments });
+        if meta.as_object().is_some_and(|m| !m.is_empty()) {
+            params["_meta"] = meta;
+        }
         json!({
             "jsonrpc": "2.0",
             "id": id,
             "method": "tools/call",
-            "params": { "name": self.tool(), "arguments": arguments, "_meta": meta },
+            "params": params,
         })
     }
 
     /// A template that renders the request of any id cheaply.
     pub fn template(&self) -> Template {
-        let text = self.request_json(ID_MARK).to_string();
+        self.template_for(Era::Modern)
+    }
+
+    /// The template of the requests of `era`.
+    pub fn template_for(&self, era: Era) -> Template {
+        let text = self.request_json(ID_MARK, era).to_string();
         let mark = ID_MARK.to_string();
         Template {
             parts: text.split(&mark).map(|p| p.as_bytes().to_vec()).collect(),
@@ -101,6 +156,24 @@ pub struct Template {
 }
 
 impl Template {
+    /// The JSON text of the request of call `id`, appended to `out`.
+    pub fn json_into(&self, id: u64, out: &mut Vec<u8>) {
+        let id = id.to_string();
+        for (i, part) in self.parts.iter().enumerate() {
+            if i > 0 {
+                out.extend_from_slice(id.as_bytes());
+            }
+            out.extend_from_slice(part);
+        }
+    }
+
+    /// The length of [`Template::json_into`]'s text for call `id`.
+    pub fn json_len(&self, id: u64) -> usize {
+        let digits = id.checked_ilog10().unwrap_or(0) as usize + 1;
+        let gaps = self.parts.len().saturating_sub(1);
+        self.parts.iter().map(Vec::len).sum::<usize>() + gaps * digits
+    }
+
     /// The framed request (gRPC prefix, protobuf field 1, JSON) of call `id`.
     pub fn frame(&self, id: u64) -> Bytes {
         let id = id.to_string();
@@ -389,9 +462,30 @@ mod tests {
                 let got = deframe_all(&framed);
                 assert_eq!(got.len(), 1);
                 let v: serde_json::Value = serde_json::from_slice(&got[0]).unwrap();
-                assert_eq!(v, work.request_json(id));
+                assert_eq!(v, work.request_json(id, Era::Modern));
+                for era in [Era::Modern, Era::Legacy] {
+                    let t = work.template_for(era);
+                    let mut json = Vec::new();
+                    t.json_into(id, &mut json);
+                    assert_eq!(json.len(), t.json_len(id));
+                    let v: serde_json::Value = serde_json::from_slice(&json).unwrap();
+                    assert_eq!(v, work.request_json(id, era));
+                }
             }
         }
+    }
+
+    #[test]
+    fn legacy_requests_carry_no_per_request_version() {
+        let echo = Work::echo(3).request_json(5, Era::Legacy);
+        assert!(echo["params"].get("_meta").is_none());
+        let progress = Work::Progress { steps: 2 }.request_json(5, Era::Legacy);
+        assert_eq!(progress["params"]["_meta"], json!({"progressToken": 5}));
+        let modern = Work::echo(3).request_json(5, Era::Modern);
+        assert_eq!(
+            modern["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"],
+            PROTOCOL_VERSION
+        );
     }
 
     #[test]

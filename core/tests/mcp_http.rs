@@ -443,6 +443,21 @@ fn mcp_checks_answer_400_404_or_in_band() {
             -32602,
         ),
         (
+            "no capabilities, no version header",
+            post(
+                &tools_list(r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}"#),
+                "Mcp-Method: tools/list\r\n",
+            ),
+            400,
+            -32602,
+        ),
+        (
+            "no version anywhere",
+            post(&tools_list(r#""x":1"#), "Mcp-Method: tools/list\r\n"),
+            400,
+            -32022,
+        ),
+        (
             "older client's initialize",
             post(
                 r#"{"jsonrpc":"2.0","id":7,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}"#,
@@ -528,7 +543,9 @@ fn mcp_checks_answer_400_404_or_in_band() {
                     "{}",
                     r.text()
                 );
-                assert!(r.text().contains(r#""requested":"#), "{}", r.text());
+                // The version asked is named when the request named one.
+                let named = what != "no version anywhere";
+                assert_eq!(r.text().contains(r#""requested":"#), named, "{}", r.text());
             }
             // The connection stays open for the next request.
             assert!(!c.server.is_finished(), "{what}");
@@ -643,6 +660,57 @@ fn listen_streams_a_published_change() {
         assert!(!c.server.is_listening());
         assert!(c.server.is_finished());
         assert_eq!(c.server.store().in_use(), 0);
+    }
+}
+
+/// A server that shuts down ends a listen stream with its final result
+/// (the chunked stream closed) and closes the connection after it; an
+/// idle connection is over at once; a call in progress is answered, then
+/// the connection is over instead of kept alive.
+#[test]
+fn going_away_finishes_the_exchange_then_closes() {
+    for split in Split::ALL {
+        let mut r = registry(&TOOLS);
+        r.listen = true;
+        let mut c = Conn::with(split, r, HttpConfig::default());
+        c.send(&call(
+            "\"L1\"",
+            "subscriptions/listen",
+            r#""notifications":{"toolsListChanged":true}"#,
+            None,
+        ));
+        assert!(c.server.is_listening());
+        c.server.go_away();
+        c.run();
+        assert!(!c.server.is_listening());
+        let text = String::from_utf8_lossy(&c.out).into_owned();
+        assert!(text.ends_with("0\r\n\r\n"), "{split:?}: {text}");
+        let events = c.only().events();
+        let last = events.last().unwrap();
+        assert!(
+            last.starts_with(r#"{"jsonrpc":"2.0","id":"L1","result""#),
+            "{last}"
+        );
+        assert!(c.server.is_finished(), "{split:?}");
+        assert_eq!(c.server.store().in_use(), 0);
+
+        let mut c = Conn::new(split);
+        c.server.go_away();
+        assert!(c.server.is_finished());
+
+        let mut c = Conn::new(split);
+        c.send(&call("1", "tools/call", ECHO_ARGS, Some("echo")));
+        let id = c.server.app.requests[0];
+        c.server.go_away();
+        assert!(!c.server.is_finished());
+        c.server.respond(id, br#"{"content":[]}"#).unwrap();
+        c.run();
+        assert_eq!(c.only().status, 200);
+        assert!(c.server.is_finished(), "{split:?}");
+        // A request after that is dropped unanswered.
+        c.send(&call("2", "tools/call", ECHO_ARGS, Some("echo")));
+        assert_eq!(c.server.app.requests.len(), 1);
+        assert_eq!(c.responses().len(), 1);
     }
 }
 
@@ -844,4 +912,91 @@ fn a_request_past_its_deadline_is_answered_and_cancelled() {
     }));
     let r = c.only();
     assert_eq!((r.status, r.error_code()), (200, Some(-32001)));
+}
+
+#[test]
+fn an_http10_stream_ends_with_the_connection() {
+    for split in Split::ALL {
+        let mut c = Conn::new(split);
+        let request = String::from_utf8(progress_call("1"))
+            .unwrap()
+            .replace("HTTP/1.1", "HTTP/1.0");
+        c.send(request.as_bytes());
+        let id = c.server.app.requests[0];
+        c.server
+            .progress(id, br#"{"progressToken":"p1","progress":1}"#)
+            .unwrap();
+        c.run();
+        c.server.respond(id, br#"{"content":[]}"#).unwrap();
+        c.run();
+        assert!(c.server.is_finished(), "{split:?}");
+        let r = c.only();
+        assert_eq!(r.header("transfer-encoding"), None);
+        assert_eq!(r.header("connection"), Some("close"));
+        assert_eq!(r.events().len(), 2);
+    }
+}
+
+#[test]
+fn expect_continue_gets_an_interim_answer() {
+    let request = String::from_utf8(call("1", "tools/list", "", None))
+        .unwrap()
+        .replace("Accept:", "Expect: 100-continue\r\nAccept:");
+    let (head, body) = request.split_once("\r\n\r\n").unwrap();
+    let mut c = Conn::new(Split::Whole);
+    c.send(format!("{head}\r\n\r\n").as_bytes());
+    assert_eq!(c.out, b"HTTP/1.1 100 Continue\r\n\r\n");
+    c.send(body.as_bytes());
+    assert_eq!(c.only().status, 200);
+}
+
+#[test]
+fn a_client_that_takes_only_json_gets_json() {
+    let request = String::from_utf8(progress_call("1"))
+        .unwrap()
+        .replace("application/json, text/event-stream", "application/json");
+    let mut c = Conn::new(Split::Whole);
+    c.send(request.as_bytes());
+    let id = c.server.app.requests[0];
+    c.server
+        .progress(id, br#"{"progressToken":"p1","progress":1}"#)
+        .unwrap();
+    c.server.respond(id, br#"{"content":[]}"#).unwrap();
+    c.run();
+    let r = c.only();
+    assert_eq!(r.header("content-type"), Some("application/json"));
+    assert_eq!(
+        r.text(),
+        r#"{"jsonrpc":"2.0","id":1,"result":{"content":[]}}"#
+    );
+}
+
+#[test]
+fn mirrored_parameters_are_checked_case_insensitively() {
+    static ANNOTATED: [ToolInfo<'static>; 1] = [support::mcp::lookup(
+        r#"{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"}}}"#,
+    )];
+    let args = r#""name":"lookup","arguments":{"region":"eu-north1"}"#;
+    for (what, extra, status) in [
+        ("missing", "", 400),
+        ("lowercase name", "mcp-param-region: eu-north1\r\n", 200),
+        ("padded", "MCP-PARAM-REGION:   eu-north1  \r\n", 200),
+        (
+            "base64",
+            "Mcp-Param-Region: =?base64?ZXUtbm9ydGgx?=\r\n",
+            200,
+        ),
+        ("different", "Mcp-Param-Region: EU-NORTH1\r\n", 400),
+    ] {
+        let mut c = Conn::with(Split::Byte, registry(&ANNOTATED), HttpConfig::default());
+        c.server.app.auto = Some("{}");
+        let name = format!(" lookup \r\n{}", extra.trim_end_matches("\r\n"));
+        let name = if extra.is_empty() { " lookup " } else { &name };
+        c.send(&call("1", "tools/call", args, Some(name)));
+        let r = c.only();
+        assert_eq!(r.status, status, "{what}: {}", r.text());
+        if status == 400 {
+            assert_eq!(r.error_code(), Some(-32020));
+        }
+    }
 }

@@ -8,7 +8,7 @@
 //! - [`chunked`]: the chunked transfer coding (§7.1), decoded incrementally
 //!   with the data handed out as spans of the input (requests and, later,
 //!   responses);
-//! - [`write`]: response heads, chunks and server-sent events
+//! - [`write`](mod@write): response heads, chunks and server-sent events
 //!   (WHATWG HTML §9.2) written into the caller's slices.
 //!
 //! The connection state machine that uses them (limits, keep-alive,

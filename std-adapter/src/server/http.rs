@@ -36,7 +36,7 @@ impl ConnectionEngine for HttpEngine {
         self.is_finished()
     }
     fn go_away(&mut self) {
-        HttpEngine::close(self);
+        HttpEngine::go_away(self);
     }
 }
 

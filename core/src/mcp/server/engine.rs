@@ -271,12 +271,17 @@ where
         x: X,
     ) -> Result<usize, Refused> {
         let want = self.call_room(head.len())?;
-        let i = self.free_record()?;
+        // A record first: with none, no buffer is taken.
+        self.free_record()?;
         let Some(mut buf) = self.store.take(want) else {
             return Err(Refused::Busy);
         };
         self.store.bytes_mut(&mut buf)[..head.len()].copy_from_slice(head);
-        Ok(self.install(i, buf, head.len(), timeout, now, x))
+        self.admit_buf(buf, head.len(), timeout, now, x)
+            .map_err(|(e, buf)| {
+                self.store.put(buf);
+                e
+            })
     }
 
     /// [`Engine::admit`] for a binding that built the head in a buffer of
@@ -302,7 +307,36 @@ where
         if !self.store.grow(&mut buf, want) {
             return Err((Refused::HeadTooLarge, buf));
         }
-        Ok(self.install(i, buf, head_len, timeout, now, x))
+        let principal_room = want - head_len - MAX_ID;
+        self.serial = self.serial.wrapping_add(1);
+        let authorizing = self.authorize;
+        self.calls[i] = Some(Call {
+            serial: self.serial,
+            phase: if authorizing {
+                Phase::Authorizing
+            } else {
+                Phase::Body
+            },
+            buf,
+            headers_len: head_len,
+            id_len: 0,
+            principal_len: None,
+            body: head_len + MAX_ID + principal_room,
+            deadline: Some(now + timeout.unwrap_or(self.request_timeout)),
+            explicit_deadline: timeout.is_some(),
+            params: None,
+            handler: None,
+            notice: authorizing.then_some(Notice::Authorize),
+            handed: false,
+            listen: None,
+            out_pos: 0,
+            out_end: 0,
+            fresh: false,
+            wants_writable: false,
+            ended: false,
+            x,
+        });
+        Ok(i)
     }
 
     /// The octets a call with a head of `head_len` needs before its body.
@@ -332,48 +366,6 @@ where
         } else {
             Refused::Full
         })
-    }
-
-    /// Starts call `i` in `buf`, whose first `head_len` octets are its head.
-    fn install(
-        &mut self,
-        i: usize,
-        buf: S::Buf,
-        head_len: usize,
-        timeout: Option<Duration>,
-        now: Instant,
-        x: X,
-    ) -> usize {
-        let principal_room = if self.authorize { MAX_PRINCIPAL } else { 0 };
-        self.serial = self.serial.wrapping_add(1);
-        let authorizing = self.authorize;
-        self.calls[i] = Some(Call {
-            serial: self.serial,
-            phase: if authorizing {
-                Phase::Authorizing
-            } else {
-                Phase::Body
-            },
-            buf,
-            headers_len: head_len,
-            id_len: 0,
-            principal_len: None,
-            body: head_len + MAX_ID + principal_room,
-            deadline: Some(now + timeout.unwrap_or(self.request_timeout)),
-            explicit_deadline: timeout.is_some(),
-            params: None,
-            handler: None,
-            notice: authorizing.then_some(Notice::Authorize),
-            handed: false,
-            listen: None,
-            out_pos: 0,
-            out_end: 0,
-            fresh: false,
-            wants_writable: false,
-            ended: false,
-            x,
-        });
-        i
     }
 
     /// Room for `len` octets of request message at the body of call `i`

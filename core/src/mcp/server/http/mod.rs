@@ -55,15 +55,14 @@ use crate::mcp::auth::Decision;
 use crate::mcp::envelope::{self, Spans};
 use crate::mcp::error::{INVALID_REQUEST, PARSE_ERROR, RpcError, UNSUPPORTED_PROTOCOL_VERSION};
 use crate::mcp::json;
-use crate::mcp::meta::{RequestMeta, SUPPORTED_VERSIONS};
+use crate::mcp::meta::{KEY_PROTOCOL_VERSION, RequestMeta, SUPPORTED_VERSIONS};
 use crate::mcp::registry::Registry;
 use crate::mcp::store::CallStore;
-use crate::mcp::writer::JsonWriter;
 use crate::records::InlineRecords;
 use crate::time::Instant;
 
 pub use wire::{Allowed, HttpConfig};
-use wire::{Exchange, ROOM, TAIL};
+use wire::{Exchange, Plain, ROOM, TAIL, legacy_data};
 
 /// Messages are framed when they are sent ([`wire::frame`]): a JSON
 /// response needs its length and status, an event its chunk, and only then
@@ -106,55 +105,6 @@ enum Body {
     Chunked(ChunkedDecoder),
 }
 
-/// The binding's own answer (no call): parts sent in order.
-#[derive(Clone, Copy)]
-struct Plain<'r> {
-    parts: [&'r [u8]; 6],
-    count: usize,
-    part: usize,
-    pos: usize,
-}
-
-impl<'r> Plain<'r> {
-    const EMPTY: Self = Self {
-        parts: [&[]; 6],
-        count: 0,
-        part: 0,
-        pos: 0,
-    };
-
-    fn is_empty(&self) -> bool {
-        self.part >= self.count
-    }
-
-    fn push(&mut self, bytes: &'r [u8]) {
-        if self.is_empty() {
-            *self = Self::EMPTY;
-        }
-        if let Some(slot) = self.parts.get_mut(self.count) {
-            *slot = bytes;
-            self.count += 1;
-        }
-    }
-
-    /// Copies what fits into `out`.
-    fn copy_into(&mut self, out: &mut [u8]) -> usize {
-        let mut n = 0;
-        while n < out.len() && !self.is_empty() {
-            let rest = self.parts[self.part].get(self.pos..).unwrap_or_default();
-            let k = rest.len().min(out.len() - n);
-            out[n..n + k].copy_from_slice(&rest[..k]);
-            n += k;
-            self.pos += k;
-            if self.pos >= self.parts[self.part].len() {
-                self.part += 1;
-                self.pos = 0;
-            }
-        }
-        n
-    }
-}
-
 /// A Streamable HTTP server over one HTTP/1.1 connection: one request at
 /// a time, its buffer from the [`CallStore`] `S` (the head is read into
 /// the buffer that then carries the call, so a connection holds one
@@ -174,6 +124,8 @@ pub struct HttpServer<'r, S: CallStore> {
     ping_at: Option<Instant>,
     ping_due: bool,
     waiting: bool,
+    /// The server shuts down: no request after the one in progress.
+    going_away: bool,
 }
 
 impl<S: CallStore> core::fmt::Debug for HttpServer<'_, S> {
@@ -215,6 +167,7 @@ impl<'r, S: CallStore> HttpServer<'r, S> {
             ping_at: None,
             ping_due: false,
             waiting: false,
+            going_away: false,
         }
     }
 
@@ -358,9 +311,28 @@ impl<'r, S: CallStore> HttpServer<'r, S> {
     }
 
     /// Whether the connection should be closed now: it is over and
-    /// everything is written.
+    /// everything is written. After a refusal the client may still be
+    /// sending its body: a driver shuts its write side down and reads on
+    /// for a moment (`recv` takes and drops everything now), so that the
+    /// client is not reset before it reads the answer (RFC 9112 §9.6).
     pub fn is_finished(&self) -> bool {
         matches!(self.reading, Reading::Closed) && self.plain.is_empty() && self.call().is_none()
+    }
+
+    /// The server shuts down: the exchange in progress finishes (a listen
+    /// stream ends with its final result), then the connection is over;
+    /// a connection between requests is over at once.
+    pub fn go_away(&mut self) {
+        self.going_away = true;
+        self.engine.end_listens();
+        match self.call() {
+            Some(i) if self.engine.output(i).is_empty() => {
+                self.after_message(i);
+            }
+            Some(_) => {}
+            None if matches!(self.reading, Reading::Idle) => self.stop_reading(),
+            None => {}
+        }
     }
 
     /// Cancels the call in progress ([`CancelReason::ConnectionClosed`])
@@ -652,7 +624,7 @@ impl<'r, S: CallStore> HttpServer<'r, S> {
                 if x.sse && x.head_sent && x.chunked {
                     self.plain.push(write::LAST_CHUNK);
                 }
-                if x.keep_alive {
+                if x.keep_alive && !self.going_away {
                     if matches!(self.reading, Reading::Served) {
                         self.reading = Reading::Idle;
                         self.read_deadline = Some(self.now + self.config.idle_timeout);
@@ -679,7 +651,7 @@ impl<'r, S: CallStore> HttpServer<'r, S> {
     /// the buffer back when no call record is free yet.
     fn start_request(&mut self, mut buf: S::Buf, len: usize) -> Result<(), S::Buf> {
         let mut fields = [EMPTY_HEADER; MAX_HEADERS];
-        let mut spans = [const { (0..0, 0..0) }; MAX_HEADERS];
+        let mut spans = [wire::FieldSpan::default(); MAX_HEADERS];
         let bytes = self.engine.store.bytes(&buf);
         let Some(head_bytes) = bytes.get(..len) else {
             self.engine.store.put(buf);
@@ -704,7 +676,7 @@ impl<'r, S: CallStore> HttpServer<'r, S> {
         };
         let mut records_len = 0;
         for (span, f) in spans.iter_mut().zip(head.fields) {
-            *span = (
+            *span = wire::FieldSpan::new(
                 json::span(bytes, f.name.as_bytes()),
                 json::span(bytes, f.value),
             );
@@ -866,13 +838,21 @@ impl<'r, S: CallStore> HttpServer<'r, S> {
                         .is_some()
             });
         let headers = HeaderList::from_bytes(&bytes[..c.headers_len]);
-        let header_version = headers.get(b"mcp-protocol-version").map(wire_trim);
+        let header_version = headers
+            .get(b"mcp-protocol-version")
+            .map(crate::http1::head::trim);
         let modern_header =
             header_version.is_some_and(|v| SUPPORTED_VERSIONS.iter().any(|s| s.as_bytes() == v));
-        // An older client's request (no version claim anywhere): -32022
-        // with the versions served and the one it asked for (§5.8).
+        let body_claims = params
+            .and_then(|p| json::get(p, b"_meta"))
+            .and_then(|m| json::get(m, KEY_PROTOCOL_VERSION))
+            .is_some();
+        // An older client's request (no version claim in the body, no
+        // modern one in the header): -32022 with the versions served and
+        // the one it asked for (§5.6 step 4, §5.8). A claim with a
+        // malformed `_meta` is -32602.
         let mut legacy = [0u8; 256];
-        let legacy = (meta.is_err() && !modern_header)
+        let legacy = (meta.is_err() && !body_claims && !modern_header)
             .then(|| legacy_data(params, header_version, &mut legacy))
             .flatten();
         let meta_bad = meta.is_err();
@@ -884,7 +864,10 @@ impl<'r, S: CallStore> HttpServer<'r, S> {
             Dispatched::Written => {
                 let listening = self.engine.phase(i) == Some(Phase::Listening);
                 if let Some(x) = self.exchange_mut(i) {
-                    x.sse = listening && x.accept_sse;
+                    // A listen stream is an event stream whatever the
+                    // client accepts (§7.4); anything else answered at
+                    // dispatch is one JSON response.
+                    x.sse = listening;
                     x.dispatched = true;
                     if meta_bad {
                         x.status = Some(400);
@@ -924,7 +907,7 @@ impl<'r, S: CallStore> HttpServer<'r, S> {
 
     /// A notification: 202, and the call ends.
     fn accepted(&mut self, i: usize) {
-        let keep_alive = self.exchange(i).is_some_and(|x| x.keep_alive);
+        let keep_alive = self.exchange(i).is_some_and(|x| x.keep_alive) && !self.going_away;
         self.engine.remove(i);
         if keep_alive {
             self.plain.push(wire::ACCEPTED);
@@ -936,42 +919,6 @@ impl<'r, S: CallStore> HttpServer<'r, S> {
             self.close_after_plain = true;
         }
     }
-}
-
-fn wire_trim(v: &[u8]) -> &[u8] {
-    crate::http1::head::trim(v)
-}
-
-/// The `data` of -32022 for an older client: the versions served, and the
-/// one it asked for (`initialize`'s `protocolVersion`, else its header).
-fn legacy_data<'o>(
-    params: Option<&[u8]>,
-    header: Option<&[u8]>,
-    out: &'o mut [u8],
-) -> Option<&'o [u8]> {
-    let requested = params
-        .and_then(|p| json::get(p, b"protocolVersion"))
-        .filter(|v| json::kind(v) == Some(json::Kind::String) && v.len() <= 64);
-    let mut w = JsonWriter::new(out);
-    w.raw(b"{\"supported\":[");
-    for (k, v) in SUPPORTED_VERSIONS.iter().enumerate() {
-        if k > 0 {
-            w.raw(b",");
-        }
-        w.string(v.as_bytes());
-    }
-    w.raw(b"]");
-    match (requested, header) {
-        (Some(v), _) => {
-            w.raw(b",\"requested\":").raw(v);
-        }
-        (None, Some(h)) if h.len() <= 64 && h.iter().all(|&b| (0x20..0x7f).contains(&b)) => {
-            w.raw(b",\"requested\":").string(h);
-        }
-        _ => {}
-    }
-    w.raw(b"}");
-    w.finish().ok()
 }
 
 impl<S: CallStore> crate::drive::Endpoint for HttpServer<'_, S> {

@@ -14,7 +14,9 @@ use crate::mcp::error::{
     PARSE_ERROR, UNSUPPORTED_PROTOCOL_VERSION,
 };
 use crate::mcp::json;
+use crate::mcp::meta::SUPPORTED_VERSIONS;
 use crate::mcp::mirror::HeaderSource;
+use crate::mcp::writer::JsonWriter;
 
 /// Which `Host` names, or `Origin` hosts, a server accepts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -237,6 +239,87 @@ pub(super) fn closing_answer(status: u16) -> &'static [u8] {
     }
 }
 
+/// The binding's own answer (no call): parts sent in order.
+#[derive(Clone, Copy)]
+pub(super) struct Plain<'r> {
+    parts: [&'r [u8]; 6],
+    count: usize,
+    part: usize,
+    pos: usize,
+}
+
+impl<'r> Plain<'r> {
+    pub(super) const EMPTY: Self = Self {
+        parts: [&[]; 6],
+        count: 0,
+        part: 0,
+        pos: 0,
+    };
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.part >= self.count
+    }
+
+    pub(super) fn push(&mut self, bytes: &'r [u8]) {
+        if self.is_empty() {
+            *self = Self::EMPTY;
+        }
+        if let Some(slot) = self.parts.get_mut(self.count) {
+            *slot = bytes;
+            self.count += 1;
+        }
+    }
+
+    /// Copies what fits into `out`.
+    pub(super) fn copy_into(&mut self, out: &mut [u8]) -> usize {
+        let mut n = 0;
+        while n < out.len() && !self.is_empty() {
+            let rest = self.parts[self.part].get(self.pos..).unwrap_or_default();
+            let k = rest.len().min(out.len() - n);
+            out[n..n + k].copy_from_slice(&rest[..k]);
+            n += k;
+            self.pos += k;
+            if self.pos >= self.parts[self.part].len() {
+                self.part += 1;
+                self.pos = 0;
+            }
+        }
+        n
+    }
+}
+
+/// The `data` of -32022 for an older client: the versions served, and the
+/// one it asked for (`initialize`'s `protocolVersion`, else its header).
+pub(super) fn legacy_data<'o>(
+    params: Option<&[u8]>,
+    header: Option<&[u8]>,
+    out: &'o mut [u8],
+) -> Option<&'o [u8]> {
+    let requested = params
+        .and_then(|p| json::get(p, b"protocolVersion"))
+        .filter(|v| json::kind(v) == Some(json::Kind::String) && v.len() <= 64);
+    let mut w = JsonWriter::new(out);
+    w.raw(b"{\"supported\":[");
+    for (k, v) in SUPPORTED_VERSIONS.iter().enumerate() {
+        if k > 0 {
+            w.raw(b",");
+        }
+        w.string(v.as_bytes());
+    }
+    w.raw(b"]");
+    match (requested, header) {
+        (Some(v), _) => {
+            w.raw(b",\"requested\":").raw(v);
+        }
+        (None, Some(h)) if h.len() <= 64 && h.iter().all(|&b| (0x20..0x7f).contains(&b)) => {
+            w.raw(b",\"requested\":").string(h);
+        }
+        _ => {}
+    }
+    w.raw(b"}");
+    w.finish().ok()
+}
+
 /// A notification accepted (§5.2).
 pub(super) const ACCEPTED: &[u8] = b"HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n";
 pub(super) const ACCEPTED_CLOSE: &[u8] =
@@ -379,28 +462,53 @@ fn place(buf: &mut [u8], prefix: &[u8], msg: Range<usize>) -> Option<usize> {
 /// u16, a flags octet, the name, the value).
 pub(super) const RECORD_HEAD: usize = 5;
 
-/// Writes the fields at `spans` (name and value ranges of `buf`) as a
-/// header list with lowercase names at `buf[at..]`; its length, or `None`
-/// when it does not fit.
-pub(super) fn write_records(
-    buf: &mut [u8],
-    at: usize,
-    spans: &[(Range<usize>, Range<usize>)],
-) -> Option<usize> {
+/// Where a field's name and value lie in a head (which is shorter than
+/// 4 GiB): small, so a head's worth of them sits on the stack.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct FieldSpan {
+    name: (u32, u32),
+    value: (u32, u32),
+}
+
+impl FieldSpan {
+    pub(super) fn new(name: Range<usize>, value: Range<usize>) -> Self {
+        let narrow = |r: Range<usize>| {
+            (
+                u32::try_from(r.start).unwrap_or(u32::MAX),
+                u32::try_from(r.end).unwrap_or(u32::MAX),
+            )
+        };
+        Self {
+            name: narrow(name),
+            value: narrow(value),
+        }
+    }
+}
+
+/// Writes the fields at `spans` (in `buf`) as a header list with
+/// lowercase names at `buf[at..]`; its length, or `None` when it does not
+/// fit.
+pub(super) fn write_records(buf: &mut [u8], at: usize, spans: &[FieldSpan]) -> Option<usize> {
+    let widen = |(a, b): (u32, u32)| a as usize..b as usize;
     let mut pos = at;
-    for (name, value) in spans {
+    for span in spans {
+        let (name, value) = (widen(span.name), widen(span.value));
         let nl = u16::try_from(name.len()).ok()?;
         let vl = u16::try_from(value.len()).ok()?;
+        if name.end > at || value.end > at {
+            return None;
+        }
         let head = buf.get_mut(pos..pos + RECORD_HEAD)?;
         head[0..2].copy_from_slice(&nl.to_le_bytes());
         head[2..4].copy_from_slice(&vl.to_le_bytes());
         head[4] = 0;
         pos += RECORD_HEAD;
+        buf.get(pos..pos + name.len() + value.len())?;
         buf.copy_within(name.clone(), pos);
         buf.get_mut(pos..pos + name.len())?.make_ascii_lowercase();
         pos += name.len();
-        buf.copy_within(value.clone(), pos);
-        pos += value.len();
+        buf.copy_within(value, pos);
+        pos += vl as usize;
     }
     Some(pos - at)
 }
