@@ -13,7 +13,9 @@
 # 400 with -32022 and `data.supported` for a version not served
 # (version-32022), 404 with -32601 for `initialize` with modern `_meta`
 # and 400 with -32022 naming the served versions for a legacy one (§5.8:
-# initialize-modern, initialize-legacy), 202 with no body for a
+# initialize-modern, initialize-legacy), a request with `Mcp-Session-Id`
+# and `Last-Event-ID` served as any other, no session minted
+# (no-session), 202 with no body for a
 # notification (notification-202), 403 for a foreign `Origin`
 # (origin-403), 401 with `WWW-Authenticate: Bearer` without the token and
 # 200 with it (token-401), the SSE headers and the events of a progress
@@ -62,7 +64,7 @@ binary=$root/target/release/mcpwire
 }
 
 checks=(get-405 delete-405 media-415 path-404 bad-json bad-utf8 name-mismatch version-32022
-    initialize-modern initialize-legacy notification-202 origin-403 token-401 sse-progress
+    initialize-modern initialize-legacy no-session notification-202 origin-403 token-401 sse-progress
     keep-alive body-413 head-431 grpc-same-port)
 clients=(python typescript)
 # shellcheck disable=SC2034 # read by check_names
@@ -239,6 +241,18 @@ initialize_legacy() {
         --data-binary "$body" "$demo_url" >/dev/null
     jsonrpc_error init-legacy 400 -32022 &&
         body_check init-legacy "'$VERSION' in r['error']['data']['supported']"
+}
+
+no_session() {
+    local s
+    s=$(post session "$demo_url" tools/call "$(echo_call 8 hi)" -H 'Mcp-Name: echo' \
+        -H 'Mcp-Session-Id: 1868a90c' -H 'Last-Event-ID: 3')
+    expect_status session "$s" 200 || return 1
+    if [[ -n $(header session Mcp-Session-Id) ]]; then
+        echo "Mcp-Session-Id: $(header session Mcp-Session-Id)"
+        return 1
+    fi
+    body_check session "r['id'] == 8 and r['result']['content'][0]['text'] == 'hi'"
 }
 
 notification_202() {
