@@ -14,20 +14,19 @@
 # (version-32022), 404 with -32601 for `initialize` with modern `_meta`
 # and 400 with -32022 naming the served versions for a legacy one (§5.8:
 # initialize-modern, initialize-legacy), a request with `Mcp-Session-Id`
-# and `Last-Event-ID` served as any other, no session minted
-# (no-session), 202 with no body for a
-# notification (notification-202), 403 for a foreign `Origin`
-# (origin-403), 401 with `WWW-Authenticate: Bearer` without the token and
-# 200 with it (token-401), the SSE headers and the events of a progress
-# call in order (sse-progress), two requests on one connection
-# (keep-alive), 413 for a body over the 4 MiB limit (body-413), 431 for
-# a head over 8 KiB (head-431), and a gRPC call (`mcpwire call --server
-# ADDR list`) on the port while an HTTP listen stream is open there
-# (grpc-same-port). Then the official SDK clients over HTTP, the scenarios
-# of the stdio run (tests/stdio/sdk_client.py and ts_client.mjs, given the
-# URLs): Python `mcp` 2.3.0 and TypeScript `@modelcontextprotocol/client`
-# 2.4.0 (python, typescript). With names, only those checks (or clients)
-# run.
+# and `Last-Event-ID` served as any other, no session minted (no-session),
+# 202 with no body for a notification (notification-202), 403 for a
+# foreign `Origin` (origin-403), 401 with `WWW-Authenticate: Bearer`
+# without the token and 200 with it (token-401), the SSE headers and the
+# events of a progress call in order (sse-progress), two requests on one
+# connection (keep-alive), 413 for a body over the 4 MiB limit (body-413),
+# 431 for a head over 8 KiB (head-431), and a gRPC call (`mcpwire call
+# --server ADDR list`) on the port while an HTTP listen stream is open
+# there (grpc-same-port). Then the official SDK clients over HTTP, the
+# scenarios of the stdio run (tests/stdio/sdk_client.py and ts_client.mjs,
+# given the URLs): Python `mcp` 2.3.0 and TypeScript
+# `@modelcontextprotocol/client` 2.4.0 (python, typescript). With names,
+# only those checks (or clients) run.
 #
 # Setup installs what is missing, once (as interop-stdio.sh does): mcp
 # 2.3.0 into .venv and the npm packages of tests/stdio/package.json. It
