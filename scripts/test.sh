@@ -4,7 +4,7 @@
 #   ./scripts/test.sh              every step
 #   ./scripts/test.sh fmt test     only the named steps (setup always runs)
 #
-# Steps, in order: setup, fmt, clippy, test, interop, grpc, stdio, embassy, nostd-size, firmware, qemu, qemu-stdio, fuzz, bench. Every
+# Steps, in order: setup, fmt, clippy, test, interop, grpc, stdio, http, conformance, embassy, nostd-size, firmware, qemu, qemu-stdio, fuzz, bench. Every
 # step runs even when an earlier one failed; the exit status is 1 if any
 # failed. The last line reads "summary: N passed, N failed, N skipped".
 #
@@ -152,6 +152,39 @@ step_stdio() {
     # The demo over the stdio binding, launched and called by the official
     # Python MCP SDK's stdio client (mcp 2.3.0, installed into .venv).
     bounded 1800 ./scripts/interop-stdio.sh
+}
+
+step_http() {
+    # Streamable HTTP on the port of `mcpwire serve`: curl for the raw
+    # statuses and headers of MCP §5, a gRPC call beside an open HTTP
+    # stream, and the official SDK clients (Python mcp 2.3.0, TypeScript
+    # @modelcontextprotocol/client 2.4.0) running the stdio scenarios over
+    # HTTP.
+    bounded 1800 ./scripts/interop-http.sh
+}
+
+step_conformance() {
+    # The official MCP conformance suite (0.2.0-alpha.12, requirement set
+    # 2026-07-28, on Node.js 22) against `mcpwire serve --fixtures
+    # conformance`: every one of the 37 scored scenarios must pass.
+    bounded 1800 "${cargo_tools[@]}" build --release -p mcpwire-tokio --bin mcpwire --quiet
+    local port rc=0
+    port=$(free_port)
+    # A fixed key: the sealed requestState of a run can be read back.
+    background "$work/fixtures.out" "$work/fixtures.log" env MCPWIRE_STATE_KEY=mcpwire-conformance-key \
+        target/release/mcpwire serve --fixtures conformance --listen "127.0.0.1:$port"
+    if ! wait_listening "$bg_pid" "$work/fixtures.log" 10 >/dev/null; then
+        note "the fixture server did not start:"
+        sed 's/^/      /' "$work/fixtures.log" | tail -n 20
+        return 1
+    fi
+    bounded 1500 ./scripts/conformance.sh "http://127.0.0.1:$port/mcp" || rc=$?
+    stop_pids 10 "$bg_pid"
+    if ((rc != 0)); then
+        note "server log:"
+        sed 's/^/      /' "$work/fixtures.log" | tail -n 20
+    fi
+    return "$rc"
 }
 
 step_embassy() {
@@ -327,7 +360,7 @@ step_bench() {
 
 # --- driver ---------------------------------------------------------------
 
-steps=(setup fmt clippy test interop grpc stdio embassy nostd-size firmware qemu qemu-stdio fuzz bench)
+steps=(setup fmt clippy test interop grpc stdio http conformance embassy nostd-size firmware qemu qemu-stdio fuzz bench)
 selected=("$@")
 check_names step steps "${selected[@]}"
 

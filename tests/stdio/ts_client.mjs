@@ -1,21 +1,29 @@
-// The official TypeScript MCP SDK (@modelcontextprotocol/client 2.4.0) as the
-// stdio client of `mcpwire serve --stdio` (MCP 2026-07-28 section 6): the
-// same scenarios as sdk_client.py, through the TypeScript API.
+// The official TypeScript MCP SDK (@modelcontextprotocol/client 2.4.0) as a
+// client of `mcpwire serve`, over stdio (MCP 2026-07-28 section 6) or
+// Streamable HTTP (section 5): the same scenarios as sdk_client.py,
+// through the TypeScript API.
 //
 //     node ts_client.mjs /abs/path/to/mcpwire [scenario...]
+//     node ts_client.mjs http://HOST:PORT/mcp [--fixtures URL] [scenario...]
 //
-// Every scenario launches the server as a child process through the SDK's
-// StdioClientTransport, pinned to 2026-07-28 (the SDK's default is the 2025
+// The client is pinned to 2026-07-28 (the SDK's default is the 2025
 // `initialize` handshake; a pin makes the connect-time server/discover
-// offer exactly that revision or fail): the demo, or for the scenarios
-// named fixture-* the conformance fixture set (`serve --stdio --fixtures
-// conformance`), whose multi round-trip tools the SDK fulfils through its
-// elicitation, sampling and roots request handlers.
+// offer exactly that revision or fail). With a binary, every scenario
+// launches the server as a child process through the SDK's
+// StdioClientTransport: the demo, or for the scenarios named fixture-* the
+// conformance fixture set (`serve --stdio --fixtures conformance`). With a
+// URL, the scenarios call the running demo there (started with `--tick-ms
+// 300`) and the fixture-* ones the server at the `--fixtures` URL, through
+// the SDK's StreamableHTTPClientTransport, whose fetch is wrapped to
+// record each POST (headers, body, status, media type, whether it was
+// aborted): the scenarios also check what travelled. The multi round-trip
+// tools are fulfilled through the SDK's elicitation, sampling and roots
+// request handlers.
 //
 // Prints "ok NAME" or "FAILED NAME: why" per scenario, then
 // "N passed, N failed"; exits 1 when one failed, 2 on a usage error.
 
-import { Client, ProtocolError } from '@modelcontextprotocol/client';
+import { Client, ProtocolError, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
 
 const VERSION = '2026-07-28';
@@ -34,24 +42,63 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 const texts = (result) => result.content.filter((b) => b.type === 'text').map((b) => b.text);
 const show = (v) => JSON.stringify(v);
 
-// Runs body(client, seen) on a fresh server process. `seen.wire` holds the
-// JSON-RPC messages the transport carried after the connect, as
-// {dir: 'sent' | 'received', message}: what the SDK's API does not show
-// (it drops a response to a call it abandoned without a word).
-// `seen.errors` holds what the SDK reported through onerror.
-// A scenario's `options` choose the server's arguments (`args`), the
-// client's capabilities and a `setup(client)` run before the connect.
-async function withClient(binary, body) {
+// The transport to the server: a fresh `mcpwire serve --stdio` process of
+// `target.binary`, or the server at `target.url` (`target.fixturesUrl` for
+// the fixture set) over Streamable HTTP, each POST recorded in `posts` as
+// {headers, body, status, media, aborted}.
+function transportTo(target, fixtures, posts) {
+    if (target.binary) {
+        return new StdioClientTransport({
+            command: target.binary,
+            args: fixtures ? ['serve', '--stdio', '--fixtures', 'conformance'] : ['serve', '--stdio', '--tick-ms', String(TICK_MS)],
+            stderr: 'ignore',
+        });
+    }
+    const url = fixtures ? target.fixturesUrl : target.url;
+    expect(url, 'no --fixtures URL given');
+    const recording = async (input, init = {}) => {
+        if ((init.method ?? 'GET') !== 'POST') return fetch(input, init);
+        let body;
+        try {
+            body = JSON.parse(init.body);
+        } catch {
+            body = undefined;
+        }
+        const post = { headers: Object.fromEntries(new Headers(init.headers).entries()), body, aborted: false };
+        init.signal?.addEventListener('abort', () => (post.aborted = true));
+        posts.push(post);
+        const response = await fetch(input, init);
+        post.status = response.status;
+        post.media = (response.headers.get('content-type') ?? '').split(';')[0].trim();
+        return response;
+    };
+    return new StreamableHTTPClientTransport(new URL(url), { fetch: recording });
+}
+
+// The last recorded POST of `method` (and tool `name`).
+function postOf(posts, method, name) {
+    const found = posts.findLast((p) => p.body?.method === method && (name === undefined || p.body?.params?.name === name));
+    expect(found, `no POST of ${method} ${name ?? ''} recorded`);
+    return found;
+}
+
+// Runs body(client, seen) on a fresh server process or HTTP transport.
+// `seen.wire` holds the JSON-RPC messages the transport carried after the
+// connect, as {dir: 'sent' | 'received', message}: what the SDK's API
+// does not show (it drops a response to a call it abandoned without a
+// word). `seen.errors` holds what the SDK reported through onerror;
+// `seen.posts` the HTTP POSTs (empty over stdio), `seen.http` whether the
+// transport is HTTP. A scenario's `options` choose the fixture set
+// (`fixtures`), the client's capabilities and a `setup(client)` run
+// before the connect.
+async function withClient(target, body) {
     const options = body.options ?? {};
     const client = new Client(
-        { name: 'mcpwire-ts-stdio', version: '0.0.0' },
+        { name: 'mcpwire-ts-client', version: '0.0.0' },
         { versionNegotiation: { mode: { pin: VERSION } }, capabilities: options.capabilities ?? {} },
     );
-    const transport = new StdioClientTransport({
-        command: binary,
-        args: options.args ?? ['serve', '--stdio', '--tick-ms', String(TICK_MS)],
-        stderr: 'ignore',
-    });
+    const posts = [];
+    const transport = transportTo(target, options.fixtures ?? false, posts);
     const errors = [];
     client.onerror = (e) => errors.push(String(e?.message ?? e));
     options.setup?.(client);
@@ -68,7 +115,7 @@ async function withClient(binary, body) {
         return send(message, options);
     };
     try {
-        await body(client, { wire, errors });
+        await body(client, { wire, errors, posts, http: !target.binary });
     } finally {
         await client.close();
     }
@@ -83,7 +130,7 @@ async function discover(client) {
     expect(caps?.tools !== undefined, `no tools capability in ${show(caps)}`);
 }
 
-async function toolsList(client) {
+async function toolsList(client, { posts, http }) {
     const names = (await client.listTools()).tools.map((t) => t.name);
     for (const want of ['echo', 'progress', 'sleep']) {
         expect(names.includes(want), `${want} not in ${show(names)}`);
@@ -91,6 +138,13 @@ async function toolsList(client) {
     const result = await client.callTool({ name: 'echo', arguments: { text: 'hi over stdio' } });
     expect(!result.isError, `echo failed: ${show(result)}`);
     expect(show(texts(result)) === show(['hi over stdio']), `echo returned ${show(texts(result))}`);
+    if (http) {
+        // The mirrored headers of section 5.4, and a JSON answer.
+        const post = postOf(posts, 'tools/call', 'echo');
+        expect(post.status === 200 && post.media === 'application/json', `echo: ${post.status} ${post.media}`);
+        const got = ['mcp-protocol-version', 'mcp-method', 'mcp-name'].map((h) => post.headers[h]);
+        expect(show(got) === show([VERSION, 'tools/call', 'echo']), `echo's headers ${show(got)}`);
+    }
 }
 
 // The progress notifications on the wire for the call `call`, in order,
@@ -106,7 +160,7 @@ function progressOnWire(wire, call) {
         .map((w) => ({ ...w.message.params, beforeResponse: answered === -1 || w.i < answered }));
 }
 
-async function progress(client, { wire, errors }) {
+async function progress(client, { wire, errors, posts, http }) {
     const seen = [];
     const result = await client.callTool(
         { name: 'progress', arguments: { steps: 3, delay_ms: 100 } },
@@ -136,10 +190,17 @@ async function progress(client, { wire, errors }) {
         const n = dropped.length;
         console.error(`note: progress: the SDK dropped ${n} step(s) that came with the response (typescript-sdk#2580)`);
     }
+    if (http) {
+        // A progress token makes the answer an event stream (section 5.2).
+        const post = postOf(posts, 'tools/call', 'progress');
+        expect(post.status === 200 && post.media === 'text/event-stream', `progress call: ${post.status} ${post.media}`);
+    }
 }
 
-async function cancel(client, { wire }) {
-    // Aborting the call makes the SDK send notifications/cancelled; the
+async function cancel(client, { wire, posts, http }) {
+    // Aborting the call makes the SDK cancel it: over stdio with
+    // notifications/cancelled, over HTTP by closing the request (section
+    // 5.7; the SDK may post the notification too, answered 202). The
     // server must stop the handler and never answer it.
     const start = Date.now();
     const abort = new AbortController();
@@ -155,11 +216,18 @@ async function cancel(client, { wire }) {
     const call = wire.find((w) => w.dir === 'sent' && w.message.method === 'tools/call');
     expect(call !== undefined, 'no tools/call on the wire');
     const id = call.message.id;
-    const cancelled = wire.filter((w) => w.dir === 'sent' && w.message.method === 'notifications/cancelled');
-    expect(
-        cancelled.some((w) => w.message.params?.requestId === id),
-        `no notifications/cancelled for id ${show(id)}: ${show(cancelled)}`,
-    );
+    if (http) {
+        const post = postOf(posts, 'tools/call', 'sleep');
+        expect(post.aborted, `the request was not closed: ${show(post)}`);
+        const notes = posts.filter((p) => p.body?.method === 'notifications/cancelled');
+        expect(notes.every((p) => p.status === 202), `notifications/cancelled answered ${show(notes.map((p) => p.status))}`);
+    } else {
+        const cancelled = wire.filter((w) => w.dir === 'sent' && w.message.method === 'notifications/cancelled');
+        expect(
+            cancelled.some((w) => w.message.params?.requestId === id),
+            `no notifications/cancelled for id ${show(id)}: ${show(cancelled)}`,
+        );
+    }
     // Past the moment the handler would have answered.
     await sleep(1200);
     const late = wire.filter((w) => w.dir === 'received' && w.message.id === id);
@@ -179,7 +247,7 @@ async function failing(client, params) {
     }
 }
 
-async function toolError(client) {
+async function toolError(client, { posts, http }) {
     // echo's handler refuses a text that is not a string: a JSON-RPC error
     // (invalid params) from the tool, not from the SDK (its message says so).
     const bad = await failing(client, { name: 'echo', arguments: { text: 5 } });
@@ -201,9 +269,14 @@ async function toolError(client) {
     }
     const result = await client.callTool({ name: 'echo', arguments: { text: 'still here' } });
     expect(!result.isError, 'echo after the errors failed');
+    if (http) {
+        // Errors of a dispatched call travel in-band: HTTP 200 (section 5.3).
+        const post = postOf(posts, 'tools/call', 'no-such-tool');
+        expect(post.status === 200, `unknown tool: HTTP ${post.status}`);
+    }
 }
 
-async function listen(client) {
+async function listen(client, { posts, http }) {
     // subscriptions/listen delivers its events to the notification handlers.
     const events = [];
     let twoEvents;
@@ -223,9 +296,11 @@ async function listen(client) {
     // The listen was cancelled; the channel goes on.
     const names = (await client.listTools()).tools.map((t) => t.name);
     expect(names.includes('echo'), 'tools/list after the listen failed');
+    if (http) {
+        const post = postOf(posts, 'subscriptions/listen');
+        expect(post.status === 200 && post.media === 'text/event-stream', `listen: ${post.status} ${post.media}`);
+    }
 }
-
-const FIXTURES = ['serve', '--stdio', '--fixtures', 'conformance'];
 
 // What the client's user and model answer, and what was asked: the
 // handlers the SDK fulfils input_required results with.
@@ -268,12 +343,12 @@ async function fixtureMrtr(client, { wire }) {
     expect(prompt.messages[0]?.content?.text === 'Use this context: tests', `prompt: ${show(prompt)}`);
 }
 fixtureMrtr.options = {
-    args: FIXTURES,
+    fixtures: true,
     capabilities: { elicitation: {}, sampling: {}, roots: {} },
     setup: answerInput,
 };
 
-async function fixtureErrors(client) {
+async function fixtureErrors(client, { posts, http }) {
     // The client declares no sampling: -32021 naming it, as an object.
     const missing = await failing(client, { name: 'test_missing_capability', arguments: {} });
     expect(missing.error instanceof ProtocolError, `test_missing_capability: ${show(missing.result ?? String(missing.error))}`);
@@ -289,8 +364,13 @@ async function fixtureErrors(client) {
         read = e;
     }
     expect(read instanceof ProtocolError && read.code === -32602, `missing resource: ${show(read?.message ?? read)}`);
+    if (http) {
+        // -32021 is refused before dispatch: HTTP 400 (section 3.3).
+        const post = postOf(posts, 'tools/call', 'test_missing_capability');
+        expect(post.status === 400, `-32021: HTTP ${post.status}`);
+    }
 }
-fixtureErrors.options = { args: FIXTURES };
+fixtureErrors.options = { fixtures: true };
 
 async function fixtureListen(client) {
     let changed;
@@ -303,7 +383,7 @@ async function fixtureListen(client) {
     expect(got !== 'timeout', 'no tools/list_changed after test_trigger_tool_change');
     await sub.close();
 }
-fixtureListen.options = { args: FIXTURES };
+fixtureListen.options = { fixtures: true };
 
 const SCENARIOS = {
     discover,
@@ -317,22 +397,31 @@ const SCENARIOS = {
     'fixture-listen': fixtureListen,
 };
 
-async function run(name, binary) {
+async function run(name, target) {
     let timer;
     const bound = new Promise((_, reject) => {
         timer = setTimeout(() => reject(new Failed(`no end within ${SCENARIO_MS} ms`)), SCENARIO_MS);
     });
     try {
-        await Promise.race([withClient(binary, SCENARIOS[name]), bound]);
+        await Promise.race([withClient(target, SCENARIOS[name]), bound]);
     } finally {
         clearTimeout(timer);
     }
 }
 
 async function main() {
-    const [binary, ...args] = process.argv.slice(2);
-    if (!binary?.startsWith('/')) {
-        console.error('usage: node ts_client.mjs /abs/path/to/mcpwire [scenario...]');
+    let [first, ...args] = process.argv.slice(2);
+    let target;
+    if (first?.startsWith('/')) {
+        target = { binary: first };
+    } else if (/^https?:\/\//.test(first ?? '')) {
+        target = { url: first };
+        if (args[0] === '--fixtures' && args.length > 1) {
+            target.fixturesUrl = args[1];
+            args = args.slice(2);
+        }
+    } else {
+        console.error('usage: node ts_client.mjs /abs/path/to/mcpwire | http://HOST:PORT/mcp [--fixtures URL] [scenario...]');
         process.exit(2);
     }
     const names = args.length ? args : Object.keys(SCENARIOS);
@@ -345,7 +434,7 @@ async function main() {
     let failed = 0;
     for (const name of names) {
         try {
-            await run(name, binary);
+            await run(name, target);
             console.log(`ok ${name}`);
             passed += 1;
         } catch (e) {

@@ -1,0 +1,649 @@
+//! The tokio server in-process on 127.0.0.1:0 over Streamable HTTP (MCP
+//! 2026-07-28 §5) on HTTP/1.1, spoken as raw octets on a
+//! `tokio::net::TcpStream`: what an HTTP client of the binding sees (JSON
+//! and event-stream answers, keep-alive, many connections, a slow head, a
+//! pipelined request behind an open stream, a client that goes away), and
+//! a gRPC call on the same port while an HTTP stream is open.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use common::{Counters, Guard, Harness, VERSION, eventually_every};
+use mcpwire_tokio::{App, Channel, Server, ServerConfig, ToolCall, ToolResult};
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// How long any single read of a test may wait.
+const READ_BOUND: Duration = Duration::from_secs(10);
+
+// ----------------------------------------------------------------------
+// The app and the server
+// ----------------------------------------------------------------------
+
+/// `echo`, `progress` (`steps` notifications `delay_ms` apart) and
+/// `counted_sleep` (one progress notification, then a sleep; it records
+/// its handler's life in the counters).
+fn app(counters: &Arc<Counters>) -> App {
+    let c = Arc::clone(counters);
+    App::new("http-test", "0.0.0")
+        .tool(
+            "echo",
+            "Returns its text.",
+            r#"{"type":"object","properties":{"text":{"type":"string"}}}"#,
+            |call: ToolCall| async move {
+                let text = call.arguments()["text"].as_str().unwrap_or_default();
+                Ok(ToolResult::text(text))
+            },
+        )
+        .tool(
+            "progress",
+            "Sends `steps` progress notifications, `delay_ms` apart.",
+            r#"{"type":"object","properties":{"steps":{"type":"integer"},"delay_ms":{"type":"integer"}}}"#,
+            |call: ToolCall| async move {
+                let steps = call.arguments()["steps"].as_u64().unwrap_or(3);
+                let delay = call.arguments()["delay_ms"].as_u64().unwrap_or(20);
+                for i in 1..=steps {
+                    tokio::time::sleep(Duration::from_millis(delay)).await;
+                    call.progress(i as f64, Some(steps as f64), None).await;
+                }
+                Ok(ToolResult::text(format!("done after {steps} steps")))
+            },
+        )
+        .tool(
+            "counted_sleep",
+            "Sleeps `ms` milliseconds and counts.",
+            r#"{"type":"object","properties":{"ms":{"type":"integer"}}}"#,
+            move |call: ToolCall| {
+                let c = Arc::clone(&c);
+                async move {
+                    c.started.fetch_add(1, Ordering::SeqCst);
+                    let _guard = Guard(Arc::clone(&c));
+                    call.progress(0.0, None, Some("sleeping")).await;
+                    let ms = call.arguments()["ms"].as_u64().unwrap_or(1000);
+                    tokio::time::sleep(Duration::from_millis(ms)).await;
+                    c.finished.fetch_add(1, Ordering::SeqCst);
+                    Ok(ToolResult::text("slept"))
+                }
+            },
+        )
+}
+
+async fn start_with(config: ServerConfig) -> Harness {
+    let counters = Arc::new(Counters::default());
+    let server = Server::bind("127.0.0.1:0")
+        .await
+        .unwrap()
+        .with_config(config);
+    let app = app(&counters);
+    common::serve(server, app, counters)
+}
+
+async fn start() -> Harness {
+    start_with(ServerConfig::default()).await
+}
+
+// ----------------------------------------------------------------------
+// Requests
+// ----------------------------------------------------------------------
+
+/// A JSON-RPC request with the `_meta` every request carries (and a
+/// progress token).
+fn request(id: u64, method: &str, mut params: Value, progress: Option<&str>) -> Value {
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": VERSION,
+        "io.modelcontextprotocol/clientCapabilities": {},
+    });
+    if let Some(token) = progress {
+        params["_meta"]["progressToken"] = json!(token);
+    }
+    json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+}
+
+fn tool_call(id: u64, name: &str, arguments: Value, progress: Option<&str>) -> Value {
+    request(
+        id,
+        "tools/call",
+        json!({"name": name, "arguments": arguments}),
+        progress,
+    )
+}
+
+/// The octets of `POST /mcp` carrying `body`, with the headers of §5.4
+/// mirrored from it.
+fn post(body: &Value) -> Vec<u8> {
+    let json = serde_json::to_vec(body).unwrap();
+    let mut head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: {VERSION}\r\n\
+         Mcp-Method: {}\r\nContent-Length: {}\r\n",
+        body["method"].as_str().unwrap(),
+        json.len()
+    );
+    if let Some(name) = body["params"]["name"].as_str() {
+        head.push_str(&format!("Mcp-Name: {name}\r\n"));
+    }
+    head.push_str("\r\n");
+    let mut out = head.into_bytes();
+    out.extend_from_slice(&json);
+    out
+}
+
+// ----------------------------------------------------------------------
+// A raw HTTP/1.1 client
+// ----------------------------------------------------------------------
+
+/// A response head.
+#[derive(Debug)]
+struct Head {
+    status: u16,
+    fields: Vec<(String, String)>,
+}
+
+impl Head {
+    /// A field's value (the name compared case-insensitively).
+    fn field(&self, name: &str) -> Option<&str> {
+        self.fields
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn is_chunked(&self) -> bool {
+        self.field("transfer-encoding")
+            .is_some_and(|v| v.eq_ignore_ascii_case("chunked"))
+    }
+}
+
+/// One connection, read as HTTP/1.1 responses come.
+struct Conn {
+    stream: TcpStream,
+    buf: Vec<u8>,
+    /// What arrived of an event stream's data and is no whole event yet.
+    events: Vec<u8>,
+}
+
+impl Conn {
+    async fn open(addr: SocketAddr) -> Self {
+        Self {
+            stream: TcpStream::connect(addr).await.unwrap(),
+            buf: Vec::new(),
+            events: Vec::new(),
+        }
+    }
+
+    async fn send(&mut self, octets: &[u8]) {
+        self.stream.write_all(octets).await.unwrap();
+    }
+
+    /// Reads more octets; false at the end of the stream.
+    async fn fill(&mut self) -> bool {
+        let mut chunk = [0; 16 * 1024];
+        let n = tokio::time::timeout(READ_BOUND, self.stream.read(&mut chunk))
+            .await
+            .expect("no answer in time")
+            .unwrap();
+        self.buf.extend_from_slice(&chunk[..n]);
+        n > 0
+    }
+
+    /// The next line, without its CRLF.
+    async fn line(&mut self) -> String {
+        loop {
+            if let Some(i) = self.buf.windows(2).position(|w| w == b"\r\n") {
+                let line = String::from_utf8(self.buf[..i].to_vec()).unwrap();
+                self.buf.drain(..i + 2);
+                return line;
+            }
+            assert!(self.fill().await, "the connection ended in a line");
+        }
+    }
+
+    async fn exactly(&mut self, n: usize) -> Vec<u8> {
+        while self.buf.len() < n {
+            assert!(self.fill().await, "the connection ended in a body");
+        }
+        self.buf.drain(..n).collect()
+    }
+
+    async fn head(&mut self) -> Head {
+        let status_line = self.line().await;
+        let mut parts = status_line.splitn(3, ' ');
+        assert_eq!(parts.next(), Some("HTTP/1.1"), "{status_line:?}");
+        let status = parts.next().unwrap().parse().unwrap();
+        let mut fields = Vec::new();
+        loop {
+            let line = self.line().await;
+            if line.is_empty() {
+                return Head { status, fields };
+            }
+            let (name, value) = line.split_once(':').unwrap();
+            fields.push((name.to_owned(), value.trim().to_owned()));
+        }
+    }
+
+    /// The next chunk's data; `None` after the last chunk.
+    async fn chunk(&mut self) -> Option<Vec<u8>> {
+        let size_line = self.line().await;
+        let size = usize::from_str_radix(size_line.split(';').next().unwrap().trim(), 16)
+            .unwrap_or_else(|_| panic!("chunk size {size_line:?}"));
+        if size == 0 {
+            assert_eq!(self.line().await, "", "trailers after the last chunk");
+            return None;
+        }
+        let data = self.exactly(size).await;
+        assert_eq!(self.exactly(2).await, b"\r\n");
+        Some(data)
+    }
+
+    /// The body of a response with this head.
+    async fn body(&mut self, head: &Head) -> Vec<u8> {
+        if head.is_chunked() {
+            let mut body = Vec::new();
+            while let Some(data) = self.chunk().await {
+                body.extend_from_slice(&data);
+            }
+            body
+        } else {
+            let len = head
+                .field("content-length")
+                .map_or(0, |v| v.parse().unwrap());
+            self.exactly(len).await
+        }
+    }
+
+    /// A whole response: its head and its body as JSON.
+    async fn json(&mut self) -> (Head, Value) {
+        let head = self.head().await;
+        let body = self.body(&head).await;
+        let value = serde_json::from_slice(&body)
+            .unwrap_or_else(|e| panic!("{e}: {:?}", String::from_utf8_lossy(&body)));
+        (head, value)
+    }
+
+    /// The next message of an event stream (its `data:` line as JSON),
+    /// comments skipped; `None` when the stream ended.
+    async fn event(&mut self) -> Option<Value> {
+        loop {
+            if let Some(i) = self.events.windows(2).position(|w| w == b"\n\n") {
+                let event: Vec<u8> = self.events.drain(..i + 2).collect();
+                let text = String::from_utf8(event).unwrap();
+                let data: Vec<&str> = text
+                    .lines()
+                    .filter_map(|l| l.strip_prefix("data:"))
+                    .map(str::trim_start)
+                    .collect();
+                if data.is_empty() {
+                    // A keep-alive comment (or a field without data).
+                    continue;
+                }
+                return Some(serde_json::from_str(&data.join("\n")).unwrap());
+            }
+            match self.chunk().await {
+                Some(data) => self.events.extend_from_slice(&data),
+                None => {
+                    assert!(self.events.is_empty(), "a partial event at the end");
+                    return None;
+                }
+            }
+        }
+    }
+
+    /// Whether the server closed the connection (end of stream or reset)
+    /// within `bound`, whatever it sent before.
+    async fn closed_within(&mut self, bound: Duration) -> bool {
+        let mut chunk = [0; 4096];
+        tokio::time::timeout(bound, async {
+            loop {
+                match self.stream.read(&mut chunk).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(_) => {}
+                }
+            }
+        })
+        .await
+        .is_ok()
+    }
+}
+
+/// One JSON exchange on a fresh connection.
+async fn exchange(addr: SocketAddr, body: &Value) -> (Head, Value) {
+    let mut conn = Conn::open(addr).await;
+    conn.send(&post(body)).await;
+    conn.json().await
+}
+
+fn text_of(response: &Value) -> &str {
+    response["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no text result: {response}"))
+}
+
+/// Reads an event stream to its end: the progress values in order, then
+/// the final response.
+async fn progress_then_result(conn: &mut Conn) -> (Vec<f64>, Value) {
+    let mut progress = Vec::new();
+    let mut result = None;
+    while let Some(event) = conn.event().await {
+        assert!(result.is_none(), "an event after the response: {event}");
+        if event["method"] == "notifications/progress" {
+            progress.push(event["params"]["progress"].as_f64().unwrap());
+        } else {
+            result = Some(event);
+        }
+    }
+    (progress, result.expect("no response on the stream"))
+}
+
+// ----------------------------------------------------------------------
+// The tests
+// ----------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_is_answered_as_one_json_response() {
+    let h = start().await;
+    let (head, response) =
+        exchange(h.addr, &tool_call(1, "echo", json!({"text": "hi"}), None)).await;
+    assert_eq!(head.status, 200, "{head:?}");
+    assert!(
+        head.field("content-type")
+            .is_some_and(|v| v.starts_with("application/json")),
+        "{head:?}"
+    );
+    assert!(head.field("content-length").is_some(), "{head:?}");
+    assert!(head.field("mcp-session-id").is_none(), "{head:?}");
+    assert_eq!(response["id"], 1);
+    assert_eq!(text_of(&response), "hi");
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_progress_call_is_an_event_stream_of_its_notifications_then_the_result() {
+    let h = start().await;
+    let mut conn = Conn::open(h.addr).await;
+    let call = tool_call(
+        2,
+        "progress",
+        json!({"steps": 3, "delay_ms": 20}),
+        Some("p2"),
+    );
+    conn.send(&post(&call)).await;
+    let head = conn.head().await;
+    assert_eq!(head.status, 200, "{head:?}");
+    assert_eq!(head.field("content-type"), Some("text/event-stream"));
+    assert!(head.is_chunked(), "{head:?}");
+    assert!(
+        head.field("cache-control")
+            .is_some_and(|v| v.contains("no-cache")),
+        "{head:?}"
+    );
+    assert_eq!(head.field("x-accel-buffering"), Some("no"));
+    let (progress, result) = progress_then_result(&mut conn).await;
+    assert_eq!(progress, [1.0, 2.0, 3.0]);
+    assert_eq!(result["id"], 2);
+    assert_eq!(text_of(&result), "done after 3 steps");
+    // The connection stays open for the next request.
+    conn.send(&post(&tool_call(3, "echo", json!({"text": "next"}), None)))
+        .await;
+    let (head, response) = conn.json().await;
+    assert_eq!(head.status, 200);
+    assert_eq!(text_of(&response), "next");
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keep_alive_serves_one_request_after_another_on_one_connection() {
+    let h = start().await;
+    let mut conn = Conn::open(h.addr).await;
+    for id in 1..=5 {
+        let text = format!("call {id}");
+        conn.send(&post(&tool_call(id, "echo", json!({"text": text}), None)))
+            .await;
+        let (head, response) = conn.json().await;
+        assert_eq!(head.status, 200, "{head:?}");
+        assert!(
+            !head
+                .field("connection")
+                .is_some_and(|v| v.eq_ignore_ascii_case("close")),
+            "{head:?}"
+        );
+        assert_eq!(response["id"], id);
+        assert_eq!(text_of(&response), text);
+    }
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_hundred_concurrent_posts_are_all_answered_each_on_its_connection() {
+    let h = start().await;
+    let addr = h.addr;
+    let mut tasks = tokio::task::JoinSet::new();
+    for id in 0..200u64 {
+        tasks.spawn(async move {
+            let text = format!("client {id}");
+            let (head, response) =
+                exchange(addr, &tool_call(id, "echo", json!({"text": text}), None)).await;
+            assert_eq!(head.status, 200, "{head:?}");
+            assert_eq!(response["id"], id);
+            assert_eq!(text_of(&response), text);
+            id
+        });
+    }
+    let mut answered = Vec::new();
+    while let Some(r) = tasks.join_next().await {
+        answered.push(r.unwrap());
+    }
+    answered.sort_unstable();
+    assert_eq!(answered, (0..200).collect::<Vec<_>>());
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_head_is_closed_after_the_head_timeout() {
+    let timeout = Duration::from_millis(300);
+    let h = start_with(ServerConfig {
+        handshake_timeout: timeout,
+        ..ServerConfig::default()
+    })
+    .await;
+    let mut slow = Conn::open(h.addr).await;
+    let start = Instant::now();
+    // Slowloris: a head that never ends, a field at a time.
+    slow.send(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        .await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    slow.send(b"Content-Type: application/json\r\n").await;
+    assert!(
+        slow.closed_within(Duration::from_secs(5)).await,
+        "the slow head was kept open"
+    );
+    let took = start.elapsed();
+    assert!(
+        took >= timeout - Duration::from_millis(50),
+        "closed after {took:?}"
+    );
+    // Other connections are served.
+    let (head, response) =
+        exchange(h.addr, &tool_call(1, "echo", json!({"text": "ok"}), None)).await;
+    assert_eq!(head.status, 200);
+    assert_eq!(text_of(&response), "ok");
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pipelined_request_is_answered_after_the_open_event_stream() {
+    let h = start().await;
+    let mut conn = Conn::open(h.addr).await;
+    // Both requests in one write: the second arrives while the first's
+    // event stream is open.
+    let mut both = post(&tool_call(
+        1,
+        "progress",
+        json!({"steps": 4, "delay_ms": 30}),
+        Some("p1"),
+    ));
+    both.extend_from_slice(&post(&tool_call(
+        2,
+        "echo",
+        json!({"text": "second"}),
+        None,
+    )));
+    conn.send(&both).await;
+    // The first response whole (its chunks parse strictly: an interleaved
+    // response would break them), then the second.
+    let head = conn.head().await;
+    assert_eq!(head.status, 200);
+    assert_eq!(head.field("content-type"), Some("text/event-stream"));
+    let (progress, result) = progress_then_result(&mut conn).await;
+    assert_eq!(progress, [1.0, 2.0, 3.0, 4.0]);
+    assert_eq!(result["id"], 1);
+    let (head, response) = conn.json().await;
+    assert_eq!(head.status, 200);
+    assert_eq!(response["id"], 2);
+    assert_eq!(text_of(&response), "second");
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grpc_call_is_served_on_the_port_while_an_http_event_stream_is_open() {
+    let h = start().await;
+    let mut conn = Conn::open(h.addr).await;
+    let call = tool_call(
+        1,
+        "progress",
+        json!({"steps": 5, "delay_ms": 100}),
+        Some("p1"),
+    );
+    conn.send(&post(&call)).await;
+    let head = conn.head().await;
+    assert_eq!(head.status, 200);
+    let first = conn.event().await.unwrap();
+    assert_eq!(first["params"]["progress"], 1.0, "{first}");
+    // The event stream is open: gRPC (HTTP/2) on the same port.
+    let channel = Channel::new(h.addr.to_string());
+    let r = channel
+        .request(
+            "tools/call",
+            json!({"name": "echo", "arguments": {"text": "over grpc"}}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(text_of(&r), "over grpc");
+    let (progress, result) = progress_then_result(&mut conn).await;
+    assert_eq!(progress, [2.0, 3.0, 4.0, 5.0]);
+    assert_eq!(text_of(&result), "done after 5 steps");
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_closes_its_event_stream_cancels_the_handler() {
+    let h = start().await;
+    let mut conn = Conn::open(h.addr).await;
+    let call = tool_call(1, "counted_sleep", json!({"ms": 5000}), Some("s1"));
+    conn.send(&post(&call)).await;
+    let head = conn.head().await;
+    assert_eq!(head.status, 200);
+    assert_eq!(head.field("content-type"), Some("text/event-stream"));
+    let first = conn.event().await.unwrap();
+    assert_eq!(first["params"]["message"], "sleeping", "{first}");
+    let counters = Arc::clone(&h.counters);
+    assert_eq!(counters.started.load(Ordering::SeqCst), 1);
+    // §5.7: closing the response stream mid-stream is the cancellation.
+    drop(conn);
+    assert!(
+        eventually_every(Duration::from_millis(10), Duration::from_secs(3), || {
+            counters.dropped.load(Ordering::SeqCst) == 1
+        })
+        .await,
+        "the handler still runs after the client went away"
+    );
+    assert_eq!(counters.finished.load(Ordering::SeqCst), 0);
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_over_the_limit_is_answered_413() {
+    let h = start_with(ServerConfig {
+        max_message_bytes: 1024,
+        ..ServerConfig::default()
+    })
+    .await;
+    let text = "x".repeat(4096);
+    let (head, _) = {
+        let mut conn = Conn::open(h.addr).await;
+        conn.send(&post(&tool_call(1, "echo", json!({"text": text}), None)))
+            .await;
+        let head = conn.head().await;
+        let body = conn.body(&head).await;
+        (head, body)
+    };
+    assert_eq!(head.status, 413, "{head:?}");
+    // A body within the limit is served.
+    let (head, response) = exchange(
+        h.addr,
+        &tool_call(2, "echo", json!({"text": "small"}), None),
+    )
+    .await;
+    assert_eq!(head.status, 200);
+    assert_eq!(text_of(&response), "small");
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_utf8_in_the_body_is_answered_400_with_a_parse_error() {
+    let h = start().await;
+    let call = tool_call(1, "echo", json!({"text": "a?b"}), None);
+    let mut octets = post(&call);
+    // The same length: the `?` becomes 0xff, which no UTF-8 text holds.
+    let at = octets.iter().rposition(|&b| b == b'?').unwrap();
+    octets[at] = 0xff;
+    let mut conn = Conn::open(h.addr).await;
+    conn.send(&octets).await;
+    let (head, response) = conn.json().await;
+    assert_eq!(head.status, 400, "{head:?}");
+    assert_eq!(response["error"]["code"], -32700, "{response}");
+    h.stop().await;
+}
+
+/// `post(body)` with its `Content-Length` replaced by chunked framing of
+/// `chunks` (the body's octets, as given).
+fn chunked_post(body: &Value, chunks: &str) -> Vec<u8> {
+    let octets = post(body);
+    let text = String::from_utf8(octets).unwrap();
+    let (head, json) = text.split_once("\r\n\r\n").unwrap();
+    let head = head.replace(
+        &format!("Content-Length: {}", json.len()),
+        "Transfer-Encoding: chunked",
+    );
+    format!("{head}\r\n\r\n{chunks}").into_bytes()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chunked_body_is_served_and_one_with_a_bad_size_is_answered_400_and_closed() {
+    let h = start().await;
+    let call = tool_call(1, "echo", json!({"text": "in chunks"}), None);
+    let json = serde_json::to_string(&call).unwrap();
+    let (a, b) = json.split_at(10);
+    let chunks = format!("{:x}\r\n{a}\r\n{:x}\r\n{b}\r\n0\r\n\r\n", a.len(), b.len());
+    let mut conn = Conn::open(h.addr).await;
+    conn.send(&chunked_post(&call, &chunks)).await;
+    let (head, response) = conn.json().await;
+    assert_eq!(head.status, 200, "{head:?}");
+    assert_eq!(text_of(&response), "in chunks");
+    // A size that is no hexadecimal number: 400, and the connection ends.
+    conn.send(&chunked_post(&call, "zz\r\n{}\r\n0\r\n\r\n"))
+        .await;
+    let head = conn.head().await;
+    assert_eq!(head.status, 400, "{head:?}");
+    let _ = conn.body(&head).await;
+    assert!(conn.closed_within(Duration::from_secs(5)).await);
+    // Other connections are served.
+    let (head, _) = exchange(h.addr, &tool_call(2, "echo", json!({"text": "ok"}), None)).await;
+    assert_eq!(head.status, 200);
+    h.stop().await;
+}
