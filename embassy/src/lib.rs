@@ -109,18 +109,23 @@ mod fmt;
 pub mod client;
 mod connection;
 mod handler;
+#[cfg(any(feature = "grpc", feature = "http"))]
+mod wire;
 
 use core::cell::Cell;
 
-use embassy_net::Stack;
-use embassy_net::tcp::TcpSocket;
+#[cfg(any(feature = "grpc", feature = "http"))]
+use embassy_net::{Stack, tcp::TcpSocket};
 use embassy_sync::blocking_mutex::Mutex as BlockingMutex;
 use embassy_sync::blocking_mutex::raw::CriticalSectionRawMutex;
-use embassy_time::{Duration, Timer, with_timeout};
+use embassy_time::Duration;
+#[cfg(any(feature = "grpc", feature = "http"))]
+use embassy_time::{Timer, with_timeout};
 use embedded_io_async::{Read, Write};
 use mcpwire_core::mcp::auth::StaticTokens;
 use mcpwire_core::mcp::registry::{Registry, RegistryError, ServerInfo};
 use mcpwire_core::mcp::server::{self as engine, ServerConfig, StdioConfig};
+pub use mcpwire_core::mcp::server::{Allowed, HttpConfig};
 pub use mcpwire_core::mcp::store::{CallStore, SlabStore};
 use mcpwire_core::mcp::tool::Tools;
 
@@ -129,6 +134,8 @@ pub use connection::ConnectionError;
 use connection::{Binding, Conn, now};
 use handler::Slot;
 pub use handler::{MAX_PROGRESS_TOKEN, NOTE as MAX_PROGRESS_PARAMS};
+#[cfg(any(feature = "grpc", feature = "http"))]
+use wire::Wire;
 
 /// Octets [`Server::run_connection`] takes from the end of the socket's
 /// transmit buffer to stage the octets between the socket and the engine
@@ -136,7 +143,13 @@ pub use handler::{MAX_PROGRESS_TOKEN, NOTE as MAX_PROGRESS_PARAMS};
 /// gave to the connection.
 pub const TCP_STAGING: usize = 256;
 
+/// The engine of a network connection: the gRPC tunnel or Streamable HTTP.
+#[cfg(any(feature = "grpc", feature = "http"))]
+type Network<'a, S, const STREAMS: usize, const TABLE: usize, const BUF: usize> =
+    Wire<engine::Server<'a, S, STREAMS, TABLE, BUF>, engine::HttpServer<'a, S>>;
+
 /// How long a closing connection has to deliver its last octets.
+#[cfg(any(feature = "grpc", feature = "http"))]
 const CLOSE_GRACE: Duration = Duration::from_secs(2);
 
 /// Settings of a [`Server`].
@@ -147,6 +160,15 @@ pub struct Config {
     /// The engine's settings (HTTP/2, message size, default deadline).
     /// `authorize` follows [`Config::tokens`].
     pub engine: ServerConfig,
+    /// The Streamable HTTP binding's settings (HTTP/1.1 on the same port:
+    /// the endpoint path, limits, timeouts, the `Host` and `Origin`
+    /// checks). `authorize` follows [`Config::tokens`]. Default: the
+    /// core's, except that any `Host` is accepted (a device is reached by
+    /// its LAN address, not a loopback name); an `Origin` must still be a
+    /// loopback one (a browser page elsewhere cannot call the device).
+    /// Only with the `http` feature (120 octets of RAM on `thumbv7em`).
+    #[cfg(feature = "http")]
+    pub http: HttpConfig<'static>,
     /// Bearer tokens, each naming its principal (kept in flash). With
     /// tokens, every call must carry one (`authorization: Bearer …`); a
     /// missing, unknown or refused token ends the call with the core's
@@ -165,6 +187,11 @@ impl Default for Config {
         Self {
             port: 50051,
             engine: ServerConfig::default(),
+            #[cfg(feature = "http")]
+            http: HttpConfig {
+                allowed_hosts: Allowed::Any,
+                ..HttpConfig::default()
+            },
             tokens: None,
             keep_alive: Some(Duration::from_secs(15)),
             idle_timeout: Some(Duration::from_secs(60)),
@@ -220,6 +247,11 @@ impl<'a, T: Tools, const HANDLERS: usize, const ARGS: usize, const RESULT: usize
                 authorize: config.tokens.is_some(),
                 ..config.engine
             },
+            #[cfg(feature = "http")]
+            http: HttpConfig {
+                authorize: config.tokens.is_some(),
+                ..config.http
+            },
             ..config
         };
         Ok(Self {
@@ -261,10 +293,15 @@ impl<'a, T: Tools, const HANDLERS: usize, const ARGS: usize, const RESULT: usize
         }
     }
 
+    #[cfg(any(feature = "grpc", feature = "http"))]
     /// Serves one connection until it ends: the peer closes it (end of
-    /// file or a read error), the engine closes it, or a write fails. The
-    /// engine (`mcp::server::Server<S, STREAMS, TABLE, BUF>`) is built on
-    /// this future for the connection. `io` is any `embedded-io-async`
+    /// file or a read error), the engine closes it, or a write fails. Its
+    /// first octets choose the binding (with both features on): the
+    /// HTTP/2 preface the gRPC tunnel (`mcp::server::Server<S, STREAMS,
+    /// TABLE, BUF>`), anything else Streamable HTTP over HTTP/1.1
+    /// (`mcp::server::HttpServer<S>`, one exchange at a time on
+    /// [`HttpConfig::path`]); the engine is built on this future for the
+    /// connection, and holds one binding's state at a time. `io` is any `embedded-io-async`
     /// connection whose `read` is cancel-safe (a read dropped before it
     /// completes loses nothing) and whose `write` delivers without a
     /// `flush`, as embassy-net's sockets do; `staging` is split in two
@@ -280,8 +317,12 @@ impl<'a, T: Tools, const HANDLERS: usize, const ARGS: usize, const RESULT: usize
         S: CallStore + Default,
         Io: Read + Write,
     {
-        let mut conn = self.tunnel::<S, STREAMS, TABLE, BUF>();
-        let ended = conn.drive(io, staging).await;
+        let (input, _) = staging.split_at_mut(staging.len() / 2);
+        let Some(first) = self.sniff(io, input).await else {
+            return Ok(());
+        };
+        let mut conn = self.network::<S, STREAMS, TABLE, BUF>(&input[..first]);
+        let ended = conn.drive(io, staging, first).await;
         conn.end(ended);
         ended
     }
@@ -320,7 +361,7 @@ impl<'a, T: Tools, const HANDLERS: usize, const ARGS: usize, const RESULT: usize
             };
             engine::StdioServer::<S, CALLS>::new(s.registry, config, S::default(), now())
         });
-        let ended = conn.drive(io, staging).await;
+        let ended = conn.drive(io, staging, 0).await;
         conn.end(ended);
         ended
     }
@@ -341,16 +382,60 @@ impl<'a, T: Tools, const HANDLERS: usize, const ARGS: usize, const RESULT: usize
         }
     }
 
-    /// The state of a gRPC tunnel connection.
-    fn tunnel<S, const STREAMS: usize, const TABLE: usize, const BUF: usize>(
+    /// Reads the octets that choose the binding into `input` (with both
+    /// bindings on; none otherwise): how many, `None` when the peer went
+    /// away (or sent nothing within the HTTP head timeout) first.
+    #[cfg(any(feature = "grpc", feature = "http"))]
+    async fn sniff<Io: Read>(&self, io: &mut Io, input: &mut [u8]) -> Option<usize> {
+        #[cfg(not(all(feature = "grpc", feature = "http")))]
+        {
+            let _ = (io, input);
+            Some(0)
+        }
+        #[cfg(all(feature = "grpc", feature = "http"))]
+        {
+            // A peer that sends nothing is dropped as HTTP/1.1 drops a
+            // head that does not come.
+            let bound = self.config.http.head_timeout.as_micros();
+            let bound = Duration::from_micros(u64::try_from(bound).unwrap_or(u64::MAX));
+            match with_timeout(bound, wire::sniff(io, input)).await {
+                Ok(n) if n > 0 => Some(n),
+                _ => None,
+            }
+        }
+    }
+
+    /// The state of a network connection whose first octets are `first`:
+    /// the gRPC tunnel after the HTTP/2 preface, Streamable HTTP otherwise
+    /// (or the one binding compiled in).
+    #[cfg(any(feature = "grpc", feature = "http"))]
+    fn network<S, const STREAMS: usize, const TABLE: usize, const BUF: usize>(
         &self,
-    ) -> Conn<'_, T, engine::Server<'a, S, STREAMS, TABLE, BUF>, HANDLERS, ARGS, RESULT>
+        first: &[u8],
+    ) -> Conn<'_, T, Network<'a, S, STREAMS, TABLE, BUF>, HANDLERS, ARGS, RESULT>
     where
         S: CallStore + Default,
     {
-        self.connection(|s| engine::Server::new(s.registry, s.config.engine, S::default(), now()))
+        let _ = first;
+        #[cfg(feature = "grpc")]
+        let grpc = |s: &Self| engine::Server::new(s.registry, s.config.engine, S::default(), now());
+        #[cfg(feature = "http")]
+        let http =
+            |s: &Self| engine::HttpServer::new(s.registry, s.config.http, S::default(), now());
+        self.connection(|s| {
+            #[cfg(all(feature = "grpc", feature = "http"))]
+            return match wire::is_preface(first) {
+                true => Wire::Grpc(grpc(s)),
+                false => Wire::Http(http(s)),
+            };
+            #[cfg(all(feature = "grpc", not(feature = "http")))]
+            return Wire::Grpc(grpc(s));
+            #[cfg(all(feature = "http", not(feature = "grpc")))]
+            return Wire::Http(http(s));
+        })
     }
 
+    #[cfg(any(feature = "grpc", feature = "http"))]
     /// Serves connections on [`Config::port`] forever, one at a time: a
     /// TCP socket over `rx_buffer` and `tx_buffer` accepts, the connection
     /// runs as in [`Server::serve`] until it ends, the socket closes, and
@@ -379,8 +464,14 @@ impl<'a, T: Tools, const HANDLERS: usize, const ARGS: usize, const RESULT: usize
                 continue;
             }
             socket.set_nagle_enabled(false);
-            let mut conn = self.tunnel::<S, STREAMS, TABLE, BUF>();
-            let ended = conn.drive(&mut socket, staging).await;
+            let (input, _) = staging.split_at_mut(staging.len() / 2);
+            let Some(first) = self.sniff(&mut socket, input).await else {
+                socket.abort();
+                let _ = with_timeout(Duration::from_millis(100), socket.flush()).await;
+                continue;
+            };
+            let mut conn = self.network::<S, STREAMS, TABLE, BUF>(&input[..first]);
+            let ended = conn.drive(&mut socket, staging, first).await;
             conn.end(ended);
             drop(conn);
             socket.close();
