@@ -634,3 +634,24 @@ fn bearer_tokens_apply_to_http() {
         assert_eq!(r["result"]["content"][0]["text"], "counted 0");
     });
 }
+
+/// The binding is chosen only once the first octets tell: a POST whose
+/// first octet (`P`, as the HTTP/2 preface starts) arrives alone is still
+/// served as HTTP/1.1, none of its octets lost to the sniffing.
+#[test]
+fn a_request_that_starts_like_the_preface_is_still_http() {
+    run_both(Config::default(), |_, mut http| async move {
+        http.write_all(b"P").await.expect("write");
+        embassy_time::Timer::after(Duration::from_millis(20)).await;
+        let list = request(json!(5), "tools/list", json!({}));
+        let head = format!(
+            "OST /mcp HTTP/1.1\r\nhost: device\r\ncontent-type: application/json\r\n\
+             accept: application/json\r\nmcp-protocol-version: {VERSION}\r\n\
+             mcp-method: tools/list"
+        );
+        let r = exchange(&mut http, &head, &serde_json::to_vec(&list).expect("json")).await;
+        assert_eq!(r.status, 200, "{r:?}");
+        let r: Value = serde_json::from_str(&r.body).expect("JSON");
+        assert_eq!(r["id"], 5);
+    });
+}
