@@ -4,7 +4,11 @@
 # @grpc/grpc-js (tests/grpc/device.js), by our tokio Channel
 # (mcpwire-device-probe) and by the embassy client (mcpwire-device-client:
 # the core's Caller on its own embassy-net stack): discover, tools/list, the
-# tools, progress, cancel, deadlines, concurrent calls.
+# tools, progress, cancel, deadlines, concurrent calls. On the same port,
+# Streamable HTTP over HTTP/1.1: the official Python SDK (mcp 2.3.0, its
+# Streamable HTTP client pinned to 2026-07-28: tests/grpc/device_http.py)
+# lists the tools and calls them, one with progress; curl sends a raw POST
+# (200 with the JSON answer) and a GET (405, Allow: POST).
 #
 #   sudo ./scripts/interop-embassy-host.sh
 #
@@ -18,7 +22,8 @@
 # Needs root and /dev/net/tun; without them it exits 77 (skipped), except in
 # CI (CI=true), where that is a failure. Needs node and npm: @grpc/grpc-js
 # 1.14.7 and @grpc/proto-loader 0.8.1 are installed into
-# tests/grpc/node_modules when missing.
+# tests/grpc/node_modules when missing, mcp 2.3.0 into the venv .venv.
+# Needs curl.
 #
 # Builds the three binaries in release (no LTO, parallel codegen, as the grpc
 # step of scripts/test.sh does) unless MCPWIRE_NO_BUILD=1. Prints one line a
@@ -62,8 +67,12 @@ port=50051
 # After the EXIT trap of lib.sh stopped the app.
 on_exit() { ip netns del "$ns" 2>/dev/null || true; }
 
+command -v curl >/dev/null || cannot "no curl (Debian: apt-get install curl)"
+
 printf '==> setup\n'
 grpc_js || exit 2
+python_venv mcp==2.3.0 || exit 2
+python=$root/.venv/bin/python
 if [[ ${MCPWIRE_NO_BUILD:-} != 1 ]]; then
     note "cargo build --release -p mcpwire-device-host"
     quietly "${cargo_tools[@]}" build --release -p mcpwire-device-host --bins || exit 2
@@ -153,6 +162,41 @@ rc=0
 bounded 120 ip netns exec "$ns" "$client" --tap "$tap_client" --address "$client_side" --server "$device:$port" \
     >"$work/client.out" 2>"$work/client.err" || rc=$?
 json_scenarios embassy "$work/client.out" "$work/client.err" "$rc" client
+
+url=http://$device:$port/mcp
+printf '\n==> python: mcp 2.3.0, Streamable HTTP (tests/grpc/device_http.py) -> %s\n' "$url"
+rc=0
+bounded 120 ip netns exec "$ns" "$python" "$dir/device_http.py" "$url" \
+    >"$work/sdk.out" 2>"$work/sdk.err" || rc=$?
+json_scenarios python "$work/sdk.out" "$work/sdk.err" "$rc" sdk
+
+printf '\n==> curl -> %s\n' "$url"
+# curl_post NAME JSON: a raw POST, with the headers MCP 2026-07-28 §5 asks
+# for; the status, then the body, in $work/curl.out.
+curl_post() {
+    local method
+    method=$(sed -n 's/.*"method":"\([^"]*\)".*/\1/p' <<<"$2")
+    bounded 20 ip netns exec "$ns" curl -sS --max-time 10 -o "$work/curl.body" -w '%{http_code}' \
+        -H 'content-type: application/json' -H 'accept: application/json, text/event-stream' \
+        -H 'mcp-protocol-version: 2026-07-28' -H "mcp-method: $method" \
+        --data "$2" "$url" >"$work/curl.status" 2>"$work/curl.err" || true
+}
+meta='"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}'
+curl_post tools-list '{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{'"$meta"'}}'
+status=$(cat "$work/curl.status")
+body=$(cat "$work/curl.body" 2>/dev/null || true)
+if [[ $status == 200 && $body == *'"read_sensor"'* && $body == *'"id":1'* ]]; then
+    report true curl post "200 $(head -c 120 <<<"$body")"
+else
+    report false curl post "status $status: $(head -c 300 <<<"$body") $(cat "$work/curl.err")"
+fi
+rc=0
+head=$(bounded 20 ip netns exec "$ns" curl -sS --max-time 10 -o /dev/null -D - "$url" 2>"$work/curl.err") || rc=$?
+if [[ $head == 'HTTP/1.1 405'* && ${head,,} == *'allow: post'* ]]; then
+    report true curl get-405 "$(head -n 1 <<<"$head" | tr -d '\r')"
+else
+    report false curl get-405 "exit $rc: $(tr '\r\n' '  ' <<<"$head") $(cat "$work/curl.err")"
+fi
 
 # The app must have lived through all of it.
 if kill -0 "$app_pid" 2>/dev/null; then

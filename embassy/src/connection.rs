@@ -1,7 +1,9 @@
 //! One connection: a server engine's run loop over any `embedded-io-async`
 //! connection (an embassy-net `TcpSocket`, another network stack's socket,
-//! a serial link), for either binding of the core: the gRPC tunnel
-//! ([`Server`]) or stdio ([`StdioServer`], newline-delimited JSON-RPC).
+//! a serial link), for any binding of the core: the gRPC tunnel
+//! ([`Server`]), Streamable HTTP over HTTP/1.1 ([`HttpServer`]), both on
+//! one port as a `Wire` chosen by the first octets, or stdio
+//! ([`StdioServer`], newline-delimited JSON-RPC).
 //!
 //! The loop follows [`mcpwire_core::drive`]: feed what was read with
 //! [`Feed`] until it is consumed (draining events after every step), hand
@@ -29,9 +31,10 @@ use embassy_futures::select::{Either3, select3};
 use embassy_time::Timer;
 use embedded_io_async::{Read, Write};
 use mcpwire_core::drive::{self, Endpoint, Feed, Step};
-use mcpwire_core::mcp::auth::Decision;
+use mcpwire_core::mcp::auth::Decision as AuthDecision;
 use mcpwire_core::mcp::server::{
-    CallId, Failure, RequestKind, SendError, Server, ServerEngine, ServerEvent, StdioServer,
+    CallId, Failure, HttpServer, RequestKind, SendError, Server, ServerEngine, ServerEvent,
+    StdioServer,
 };
 use mcpwire_core::mcp::store::CallStore;
 use mcpwire_core::mcp::tool::Tools;
@@ -108,6 +111,23 @@ impl<S: CallStore, const CALLS: usize> Binding for StdioServer<'_, S, CALLS> {
     }
 }
 
+impl<S: CallStore> Binding for HttpServer<'_, S> {
+    fn recv_eof(&mut self) {
+        HttpServer::recv_eof(self);
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        HttpServer::poll_timeout(self)
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        HttpServer::handle_timeout(self, now);
+    }
+    /// The end of input cancels the exchange in progress; the binding's
+    /// own answer, if any, goes out first.
+    fn is_over(&self, _: bool) -> bool {
+        self.is_finished()
+    }
+}
+
 pub(crate) struct Conn<
     'a,
     T: Tools,
@@ -129,7 +149,8 @@ impl<'a, T: Tools, E: Binding, const HANDLERS: usize, const ARGS: usize, const R
     /// closes it, by end of file or a read error, or the engine closes it;
     /// stdio: the input ended and every call is answered), or a write
     /// fails. `staging` holds the octets between `io` and the engine: half
-    /// in, half out.
+    /// in, half out; the input half starts with `first` octets already
+    /// read.
     ///
     /// `io`'s `read` must be cancel-safe (a read dropped before it
     /// completes loses nothing), as embassy-net's sockets are: the loop
@@ -140,14 +161,16 @@ impl<'a, T: Tools, E: Binding, const HANDLERS: usize, const ARGS: usize, const R
         &mut self,
         io: &mut Io,
         staging: &mut [u8],
+        first: usize,
     ) -> Result<(), ConnectionError> {
         let (input, output) = staging.split_at_mut(staging.len() / 2);
         if input.is_empty() || output.is_empty() {
             return Err(ConnectionError::NoStaging);
         }
         let mut eof = false;
-        // Read but not yet consumed: `input[start..end]`.
-        let (mut start, mut end) = (0, 0);
+        // Read but not yet consumed: `input[start..end]` (the first
+        // `first` octets were read by the sniffing).
+        let (mut start, mut end) = (0, first.min(input.len()));
         loop {
             // The engine waits for a handler's answer before it takes more.
             let mut waiting = false;
@@ -247,7 +270,7 @@ impl<'a, T: Tools, E: Binding, const HANDLERS: usize, const ARGS: usize, const R
                 ServerEvent::Authorize { call } => {
                     let decision = match &self.server.config.tokens {
                         Some(tokens) => tokens.check(self.engine.bearer_token(call)),
-                        None => Decision::Unauthenticated,
+                        None => AuthDecision::Unauthenticated,
                     };
                     self.engine.authorize(call, decision);
                 }

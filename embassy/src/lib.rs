@@ -1,9 +1,22 @@
 //! mcpwire on embassy: the MCP servers of `mcpwire-core` on any
 //! `embedded-io-async` connection, with no allocator and no `std`: the
-//! gRPC tunnel (`/mcp.zig.transport.v1.Mcp/Call` over HTTP/2) on an
-//! embassy-net TCP socket or another network stack's, and the stdio
-//! binding (newline-delimited JSON-RPC) on a serial link (a UART, a USB
-//! CDC-ACM class).
+//! gRPC tunnel (`/mcp.zig.transport.v1.Mcp/Call` over HTTP/2) and
+//! Streamable HTTP (MCP 2026-07-28 §5, `POST /mcp` over HTTP/1.1) on one
+//! embassy-net TCP port or another network stack's connection, and the
+//! stdio binding (newline-delimited JSON-RPC) on a serial link (a UART, a
+//! USB CDC-ACM class).
+//!
+//! The network bindings are cargo features, both on by default: `grpc`
+//! and `http`. With both, each connection's first octets choose: the
+//! HTTP/2 preface goes to the gRPC tunnel, anything else to HTTP/1.1. One
+//! run loop serves either engine, and a connection holds one engine at a
+//! time (an enum of the two: the gRPC engine's size, the larger). Flash on
+//! `thumbv7em` (the NUCLEO-F767ZI example, 2 connections, opt-level z, fat
+//! LTO): gRPC alone 122,552 octets, HTTP alone 92,396, both 144,936 (the
+//! HTTP/1.1 binding's code, about 12.6 KB, and the driver's dispatch over
+//! two engines); static RAM 45,584, 27,240 and 45,704. A binding that is
+//! off costs nothing; stdio is always there and costs nothing until
+//! [`Server::serve_stdio`] is called.
 //!
 //! A [`Server`] holds the application's portable tools
 //! ([`mcpwire_core::mcp::tool::Tools`], the same tools `mcpwire-tokio`
@@ -40,6 +53,12 @@
 //! its [`CallStore`] (for example [`SlabStore<SIZE, COUNT>`]: `COUNT`
 //! call buffers of `SIZE` octets, the largest request and response message);
 //! on stdio, the engine's `CALLS` (requests at a time) and its call store.
+//!
+//! Streamable HTTP answers one exchange at a time per connection, JSON or
+//! an event stream (progress notifications, then the result) as the core
+//! decides; its settings are [`Config::http`] (any `Host` accepted by
+//! default: a device is reached by its LAN address). Bearer tokens
+//! ([`Config::tokens`]) apply to both network bindings.
 //!
 //! Logging goes through `defmt` (feature `defmt`) or `log` (feature `log`),
 //! and compiles to nothing with neither.
@@ -109,18 +128,23 @@ mod fmt;
 pub mod client;
 mod connection;
 mod handler;
+#[cfg(any(feature = "grpc", feature = "http"))]
+mod wire;
 
 use core::cell::Cell;
 
-use embassy_net::Stack;
-use embassy_net::tcp::TcpSocket;
+#[cfg(any(feature = "grpc", feature = "http"))]
+use embassy_net::{Stack, tcp::TcpSocket};
 use embassy_sync::blocking_mutex::Mutex as BlockingMutex;
 use embassy_sync::blocking_mutex::raw::CriticalSectionRawMutex;
-use embassy_time::{Duration, Timer, with_timeout};
+use embassy_time::Duration;
+#[cfg(any(feature = "grpc", feature = "http"))]
+use embassy_time::{Timer, with_timeout};
 use embedded_io_async::{Read, Write};
 use mcpwire_core::mcp::auth::StaticTokens;
 use mcpwire_core::mcp::registry::{Registry, RegistryError, ServerInfo};
 use mcpwire_core::mcp::server::{self as engine, ServerConfig, StdioConfig};
+pub use mcpwire_core::mcp::server::{Allowed, HttpConfig};
 pub use mcpwire_core::mcp::store::{CallStore, SlabStore};
 use mcpwire_core::mcp::tool::Tools;
 
@@ -129,6 +153,8 @@ pub use connection::ConnectionError;
 use connection::{Binding, Conn, now};
 use handler::Slot;
 pub use handler::{MAX_PROGRESS_TOKEN, NOTE as MAX_PROGRESS_PARAMS};
+#[cfg(any(feature = "grpc", feature = "http"))]
+use wire::Wire;
 
 /// Octets [`Server::run_connection`] takes from the end of the socket's
 /// transmit buffer to stage the octets between the socket and the engine
@@ -136,7 +162,13 @@ pub use handler::{MAX_PROGRESS_TOKEN, NOTE as MAX_PROGRESS_PARAMS};
 /// gave to the connection.
 pub const TCP_STAGING: usize = 256;
 
+/// The engine of a network connection: the gRPC tunnel or Streamable HTTP.
+#[cfg(any(feature = "grpc", feature = "http"))]
+type Network<'a, S, const STREAMS: usize, const TABLE: usize, const BUF: usize> =
+    Wire<engine::Server<'a, S, STREAMS, TABLE, BUF>, engine::HttpServer<'a, S>>;
+
 /// How long a closing connection has to deliver its last octets.
+#[cfg(any(feature = "grpc", feature = "http"))]
 const CLOSE_GRACE: Duration = Duration::from_secs(2);
 
 /// Settings of a [`Server`].
@@ -147,6 +179,15 @@ pub struct Config {
     /// The engine's settings (HTTP/2, message size, default deadline).
     /// `authorize` follows [`Config::tokens`].
     pub engine: ServerConfig,
+    /// The Streamable HTTP binding's settings (HTTP/1.1 on the same port:
+    /// the endpoint path, limits, timeouts, the `Host` and `Origin`
+    /// checks). `authorize` follows [`Config::tokens`]. Default: the
+    /// core's, except that any `Host` is accepted (a device is reached by
+    /// its LAN address, not a loopback name); an `Origin` must still be a
+    /// loopback one (a browser page elsewhere cannot call the device).
+    /// Only with the `http` feature (120 octets of RAM on `thumbv7em`).
+    #[cfg(feature = "http")]
+    pub http: HttpConfig<'static>,
     /// Bearer tokens, each naming its principal (kept in flash). With
     /// tokens, every call must carry one (`authorization: Bearer …`); a
     /// missing, unknown or refused token ends the call with the core's
@@ -165,6 +206,11 @@ impl Default for Config {
         Self {
             port: 50051,
             engine: ServerConfig::default(),
+            #[cfg(feature = "http")]
+            http: HttpConfig {
+                allowed_hosts: Allowed::Any,
+                ..HttpConfig::default()
+            },
             tokens: None,
             keep_alive: Some(Duration::from_secs(15)),
             idle_timeout: Some(Duration::from_secs(60)),
@@ -220,6 +266,11 @@ impl<'a, T: Tools, const HANDLERS: usize, const ARGS: usize, const RESULT: usize
                 authorize: config.tokens.is_some(),
                 ..config.engine
             },
+            #[cfg(feature = "http")]
+            http: HttpConfig {
+                authorize: config.tokens.is_some(),
+                ..config.http
+            },
             ..config
         };
         Ok(Self {
@@ -262,15 +313,21 @@ impl<'a, T: Tools, const HANDLERS: usize, const ARGS: usize, const RESULT: usize
     }
 
     /// Serves one connection until it ends: the peer closes it (end of
-    /// file or a read error), the engine closes it, or a write fails. The
-    /// engine (`mcp::server::Server<S, STREAMS, TABLE, BUF>`) is built on
-    /// this future for the connection. `io` is any `embedded-io-async`
-    /// connection whose `read` is cancel-safe (a read dropped before it
-    /// completes loses nothing) and whose `write` delivers without a
-    /// `flush`, as embassy-net's sockets do; `staging` is split in two
-    /// halves, the octets on their way in and out (128 octets each is
-    /// plenty: the engine takes input and gives output in any pieces).
-    /// Closing `io` is the caller's.
+    /// file or a read error), the engine closes it, or a write fails. Its
+    /// first octets choose the binding (with both features on): the
+    /// HTTP/2 preface the gRPC tunnel (`mcp::server::Server<S, STREAMS,
+    /// TABLE, BUF>`), anything else Streamable HTTP over HTTP/1.1
+    /// (`mcp::server::HttpServer<S>`, one exchange at a time on
+    /// [`HttpConfig::path`]); the engine is built on this future for the
+    /// connection, and holds one binding's state at a time. `io` is any
+    /// `embedded-io-async` connection whose `read` is cancel-safe (a read
+    /// dropped before it completes loses nothing) and whose `write`
+    /// delivers without a `flush`, as embassy-net's sockets do; `staging`
+    /// is split in two halves, the octets on their way in and out (128
+    /// octets each is plenty: the engine takes input and gives output in
+    /// any pieces). Closing `io` is the caller's. A peer that sends nothing
+    /// within [`HttpConfig::head_timeout`] is dropped unserved.
+    #[cfg(any(feature = "grpc", feature = "http"))]
     pub async fn serve<S, const STREAMS: usize, const TABLE: usize, const BUF: usize, Io>(
         &self,
         io: &mut Io,
@@ -280,8 +337,12 @@ impl<'a, T: Tools, const HANDLERS: usize, const ARGS: usize, const RESULT: usize
         S: CallStore + Default,
         Io: Read + Write,
     {
-        let mut conn = self.tunnel::<S, STREAMS, TABLE, BUF>();
-        let ended = conn.drive(io, staging).await;
+        let (input, _) = staging.split_at_mut(staging.len() / 2);
+        let Some(first) = self.sniff(io, input).await else {
+            return Ok(());
+        };
+        let mut conn = self.network::<S, STREAMS, TABLE, BUF>(&input[..first]);
+        let ended = conn.drive(io, staging, first).await;
         conn.end(ended);
         ended
     }
@@ -320,7 +381,7 @@ impl<'a, T: Tools, const HANDLERS: usize, const ARGS: usize, const RESULT: usize
             };
             engine::StdioServer::<S, CALLS>::new(s.registry, config, S::default(), now())
         });
-        let ended = conn.drive(io, staging).await;
+        let ended = conn.drive(io, staging, 0).await;
         conn.end(ended);
         ended
     }
@@ -341,14 +402,57 @@ impl<'a, T: Tools, const HANDLERS: usize, const ARGS: usize, const RESULT: usize
         }
     }
 
-    /// The state of a gRPC tunnel connection.
-    fn tunnel<S, const STREAMS: usize, const TABLE: usize, const BUF: usize>(
+    /// Reads the octets that choose the binding into `input` (with both
+    /// bindings on; none otherwise): how many, `None` when the peer went
+    /// away (or sent nothing within the HTTP head timeout) first.
+    #[cfg(any(feature = "grpc", feature = "http"))]
+    async fn sniff<Io: Read>(&self, io: &mut Io, input: &mut [u8]) -> Option<usize> {
+        #[cfg(not(all(feature = "grpc", feature = "http")))]
+        {
+            let _ = (io, input);
+            Some(0)
+        }
+        #[cfg(all(feature = "grpc", feature = "http"))]
+        {
+            // A peer that sends nothing is dropped as HTTP/1.1 drops a
+            // head that does not come.
+            let bound = self.config.http.head_timeout.as_micros();
+            let bound = Duration::from_micros(u64::try_from(bound).unwrap_or(u64::MAX));
+            match with_timeout(bound, wire::sniff(io, input)).await {
+                Ok(n) if n > 0 => Some(n),
+                _ => None,
+            }
+        }
+    }
+
+    /// The state of a network connection whose first octets are `first`:
+    /// the gRPC tunnel after the HTTP/2 preface, Streamable HTTP otherwise
+    /// (or the one binding compiled in).
+    #[cfg(any(feature = "grpc", feature = "http"))]
+    fn network<S, const STREAMS: usize, const TABLE: usize, const BUF: usize>(
         &self,
-    ) -> Conn<'_, T, engine::Server<'a, S, STREAMS, TABLE, BUF>, HANDLERS, ARGS, RESULT>
+        first: &[u8],
+    ) -> Conn<'_, T, Network<'a, S, STREAMS, TABLE, BUF>, HANDLERS, ARGS, RESULT>
     where
         S: CallStore + Default,
     {
-        self.connection(|s| engine::Server::new(s.registry, s.config.engine, S::default(), now()))
+        let _ = first;
+        #[cfg(feature = "grpc")]
+        let grpc = |s: &Self| engine::Server::new(s.registry, s.config.engine, S::default(), now());
+        #[cfg(feature = "http")]
+        let http =
+            |s: &Self| engine::HttpServer::new(s.registry, s.config.http, S::default(), now());
+        self.connection(|s| {
+            #[cfg(all(feature = "grpc", feature = "http"))]
+            return match wire::is_preface(first) {
+                true => Wire::Grpc(grpc(s)),
+                false => Wire::Http(http(s)),
+            };
+            #[cfg(all(feature = "grpc", not(feature = "http")))]
+            return Wire::Grpc(grpc(s));
+            #[cfg(all(feature = "http", not(feature = "grpc")))]
+            return Wire::Http(http(s));
+        })
     }
 
     /// Serves connections on [`Config::port`] forever, one at a time: a
@@ -358,6 +462,7 @@ impl<'a, T: Tools, const HANDLERS: usize, const ARGS: usize, const RESULT: usize
     /// `tx_buffer` (at most half of it) are the staging; the socket has the
     /// rest (`rx_buffer`, the advertised window, stays whole). Run it in as
     /// many embassy tasks as connections are to be served at once.
+    #[cfg(any(feature = "grpc", feature = "http"))]
     pub async fn run_connection<S, const STREAMS: usize, const TABLE: usize, const BUF: usize>(
         &self,
         stack: Stack<'_>,
@@ -379,8 +484,14 @@ impl<'a, T: Tools, const HANDLERS: usize, const ARGS: usize, const RESULT: usize
                 continue;
             }
             socket.set_nagle_enabled(false);
-            let mut conn = self.tunnel::<S, STREAMS, TABLE, BUF>();
-            let ended = conn.drive(&mut socket, staging).await;
+            let (input, _) = staging.split_at_mut(staging.len() / 2);
+            let Some(first) = self.sniff(&mut socket, input).await else {
+                socket.abort();
+                let _ = with_timeout(Duration::from_millis(100), socket.flush()).await;
+                continue;
+            };
+            let mut conn = self.network::<S, STREAMS, TABLE, BUF>(&input[..first]);
+            let ended = conn.drive(&mut socket, staging, first).await;
             conn.end(ended);
             drop(conn);
             socket.close();

@@ -374,3 +374,284 @@ fn bearer_tokens_get_the_cores_challenges() {
         });
     }
 }
+
+/// An HTTP/1.1 response as a client reads it.
+#[derive(Debug)]
+struct Response {
+    status: u16,
+    /// The head's fields, names in lowercase.
+    fields: Vec<(String, String)>,
+    /// The body, chunks joined.
+    body: String,
+}
+
+impl Response {
+    fn field(&self, name: &str) -> Option<&str> {
+        self.fields
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The JSON-RPC messages of an event stream (`data:` lines).
+    fn events(&self) -> Vec<Value> {
+        self.body
+            .lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .map(|d| serde_json::from_str(d.trim()).expect("a JSON event"))
+            .collect()
+    }
+}
+
+/// Sends `head` (request line and fields, without the empty line) and
+/// `body`, and reads the whole response.
+async fn exchange(io: &mut End<'_>, head: &str, body: &[u8]) -> Response {
+    let mut request = format!("{head}\r\ncontent-length: {}\r\n\r\n", body.len()).into_bytes();
+    request.extend_from_slice(body);
+    io.write_all(&request).await.expect("write");
+    let mut data = Vec::new();
+    let mut buf = [0u8; 1024];
+    loop {
+        if let Some(response) = parse_response(&data) {
+            return response;
+        }
+        let n = io.read(&mut buf).await.expect("read");
+        assert!(n > 0, "the server closed before the response was whole");
+        data.extend_from_slice(&buf[..n]);
+    }
+}
+
+/// A whole response in `data`, if it is there.
+fn parse_response(data: &[u8]) -> Option<Response> {
+    let end = data.windows(4).position(|w| w == b"\r\n\r\n")?;
+    let head = std::str::from_utf8(&data[..end]).expect("an ASCII head");
+    let mut lines = head.split("\r\n");
+    let status = lines.next()?.split(' ').nth(1)?.parse().expect("a status");
+    let fields: Vec<(String, String)> = lines
+        .map(|l| {
+            let (n, v) = l.split_once(':').expect("a field");
+            (n.trim().to_ascii_lowercase(), v.trim().to_owned())
+        })
+        .collect();
+    let mut rest = &data[end + 4..];
+    let field = |name: &str| fields.iter().find(|(n, _)| n == name).map(|(_, v)| v);
+    let body = if field("transfer-encoding").is_some_and(|v| v == "chunked") {
+        let mut body = Vec::new();
+        loop {
+            let line = rest.windows(2).position(|w| w == b"\r\n")?;
+            let size = std::str::from_utf8(&rest[..line]).expect("a chunk size");
+            let size = usize::from_str_radix(size.trim(), 16).expect("hex");
+            if rest.len() < line + 2 + size + 2 {
+                return None;
+            }
+            body.extend_from_slice(&rest[line + 2..line + 2 + size]);
+            rest = &rest[line + 2 + size + 2..];
+            if size == 0 {
+                break body;
+            }
+        }
+    } else {
+        let len: usize = field("content-length").map_or(0, |v| v.parse().expect("a length"));
+        if rest.len() < len {
+            return None;
+        }
+        rest[..len].to_vec()
+    };
+    Some(Response {
+        status,
+        fields,
+        body: String::from_utf8(body).expect("a UTF-8 body"),
+    })
+}
+
+/// A Streamable HTTP POST of `message` to `/mcp`, with the headers §5
+/// asks for (and `extra` fields).
+async fn post(io: &mut End<'_>, message: &Value, extra: &str) -> Response {
+    let method = message["method"].as_str().expect("a method");
+    let mut head = format!(
+        "POST /mcp HTTP/1.1\r\nhost: 192.0.2.7:50051\r\ncontent-type: application/json\r\n\
+         accept: application/json, text/event-stream\r\nmcp-protocol-version: {VERSION}\r\n\
+         mcp-method: {method}"
+    );
+    if let Some(name) = message["params"]["name"].as_str() {
+        head.push_str(&format!("\r\nmcp-name: {name}"));
+    }
+    head.push_str(extra);
+    exchange(io, &head, &serde_json::to_vec(message).expect("json")).await
+}
+
+/// Runs `client` against one server serving two in-memory connections at
+/// once (one handler task): it gets a gRPC tunnel client on the first and
+/// the raw octets of the second; fails after 10 s.
+fn run_both<F>(config: Config, client: impl FnOnce(Tunnel<'static>, End<'static>) -> F)
+where
+    F: core::future::Future<Output = ()>,
+{
+    let pipe = || -> &'static Wire { Box::leak(Box::new(Wire::new())) };
+    let (up, down, http_up, http_down) = (pipe(), pipe(), pipe(), pipe());
+    let server: &'static Mcp = Box::leak(Box::new(
+        Mcp::new(INFO, (Count, Sleep), config).expect("a valid schema"),
+    ));
+    let tunnel = Tunnel {
+        conn: Client::new(Role::Client, h2::Config::default(), now()),
+        io: End { rx: down, tx: up },
+        authorization: None,
+        challenge: None,
+    };
+    let http = End {
+        rx: http_down,
+        tx: http_up,
+    };
+    let serve = |rx: &'static Wire, tx: &'static Wire| async move {
+        let mut io = End { rx, tx };
+        let mut staging = [0u8; 256];
+        server
+            .serve::<SlabStore<2048, 2>, 2, 4096, 2048, _>(&mut io, &mut staging)
+            .await
+    };
+    let serving = embassy_futures::join::join(serve(up, down), serve(http_up, http_down));
+    let ended = block_on(select3(
+        server.run_handler(),
+        serving,
+        with_timeout(Duration::from_secs(10), client(tunnel, http)),
+    ));
+    match ended {
+        Either3::First(never) => never,
+        Either3::Second(e) => panic!("the connections ended first: {e:?}"),
+        Either3::Third(done) => done.expect("the client finished in time"),
+    }
+}
+
+/// One port, two bindings: the first octets choose. A gRPC call and a
+/// Streamable HTTP POST reach the same tools through the same handler.
+#[test]
+fn a_grpc_call_and_an_http_post_reach_one_server() {
+    run_both(Config::default(), |mut t, mut http| async move {
+        let call = request(
+            json!(1),
+            "tools/call",
+            json!({ "name": "count", "arguments": { "n": 1 } }),
+        );
+        let (messages, status) = t.call(call.clone()).await;
+        assert_eq!(status.as_deref(), Some("0"), "{messages:?}");
+        assert_eq!(messages[0]["result"]["content"][0]["text"], "counted 1");
+
+        let listed = post(&mut http, &request(json!(2), "tools/list", json!({})), "").await;
+        assert_eq!(listed.status, 200, "{listed:?}");
+        assert_eq!(listed.field("content-type"), Some("application/json"));
+        let listed: Value = serde_json::from_str(&listed.body).expect("JSON");
+        let names: Vec<_> = listed["result"]["tools"]
+            .as_array()
+            .expect("tools")
+            .iter()
+            .map(|t| t["name"].clone())
+            .collect();
+        assert_eq!(names, [json!("count"), json!("sleep")]);
+
+        // The same connection is kept alive for the next request.
+        let called = post(&mut http, &call, "").await;
+        assert_eq!(called.status, 200, "{called:?}");
+        let called: Value = serde_json::from_str(&called.body).expect("JSON");
+        assert_eq!(called["id"], 1);
+        assert_eq!(called["result"]["content"][0]["text"], "counted 1");
+    });
+}
+
+/// A request with a progress token is answered with an event stream: the
+/// handler's progress notifications, then the result.
+#[test]
+fn an_http_call_with_a_progress_token_streams_its_progress() {
+    run_both(Config::default(), |_, mut http| async move {
+        let mut call = request(
+            json!("c"),
+            "tools/call",
+            json!({ "name": "count", "arguments": { "n": 3 } }),
+        );
+        call["params"]["_meta"]["progressToken"] = json!(9);
+        let r = post(&mut http, &call, "").await;
+        assert_eq!(r.status, 200, "{r:?}");
+        assert_eq!(r.field("content-type"), Some("text/event-stream"));
+        let events = r.events();
+        let progress: Vec<_> = events[..events.len() - 1]
+            .iter()
+            .map(|m| {
+                assert_eq!(m["method"], "notifications/progress");
+                assert_eq!(m["params"]["progressToken"], 9);
+                m["params"]["progress"].clone()
+            })
+            .collect();
+        assert_eq!(progress, [json!(1), json!(2), json!(3)], "{events:?}");
+        let last = &events[events.len() - 1];
+        assert_eq!(last["id"], "c");
+        assert_eq!(last["result"]["content"][0]["text"], "counted 3");
+    });
+}
+
+/// The binding's own answers reach the client from the device: GET is 405
+/// with `Allow: POST`.
+#[test]
+fn an_http_get_is_refused_with_405() {
+    run_both(Config::default(), |_, mut http| async move {
+        let r = exchange(&mut http, "GET /mcp HTTP/1.1\r\nhost: device", b"").await;
+        assert_eq!(r.status, 405, "{r:?}");
+        assert_eq!(r.field("allow"), Some("POST"));
+    });
+}
+
+/// Bearer tokens apply to HTTP as to gRPC: a POST without one is 401 with
+/// the core's challenge; with an allowed one the call runs.
+#[test]
+fn bearer_tokens_apply_to_http() {
+    use mcpwire_core::mcp::auth::{Decision, StaticTokens};
+    let config = Config {
+        tokens: Some(StaticTokens::new(&[("s3cret", "host")])),
+        ..Config::default()
+    };
+    let call = request(
+        json!(1),
+        "tools/call",
+        json!({ "name": "count", "arguments": { "n": 0 } }),
+    );
+    let refusal = Decision::Unauthenticated.refusal(false).unwrap();
+    run_both(config, |_, mut http| async move {
+        let r = post(&mut http, &call, "").await;
+        assert_eq!(r.status, refusal.http_status, "{r:?}");
+        assert!(
+            r.field("www-authenticate")
+                .is_some_and(|c| c.starts_with(refusal.challenge)),
+            "{r:?}"
+        );
+    });
+    let call = request(
+        json!(1),
+        "tools/call",
+        json!({ "name": "count", "arguments": { "n": 0 } }),
+    );
+    run_both(config, |_, mut http| async move {
+        let r = post(&mut http, &call, "\r\nauthorization: Bearer s3cret").await;
+        assert_eq!(r.status, 200, "{r:?}");
+        let r: Value = serde_json::from_str(&r.body).expect("JSON");
+        assert_eq!(r["result"]["content"][0]["text"], "counted 0");
+    });
+}
+
+/// The binding is chosen only once the first octets tell: a POST whose
+/// first octet (`P`, as the HTTP/2 preface starts) arrives alone is still
+/// served as HTTP/1.1, none of its octets lost to the sniffing.
+#[test]
+fn a_request_that_starts_like_the_preface_is_still_http() {
+    run_both(Config::default(), |_, mut http| async move {
+        http.write_all(b"P").await.expect("write");
+        embassy_time::Timer::after(Duration::from_millis(20)).await;
+        let list = request(json!(5), "tools/list", json!({}));
+        let head = format!(
+            "OST /mcp HTTP/1.1\r\nhost: device\r\ncontent-type: application/json\r\n\
+             accept: application/json\r\nmcp-protocol-version: {VERSION}\r\n\
+             mcp-method: tools/list"
+        );
+        let r = exchange(&mut http, &head, &serde_json::to_vec(&list).expect("json")).await;
+        assert_eq!(r.status, 200, "{r:?}");
+        let r: Value = serde_json::from_str(&r.body).expect("JSON");
+        assert_eq!(r["id"], 5);
+    });
+}

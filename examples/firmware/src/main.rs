@@ -4,7 +4,10 @@
 //!
 //! It serves MCP over the gRPC tunnel binding (h2c,
 //! `/mcp.zig.transport.v1.Mcp/Call`) on TCP port 50051, two connections at
-//! once, with the device tools of `mcpwire-device-tools`:
+//! once, with the device tools of `mcpwire-device-tools`. (Streamable HTTP
+//! on the same port is `mcpwire-embassy`'s feature `http`; with both
+//! bindings this firmware does not fit its 128 KiB flash budget, so it
+//! ships the gRPC tunnel; see its `Cargo.toml`.)
 //!
 //! - `read_sensor`: the die temperature from the internal sensor (ADC1);
 //! - `toggle_output`: the green user LED LD1 (PB0);
