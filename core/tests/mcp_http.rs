@@ -312,6 +312,39 @@ fn a_tool_call_is_answered_as_json() {
     }
 }
 
+/// A handler's own errors are in band (200), except the request-level
+/// ones of §5.3 (a capability the tool needs, a header mismatch, a
+/// version): 400, as when the engine finds them; a progress stream asked
+/// for but not begun yet becomes that JSON answer.
+#[test]
+fn a_handlers_request_level_error_is_answered_400() {
+    for split in Split::ALL {
+        for (code, status, progress) in [
+            (-32602, 200, false),
+            (-32021, 400, false),
+            (-32021, 400, true),
+            (-32020, 400, false),
+        ] {
+            let mut c = Conn::new(split);
+            c.send(&if progress {
+                progress_call("5")
+            } else {
+                call("5", "tools/call", ECHO_ARGS, Some("echo"))
+            });
+            let call_id = c.server.app.requests[0];
+            let data = br#"{"requiredCapabilities":{"sampling":{}}}"#;
+            c.server
+                .respond_error(call_id, code, "refused", Some(data))
+                .unwrap();
+            c.run();
+            let r = c.only();
+            assert_eq!(r.status, status, "{split:?} {code}");
+            assert_eq!(r.header("content-type"), Some("application/json"));
+            assert_eq!(r.error_code(), Some(i64::from(code)));
+        }
+    }
+}
+
 /// Each rule of §5 before MCP: the status of a request that breaks it.
 #[test]
 fn http_rules_answer_with_their_status() {

@@ -84,13 +84,40 @@ impl App {
     /// [`StdioConfig`] (see [`serve`]); returns at the end of stdin.
     /// Nothing else may write to stdout meanwhile: log to stderr.
     pub async fn serve_stdio(self) -> io::Result<()> {
-        serve(
-            self,
-            tokio::io::stdin(),
-            tokio::io::stdout(),
-            StdioConfig::default(),
-        )
-        .await
+        let (rd, wr) = stdio_streams();
+        serve(self, rd, wr, StdioConfig::default()).await
+    }
+}
+
+type Input = Box<dyn AsyncRead + Unpin + Send>;
+type Output = Box<dyn AsyncWrite + Unpin + Send>;
+
+/// The process's stdin and stdout. Pipes (what a host that launches the
+/// server gives it) are read and written without blocking on the
+/// runtime's own threads; anything else (a terminal, a file) goes through
+/// tokio's blocking-thread stdin and stdout, which hand every read and
+/// write to another thread.
+fn stdio_streams() -> (Input, Output) {
+    #[cfg(unix)]
+    {
+        use std::os::fd::AsFd;
+        use tokio::net::unix::pipe;
+
+        let rd: Input = std::io::stdin()
+            .as_fd()
+            .try_clone_to_owned()
+            .and_then(pipe::Receiver::from_owned_fd)
+            .map_or_else(|_| Box::new(tokio::io::stdin()) as Input, |p| Box::new(p));
+        let wr: Output = std::io::stdout()
+            .as_fd()
+            .try_clone_to_owned()
+            .and_then(pipe::Sender::from_owned_fd)
+            .map_or_else(|_| Box::new(tokio::io::stdout()) as Output, |p| Box::new(p));
+        (rd, wr)
+    }
+    #[cfg(not(unix))]
+    {
+        (Box::new(tokio::io::stdin()), Box::new(tokio::io::stdout()))
     }
 }
 

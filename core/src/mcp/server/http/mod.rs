@@ -53,7 +53,10 @@ use crate::http1::head::{EMPTY_HEADER, HeadScanner, RequestHead};
 use crate::http1::{BodyFraming, MAX_HEADERS, write};
 use crate::mcp::auth::Decision;
 use crate::mcp::envelope::{self, Spans};
-use crate::mcp::error::{INVALID_REQUEST, PARSE_ERROR, RpcError, UNSUPPORTED_PROTOCOL_VERSION};
+use crate::mcp::error::{
+    HEADER_MISMATCH, INVALID_REQUEST, MISSING_REQUIRED_CLIENT_CAPABILITY, PARSE_ERROR, RpcError,
+    UNSUPPORTED_PROTOCOL_VERSION,
+};
 use crate::mcp::json;
 use crate::mcp::meta::{KEY_PROTOCOL_VERSION, RequestMeta, SUPPORTED_VERSIONS};
 use crate::mcp::registry::Registry;
@@ -520,9 +523,20 @@ impl<'r, S: CallStore> HttpServer<'r, S> {
         message: &str,
         data: Option<&[u8]>,
     ) -> Result<(), SendError> {
-        self.engine
-            .respond_error(call, code, message, data)
-            .map(drop)
+        let i = self.engine.respond_error(call, code, message, data)?;
+        // The request-level errors are answered 400 (§5.3) when the
+        // handler found them (a capability a tool needs, say), as when the
+        // engine did, unless a stream already began.
+        if matches!(
+            code,
+            HEADER_MISMATCH | MISSING_REQUIRED_CLIENT_CAPABILITY | UNSUPPORTED_PROTOCOL_VERSION
+        ) && let Some(x) = self.exchange_mut(i)
+            && !x.head_sent
+        {
+            x.status = Some(400);
+            x.sse = false;
+        }
+        Ok(())
     }
 
     /// Answers the request with the error the core names for a driver-side
