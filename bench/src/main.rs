@@ -20,13 +20,13 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use report::{Row, Unit};
-use scenario::{Load, LoadResult, MemoryResult, Server};
+use scenario::{Load, LoadResult, MemoryResult, Server, Span};
 use wire::Work;
 
 const USAGE: &str = "usage: mcpwire-load --server NAME=ADDR,PID [--server NAME=ADDR,PID]
          [--duration SECS] [--warmup SECS] [--rounds N] [--scenarios LIST]
          [--idle-connections N] [--text-bytes N] [--progress-steps N]
-         [--client-threads N] [--settle-ms N] [--strict]
+         [--client-threads N] [--settle-ms N] [--calls N] [--strict]
   --server          a running tunnel server: a name for the report, its
                     address and its pid (CPU and memory are read from /proc);
                     with two, the ratio column is first / second
@@ -43,6 +43,9 @@ const USAGE: &str = "usage: mcpwire-load --server NAME=ADDR,PID [--server NAME=A
   --progress-steps  notifications of a progress call (default 100)
   --client-threads  worker threads of this tool (default 2)
   --settle-ms       pause before each memory reading (default 500)
+  --calls           measure this many calls per scenario and round instead
+                    of --duration (a fixed amount of work: what
+                    scripts/bench-callgrind.sh counts instructions over)
   --strict          exit 1 when a ratio misses its target too
 Exit status 1 when any call failed (every response is checked), 2 on a
 usage error.";
@@ -106,6 +109,8 @@ struct Options {
     progress_steps: u32,
     client_threads: usize,
     settle: Duration,
+    /// A fixed count of measured calls instead of the duration.
+    calls: Option<u64>,
     strict: bool,
 }
 
@@ -137,6 +142,7 @@ fn parse_options(mut args: impl Iterator<Item = String>) -> Result<Options, Stri
         progress_steps: 100,
         client_threads: 2,
         settle: Duration::from_millis(500),
+        calls: None,
         strict: false,
     };
     let mut scenarios = DEFAULT_SCENARIOS.to_owned();
@@ -177,6 +183,7 @@ fn parse_options(mut args: impl Iterator<Item = String>) -> Result<Options, Stri
             "--progress-steps" => o.progress_steps = count(&flag, &value)?,
             "--client-threads" => o.client_threads = count(&flag, &value)?,
             "--settle-ms" => o.settle = Duration::from_millis(count(&flag, &value)?),
+            "--calls" => o.calls = Some(count(&flag, &value)?).filter(|&n| n > 0),
             _ => return Err(format!("unknown argument {arg}")),
         }
     }
@@ -283,6 +290,7 @@ async fn run(o: &Options) -> Result<bool, String> {
         o.rounds
     );
 
+    let span = o.calls.map_or(Span::Time(o.duration), Span::Calls);
     let n = o.servers.len();
     let mut measured = Vec::new();
     let mut failed = false;
@@ -335,7 +343,7 @@ async fn run(o: &Options) -> Result<bool, String> {
                     }
                     for i in order {
                         let s = &o.servers[i];
-                        let r = scenario::run_load(s, &load, o.warmup, o.duration, ticks)
+                        let r = scenario::run_load(s, &load, o.warmup, span, ticks)
                             .await
                             .map_err(|e| format!("{key} on {}: {e}", s.name))?;
                         eprintln!(
