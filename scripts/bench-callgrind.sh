@@ -18,6 +18,8 @@
 #   MCPWIRE_CALLGRIND_KEEP       a directory to keep the callgrind.out files
 #                                in (for callgrind_annotate)
 #   MCPWIRE_BENCH_ONLY           "mcpwire" to measure our server alone
+#   MCPWIRE_CALLGRIND_MCPWIRE    another `mcpwire` binary to measure (a
+#                                build of an earlier commit: before/after)
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -92,7 +94,7 @@ if $with_tonic; then
 fi
 exe_of() {
     case $1 in
-    mcpwire) printf '%s\n' "$bin/mcpwire" serve ;;
+    mcpwire) printf '%s\n' "${MCPWIRE_CALLGRIND_MCPWIRE:-$bin/mcpwire}" serve ;;
     tonic) printf '%s\n' "$bin/tonic-tunnel-server" ;;
     esac
 }

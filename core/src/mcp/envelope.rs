@@ -29,6 +29,9 @@ pub struct RequestSpans {
 
 /// What a message is, with the spans of a request.
 #[derive(Debug, Clone, PartialEq, Eq)]
+// Built once per message on the stack and matched at once: boxing the
+// request's spans would need an allocator the core has not.
+#[allow(clippy::large_enum_variant)]
 pub enum Spans {
     Request(RequestSpans),
     Notification,
