@@ -10,11 +10,14 @@
 # threads) of one run that starts the server, makes the calls and stops it,
 # subtracts those of a run that only starts and stops it (the baseline),
 # and divides by the calls. Prints a Markdown table with the ratio ours /
-# tonic, and one `CALLGRIND` line per figure.
+# tonic, and one `CALLGRIND` line per figure. First, the core's request
+# check alone (core/examples/request_check: validate, locate, check and
+# route a typical `tools/call` of `echo`) in instructions per request byte.
 #
 # Environment:
 #   MCPWIRE_CALLGRIND_CALLS      echo calls per run (default 2000)
 #   MCPWIRE_CALLGRIND_PROGRESS   progress calls per run (default 100)
+#   MCPWIRE_CALLGRIND_CHECKS     request checks of that run (default 20000)
 #   MCPWIRE_CALLGRIND_KEEP       a directory to keep the callgrind.out files
 #                                in (for callgrind_annotate)
 #   MCPWIRE_BENCH_ONLY           "mcpwire" to measure our server alone
@@ -99,6 +102,27 @@ exe_of() {
     esac
 }
 
+# The request check: a run of N checks less a run of none.
+checks=${MCPWIRE_CALLGRIND_CHECKS:-20000}
+log "cargo build --release -p mcpwire-core --example request_check"
+cargo build --release -p mcpwire-core --example request_check
+check_run() {
+    local out=$work/request-check-$1.callgrind
+    valgrind --tool=callgrind --callgrind-out-file="$out" "$bin/examples/request_check" "$1" \
+        >"$work/request-check-$1.txt" 2>/dev/null
+    sed -n 's/^\(summary\|totals\): *\([0-9]*\).*/\2/p' "$out" | head -n 1
+}
+check_base=$(check_run 0)
+check_total=$(check_run "$checks")
+request_bytes=$(sed -n 's/^request_bytes=\([0-9]*\).*/\1/p' "$work/request-check-$checks.txt")
+grep -q "checked=$checks" "$work/request-check-$checks.txt" || {
+    log "the request check refused its request:"
+    cat "$work/request-check-$checks.txt" >&2
+    exit 1
+}
+check_per_request=$(((check_total - check_base) / checks))
+log "request check: $check_per_request instructions per request of $request_bytes bytes"
+
 declare -A per_call
 scenarios=("echo:16:1=$echo_calls" "progress:16:1=$progress_calls")
 for s in "${servers[@]}"; do
@@ -128,6 +152,10 @@ for entry in "${scenarios[@]}"; do
     fi
     printf '\n'
 done
+printf '\nRequest check (core, %s-byte tools/call): %s instructions, %s per byte\n' \
+    "$request_bytes" "$check_per_request" "$(python3 -c "print(f'{$check_per_request / $request_bytes:.1f}')")"
+printf 'CALLGRIND request_check instructions_per_request=%s instructions_per_byte=%s\n' \
+    "$check_per_request" "$(python3 -c "print(f'{$check_per_request / $request_bytes:.1f}')")"
 for entry in "${scenarios[@]}"; do
     scenario=${entry%=*}
     for s in "${servers[@]}"; do
