@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use http_scenario::HttpServer;
 use report::{Row, Unit};
-use scenario::{Load, LoadResult, MemoryResult, Server};
+use scenario::{Load, LoadResult, MemoryResult, Server, Span};
 use stdio::StdioServer;
 use wire::{Era, Work};
 
@@ -37,7 +37,7 @@ const USAGE: &str = "usage: mcpwire-load [--server NAME=ADDR,PID]...
          [--stdio-server 'NAME[,legacy]=COMMAND [ARG...]']...
          [--duration SECS] [--warmup SECS] [--rounds N] [--scenarios LIST]
          [--idle-connections N] [--text-bytes N] [--progress-steps N]
-         [--client-threads N] [--settle-ms N] [--strict]
+         [--client-threads N] [--settle-ms N] [--calls N] [--strict]
   --server          a running gRPC tunnel server: a name for the report, its
                     address and its pid (CPU and memory are read from /proc);
                     with two or more, the ratio column is first / second
@@ -66,6 +66,9 @@ const USAGE: &str = "usage: mcpwire-load [--server NAME=ADDR,PID]...
   --progress-steps  notifications of a progress call (default 100)
   --client-threads  worker threads of this tool (default 2)
   --settle-ms       pause before each memory reading (default 500)
+  --calls           measure this many calls per scenario and round instead
+                    of --duration (a fixed amount of work: what
+                    scripts/bench-callgrind.sh counts instructions over)
   --strict          exit 1 when a ratio misses its target too
 Exit status 1 when any call failed (every response is checked), 2 on a
 usage error.";
@@ -189,6 +192,8 @@ struct Options {
     progress_steps: u32,
     client_threads: usize,
     settle: Duration,
+    /// A fixed count of measured calls instead of the duration.
+    calls: Option<u64>,
     strict: bool,
 }
 
@@ -268,6 +273,7 @@ fn parse_options(mut args: impl Iterator<Item = String>) -> Result<Options, Stri
         progress_steps: 100,
         client_threads: 2,
         settle: Duration::from_millis(500),
+        calls: None,
         strict: false,
     };
     let mut scenarios = None;
@@ -310,6 +316,7 @@ fn parse_options(mut args: impl Iterator<Item = String>) -> Result<Options, Stri
             "--progress-steps" => o.progress_steps = count(&flag, &value)?,
             "--client-threads" => o.client_threads = count(&flag, &value)?,
             "--settle-ms" => o.settle = Duration::from_millis(count(&flag, &value)?),
+            "--calls" => o.calls = Some(count(&flag, &value)?).filter(|&n| n > 0),
             _ => return Err(format!("unknown argument {arg}")),
         }
     }
@@ -570,6 +577,7 @@ async fn run(o: &Options) -> Result<bool, String> {
         o.rounds
     );
 
+    let span = o.calls.map_or(Span::Time(o.duration), Span::Calls);
     let grpc_names: Vec<String> = o.servers.iter().map(|s| s.name.clone()).collect();
     let http_names: Vec<String> = o
         .http_servers
@@ -650,7 +658,7 @@ async fn run(o: &Options) -> Result<bool, String> {
                             &o.servers[i],
                             &load,
                             o.warmup,
-                            o.duration,
+                            span,
                             ticks,
                         ))
                     },

@@ -3,6 +3,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
@@ -153,26 +154,47 @@ async fn open_connections(addr: SocketAddr, n: usize) -> Result<Vec<Connection>,
     }
 }
 
-/// Runs `load` for `duration` on the open `conns`: the calls, failures and
+/// How long a phase runs: for a time, or for a number of calls (a fixed
+/// amount of work, what an instruction count under callgrind needs).
+#[derive(Debug, Clone, Copy)]
+pub enum Span {
+    Time(Duration),
+    Calls(u64),
+}
+
+/// How long a fixed count of calls may take at most (callgrind is slow).
+const CALLS_LIMIT: Duration = Duration::from_secs(600);
+
+/// Runs `load` for `span` on the open `conns`: the calls, failures and
 /// latencies (the CPU fields are left at zero).
 async fn phase(
     conns: &[Connection],
     spec: &Arc<CallSpec>,
     concurrency: usize,
-    duration: Duration,
+    span: Span,
     id_base: u64,
 ) -> LoadResult {
     let start = Instant::now();
+    let (duration, budget) = match span {
+        Span::Time(d) => (d, None),
+        Span::Calls(n) => (CALLS_LIMIT, Some(n)),
+    };
     let until = start + duration;
+    let started = Arc::new(AtomicU64::new(0));
     let stride = concurrency as u64;
     let mut tasks = JoinSet::new();
     for slot in 0..concurrency {
         let mut send = conns[slot % conns.len()].send.clone();
         let spec = Arc::clone(spec);
+        let started = Arc::clone(&started);
         let mut id = id_base + slot as u64;
         tasks.spawn(async move {
             let mut r = LoadResult::empty();
-            while Instant::now() < until {
+            let more = || match budget {
+                Some(n) => started.fetch_add(1, Ordering::Relaxed) < n,
+                None => Instant::now() < until,
+            };
+            while more() {
                 let began = Instant::now();
                 match client::call(&mut send, &spec, id).await {
                     Ok(()) => {
@@ -221,13 +243,13 @@ async fn phase(
 }
 
 /// Measures `load` on `server`: fresh connections, a warm-up, then
-/// `duration` of measured calls with the server's CPU time read before and
+/// `span` of measured calls with the server's CPU time read before and
 /// after (every call of the phase has ended when it is read again).
 pub async fn run_load(
     server: &Server,
     load: &Load,
     warmup: Duration,
-    duration: Duration,
+    span: Span,
     ticks: u64,
 ) -> Result<LoadResult, String> {
     let spec = Arc::new(CallSpec::new(server.addr, load.work.clone())?);
@@ -235,12 +257,12 @@ pub async fn run_load(
     let mut warm = if warmup.is_zero() {
         LoadResult::empty()
     } else {
-        phase(&conns, &spec, load.concurrency, warmup, 1).await
+        phase(&conns, &spec, load.concurrency, Span::Time(warmup), 1).await
     };
     let me = std::process::id();
     let server_before = server.cpu(ticks)?;
     let client_before = procfs::cpu_time(me, ticks).map_err(|e| e.to_string())?;
-    let mut measured = phase(&conns, &spec, load.concurrency, duration, 1 << 40).await;
+    let mut measured = phase(&conns, &spec, load.concurrency, span, 1 << 40).await;
     measured.server_cpu = server.cpu(ticks)?.saturating_sub(server_before);
     measured.client_cpu = procfs::cpu_time(me, ticks)
         .map_err(|e| e.to_string())?

@@ -39,7 +39,7 @@ use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
 pub use handler::{CompletionRequest, LogLevel, PromptGet, ResourceRead, ToolCall};
-use handler::{check_retry_fields, requested_log_level};
+use handler::{RawParams, check_raw};
 use link::Link;
 pub use result::{
     Completion, Content, PromptMessage, PromptResult, ResourceContent, Role, ToolError, ToolResult,
@@ -525,26 +525,38 @@ impl App {
     /// what the registry offers, so only a registry built elsewhere gets
     /// here).
     pub(crate) fn handle(&self, request: &Request<'_>, link: Link) -> Option<Work> {
-        let params: Value = serde_json::from_slice(request.params).unwrap_or(Value::Null);
-        if let Err(e) = check_retry_fields(&params).and(requested_log_level(&params).map(drop)) {
+        if let Err(e) = check_raw(request.params) {
             return Some(Box::pin(async move { Err(e) }));
         }
         let meta = Arc::clone(&self.result_meta);
         let answer = move |result: Value| Ok(with_meta(json_bytes(&result), &meta));
+        // Tools, the hot path, read their params from the raw JSON; the
+        // other handlers get a tree.
+        if let RequestKind::CallTool {
+            tool,
+            name,
+            arguments,
+        } = request.kind
+        {
+            let handler = &self.tools.get(tool)?.handler;
+            let meta = Arc::clone(&self.result_meta);
+            let params = RawParams::new(request.params, arguments.raw(), request.progress_token());
+            let work = handler(ToolCall {
+                link,
+                name: name.to_owned(),
+                params: Arc::new(params),
+                principal: request.principal.map(str::to_owned),
+            });
+            return Some(Box::pin(async move {
+                let result = work.await?;
+                let mut out = Vec::with_capacity(result.size_hint() + meta.len());
+                result.write_json(&mut out);
+                Ok(with_meta(out, &meta))
+            }));
+        }
+        let params: Value = serde_json::from_slice(request.params).unwrap_or(Value::Null);
         Some(match request.kind {
-            RequestKind::CallTool { tool, name, .. } => {
-                let handler = &self.tools.get(tool)?.handler;
-                let work = handler(ToolCall {
-                    link,
-                    name: name.to_owned(),
-                    params,
-                    progress_token: request
-                        .progress_token()
-                        .and_then(|t| serde_json::from_slice(t).ok()),
-                    principal: request.principal.map(str::to_owned),
-                });
-                Box::pin(async move { answer(work.await?.to_json()) })
-            }
+            RequestKind::CallTool { .. } => return None,
             RequestKind::ReadResource { uri } => {
                 let uri: String = serde_json::from_slice(uri).unwrap_or_default();
                 let found = self

@@ -6,7 +6,8 @@
 use core::ops::Range;
 
 use super::error::{INVALID_REQUEST, PARSE_ERROR, RpcError};
-use super::json;
+use super::json::{self, JsonError, ObjectScan};
+use super::meta::{ParamsIndex, ParamsKey};
 use super::writer::JsonWriter;
 
 /// Where the parts of a request lie in its message, as ranges of octets:
@@ -21,10 +22,16 @@ pub struct RequestSpans {
     pub method: Option<Range<usize>>,
     /// The raw `params` value.
     pub params: Option<Range<usize>>,
+    /// Where `params`' members lie in it (offsets into `params`), found
+    /// while the message was validated.
+    pub index: ParamsIndex,
 }
 
 /// What a message is, with the spans of a request.
 #[derive(Debug, Clone, PartialEq, Eq)]
+// Built once per message on the stack and matched at once: boxing the
+// request's spans would need an allocator the core has not.
+#[allow(clippy::large_enum_variant)]
 pub enum Spans {
     Request(RequestSpans),
     Notification,
@@ -35,11 +42,13 @@ impl RequestSpans {
     /// Parses `body` as [`Message::parse`] does and locates a request's
     /// parts in it.
     pub fn parse(body: &[u8], max_depth: usize) -> Result<Spans, RpcError> {
-        Ok(match Message::parse(body, max_depth)? {
+        let (message, index) = Message::parse_indexed(body, max_depth)?;
+        Ok(match message {
             Message::Request { id, method, params } => Spans::Request(RequestSpans {
                 id: json::span(body, id),
                 method: json::str_plain(method).map(|m| json::span(body, m)),
                 params: params.map(|p| json::span(body, p)),
+                index,
             }),
             Message::Notification { .. } => Spans::Notification,
             Message::Response { .. } | Message::Error { .. } => Spans::Response,
@@ -125,6 +134,38 @@ pub fn write_request(
     w.raw(b"}");
 }
 
+/// Validates the `params` object the scan stands at and notes where its
+/// members (and `_meta`'s) lie in it; returns the object.
+fn index_params<'a>(
+    scan: &mut ObjectScan<'a>,
+    index: &mut ParamsIndex,
+) -> Result<&'a [u8], JsonError> {
+    let base = scan.offset();
+    // The current value's offset in `params`, and its length.
+    let span = |at: usize, v: &[u8]| at - base..at - base + v.len();
+    let mut inner = scan.nested()?;
+    while let Some(key) = inner.key()? {
+        let at = inner.offset();
+        let k = ParamsKey::of(key);
+        if k == Some(ParamsKey::Meta) && index.meta.is_none() && inner.at_object() {
+            let mut meta = inner.nested()?;
+            while let Some(mk) = meta.key()? {
+                let mat = meta.offset();
+                let v = meta.value()?;
+                index.set_meta(mk, span(mat, v));
+            }
+            let v = inner.resume(&meta)?;
+            index.set(ParamsKey::Meta, span(at, v));
+            continue;
+        }
+        let v = inner.value()?;
+        if let Some(k) = k {
+            index.set(k, span(at, v));
+        }
+    }
+    scan.resume(&inner)
+}
+
 /// One JSON-RPC message, as raw JSON slices of the body.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Message<'a> {
@@ -152,41 +193,81 @@ impl<'a> Message<'a> {
     /// message (a batch array, a wrong `jsonrpc`, a bad `id`...): -32600.
     /// `method` and `id` stay raw JSON (the id is echoed byte for byte).
     pub fn parse(body: &'a [u8], max_depth: usize) -> Result<Self, RpcError> {
-        json::validate(body, max_depth).map_err(|e| match e {
-            json::JsonError::TooDeep => RpcError::new(INVALID_REQUEST, "JSON nested too deeply"),
-            json::JsonError::Syntax(_) => RpcError::new(PARSE_ERROR, "Parse error"),
-        })?;
-        if json::kind(body) != Some(json::Kind::Object) {
+        Self::parse_indexed(body, max_depth).map(|(m, _)| m)
+    }
+
+    /// [`parse`](Self::parse), and where the members of `params` the
+    /// engine reads lie in it: the message is validated and they are found
+    /// in one walk, so that no later lookup walks `params` again.
+    pub fn parse_indexed(
+        body: &'a [u8],
+        max_depth: usize,
+    ) -> Result<(Self, ParamsIndex), RpcError> {
+        let syntax = |e: JsonError| match e {
+            JsonError::TooDeep => RpcError::new(INVALID_REQUEST, "JSON nested too deeply"),
+            JsonError::Syntax(_) => RpcError::new(PARSE_ERROR, "Parse error"),
+        };
+        let Ok(mut scan) = ObjectScan::new(body, 0, max_depth) else {
+            // Not an object: which error, by the whole document.
+            json::validate(body, max_depth).map_err(syntax)?;
             return Err(RpcError::new(
                 INVALID_REQUEST,
                 "a JSON-RPC message must be an object (batches are not supported)",
             ));
-        }
+        };
         let (mut version, mut id, mut method, mut params, mut result, mut error) =
             (None, None, None, None, None, None);
-        for (key, value) in json::members(body) {
-            let slot = if json::str_eq(key, b"jsonrpc") {
+        let mut index = ParamsIndex::default();
+        // Judged after the walk: a syntax error anywhere is -32700 first.
+        let mut duplicate = false;
+        while let Some(key) = scan.key().map_err(syntax)? {
+            // The first `params` object is indexed as it is validated.
+            if params.is_none() && scan.at_object() && key.is(b"params") {
+                params = Some(index_params(&mut scan, &mut index).map_err(syntax)?);
+                continue;
+            }
+            let slot = if key.is(b"jsonrpc") {
                 &mut version
-            } else if json::str_eq(key, b"id") {
+            } else if key.is(b"id") {
                 &mut id
-            } else if json::str_eq(key, b"method") {
+            } else if key.is(b"method") {
                 &mut method
-            } else if json::str_eq(key, b"params") {
+            } else if key.is(b"params") {
                 &mut params
-            } else if json::str_eq(key, b"result") {
+            } else if key.is(b"result") {
                 &mut result
-            } else if json::str_eq(key, b"error") {
+            } else if key.is(b"error") {
                 &mut error
             } else {
+                scan.value().map_err(syntax)?;
                 continue;
             };
-            if slot.replace(value).is_some() {
-                return Err(RpcError::new(
-                    INVALID_REQUEST,
-                    "duplicate member in JSON-RPC message",
-                ));
-            }
+            let value = scan.value().map_err(syntax)?;
+            duplicate |= slot.replace(value).is_some();
         }
+        let rest = &body[scan.end()..];
+        if !json::trim(rest).is_empty() {
+            return Err(syntax(JsonError::Syntax(scan.end())));
+        }
+        if duplicate {
+            return Err(RpcError::new(
+                INVALID_REQUEST,
+                "duplicate member in JSON-RPC message",
+            ));
+        }
+        let message = Self::judge(version, id, method, params, result, error)?;
+        Ok((message, index))
+    }
+
+    /// The members of a message, judged as JSON-RPC 2.0 asks.
+    fn judge(
+        version: Option<&'a [u8]>,
+        id: Option<&'a [u8]>,
+        method: Option<&'a [u8]>,
+        params: Option<&'a [u8]>,
+        result: Option<&'a [u8]>,
+        error: Option<&'a [u8]>,
+    ) -> Result<Self, RpcError> {
         let invalid = |m| Err(RpcError::new(INVALID_REQUEST, m));
         if !version.is_some_and(|v| json::str_eq(v, b"2.0")) {
             return invalid("jsonrpc must be \"2.0\"");
@@ -287,6 +368,41 @@ mod tests {
             panic!("a request");
         };
         assert_eq!((r.method, r.params), (None, None));
+    }
+
+    #[test]
+    fn the_validating_walk_indexes_params() {
+        let body = br#"{"id":1,"jsonrpc":"2.0","method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/clientCapabilities":{"x":{}},"progressToken":"t","io.modelcontextprotocol/protocolVersion":"2026-07-28"},"arguments":{"text":"a\"}"},"name":"echo","name":"second"}}"#;
+        let Spans::Request(r) = RequestSpans::parse(body, 16).unwrap() else {
+            panic!("a request");
+        };
+        let params = &body[r.params.clone().unwrap()];
+        let at = |s: &Option<Range<usize>>| &params[s.clone().unwrap()];
+        assert_eq!(at(&r.index.name), br#""echo""#);
+        assert_eq!(at(&r.index.arguments), br#"{"text":"a\"}"}"#);
+        assert_eq!(at(&r.index.progress_token), br#""t""#);
+        assert_eq!(at(&r.index.protocol_version), br#""2026-07-28""#);
+        assert_eq!(at(&r.index.client_capabilities), br#"{"x":{}}"#);
+        assert_eq!(r.index.uri, None);
+        // The same places as the walk over a checked document finds.
+        assert_eq!(r.index, ParamsIndex::read(params));
+        // Errors stay what the separate validation gave: a syntax error
+        // after a duplicate member is still -32700.
+        let code = |b: &[u8]| Message::parse(b, 16).unwrap_err().code;
+        assert_eq!(
+            code(br#"{"id":1,"id":2,"method":"x","params":{"a":tru}}"#),
+            PARSE_ERROR
+        );
+        assert_eq!(
+            code(br#"{"jsonrpc":"2.0","id":1,"method":"x","params":{"_meta":{}}} x"#),
+            PARSE_ERROR
+        );
+        assert_eq!(
+            code(br#"{"jsonrpc":"2.0","id":1,"method":"x","params":{"_meta":{"a":1,}}}"#),
+            PARSE_ERROR
+        );
+        assert_eq!(code(br#" [1] "#), INVALID_REQUEST);
+        assert_eq!(code(br#"{"jsonrpc":"2.0","id":1,"method":"x","params":[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]}"#), INVALID_REQUEST);
     }
 
     #[test]

@@ -131,9 +131,11 @@ fn literal(src: &[u8], i: usize, word: &[u8]) -> Result<usize, JsonError> {
     }
 }
 
-/// Whether none of the eight octets in `w` ends or escapes a string or is
-/// a control character (`"`, `\\`, below 0x20): the scan skips them at once.
-fn plain_word(w: u64) -> bool {
+/// The octets of `w` (little-endian) that end or escape a string or are
+/// control characters (`"`, `\\`, below 0x20), as their high bits: the
+/// lowest set bit is exact (the borrows of the subtractions only run
+/// upwards from a flagged octet), so a scan jumps straight to the first.
+fn special_octets(w: u64) -> u64 {
     const LO: u64 = 0x0101_0101_0101_0101;
     const HI: u64 = 0x8080_8080_8080_8080;
     // Nonzero exactly when some byte of `v` is zero (and, for `control`,
@@ -142,7 +144,27 @@ fn plain_word(w: u64) -> bool {
     let quote = zero(w ^ (LO * u64::from(b'"')));
     let backslash = zero(w ^ (LO * u64::from(b'\\')));
     let control = w.wrapping_sub(LO * 0x20) & !w & HI;
-    (quote | backslash | control) == 0
+    quote | backslash | control
+}
+
+/// Whether none of the eight octets in `w` ends or escapes a string or is
+/// a control character.
+#[cfg(test)]
+fn plain_word(w: u64) -> bool {
+    special_octets(w) == 0
+}
+
+/// The offset of the first octet at or after `j` that ends or escapes a
+/// string or is a control character, eight octets at a time (or the end).
+fn string_stop(src: &[u8], mut j: usize) -> usize {
+    while let Some(word) = src.get(j..).and_then(<[u8]>::first_chunk::<8>) {
+        let special = special_octets(u64::from_le_bytes(*word));
+        if special != 0 {
+            return j + (special.trailing_zeros() / 8) as usize;
+        }
+        j += 8;
+    }
+    j
 }
 
 /// The end of the value at `i` of a document that [`validate`] accepted:
@@ -191,12 +213,7 @@ fn skip_valid(src: &[u8], i: usize) -> Option<usize> {
 fn skip_quoted(src: &[u8], i: usize) -> Option<usize> {
     let mut j = i + 1;
     loop {
-        while let Some(Ok(word)) = src.get(j..j + 8).map(<[u8; 8]>::try_from) {
-            if !plain_word(u64::from_le_bytes(word)) {
-                break;
-            }
-            j += 8;
-        }
+        j = string_stop(src, j);
         match *src.get(j)? {
             b'"' => return Some(j + 1),
             b'\\' => j += 2,
@@ -206,18 +223,19 @@ fn skip_quoted(src: &[u8], i: usize) -> Option<usize> {
 }
 
 fn skip_string(src: &[u8], i: usize) -> Result<usize, JsonError> {
+    skip_string_escaped(src, i).map(|(end, _)| end)
+}
+
+/// [`skip_string`], and whether the string has an escape.
+fn skip_string_escaped(src: &[u8], i: usize) -> Result<(usize, bool), JsonError> {
     let mut j = i + 1;
+    let mut escaped = false;
     loop {
-        while let Some(Ok(word)) = src.get(j..j + 8).map(<[u8; 8]>::try_from) {
-            if !plain_word(u64::from_le_bytes(word)) {
-                break;
-            }
-            j += 8;
-        }
+        j = string_stop(src, j);
         match src.get(j) {
             None => return Err(JsonError::Syntax(j)),
-            Some(b'"') => return Ok(j + 1),
-            Some(b'\\') => match src.get(j + 1) {
+            Some(b'"') => return Ok((j + 1, escaped)),
+            Some(b'\\') => match src.get(j + 1).inspect(|_| escaped = true) {
                 Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => j += 2,
                 Some(b'u') => {
                     let hex = src.get(j + 2..j + 6).ok_or(JsonError::Syntax(j))?;
@@ -272,6 +290,155 @@ fn skip_number(src: &[u8], i: usize) -> Result<usize, JsonError> {
         }
     }
     Ok(j)
+}
+
+/// A validating walk over the members of one object, member by member: a
+/// caller that needs some members of a document checks its grammar and
+/// finds them in the same pass (each octet is looked at once), descending
+/// with [`ObjectScan::nested`] into the members it wants the inside of.
+#[derive(Debug, Clone)]
+pub struct ObjectScan<'a> {
+    src: &'a [u8],
+    i: usize,
+    /// Nesting still allowed inside this object's values.
+    depth: usize,
+    /// Whether a member was read (a `,` must come before the next).
+    started: bool,
+    closed: bool,
+}
+
+/// A member's key as [`ObjectScan::key`] read it.
+#[derive(Debug, Clone, Copy)]
+pub struct Key<'a> {
+    /// The raw key, with its quotes.
+    pub raw: &'a [u8],
+    /// Whether it has an escape (else its text is between the quotes).
+    pub escaped: bool,
+}
+
+impl Key<'_> {
+    /// Whether the key is `text` once unescaped.
+    pub fn is(&self, text: &[u8]) -> bool {
+        if self.escaped {
+            str_eq(self.raw, text)
+        } else {
+            self.raw.get(1..self.raw.len().saturating_sub(1)) == Some(text)
+        }
+    }
+}
+
+impl<'a> ObjectScan<'a> {
+    /// The object at `i` (after white space) of `src`, itself counted in
+    /// `max_depth`; an error when no `{` is there.
+    pub fn new(src: &'a [u8], i: usize, max_depth: usize) -> Result<Self, JsonError> {
+        let i = skip_ws(src, i);
+        if src.get(i) != Some(&b'{') {
+            return Err(JsonError::Syntax(i));
+        }
+        let depth = max_depth.checked_sub(1).ok_or(JsonError::TooDeep)?;
+        Ok(Self {
+            src,
+            i: i + 1,
+            depth,
+            started: false,
+            closed: false,
+        })
+    }
+
+    /// The next member's raw key (with its quotes); the scan then stands
+    /// at its value, which [`value`](Self::value) or
+    /// [`nested`](Self::nested) must consume. `None` after the closing
+    /// brace.
+    pub fn key(&mut self) -> Result<Option<Key<'a>>, JsonError> {
+        if self.closed {
+            return Ok(None);
+        }
+        let src = self.src;
+        let mut i = skip_ws(src, self.i);
+        match src.get(i) {
+            Some(b'}') => {
+                self.i = i + 1;
+                self.closed = true;
+                return Ok(None);
+            }
+            Some(b',') if self.started => i = skip_ws(src, i + 1),
+            Some(b'"') if !self.started => {}
+            _ => return Err(JsonError::Syntax(i)),
+        }
+        if src.get(i) != Some(&b'"') {
+            return Err(JsonError::Syntax(i));
+        }
+        let (key_end, escaped) = skip_string_escaped(src, i)?;
+        let colon = skip_ws(src, key_end);
+        if src.get(colon) != Some(&b':') {
+            return Err(JsonError::Syntax(colon));
+        }
+        self.i = skip_ws(src, colon + 1);
+        self.started = true;
+        Ok(Some(Key {
+            raw: &src[i..key_end],
+            escaped,
+        }))
+    }
+
+    /// Validates the current member's value and returns it.
+    pub fn value(&mut self) -> Result<&'a [u8], JsonError> {
+        let start = self.i;
+        self.i = skip_value(self.src, start, self.depth)?;
+        Ok(&self.src[start..self.i])
+    }
+
+    /// The offset in the document of the current member's value.
+    pub fn offset(&self) -> usize {
+        self.i
+    }
+
+    /// Whether the current member's value is an object.
+    pub fn at_object(&self) -> bool {
+        self.src.get(self.i) == Some(&b'{')
+    }
+
+    /// A scan of the current member's value, an object; give it back to
+    /// [`resume`](Self::resume) once its members are read.
+    pub fn nested(&self) -> Result<ObjectScan<'a>, JsonError> {
+        ObjectScan::new(self.src, self.i, self.depth)
+    }
+
+    /// Goes on after a nested object whose members were all read; returns
+    /// that object.
+    pub fn resume(&mut self, nested: &ObjectScan<'a>) -> Result<&'a [u8], JsonError> {
+        if !nested.closed {
+            return Err(JsonError::Syntax(nested.i));
+        }
+        let start = self.i;
+        self.i = nested.i;
+        Ok(&self.src[start..self.i])
+    }
+
+    /// Reads the members left, validating them.
+    pub fn finish(&mut self) -> Result<(), JsonError> {
+        while self.key()?.is_some() {
+            self.value()?;
+        }
+        Ok(())
+    }
+
+    /// The offset after the closing brace, once [`key`](Self::key) gave
+    /// `None`.
+    pub fn end(&self) -> usize {
+        self.i
+    }
+}
+
+/// Whether a raw key (with its quotes, as [`ObjectScan::key`] and
+/// [`members`] give it) is `text` once unescaped; the usual unescaped key
+/// costs one comparison.
+pub fn key_is(raw: &[u8], text: &[u8]) -> bool {
+    match raw {
+        // An escape makes the raw text longer than what it stands for.
+        [b'"', inner @ .., b'"'] if inner.len() <= text.len() => inner == text,
+        _ => str_eq(raw, text),
+    }
 }
 
 /// The members of an object that [`validate`] accepted, as (raw key string
@@ -406,6 +573,14 @@ pub fn kind(raw: &[u8]) -> Option<Kind> {
 /// returns the UTF-8 length, or `None` if it is not a string or does not fit.
 pub fn unescape<'o>(raw: &[u8], out: &'o mut [u8]) -> Option<&'o [u8]> {
     let inner = trim(raw).strip_prefix(b"\"")?.strip_suffix(b"\"")?;
+    // Most strings have no escape: a copy (of valid UTF-8, as the
+    // character walk below would check).
+    if !inner.contains(&b'\\') {
+        core::str::from_utf8(inner).ok()?;
+        let out = out.get_mut(..inner.len())?;
+        out.copy_from_slice(inner);
+        return Some(out);
+    }
     let mut n = 0;
     let mut chars = Unescaped {
         src: inner,

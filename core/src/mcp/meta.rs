@@ -1,6 +1,8 @@
 //! The per-request `_meta` of MCP 2026-07-28 (§3.3): every request carries
 //! its protocol version and the client's capabilities.
 
+use core::ops::Range;
+
 use super::error::{INVALID_PARAMS, RpcError};
 use super::json;
 
@@ -18,6 +20,123 @@ pub const KEY_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
 /// request's `progressToken`.
 pub const METHOD_PROGRESS: &str = "notifications/progress";
 
+pub(crate) const MISSING_META: RpcError = RpcError::new(
+    INVALID_PARAMS,
+    "params._meta must be an object carrying io.modelcontextprotocol/protocolVersion and io.modelcontextprotocol/clientCapabilities",
+);
+
+/// Where the members of a request's `params` that the engine and the
+/// bindings read lie in it (offsets into `params`), found in one walk: by
+/// [`ParamsIndex::read`], or while the message is validated
+/// ([`RequestSpans::parse`](super::envelope::RequestSpans::parse)). The
+/// first of a repeated key wins, as with [`json::get`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ParamsIndex {
+    /// `params._meta`.
+    pub meta: Option<Range<usize>>,
+    /// `params._meta["io.modelcontextprotocol/protocolVersion"]`.
+    pub protocol_version: Option<Range<usize>>,
+    /// `params._meta["io.modelcontextprotocol/clientCapabilities"]`.
+    pub client_capabilities: Option<Range<usize>>,
+    /// `params._meta.progressToken`.
+    pub progress_token: Option<Range<usize>>,
+    /// `params.name` (tools and prompts).
+    pub name: Option<Range<usize>>,
+    /// `params.uri` (resources).
+    pub uri: Option<Range<usize>>,
+    /// `params.arguments`.
+    pub arguments: Option<Range<usize>>,
+}
+
+/// A member of `params` the index keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ParamsKey {
+    Meta,
+    Name,
+    Uri,
+    Arguments,
+}
+
+impl ParamsKey {
+    pub(crate) fn of(key: json::Key<'_>) -> Option<Self> {
+        if key.is(b"_meta") {
+            Some(Self::Meta)
+        } else if key.is(b"name") {
+            Some(Self::Name)
+        } else if key.is(b"uri") {
+            Some(Self::Uri)
+        } else if key.is(b"arguments") {
+            Some(Self::Arguments)
+        } else {
+            None
+        }
+    }
+}
+
+/// A key from [`json::members`], which does not say whether it has an
+/// escape.
+fn key_of(raw: &[u8]) -> json::Key<'_> {
+    json::Key {
+        raw,
+        escaped: raw.contains(&b'\\'),
+    }
+}
+
+impl ParamsIndex {
+    /// Indexes `params`, an object that was validated (anything else
+    /// indexes as empty), in one walk over its members and `_meta`'s.
+    pub fn read(params: &[u8]) -> Self {
+        let mut index = Self::default();
+        for (key, value) in json::members(params) {
+            let Some(k) = ParamsKey::of(key_of(key)) else {
+                continue;
+            };
+            let span = json::span(params, value);
+            if k == ParamsKey::Meta && index.meta.is_none() {
+                for (mk, mv) in json::members(value) {
+                    index.set_meta(key_of(mk), json::span(params, mv));
+                }
+            }
+            index.set(k, span);
+        }
+        index
+    }
+
+    /// Keeps `span` for `key`, unless an earlier member had that key.
+    pub(crate) fn set(&mut self, key: ParamsKey, span: Range<usize>) {
+        let slot = match key {
+            ParamsKey::Meta => &mut self.meta,
+            ParamsKey::Name => &mut self.name,
+            ParamsKey::Uri => &mut self.uri,
+            ParamsKey::Arguments => &mut self.arguments,
+        };
+        if slot.is_none() {
+            *slot = Some(span);
+        }
+    }
+
+    /// Keeps `span` if `key`, a member of `_meta`, is one the index keeps.
+    pub(crate) fn set_meta(&mut self, key: json::Key<'_>, span: Range<usize>) {
+        let slot = if key.is(KEY_PROTOCOL_VERSION) {
+            &mut self.protocol_version
+        } else if key.is(KEY_CLIENT_CAPABILITIES) {
+            &mut self.client_capabilities
+        } else if key.is(b"progressToken") {
+            &mut self.progress_token
+        } else {
+            return;
+        };
+        if slot.is_none() {
+            *slot = Some(span);
+        }
+    }
+
+    /// The raw value at `span` of `params`.
+    pub fn get<'a>(params: &'a [u8], span: &Option<Range<usize>>) -> Option<&'a [u8]> {
+        span.clone().and_then(|r| params.get(r))
+    }
+}
+
 /// The `_meta` of a request, as raw JSON.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RequestMeta<'a> {
@@ -33,21 +152,23 @@ impl<'a> RequestMeta<'a> {
     /// Reads `params._meta`. Missing params, `_meta`, version or capabilities
     /// (or of the wrong type) are -32602 (§3.3).
     pub fn read(params: Option<&'a [u8]>) -> Result<Self, RpcError> {
-        const MISSING: RpcError = RpcError::new(
-            INVALID_PARAMS,
-            "params._meta must be an object carrying io.modelcontextprotocol/protocolVersion and io.modelcontextprotocol/clientCapabilities",
-        );
-        let meta = params.and_then(|p| json::get(p, b"_meta")).ok_or(MISSING)?;
+        let params = params.ok_or(MISSING_META)?;
+        Self::from_index(params, &ParamsIndex::read(params))
+    }
+
+    /// [`read`](Self::read) from where a [`ParamsIndex`] of `params`
+    /// found the members: no walk.
+    pub fn from_index(params: &'a [u8], index: &ParamsIndex) -> Result<Self, RpcError> {
+        const MISSING: RpcError = MISSING_META;
+        let at = |r: &Option<Range<usize>>| r.clone().and_then(|r| params.get(r));
+        let meta = at(&index.meta).ok_or(MISSING)?;
         if json::kind(meta) != Some(json::Kind::Object) {
             return Err(MISSING);
         }
-        let [version, caps, token] = json::get_all(
-            meta,
-            [
-                KEY_PROTOCOL_VERSION,
-                KEY_CLIENT_CAPABILITIES,
-                b"progressToken",
-            ],
+        let (version, caps, token) = (
+            at(&index.protocol_version),
+            at(&index.client_capabilities),
+            at(&index.progress_token),
         );
         let version = version
             .filter(|v| json::kind(v) == Some(json::Kind::String))

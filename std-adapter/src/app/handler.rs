@@ -4,6 +4,10 @@
 //! share: the request's client capabilities (MCP §3.3) and the multi
 //! round-trip fields (§9.2).
 
+use std::ops::Range;
+use std::sync::{Arc, OnceLock};
+
+use mcpwire_core::mcp::json;
 use serde_json::{Map, Value};
 
 use super::link::Link;
@@ -29,16 +33,31 @@ fn request_state(params: &Value) -> Option<&str> {
     params.get("requestState").and_then(Value::as_str)
 }
 
-/// A malformed retry (MCP §9.2): `inputResponses` that is not an object or
-/// `requestState` that is not a string is -32602, before any handler runs.
-pub(crate) fn check_retry_fields(params: &Value) -> Result<(), ToolError> {
-    if params.get("inputResponses").is_some_and(|v| !v.is_object()) {
-        return Err(ToolError::invalid_params(
-            "inputResponses must be an object",
-        ));
-    }
-    if params.get("requestState").is_some_and(|v| !v.is_string()) {
-        return Err(ToolError::invalid_params("requestState must be a string"));
+/// [`check_retry_fields`] and [`requested_log_level`] on the raw `params`
+/// (validated by the engine), in one walk and without a JSON tree: what
+/// every request goes through before its handler.
+pub(crate) fn check_raw(params: &[u8]) -> Result<(), ToolError> {
+    for (key, value) in json::members(params) {
+        let kind = json::kind(value);
+        if json::key_is(key, b"inputResponses") && kind != Some(json::Kind::Object) {
+            return Err(ToolError::invalid_params(
+                "inputResponses must be an object",
+            ));
+        }
+        if json::key_is(key, b"requestState") && kind != Some(json::Kind::String) {
+            return Err(ToolError::invalid_params("requestState must be a string"));
+        }
+        if json::key_is(key, b"_meta")
+            && let Some(level) = json::get(value, KEY_LOG_LEVEL.as_bytes())
+        {
+            let mut buf = [0u8; 16];
+            let known = json::unescape(level, &mut buf)
+                .and_then(|l| std::str::from_utf8(l).ok())
+                .and_then(LogLevel::parse);
+            if json::kind(level) != Some(json::Kind::String) || known.is_none() {
+                return Err(ToolError::invalid_params("unknown logLevel"));
+            }
+        }
     }
     Ok(())
 }
@@ -99,9 +118,49 @@ pub(crate) fn requested_log_level(params: &Value) -> Result<Option<LogLevel>, To
 pub struct ToolCall {
     pub(crate) link: Link,
     pub(crate) name: String,
-    pub(crate) params: Value,
-    pub(crate) progress_token: Option<Value>,
+    pub(crate) params: Arc<RawParams>,
     pub(crate) principal: Option<String>,
+}
+
+/// A request's `params` as the raw JSON the engine checked, with the JSON
+/// trees built only when a handler asks for a [`Value`]: the usual tool
+/// reads its arguments straight from the bytes.
+#[derive(Debug)]
+pub(crate) struct RawParams {
+    bytes: Box<[u8]>,
+    arguments: Option<Range<usize>>,
+    progress_token: Option<Range<usize>>,
+    tree: OnceLock<Value>,
+    arguments_tree: OnceLock<Value>,
+}
+
+impl RawParams {
+    /// `params`, with where the engine found `arguments` and the progress
+    /// token in it (slices of `params`; another slice, such as the `{}` of
+    /// absent arguments, reads as absent).
+    pub(crate) fn new(params: &[u8], arguments: &[u8], progress_token: Option<&[u8]>) -> Self {
+        let within = |part: &[u8]| Some(json::span(params, part)).filter(|r| !r.is_empty());
+        Self {
+            bytes: params.into(),
+            arguments: within(arguments),
+            progress_token: progress_token.and_then(within),
+            tree: OnceLock::new(),
+            arguments_tree: OnceLock::new(),
+        }
+    }
+
+    fn arguments(&self) -> Option<&[u8]> {
+        self.arguments.clone().and_then(|r| self.bytes.get(r))
+    }
+
+    fn progress_token(&self) -> Option<&[u8]> {
+        self.progress_token.clone().and_then(|r| self.bytes.get(r))
+    }
+
+    fn tree(&self) -> &Value {
+        self.tree
+            .get_or_init(|| serde_json::from_slice(&self.bytes).unwrap_or(Value::Null))
+    }
 }
 
 impl ToolCall {
@@ -119,33 +178,64 @@ impl ToolCall {
 
     /// `params.arguments` (`Value::Null` when absent).
     pub fn arguments(&self) -> &Value {
-        self.params.get("arguments").unwrap_or(&Value::Null)
+        let p = &self.params;
+        p.arguments_tree.get_or_init(|| {
+            p.arguments()
+                .and_then(|a| serde_json::from_slice(a).ok())
+                .unwrap_or(Value::Null)
+        })
+    }
+
+    /// `params.arguments` as the raw JSON text the client sent (`{}` when
+    /// absent): read it without building a tree.
+    pub fn arguments_raw(&self) -> &[u8] {
+        self.params
+            .arguments()
+            .filter(|a| json::kind(a) != Some(json::Kind::Null))
+            .unwrap_or(b"{}")
+    }
+
+    /// The string argument `name`, borrowed from the request when it has
+    /// no escapes; `None` when absent or not a string.
+    pub fn argument_str(&self, name: &str) -> Option<std::borrow::Cow<'_, str>> {
+        let raw = json::get(self.params.arguments()?, name.as_bytes())?;
+        if let Some(plain) = json::str_plain(raw) {
+            return std::str::from_utf8(plain).ok().map(Into::into);
+        }
+        serde_json::from_slice::<String>(raw).ok().map(Into::into)
     }
 
     /// The arguments as a typed value (absent arguments read as `{}`);
     /// -32602 naming the argument that does not fit (`invalid arguments: target.region: invalid type ...`,
-    /// `data: {"argument": "target.region"}`).
+    /// `data: {"argument": "target.region"}`). Deserialized straight from
+    /// the request's bytes.
     pub fn arguments_as<T: serde::de::DeserializeOwned>(&self) -> Result<T, ToolError> {
-        arguments_as(self.arguments())
+        arguments_from_slice(self.arguments_raw())
+    }
+
+    /// [`arguments_as`](Self::arguments_as) into a type that borrows from
+    /// the request (`&str`, `Cow<str>` fields).
+    pub fn arguments_borrowed<'de, T: serde::Deserialize<'de>>(&'de self) -> Result<T, ToolError> {
+        arguments_from_slice(self.arguments_raw())
     }
 
     /// `params.inputResponses` of a retried multi round-trip call.
     pub fn input_responses(&self) -> Option<&Map<String, Value>> {
-        input_responses(&self.params)
+        input_responses(self.params.tree())
     }
 
     /// `params.requestState` of a retried multi round-trip call, as the
     /// client echoed it: treat it as attacker-controlled (see
     /// [`StateSeal`](crate::StateSeal)).
     pub fn request_state(&self) -> Option<&str> {
-        request_state(&self.params)
+        request_state(self.params.tree())
     }
 
     /// The client capabilities this request declared (a JSON object). A
     /// server may rely on nothing else (MCP §3.3): ask only for input the
     /// client can give, or answer [`ToolError::missing_capability`].
     pub fn client_capabilities(&self) -> &Value {
-        client_capabilities(&self.params)
+        client_capabilities(self.params.tree())
     }
 
     /// Whether the request declared the client capability `name`
@@ -159,7 +249,7 @@ impl ToolCall {
     /// (a request without `logLevel` gets no log message). Whether it was
     /// sent.
     pub async fn log(&self, level: LogLevel, data: Value) -> bool {
-        let asked = requested_log_level(&self.params).ok().flatten();
+        let asked = requested_log_level(self.params.tree()).ok().flatten();
         if asked.is_none_or(|asked| level < asked) {
             return false;
         }
@@ -175,20 +265,26 @@ impl ToolCall {
 
     /// The whole `params` object, `_meta` included.
     pub fn params(&self) -> &Value {
-        &self.params
+        self.params.tree()
+    }
+
+    /// The whole `params` object as the raw JSON text the client sent.
+    pub fn params_raw(&self) -> &[u8] {
+        &self.params.bytes
     }
 
     /// Sends `notifications/progress` with the request's `progressToken`;
     /// does nothing when the request carried none.
     pub async fn progress(&self, progress: f64, total: Option<f64>, message: Option<&str>) {
-        let Some(token) = &self.progress_token else {
+        let Some(token) = self.params.progress_token() else {
             return;
         };
         // Written straight to JSON text: one notification per step is the
-        // hot path of a progress stream.
+        // hot path of a progress stream. The token is the client's JSON,
+        // checked by the engine (a string or a number).
         let mut params = Vec::with_capacity(96);
         params.extend_from_slice(b"{\"progressToken\":");
-        write_json(&mut params, token);
+        params.extend_from_slice(token);
         params.extend_from_slice(b",\"progress\":");
         write_json(&mut params, &number(progress));
         if let Some(total) = total {
@@ -217,31 +313,36 @@ impl ToolCall {
     }
 }
 
-/// The arguments as `T`, or -32602 naming the argument that failed.
-/// Absent arguments read as `{}` (a tool whose arguments are all optional
-/// may be called without any).
-pub(crate) fn arguments_as<T: serde::de::DeserializeOwned>(
-    arguments: &Value,
+/// The arguments as `T` from their JSON text, or -32602 naming the
+/// argument that failed (no JSON tree in between).
+pub(crate) fn arguments_from_slice<'de, T: serde::Deserialize<'de>>(
+    arguments: &'de [u8],
 ) -> Result<T, ToolError> {
-    let empty = Value::Object(Map::new());
-    let arguments = if arguments.is_null() {
-        &empty
-    } else {
-        arguments
-    };
-    serde_path_to_error::deserialize(arguments).map_err(|e| {
+    let mut de = serde_json::Deserializer::from_slice(arguments);
+    serde_path_to_error::deserialize(&mut de).map_err(argument_error)
+}
+
+/// -32602 naming the argument that did not fit.
+fn argument_error(e: serde_path_to_error::Error<serde_json::Error>) -> ToolError {
+    {
         let path = e.path().to_string();
+        // The reader's error names its place in the text; the path does.
+        let inner = e.inner().to_string();
+        let inner = match inner.rfind(" at line ") {
+            Some(at) if e.inner().line() > 0 => &inner[..at],
+            _ => &inner,
+        };
         let message = if path == "." {
-            format!("invalid arguments: {}", e.inner())
+            format!("invalid arguments: {inner}")
         } else {
-            format!("invalid arguments: {path}: {}", e.inner())
+            format!("invalid arguments: {path}: {inner}")
         };
         let mut error = ToolError::invalid_params(message);
         if path != "." {
             error.data = Some(serde_json::json!({"argument": path}));
         }
         error
-    })
+    }
 }
 
 /// A `resources/read` request.

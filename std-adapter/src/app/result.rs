@@ -40,6 +40,18 @@ impl Content {
             Self::Json(v) => v.clone(),
         }
     }
+
+    /// [`to_json`](Self::to_json)'s text, written straight to `out`.
+    fn write_json(&self, out: &mut Vec<u8>) {
+        match self {
+            Self::Text(text) => {
+                out.extend_from_slice(b"{\"text\":");
+                write_json(out, text);
+                out.extend_from_slice(b",\"type\":\"text\"}");
+            }
+            Self::Json(v) => write_json(out, v),
+        }
+    }
 }
 
 /// What a tool returns: a complete result, or a request for more input
@@ -107,6 +119,53 @@ impl ToolResult {
             input_requests,
             request_state: Some(request_state.into()),
         }
+    }
+
+    /// About the length of [`write_json`](Self::write_json)'s text, for
+    /// the capacity of its buffer.
+    pub(crate) fn size_hint(&self) -> usize {
+        match self {
+            Self::Complete { content, .. } => content
+                .iter()
+                .map(|c| match c {
+                    Content::Text(t) => t.len() + t.len() / 8 + 32,
+                    Content::Json(_) => 128,
+                })
+                .sum::<usize>()
+                .saturating_add(64),
+            Self::InputRequired { .. } => 256,
+        }
+    }
+
+    /// [`to_json`](Self::to_json)'s text, written straight to `out` with no
+    /// JSON tree in between (the members in the same order).
+    pub(crate) fn write_json(&self, out: &mut Vec<u8>) {
+        let Self::Complete {
+            content,
+            structured,
+            is_error,
+        } = self
+        else {
+            write_json(out, &self.to_json());
+            return;
+        };
+        out.extend_from_slice(b"{\"content\":[");
+        for (i, c) in content.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            c.write_json(out);
+        }
+        out.push(b']');
+        if *is_error {
+            out.extend_from_slice(b",\"isError\":true");
+        }
+        out.extend_from_slice(b",\"resultType\":\"complete\"");
+        if let Some(s) = structured {
+            out.extend_from_slice(b",\"structuredContent\":");
+            write_json(out, s);
+        }
+        out.push(b'}');
     }
 
     pub(crate) fn to_json(&self) -> Value {

@@ -89,7 +89,7 @@ fn plain_annotated_types(node: &mut Map<String, Value>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::app::handler::arguments_as;
+    use crate::app::handler::arguments_from_slice;
     use serde::Deserialize;
     use serde_json::json;
 
@@ -135,13 +135,16 @@ mod tests {
 
     #[test]
     fn bad_arguments_name_the_argument() {
-        let e = arguments_as::<Args>(&json!({"target": {"region": 5}, "limit": 1})).unwrap_err();
+        let e =
+            arguments_from_slice::<Args>(br#"{"target": {"region": 5}, "limit": 1}"#).unwrap_err();
         assert_eq!(e.code, -32602);
         assert!(e.message.contains("target.region: invalid type"), "{e}");
         assert_eq!(e.data, Some(json!({"argument": "target.region"})));
-        let e = arguments_as::<Args>(&json!({"target": {}})).unwrap_err();
+        let e = arguments_from_slice::<Args>(br#"{"target": {}}"#).unwrap_err();
         assert!(e.message.contains("missing field `limit`"), "{e}");
-        let e = arguments_as::<Args>(&Value::Null).unwrap_err();
+        // The reader's place in the text is left out: the path names it.
+        assert!(!e.message.contains("line 1"), "{e}");
+        let e = arguments_from_slice::<Args>(b"{}").unwrap_err();
         assert_eq!(e.code, -32602);
     }
 }

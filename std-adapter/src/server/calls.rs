@@ -150,9 +150,21 @@ impl Calls {
     /// A handler's message: queue it behind the call's earlier ones.
     pub(super) fn outgoing<E: ServerEngine + ?Sized>(&mut self, engine: &mut E, msg: Outgoing) {
         // Unknown: the call was cancelled meanwhile.
-        if let Some(r) = self.get_mut(msg.call) {
+        let Some(r) = self.get_mut(msg.call) else {
+            return;
+        };
+        if !r.pending.is_empty() {
             r.pending.push_back(msg.message);
             self.flush(engine, msg.call);
+            return;
+        }
+        // Nothing queued before it (the usual answer): straight to the
+        // engine, queued only when it is busy.
+        let mut message = msg.message;
+        match send(engine, msg.call, &mut message) {
+            Sent::Next => {}
+            Sent::Ended => self.cancel(msg.call),
+            Sent::Busy => r.pending.push_back(message),
         }
     }
 
@@ -180,34 +192,12 @@ impl Calls {
             let Some(msg) = r.pending.front_mut() else {
                 break false;
             };
-            let sent = match msg {
-                Message::Notify { method, params } => engine.notify(call, method, params),
-                Message::Result(result) => engine.respond(call, result),
-                Message::Error {
-                    code,
-                    message,
-                    data,
-                } => engine.respond_error(call, *code, message, data.as_deref()),
-                Message::Failed(failure) => engine.fail(call, *failure),
-            };
-            match sent {
-                // The handler is done; the engine ends the call.
-                Ok(()) if msg.is_final() => break true,
-                Ok(()) => {
+            match send(engine, call, msg) {
+                Sent::Next => {
                     r.pending.pop_front();
                 }
-                Err(SendError::Busy) => break false,
-                Err(SendError::Gone) => break true,
-                Err(SendError::TooLarge { .. }) => match msg {
-                    // A notification that cannot fit is dropped.
-                    Message::Notify { .. } => {
-                        r.pending.pop_front();
-                    }
-                    // An error too large for the call: the core's words.
-                    Message::Error { .. } => *msg = Message::Failed(Failure::ResultTooLarge),
-                    // A result too large: the engine answered it itself.
-                    Message::Result(_) | Message::Failed(_) => break true,
-                },
+                Sent::Busy => break false,
+                Sent::Ended => break true,
             }
         };
         if ended {
@@ -259,6 +249,48 @@ impl Calls {
 impl Drop for Calls {
     fn drop(&mut self) {
         self.stop_all();
+    }
+}
+
+/// What became of a message handed to the engine.
+enum Sent {
+    /// Taken (or dropped): the call's next message may follow.
+    Next,
+    /// The engine is busy: the message waits.
+    Busy,
+    /// The call is over.
+    Ended,
+}
+
+/// Hands one message of `call` to the engine.
+fn send<E: ServerEngine + ?Sized>(engine: &mut E, call: CallId, msg: &mut Message) -> Sent {
+    let sent = match msg {
+        Message::Notify { method, params } => engine.notify(call, method, params),
+        Message::Result(result) => engine.respond(call, result),
+        Message::Error {
+            code,
+            message,
+            data,
+        } => engine.respond_error(call, *code, message, data.as_deref()),
+        Message::Failed(failure) => engine.fail(call, *failure),
+    };
+    match sent {
+        // The handler is done; the engine ends the call.
+        Ok(()) if msg.is_final() => Sent::Ended,
+        Ok(()) => Sent::Next,
+        Err(SendError::Busy) => Sent::Busy,
+        Err(SendError::Gone) => Sent::Ended,
+        Err(SendError::TooLarge { .. }) => match msg {
+            // A notification that cannot fit is dropped.
+            Message::Notify { .. } => Sent::Next,
+            // An error too large for the call: the core's words instead.
+            Message::Error { .. } => {
+                *msg = Message::Failed(Failure::ResultTooLarge);
+                send(engine, call, msg)
+            }
+            // A result too large: the engine answered it itself.
+            Message::Result(_) | Message::Failed(_) => Sent::Ended,
+        },
     }
 }
 

@@ -10,7 +10,7 @@ use super::super::error::{
     HEADER_MISMATCH, INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, RpcError,
     UNSUPPORTED_PROTOCOL_VERSION,
 };
-use super::super::meta::{RequestMeta, SUPPORTED_VERSIONS};
+use super::super::meta::{MISSING_META, ParamsIndex, RequestMeta, SUPPORTED_VERSIONS};
 use super::super::mirror::{self, Annotations, HeaderSource, Mirrored};
 use super::super::registry::{MAX_ANNOTATIONS, Registry};
 use super::super::writer::JsonWriter;
@@ -79,7 +79,23 @@ pub fn check<H: HeaderSource + ?Sized>(
     params: Option<&[u8]>,
     headers: Option<&H>,
 ) -> Result<(), RpcError> {
-    let meta = RequestMeta::read(params)?;
+    let index = params.map(ParamsIndex::read).unwrap_or_default();
+    check_indexed(registry, method, method_raw, params, &index, headers)
+}
+
+/// [`check`], with where `params`' members lie already found (by
+/// [`RequestSpans::parse`](super::super::envelope::RequestSpans::parse)):
+/// `params` is not walked again.
+pub fn check_indexed<H: HeaderSource + ?Sized>(
+    registry: &Registry<'_>,
+    method: &[u8],
+    method_raw: &[u8],
+    params: Option<&[u8]>,
+    index: &ParamsIndex,
+    headers: Option<&H>,
+) -> Result<(), RpcError> {
+    let p = params.ok_or(MISSING_META)?;
+    let meta = RequestMeta::from_index(p, index)?;
     // A version header that differs from the body is a mismatch before the
     // version is judged.
     if let Some(h) = headers.and_then(|h| h.header(b"mcp-protocol-version"))
@@ -100,13 +116,13 @@ pub fn check<H: HeaderSource + ?Sized>(
         return Ok(());
     };
     let is_tool_call = method == b"tools/call";
-    let (name, arguments) = match (mirror::name_member(method), params) {
-        (Some(member), Some(p)) => {
-            let [name, arguments] = json::get_all(p, [member, b"arguments"]);
-            (name, arguments.filter(|_| is_tool_call))
-        }
-        _ => (None, None),
+    let name = match mirror::name_member(method) {
+        Some(b"name") => ParamsIndex::get(p, &index.name),
+        Some(b"uri") => ParamsIndex::get(p, &index.uri),
+        Some(member) => json::get(p, member),
+        None => None,
     };
+    let arguments = ParamsIndex::get(p, &index.arguments).filter(|_| is_tool_call);
     let tool = is_tool_call
         .then(|| name.and_then(|n| registry.tool(n)))
         .flatten();
@@ -128,6 +144,17 @@ pub fn check<H: HeaderSource + ?Sized>(
 
 /// Where a checked request goes.
 pub fn route(registry: &Registry<'_>, method: &[u8], params: Option<&[u8]>) -> Route {
+    let index = params.map(ParamsIndex::read).unwrap_or_default();
+    route_indexed(registry, method, params, &index)
+}
+
+/// [`route`], with where `params`' members lie already found.
+pub fn route_indexed(
+    registry: &Registry<'_>,
+    method: &[u8],
+    params: Option<&[u8]>,
+    index: &ParamsIndex,
+) -> Route {
     let resources = !registry.resources.is_empty() || !registry.templates.is_empty();
     let builtin = match method {
         b"server/discover" => Some(Builtin::Discover),
@@ -140,7 +167,7 @@ pub fn route(registry: &Registry<'_>, method: &[u8], params: Option<&[u8]>) -> R
     if let Some(b) = builtin {
         return Route::Builtin(b);
     }
-    let name = || params.and_then(|p| json::get(p, b"name"));
+    let name = || params.and_then(|p| ParamsIndex::get(p, &index.name));
     let handler = match method {
         b"tools/call" => {
             let index = name().and_then(|n| {

@@ -457,13 +457,21 @@ where
         let params = c.params_at().map(|r| &bytes[r]);
         let headers = HeaderList::from_bytes(&bytes[..c.headers_len]);
         let headers = self.mirrored_headers.then_some(&headers);
-        if let Err(e) = dispatch::check(&self.registry, method_text, method_raw, params, headers) {
+        let index = &spans.index;
+        if let Err(e) = dispatch::check_indexed(
+            &self.registry,
+            method_text,
+            method_raw,
+            params,
+            index,
+            headers,
+        ) {
             return match dispatch::level(&e) {
                 Level::Protocol => Dispatched::Protocol(e),
                 Level::InBand => self.answer_error(i, e),
             };
         }
-        match dispatch::route(&self.registry, method_text, params) {
+        match dispatch::route_indexed(&self.registry, method_text, params, index) {
             Route::Builtin(b) => {
                 let registry = self.registry;
                 if self

@@ -45,8 +45,9 @@ pub fn app(tick: Duration) -> App {
             "Returns its text.",
             json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}),
             |call: ToolCall| async move {
-                let text = call.arguments()["text"]
-                    .as_str()
+                // Read from the request's bytes: no JSON tree per call.
+                let text = call
+                    .argument_str("text")
                     .ok_or_else(|| ToolError::invalid_params("text must be a string"))?;
                 Ok(ToolResult::text(text))
             },
@@ -58,8 +59,14 @@ pub fn app(tick: Duration) -> App {
                     "steps": {"type": "integer", "minimum": 0},
                     "delay_ms": {"type": "integer", "minimum": 0}}}),
             |call: ToolCall| async move {
-                let steps = call.arguments()["steps"].as_u64().unwrap_or(3);
-                let delay = call.arguments()["delay_ms"].as_u64().unwrap_or(100);
+                #[derive(serde::Deserialize)]
+                struct Args {
+                    steps: Option<u64>,
+                    delay_ms: Option<u64>,
+                }
+                let args: Args = call.arguments_as()?;
+                let steps = args.steps.unwrap_or(3);
+                let delay = args.delay_ms.unwrap_or(100);
                 for i in 1..=steps {
                     // A zero delay sends at once (a zero sleep still waits
                     // for the timer's next tick, about 1 ms).
