@@ -85,7 +85,12 @@ impl App {
     /// Nothing else may write to stdout meanwhile: log to stderr.
     pub async fn serve_stdio(self) -> io::Result<()> {
         let (rd, wr) = stdio_streams();
-        serve(self, rd, wr, StdioConfig::default()).await
+        // On a worker of the runtime, beside the I/O driver and the
+        // handlers: a future the main thread blocks on is woken across
+        // threads for every line (two futex calls a request).
+        tokio::spawn(serve(self, rd, wr, StdioConfig::default()))
+            .await
+            .unwrap_or_else(|e| Err(io::Error::other(e)))
     }
 }
 
