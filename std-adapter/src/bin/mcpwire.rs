@@ -122,10 +122,15 @@ fn main() -> ExitCode {
         eprintln!("--stdio takes no --listen, token, TLS or HTTP option\n{USAGE}");
         return ExitCode::from(2);
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    // One connection over stdio: a single thread runs it and its handlers
+    // (no wake-ups across threads); a network server spreads connections
+    // over the cores.
+    let mut builder = if stdio {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+    };
+    let runtime = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("mcpwire: cannot start the runtime: {e}");
