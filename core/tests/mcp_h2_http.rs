@@ -9,9 +9,10 @@ use mcpwire_core::drive;
 use mcpwire_core::grpc::write_prefix;
 use mcpwire_core::h2::{Config, Connection, ErrorCode, Event, Role, StreamRef};
 use mcpwire_core::hpack::Field;
+use mcpwire_core::mcp::auth::Decision;
 use mcpwire_core::mcp::json;
-use mcpwire_core::mcp::registry::ToolInfo;
-use mcpwire_core::mcp::server::{CallId, ServerConfig, ServerEvent, TUNNEL_PATH};
+use mcpwire_core::mcp::registry::{Registry, ToolInfo};
+use mcpwire_core::mcp::server::{CallId, ListChange, ServerConfig, ServerEvent, TUNNEL_PATH};
 use mcpwire_core::time::Instant;
 
 mod support;
@@ -138,6 +139,13 @@ impl App<Server> for Handler {
         while let Some(e) = server.poll_event() {
             match e {
                 ServerEvent::Request { call } => self.calls.push(call),
+                ServerEvent::Authorize { call } => {
+                    let decision = match server.bearer_token(call) {
+                        Some("good") => Decision::Allow { principal: "alice" },
+                        _ => Decision::Unauthenticated,
+                    };
+                    server.authorize(call, decision);
+                }
                 e => self.events.push(format!("{e:?}")),
             }
         }
@@ -156,18 +164,17 @@ struct Pair {
 
 impl Pair {
     fn new() -> Self {
+        Self::serving(registry(&TOOLS), ServerConfig::default())
+    }
+
+    fn serving(registry: Registry<'static>, config: ServerConfig) -> Self {
         Pair {
             client: H2Client {
                 conn: Client::new(Role::Client, Config::default(), Instant::ZERO),
                 seen: HashMap::new(),
             },
             server: Side {
-                endpoint: Server::new(
-                    registry(&TOOLS),
-                    ServerConfig::default(),
-                    Default::default(),
-                    Instant::ZERO,
-                ),
+                endpoint: Server::new(registry, config, Default::default(), Instant::ZERO),
                 app: Handler::default(),
             },
             up: Pipe::new(split()),
@@ -480,4 +487,75 @@ fn a_reset_stream_cancels_the_handler() {
         p.server.app.events
     );
     assert!(p.server.respond(call, br#"{"content":[]}"#).is_err());
+}
+
+#[test]
+fn a_listen_stream_is_an_event_stream_until_the_server_goes_away() {
+    each_split(|| {
+        let mut r = registry(&TOOLS);
+        r.listen = true;
+        let mut p = Pair::serving(r, ServerConfig::default());
+        // Only JSON accepted: a listen stream is an event stream anyway.
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":"l","method":"subscriptions/listen","params":{{"notifications":{{"toolsListChanged":true}},{META}}}}}"#
+        );
+        let s = p.http(
+            "POST",
+            &[
+                ("content-type", "application/json"),
+                ("accept", "application/json"),
+                ("mcp-protocol-version", "2026-07-28"),
+                ("mcp-method", "subscriptions/listen"),
+            ],
+            &body,
+        );
+        p.run();
+        assert_eq!(p.server.publish(ListChange::ToolsListChanged), 1);
+        p.run();
+        assert!(!p.seen(s).ended, "the stream stays open");
+        p.server.go_away();
+        p.run();
+        let seen = p.seen(s);
+        assert_eq!(seen.header("content-type"), Some("text/event-stream"));
+        let events = seen.events();
+        assert_eq!(events.len(), 3, "{events:?}");
+        assert!(events[0].contains("notifications/subscriptions/acknowledged"));
+        assert!(events[1].contains("notifications/tools/list_changed"));
+        assert!(events[2].starts_with(r#"{"jsonrpc":"2.0","id":"l","result""#));
+        assert!(seen.ended && !seen.reset);
+    });
+}
+
+#[test]
+fn bearer_tokens_are_checked_with_401() {
+    let config = ServerConfig {
+        authorize: true,
+        ..ServerConfig::default()
+    };
+    let mut p = Pair::serving(registry(&TOOLS), config);
+    let refused = p.post("tools/list", &tools_list(1));
+    p.run();
+    let seen = p.seen(refused);
+    assert_eq!(seen.header(":status"), Some("401"));
+    assert!(
+        seen.header("www-authenticate")
+            .unwrap()
+            .starts_with("Bearer")
+    );
+    assert!(seen.ended);
+    // The same request with the token is served.
+    let good = p.http(
+        "POST",
+        &[
+            ("content-type", "application/json"),
+            ("authorization", "Bearer good"),
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/list"),
+        ],
+        &tools_list(3),
+    );
+    p.run();
+    let seen = p.seen(good);
+    assert_eq!(seen.header(":status"), Some("200"), "{seen:?}");
+    assert_eq!(json::get(&seen.body, b"id"), Some(&b"3"[..]));
 }

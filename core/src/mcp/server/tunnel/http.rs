@@ -28,7 +28,8 @@ use crate::mcp::server::http::wire::{self, Allowed};
 use crate::mcp::server::stdio::REQUEST_TIMEOUT;
 use core::ops::Range;
 
-/// An HTTP call's state, kept in the tunnel's part of the call.
+/// An HTTP call's state, kept in the tunnel's part of the call (small:
+/// every call record holds one).
 #[derive(Debug, Clone, Copy, Default)]
 pub(super) struct Exchange {
     pub(super) accept_json: bool,
@@ -39,13 +40,12 @@ pub(super) struct Exchange {
     pub(super) status: Option<u16>,
     /// The engine answered at dispatch: the status follows the error code.
     pub(super) dispatched: bool,
-    /// The response head to send before the framed message: the status
-    /// and, for JSON, its length.
-    pub(super) head: Option<(u16, Option<usize>)>,
+    /// The head of a JSON answer, once framed: its status and length.
+    pub(super) head: Option<(u16, u32)>,
     /// Octets of the event's end still to send.
-    pub(super) tail: usize,
+    pub(super) tail: u8,
     /// Request octets collected.
-    pub(super) body_len: usize,
+    pub(super) body_len: u32,
 }
 
 /// Where a request head goes.
@@ -117,7 +117,10 @@ fn reframe(buf: &mut [u8], at: Range<usize>, x: &mut Exchange, finishing: bool) 
                 200
             }
         });
-        x.head = Some((status, Some(json_len)));
+        let Ok(len) = u32::try_from(json_len) else {
+            return none;
+        };
+        x.head = Some((status, len));
         return msg;
     }
     // The gRPC prefix and the protobuf header (7 octets at least) leave
@@ -131,7 +134,7 @@ fn reframe(buf: &mut [u8], at: Range<usize>, x: &mut Exchange, finishing: bool) 
     };
     sse_one_line(&mut buf[msg.clone()]);
     buf[start..msg.start].copy_from_slice(SSE_DATA);
-    x.tail = SSE_END.len();
+    x.tail = SSE_END.len() as u8;
     start..msg.end
 }
 
@@ -210,11 +213,12 @@ impl<
 
     /// Request octets of an HTTP call: the JSON-RPC message itself.
     pub(super) fn http_data(&mut self, i: usize, bytes: &[u8]) {
-        let Some(len) = self.exchange(i).map(|x| x.body_len) else {
+        let Some(len) = self.exchange(i).map(|x| x.body_len as usize) else {
             return;
         };
         let total = len + bytes.len();
-        let room = (total <= self.config.max_message_bytes)
+        let limit = self.config.max_message_bytes.min(u32::MAX as usize);
+        let room = (total <= limit)
             .then(|| self.engine.message_room(i, total))
             .flatten();
         let Some(room) = room else {
@@ -225,7 +229,7 @@ impl<
         };
         room[len..].copy_from_slice(bytes);
         if let Some(x) = self.exchange_mut(i) {
-            x.body_len = total;
+            x.body_len = total as u32;
         }
     }
 
@@ -236,7 +240,7 @@ impl<
         let Some(c) = self.engine.calls.get(i).and_then(Option::as_ref) else {
             return;
         };
-        let len = c.x.http.map_or(0, |x| x.body_len);
+        let len = c.x.http.map_or(0, |x| x.body_len as usize);
         let at = c.body..c.body + len;
         let bytes = self.engine.store.bytes(&c.buf);
         let Some(message) = bytes.get(at.clone()) else {
@@ -403,9 +407,9 @@ impl<
             };
             if x.tail > 0 {
                 let end = finishing && !writing;
-                let rest = &SSE_END[SSE_END.len() - x.tail..];
+                let rest = &SSE_END[SSE_END.len() - usize::from(x.tail)..];
                 match self.conn.send_data(stream, rest, end) {
-                    Ok(n) => x.tail -= n.min(x.tail),
+                    Ok(n) => x.tail -= n.min(usize::from(x.tail)) as u8,
                     Err(h2::StreamError::TransmitFull) => return,
                     Err(_) => return self.drop_call(i),
                 }
@@ -486,7 +490,7 @@ impl<
             return false;
         };
         let (status, json_len) = match (x.head, x.sse) {
-            (Some(head), _) => head,
+            (Some((status, len)), _) => (status, Some(len as usize)),
             (None, true) if c.writing() => (200, None),
             _ => return true,
         };

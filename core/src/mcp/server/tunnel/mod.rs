@@ -17,6 +17,9 @@
 //! - a cancelled call is a reset stream, a passed deadline
 //!   DEADLINE_EXCEEDED.
 //!
+//! The same connection serves Streamable HTTP on `POST /mcp` beside the
+//! tunnel calls (see [`http`]).
+//!
 //! # Run loop
 //!
 //! After any input (`recv`, `recv_eof`, `handle_timeout`, `go_away`, an
