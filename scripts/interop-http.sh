@@ -65,9 +65,10 @@ binary=$root/target/release/mcpwire
 checks=(get-405 delete-405 media-415 path-404 bad-json bad-utf8 name-mismatch version-32022
     initialize-modern initialize-legacy no-session notification-202 origin-403 token-401 sse-progress
     keep-alive body-413 head-431 grpc-same-port)
+h2_checks=(h2-json h2-sse-progress h2-notification-202 h2-get-405 h2-grpc-one-connection)
 clients=(python typescript)
 # shellcheck disable=SC2034 # read by check_names
-all=("${checks[@]}" "${clients[@]}")
+all=("${checks[@]}" "${h2_checks[@]}" "${clients[@]}")
 check_names check all "$@"
 selected=("$@")
 
@@ -364,6 +365,123 @@ for name in "${checks[@]}"; do
         scenario_ok curl "$name" "$why"
     else
         scenario_failed curl "$name"
+        detail "${why:-failed}"
+    fi
+done
+
+# --- curl over HTTP/2 ---------------------------------------------------------
+
+# The same endpoint over cleartext HTTP/2 (prior knowledge), which the
+# port also serves: a JSON answer with its length (h2-json), the events of
+# a progress call (h2-sse-progress), 202 for a notification, 405 with
+# `allow: POST` for GET, and an MCP POST then a gRPC tunnel call on one
+# connection (h2-grpc-one-connection: curl reuses it for its second URL).
+
+# h2 NAME CURL-ARG...: `hit` over HTTP/2.
+h2() {
+    local name=$1
+    shift
+    hit "$name" --http2-prior-knowledge "$@"
+}
+
+h2_json() {
+    local s
+    s=$(h2 h2-json -X POST "${HEADERS[@]}" -H 'Mcp-Method: tools/call' -H 'Mcp-Name: echo' \
+        --data-binary "$(echo_call 11 h2)" "$demo_url")
+    expect_status h2-json "$s" 200 || return 1
+    grep -q '^HTTP/2 200' "$work/h2-json.head" || {
+        echo "not HTTP/2: $(head -n 1 "$work/h2-json.head")"
+        return 1
+    }
+    [[ $(header h2-json content-type) == application/json &&
+        $(header h2-json content-length) == "$(wc -c <"$work/h2-json.body" | tr -d ' ')" ]] || {
+        echo "content-type $(header h2-json content-type), length $(header h2-json content-length)"
+        return 1
+    }
+    body_check h2-json "r['id'] == 11 and r['result']['content'][0]['text'] == 'h2'"
+}
+
+h2_sse_progress() {
+    local s body
+    body="{\"jsonrpc\":\"2.0\",\"id\":12,\"method\":\"tools/call\",\"params\":{\"name\":\"progress\",\"arguments\":{\"steps\":3,\"delay_ms\":50},\"_meta\":{\"io.modelcontextprotocol/protocolVersion\":\"$VERSION\",\"io.modelcontextprotocol/clientCapabilities\":{},\"progressToken\":\"p12\"}}}"
+    s=$(h2 h2-sse -X POST "${HEADERS[@]}" -H 'Mcp-Method: tools/call' -H 'Mcp-Name: progress' \
+        --data-binary "$body" "$demo_url")
+    expect_status h2-sse "$s" 200 || return 1
+    [[ $(header h2-sse content-type) == text/event-stream && $(header h2-sse cache-control) == no-cache ]] || {
+        echo "content-type $(header h2-sse content-type), cache-control $(header h2-sse cache-control)"
+        return 1
+    }
+    body_check h2-sse "[e.get('params', {}).get('progress') for e in events[:-1]] == [1, 2, 3]
+        and all(e['method'] == 'notifications/progress' for e in events[:-1])
+        and events[-1]['id'] == 12 and events[-1]['result']['content'][0]['text'] == 'done after 3 steps'"
+}
+
+h2_notification_202() {
+    local s
+    s=$(h2 h2-note -X POST "${HEADERS[@]}" -H 'Mcp-Method: notifications/initialized' \
+        --data-binary "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\",\"params\":{$META}}" "$demo_url")
+    expect_status h2-note "$s" 202
+}
+
+h2_get_405() {
+    local s
+    s=$(h2 h2-get -X GET -H 'Accept: text/event-stream' "$demo_url")
+    expect_status h2-get "$s" 405 || return 1
+    [[ $(header h2-get allow) == POST ]] || {
+        echo "allow: $(header h2-get allow)"
+        return 1
+    }
+}
+
+h2_grpc_one_connection() {
+    # tools/list as a gRPC message: the 5-octet prefix, then the
+    # JsonRpcMessage (field 1, its length as a varint).
+    python3 - "$work/h2-grpc.req" "{\"jsonrpc\":\"2.0\",\"id\":14,\"method\":\"tools/list\",\"params\":{$META}}" <<'PY'
+import struct, sys
+json = sys.argv[2].encode()
+n, varint = len(json), b""
+while n >= 0x80:
+    varint += bytes([(n & 0x7F) | 0x80])
+    n >>= 7
+msg = b"\x0a" + varint + bytes([n]) + json
+open(sys.argv[1], "wb").write(b"\x00" + struct.pack(">I", len(msg)) + msg)
+PY
+    local out
+    out=$(curl -sS --max-time 10 --http2-prior-knowledge -w '%{http_code} %{num_connects}\n' \
+        -X POST "${HEADERS[@]}" -H 'Mcp-Method: tools/list' \
+        --data-binary "{\"jsonrpc\":\"2.0\",\"id\":13,\"method\":\"tools/list\",\"params\":{$META}}" \
+        -o "$work/h2-mcp.body" "$demo_url" \
+        --next --http2-prior-knowledge -w '%{http_code} %{num_connects}\n' -X POST \
+        -H 'Content-Type: application/grpc' -H 'TE: trailers' -H "MCP-Protocol-Version: $VERSION" \
+        -H 'Mcp-Method: tools/list' --data-binary "@$work/h2-grpc.req" -o "$work/h2-grpc.body" \
+        "http://$demo_addr/mcp.zig.transport.v1.Mcp/Call")
+    [[ $out == $'200 1\n200 0' ]] || {
+        echo "statuses and new connections: ${out//$'\n'/, }"
+        return 1
+    }
+    body_check h2-mcp "r['id'] == 13 and 'tools' in r['result']" || return 1
+    grep -q '"id":14,"result"' "$work/h2-grpc.body" || {
+        echo "gRPC answer: $(head -c 300 "$work/h2-grpc.body" | tr -c '[:print:]' .)"
+        return 1
+    }
+}
+
+# curl before 8.0 fails a second request on a reused prior-knowledge
+# connection before sending it ("Error in the HTTP2 framing layer",
+# curl/curl#10634, fixed in 8.0.0).
+curl_major=$(curl --version | sed -n '1s/^curl \([0-9]*\)\..*/\1/p')
+
+printf '\n==> curl over HTTP/2\n'
+for name in "${h2_checks[@]}"; do
+    wanted "$name" || continue
+    if [[ $name == h2-grpc-one-connection ]] && ((${curl_major:-0} < 8)); then
+        scenario_skipped curl-h2 "$name" "curl $curl_major.x cannot reuse an h2c connection"
+        continue
+    fi
+    if why=$("${name//-/_}" 2>&1); then
+        scenario_ok curl-h2 "$name" "$why"
+    else
+        scenario_failed curl-h2 "$name"
         detail "${why:-failed}"
     fi
 done

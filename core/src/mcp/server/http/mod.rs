@@ -40,7 +40,7 @@
 //! [`HttpServer::poll_timeout`]; close the socket when
 //! [`HttpServer::is_finished`].
 
-mod wire;
+pub(super) mod wire;
 
 use super::engine::{Call, Dispatched, Engine, Framing, ListenNext, Next, Phase, Refused};
 use super::listen::ListChange;

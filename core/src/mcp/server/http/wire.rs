@@ -128,41 +128,18 @@ pub(super) fn judge(head: &RequestHead<'_, '_>, config: &HttpConfig<'_>) -> Resu
     {
         return Err(403);
     }
-    if let Some(origin) = head.header(b"origin") {
-        let origin = trim(origin);
-        let host = origin
-            .iter()
-            .position(|&b| b == b':')
-            .and_then(|k| origin.get(k + 1..))
-            .and_then(|rest| rest.strip_prefix(b"//"));
-        if !host.is_some_and(|h| config.allowed_origins.allows(host_name(h))) {
-            return Err(403);
-        }
+    if let Some(origin) = head.header(b"origin")
+        && !origin_allowed(origin, &config.allowed_origins)
+    {
+        return Err(403);
     }
     if head.method != "POST" {
         return Err(405);
     }
-    let json = head.header(b"content-type").is_some_and(|v| {
-        let media = v.split(|&b| b == b';').next().unwrap_or_default();
-        trim(media).eq_ignore_ascii_case(b"application/json")
-    });
-    if !json {
+    if !is_json(head.header(b"content-type")) {
         return Err(415);
     }
-    let (mut accept_json, mut accept_sse) = (true, true);
-    let mut ranges = head.all(b"accept").peekable();
-    if ranges.peek().is_some() {
-        (accept_json, accept_sse) = (false, false);
-        for range in ranges.flat_map(|v| v.split(|&b| b == b',')) {
-            let media = trim(range.split(|&b| b == b';').next().unwrap_or_default());
-            let is = |m: &[u8]| media.eq_ignore_ascii_case(m);
-            accept_json |= is(b"application/json") || is(b"application/*") || is(b"*/*");
-            accept_sse |= is(b"text/event-stream") || is(b"text/*") || is(b"*/*");
-        }
-        if !accept_json && !accept_sse {
-            return Err(406);
-        }
-    }
+    let (accept_json, accept_sse) = accepts(head.all(b"accept"))?;
     let body = head.body().map_err(|e| e.status())?;
     if let BodyFraming::Length(n) = body
         && n > config.max_body_bytes as u64
@@ -181,6 +158,46 @@ pub(super) fn judge(head: &RequestHead<'_, '_>, config: &HttpConfig<'_>) -> Resu
                 .header(b"expect")
                 .is_some_and(|v| trim(v).eq_ignore_ascii_case(b"100-continue")),
     })
+}
+
+/// Whether an `Origin` value names an allowed host (§5.1); `null` or a
+/// value without a host does not. Shared with the binding over HTTP/2.
+pub(crate) fn origin_allowed(origin: &[u8], allowed: &Allowed<'_>) -> bool {
+    let origin = trim(origin);
+    let host = origin
+        .iter()
+        .position(|&b| b == b':')
+        .and_then(|k| origin.get(k + 1..))
+        .and_then(|rest| rest.strip_prefix(b"//"));
+    host.is_some_and(|h| allowed.allows(host_name(h)))
+}
+
+/// Whether a `Content-Type` value is JSON (its parameters ignored).
+pub(crate) fn is_json(content_type: Option<&[u8]>) -> bool {
+    content_type.is_some_and(|v| {
+        let media = v.split(|&b| b == b';').next().unwrap_or_default();
+        trim(media).eq_ignore_ascii_case(b"application/json")
+    })
+}
+
+/// What the `Accept` values take: (JSON, event streams); both without
+/// any, 406 when they take neither.
+pub(crate) fn accepts<'a>(values: impl Iterator<Item = &'a [u8]>) -> Result<(bool, bool), u16> {
+    let mut ranges = values.peekable();
+    if ranges.peek().is_none() {
+        return Ok((true, true));
+    }
+    let (mut json, mut sse) = (false, false);
+    for range in ranges.flat_map(|v| v.split(|&b| b == b',')) {
+        let media = trim(range.split(|&b| b == b';').next().unwrap_or_default());
+        let is = |m: &[u8]| media.eq_ignore_ascii_case(m);
+        json |= is(b"application/json") || is(b"application/*") || is(b"*/*");
+        sse |= is(b"text/event-stream") || is(b"text/*") || is(b"*/*");
+    }
+    if !json && !sse {
+        return Err(406);
+    }
+    Ok((json, sse))
 }
 
 /// The host of an authority (`host[:port]`, `[v6]:port`).
@@ -290,7 +307,7 @@ impl<'r> Plain<'r> {
 
 /// The `data` of -32022 for an older client: the versions served, and the
 /// one it asked for (`initialize`'s `protocolVersion`, else its header).
-pub(super) fn legacy_data<'o>(
+pub(crate) fn legacy_data<'o>(
     params: Option<&[u8]>,
     header: Option<&[u8]>,
     out: &'o mut [u8],
@@ -339,7 +356,7 @@ pub(super) fn refusal_head(status: u16) -> &'static [u8] {
 /// The status of an answer the engine wrote at dispatch, from its
 /// JSON-RPC error code (§4, §5.3): errors of the request itself are 400, an
 /// unknown method 404; in-band errors (an unknown tool) and results 200.
-pub(super) fn dispatched_status(message: &[u8]) -> u16 {
+pub(crate) fn dispatched_status(message: &[u8]) -> u16 {
     let code = json::get(message, b"error")
         .and_then(|e| json::get(e, b"code"))
         .and_then(|c| core::str::from_utf8(c).ok())

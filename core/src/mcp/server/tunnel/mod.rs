@@ -17,6 +17,9 @@
 //! - a cancelled call is a reset stream, a passed deadline
 //!   DEADLINE_EXCEEDED.
 //!
+//! The same connection serves Streamable HTTP on `POST /mcp` beside the
+//! tunnel calls (see [`http`]).
+//!
 //! # Run loop
 //!
 //! After any input (`recv`, `recv_eof`, `handle_timeout`, `go_away`, an
@@ -26,6 +29,7 @@
 //! was given: feed the rest after draining (see [`crate::drive`]).
 
 mod end;
+mod http;
 
 use super::engine::{Call, Dispatched, Engine, Framing, ListenNext, Next, Phase, Refused};
 use super::listen::ListChange;
@@ -58,6 +62,8 @@ struct Tunnel {
     message_len: Option<usize>,
     /// The response head went out.
     head_sent: bool,
+    /// A Streamable HTTP call ([`http`]), not a gRPC one.
+    http: Option<http::Exchange>,
 }
 
 /// Each message is a length-prefixed `JsonRpcMessage` whose one field holds
@@ -112,6 +118,9 @@ pub struct Server<
     engine: TunnelEngine<'r, S, FB, BUF, STREAMS>,
     config: ServerConfig,
     now: Instant,
+    /// The Streamable HTTP endpoint's path.
+    http_path: &'r str,
+    origins: crate::mcp::server::http::wire::Allowed<'r>,
 }
 
 impl<S: CallStore, const STREAMS: usize, const TABLE: usize, const BUF: usize, FB: Storage<BUF>>
@@ -126,6 +135,8 @@ impl<S: CallStore, const STREAMS: usize, const TABLE: usize, const BUF: usize, F
 
 /// What the binding does with a request head.
 enum Admission {
+    /// A Streamable HTTP refusal with this status.
+    Mcp(u16),
     /// Answer with this HTTP status.
     Http(u16),
     /// Answer with this gRPC status, trailers-only.
@@ -159,6 +170,8 @@ impl<
             ),
             config,
             now,
+            http_path: "/mcp",
+            origins: crate::mcp::server::http::wire::Allowed::Loopback,
         }
     }
 
@@ -232,7 +245,11 @@ impl<
         self.now = now;
         self.conn.handle_timeout(now);
         while let Some(i) = self.engine.expired(now) {
-            self.end_with_status(i, Code::DeadlineExceeded, b"deadline exceeded");
+            if self.exchange(i).is_some() {
+                self.http_timeout(i);
+            } else {
+                self.end_with_status(i, Code::DeadlineExceeded, b"deadline exceeded");
+            }
         }
         self.drain_connection();
     }
@@ -278,6 +295,12 @@ impl<
         match self.engine.authorize(call, decision) {
             Some(Err(refusal)) => {
                 if let Some((x, _)) = self.engine.remove(call.index()) {
+                    if x.http.is_some() {
+                        let challenge = refusal.challenge.as_bytes();
+                        self.http_refuse_auth(x.stream, refusal.http_status, challenge);
+                        self.drain_connection();
+                        return;
+                    }
                     let status = response::Status::new(refusal.status, refusal.message.as_bytes());
                     let extra = [Field::new(
                         b"www-authenticate",
@@ -322,6 +345,7 @@ impl<
         data: Option<&[u8]>,
     ) -> Result<(), SendError> {
         let i = self.engine.respond_error(call, code, message, data)?;
+        self.http_error_status(i, code);
         self.flush(i);
         Ok(())
     }
@@ -335,7 +359,12 @@ impl<
 
     /// Sends a notification on the call's stream (progress):
     /// `{"jsonrpc":"2.0","method":method,"params":params}`.
+    /// On a Streamable HTTP call that asked for no stream (no progress
+    /// token, no log level) it is dropped (`Ok`).
     pub fn notify(&mut self, call: CallId, method: &str, params: &[u8]) -> Result<(), SendError> {
+        if self.http_drops_notifications(call) {
+            return Ok(());
+        }
         let i = self.engine.notify(call, method, params)?;
         self.flush(i);
         Ok(())
@@ -366,6 +395,9 @@ impl<
             let Some(c) = self.engine.calls.get_mut(i).and_then(Option::as_mut) else {
                 return;
             };
+            if c.x.http.is_some() {
+                return self.flush_http(i);
+            }
             let stream = c.x.stream;
             if !c.x.head_sent {
                 match self.conn.send_headers(stream, response::HEAD, false) {
@@ -429,7 +461,15 @@ impl<
                     // refused as a malformed request.
                     let fields = self.conn.headers(stream).unwrap_or(HeaderList::EMPTY);
                     let max = self.config.max_message_bytes;
-                    let admission = admit(&mut self.engine, fields, stream, max, self.now);
+                    let admission = match http::route(fields, self.http_path, &self.origins) {
+                        http::Route::Grpc => None,
+                        http::Route::Refuse(status) => Some(Admission::Mcp(status)),
+                        http::Route::Call(x) => {
+                            Some(admit_http(&mut self.engine, fields, stream, x, self.now))
+                        }
+                    };
+                    let admission = admission
+                        .unwrap_or_else(|| admit(&mut self.engine, fields, stream, max, self.now));
                     self.on_request_head(stream, admission, end_stream);
                 }
                 Event::Headers { .. } => {}
@@ -465,6 +505,7 @@ impl<
 
     fn on_request_head(&mut self, stream: StreamRef, admission: Admission, end_stream: bool) {
         match admission {
+            Admission::Mcp(status) => self.http_refuse(stream, status),
             Admission::Http(status) => self.http_error(stream, status),
             Admission::Status(code, message) => self.status_only(stream, code, message),
             Admission::Refused => {
@@ -481,6 +522,19 @@ impl<
         let Some(i) = self.index_of(stream) else {
             return;
         };
+        if self.exchange(i).is_some() {
+            if self
+                .engine
+                .phase(i)
+                .is_some_and(|p| matches!(p, Phase::Body | Phase::Authorizing))
+            {
+                self.http_data(i, bytes);
+            }
+            if end_stream && self.exchange(i).is_some() {
+                self.on_request_end(i);
+            }
+            return;
+        }
         while !bytes.is_empty() {
             let Some(c) = self.engine.calls[i].as_mut() else {
                 return;
@@ -540,6 +594,9 @@ impl<
         if c.phase != Phase::Body {
             return;
         }
+        if c.x.http.is_some() {
+            return self.http_dispatch(i);
+        }
         if let Err(e) = c.x.decoder.finish() {
             return self.end_with_status(i, e.code(), e.message().as_bytes());
         }
@@ -597,6 +654,7 @@ where
         decoder: MessageDecoder::new(max_message_bytes),
         message_len: None,
         head_sent: false,
+        http: None,
     };
     match engine.admit(fields.as_bytes(), head.timeout, now, call) {
         Ok(i) => Admission::Call(i),
@@ -605,6 +663,33 @@ where
         Err(Refused::HeadTooLarge) => {
             Admission::Status(Code::ResourceExhausted, b"request headers too large")
         }
+    }
+}
+
+/// Admits a Streamable HTTP call whose head passed the §5.1 checks.
+fn admit_http<S: CallStore, R, C>(
+    engine: &mut Engine<'_, S, Tunnel, R, C, GrpcFraming>,
+    fields: HeaderList<'_>,
+    stream: StreamRef,
+    x: http::Exchange,
+    now: Instant,
+) -> Admission
+where
+    R: crate::records::Records<Option<Call<S::Buf, Tunnel>>>,
+    C: crate::records::Records<Option<(CallId, CancelReason)>>,
+{
+    let call = Tunnel {
+        stream,
+        decoder: MessageDecoder::new(0),
+        message_len: None,
+        head_sent: false,
+        http: Some(x),
+    };
+    match engine.admit(fields.as_bytes(), None, now, call) {
+        Ok(i) => Admission::Call(i),
+        Err(Refused::Busy) => Admission::Refused,
+        Err(Refused::Full) => Admission::Mcp(503),
+        Err(Refused::HeadTooLarge) => Admission::Mcp(431),
     }
 }
 

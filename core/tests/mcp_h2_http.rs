@@ -1,0 +1,561 @@
+//! Streamable HTTP (MCP 2026-07-28 §5) on the tunnel server's HTTP/2
+//! connection, against our HTTP/2 client in memory: what an HTTP/2 client
+//! of `POST /mcp` sees, beside gRPC calls on the same connection.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::HashMap;
+
+use mcpwire_core::drive;
+use mcpwire_core::grpc::write_prefix;
+use mcpwire_core::h2::{Config, Connection, ErrorCode, Event, Role, StreamRef};
+use mcpwire_core::hpack::Field;
+use mcpwire_core::mcp::auth::Decision;
+use mcpwire_core::mcp::json;
+use mcpwire_core::mcp::registry::{Registry, ToolInfo};
+use mcpwire_core::mcp::server::{CallId, ListChange, ServerConfig, ServerEvent, TUNNEL_PATH};
+use mcpwire_core::time::Instant;
+
+mod support;
+
+use mcpwire_sim::{Pipe, exchange};
+use support::mcp::{App, META, Server, Side, each_split, registry, split};
+
+type Client = Connection<8, 4096, 16384, 16>;
+
+const TOOLS: [ToolInfo<'static>; 1] = [support::mcp::ECHO];
+
+/// What the client saw on one stream.
+#[derive(Debug, Default)]
+struct Seen {
+    head: Vec<(String, String)>,
+    trailers: Vec<(String, String)>,
+    body: Vec<u8>,
+    ended: bool,
+    reset: bool,
+}
+
+impl Seen {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.head
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn trailer(&self, name: &str) -> Option<&str> {
+        self.trailers
+            .iter()
+            .chain(&self.head)
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn text(&self) -> String {
+        String::from_utf8(self.body.clone()).unwrap()
+    }
+
+    /// The `data:` lines of an event stream.
+    fn events(&self) -> Vec<String> {
+        let text = self.text();
+        assert!(text.ends_with("\n\n"), "{text:?}");
+        text.split("\n\n")
+            .filter(|e| !e.is_empty())
+            .map(|e| e.strip_prefix("data: ").expect(e).to_owned())
+            .collect()
+    }
+}
+
+struct H2Client {
+    conn: Client,
+    seen: HashMap<StreamRef, Seen>,
+}
+
+impl H2Client {
+    fn take_events(&mut self) {
+        while let Some(e) = self.conn.poll_event() {
+            match e {
+                Event::Headers {
+                    stream, end_stream, ..
+                } => {
+                    let list: Vec<(String, String)> = self
+                        .conn
+                        .headers(stream)
+                        .expect("a Headers event lends its list")
+                        .iter()
+                        .map(|f| {
+                            (
+                                String::from_utf8_lossy(f.name).into(),
+                                String::from_utf8_lossy(f.value).into(),
+                            )
+                        })
+                        .collect();
+                    let s = self.seen.entry(stream).or_default();
+                    if s.head.is_empty() {
+                        s.head = list
+                    } else {
+                        s.trailers = list
+                    }
+                    s.ended |= end_stream;
+                }
+                Event::Reset { stream, .. } => self.seen.entry(stream).or_default().reset = true,
+                _ => {}
+            }
+        }
+    }
+}
+
+impl drive::Endpoint for H2Client {
+    fn recv(&mut self, input: &[u8], now: Instant) -> usize {
+        let r = self.conn.recv(input, now);
+        if let Some(d) = r.data {
+            let s = self.seen.entry(d.stream).or_default();
+            s.body.extend_from_slice(d.bytes);
+            s.ended |= d.end_stream;
+            self.conn.release_data(d.stream, d.bytes.len());
+        }
+        self.take_events();
+        r.consumed
+    }
+    fn wants_transmit(&self) -> bool {
+        self.conn.wants_transmit()
+    }
+    fn poll_transmit(&mut self, out: &mut [u8]) -> usize {
+        let n = self.conn.poll_transmit(out);
+        self.take_events();
+        n
+    }
+}
+
+/// The server's application: keeps the calls handed to it, and the other
+/// events as text.
+#[derive(Debug, Default)]
+struct Handler {
+    calls: Vec<CallId>,
+    events: Vec<String>,
+}
+
+impl App<Server> for Handler {
+    fn take_events(&mut self, server: &mut Server) {
+        while let Some(e) = server.poll_event() {
+            match e {
+                ServerEvent::Request { call } => self.calls.push(call),
+                ServerEvent::Authorize { call } => {
+                    let decision = match server.bearer_token(call) {
+                        Some("good") => Decision::Allow { principal: "alice" },
+                        _ => Decision::Unauthenticated,
+                    };
+                    server.authorize(call, decision);
+                }
+                e => self.events.push(format!("{e:?}")),
+            }
+        }
+    }
+}
+
+const PIPE: usize = 32768;
+
+struct Pair {
+    client: H2Client,
+    server: Side<Server, Handler>,
+    up: Pipe<PIPE>,
+    down: Pipe<PIPE>,
+    pending: Vec<(StreamRef, Vec<u8>)>,
+}
+
+impl Pair {
+    fn new() -> Self {
+        Self::serving(registry(&TOOLS), ServerConfig::default())
+    }
+
+    fn serving(registry: Registry<'static>, config: ServerConfig) -> Self {
+        Pair {
+            client: H2Client {
+                conn: Client::new(Role::Client, Config::default(), Instant::ZERO),
+                seen: HashMap::new(),
+            },
+            server: Side {
+                endpoint: Server::new(registry, config, Default::default(), Instant::ZERO),
+                app: Handler::default(),
+            },
+            up: Pipe::new(split()),
+            down: Pipe::new(split()),
+            pending: Vec::new(),
+        }
+    }
+
+    fn run(&mut self) {
+        self.server.take_events();
+        self.client.take_events();
+        for _ in 0..100_000 {
+            let mut sent = false;
+            for (s, rest) in &mut self.pending {
+                let n = self.client.conn.send_data(*s, rest, true).unwrap();
+                rest.drain(..n);
+                sent |= n > 0;
+            }
+            self.pending.retain(|(_, rest)| !rest.is_empty());
+            let moved = exchange(
+                &mut self.client,
+                &mut self.up,
+                &mut self.server,
+                &mut self.down,
+                Instant::ZERO,
+            )
+            .unwrap_or_else(|side| panic!("{side:?} is stuck ({:?})", split()));
+            if !sent && moved == 0 {
+                break;
+            }
+        }
+    }
+
+    /// Opens a stream with `fields` and sends `body` after them.
+    fn open(&mut self, fields: Vec<Field<'_>>, body: Vec<u8>) -> StreamRef {
+        let s = self.client.conn.open_stream().unwrap();
+        let empty = body.is_empty();
+        self.client
+            .conn
+            .send_headers(s, fields.iter().copied(), empty)
+            .unwrap();
+        if !empty {
+            self.pending.push((s, body));
+        }
+        s
+    }
+
+    /// `POST` with these fields (`:method` and the rest first) and body.
+    fn http(&mut self, method: &str, extra: &[(&str, &str)], body: &str) -> StreamRef {
+        let mut fields = vec![
+            Field::new(b":method", method.as_bytes()),
+            Field::new(b":scheme", b"http"),
+            Field::new(b":path", b"/mcp"),
+            Field::new(b":authority", b"localhost"),
+        ];
+        for (n, v) in extra {
+            fields.push(Field::new(n.as_bytes(), v.as_bytes()));
+        }
+        self.open(fields, body.as_bytes().to_vec())
+    }
+
+    /// An MCP POST with its mirrored headers.
+    fn post(&mut self, method: &str, body: &str) -> StreamRef {
+        let headers = [
+            ("content-type", "application/json"),
+            ("accept", "application/json, text/event-stream"),
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", method),
+        ];
+        let name = json::get(body.as_bytes(), b"params")
+            .and_then(|p| json::get(p, b"name"))
+            .map(|n| String::from_utf8(n[1..n.len() - 1].to_vec()).unwrap());
+        let mut headers = headers.to_vec();
+        if let Some(n) = &name {
+            headers.push(("mcp-name", n));
+        }
+        self.http("POST", &headers, body)
+    }
+
+    /// A gRPC tunnel call.
+    fn grpc(&mut self, json: &str, method: &str) -> StreamRef {
+        let fields = vec![
+            Field::new(b":method", b"POST"),
+            Field::new(b":scheme", b"http"),
+            Field::new(b":path", TUNNEL_PATH),
+            Field::new(b":authority", b"localhost"),
+            Field::new(b"content-type", b"application/grpc"),
+            Field::new(b"te", b"trailers"),
+            Field::new(b"mcp-protocol-version", b"2026-07-28"),
+            Field::new(b"mcp-method", method.as_bytes()),
+        ];
+        let mut msg = vec![0x0a];
+        let mut len = json.len();
+        while len >= 0x80 {
+            msg.push((len as u8 & 0x7f) | 0x80);
+            len >>= 7;
+        }
+        msg.push(len as u8);
+        msg.extend_from_slice(json.as_bytes());
+        let mut framed = write_prefix(msg.len() as u32).to_vec();
+        framed.extend_from_slice(&msg);
+        self.open(fields, framed)
+    }
+
+    fn seen(&self, s: StreamRef) -> &Seen {
+        &self.client.seen[&s]
+    }
+}
+
+fn tools_list(id: u32) -> String {
+    format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/list","params":{{{META}}}}}"#)
+}
+
+fn echo(id: &str, meta: &str) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"echo","arguments":{{"text":"hi"}},"_meta":{{{meta}"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{{}}}}}}}}"#
+    )
+}
+
+#[test]
+fn a_request_is_answered_with_one_json_response() {
+    each_split(|| {
+        let mut p = Pair::new();
+        let s = p.post("tools/list", &tools_list(7));
+        p.run();
+        let seen = p.seen(s);
+        assert_eq!(seen.header(":status"), Some("200"), "{seen:?}");
+        assert_eq!(seen.header("content-type"), Some("application/json"));
+        let len: usize = seen.header("content-length").unwrap().parse().unwrap();
+        assert_eq!(len, seen.body.len());
+        assert!(seen.ended && !seen.reset);
+        let m = &seen.body;
+        assert_eq!(json::validate(m, 32), Ok(()));
+        assert_eq!(json::get(m, b"id"), Some(&b"7"[..]));
+        let tools = json::get(json::get(m, b"result").unwrap(), b"tools").unwrap();
+        assert_eq!(json::elements(tools).count(), 1);
+    });
+}
+
+#[test]
+fn a_handler_answer_without_progress_token_is_json_and_drops_progress() {
+    let mut p = Pair::new();
+    let s = p.post("tools/call", &echo("1", ""));
+    p.run();
+    let call = p.server.app.calls[0];
+    p.server
+        .notify(call, "notifications/progress", br#"{"progress":1}"#)
+        .unwrap();
+    p.server.respond(call, br#"{"content":[]}"#).unwrap();
+    p.run();
+    let seen = p.seen(s);
+    assert_eq!(seen.header("content-type"), Some("application/json"));
+    assert_eq!(
+        seen.text(),
+        r#"{"jsonrpc":"2.0","id":1,"result":{"content":[]}}"#
+    );
+    assert!(seen.ended);
+}
+
+#[test]
+fn a_progress_token_answers_with_an_event_stream() {
+    each_split(|| {
+        let mut p = Pair::new();
+        let s = p.post("tools/call", &echo(r#""a""#, r#""progressToken":"t","#));
+        p.run();
+        let call = p.server.app.calls[0];
+        p.server
+            .notify(
+                call,
+                "notifications/progress",
+                b"{\"progressToken\":\"t\",\n\"progress\":1}",
+            )
+            .unwrap();
+        p.run();
+        assert!(!p.seen(s).ended, "the stream stays open until the result");
+        p.server
+            .respond(call, br#"{"content":[{"type":"text","text":"hi"}]}"#)
+            .unwrap();
+        p.run();
+        let seen = p.seen(s);
+        assert_eq!(seen.header(":status"), Some("200"));
+        assert_eq!(seen.header("content-type"), Some("text/event-stream"));
+        assert_eq!(seen.header("cache-control"), Some("no-cache"));
+        assert_eq!(seen.header("content-length"), None);
+        let events = seen.events();
+        assert_eq!(events.len(), 2, "{events:?}");
+        assert!(events[0].contains("notifications/progress"));
+        assert!(!events[0].contains('\n'));
+        assert_eq!(
+            events[1],
+            r#"{"jsonrpc":"2.0","id":"a","result":{"content":[{"type":"text","text":"hi"}]}}"#
+        );
+        assert!(seen.ended && !seen.reset);
+    });
+}
+
+#[test]
+fn a_notification_is_accepted_with_202() {
+    let mut p = Pair::new();
+    let s = p.post(
+        "notifications/initialized",
+        &format!(r#"{{"jsonrpc":"2.0","method":"notifications/initialized","params":{{{META}}}}}"#),
+    );
+    p.run();
+    let seen = p.seen(s);
+    assert_eq!(seen.header(":status"), Some("202"));
+    assert!(seen.body.is_empty() && seen.ended);
+}
+
+#[test]
+fn the_binding_refuses_what_is_not_a_json_post() {
+    let mut p = Pair::new();
+    let get = p.http("GET", &[("accept", "text/event-stream")], "");
+    let text = p.http("POST", &[("content-type", "text/plain")], &tools_list(1));
+    let accept = p.http(
+        "POST",
+        &[
+            ("content-type", "application/json"),
+            ("accept", "text/html"),
+        ],
+        &tools_list(1),
+    );
+    let origin = p.http(
+        "POST",
+        &[
+            ("content-type", "application/json"),
+            ("origin", "https://evil.example"),
+        ],
+        &tools_list(1),
+    );
+    p.run();
+    assert_eq!(p.seen(get).header(":status"), Some("405"));
+    assert_eq!(p.seen(get).header("allow"), Some("POST"));
+    assert_eq!(p.seen(text).header(":status"), Some("415"));
+    assert_eq!(p.seen(accept).header(":status"), Some("406"));
+    assert_eq!(p.seen(origin).header(":status"), Some("403"));
+    assert!([get, text, accept, origin].iter().all(|&s| p.seen(s).ended));
+}
+
+#[test]
+fn request_errors_are_400_and_an_unknown_method_404() {
+    let mut p = Pair::new();
+    // The mirrored method disagrees with the body: -32020.
+    let mismatch = p.post("prompts/list", &tools_list(2));
+    let unknown = p.post(
+        "nope/nope",
+        &format!(r#"{{"jsonrpc":"2.0","id":3,"method":"nope/nope","params":{{{META}}}}}"#),
+    );
+    let garbage = p.post("tools/list", "{nope");
+    p.run();
+    let code = |s: StreamRef| {
+        let body = &p.seen(s).body;
+        String::from_utf8(
+            json::get(json::get(body, b"error").unwrap(), b"code")
+                .unwrap()
+                .to_vec(),
+        )
+        .unwrap()
+    };
+    assert_eq!(p.seen(mismatch).header(":status"), Some("400"));
+    assert_eq!(code(mismatch), "-32020");
+    assert_eq!(p.seen(unknown).header(":status"), Some("404"));
+    assert_eq!(code(unknown), "-32601");
+    assert_eq!(p.seen(garbage).header(":status"), Some("400"));
+    assert_eq!(code(garbage), "-32700");
+}
+
+#[test]
+fn a_grpc_call_and_an_mcp_post_share_one_connection() {
+    each_split(|| {
+        let mut p = Pair::new();
+        let g = p.grpc(&tools_list(1), "tools/list");
+        let h = p.post("tools/list", &tools_list(2));
+        p.run();
+        let grpc = p.seen(g);
+        assert!(
+            grpc.header("content-type")
+                .unwrap()
+                .starts_with("application/grpc")
+        );
+        assert_eq!(grpc.trailer("grpc-status"), Some("0"), "{grpc:?}");
+        // One gRPC message whose JSON answers id 1.
+        assert_eq!(grpc.body[0], 0);
+        let text = String::from_utf8_lossy(&grpc.body);
+        assert!(
+            text.contains(r#"{"jsonrpc":"2.0","id":1,"result""#),
+            "{text}"
+        );
+        let http = p.seen(h);
+        assert_eq!(http.header("content-type"), Some("application/json"));
+        assert_eq!(json::get(&http.body, b"id"), Some(&b"2"[..]));
+    });
+}
+
+#[test]
+fn a_reset_stream_cancels_the_handler() {
+    let mut p = Pair::new();
+    let s = p.post("tools/call", &echo("5", ""));
+    p.run();
+    let call = p.server.app.calls[0];
+    p.client.conn.reset(s, ErrorCode::CANCEL).unwrap();
+    p.run();
+    assert!(
+        p.server
+            .app
+            .events
+            .iter()
+            .any(|e| e.contains("Cancelled") && e.contains("Reset")),
+        "{:?}",
+        p.server.app.events
+    );
+    assert!(p.server.respond(call, br#"{"content":[]}"#).is_err());
+}
+
+#[test]
+fn a_listen_stream_is_an_event_stream_until_the_server_goes_away() {
+    each_split(|| {
+        let mut r = registry(&TOOLS);
+        r.listen = true;
+        let mut p = Pair::serving(r, ServerConfig::default());
+        // Only JSON accepted: a listen stream is an event stream anyway.
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":"l","method":"subscriptions/listen","params":{{"notifications":{{"toolsListChanged":true}},{META}}}}}"#
+        );
+        let s = p.http(
+            "POST",
+            &[
+                ("content-type", "application/json"),
+                ("accept", "application/json"),
+                ("mcp-protocol-version", "2026-07-28"),
+                ("mcp-method", "subscriptions/listen"),
+            ],
+            &body,
+        );
+        p.run();
+        assert_eq!(p.server.publish(ListChange::ToolsListChanged), 1);
+        p.run();
+        assert!(!p.seen(s).ended, "the stream stays open");
+        p.server.go_away();
+        p.run();
+        let seen = p.seen(s);
+        assert_eq!(seen.header("content-type"), Some("text/event-stream"));
+        let events = seen.events();
+        assert_eq!(events.len(), 3, "{events:?}");
+        assert!(events[0].contains("notifications/subscriptions/acknowledged"));
+        assert!(events[1].contains("notifications/tools/list_changed"));
+        assert!(events[2].starts_with(r#"{"jsonrpc":"2.0","id":"l","result""#));
+        assert!(seen.ended && !seen.reset);
+    });
+}
+
+#[test]
+fn bearer_tokens_are_checked_with_401() {
+    let config = ServerConfig {
+        authorize: true,
+        ..ServerConfig::default()
+    };
+    let mut p = Pair::serving(registry(&TOOLS), config);
+    let refused = p.post("tools/list", &tools_list(1));
+    p.run();
+    let seen = p.seen(refused);
+    assert_eq!(seen.header(":status"), Some("401"));
+    assert!(
+        seen.header("www-authenticate")
+            .unwrap()
+            .starts_with("Bearer")
+    );
+    assert!(seen.ended);
+    // The same request with the token is served.
+    let good = p.http(
+        "POST",
+        &[
+            ("content-type", "application/json"),
+            ("authorization", "Bearer good"),
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/list"),
+        ],
+        &tools_list(3),
+    );
+    p.run();
+    let seen = p.seen(good);
+    assert_eq!(seen.header(":status"), Some("200"), "{seen:?}");
+    assert_eq!(json::get(&seen.body, b"id"), Some(&b"3"[..]));
+}
