@@ -40,7 +40,7 @@ set -euo pipefail
 # shellcheck source=scripts/lib.sh
 . "$(dirname "$0")/lib.sh"
 
-python_venv mcp==2.3.0 || exit 2
+python_venv mcp==2.3.0 h2==4.4.1 || exit 2
 python=$root/.venv/bin/python
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
     echo "node and npm are needed (Debian: apt-get install nodejs npm)" >&2
@@ -375,7 +375,7 @@ done
 # port also serves: a JSON answer with its length (h2-json), the events of
 # a progress call (h2-sse-progress), 202 for a notification, 405 with
 # `allow: POST` for GET, and an MCP POST then a gRPC tunnel call on one
-# connection (h2-grpc-one-connection: curl reuses it for its second URL).
+# connection (h2-grpc-one-connection, with Python h2 on two streams).
 
 # h2 NAME CURL-ARG...: `hit` over HTTP/2.
 h2() {
@@ -434,50 +434,58 @@ h2_get_405() {
 }
 
 h2_grpc_one_connection() {
-    # tools/list as a gRPC message: the 5-octet prefix, then the
-    # JsonRpcMessage (field 1, its length as a varint).
-    python3 - "$work/h2-grpc.req" "{\"jsonrpc\":\"2.0\",\"id\":14,\"method\":\"tools/list\",\"params\":{$META}}" <<'PY'
-import struct, sys
-json = sys.argv[2].encode()
-n, varint = len(json), b""
+    # Python h2 (not curl: before 8.0 it cannot reuse an h2c connection,
+    # curl/curl#10634) opens one connection and sends, on two streams, a
+    # Streamable HTTP POST and a gRPC tunnel call; both are answered.
+    "$python" - "$demo_addr" "{\"jsonrpc\":\"2.0\",\"id\":13,\"method\":\"tools/list\",\"params\":{$META}}" "$VERSION" <<'PY'
+import socket, struct, sys
+import h2.connection, h2.events
+host, port = sys.argv[1].rsplit(":", 1)
+body, version = sys.argv[2].encode(), sys.argv[3]
+grpc_json = body.replace(b'"id":13', b'"id":14')
+n, varint = len(grpc_json), b""
 while n >= 0x80:
     varint += bytes([(n & 0x7F) | 0x80])
     n >>= 7
-msg = b"\x0a" + varint + bytes([n]) + json
-open(sys.argv[1], "wb").write(b"\x00" + struct.pack(">I", len(msg)) + msg)
+msg = b"\x0a" + varint + bytes([n]) + grpc_json
+sock = socket.create_connection((host, int(port)), timeout=10)
+conn = h2.connection.H2Connection()
+conn.initiate_connection()
+common = [(":authority", sys.argv[1]), (":scheme", "http"), (":method", "POST"),
+          ("mcp-protocol-version", version), ("mcp-method", "tools/list")]
+conn.send_headers(1, [(":path", "/mcp")] + common + [
+    ("content-type", "application/json"), ("accept", "application/json, text/event-stream")])
+conn.send_data(1, body, end_stream=True)
+conn.send_headers(3, [(":path", "/mcp.zig.transport.v1.Mcp/Call")] + common + [
+    ("content-type", "application/grpc"), ("te", "trailers")])
+conn.send_data(3, b"\x00" + struct.pack(">I", len(msg)) + msg, end_stream=True)
+sock.sendall(conn.data_to_send())
+status, data, ended = {}, {1: b"", 3: b""}, set()
+while ended != {1, 3}:
+    chunk = sock.recv(65536)
+    if not chunk:
+        sys.exit("the server closed the connection")
+    for e in conn.receive_data(chunk):
+        if isinstance(e, h2.events.ResponseReceived):
+            status[e.stream_id] = dict(e.headers)[b":status"]
+        elif isinstance(e, h2.events.DataReceived):
+            data[e.stream_id] += e.data
+            conn.acknowledge_received_data(e.flow_controlled_length, e.stream_id)
+        elif isinstance(e, h2.events.StreamEnded):
+            ended.add(e.stream_id)
+        elif isinstance(e, h2.events.StreamReset):
+            sys.exit(f"stream {e.stream_id} reset: {e.error_code}")
+    sock.sendall(conn.data_to_send())
+assert status == {1: b"200", 3: b"200"}, status
+assert b'"id":13,"result"' in data[1] and b'"tools"' in data[1], data[1][:200]
+assert b'"id":14,"result"' in data[3], data[3][:200]
+print("one connection: POST /mcp 200 (JSON), gRPC call 200")
 PY
-    local out
-    out=$(curl -sS --max-time 10 --http2-prior-knowledge -w '%{http_code} %{num_connects}\n' \
-        -X POST "${HEADERS[@]}" -H 'Mcp-Method: tools/list' \
-        --data-binary "{\"jsonrpc\":\"2.0\",\"id\":13,\"method\":\"tools/list\",\"params\":{$META}}" \
-        -o "$work/h2-mcp.body" "$demo_url" \
-        --next --http2-prior-knowledge -w '%{http_code} %{num_connects}\n' -X POST \
-        -H 'Content-Type: application/grpc' -H 'TE: trailers' -H "MCP-Protocol-Version: $VERSION" \
-        -H 'Mcp-Method: tools/list' --data-binary "@$work/h2-grpc.req" -o "$work/h2-grpc.body" \
-        "http://$demo_addr/mcp.zig.transport.v1.Mcp/Call")
-    [[ $out == $'200 1\n200 0' ]] || {
-        echo "statuses and new connections: ${out//$'\n'/, }"
-        return 1
-    }
-    body_check h2-mcp "r['id'] == 13 and 'tools' in r['result']" || return 1
-    grep -q '"id":14,"result"' "$work/h2-grpc.body" || {
-        echo "gRPC answer: $(head -c 300 "$work/h2-grpc.body" | tr -c '[:print:]' .)"
-        return 1
-    }
 }
-
-# curl before 8.0 fails a second request on a reused prior-knowledge
-# connection before sending it ("Error in the HTTP2 framing layer",
-# curl/curl#10634, fixed in 8.0.0).
-curl_major=$(curl --version | sed -n '1s/^curl \([0-9]*\)\..*/\1/p')
 
 printf '\n==> curl over HTTP/2\n'
 for name in "${h2_checks[@]}"; do
     wanted "$name" || continue
-    if [[ $name == h2-grpc-one-connection ]] && ((${curl_major:-0} < 8)); then
-        scenario_skipped curl-h2 "$name" "curl $curl_major.x cannot reuse an h2c connection"
-        continue
-    fi
     if why=$("${name//-/_}" 2>&1); then
         scenario_ok curl-h2 "$name" "$why"
     else
