@@ -40,7 +40,10 @@
 //! The engine answers `server/discover`, `tools/list`, unknown tools and
 //! methods and every protocol error itself; it acknowledges
 //! `subscriptions/listen` with an empty filter (this server has no listen
-//! source), and the stream stays open until the client ends it. A client reset
+//! source), and the stream stays open until the client ends it (a reset, on
+//! stdio `notifications/cancelled`, frees its stream and call buffer at
+//! once) or the server shuts down ([`Server::shutdown`]: the stream ends
+//! with its final result). A client reset
 //! (on stdio, `notifications/cancelled`) or a passed deadline
 //! (`grpc-timeout`; on stdio, [`ServerConfig::request_timeout`]) drops the
 //! tool's future at its next await. Deadlines and timers come from
@@ -128,11 +131,14 @@ mod fmt;
 pub mod client;
 mod connection;
 mod handler;
+mod stop;
 #[cfg(any(feature = "grpc", feature = "http"))]
 mod wire;
 
 use core::cell::Cell;
 
+#[cfg(any(feature = "grpc", feature = "http"))]
+use embassy_futures::select::{Either, select};
 #[cfg(any(feature = "grpc", feature = "http"))]
 use embassy_net::{Stack, tcp::TcpSocket};
 use embassy_sync::blocking_mutex::Mutex as BlockingMutex;
@@ -229,6 +235,8 @@ pub struct Server<'a, T, const HANDLERS: usize, const ARGS: usize, const RESULT:
     slots: [Slot<ARGS, RESULT>; HANDLERS],
     /// The last connection mark handed out.
     tokens: BlockingMutex<CriticalSectionRawMutex, Cell<u32>>,
+    /// Set by [`Server::shutdown`].
+    stop: stop::Stop,
 }
 
 impl<T, const HANDLERS: usize, const ARGS: usize, const RESULT: usize> core::fmt::Debug
@@ -279,7 +287,30 @@ impl<'a, T: Tools, const HANDLERS: usize, const ARGS: usize, const RESULT: usize
             config,
             slots: [const { Slot::new() }; HANDLERS],
             tokens: BlockingMutex::new(Cell::new(0)),
+            stop: stop::Stop::new(),
         })
+    }
+
+    /// Shuts the server down, as the tokio server does on its shutdown
+    /// signal: every connection stops taking calls and ends its listen
+    /// streams with their final result (on the gRPC tunnel GOAWAY, then
+    /// `grpc-status: 0` on each listen stream; on Streamable HTTP the
+    /// listen stream's result; on stdio as at the end of input), the calls
+    /// in progress finish, then the connection closes; the connection
+    /// tasks accept no more connections (they wait forever). For a firmware
+    /// that is about to reset (an update, a power-down): clients learn the
+    /// server went away instead of seeing their streams cut.
+    ///
+    /// The first 4 connection tasks are woken at once; any beyond notice
+    /// within a second.
+    pub fn shutdown(&self) {
+        info!("mcpwire: shutting down");
+        self.stop.stop();
+    }
+
+    /// Whether [`Server::shutdown`] was called.
+    pub fn is_shut_down(&self) -> bool {
+        self.stop.is_stopping()
     }
 
     /// The server's settings.
@@ -475,13 +506,26 @@ impl<'a, T: Tools, const HANDLERS: usize, const ARGS: usize, const RESULT: usize
         let at = tx_buffer.len() - TCP_STAGING.min(tx_buffer.len() / 2);
         let (tx_buffer, staging) = tx_buffer.split_at_mut(at);
         loop {
+            if self.stop.is_stopping() {
+                // Shut down: accept nothing more.
+                loop {
+                    core::future::pending::<()>().await;
+                }
+            }
             let mut socket = TcpSocket::new(stack, rx_buffer, tx_buffer);
             socket.set_timeout(self.config.idle_timeout);
             socket.set_keep_alive(self.config.keep_alive);
-            if socket.accept(self.config.port).await.is_err() {
-                warn!("mcpwire: accept failed");
-                Timer::after(Duration::from_millis(100)).await;
-                continue;
+            match select(socket.accept(self.config.port), self.stop.wait()).await {
+                Either::First(Ok(())) => {}
+                Either::First(Err(_)) => {
+                    warn!("mcpwire: accept failed");
+                    Timer::after(Duration::from_millis(100)).await;
+                    continue;
+                }
+                Either::Second(()) => {
+                    socket.abort();
+                    continue;
+                }
             }
             socket.set_nagle_enabled(false);
             let (input, _) = staging.split_at_mut(staging.len() / 2);
