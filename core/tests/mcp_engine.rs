@@ -464,17 +464,21 @@ fn annotated_arguments_must_be_mirrored() {
         let good = p.call(&ok, &body);
         let bad = p.call(&mirrored("tools/call", Some("lookup")), &body);
         p.run();
-        assert_eq!(REQUESTS.with(|r| r.borrow_mut().drain(..).count()), 1);
-        assert!(
-            p.client
-                .seen
-                .get(&good)
-                .is_none_or(|s| s.trailer("grpc-status").is_none())
-        );
-        assert_eq!(
-            p.client.seen[&bad].trailer("mcp-error-code"),
-            Some("-32020")
-        );
+        // Only the mirrored call reaches the application, and its answer
+        // reaches the client.
+        let requests = take_requests();
+        assert_eq!(requests.len(), 1);
+        p.server
+            .respond(requests[0].call, br#"{"content":[]}"#)
+            .unwrap();
+        p.run();
+        let seen = &p.client.seen[&good];
+        assert_eq!(seen.trailer("grpc-status"), Some("0"), "{seen:?}");
+        assert_eq!(seen.messages.len(), 1, "{seen:?}");
+        assert!(seen.messages[0].starts_with(r#"{"jsonrpc":"2.0","id":1,"result":"#));
+        let seen = &p.client.seen[&bad];
+        assert_eq!(seen.trailer("mcp-error-code"), Some("-32020"), "{seen:?}");
+        assert!(seen.messages.is_empty(), "{seen:?}");
     });
 }
 
@@ -651,14 +655,19 @@ fn authorization_comes_before_any_answer() {
             Some(r#"Bearer realm="mcpwire", error="invalid_token""#)
         );
         assert!(r.messages.is_empty());
-        let requests: Vec<OwnedRequest> = REQUESTS.with(|q| q.borrow_mut().drain(..).collect());
+        // The accepted call reaches the application, and its answer the
+        // client.
+        let requests = take_requests();
         assert_eq!(requests.len(), 1);
-        assert!(
-            p.client
-                .seen
-                .get(&accepted)
-                .is_none_or(|s| s.trailer("grpc-status").is_none())
-        );
+        assert_eq!(requests[0].method, "tools/call");
+        p.server
+            .respond(requests[0].call, br#"{"content":[]}"#)
+            .unwrap();
+        p.run();
+        let a = &p.client.seen[&accepted];
+        assert_eq!(a.trailer("grpc-status"), Some("0"), "{a:?}");
+        assert_eq!(a.messages.len(), 1, "{a:?}");
+        assert!(a.messages[0].starts_with(r#"{"jsonrpc":"2.0","id":2,"result":"#));
     });
 }
 
