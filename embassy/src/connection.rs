@@ -304,10 +304,14 @@ impl<'a, T: Tools, E: Binding, const HANDLERS: usize, const ARGS: usize, const R
                 // Only with tokens configured; the core maps the decision
                 // to the wire.
                 ServerEvent::Authorize { call } => {
+                    #[cfg(feature = "auth")]
                     let decision = match &self.server.config.tokens {
                         Some(tokens) => tokens.check(self.engine.bearer_token(call)),
                         None => AuthDecision::Unauthenticated,
                     };
+                    // Without the feature `authorize` is never set.
+                    #[cfg(not(feature = "auth"))]
+                    let decision = AuthDecision::Unauthenticated;
                     self.engine.authorize(call, decision);
                 }
                 ServerEvent::Cancelled { call, .. } => {

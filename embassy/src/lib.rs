@@ -61,7 +61,8 @@
 //! an event stream (progress notifications, then the result) as the core
 //! decides; its settings are [`Config::http`] (any `Host` accepted by
 //! default: a device is reached by its LAN address). Bearer tokens
-//! ([`Config::tokens`]) apply to both network bindings.
+//! (`Config::tokens`, feature `auth`, on by default) apply to both network
+//! bindings.
 //!
 //! Logging goes through `defmt` (feature `defmt`) or `log` (feature `log`),
 //! and compiles to nothing with neither.
@@ -147,6 +148,7 @@ use embassy_time::Duration;
 #[cfg(any(feature = "grpc", feature = "http"))]
 use embassy_time::{Timer, with_timeout};
 use embedded_io_async::{Read, Write};
+#[cfg(feature = "auth")]
 use mcpwire_core::mcp::auth::StaticTokens;
 use mcpwire_core::mcp::registry::{Registry, RegistryError, ServerInfo};
 use mcpwire_core::mcp::server::{self as engine, ServerConfig, StdioConfig};
@@ -183,11 +185,11 @@ pub struct Config {
     /// The TCP port every connection task accepts on. Default 50051.
     pub port: u16,
     /// The engine's settings (HTTP/2, message size, default deadline).
-    /// `authorize` follows [`Config::tokens`].
+    /// `authorize` follows `Config::tokens`.
     pub engine: ServerConfig,
     /// The Streamable HTTP binding's settings (HTTP/1.1 on the same port:
     /// the endpoint path, limits, timeouts, the `Host` and `Origin`
-    /// checks). `authorize` follows [`Config::tokens`]. Default: the
+    /// checks). `authorize` follows `Config::tokens`. Default: the
     /// core's, except that any `Host` is accepted (a device is reached by
     /// its LAN address, not a loopback name); an `Origin` must still be a
     /// loopback one (a browser page elsewhere cannot call the device).
@@ -199,6 +201,8 @@ pub struct Config {
     /// missing, unknown or refused token ends the call with the core's
     /// status and RFC 6750 challenge, the same as on every driver. `None`
     /// (the default): no authentication.
+    /// Only with the `auth` feature.
+    #[cfg(feature = "auth")]
     pub tokens: Option<StaticTokens<'static>>,
     /// TCP keep-alive interval. Default 15 s.
     pub keep_alive: Option<Duration>,
@@ -217,10 +221,21 @@ impl Default for Config {
                 allowed_hosts: Allowed::Any,
                 ..HttpConfig::default()
             },
+            #[cfg(feature = "auth")]
             tokens: None,
             keep_alive: Some(Duration::from_secs(15)),
             idle_timeout: Some(Duration::from_secs(60)),
         }
+    }
+}
+
+impl Config {
+    /// Whether calls must carry a bearer token.
+    fn authorizes(&self) -> bool {
+        #[cfg(feature = "auth")]
+        return self.tokens.is_some();
+        #[cfg(not(feature = "auth"))]
+        return false;
     }
 }
 
@@ -271,12 +286,12 @@ impl<'a, T: Tools, const HANDLERS: usize, const ARGS: usize, const RESULT: usize
         registry.check()?;
         let config = Config {
             engine: ServerConfig {
-                authorize: config.tokens.is_some(),
+                authorize: config.authorizes(),
                 ..config.engine
             },
             #[cfg(feature = "http")]
             http: HttpConfig {
-                authorize: config.tokens.is_some(),
+                authorize: config.authorizes(),
                 ..config.http
             },
             ..config
