@@ -8,15 +8,21 @@
 # Streamable HTTP over HTTP/1.1: the official Python SDK (mcp 2.3.0, its
 # Streamable HTTP client pinned to 2026-07-28: tests/grpc/device_http.py)
 # lists the tools and calls them, one with progress; curl sends a raw POST
-# (200 with the JSON answer) and a GET (405, Allow: POST).
+# (200 with the JSON answer) and a GET (405, Allow: POST). grpc-js cancels
+# more listen streams than a connection has calls, one after the other
+# (each must free its call). A second instance of the app, run with a
+# bearer token (--token), refuses grpc-js and curl without it or with a
+# wrong one (UNAUTHENTICATED / 401 and the RFC 6750 challenge) and serves
+# them with it.
 #
 #   sudo ./scripts/interop-embassy-host.sh
 #
 # Everything happens inside a network namespace this script makes and
-# removes (a unique name, mcpwire-emb-PID): two TAP devices in it, bridged,
-# with 10.77.0.1/24 on the kernel side (the bridge), the device app on
-# 10.77.0.2 behind the first, the embassy client on 10.77.0.3 behind the
-# second, the other clients in the same namespace. No traffic leaves the namespace. The app is
+# removes (a unique name, mcpwire-emb-PID): three TAP devices in it,
+# bridged, with 10.77.0.1/24 on the kernel side (the bridge), the device app
+# on 10.77.0.2 behind the first, the embassy client on 10.77.0.3 behind the
+# second, the app with a token on 10.77.0.4 behind the third, the other
+# clients in the same namespace. No traffic leaves the namespace. The app is
 # stopped by its PID and the namespace deleted on exit, whatever happens.
 #
 # Needs root and /dev/net/tun; without them it exits 77 (skipped), except in
@@ -58,10 +64,14 @@ fi
 ns=mcpwire-emb-$$
 tap=mcptap0
 tap_client=mcptap1
+tap_token=mcptap2
 bridge=mcpbr0
 client_side=10.77.0.3/24
 host_side=10.77.0.1/24
 device=10.77.0.2
+device_token=10.77.0.4
+# The token of the second app (a test value, nothing secret).
+token=interop-device-token
 port=50051
 
 # After the EXIT trap of lib.sh stopped the app.
@@ -91,7 +101,7 @@ note "namespace $ns: $bridge $host_side over $tap and $tap_client, the device at
 ip netns add "$ns"
 in_ns ip link set lo up
 in_ns ip link add "$bridge" type bridge
-for t in "$tap" "$tap_client"; do
+for t in "$tap" "$tap_client" "$tap_token"; do
     in_ns ip tuntap add dev "$t" mode tap
     in_ns ip link set "$t" master "$bridge"
     in_ns ip link set "$t" up
@@ -108,6 +118,15 @@ if ! wait_listening "$app_pid" "$work/app.out" 10 >/dev/null; then
     exit 1
 fi
 note "$(head -n 1 "$work/app.out") (pid $app_pid)"
+background "$work/app2.out" "$work/app2.err" ip netns exec "$ns" "$app" --tap "$tap_token" \
+    --address "$device_token/24" --token "$token" -v
+app2_pid=$bg_pid
+if ! wait_listening "$app2_pid" "$work/app2.out" 10 >/dev/null; then
+    cat "$work/app2.out" "$work/app2.err"
+    echo "the device app with a token did not start" >&2
+    exit 1
+fi
+note "$(head -n 1 "$work/app2.out") (pid $app2_pid, with a token)"
 
 # report OK CLIENT SCENARIO LINE
 report() {
@@ -141,7 +160,7 @@ json_scenarios() {
 
 start=$SECONDS
 printf '\n==> grpc-js (tests/grpc/device.js) -> %s:%s\n' "$device" "$port"
-for s in discover tools-list read-sensor toggle progress cancel deadline concurrent; do
+for s in discover tools-list read-sensor toggle progress cancel deadline concurrent listen-cancel; do
     rc=0
     bounded 60 ip netns exec "$ns" node "$dir/device.js" "$device:$port" "$s" >"$work/run.out" 2>"$work/run.err" || rc=$?
     line=$(tail -n 1 "$work/run.out")
@@ -198,12 +217,51 @@ else
     report false curl get-405 "exit $rc: $(tr '\r\n' '  ' <<<"$head") $(cat "$work/curl.err")"
 fi
 
-# The app must have lived through all of it.
-if kill -0 "$app_pid" 2>/dev/null; then
-    report true device alive "pid $app_pid"
-else
-    report false device alive "the device app exited: $(tail -n 5 "$work/app.err" | tr '\n' ' ')"
-fi
+printf '\n==> the device with a bearer token -> %s:%s\n' "$device_token" "$port"
+for s in auth-missing auth-wrong auth-ok; do
+    rc=0
+    DEVICE_TOKEN=$token bounded 60 ip netns exec "$ns" node "$dir/device.js" "$device_token:$port" "$s" \
+        >"$work/run.out" 2>"$work/run.err" || rc=$?
+    line=$(tail -n 1 "$work/run.out")
+    if ((rc == 0)); then
+        report true grpc-js "$s" "$line"
+    else
+        report false grpc-js "$s" "exit $rc: $line $(tail -n 5 "$work/run.err" | tr '\n' ' ')"
+    fi
+done
+# curl_auth NAME AUTHORIZATION STATUS CHALLENGE: a POST of tools/list with
+# that authorization header (none when empty) gets STATUS and, when
+# CHALLENGE is set, that WWW-Authenticate.
+curl_auth() {
+    local name=$1 authorization=$2 want=$3 challenge=$4 head rc=0
+    local args=(-sS --max-time 10 -o "$work/curl.body" -D -
+        -H 'content-type: application/json' -H 'accept: application/json, text/event-stream'
+        -H 'mcp-protocol-version: 2026-07-28' -H 'mcp-method: tools/list')
+    [[ -n $authorization ]] && args+=(-H "authorization: $authorization")
+    head=$(bounded 20 ip netns exec "$ns" curl "${args[@]}" \
+        --data '{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{'"$meta"'}}' \
+        "http://$device_token:$port/mcp" 2>"$work/curl.err") || rc=$?
+    local status got
+    status=$(head -n 1 <<<"$head" | tr -d '\r')
+    got=$(grep -i '^www-authenticate:' <<<"$head" | sed 's/^[^:]*: *//' | tr -d '\r' || true)
+    if [[ $status == "HTTP/1.1 $want"* && ($challenge == '' || $got == "$challenge") ]]; then
+        report true curl "$name" "$status${got:+, WWW-Authenticate: $got}"
+    else
+        report false curl "$name" "exit $rc: $status, WWW-Authenticate: $got (want $want $challenge) $(cat "$work/curl.err")"
+    fi
+}
+curl_auth auth-missing '' 401 'Bearer realm="mcpwire"'
+curl_auth auth-wrong "Bearer not-$token" 401 'Bearer realm="mcpwire", error="invalid_token"'
+curl_auth auth-ok "Bearer $token" 200 ''
+
+# The apps must have lived through all of it.
+for pid in "$app_pid" "$app2_pid"; do
+    if kill -0 "$pid" 2>/dev/null; then
+        report true device alive "pid $pid"
+    else
+        report false device alive "the device app $pid exited"
+    fi
+done
 if ((failed > 0)); then
     note "device app log (last 30 lines):"
     tail -n 30 "$work/app.err" | sed 's/^/      /'

@@ -218,12 +218,16 @@ impl<S: CallStore> Pair<S> {
                 break;
             }
         }
+        // A message not whole yet waits for the next run.
+        let mut partial = Vec::new();
         for (stream, body) in self.client.body.drain() {
             let s = self.client.seen.entry(stream).or_default();
             let mut rest = &body[..];
             while rest.len() >= 5 {
                 let len = u32::from_be_bytes([rest[1], rest[2], rest[3], rest[4]]) as usize;
-                let msg = &rest[5..5 + len];
+                let Some(msg) = rest.get(5..5 + len) else {
+                    break;
+                };
                 // JsonRpcMessage: 0x0a, varint length, JSON.
                 let mut at = 1;
                 let mut n = 0usize;
@@ -241,7 +245,11 @@ impl<S: CallStore> Pair<S> {
                     .push(String::from_utf8(msg[at..at + n].to_vec()).unwrap());
                 rest = &rest[5 + len..];
             }
+            if !rest.is_empty() {
+                partial.push((stream, rest.to_vec()));
+            }
         }
+        self.client.body.extend(partial);
     }
 
     fn call(&mut self, headers: &[(&str, &str)], json: &str) -> StreamRef {
@@ -464,17 +472,21 @@ fn annotated_arguments_must_be_mirrored() {
         let good = p.call(&ok, &body);
         let bad = p.call(&mirrored("tools/call", Some("lookup")), &body);
         p.run();
-        assert_eq!(REQUESTS.with(|r| r.borrow_mut().drain(..).count()), 1);
-        assert!(
-            p.client
-                .seen
-                .get(&good)
-                .is_none_or(|s| s.trailer("grpc-status").is_none())
-        );
-        assert_eq!(
-            p.client.seen[&bad].trailer("mcp-error-code"),
-            Some("-32020")
-        );
+        // Only the mirrored call reaches the application, and its answer
+        // reaches the client.
+        let requests = take_requests();
+        assert_eq!(requests.len(), 1);
+        p.server
+            .respond(requests[0].call, br#"{"content":[]}"#)
+            .unwrap();
+        p.run();
+        let seen = &p.client.seen[&good];
+        assert_eq!(seen.trailer("grpc-status"), Some("0"), "{seen:?}");
+        assert_eq!(seen.messages.len(), 1, "{seen:?}");
+        assert!(seen.messages[0].starts_with(r#"{"jsonrpc":"2.0","id":1,"result":"#));
+        let seen = &p.client.seen[&bad];
+        assert_eq!(seen.trailer("mcp-error-code"), Some("-32020"), "{seen:?}");
+        assert!(seen.messages.is_empty(), "{seen:?}");
     });
 }
 
@@ -651,14 +663,19 @@ fn authorization_comes_before_any_answer() {
             Some(r#"Bearer realm="mcpwire", error="invalid_token""#)
         );
         assert!(r.messages.is_empty());
-        let requests: Vec<OwnedRequest> = REQUESTS.with(|q| q.borrow_mut().drain(..).collect());
+        // The accepted call reaches the application, and its answer the
+        // client.
+        let requests = take_requests();
         assert_eq!(requests.len(), 1);
-        assert!(
-            p.client
-                .seen
-                .get(&accepted)
-                .is_none_or(|s| s.trailer("grpc-status").is_none())
-        );
+        assert_eq!(requests[0].method, "tools/call");
+        p.server
+            .respond(requests[0].call, br#"{"content":[]}"#)
+            .unwrap();
+        p.run();
+        let a = &p.client.seen[&accepted];
+        assert_eq!(a.trailer("grpc-status"), Some("0"), "{a:?}");
+        assert_eq!(a.messages.len(), 1, "{a:?}");
+        assert!(a.messages[0].starts_with(r#"{"jsonrpc":"2.0","id":2,"result":"#));
     });
 }
 
@@ -1322,4 +1339,37 @@ fn a_get_is_405_and_a_compressed_call_unimplemented() {
     let identity = &p.client.seen[&streams[1]];
     assert_eq!(identity.trailer("grpc-status"), Some("0"), "{identity:?}");
     assert_eq!(identity.messages.len(), 1, "{identity:?}");
+}
+
+/// Binding: a deadline that passes while the response message is being
+/// written cannot end the call with trailers (they would cut the message
+/// short): the stream is reset with CANCEL, and the client gets neither a
+/// status nor a message. The result (200 KB) is larger than the client's
+/// window, and the deadline passes before its WINDOW_UPDATE arrives.
+#[test]
+fn a_deadline_that_passes_mid_message_resets_the_stream() {
+    let store = VecStore {
+        max: 1 << 20,
+        ..VecStore::default()
+    };
+    let mut p = Pair::with(store, ServerConfig::default());
+    let mut h = mirrored("tools/call", Some("echo"));
+    h.push(("grpc-timeout", "100m"));
+    let s = p.call(&h, &echo_call(1, "hi"));
+    p.run();
+    let requests = take_requests();
+    assert_eq!(requests.len(), 1);
+    let out = "r".repeat(200_000);
+    let result = format!(r#"{{"content":[{{"type":"text","text":"{out}"}}]}}"#);
+    p.server
+        .respond(requests[0].call, result.as_bytes())
+        .unwrap();
+    p.now = Instant::from_millis(150);
+    p.server.handle_timeout(p.now);
+    p.run();
+    let seen = &p.client.seen[&s];
+    assert!(seen.reset, "{seen:?}");
+    assert_eq!(seen.trailer("grpc-status"), None, "no trailers mid-message");
+    assert!(seen.messages.is_empty(), "no message cut short");
+    assert_eq!(p.server.store().live, 0, "the call's buffer is back");
 }

@@ -27,7 +27,7 @@
 use core::future::{pending, poll_fn};
 use core::task::Poll;
 
-use embassy_futures::select::{Either3, select3};
+use embassy_futures::select::{Either4, select4};
 use embassy_time::Timer;
 use embedded_io_async::{Read, Write};
 use mcpwire_core::drive::{self, Endpoint, Feed, Step};
@@ -74,6 +74,10 @@ pub(crate) trait Binding: ServerEngine + Endpoint {
     fn handle_timeout(&mut self, now: Instant);
     /// Whether the loop ends (`eof`: the input ended).
     fn is_over(&self, eof: bool) -> bool;
+    /// The server shuts down: no new call, listen streams end with their
+    /// result, the calls in progress finish. Whether the input is over
+    /// too (nothing more is read).
+    fn go_away(&mut self) -> bool;
 }
 
 impl<S: CallStore, const STREAMS: usize, const TABLE: usize, const BUF: usize> Binding
@@ -92,6 +96,12 @@ impl<S: CallStore, const STREAMS: usize, const TABLE: usize, const BUF: usize> B
     fn is_over(&self, eof: bool) -> bool {
         eof || self.is_closed()
     }
+    /// GOAWAY; the client may still reset its calls or send their
+    /// messages.
+    fn go_away(&mut self) -> bool {
+        Server::go_away(self);
+        false
+    }
 }
 
 impl<S: CallStore, const CALLS: usize> Binding for StdioServer<'_, S, CALLS> {
@@ -109,6 +119,11 @@ impl<S: CallStore, const CALLS: usize> Binding for StdioServer<'_, S, CALLS> {
     fn is_over(&self, _: bool) -> bool {
         self.is_finished()
     }
+    /// As at the end of input: a shut-down server reads no more requests.
+    fn go_away(&mut self) -> bool {
+        StdioServer::recv_eof(self);
+        true
+    }
 }
 
 impl<S: CallStore> Binding for HttpServer<'_, S> {
@@ -125,6 +140,11 @@ impl<S: CallStore> Binding for HttpServer<'_, S> {
     /// own answer, if any, goes out first.
     fn is_over(&self, _: bool) -> bool {
         self.is_finished()
+    }
+    /// The exchange in progress finishes; the engine stops reading.
+    fn go_away(&mut self) -> bool {
+        HttpServer::go_away(self);
+        false
     }
 }
 
@@ -168,6 +188,9 @@ impl<'a, T: Tools, E: Binding, const HANDLERS: usize, const ARGS: usize, const R
             return Err(ConnectionError::NoStaging);
         }
         let mut eof = false;
+        let server = self.server;
+        let mut stop = server.stop.wait();
+        let mut stopping = false;
         // Read but not yet consumed: `input[start..end]` (the first
         // `first` octets were read by the sniffing).
         let (mut start, mut end) = (0, first.min(input.len()));
@@ -218,17 +241,30 @@ impl<'a, T: Tools, E: Binding, const HANDLERS: usize, const ARGS: usize, const R
                     None => pending::<()>().await,
                 }
             };
-            match select3(reader, self.server.outputs(self.token), timer).await {
-                Either3::First(Ok(n)) if n > 0 => (start, end) = (0, n),
+            let stopped = async {
+                match stopping {
+                    false => (&mut stop).await,
+                    true => pending().await,
+                }
+            };
+            match select4(reader, server.outputs(self.token), timer, stopped).await {
+                Either4::First(Ok(n)) if n > 0 => (start, end) = (0, n),
                 // End of file, or the peer reset the connection.
-                Either3::First(_) => {
+                Either4::First(_) => {
                     eof = true;
                     self.engine.recv_eof();
                     self.drain_events();
                 }
-                Either3::Second(()) => self.flush_handlers(),
-                Either3::Third(()) => {
+                Either4::Second(()) => self.flush_handlers(),
+                Either4::Third(()) => {
                     self.engine.handle_timeout(now());
+                    self.drain_events();
+                }
+                Either4::Fourth(()) => {
+                    stopping = true;
+                    if self.engine.go_away() {
+                        eof = true;
+                    }
                     self.drain_events();
                 }
             }
@@ -268,10 +304,14 @@ impl<'a, T: Tools, E: Binding, const HANDLERS: usize, const ARGS: usize, const R
                 // Only with tokens configured; the core maps the decision
                 // to the wire.
                 ServerEvent::Authorize { call } => {
+                    #[cfg(feature = "auth")]
                     let decision = match &self.server.config.tokens {
                         Some(tokens) => tokens.check(self.engine.bearer_token(call)),
                         None => AuthDecision::Unauthenticated,
                     };
+                    // Without the feature `authorize` is never set.
+                    #[cfg(not(feature = "auth"))]
+                    let decision = AuthDecision::Unauthenticated;
                     self.engine.authorize(call, decision);
                 }
                 ServerEvent::Cancelled { call, .. } => {

@@ -40,7 +40,10 @@
 //! The engine answers `server/discover`, `tools/list`, unknown tools and
 //! methods and every protocol error itself; it acknowledges
 //! `subscriptions/listen` with an empty filter (this server has no listen
-//! source), and the stream stays open until the client ends it. A client reset
+//! source), and the stream stays open until the client ends it (a reset, on
+//! stdio `notifications/cancelled`, frees its stream and call buffer at
+//! once) or the server shuts down ([`Server::shutdown`]: the stream ends
+//! with its final result). A client reset
 //! (on stdio, `notifications/cancelled`) or a passed deadline
 //! (`grpc-timeout`; on stdio, [`ServerConfig::request_timeout`]) drops the
 //! tool's future at its next await. Deadlines and timers come from
@@ -58,7 +61,8 @@
 //! an event stream (progress notifications, then the result) as the core
 //! decides; its settings are [`Config::http`] (any `Host` accepted by
 //! default: a device is reached by its LAN address). Bearer tokens
-//! ([`Config::tokens`]) apply to both network bindings.
+//! (`Config::tokens`, feature `auth`, on by default) apply to both network
+//! bindings.
 //!
 //! Logging goes through `defmt` (feature `defmt`) or `log` (feature `log`),
 //! and compiles to nothing with neither.
@@ -128,11 +132,14 @@ mod fmt;
 pub mod client;
 mod connection;
 mod handler;
+mod stop;
 #[cfg(any(feature = "grpc", feature = "http"))]
 mod wire;
 
 use core::cell::Cell;
 
+#[cfg(any(feature = "grpc", feature = "http"))]
+use embassy_futures::select::{Either, select};
 #[cfg(any(feature = "grpc", feature = "http"))]
 use embassy_net::{Stack, tcp::TcpSocket};
 use embassy_sync::blocking_mutex::Mutex as BlockingMutex;
@@ -141,6 +148,7 @@ use embassy_time::Duration;
 #[cfg(any(feature = "grpc", feature = "http"))]
 use embassy_time::{Timer, with_timeout};
 use embedded_io_async::{Read, Write};
+#[cfg(feature = "auth")]
 use mcpwire_core::mcp::auth::StaticTokens;
 use mcpwire_core::mcp::registry::{Registry, RegistryError, ServerInfo};
 use mcpwire_core::mcp::server::{self as engine, ServerConfig, StdioConfig};
@@ -177,11 +185,11 @@ pub struct Config {
     /// The TCP port every connection task accepts on. Default 50051.
     pub port: u16,
     /// The engine's settings (HTTP/2, message size, default deadline).
-    /// `authorize` follows [`Config::tokens`].
+    /// `authorize` follows `Config::tokens`.
     pub engine: ServerConfig,
     /// The Streamable HTTP binding's settings (HTTP/1.1 on the same port:
     /// the endpoint path, limits, timeouts, the `Host` and `Origin`
-    /// checks). `authorize` follows [`Config::tokens`]. Default: the
+    /// checks). `authorize` follows `Config::tokens`. Default: the
     /// core's, except that any `Host` is accepted (a device is reached by
     /// its LAN address, not a loopback name); an `Origin` must still be a
     /// loopback one (a browser page elsewhere cannot call the device).
@@ -193,6 +201,8 @@ pub struct Config {
     /// missing, unknown or refused token ends the call with the core's
     /// status and RFC 6750 challenge, the same as on every driver. `None`
     /// (the default): no authentication.
+    /// Only with the `auth` feature.
+    #[cfg(feature = "auth")]
     pub tokens: Option<StaticTokens<'static>>,
     /// TCP keep-alive interval. Default 15 s.
     pub keep_alive: Option<Duration>,
@@ -211,10 +221,21 @@ impl Default for Config {
                 allowed_hosts: Allowed::Any,
                 ..HttpConfig::default()
             },
+            #[cfg(feature = "auth")]
             tokens: None,
             keep_alive: Some(Duration::from_secs(15)),
             idle_timeout: Some(Duration::from_secs(60)),
         }
+    }
+}
+
+impl Config {
+    /// Whether calls must carry a bearer token.
+    fn authorizes(&self) -> bool {
+        #[cfg(feature = "auth")]
+        return self.tokens.is_some();
+        #[cfg(not(feature = "auth"))]
+        return false;
     }
 }
 
@@ -229,6 +250,8 @@ pub struct Server<'a, T, const HANDLERS: usize, const ARGS: usize, const RESULT:
     slots: [Slot<ARGS, RESULT>; HANDLERS],
     /// The last connection mark handed out.
     tokens: BlockingMutex<CriticalSectionRawMutex, Cell<u32>>,
+    /// Set by [`Server::shutdown`].
+    stop: stop::Stop,
 }
 
 impl<T, const HANDLERS: usize, const ARGS: usize, const RESULT: usize> core::fmt::Debug
@@ -263,12 +286,12 @@ impl<'a, T: Tools, const HANDLERS: usize, const ARGS: usize, const RESULT: usize
         registry.check()?;
         let config = Config {
             engine: ServerConfig {
-                authorize: config.tokens.is_some(),
+                authorize: config.authorizes(),
                 ..config.engine
             },
             #[cfg(feature = "http")]
             http: HttpConfig {
-                authorize: config.tokens.is_some(),
+                authorize: config.authorizes(),
                 ..config.http
             },
             ..config
@@ -279,7 +302,30 @@ impl<'a, T: Tools, const HANDLERS: usize, const ARGS: usize, const RESULT: usize
             config,
             slots: [const { Slot::new() }; HANDLERS],
             tokens: BlockingMutex::new(Cell::new(0)),
+            stop: stop::Stop::new(),
         })
+    }
+
+    /// Shuts the server down, as the tokio server does on its shutdown
+    /// signal: every connection stops taking calls and ends its listen
+    /// streams with their final result (on the gRPC tunnel GOAWAY, then
+    /// `grpc-status: 0` on each listen stream; on Streamable HTTP the
+    /// listen stream's result; on stdio as at the end of input), the calls
+    /// in progress finish, then the connection closes; the connection
+    /// tasks accept no more connections (they wait forever). For a firmware
+    /// that is about to reset (an update, a power-down): clients learn the
+    /// server went away instead of seeing their streams cut.
+    ///
+    /// The first 4 connection tasks are woken at once; any beyond notice
+    /// within a second.
+    pub fn shutdown(&self) {
+        info!("mcpwire: shutting down");
+        self.stop.stop();
+    }
+
+    /// Whether [`Server::shutdown`] was called.
+    pub fn is_shut_down(&self) -> bool {
+        self.stop.is_stopping()
     }
 
     /// The server's settings.
@@ -475,13 +521,26 @@ impl<'a, T: Tools, const HANDLERS: usize, const ARGS: usize, const RESULT: usize
         let at = tx_buffer.len() - TCP_STAGING.min(tx_buffer.len() / 2);
         let (tx_buffer, staging) = tx_buffer.split_at_mut(at);
         loop {
+            if self.stop.is_stopping() {
+                // Shut down: accept nothing more.
+                loop {
+                    core::future::pending::<()>().await;
+                }
+            }
             let mut socket = TcpSocket::new(stack, rx_buffer, tx_buffer);
             socket.set_timeout(self.config.idle_timeout);
             socket.set_keep_alive(self.config.keep_alive);
-            if socket.accept(self.config.port).await.is_err() {
-                warn!("mcpwire: accept failed");
-                Timer::after(Duration::from_millis(100)).await;
-                continue;
+            match select(socket.accept(self.config.port), self.stop.wait()).await {
+                Either::First(Ok(())) => {}
+                Either::First(Err(_)) => {
+                    warn!("mcpwire: accept failed");
+                    Timer::after(Duration::from_millis(100)).await;
+                    continue;
+                }
+                Either::Second(()) => {
+                    socket.abort();
+                    continue;
+                }
             }
             socket.set_nagle_enabled(false);
             let (input, _) = staging.split_at_mut(staging.len() / 2);

@@ -111,6 +111,9 @@ impl<G: Binding, H: Binding> Binding for Wire<G, H> {
     fn is_over(&self, eof: bool) -> bool {
         each!(self, e => e.is_over(eof))
     }
+    fn go_away(&mut self) -> bool {
+        each!(self, e => e.go_away())
+    }
 }
 
 /// The first octets of the HTTP/2 connection preface (RFC 9113 §3.4): no

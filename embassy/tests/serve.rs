@@ -262,6 +262,108 @@ fn listen_is_acknowledged_by_the_core_with_an_empty_filter() {
     });
 }
 
+/// The listen request of subscription `id`.
+fn listen(id: &str) -> Value {
+    request(
+        json!(id),
+        "subscriptions/listen",
+        json!({ "notifications": { "toolsListChanged": true } }),
+    )
+}
+
+/// A listen stream the client resets frees its stream and call buffer at
+/// once: with room for two calls, two more listen streams after it are
+/// both acknowledged (kept, the first would leave room for one).
+#[test]
+fn a_listen_stream_reset_by_the_client_frees_its_call() {
+    run(|mut t| async move {
+        let first = t.open(&listen("sub-1")).await;
+        let (messages, status) = t.messages(first, 1).await;
+        assert_eq!((messages.len(), status), (1, None));
+        t.conn.reset(first, ErrorCode::CANCEL).expect("reset");
+        t.transmit().await;
+        let second = t.open(&listen("sub-2")).await;
+        let (messages, status) = t.messages(second, 1).await;
+        assert_eq!(status, None, "the second listen stream stays open");
+        assert_eq!(
+            messages[0]["method"],
+            "notifications/subscriptions/acknowledged"
+        );
+        let third = t.open(&listen("sub-3")).await;
+        let (messages, status) = t.messages(third, 1).await;
+        assert_eq!(
+            status, None,
+            "the third listen stream stays open: {messages:?}"
+        );
+        assert_eq!(
+            messages[0]["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+            "sub-3"
+        );
+    });
+}
+
+/// On [`Server::shutdown`] the device ends a listen stream as the tokio
+/// server does: its final result (the response to the listen request)
+/// and `grpc-status: 0`; then the connection closes, and `serve` returns.
+#[test]
+fn shutdown_ends_a_listen_stream_with_its_result() {
+    let up: &'static Wire = Box::leak(Box::new(Wire::new()));
+    let down: &'static Wire = Box::leak(Box::new(Wire::new()));
+    let server: &'static Mcp = Box::leak(Box::new(
+        Mcp::new(INFO, (Count, Sleep), Config::default()).expect("a valid schema"),
+    ));
+    let mut t = Tunnel {
+        conn: Client::new(Role::Client, h2::Config::default(), now()),
+        io: End { rx: down, tx: up },
+        authorization: None,
+        challenge: None,
+    };
+    let serve = async {
+        let mut io = End { rx: up, tx: down };
+        let mut staging = [0u8; 256];
+        server
+            .serve::<SlabStore<2048, 2>, 2, 4096, 2048, _>(&mut io, &mut staging)
+            .await
+    };
+    let client = async {
+        let stream = t.open(&listen("sub-1")).await;
+        let (messages, status) = t.messages(stream, 1).await;
+        assert_eq!((messages.len(), status), (1, None), "acknowledged, open");
+        assert!(!server.is_shut_down());
+        server.shutdown();
+        let (messages, status) = t.messages(stream, usize::MAX).await;
+        (messages, status)
+    };
+    let both = embassy_futures::join::join(serve, client);
+    let ended = block_on(select3(
+        server.run_handler(),
+        with_timeout(Duration::from_secs(10), both),
+        core::future::pending::<()>(),
+    ));
+    let (served, (messages, status)) = match ended {
+        Either3::First(never) => never,
+        Either3::Second(done) => done.expect("the listen stream and the connection end in time"),
+        Either3::Third(()) => unreachable!(),
+    };
+    assert!(server.is_shut_down());
+    assert_eq!(
+        served,
+        Ok(()),
+        "the connection closes after the listen stream"
+    );
+    assert_eq!(
+        status.as_deref(),
+        Some("0"),
+        "the listen stream ends with OK"
+    );
+    assert_eq!(messages.len(), 1, "one final message: {messages:?}");
+    assert_eq!(messages[0]["id"], "sub-1", "the listen request's result");
+    assert!(
+        messages[0].get("result").is_some(),
+        "a result, not an error: {messages:?}"
+    );
+}
+
 #[test]
 fn an_unknown_tool_is_answered_by_the_core() {
     run(|mut t| async move {

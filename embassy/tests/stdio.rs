@@ -153,6 +153,14 @@ fn run<F>(client: impl FnOnce(Host<'static>) -> F) -> Vec<Value>
 where
     F: core::future::Future<Output = Host<'static>>,
 {
+    run_with_server(|host, _| client(host))
+}
+
+/// [`run`], the client given the server too.
+fn run_with_server<F>(client: impl FnOnce(Host<'static>, &'static Mcp) -> F) -> Vec<Value>
+where
+    F: core::future::Future<Output = Host<'static>>,
+{
     let up: &'static Wire = Box::leak(Box::new(Wire::new()));
     let down: &'static Wire = Box::leak(Box::new(Wire::new()));
     let closed: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
@@ -180,7 +188,7 @@ where
             .await
     };
     let client = async {
-        let host = client(host).await;
+        let host = client(host, server).await;
         host.close();
         host
     };
@@ -330,4 +338,27 @@ fn the_end_of_input_ends_the_link_after_the_calls_in_progress() {
     assert_eq!(rest.len(), 1, "{rest:?}");
     assert_eq!(rest[0]["id"], 1);
     assert_eq!(rest[0]["result"]["content"][0]["text"], "slept");
+}
+
+/// [`Server::shutdown`] ends a listen stream on stdio as the end of input
+/// does: its result (the response to the listen request) is written, and
+/// `serve_stdio` ends with Ok without the input ending.
+#[test]
+fn shutdown_ends_a_listen_stream_with_its_result() {
+    let rest = run_with_server(|mut h, server| async move {
+        let listen = request(
+            json!("sub-1"),
+            "subscriptions/listen",
+            json!({ "notifications": { "toolsListChanged": true } }),
+        );
+        h.send_json(&listen).await;
+        let ack = h.line().await;
+        assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
+        server.shutdown();
+        let result = h.line().await;
+        assert_eq!(result["id"], "sub-1", "{result}");
+        assert!(result.get("result").is_some(), "{result}");
+        h
+    });
+    assert!(rest.is_empty(), "{rest:?}");
 }

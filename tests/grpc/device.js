@@ -8,7 +8,8 @@
 // Prints one JSON line with what it observed; exit 0 when the scenario's
 // expectations hold, 1 otherwise ("reason" says why), 2 on a usage error.
 // Scenarios: discover, tools-list, read-sensor, toggle, progress, cancel,
-// deadline, concurrent.
+// deadline, concurrent, listen-cancel; against a device run with a bearer
+// token (the environment's DEVICE_TOKEN): auth-missing, auth-wrong, auth-ok.
 //
 // Every request carries the 2026-07-28 `_meta` and the mirrored metadata
 // (mcp-protocol-version, mcp-method, mcp-name); every call has a deadline
@@ -29,9 +30,13 @@ function headersFor(msg) {
   return h;
 }
 
+// The bearer token sent with every call, when set (auth-* scenarios).
+let authorization = null;
+
 function metadataFor(msg) {
   const md = new grpc.Metadata();
   for (const [k, v] of Object.entries(headersFor(msg))) md.set(k, v);
+  if (authorization !== null) md.set('authorization', authorization);
   return md;
 }
 
@@ -40,12 +45,13 @@ function tool(name, args, opts) {
 }
 
 // One call: resolves with its messages and final status. `onMessage(m, c)`
-// sees each message as it arrives.
+// sees each message as it arrives. `deadlineMs: null`: no deadline (a
+// listen).
 function call(client, msg, { deadlineMs = 10000, onMessage } = {}) {
   return new Promise((resolve) => {
     const started = Date.now();
     const c = client.Call({ jsonrpc: Buffer.from(JSON.stringify(msg), 'utf8') }, metadataFor(msg),
-      { deadline: Date.now() + deadlineMs });
+      deadlineMs === null ? {} : { deadline: Date.now() + deadlineMs });
     const messages = [];
     c.on('data', (m) => {
       let obj;
@@ -54,7 +60,10 @@ function call(client, msg, { deadlineMs = 10000, onMessage } = {}) {
       if (onMessage) onMessage(obj, c);
     });
     c.on('error', () => {}); // the status event carries it
-    c.on('status', (s) => resolve({ messages, code: s.code, details: s.details, elapsedMs: Date.now() - started }));
+    c.on('status', (s) => resolve({
+      messages, code: s.code, details: s.details, elapsedMs: Date.now() - started,
+      challenge: s.metadata ? s.metadata.get('www-authenticate')[0] : undefined,
+    }));
   });
 }
 
@@ -205,5 +214,65 @@ const SCENARIOS = {
     ck.expect(elapsed < 900, `three 300 ms tasks took ${elapsed} ms: not concurrent`);
   },
 };
+
+// A refused call: UNAUTHENTICATED, the core's message and RFC 6750
+// challenge, no message.
+function refused(ck, r, details, challenge) {
+  ck.set('refusal', { status: STATUS_NAME[r.code], details: r.details, challenge: r.challenge });
+  ck.expect(r.code === grpc.status.UNAUTHENTICATED, `status ${STATUS_NAME[r.code]} "${r.details}"`);
+  ck.expect(r.details === details, `grpc-message "${r.details}", want "${details}"`);
+  ck.expect(r.challenge === challenge, `www-authenticate ${JSON.stringify(r.challenge)}, want ${JSON.stringify(challenge)}`);
+  ck.expect(r.messages.length === 0, `messages on a refused call: ${JSON.stringify(r.messages)}`);
+}
+
+function deviceToken(ck) {
+  const token = process.env.DEVICE_TOKEN;
+  ck.expect(!!token, 'DEVICE_TOKEN is not set');
+  return token || '';
+}
+
+Object.assign(SCENARIOS, {
+  async 'listen-cancel'(client, ck) {
+    // More listen streams, one after the other, each cancelled once
+    // acknowledged, than one connection has calls: a cancelled stream that
+    // kept its call would leave none for the last.
+    const rounds = [];
+    for (let i = 0; i < 6; i++) {
+      const msg = request('subscriptions/listen', { notifications: { toolsListChanged: true } }, { id: `listen-${i}` });
+      const r = await call(client, msg, {
+        deadlineMs: null,
+        onMessage: (m, c) => { if (m.method === 'notifications/subscriptions/acknowledged') c.cancel(); },
+      });
+      const ack = r.messages[0];
+      rounds.push({ status: STATUS_NAME[r.code], messages: r.messages.length });
+      ck.expect(r.code === grpc.status.CANCELLED, `round ${i}: status ${STATUS_NAME[r.code]} "${r.details}"`);
+      ck.expect(ack && ack.params && ack.params._meta
+        && ack.params._meta['io.modelcontextprotocol/subscriptionId'] === `listen-${i}`,
+      `round ${i}: no acknowledgement: ${JSON.stringify(r.messages)}`);
+    }
+    ck.set('rounds', rounds);
+    ck.set('then_completes', await slowTaskCompletes(client, ck, 'after the listens'));
+  },
+
+  async 'auth-missing'(client, ck) {
+    deviceToken(ck);
+    const r = await call(client, request('tools/list'));
+    refused(ck, r, 'missing bearer token', 'Bearer realm="mcpwire"');
+  },
+
+  async 'auth-wrong'(client, ck) {
+    authorization = `Bearer not-${deviceToken(ck)}`;
+    const r = await call(client, request('tools/list'));
+    refused(ck, r, 'invalid bearer token', 'Bearer realm="mcpwire", error="invalid_token"');
+  },
+
+  async 'auth-ok'(client, ck) {
+    authorization = `Bearer ${deviceToken(ck)}`;
+    const msg = request('tools/list');
+    const result = responseOf(ck, await call(client, msg), msg, 'tools/list with the token');
+    ck.expect(result && Array.isArray(result.tools) && result.tools.length === DEVICE_TOOLS.length,
+      `tools ${JSON.stringify(result)}`);
+  },
+});
 
 main('device.js', SCENARIOS, (addr) => new McpClient(addr, grpc.credentials.createInsecure()));

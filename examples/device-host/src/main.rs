@@ -5,10 +5,12 @@
 //! ([`SimBoard`]: an injected temperature, a flag for the output).
 //!
 //! ```text
-//! mcpwire-device-host [--tap NAME] [--address A.B.C.D/LEN] [--temperature MILLICELSIUS] [-v]
+//! mcpwire-device-host [--tap NAME] [--address A.B.C.D/LEN] [--temperature MILLICELSIUS] [--token TOKEN] [-v]
 //! ```
 //!
-//! Defaults: `--tap tap0 --address 10.77.0.2/24 --temperature 21500`. The
+//! Defaults: `--tap tap0 --address 10.77.0.2/24 --temperature 21500`, no
+//! token. With `--token`, every call must carry it as a bearer token (the
+//! device's `Config::tokens`, principal `host`). The
 //! TAP device must exist and be up (the caller makes it, with the host
 //! side's address in the same subnet; `scripts/interop-embassy-host.sh`
 //! does it inside a network namespace). Prints `listening on ADDR:PORT`
@@ -19,6 +21,7 @@ use std::process::exit;
 
 use embassy_executor::Spawner;
 use embassy_net::{Stack, StackResources};
+use mcpwire_core::mcp::auth::StaticTokens;
 use mcpwire_device_tools::SimBoard;
 use mcpwire_device_tools::app::{self, DeviceServer};
 use net::net_task;
@@ -26,7 +29,7 @@ use static_cell::StaticCell;
 
 mod net;
 
-const USAGE: &str = "usage: mcpwire-device-host [--tap NAME] [--address A.B.C.D/LEN] [--temperature MILLICELSIUS] [-v]";
+const USAGE: &str = "usage: mcpwire-device-host [--tap NAME] [--address A.B.C.D/LEN] [--temperature MILLICELSIUS] [--token TOKEN] [-v]";
 
 static BOARD: SimBoard = SimBoard::new(21_500);
 /// One TCP socket per connection task, and a spare.
@@ -48,6 +51,7 @@ struct Args {
     address: Ipv4Addr,
     prefix: u8,
     temperature: i32,
+    token: Option<String>,
     verbose: bool,
 }
 
@@ -57,6 +61,7 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
         address: Ipv4Addr::new(10, 77, 0, 2),
         prefix: 24,
         temperature: 21_500,
+        token: None,
         verbose: false,
     };
     while let Some(arg) = args.next() {
@@ -68,6 +73,7 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
                 let v = value()?;
                 out.temperature = v.parse().map_err(|_| format!("bad temperature {v}"))?;
             }
+            "--token" => out.token = Some(value()?),
             "-v" | "--verbose" => out.verbose = true,
             "-h" | "--help" => return Err(String::new()),
             _ => return Err(format!("unknown argument {arg}")),
@@ -123,7 +129,13 @@ async fn main(spawner: Spawner) {
         1,
     );
 
-    let server = match app::server(&BOARD) {
+    // The tokens live as long as the program, as a firmware's in flash.
+    let tokens = args.token.map(|t| {
+        let pairs: &'static [(&'static str, &'static str)] =
+            Box::leak(Box::new([(&*Box::leak(t.into_boxed_str()), "host")]));
+        StaticTokens::new(pairs)
+    });
+    let server = match app::server_with_tokens(&BOARD, tokens) {
         Ok(s) => SERVER.init(s),
         Err(e) => {
             eprintln!("mcpwire-device-host: invalid tools: {e:?}");

@@ -39,15 +39,20 @@ pub fn open_tap(program: &str, tap: &str) -> TunTapDevice {
 }
 
 /// The stack on `device` with a static `address/prefix`, no gateway, no DNS.
-/// Its seed (TCP sequence numbers, ports) comes from the clock, which will
-/// do on a test host; `fallback_seed` if the clock is before 1970.
+/// Its MAC address is made from the IPv4 address (a locally administered
+/// 02:00:A:B:C:D): TAP devices on one bridge need distinct ones, and
+/// embassy-net-tuntap gives every device the same. Its seed (TCP sequence
+/// numbers, ports) comes from the clock, which will do on a test host;
+/// `fallback_seed` if the clock is before 1970.
 pub fn stack<const SOCKETS: usize>(
-    device: TunTapDevice,
+    mut device: TunTapDevice,
     address: Ipv4Addr,
     prefix: u8,
     resources: &'static mut StackResources<SOCKETS>,
     fallback_seed: u64,
 ) -> (Stack<'static>, Runner<'static, TunTapDevice>) {
+    let [a, b, c, d] = address.octets();
+    device.set_hardware_address([0x02, 0x00, a, b, c, d]);
     let config = embassy_net::Config::ipv4_static(StaticConfigV4 {
         address: Ipv4Cidr::new(address, prefix),
         gateway: None,

@@ -244,6 +244,7 @@ impl fmt::Display for Milli {
 #[cfg(feature = "embassy")]
 pub mod app {
     use embassy_net::Stack;
+    use mcpwire_core::mcp::auth::StaticTokens;
     use mcpwire_core::mcp::registry::{RegistryError, ServerInfo};
     use mcpwire_embassy::{Config, Server, SlabStore};
 
@@ -278,8 +279,17 @@ pub mod app {
     /// The device's MCP server over `B`.
     pub type DeviceServer<B> = Server<'static, DeviceTools<'static, B>, HANDLERS, ARGS, RESULT>;
 
-    /// The server of the device tools on `board`.
+    /// The server of the device tools on `board`, open to every client.
     pub fn server<B: Board>(board: &'static B) -> Result<DeviceServer<B>, RegistryError<'static>> {
+        server_with_tokens(board, None)
+    }
+
+    /// The server of the device tools on `board`; with `tokens`, every call
+    /// must carry one of them (`authorization: Bearer …`).
+    pub fn server_with_tokens<B: Board>(
+        board: &'static B,
+        tokens: Option<StaticTokens<'static>>,
+    ) -> Result<DeviceServer<B>, RegistryError<'static>> {
         let info = ServerInfo {
             name: SERVER_NAME,
             version: SERVER_VERSION,
@@ -287,6 +297,7 @@ pub mod app {
         };
         let config = Config {
             port: PORT,
+            tokens,
             ..Config::default()
         };
         Server::new(info, tools(board), config)
