@@ -1,6 +1,7 @@
 //! Streamable HTTP (MCP 2026-07-28 §5) on the tunnel server's HTTP/2
 //! connection, against our HTTP/2 client in memory: what an HTTP/2 client
 //! of `POST /mcp` sees, beside gRPC calls on the same connection.
+#![cfg(feature = "tunnel-http")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::HashMap;

@@ -18,7 +18,7 @@
 //!   DEADLINE_EXCEEDED.
 //!
 //! The same connection serves Streamable HTTP on `POST /mcp` beside the
-//! tunnel calls (see [`http`]).
+//! tunnel calls (see `http`; feature `tunnel-http`, on by default).
 //!
 //! # Run loop
 //!
@@ -29,6 +29,10 @@
 //! was given: feed the rest after draining (see [`crate::drive`]).
 
 mod end;
+#[cfg(feature = "tunnel-http")]
+mod http;
+#[cfg(not(feature = "tunnel-http"))]
+#[path = "http_off.rs"]
 mod http;
 
 use super::engine::{Call, Dispatched, Engine, Framing, ListenNext, Next, Phase, Refused};
