@@ -197,6 +197,10 @@ struct Stdio {
     pending: Vec<u8>,
     /// Octets for the output, from its first unwritten one on.
     out: Vec<u8>,
+    /// Where the engine writes its next octets, copied to `out` (growing
+    /// `out` by a chunk of zeros for every answer costs more than the
+    /// copy of the answer's octets).
+    chunk: Box<[u8]>,
 }
 
 impl Stdio {
@@ -216,6 +220,7 @@ impl Stdio {
             calls: Calls::new(Arc::new(app), tx),
             pending: Vec::new(),
             out: Vec::new(),
+            chunk: vec![0; TRANSMIT_CHUNK].into_boxed_slice(),
         };
         Ok((stdio, rx))
     }
@@ -272,6 +277,7 @@ impl Stdio {
                     && self.pending.is_empty()
                     && self.out.is_empty()
                     && !timer.is_set()
+                    && !self.engine.is_listening()
                     && !listen.is_active()
                     && self.calls.is_empty()
                     && rx.is_empty()
@@ -383,10 +389,9 @@ impl Stdio {
     fn transmit(&mut self, limit: usize) -> usize {
         let mut sent = 0;
         while self.out.len() < limit && self.engine.wants_transmit() {
-            let start = self.out.len();
-            self.out.resize(start + TRANSMIT_CHUNK, 0);
-            let n = drive::fill(&mut *self.engine, &mut self.out[start..]);
-            self.out.truncate(start + n);
+            let n = drive::fill(&mut *self.engine, &mut self.chunk);
+            self.out
+                .extend_from_slice(self.chunk.get(..n).unwrap_or_default());
             // A line written ends its call: a handler's queued message or
             // the pending input may go on.
             self.drain_events();
