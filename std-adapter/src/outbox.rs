@@ -109,6 +109,11 @@ pub(crate) struct Receiver<T> {
 }
 
 impl<T> Receiver<T> {
+    /// Whether nothing is queued and no send is in progress.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.inner.is_empty()
+    }
+
     /// The next message, if one is queued.
     pub(crate) fn try_recv(&mut self) -> Option<T> {
         let msg = {

@@ -286,3 +286,100 @@ async fn more_requests_than_calls_are_all_answered() {
     ids.sort_unstable();
     assert_eq!(ids, (1..=n).collect::<Vec<_>>());
 }
+
+/// `mcpwire serve --stdio` on pipes whose descriptions its parent keeps
+/// too: calls are answered while it goes from idle to calls in flight and
+/// back (a call with progress, a cancelled one, the end of its input), and
+/// the descriptions it inherited are still blocking afterwards (a server
+/// that made them non-blocking would break the blocking reads and writes
+/// of every other process sharing them).
+#[cfg(target_os = "linux")]
+#[test]
+fn mcpwire_serve_stdio_answers_and_leaves_its_inherited_pipes_blocking() {
+    use std::io::{BufRead, Write};
+    use std::os::fd::AsRawFd;
+
+    /// Whether `O_NONBLOCK` is set on the description of our `fd`.
+    fn non_blocking(fd: i32) -> bool {
+        let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}")).unwrap();
+        let flags = info
+            .lines()
+            .find_map(|l| l.strip_prefix("flags:"))
+            .map(|f| u32::from_str_radix(f.trim(), 8).unwrap())
+            .unwrap();
+        flags & 0o4000 != 0
+    }
+
+    let (in_rd, mut in_wr) = std::io::pipe().unwrap();
+    let (out_rd, out_wr) = std::io::pipe().unwrap();
+    assert!(!non_blocking(in_rd.as_raw_fd()) && !non_blocking(out_wr.as_raw_fd()));
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_mcpwire"))
+        .args(["serve", "--stdio"])
+        .stdin(in_rd.try_clone().unwrap())
+        .stdout(out_wr.try_clone().unwrap())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(out_rd).lines() {
+            let line = line.unwrap();
+            let msg: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
+            if tx.send(msg).is_err() {
+                return;
+            }
+        }
+    });
+    let next = || {
+        rx.recv_timeout(PATIENCE)
+            .expect("a line from the server in time")
+    };
+    let mut send = |line: String| writeln!(in_wr, "{line}").unwrap();
+
+    send(tool_call(1, "echo", json!({"text": "one"})));
+    let echo = next();
+    assert_eq!((echo["id"].as_u64(), text(&echo)), (Some(1), "one"));
+
+    let mut params = json!({"name": "progress", "arguments": {"steps": 2, "delay_ms": 10}});
+    params["_meta"] = meta();
+    params["_meta"]["progressToken"] = json!("tok");
+    send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": params}).to_string());
+    for step in 1..=2 {
+        let n = next();
+        assert_eq!(n["method"], "notifications/progress", "{n}");
+        assert_eq!(n["params"]["progress"], step);
+    }
+    assert_eq!(next()["id"], 2);
+
+    // A long call, cancelled after its first notification; the next call
+    // is answered and the cancelled one never is.
+    let mut params = json!({"name": "progress", "arguments": {"steps": 1000, "delay_ms": 10}});
+    params["_meta"] = meta();
+    params["_meta"]["progressToken"] = json!("long");
+    send(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": params}).to_string());
+    assert_eq!(next()["method"], "notifications/progress");
+    send(
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+               "params": {"requestId": 3, "_meta": meta()}})
+        .to_string(),
+    );
+    send(tool_call(4, "echo", json!({"text": "four"})));
+    let echo = loop {
+        let msg = next();
+        assert_ne!(msg["id"], 3, "the cancelled call was answered: {msg}");
+        if msg.get("id").is_some() {
+            break msg;
+        }
+    };
+    assert_eq!((echo["id"].as_u64(), text(&echo)), (Some(4), "four"));
+
+    assert!(!non_blocking(in_rd.as_raw_fd()), "stdin left non-blocking");
+    assert!(
+        !non_blocking(out_wr.as_raw_fd()),
+        "stdout left non-blocking"
+    );
+    // The end of its input ends the server, with status 0.
+    drop((in_wr, out_wr));
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status}");
+}

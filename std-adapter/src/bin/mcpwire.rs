@@ -138,7 +138,13 @@ fn main() -> ExitCode {
         }
     };
     let served = if stdio {
-        runtime.block_on(async { fixtures.app(tick)?.serve_stdio().await })
+        // The runtime serves nothing else: an idle server waits for its
+        // next line in one blocking read.
+        let config = mcpwire_tokio::StdioConfig {
+            idle_read_blocks: true,
+            ..mcpwire_tokio::StdioConfig::default()
+        };
+        runtime.block_on(async { fixtures.app(tick)?.serve_stdio_with(config).await })
     } else {
         runtime.block_on(serve(&listen, opts, fixtures, tick))
     };

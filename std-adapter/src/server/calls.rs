@@ -212,6 +212,11 @@ impl Calls {
         }
     }
 
+    /// Whether no call is running.
+    pub(super) fn is_empty(&self) -> bool {
+        self.slots.iter().all(Option::is_none)
+    }
+
     /// Stops every running call.
     pub(super) fn stop_all(&mut self) {
         for (_, r) in self.slots.iter_mut().filter_map(Option::take) {

@@ -66,6 +66,14 @@ pub struct StdioConfig {
     /// How long the calls in progress at the end of the input get to
     /// finish before they are cancelled. Default 5 s.
     pub shutdown_grace: Duration,
+    /// While no call is in progress, wait for the next line with one
+    /// blocking read of stdin (two system calls a call instead of three)
+    /// rather than through the runtime. The runtime's thread is blocked
+    /// meanwhile: only for a runtime that runs nothing but this server
+    /// (`mcpwire serve --stdio` builds a current-thread runtime for it).
+    /// Used by [`App::serve_stdio_with`] when stdin is a pipe. Default
+    /// `false`.
+    pub idle_read_blocks: bool,
 }
 
 impl Default for StdioConfig {
@@ -75,6 +83,7 @@ impl Default for StdioConfig {
             request_timeout: core.request_timeout,
             max_line_bytes: core.max_line_bytes,
             shutdown_grace: Duration::from_secs(5),
+            idle_read_blocks: false,
         }
     }
 }
@@ -84,45 +93,85 @@ impl App {
     /// [`StdioConfig`] (see [`serve`]); returns at the end of stdin.
     /// Nothing else may write to stdout meanwhile: log to stderr.
     pub async fn serve_stdio(self) -> io::Result<()> {
-        let (rd, wr) = stdio_streams();
+        self.serve_stdio_with(StdioConfig::default()).await
+    }
+
+    /// [`serve_stdio`](Self::serve_stdio) with `config`.
+    pub async fn serve_stdio_with(self, config: StdioConfig) -> io::Result<()> {
+        let (rd, wr, idle) = stdio_streams();
+        let idle = idle.filter(|_| config.idle_read_blocks);
         // On a worker of the runtime, beside the I/O driver and the
         // handlers: a future the main thread blocks on is woken across
         // threads for every line (two futex calls a request).
-        tokio::spawn(serve(self, rd, wr, StdioConfig::default()))
-            .await
-            .unwrap_or_else(|e| Err(io::Error::other(e)))
+        tokio::spawn(async move {
+            let (mut stdio, rx) = Stdio::new(self, &config)?;
+            stdio.drive(rd, wr, idle, rx, config.shutdown_grace).await
+        })
+        .await
+        .unwrap_or_else(|e| Err(io::Error::other(e)))
     }
 }
 
 type Input = Box<dyn AsyncRead + Unpin + Send>;
 type Output = Box<dyn AsyncWrite + Unpin + Send>;
 
-/// The process's stdin and stdout. Pipes (what a host that launches the
-/// server gives it) are read and written without blocking on the
-/// runtime's own threads; anything else (a terminal, a file) goes through
-/// tokio's blocking-thread stdin and stdout, which hand every read and
-/// write to another thread.
-fn stdio_streams() -> (Input, Output) {
+/// The process's stdin and stdout, and stdin for blocking reads when it is
+/// a pipe.
+///
+/// Pipes (what a host that launches the server gives it) are read and
+/// written without blocking on the runtime's own threads, through a
+/// description of the pipe of our own (opened again under
+/// `/proc/self/fd`): the one the process inherited, which its parent and
+/// siblings may share, keeps its flags, and stays blocking for
+/// [`StdioConfig::idle_read_blocks`]. Without `/proc`, the inherited
+/// description is made non-blocking (no blocking reads then). Anything
+/// else (a terminal, a file) goes through tokio's blocking-thread stdin and
+/// stdout, which hand every read and write to another thread.
+fn stdio_streams() -> (Input, Output, Option<std::fs::File>) {
     #[cfg(unix)]
     {
-        use std::os::fd::AsFd;
+        use std::os::fd::{AsFd, OwnedFd};
         use tokio::net::unix::pipe;
 
-        let rd: Input = std::io::stdin()
-            .as_fd()
-            .try_clone_to_owned()
+        let rd = reopen(0, libc::O_RDONLY);
+        let idle = rd
+            .as_ref()
+            .ok()
+            .and_then(|_| std::io::stdin().as_fd().try_clone_to_owned().ok())
+            .map(std::fs::File::from);
+        let rd: Input = rd
+            .or_else(|_| std::io::stdin().as_fd().try_clone_to_owned())
             .and_then(pipe::Receiver::from_owned_fd)
             .map_or_else(|_| Box::new(tokio::io::stdin()) as Input, |p| Box::new(p));
-        let wr: Output = std::io::stdout()
-            .as_fd()
-            .try_clone_to_owned()
+        let wr: Output = reopen(1, libc::O_WRONLY)
+            .or_else(|_| std::io::stdout().as_fd().try_clone_to_owned())
             .and_then(pipe::Sender::from_owned_fd)
             .map_or_else(|_| Box::new(tokio::io::stdout()) as Output, |p| Box::new(p));
-        (rd, wr)
+        return (rd, wr, idle);
+
+        /// A non-blocking description of our own of the pipe at `fd`.
+        fn reopen(fd: i32, access: i32) -> io::Result<OwnedFd> {
+            use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+            let path = format!("/proc/self/fd/{fd}");
+            if !std::fs::metadata(&path)?.file_type().is_fifo() {
+                return Err(io::ErrorKind::Unsupported.into());
+            }
+            // O_NONBLOCK: opening a pipe's end does not wait for its peer.
+            std::fs::OpenOptions::new()
+                .read(access == libc::O_RDONLY)
+                .write(access == libc::O_WRONLY)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(path)
+                .map(OwnedFd::from)
+        }
     }
     #[cfg(not(unix))]
     {
-        (Box::new(tokio::io::stdin()), Box::new(tokio::io::stdout()))
+        (
+            Box::new(tokio::io::stdin()),
+            Box::new(tokio::io::stdout()),
+            None,
+        )
     }
 }
 
@@ -136,23 +185,8 @@ where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
-    let registry = app
-        .registry()
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("{e:?}")))?;
-    let core = engine::StdioConfig {
-        max_line_bytes: config.max_line_bytes,
-        request_timeout: config.request_timeout,
-    };
-    // A call's buffer holds its line, then each message of its answer.
-    let store = HeapStore::new(config.max_line_bytes.saturating_add(BUF_SLACK));
-    let (tx, rx) = outbox::channel(QUEUE);
-    let mut stdio = Stdio {
-        engine: Box::new(StdioEngine::new(registry, core, store, now())),
-        calls: Calls::new(Arc::new(app), tx),
-        pending: Vec::new(),
-        out: Vec::new(),
-    };
-    stdio.drive(rd, wr, rx, config.shutdown_grace).await
+    let (mut stdio, rx) = Stdio::new(app, &config)?;
+    stdio.drive(rd, wr, None, rx, config.shutdown_grace).await
 }
 
 struct Stdio {
@@ -163,13 +197,41 @@ struct Stdio {
     pending: Vec<u8>,
     /// Octets for the output, from its first unwritten one on.
     out: Vec<u8>,
+    /// Where the engine writes its next octets, copied to `out` (growing
+    /// `out` by a chunk of zeros for every answer costs more than the
+    /// copy of the answer's octets).
+    chunk: Box<[u8]>,
 }
 
 impl Stdio {
+    fn new(app: App, config: &StdioConfig) -> io::Result<(Self, outbox::Receiver<Outgoing>)> {
+        let registry = app
+            .registry()
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("{e:?}")))?;
+        let core = engine::StdioConfig {
+            max_line_bytes: config.max_line_bytes,
+            request_timeout: config.request_timeout,
+        };
+        // A call's buffer holds its line, then each message of its answer.
+        let store = HeapStore::new(config.max_line_bytes.saturating_add(BUF_SLACK));
+        let (tx, rx) = outbox::channel(QUEUE);
+        let stdio = Stdio {
+            engine: Box::new(StdioEngine::new(registry, core, store, now())),
+            calls: Calls::new(Arc::new(app), tx),
+            pending: Vec::new(),
+            out: Vec::new(),
+            chunk: vec![0; TRANSMIT_CHUNK].into_boxed_slice(),
+        };
+        Ok((stdio, rx))
+    }
+
+    /// `idle`: the input again, blocking, read instead of `rd` while
+    /// nothing is in progress (see [`StdioConfig::idle_read_blocks`]).
     async fn drive<R, W>(
         &mut self,
         mut rd: R,
         mut wr: W,
+        mut idle: Option<std::fs::File>,
         mut rx: outbox::Receiver<Outgoing>,
         grace: Duration,
     ) -> io::Result<()>
@@ -208,6 +270,32 @@ impl Stdio {
             }
             timer.set(self.engine.poll_timeout());
             listen.follow(self.engine.is_listening(), || self.calls.subscribe());
+            // Nothing to wait for but the next line: one blocking read
+            // instead of the runtime's readiness wait and a read.
+            if let Some(file) = idle.as_mut().filter(|_| {
+                !input_ended
+                    && self.pending.is_empty()
+                    && self.out.is_empty()
+                    && !timer.is_set()
+                    && !self.engine.is_listening()
+                    && !listen.is_active()
+                    && self.calls.is_empty()
+                    && rx.is_empty()
+            }) {
+                match std::io::Read::read(file, &mut buf) {
+                    Ok(0) => {
+                        input_ended = true;
+                        grace_timer = Some(Box::pin(tokio::time::sleep(grace)));
+                    }
+                    Ok(n) => self.pending.extend_from_slice(&buf[..n]),
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    // The inherited description is non-blocking (set so by
+                    // the parent): read through the runtime only.
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => idle = None,
+                    Err(e) => return Err(e),
+                }
+                continue;
+            }
             tokio::select! {
                 r = rd.read(&mut buf), if !input_ended && self.pending.is_empty() => match r? {
                     0 => {
@@ -301,10 +389,9 @@ impl Stdio {
     fn transmit(&mut self, limit: usize) -> usize {
         let mut sent = 0;
         while self.out.len() < limit && self.engine.wants_transmit() {
-            let start = self.out.len();
-            self.out.resize(start + TRANSMIT_CHUNK, 0);
-            let n = drive::fill(&mut *self.engine, &mut self.out[start..]);
-            self.out.truncate(start + n);
+            let n = drive::fill(&mut *self.engine, &mut self.chunk);
+            self.out
+                .extend_from_slice(self.chunk.get(..n).unwrap_or_default());
             // A line written ends its call: a handler's queued message or
             // the pending input may go on.
             self.drain_events();
