@@ -147,7 +147,7 @@ fn a_block_cut_at_every_octet_decodes_like_the_whole_block() {
         assert_eq!(got, (want.clone(), Ok(())), "cut at {i}");
         assert_eq!(table(&d), want_table, "cut at {i}");
     }
-    for i in (0..=block.len()).step_by(3) {
+    for i in (0..=block.len()).step_by(9) {
         for j in i..=block.len() {
             let mut d = Decoder::<4096>::with_limits(WIDE);
             let got = decode_cut(&block, &[i, j], WIDE, 4096, &mut d);
