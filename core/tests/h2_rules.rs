@@ -461,21 +461,183 @@ fn too_many_continuation_frames_is_enhance_your_calm<St: Rule>() {
     });
 }
 
-fn a_header_block_larger_than_the_buffer_is_enhance_your_calm<St: Rule>() {
+/// `block` as one HEADERS frame and CONTINUATION frames of at most `len`
+/// octets of block each.
+fn header_frames(stream_id: u32, block: &[u8], len: usize, end_stream: bool) -> Vec<u8> {
+    let parts: Vec<&[u8]> = block.chunks(len).collect();
+    let mut bytes = Sv::frame(Frame::Headers {
+        stream_id,
+        fragment: parts[0],
+        end_stream,
+        end_headers: parts.len() == 1,
+        pad_len: None,
+    });
+    for (i, part) in parts.iter().enumerate().skip(1) {
+        bytes.extend(Sv::continuation(stream_id, part, i == parts.len() - 1));
+    }
+    bytes
+}
+
+/// A literal without indexing with a new name (RFC 7541 §6.2.2).
+fn lit_plain(name: &[u8], value: &[u8]) -> Vec<u8> {
+    let mut out = vec![0x00];
+    out.extend(hpack_str(name));
+    out.extend(hpack_str(value));
+    out
+}
+
+/// The answer to a request head over the limits that did not end the
+/// stream: `:status 431`, then RST_STREAM(NO_ERROR) (the binding's early
+/// response), and the connection goes on.
+fn expect_431_and_reset<St: Rule>(p: &mut SvWith<St>, stream: u32) {
+    let frames = p.take();
+    assert_eq!(
+        frames,
+        vec![
+            Rx::Headers {
+                stream,
+                fields: fields(&[(":status", "431")]),
+                end_stream: true,
+                frames: 1
+            },
+            Rx::Rst {
+                stream,
+                code: ErrorCode::NO_ERROR
+            }
+        ]
+    );
+    assert!(p.take_events().is_empty(), "the application never sees it");
+    assert!(!p.conn.is_closed());
+}
+
+/// The next request indexes the entries the refused block added: 62 =
+/// x-after (newest), 63 = x-before.
+fn expect_indexed_request<St: Rule>(p: &mut SvWith<St>, stream: u32) {
+    let mut next = STATIC_POST.to_vec();
+    next.extend(indexed(62));
+    next.extend(indexed(63));
+    p.send(&Sv::headers_frame(stream, &next, true));
+    let ev = p.take_events();
+    match ev.as_slice() {
+        [
+            Ev::Headers {
+                kind: HeadersKind::Request,
+                fields: f,
+                ..
+            },
+        ] => {
+            assert_eq!(get(f, "x-after"), Some("two"));
+            assert_eq!(get(f, "x-before"), Some("one"));
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Header blocks are decoded as they arrive, so a block is not bounded by
+/// the buffer: a 100 KB field in seven frames is over the field limit, the
+/// stream gets 431 and the connection goes on, with the HPACK table in step
+/// (binding: "the HPACK decoder reads the complete block. It applies each
+/// change to the dynamic table").
+fn a_100_kb_header_field_gets_431_and_the_table_stays_in_step<St: Rule>() {
     both(|split| {
         let mut p = server::<St>(split);
-        let chunk = vec![0x84; 16_000];
-        let mut bytes = Sv::frame(Frame::Headers {
-            stream_id: 1,
-            fragment: &chunk,
-            end_stream: true,
-            end_headers: false,
-            pad_len: None,
-        });
-        bytes.extend(Sv::continuation(1, &chunk, true));
-        p.send(&bytes);
+        let mut block = STATIC_POST.to_vec();
+        block.extend(lit_inc(b"x-before", b"one"));
+        block.extend(lit_plain(b"x-huge", &vec![b'h'; 100 * 1024]));
+        block.extend(lit_inc(b"x-after", b"two"));
+        assert!(block.len() > 6 * 16_384);
+        p.send(&header_frames(1, &block, 16_384, false));
+        expect_431_and_reset(&mut p, 1);
+        expect_indexed_request(&mut p, 3);
+        p.assert_request_works(5);
+    });
+}
+
+/// A list over SETTINGS_MAX_HEADER_LIST_SIZE (16 KiB) whose block is
+/// larger than the buffer, each field under the field limit: 431 too.
+fn a_header_list_over_the_limit_in_many_frames_gets_431<St: Rule>() {
+    both(|split| {
+        let mut p = server::<St>(split);
+        let mut block = STATIC_POST.to_vec();
+        block.extend(lit_inc(b"x-before", b"one"));
+        for i in 0..3u8 {
+            block.extend(lit_plain(&[b'x', b'-', b'0' + i], &[b'l'; 7000]));
+        }
+        block.extend(lit_inc(b"x-after", b"two"));
+        assert!(block.len() > BUF);
+        p.send(&header_frames(1, &block, 5000, false));
+        expect_431_and_reset(&mut p, 1);
+        expect_indexed_request(&mut p, 3);
+    });
+}
+
+/// The CONTINUATION flood limit holds whatever the fields: a 100 KB field in
+/// 18 frames is cut off at the 17th with GOAWAY(ENHANCE_YOUR_CALM).
+fn a_large_block_in_too_many_frames_is_enhance_your_calm<St: Rule>() {
+    both(|split| {
+        let mut p = server::<St>(split);
+        let mut block = STATIC_POST.to_vec();
+        block.extend(lit_plain(b"x-huge", &vec![b'h'; 100 * 1024]));
+        p.send(&header_frames(1, &block, block.len().div_ceil(18), true));
         p.expect_goaway(ErrorCode::ENHANCE_YOUR_CALM);
     });
+}
+
+/// A block with Huffman-coded literals that enter the dynamic table, cut
+/// into HEADERS + CONTINUATION at every octet: the same request, and the
+/// same table for the next one, as the uncut block.
+fn a_block_cut_at_every_octet_decodes_like_the_whole_block<St: Rule>() {
+    let huff = |s: &[u8]| {
+        let mut code = vec![0; mcpwire_core::hpack::huffman::encoded_len(s)];
+        let n = mcpwire_core::hpack::huffman::encode(s, &mut code).unwrap();
+        let mut out = hpack_int(n, 7, 0x80);
+        out.extend_from_slice(&code[..n]);
+        out
+    };
+    let mut block = STATIC_POST.to_vec();
+    block.extend([0x41]);
+    block.extend(huff(b"example.com"));
+    block.push(0x40);
+    block.extend(huff(b"x-before"));
+    block.extend(huff(b"one"));
+    block.push(0x00);
+    block.extend(huff(b"x-tail"));
+    block.extend(huff(&[b'~'; 40]));
+    block.extend(lit_inc(b"x-after", b"two"));
+    let run = |cut: Option<usize>, split: Split| {
+        let mut p = server::<St>(split);
+        let bytes = match cut {
+            None => Sv::headers_frame(1, &block, true),
+            Some(i) => {
+                let mut bytes = Sv::frame(Frame::Headers {
+                    stream_id: 1,
+                    fragment: &block[..i],
+                    end_stream: true,
+                    end_headers: false,
+                    pad_len: None,
+                });
+                bytes.extend(Sv::continuation(1, &block[i..], true));
+                bytes
+            }
+        };
+        p.send(&bytes);
+        let first = p.take_events();
+        expect_indexed_request(&mut p, 3);
+        first
+    };
+    let want = run(None, Split::Whole);
+    match want.as_slice() {
+        [Ev::Headers { fields: f, .. }] => {
+            assert_eq!(get(f, ":authority"), Some("example.com"));
+            assert_eq!(get(f, "x-tail"), Some("~".repeat(40).as_str()));
+        }
+        other => panic!("{other:?}"),
+    }
+    for split in MODES {
+        for i in 0..=block.len() {
+            assert_eq!(run(Some(i), split), want, "cut at {i}, {split:?}");
+        }
+    }
 }
 
 fn hpack_garbage_is_a_compression_error<St: Rule>() {
@@ -1728,7 +1890,10 @@ each_storage!(
     a_header_block_split_over_continuation_frames_decodes,
     continuation_interleaving_is_a_protocol_error,
     too_many_continuation_frames_is_enhance_your_calm,
-    a_header_block_larger_than_the_buffer_is_enhance_your_calm,
+    a_100_kb_header_field_gets_431_and_the_table_stays_in_step,
+    a_header_list_over_the_limit_in_many_frames_gets_431,
+    a_large_block_in_too_many_frames_is_enhance_your_calm,
+    a_block_cut_at_every_octet_decodes_like_the_whole_block,
     hpack_garbage_is_a_compression_error,
     a_truncated_string_over_max_field_size_ends_the_connection,
     a_block_ending_before_a_string_length_is_a_compression_error,

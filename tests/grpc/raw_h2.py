@@ -6,8 +6,10 @@
 Uses the sans-IO `h2` package (4.4.1) to send requests that the gRPC
 libraries will not make: an unknown path, a wrong content type, a GET,
 missing or mismatched mirrored metadata, a compressed message, a
-grpc-encoding, an oversize length prefix, and a request message sent after
-the server's complete early response and RST_STREAM(NO_ERROR).
+grpc-encoding, an oversize length prefix, a request message sent after
+the server's complete early response and RST_STREAM(NO_ERROR), and header
+blocks over the field and list limits (431, the connection kept, the HPACK
+table in step for the next request).
 
 Prints `ok NAME` or `FAIL NAME: reason` per check and `N passed, N failed`;
 exit 0 when all pass, 1 when one fails, 2 on usage.
@@ -453,6 +455,43 @@ def check_early_response(addr, variant):
         conn.close()
 
 
+def check_header_over_limit(addr, variant):
+    """A header block over the limits, in HEADERS + CONTINUATION frames: the
+    server decodes it as it arrives, answers the stream with :status 431 and
+    RST_STREAM(NO_ERROR) (the request did not end), and keeps the connection;
+    the next request, whose HPACK fields index the entries the refused block
+    added to the dynamic table, succeeds."""
+    conn = Conn(addr)
+    try:
+        msg = tool_call(text="over the limit")
+        if variant == "field":
+            # One 100 KB field, Huffman-coded and indexed by the h2 package's
+            # encoder: larger than the table, it empties both tables (RFC 7541 §4.4).
+            big = [("x-huge", "h" * (100 * 1024))]
+        else:
+            # Three 7000-octet fields: each under the field limit, together
+            # over the list limit (16 KiB at most). Octets with 8-bit Huffman
+            # codes, so that the encoder sends them raw: the block is over
+            # 16 KiB too.
+            big = [(f"x-list-{i}", c * 7000) for i, c in enumerate("XZ*")]
+        headers = conn.base_headers(extra=big + mirrored(msg))
+        sid = conn.open(headers, end_stream=False)
+        r = conn.results[sid]
+        conn.pump(lambda: r.reset is not None or conn.terminated is not None)
+        expect(conn.terminated is None, f"connection ended: {conn.terminated}; {r.summary()}")
+        status = dict(r.headers or ()).get(":status")
+        expect(status == "431", f":status {status!r}, want 431; {r.summary()}")
+        expect(r.ended, f"no END_STREAM with the 431; {r.summary()}")
+        expect(r.reset == h2.errors.ErrorCodes.NO_ERROR,
+               f"RST_STREAM code {r.reset!r}, want NO_ERROR; {r.summary()}")
+        # The h2 encoder indexes mcp-protocol-version, mcp-method and mcp-name
+        # (added after the large fields): this request refers to them.
+        echo_ok(conn, f"431 ({variant}) ")
+        expect(conn.terminated is None, f"connection ended: {conn.terminated}")
+    finally:
+        conn.close()
+
+
 def check_echo(addr):
     conn = Conn(addr)
     try:
@@ -471,6 +510,8 @@ CHECKS = [
     ("grpc-encoding-gzip", check_grpc_encoding),
     ("oversize-message", check_oversize),
     ("early-response", lambda a: check_early_response(a, "unknown-path")),
+    ("header-field-100k-431", lambda a: check_header_over_limit(a, "field")),
+    ("header-list-over-limit-431", lambda a: check_header_over_limit(a, "list")),
     ("echo", check_echo),
 ]
 

@@ -19,10 +19,16 @@
 //! the acknowledged maximum. A size error must leave the
 //! decoder in step, so decoding goes on with the next block; any other error
 //! ends the input, as the HTTP/2 connection would end.
+//!
+//! A second decoder gets every block in fragments (HEADERS and CONTINUATION
+//! as a connection decodes them: `begin_block`, `decode_fragment` per
+//! piece, `end_block`), cut every `n` octets where `n` is 1 to 16, picked
+//! by the block's first octet. It must hand out the same fields, give the
+//! same result and end with the same dynamic table as the first.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use mcpwire_core::hpack::{Decoder, Limits};
+use mcpwire_core::hpack::{DecodeError, Decoder, Limits};
 
 const CAPACITY: usize = 4096;
 
@@ -35,7 +41,10 @@ fuzz_target!(|data: &[u8]| {
         max_header_list_size: 256 * (usize::from(selector >> 4) + 1),
     };
     let mut decoder = Decoder::<CAPACITY>::with_limits(limits);
+    let mut pieces = Decoder::<CAPACITY>::with_limits(limits);
     let mut scratch = [0u8; 1024];
+    // As large as the table: every field the peer may index fits.
+    let mut buf = [0u8; CAPACITY];
     let mut block = Vec::new();
 
     loop {
@@ -43,13 +52,24 @@ fuzz_target!(|data: &[u8]| {
             Some(size) => (size, false),
             None => (None, true),
         };
-        if !decode_block(&mut decoder, &limits, &block, &mut scratch) || last {
+        let (whole, ok) = decode_block(&mut decoder, &limits, &block, &mut scratch);
+        let cut = usize::from(block.first().copied().unwrap_or(0) % 16) + 1;
+        assert_eq!(
+            decode_pieces(&mut pieces, &block, cut, &mut buf),
+            whole,
+            "block cut every {cut} octets"
+        );
+        if ok {
+            assert_eq!(table(&pieces), table(&decoder));
+        }
+        if !ok || last {
             return;
         }
         if let Some(size) = next_table_size {
             // The table shrinks only when the next block's size update
             // arrives (RFC 7541 section 4.2), so nothing else changes yet.
             decoder.set_max_table_size(size);
+            pieces.set_max_table_size(size);
             assert_eq!(decoder.max_table_size(), size);
         }
     }
@@ -78,16 +98,26 @@ fn next_block(rest: &mut &[u8], block: &mut Vec<u8>) -> Option<Option<usize>> {
     end
 }
 
-/// Decodes one block and checks the limits. False when the decoder is out of
-/// step with the (imaginary) encoder and the input should end.
+/// The fields handed out for a block, and its result.
+type Decoded = (Vec<(Vec<u8>, Vec<u8>, bool)>, Result<(), DecodeError>);
+
+/// Decodes one block and checks the limits. Returns the fields and the
+/// result, and false when the decoder is out of step with the (imaginary)
+/// encoder and the input should end.
 fn decode_block(
     decoder: &mut Decoder<CAPACITY>,
     limits: &Limits,
     block: &[u8],
     scratch: &mut [u8],
-) -> bool {
+) -> (Decoded, bool) {
     let mut list_size = 0usize;
+    let mut fields = Vec::new();
     let result = decoder.decode(block, scratch, |field| {
+        fields.push((
+            field.name.to_vec(),
+            field.value.to_vec(),
+            field.never_indexed,
+        ));
         let size = field.size();
         assert!(
             size <= limits.max_field_size,
@@ -121,8 +151,41 @@ fn decode_block(
             "table size {capacity} over the acknowledged {max}"
         );
     }
-    match result {
+    let ok = match result {
         Ok(()) => true,
         Err(err) => err.is_size_error(),
+    };
+    ((fields, result), ok)
+}
+
+/// Decodes one block in pieces of `cut` octets.
+fn decode_pieces(
+    decoder: &mut Decoder<CAPACITY>,
+    block: &[u8],
+    cut: usize,
+    buf: &mut [u8],
+) -> Decoded {
+    let mut fields = Vec::new();
+    decoder.begin_block();
+    for piece in block.chunks(cut) {
+        let r = decoder.decode_fragment(piece, buf, |field| {
+            fields.push((
+                field.name.to_vec(),
+                field.value.to_vec(),
+                field.never_indexed,
+            ));
+        });
+        if let Err(e) = r {
+            return (fields, Err(e));
+        }
     }
+    (fields, decoder.end_block())
+}
+
+/// The dynamic table, newest entry first.
+fn table(decoder: &Decoder<CAPACITY>) -> Vec<(Vec<u8>, Vec<u8>)> {
+    (0..decoder.table_len())
+        .filter_map(|i| decoder.table_entry(i))
+        .map(|(n, v)| (n.to_vec(), v.to_vec()))
+        .collect()
 }

@@ -8,8 +8,11 @@
 //! tokio driver's). An engine built on a connection keeps its per-call
 //! records in the same kind of storage.
 //!
-//! A connection needs three buffers of `BUF` octets: the header block being
-//! received ([`FrameBuffer::Block`]), the decoded header list of the last
+//! A connection needs three buffers of `BUF` octets: the field of a header
+//! block that straddles two fragments, and the Huffman scratch, while a block
+//! is received ([`FrameBuffer::Block`]; the block itself is decoded as it
+//! arrives and never kept, so a block of any size fits), the decoded header
+//! list of the last
 //! [`Event::Headers`](super::Event::Headers), which
 //! [`Connection::headers`](super::Connection::headers) lends
 //! ([`FrameBuffer::Headers`]), and the frames waiting for `poll_transmit`
@@ -27,9 +30,11 @@
 //!
 //! - `Transmit`: acquired when `send_headers`, `send_data` or `reset` write a
 //!   frame; released when `poll_transmit` has handed out every queued frame;
-//! - `Block`: acquired when HEADERS (or PUSH_PROMISE) starts a header block;
-//!   released once the block is decoded, or when the connection fails;
-//! - `Headers`: acquired when a complete block is decoded; released when the
+//! - `Block`: acquired when HEADERS starts a header block; released when the
+//!   block ends (END_HEADERS), or when the connection fails;
+//! - `Headers`: acquired when HEADERS starts a block whose list is kept (a
+//!   request, a response or trailers of a live stream), as the list is
+//!   stored while the block is decoded; released when the
 //!   event that lent it was read (on the next `poll_event` or `recv`, which
 //!   ends what `Connection::headers` returns for it), when the block turned
 //!   out to be an error, or when the connection closes.
@@ -47,9 +52,9 @@
 //!   refuse calls `poll_transmit` again when the pool has room. A `reset`
 //!   still goes out (its RST_STREAM takes the small inline refusal queue).
 //!   Control frames never need this buffer.
-//! - `Block`: the block cannot be decoded, so the HPACK context would be lost:
-//!   a connection error, GOAWAY(ENHANCE_YOUR_CALM), exactly as for a block
-//!   larger than `BUF` (RFC 9113 §10.5.1).
+//! - `Block`: a field that straddles frames could not be decoded, so the
+//!   HPACK context would be lost: a connection error,
+//!   GOAWAY(ENHANCE_YOUR_CALM) (RFC 9113 §10.5.1).
 //! - `Headers`: the block is decoded to keep HPACK in step and dropped; a new
 //!   stream is refused with RST_STREAM(REFUSED_STREAM) (the peer may retry
 //!   it), a stream already open is reset with ENHANCE_YOUR_CALM.
@@ -61,8 +66,10 @@ use crate::records::{InlineRecords, Records};
 /// One of the connection's three buffers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum FrameBuffer {
-    /// A received header block, reassembled across frames and `recv` calls;
-    /// its free end is also the scratch space for Huffman decoding.
+    /// The field of a received header block that straddles frames or `recv`
+    /// calls, decoded as it arrives; also the scratch space for Huffman
+    /// decoding. Its size bounds the largest field kept, and should be at
+    /// least the HPACK table's, so that any field the peer indexes fits.
     Block,
     /// The decoded header list of the last `Headers` event, read through
     /// `Connection::headers`.

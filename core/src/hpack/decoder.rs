@@ -1,7 +1,10 @@
 //! The header block decoder (RFC 7541 §3, §6).
 
+use super::huffman::{Pending, SpillSink};
 use super::table::{DynamicTable, NameSource, ValueSource};
-use super::{DEFAULT_TABLE_SIZE, DecodeError, Field, huffman, integer, static_table};
+use super::{
+    DEFAULT_TABLE_SIZE, DecodeError, ENTRY_OVERHEAD, Field, huffman, integer, static_table,
+};
 use crate::records::{InlineRecords, Records};
 
 /// Limits on what a decoded block may hand out.
@@ -66,7 +69,9 @@ pub struct Decoder<const TABLE: usize = DEFAULT_TABLE_SIZE, B = InlineRecords<u8
     /// size the encoder was using: the next block must begin with an update
     /// at most this large (RFC 7541 §4.2).
     required_update: Option<usize>,
-    limits: Limits,
+    /// The block being decoded, between its fragments; its limits are the
+    /// decoder's.
+    block: BlockState,
 }
 
 impl<const TABLE: usize, B: Records<u8>> core::fmt::Debug for Decoder<TABLE, B> {
@@ -77,7 +82,7 @@ impl<const TABLE: usize, B: Records<u8>> core::fmt::Debug for Decoder<TABLE, B> 
             .field("max_table_size", &self.table.max_size())
             .field("table_storage", &self.table.storage_len())
             .field("settings_max", &self.settings_max)
-            .field("limits", &self.limits)
+            .field("limits", &self.block.admission.limits)
             .finish()
     }
 }
@@ -104,10 +109,42 @@ enum Name<'b> {
 }
 
 /// Counts what has been handed out against the limits.
+#[derive(Debug, Clone, Copy)]
 struct Admission {
     limits: Limits,
     list_size: usize,
-    error: Option<DecodeError>,
+    error: Option<Fault>,
+    /// A field representation has begun: size updates are over (§4.2).
+    /// Kept here, where it costs no padding.
+    started: bool,
+}
+
+/// An error a block carries to its end, in one octet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fault {
+    FieldTooLarge,
+    HeaderListTooLarge,
+    HuffmanEos,
+    HuffmanPadding,
+}
+
+impl Fault {
+    /// A Huffman error of a string (the only errors a string can have).
+    fn of_huffman(e: DecodeError) -> Self {
+        match e {
+            DecodeError::HuffmanPadding => Self::HuffmanPadding,
+            _ => Self::HuffmanEos,
+        }
+    }
+
+    const fn error(self) -> DecodeError {
+        match self {
+            Self::FieldTooLarge => DecodeError::FieldTooLarge,
+            Self::HeaderListTooLarge => DecodeError::HeaderListTooLarge,
+            Self::HuffmanEos => DecodeError::HuffmanEos,
+            Self::HuffmanPadding => DecodeError::HuffmanPadding,
+        }
+    }
 }
 
 impl Admission {
@@ -119,15 +156,191 @@ impl Admission {
         }
         let size = name_len + value_len + super::ENTRY_OVERHEAD;
         if size > self.limits.max_field_size {
-            self.error = Some(DecodeError::FieldTooLarge);
+            self.error = Some(Fault::FieldTooLarge);
             return false;
         }
         self.list_size += size;
         if self.list_size > self.limits.max_header_list_size {
-            self.error = Some(DecodeError::HeaderListTooLarge);
+            self.error = Some(Fault::HeaderListTooLarge);
             return false;
         }
         true
+    }
+
+    /// A field that was not kept is over the limits: a size error, unless
+    /// there is one already.
+    fn refuse(&mut self, error: Fault) {
+        if self.error.is_none() {
+            self.error = Some(error);
+        }
+    }
+}
+
+/// Where a header block stands between two of its fragments.
+#[derive(Debug, Clone, Copy)]
+struct BlockState {
+    admission: Admission,
+    /// The representation the last fragment left unfinished.
+    partial: Option<Partial>,
+}
+
+impl BlockState {
+    const fn new(limits: Limits) -> Self {
+        Self {
+            admission: Admission {
+                limits,
+                list_size: 0,
+                error: None,
+                started: false,
+            },
+            partial: None,
+        }
+    }
+}
+
+/// The kind of a field representation, from its first octet (§6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Rep {
+    Indexed,
+    Indexing,
+    SizeUpdate,
+    Literal { never_indexed: bool },
+}
+
+impl Rep {
+    const fn of(first: u8) -> Self {
+        if first & 0x80 != 0 {
+            Self::Indexed
+        } else if first & 0x40 != 0 {
+            Self::Indexing
+        } else if first & 0x20 != 0 {
+            Self::SizeUpdate
+        } else {
+            Self::Literal {
+                never_indexed: first & 0x10 != 0,
+            }
+        }
+    }
+
+    /// The prefix of the integer in the first octet.
+    const fn prefix_bits(self) -> u8 {
+        match self {
+            Self::Indexed => 7,
+            Self::Indexing => 6,
+            Self::SizeUpdate => 5,
+            Self::Literal { .. } => 4,
+        }
+    }
+}
+
+/// What an unfinished representation reads next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    /// The integer of the first octet (index, name index or size).
+    Prefix,
+    NameLength,
+    Name,
+    ValueLength,
+    Value,
+}
+
+/// The name of an unfinished literal.
+#[derive(Debug, Clone, Copy)]
+enum PartialName {
+    /// Its static index.
+    Static(u8),
+    /// Its 0-based dynamic index.
+    Dynamic(u32),
+    /// Decoded at the start of the caller's buffer.
+    Literal,
+}
+
+/// A representation that straddles fragments. Its integers are collected
+/// octet by octet; its strings are decoded into the caller's buffer as they
+/// arrive (the name first, then the value), and counted on past the
+/// buffer's end, so a string of any length costs no more memory.
+#[derive(Debug, Clone, Copy)]
+struct Partial {
+    rep: Rep,
+    step: Step,
+    /// The octets of the integer being read: an integer that fits 32 bits
+    /// takes at most six (§5.1).
+    int: [u8; 6],
+    int_len: u8,
+    name: PartialName,
+    /// The string being read is Huffman-coded.
+    huffman: bool,
+    /// Octets of the string still to come.
+    left: u32,
+    pending: Pending,
+    /// Decoded octets of the literal name (0 for an indexed name).
+    name_len: u32,
+    /// Decoded octets of the string being read, also those past the buffer
+    /// (at most `u32::MAX`: more is over any limit).
+    len: u32,
+    /// A Huffman error, given once the representation is complete: a string
+    /// that runs past the end of the block is that error instead.
+    deferred: Option<Fault>,
+}
+
+impl Partial {
+    const fn new() -> Self {
+        Self {
+            rep: Rep::Indexed,
+            step: Step::Prefix,
+            int: [0; 6],
+            int_len: 0,
+            name: PartialName::Literal,
+            huffman: false,
+            left: 0,
+            pending: Pending::new(),
+            name_len: 0,
+            len: 0,
+            deferred: None,
+        }
+    }
+
+    fn start_string(&mut self, len: u32, step: Step) {
+        self.left = len;
+        self.len = 0;
+        self.pending = Pending::new();
+        self.step = step;
+    }
+
+    /// Decodes `chunk` of the string into `dst`, where the string starts.
+    fn take(&mut self, chunk: &[u8], dst: &mut [u8]) {
+        let len = self.len as usize;
+        if !self.huffman {
+            let end = len.saturating_add(chunk.len());
+            if let Some(d) = dst.get_mut(len..end) {
+                d.copy_from_slice(chunk);
+            }
+            self.set_len(end);
+        } else if self.deferred.is_none() {
+            let mut sink = SpillSink { buf: dst, len };
+            if let Err(e) = self.pending.feed(chunk, &mut sink) {
+                self.deferred = Some(Fault::of_huffman(e));
+            }
+            self.set_len(sink.len);
+        }
+    }
+
+    fn set_len(&mut self, len: usize) {
+        self.len = u32::try_from(len).unwrap_or(u32::MAX);
+    }
+
+    /// The string is complete: the last Huffman symbols and the padding.
+    fn end_string(&mut self, dst: &mut [u8]) {
+        if self.huffman && self.deferred.is_none() {
+            let mut sink = SpillSink {
+                buf: dst,
+                len: self.len as usize,
+            };
+            if let Err(e) = self.pending.finish(&mut sink) {
+                self.deferred = Some(Fault::of_huffman(e));
+            }
+            self.set_len(sink.len);
+        }
     }
 }
 
@@ -153,18 +366,18 @@ impl<const TABLE: usize, B: Records<u8>> Decoder<TABLE, B> {
             table: DynamicTable::new(max),
             settings_max: max,
             required_update: None,
-            limits,
+            block: BlockState::new(limits),
         }
     }
 
     /// The limits in force.
     pub fn limits(&self) -> Limits {
-        self.limits
+        self.block.admission.limits
     }
 
-    /// Changes the limits; they apply from the next block.
+    /// Changes the limits; they apply to the fields decoded from now on.
     pub fn set_limits(&mut self, limits: Limits) {
-        self.limits = limits;
+        self.block.admission.limits = limits;
     }
 
     /// Applies a SETTINGS_HEADER_TABLE_SIZE that the peer has acknowledged:
@@ -212,7 +425,9 @@ impl<const TABLE: usize, B: Records<u8>> Decoder<TABLE, B> {
     }
 
     /// Decodes one complete header block (HEADERS plus any CONTINUATION
-    /// fragments, joined), calling `on_field` for every field in order.
+    /// fragments, joined), calling `on_field` for every field in order:
+    /// [`Decoder::begin_block`], one [`Decoder::decode_fragment`] and
+    /// [`Decoder::end_block`].
     ///
     /// Names and values are borrowed from `block`, from the tables, or from
     /// `scratch`, which receives Huffman-coded literals that do not enter
@@ -225,69 +440,361 @@ impl<const TABLE: usize, B: Records<u8>> Decoder<TABLE, B> {
         &mut self,
         block: &[u8],
         scratch: &mut [u8],
+        on_field: F,
+    ) -> Result<(), DecodeError>
+    where
+        F: FnMut(Field<'_>),
+    {
+        self.begin_block();
+        self.decode_fragment(block, scratch, on_field)?;
+        self.end_block()
+    }
+
+    /// Starts a header block that arrives in fragments (HEADERS, then
+    /// CONTINUATION frames, or any pieces of them): forgets what is left of
+    /// an earlier block, and takes the limits in force.
+    pub fn begin_block(&mut self) {
+        self.block = BlockState::new(self.block.admission.limits);
+    }
+
+    /// Decodes the next fragment of the block begun with
+    /// [`Decoder::begin_block`], calling `on_field` for every field that
+    /// ends in it, and applying every dynamic-table change at once.
+    ///
+    /// A field whose representation lies inside `fragment` is borrowed from
+    /// it (or from `buf`, for Huffman-coded literals), as in
+    /// [`Decoder::decode`]. A field that straddles fragments is decoded into
+    /// `buf` as its octets arrive; `buf` must then be the same buffer, with
+    /// the same contents, at the next call. A field larger than `buf` is not
+    /// kept: it is counted, its Huffman code checked, and it is a size
+    /// error ([`DecodeError::FieldTooLarge`]) at [`Decoder::end_block`],
+    /// unless it enters the dynamic table. One that enters the table and
+    /// fits the table's maximum size is inserted from `buf`, so `buf`
+    /// should hold the table's largest entry (`TABLE` octets): one that
+    /// does not fit `buf` is [`DecodeError::EntryNotBuffered`]. Memory is
+    /// bounded by `buf`, whatever the size of the block.
+    ///
+    /// Errors here are never size errors: size errors are counted and given
+    /// by [`Decoder::end_block`]. After an error the connection's
+    /// compression context is lost.
+    pub fn decode_fragment<F>(
+        &mut self,
+        fragment: &[u8],
+        buf: &mut [u8],
         mut on_field: F,
     ) -> Result<(), DecodeError>
     where
         F: FnMut(Field<'_>),
     {
-        let mut rest = block;
-        let mut admission = Admission {
-            limits: self.limits,
-            list_size: 0,
-            error: None,
-        };
+        let mut st = self.block;
+        let result = self.fragments(&mut st, fragment, buf, &mut on_field);
+        self.block = st;
+        result
+    }
 
-        // Size updates may only open the block (RFC 7541 §4.2).
-        while let Some(&first) = rest.first() {
-            if first & 0xe0 != 0x20 {
-                break;
-            }
-            let (size, n) = integer::decode(rest, 5)?;
-            rest = &rest[n..];
-            self.update_table_size(size)?;
+    /// The block's last fragment was decoded: a block that ends inside a
+    /// representation is [`DecodeError::StringPastEnd`] (inside a string)
+    /// or [`DecodeError::Truncated`]; then the first size error, if a field
+    /// or the list went over the [`Limits`]. After a size error the table is
+    /// in step with the peer's encoder and the next block decodes.
+    pub fn end_block(&mut self) -> Result<(), DecodeError> {
+        let limits = self.limits();
+        let st = core::mem::replace(&mut self.block, BlockState::new(limits));
+        if let Some(p) = st.partial {
+            return Err(match p.step {
+                Step::Name | Step::Value => DecodeError::StringPastEnd,
+                _ => DecodeError::Truncated,
+            });
         }
-        if self.required_update.is_some() {
+        if !st.admission.started && self.required_update.is_some() {
             return Err(DecodeError::TableSizeUpdateMissing);
         }
+        match st.admission.error {
+            Some(e) => Err(e.error()),
+            None => Ok(()),
+        }
+    }
 
-        while let Some(&first) = rest.first() {
-            if first & 0x80 != 0 {
-                // Indexed field (§6.1).
-                let (index, n) = integer::decode(rest, 7)?;
-                rest = &rest[n..];
-                let (name, value) = self.lookup(index)?;
-                if admission.admit(name.len(), value.len()) {
-                    on_field(Field::new(name, value));
+    fn fragments<F>(
+        &mut self,
+        st: &mut BlockState,
+        fragment: &[u8],
+        buf: &mut [u8],
+        on_field: &mut F,
+    ) -> Result<(), DecodeError>
+    where
+        F: FnMut(Field<'_>),
+    {
+        let mut rest = fragment;
+        loop {
+            if st.partial.is_some() {
+                let n = self.feed_partial(st, rest, buf, on_field)?;
+                rest = rest.get(n..).unwrap_or_default();
+                if st.partial.is_some() {
+                    return Ok(());
                 }
-            } else if first & 0x40 != 0 {
-                // Literal with incremental indexing (§6.2.1).
-                let (name, n) = self.read_name(rest, 6)?;
-                rest = &rest[n..];
-                let (value, n) = read_literal(rest)?;
-                rest = &rest[n..];
-                self.insert(name, value, scratch, &mut admission, &mut on_field)?;
-            } else if first & 0x20 != 0 {
-                return Err(DecodeError::TableSizeUpdateNotAtStart);
-            } else {
-                // Literal without indexing (§6.2.2) or never indexed (§6.2.3).
-                let never_indexed = first & 0x10 != 0;
-                let (name, n) = self.read_name(rest, 4)?;
-                rest = &rest[n..];
-                let (value, n) = read_literal(rest)?;
-                rest = &rest[n..];
-                self.emit(
-                    name,
-                    value,
-                    never_indexed,
-                    scratch,
-                    &mut admission,
-                    &mut on_field,
-                )?;
+            }
+            let Some(&first) = rest.first() else {
+                return Ok(());
+            };
+            match self.decode_one(st, first, rest, buf, on_field) {
+                Ok(n) => rest = rest.get(n..).unwrap_or_default(),
+                // The representation goes on in the next fragment.
+                Err(DecodeError::Truncated | DecodeError::StringPastEnd) => {
+                    st.partial = Some(Partial::new());
+                }
+                Err(e) => return Err(e),
             }
         }
-        match admission.error {
-            Some(e) => Err(e),
-            None => Ok(()),
+    }
+
+    /// The first field representation ends the size updates (§4.2).
+    #[inline(always)]
+    fn start_fields(&self, st: &mut BlockState) -> Result<(), DecodeError> {
+        if !st.admission.started {
+            if self.required_update.is_some() {
+                return Err(DecodeError::TableSizeUpdateMissing);
+            }
+            st.admission.started = true;
+        }
+        Ok(())
+    }
+
+    /// Decodes the representation at the start of `rest`, when `rest` holds
+    /// all of it. Returns the octets read; [`DecodeError::Truncated`] or
+    /// [`DecodeError::StringPastEnd`] (with no change made) when it goes on
+    /// past `rest`.
+    #[inline(always)]
+    fn decode_one<F>(
+        &mut self,
+        st: &mut BlockState,
+        first: u8,
+        rest: &[u8],
+        scratch: &mut [u8],
+        on_field: &mut F,
+    ) -> Result<usize, DecodeError>
+    where
+        F: FnMut(Field<'_>),
+    {
+        if first & 0xe0 == 0x20 {
+            // Size updates may only open the block (RFC 7541 §4.2).
+            if st.admission.started {
+                return Err(DecodeError::TableSizeUpdateNotAtStart);
+            }
+            let (size, n) = integer::decode(rest, 5)?;
+            self.update_table_size(size)?;
+            return Ok(n);
+        }
+        self.start_fields(st)?;
+        if first & 0x80 != 0 {
+            // Indexed field (§6.1).
+            let (index, n) = integer::decode(rest, 7)?;
+            let (name, value) = self.lookup(index)?;
+            if st.admission.admit(name.len(), value.len()) {
+                on_field(Field::new(name, value));
+            }
+            Ok(n)
+        } else if first & 0x40 != 0 {
+            // Literal with incremental indexing (§6.2.1).
+            let (name, n) = self.read_name(rest, 6)?;
+            let (value, m) = read_literal(&rest[n..])?;
+            self.insert(name, value, scratch, &mut st.admission, on_field)?;
+            Ok(n + m)
+        } else {
+            // Literal without indexing (§6.2.2) or never indexed (§6.2.3).
+            let never_indexed = first & 0x10 != 0;
+            let (name, n) = self.read_name(rest, 4)?;
+            let (value, m) = read_literal(&rest[n..])?;
+            self.emit(
+                name,
+                value,
+                never_indexed,
+                scratch,
+                &mut st.admission,
+                on_field,
+            )?;
+            Ok(n + m)
+        }
+    }
+
+    /// Feeds `input` to the unfinished representation. Returns the octets
+    /// read: all of `input` while it stays unfinished, else up to its end.
+    #[inline(never)]
+    fn feed_partial<F>(
+        &mut self,
+        st: &mut BlockState,
+        input: &[u8],
+        buf: &mut [u8],
+        on_field: &mut F,
+    ) -> Result<usize, DecodeError>
+    where
+        F: FnMut(Field<'_>),
+    {
+        let Some(mut p) = st.partial else {
+            return Ok(0);
+        };
+        let mut pos = 0;
+        loop {
+            if let Step::Name | Step::Value = p.step {
+                let chunk = input.get(pos..).unwrap_or_default();
+                let chunk = chunk.get(..p.left as usize).unwrap_or(chunk);
+                pos += chunk.len();
+                p.left -= chunk.len() as u32;
+                let dst = buf.get_mut(p.name_len as usize..).unwrap_or_default();
+                p.take(chunk, dst);
+                if p.left > 0 {
+                    break;
+                }
+                p.end_string(dst);
+                if p.step == Step::Name {
+                    p.name_len = p.len;
+                    p.step = Step::ValueLength;
+                    continue;
+                }
+                st.partial = None;
+                self.complete(&p, st, buf, on_field)?;
+                return Ok(pos);
+            }
+            let Some(&b) = input.get(pos) else {
+                break;
+            };
+            pos += 1;
+            let prefix_bits = if p.step != Step::Prefix {
+                if p.int_len == 0 {
+                    p.huffman = b & 0x80 != 0;
+                }
+                7
+            } else {
+                if p.int_len == 0 {
+                    p.rep = Rep::of(b);
+                    if p.rep != Rep::SizeUpdate {
+                        self.start_fields(st)?;
+                    } else if st.admission.started {
+                        return Err(DecodeError::TableSizeUpdateNotAtStart);
+                    }
+                }
+                p.rep.prefix_bits()
+            };
+            let Some(slot) = p.int.get_mut(usize::from(p.int_len)) else {
+                return Err(DecodeError::IntegerOverflow);
+            };
+            *slot = b;
+            p.int_len += 1;
+            let value = match integer::decode(
+                p.int.get(..usize::from(p.int_len)).unwrap_or_default(),
+                prefix_bits,
+            ) {
+                Ok((value, _)) => value,
+                Err(DecodeError::Truncated) => continue,
+                Err(e) => return Err(e),
+            };
+            p.int_len = 0;
+            match (p.step, p.rep) {
+                (Step::Prefix, Rep::Indexed) => {
+                    let (name, value) = self.lookup(value)?;
+                    if st.admission.admit(name.len(), value.len()) {
+                        on_field(Field::new(name, value));
+                    }
+                    st.partial = None;
+                    return Ok(pos);
+                }
+                (Step::Prefix, Rep::SizeUpdate) => {
+                    self.update_table_size(value)?;
+                    st.partial = None;
+                    return Ok(pos);
+                }
+                (Step::Prefix, _) if value == 0 => p.step = Step::NameLength,
+                (Step::Prefix, _) => {
+                    p.name = self.name_at(value)?;
+                    p.step = Step::ValueLength;
+                }
+                (Step::NameLength, _) => p.start_string(value, Step::Name),
+                _ => p.start_string(value, Step::Value),
+            }
+        }
+        st.partial = Some(p);
+        Ok(pos)
+    }
+
+    /// A representation that straddled fragments is complete in `buf`:
+    /// hands it out, or inserts it, as [`Decoder::decode_one`] would have.
+    fn complete<F>(
+        &mut self,
+        p: &Partial,
+        st: &mut BlockState,
+        buf: &[u8],
+        on_field: &mut F,
+    ) -> Result<(), DecodeError>
+    where
+        F: FnMut(Field<'_>),
+    {
+        if let Some(e) = p.deferred {
+            return Err(e.error());
+        }
+        let (p_name_len, p_len) = (p.name_len as usize, p.len as usize);
+        let (name_len, name) = match p.name {
+            PartialName::Static(i) => {
+                let (b, _) = static_table::get(usize::from(i)).unwrap_or_default();
+                (b.len(), Name::Static(b))
+            }
+            PartialName::Dynamic(d) => {
+                let d = d as usize;
+                (
+                    self.table.get(d).map_or(0, |(n, _)| n.len()),
+                    Name::Dynamic(d),
+                )
+            }
+            PartialName::Literal => (
+                p_name_len,
+                Name::Literal(Literal {
+                    huffman: false,
+                    bytes: buf.get(..p_name_len).unwrap_or_default(),
+                }),
+            ),
+        };
+        let Some(value) = buf.get(p_name_len..p_name_len.saturating_add(p_len)) else {
+            // Not kept: larger than any field handed out.
+            if p.rep == Rep::Indexing {
+                let size = name_len
+                    .saturating_add(p_len)
+                    .saturating_add(ENTRY_OVERHEAD);
+                if size <= self.table.max_size() {
+                    // The peer's table holds it and ours cannot follow.
+                    return Err(DecodeError::EntryNotBuffered);
+                }
+                // Too large for the table: it empties (RFC 7541 §4.4).
+                self.table.clear();
+            }
+            st.admission.refuse(Fault::FieldTooLarge);
+            return Ok(());
+        };
+        let value = Literal {
+            huffman: false,
+            bytes: value,
+        };
+        match p.rep {
+            Rep::Indexing => self.insert(name, value, &mut [], &mut st.admission, on_field),
+            Rep::Literal { never_indexed } => self.emit(
+                name,
+                value,
+                never_indexed,
+                &mut [],
+                &mut st.admission,
+                on_field,
+            ),
+            Rep::Indexed | Rep::SizeUpdate => Ok(()),
+        }
+    }
+
+    /// The name of a literal whose name index is `index` (not 0).
+    fn name_at(&self, index: u32) -> Result<PartialName, DecodeError> {
+        let i = index as usize;
+        if static_table::get(i).is_some() {
+            return Ok(PartialName::Static(index as u8));
+        }
+        match i.checked_sub(static_table::STATIC_TABLE.len() + 1) {
+            Some(d) if d < self.table.len() => Ok(PartialName::Dynamic(d as u32)),
+            _ => Err(DecodeError::InvalidIndex(index)),
         }
     }
 
@@ -504,6 +1011,6 @@ fn over_limit(
         return Err(error);
     }
     check_strings(name, value)?;
-    admission.error = Some(DecodeError::FieldTooLarge);
+    admission.error = Some(Fault::FieldTooLarge);
     Ok(())
 }

@@ -36,6 +36,13 @@ pub enum DecodeError {
     /// A field is larger than [`Limits::max_field_size`](super::Limits), or its
     /// Huffman-decoded bytes do not fit the scratch buffer. A size error.
     FieldTooLarge,
+    /// A literal with incremental indexing straddles fragments and is larger
+    /// than the buffer given to
+    /// [`Decoder::decode_fragment`](super::Decoder::decode_fragment), but not
+    /// larger than the dynamic table: the peer's table now holds it and ours
+    /// cannot, so the compression context is lost. A buffer of the table's
+    /// size rules it out.
+    EntryNotBuffered,
     /// The fields of the block add up to more than
     /// [`Limits::max_header_list_size`](super::Limits). A size error.
     HeaderListTooLarge,
@@ -70,6 +77,9 @@ impl core::fmt::Display for DecodeError {
             }
             Self::TableSizeUpdateMissing => {
                 f.write_str("block does not begin with the required table size update")
+            }
+            Self::EntryNotBuffered => {
+                f.write_str("an indexed header field larger than the decoding buffer")
             }
             Self::FieldTooLarge => f.write_str("header field larger than the limit"),
             Self::HeaderListTooLarge => f.write_str("header list larger than the limit"),

@@ -281,6 +281,34 @@ impl Sink for SliceSink<'_> {
     }
 }
 
+/// Decodes into a slice and counts on past its end, writing nothing there:
+/// the caller learns the whole length and whether it fitted.
+pub(super) struct SpillSink<'a> {
+    pub(super) buf: &'a mut [u8],
+    pub(super) len: usize,
+}
+
+impl Sink for SpillSink<'_> {
+    #[inline(always)]
+    fn put(&mut self, b: u8) -> Result<(), DecodeError> {
+        if let Some(slot) = self.buf.get_mut(self.len) {
+            *slot = b;
+        }
+        self.len = self.len.saturating_add(1);
+        Ok(())
+    }
+
+    #[cfg(feature = "huffman-fast")]
+    #[inline(always)]
+    fn put_pair(&mut self, a: u8, b: u8, n: usize) -> Result<(), DecodeError> {
+        self.put(a)?;
+        if n == 2 {
+            self.put(b)?;
+        }
+        Ok(())
+    }
+}
+
 /// Counts the decoded octets and checks the string, writing nothing.
 pub(super) struct CountSink(pub(super) usize);
 
@@ -371,9 +399,16 @@ pub(super) fn decode_into<S: Sink>(src: &[u8], sink: &mut S) -> Result<(), Decod
             break;
         }
     }
-    // The input is spent and what is left holds no whole code of the fast
-    // table. All ones is padding (no code of 29 bits or fewer is all ones, so
-    // it cannot be a symbol), allowed below 8 bits (RFC 7541 §5.2).
+    finish(acc, bits, sink)
+}
+
+/// Decodes what is left in `acc` (its `bits` valid bits, fewer than 30) once
+/// the input is spent: the last symbols, then the padding.
+#[inline(always)]
+fn finish<S: Sink>(mut acc: u64, mut bits: u32, sink: &mut S) -> Result<(), DecodeError> {
+    // What is left holds no whole code of the fast table. All ones is
+    // padding (no code of 29 bits or fewer is all ones, so it cannot be a
+    // symbol), allowed below 8 bits (RFC 7541 §5.2).
     while bits > 0 {
         let ones = u64::MAX << (64 - bits);
         if acc & ones == ones {
@@ -395,6 +430,46 @@ pub(super) fn decode_into<S: Sink>(src: &[u8], sink: &mut S) -> Result<(), Decod
         bits -= len;
     }
     Ok(())
+}
+
+/// A Huffman string decoded as its octets arrive, for a string that
+/// straddles the frames of a header block: the pending bits between pieces.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Pending {
+    /// Pending input, left-aligned, as in [`decode_into`].
+    acc: u64,
+    /// Valid bits in `acc`; fewer than 30 between calls.
+    bits: u32,
+}
+
+impl Pending {
+    pub(super) const fn new() -> Self {
+        Self { acc: 0, bits: 0 }
+    }
+
+    /// Decodes the whole symbols that `src` completes.
+    pub(super) fn feed<S: Sink>(&mut self, src: &[u8], sink: &mut S) -> Result<(), DecodeError> {
+        for &b in src {
+            // Fewer than 30 bits are pending, so the octet fits below them.
+            self.acc |= u64::from(b) << (56 - self.bits);
+            self.bits += 8;
+            while self.bits >= MAX_LEN as u32 {
+                let (sym, len) = next_symbol(self.acc);
+                if sym == EOS {
+                    return Err(DecodeError::HuffmanEos);
+                }
+                sink.put(sym as u8)?;
+                self.acc <<= len;
+                self.bits -= len;
+            }
+        }
+        Ok(())
+    }
+
+    /// The string ended: decodes the last symbols and checks the padding.
+    pub(super) fn finish<S: Sink>(self, sink: &mut S) -> Result<(), DecodeError> {
+        finish(self.acc, self.bits, sink)
+    }
 }
 
 /// The symbol at the head of `acc` and its length.

@@ -4,6 +4,10 @@
 //!   borrowed bytes: from the block itself when the literal is not Huffman-coded,
 //!   from the dynamic table, from the static table, or from a caller-provided
 //!   scratch buffer when the literal is Huffman-coded. It never allocates.
+//!   A block can also be fed in fragments as HEADERS and CONTINUATION frames
+//!   arrive (`begin_block`, `decode_fragment`, `end_block`): a field that
+//!   straddles two fragments is decoded into a caller buffer as its octets
+//!   come, so memory is bounded by the largest field kept, not by the block.
 //! - [`Encoder`] writes header blocks into a caller slice. It never inserts into
 //!   the dynamic table, so a connection spends no memory on an encoder table and
 //!   the peer's decoder never has to track ours.

@@ -1,7 +1,12 @@
-//! Received header blocks: HEADERS and CONTINUATION joined in the block
-//! buffer (RFC 9113 §4.3, §6.2, §6.10), HPACK-decoded into the header store,
-//! the field checks of §8.2–8.3 handed to [`HeaderStore`], and what the block
+//! Received header blocks: HEADERS and CONTINUATION fragments HPACK-decoded
+//! as they arrive (RFC 9113 §4.3, §6.2, §6.10) into the header store, the
+//! field checks of §8.2–8.3 handed to [`HeaderStore`], and what the block
 //! means for its stream (a new stream, a response, trailers, a refusal).
+//!
+//! The block itself is never kept: the block buffer holds only the field
+//! that straddles two fragments (and the Huffman scratch), so a block of
+//! any size costs `BUF` octets, and a field or list over the limits is a
+//! stream error once the block ends, with the HPACK table still in step.
 
 use super::super::config::Role;
 use super::super::frame::{FrameHeader, flags};
@@ -14,7 +19,7 @@ use crate::h2::{ErrorCode, FrameBuffer, Storage};
 use crate::hpack::{DecodeError, Decoder, Field};
 use crate::records::Records;
 
-/// The header block being assembled.
+/// The header block being decoded.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Block {
     stream_id: u32,
@@ -22,6 +27,9 @@ pub(super) struct Block {
     continuations: u32,
     /// The block opened a stream (server) or belongs to one we track.
     target: BlockTarget,
+    /// What the list is, when it is kept in the header store; `None` when
+    /// the block is only decoded for HPACK, or the store could not be had.
+    kind: Option<HeadersKind>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,12 +44,11 @@ enum BlockTarget {
     Ignore,
 }
 
-/// The receive side of header compression: the block being joined (in the
-/// storage's block buffer), the HPACK decoder, and the decoded list of the
-/// last `Headers` event (in the storage's headers buffer).
+/// The receive side of header compression: the block being decoded (a
+/// field that straddles fragments waits in the storage's block buffer), the
+/// HPACK decoder, and the decoded list of the last `Headers` event (in the
+/// storage's headers buffer).
 pub(super) struct HeaderBlock<const TABLE: usize, R> {
-    /// Octets of the block in the block buffer.
-    len: usize,
     info: Option<Block>,
     pub(super) decoder: Decoder<TABLE, R>,
     store: HeaderStore,
@@ -55,7 +62,6 @@ pub(super) struct HeaderBlock<const TABLE: usize, R> {
 impl<const TABLE: usize, R: Records<u8>> HeaderBlock<TABLE, R> {
     pub(super) fn new(decoder: Decoder<TABLE, R>) -> Self {
         Self {
-            len: 0,
             info: None,
             decoder,
             store: HeaderStore::new(),
@@ -68,18 +74,6 @@ impl<const TABLE: usize, R: Records<u8>> HeaderBlock<TABLE, R> {
     /// must be a CONTINUATION of that stream (RFC 9113 §6.2).
     pub(super) fn open_stream_id(&self) -> Option<u32> {
         self.info.map(|b| b.stream_id)
-    }
-
-    /// Appends a fragment to the block buffer `buf`; false when it does not
-    /// fit.
-    pub(super) fn append(&mut self, buf: &mut [u8], fragment: &[u8]) -> bool {
-        let end = self.len + fragment.len();
-        let Some(dst) = buf.get_mut(self.len..end) else {
-            return false;
-        };
-        dst.copy_from_slice(fragment);
-        self.len = end;
-        true
     }
 
     /// The `Headers` event of `stream` was handed out: its list is readable
@@ -103,7 +97,6 @@ impl<const TABLE: usize, R: Records<u8>> HeaderBlock<TABLE, R> {
         self.store_busy = false;
         self.lent = None;
         self.info = None;
-        self.len = 0;
     }
 }
 
@@ -161,18 +154,53 @@ impl<
             None => return Err((ErrorCode::STREAM_CLOSED, "HEADERS on a closed stream")),
         };
         if !self.hold(FrameBuffer::Block) {
-            // Without the buffer the block cannot be decoded, and the HPACK
-            // context would be lost (see `buffers`).
+            // Without the buffer a field that straddles frames cannot be
+            // decoded, and the HPACK context would be lost (see `storage`).
             return Err((ErrorCode::ENHANCE_YOUR_CALM, "no buffer for a header block"));
         }
-        self.block.len = 0;
+        let kind = match target {
+            BlockTarget::Slot(slot) => match (self.role, self.streams.get(slot)) {
+                (Role::Client, Some(s)) if !s.head_received => Some(HeadersKind::Response),
+                _ => Some(HeadersKind::Trailers),
+            },
+            BlockTarget::New => Some(HeadersKind::Request),
+            BlockTarget::Refuse | BlockTarget::Ignore => None,
+        };
+        // The list is stored as it is decoded. Without room for it the
+        // block is only decoded, then refused (see `storage`).
+        let kind = kind.filter(|_| self.hold(FrameBuffer::Headers));
+        if let Some(kind) = kind {
+            self.block.store.begin(kind);
+        }
+        self.block.decoder.begin_block();
         self.block.info = Some(Block {
             stream_id: id,
             end_stream: head.has(flags::END_STREAM),
             continuations: 0,
             target,
+            kind,
         });
         Ok(())
+    }
+
+    /// Octets of the open block's fragment, as they arrive: decoded at once,
+    /// the fields checked and stored if the block's list is kept.
+    pub(super) fn on_fragment(&mut self, fragment: &[u8]) -> ConnResult {
+        let Some(info) = self.block.info else {
+            return Err((ErrorCode::INTERNAL_ERROR, "fragment without a header block"));
+        };
+        let hb = &mut self.block;
+        let (buf, list) = self.bufs.block_and_headers();
+        let keep = info.kind.is_some();
+        let store = &mut hb.store;
+        // One closure for both cases: one copy of the decoder in flash.
+        hb.decoder
+            .decode_fragment(fragment, buf, |f| {
+                if keep {
+                    store.push(list, f);
+                }
+            })
+            .map_err(decode_failure)
     }
 
     /// A CONTINUATION frame header; the reader checked that it continues
@@ -224,48 +252,42 @@ impl<
         }
     }
 
-    /// A complete header block is in the block buffer: decodes it and gives
-    /// the buffer back, and the header store too unless an event points
-    /// into it.
+    /// The open block ended (END_HEADERS): the decoder's verdict, the
+    /// block buffer given back, and the header store too unless an event
+    /// points into it.
     pub(super) fn end_block(&mut self) -> ConnResult {
-        let result = self.decode_block();
-        self.block.len = 0;
+        let Some(info) = self.block.info.take() else {
+            return Ok(());
+        };
+        let decoded = self.block.decoder.end_block();
         self.bufs.release(FrameBuffer::Block);
+        let result = match decoded {
+            Ok(()) => self.block_decoded(info, false),
+            Err(e) if e.is_size_error() => self.block_decoded(info, true),
+            Err(e) => Err(decode_failure(e)),
+        };
         if !self.block.store_busy {
             self.bufs.release(FrameBuffer::Headers);
         }
         result
     }
 
-    fn decode_block(&mut self) -> ConnResult {
-        let Some(info) = self.block.info.take() else {
-            return Ok(());
-        };
-        let kind = match info.target {
-            BlockTarget::Slot(slot) => {
-                let Some(s) = self.streams.get(slot) else {
-                    return self.decode_ignored();
-                };
-                match (self.role, s.head_received) {
-                    (Role::Server, _) => HeadersKind::Trailers,
-                    (Role::Client, true) => HeadersKind::Trailers,
-                    (Role::Client, false) => HeadersKind::Response,
-                }
-            }
-            BlockTarget::New => HeadersKind::Request,
-            BlockTarget::Refuse | BlockTarget::Ignore => {
-                self.decode_ignored()?;
-                if info.target == BlockTarget::Refuse {
-                    self.count(Limit::Refused, "too many refused streams")?;
-                    self.refuse(info.stream_id, ErrorCode::REFUSED_STREAM);
-                }
+    /// What a decoded block means for its stream; `size_error` when a field
+    /// or the list went over the limits.
+    fn block_decoded(&mut self, info: Block, size_error: bool) -> ConnResult {
+        match info.target {
+            BlockTarget::Slot(slot) if self.streams.get(slot).is_none() => return Ok(()),
+            BlockTarget::Slot(_) | BlockTarget::New => {}
+            BlockTarget::Refuse => {
+                self.count(Limit::Refused, "too many refused streams")?;
+                self.refuse(info.stream_id, ErrorCode::REFUSED_STREAM);
                 return Ok(());
             }
-        };
-        if !self.hold(FrameBuffer::Headers) {
-            // No room for the list (see `buffers`): keep HPACK in step, then
-            // refuse a new stream, reset one already open.
-            self.decode_ignored()?;
+            BlockTarget::Ignore => return Ok(()),
+        }
+        let Some(kind) = info.kind else {
+            // No room for the list (see `storage`): refuse a new stream,
+            // reset one already open.
             return match info.target {
                 BlockTarget::Slot(slot) => self.stream_error(slot, ErrorCode::ENHANCE_YOUR_CALM),
                 _ => {
@@ -273,21 +295,9 @@ impl<
                     Ok(())
                 }
             };
-        }
-        let hb = &mut self.block;
-        hb.store.begin(kind);
-        let store = &mut hb.store;
-        // Huffman-coded literals are decoded into the free end of the block
-        // buffer before the store copies them.
-        let (block, list) = self.bufs.block_and_headers();
-        let (block, scratch) = block.split_at_mut(hb.len);
-        let result = hb.decoder.decode(block, scratch, |f| store.push(list, f));
-        let size_error = match result {
-            Ok(()) => hb.store.overflow,
-            Err(e) if e.is_size_error() => true,
-            Err(e) => return Err(decode_failure(e)),
         };
-        let checked = hb.store.finish(self.bufs.get(FrameBuffer::Headers));
+        let size_error = size_error || self.block.store.overflow;
+        let checked = self.block.store.finish(self.bufs.get(FrameBuffer::Headers));
         // Open the stream (server), or find it.
         let slot = match info.target {
             BlockTarget::Slot(slot) => slot,
@@ -346,17 +356,6 @@ impl<
             self.end_recv(slot);
         }
         Ok(())
-    }
-
-    /// Decodes the block only to keep the HPACK context in step.
-    fn decode_ignored(&mut self) -> ConnResult {
-        let (block, _) = self.bufs.block_and_headers();
-        let (block, scratch) = block.split_at_mut(self.block.len);
-        match self.block.decoder.decode(block, scratch, |_| {}) {
-            Ok(()) => Ok(()),
-            Err(e) if e.is_size_error() => Ok(()),
-            Err(e) => Err(decode_failure(e)),
-        }
     }
 
     /// A header list over our limits. A request head gets `:status 431`

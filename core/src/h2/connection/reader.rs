@@ -7,7 +7,7 @@ use super::super::frame::{FrameHeader, FrameType, HEADER_LEN, MAX_WINDOW, PREFAC
 use super::limits::Limit;
 use super::streams::Half;
 use super::{ConnResult, Connection, DataOut, StreamRef};
-use crate::h2::{ErrorCode, FrameBuffer, Storage};
+use crate::h2::{ErrorCode, Storage};
 
 /// Where the payload reader is inside the current frame.
 #[derive(Debug, Clone, Copy)]
@@ -20,7 +20,7 @@ enum Payload {
     Priority { left: u8 },
     /// DATA payload: handed out when `slot` is set, else dropped.
     Data { left: u32 },
-    /// A header block fragment, appended to the block buffer.
+    /// A header block fragment, decoded as it arrives.
     Fragment { left: u32 },
     /// Padding to skip.
     Padding { left: u32 },
@@ -176,15 +176,7 @@ impl<
             }
             Payload::Fragment { left } => {
                 let n = input.len().min(left as usize);
-                let buf = self.bufs.get_mut(FrameBuffer::Block);
-                if !self.block.append(buf, &input[..n]) {
-                    // The block cannot be decoded, so the HPACK context would be
-                    // lost: the connection ends (RFC 9113 §10.5.1).
-                    return Err((
-                        ErrorCode::ENHANCE_YOUR_CALM,
-                        "header block larger than the buffer",
-                    ));
-                }
+                self.on_fragment(&input[..n])?;
                 let left = left - n as u32;
                 self.reader.payload = Payload::Fragment { left };
                 self.after_progress()?;
