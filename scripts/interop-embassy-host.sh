@@ -190,25 +190,34 @@ bounded 120 ip netns exec "$ns" "$python" "$dir/device_http.py" "$url" \
 json_scenarios python "$work/sdk.out" "$work/sdk.err" "$rc" sdk
 
 printf '\n==> curl -> %s\n' "$url"
-# curl_post NAME JSON: a raw POST, with the headers MCP 2026-07-28 §5 asks
-# for; the status, then the body, in $work/curl.out.
+# curl_post NAME JSON [CURL-ARG...]: a raw POST, with the headers MCP
+# 2026-07-28 §5 asks for; the status and HTTP version in $work/curl.status,
+# the body in $work/curl.body.
 curl_post() {
     local method
     method=$(sed -n 's/.*"method":"\([^"]*\)".*/\1/p' <<<"$2")
-    bounded 20 ip netns exec "$ns" curl -sS --max-time 10 -o "$work/curl.body" -w '%{http_code}' \
+    bounded 20 ip netns exec "$ns" curl -sS --max-time 10 -o "$work/curl.body" \
+        -w '%{http_code} %{http_version}' "${@:3}" \
         -H 'content-type: application/json' -H 'accept: application/json, text/event-stream' \
         -H 'mcp-protocol-version: 2026-07-28' -H "mcp-method: $method" \
         --data "$2" "$url" >"$work/curl.status" 2>"$work/curl.err" || true
 }
 meta='"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}'
-curl_post tools-list '{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{'"$meta"'}}'
-status=$(cat "$work/curl.status")
-body=$(cat "$work/curl.body" 2>/dev/null || true)
-if [[ $status == 200 && $body == *'"read_sensor"'* && $body == *'"id":1'* ]]; then
-    report true curl post "200 $(head -c 120 <<<"$body")"
-else
-    report false curl post "status $status: $(head -c 300 <<<"$body") $(cat "$work/curl.err")"
-fi
+# Over HTTP/1.1, then over HTTP/2 with prior knowledge: the same port
+# serves `POST /mcp` on the gRPC tunnel's connection too.
+for version in 1.1 2; do
+    args=()
+    name=post
+    [[ $version == 2 ]] && args=(--http2-prior-knowledge) name=h2-post
+    curl_post tools-list '{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{'"$meta"'}}' "${args[@]}"
+    status=$(cat "$work/curl.status")
+    body=$(cat "$work/curl.body" 2>/dev/null || true)
+    if [[ $status == "200 $version" && $body == *'"read_sensor"'* && $body == *'"id":1'* ]]; then
+        report true curl "$name" "HTTP/$version 200 $(head -c 120 <<<"$body")"
+    else
+        report false curl "$name" "status $status: $(head -c 300 <<<"$body") $(cat "$work/curl.err")"
+    fi
+done
 rc=0
 head=$(bounded 20 ip netns exec "$ns" curl -sS --max-time 10 -o /dev/null -D - "$url" 2>"$work/curl.err") || rc=$?
 if [[ $head == 'HTTP/1.1 405'* && ${head,,} == *'allow: post'* ]]; then
