@@ -44,7 +44,8 @@ impl<
     // neither of which exists here.
     pub(super) fn http_refuse(&mut self, _stream: StreamRef, _status: u16) {}
 
-    pub(super) fn http_refuse_auth(&mut self, _stream: StreamRef, _status: u16, _challenge: &[u8]) {}
+    pub(super) fn http_refuse_auth(&mut self, _stream: StreamRef, _status: u16, _challenge: &[u8]) {
+    }
 
     pub(super) fn http_data(&mut self, _i: usize, _bytes: &[u8]) {}
 
