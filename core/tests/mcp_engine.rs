@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use mcpwire_core::drive;
 use mcpwire_core::grpc::{Code, base64, write_prefix};
-use mcpwire_core::h2::{Config, Connection, Event, Role, StreamRef};
+use mcpwire_core::h2::{Config, Connection, ErrorCode, Event, Role, StreamRef};
 use mcpwire_core::hpack::Field;
 use mcpwire_core::mcp::auth::Decision;
 use mcpwire_core::mcp::json;
@@ -250,6 +250,31 @@ impl<S: CallStore> Pair<S> {
             }
         }
         self.client.body.extend(partial);
+    }
+
+    /// Runs both sides until nothing moves, whole writes at a time, and
+    /// returns the octets the server wrote (the client keeps a response
+    /// that the server reset after it, so its events do not show the
+    /// RST_STREAM).
+    fn run_tapped(&mut self) -> Vec<u8> {
+        let mut wire = Vec::new();
+        let mut buf = vec![0u8; PIPE];
+        loop {
+            let up = drive::Endpoint::poll_transmit(&mut self.client, &mut buf);
+            let mut at = 0;
+            while at < up {
+                at += drive::Endpoint::recv(&mut self.server, &buf[at..up], self.now);
+            }
+            let down = drive::Endpoint::poll_transmit(&mut self.server, &mut buf);
+            wire.extend_from_slice(&buf[..down]);
+            let mut at = 0;
+            while at < down {
+                at += drive::Endpoint::recv(&mut self.client, &buf[at..down], self.now);
+            }
+            if up == 0 && down == 0 {
+                return wire;
+            }
+        }
     }
 
     fn call(&mut self, headers: &[(&str, &str)], json: &str) -> StreamRef {
@@ -1372,4 +1397,163 @@ fn a_deadline_that_passes_mid_message_resets_the_stream() {
     assert_eq!(seen.trailer("grpc-status"), None, "no trailers mid-message");
     assert!(seen.messages.is_empty(), "no message cut short");
     assert_eq!(p.server.store().live, 0, "the call's buffer is back");
+}
+
+/// Binding §9.2: "The server sends mcp-error-bin only when it has 4096
+/// bytes or less." The call store is large enough for much more, so only
+/// the cap leaves the value out: an error whose base64 is exactly 4096
+/// octets is sent whole, one of 4100 is left out, and that call still ends
+/// with `grpc-status`, `mcp-error-code` and `grpc-message`. The size is
+/// set by the request's string id, which the error echoes.
+#[test]
+fn mcp_error_bin_over_4096_bytes_is_left_out() {
+    let store = VecStore {
+        max: 1 << 20,
+        ..VecStore::default()
+    };
+    let mut p = Pair::with(store, ServerConfig::default());
+    p.server.endpoint.set_max_id_len(8192);
+    // Missing mcp-method: -32020 before the handler, in the trailers.
+    let headers = [("mcp-protocol-version", "2026-07-28")];
+    let call = |p: &mut Pair<VecStore>, id_len: usize| {
+        let id = format!("\"{}\"", "i".repeat(id_len - 2));
+        let body =
+            format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/list","params":{{{META}}}}}"#);
+        let s = p.call(&headers, &body);
+        p.run();
+        (id, s)
+    };
+    let decode = |bin: &str| {
+        let mut out = vec![0u8; bin.len()];
+        let n = base64::decode(bin.as_bytes(), &mut out).unwrap();
+        out.truncate(n);
+        out
+    };
+    // The error's JSON without the id, measured on the wire.
+    let (_, probe) = call(&mut p, 10);
+    let json_len = decode(p.client.seen[&probe].trailer("mcp-error-bin").unwrap()).len();
+    let rest = json_len - 10;
+    // JSON of 3072 octets: base64 of 4096; 3073: 4100.
+    let (id, at_cap) = call(&mut p, 3072 - rest);
+    let (_, over) = call(&mut p, 3073 - rest);
+
+    let seen = &p.client.seen[&at_cap];
+    let bin = seen.trailer("mcp-error-bin").expect("4096 octets are sent");
+    assert_eq!(bin.len(), 4096);
+    let err = decode(bin);
+    assert_eq!(err.len(), 3072);
+    assert_eq!(json::get(&err, b"id"), Some(id.as_bytes()));
+
+    let seen = &p.client.seen[&over];
+    let left_out = seen.trailer("mcp-error-bin").map(str::len);
+    assert_eq!(left_out, None, "octets of mcp-error-bin");
+    assert_eq!(seen.trailer("grpc-status"), Some("3"), "{seen:?}");
+    assert_eq!(seen.trailer("mcp-error-code"), Some("-32020"), "{seen:?}");
+    assert!(seen.trailer("grpc-message").is_some_and(|m| !m.is_empty()));
+    assert!(seen.messages.is_empty());
+}
+
+/// A DATA frame of the client's request: `body` and END_STREAM, on stream
+/// `id`, as a raw peer writes it.
+fn raw_data(id: u32, body: &[u8]) -> Vec<u8> {
+    let len = body.len() as u32;
+    let mut f = len.to_be_bytes()[1..].to_vec();
+    f.extend([0x0, 0x1]);
+    f.extend(id.to_be_bytes());
+    f.extend_from_slice(body);
+    f
+}
+
+/// The frames in `wire`: type, stream id and payload.
+fn frames(mut wire: &[u8]) -> impl Iterator<Item = (u8, u32, &[u8])> {
+    std::iter::from_fn(move || {
+        let len = u32::from_be_bytes([0, *wire.first()?, wire[1], wire[2]]) as usize;
+        let kind = wire[3];
+        let id = u32::from_be_bytes([wire[5], wire[6], wire[7], wire[8]]) & 0x7fff_ffff;
+        let payload = &wire[9..9 + len];
+        wire = &wire[9 + len..];
+        Some((kind, id, payload))
+    })
+}
+
+/// The codes of the RST_STREAM frames on stream `id` in `wire`.
+fn rst_codes(wire: &[u8], id: u32) -> Vec<u32> {
+    frames(wire)
+        .filter(|&(kind, sid, _)| kind == 3 && sid == id)
+        .map(|(_, _, p)| u32::from_be_bytes([p[0], p[1], p[2], p[3]]))
+        .collect()
+}
+
+/// Binding, early responses: "After a complete response, the server
+/// resets a stream with RST_STREAM(NO_ERROR) when the request did not
+/// end", and the request message that then arrives is ignored (RFC 9113
+/// §5.1: frames on a stream the endpoint reset). Two cases: a response
+/// before the request message (grpc-encoding gzip: UNIMPLEMENTED), and
+/// -32600 after a second message. In both the client then sends its
+/// (last) request message with END_STREAM, on the wire as a raw peer
+/// would: no handler sees it, the server sends nothing more on the
+/// stream, and the connection answers the next call.
+#[test]
+fn a_request_message_after_the_response_and_the_reset_is_ignored() {
+    let mut p = Pair::new();
+    let body = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{{{META}}}}}"#);
+    let open = |p: &mut Pair, extra: &[(&str, &str)]| {
+        let s = p.client.open_stream().unwrap();
+        let mut fields = vec![
+            Field::new(b":method", b"POST"),
+            Field::new(b":scheme", b"http"),
+            Field::new(b":path", TUNNEL_PATH),
+            Field::new(b":authority", b"localhost"),
+            Field::new(b"content-type", b"application/grpc"),
+            Field::new(b"te", b"trailers"),
+        ];
+        for (n, v) in mirrored("tools/list", None).iter().chain(extra) {
+            fields.push(Field::new(n.as_bytes(), v.as_bytes()));
+        }
+        p.client
+            .send_headers(s, fields.iter().copied(), false)
+            .unwrap();
+        s
+    };
+    // Stream 1: the response comes before the request message.
+    let early = open(&mut p, &[("grpc-encoding", "gzip")]);
+    let mut wire = p.run_tapped();
+    // Stream 3: two messages, no END_STREAM yet.
+    let twice = open(&mut p, &[]);
+    let mut two = frame(body.as_bytes());
+    two.extend(frame(body.as_bytes()));
+    assert_eq!(p.client.send_data(twice, &two, false).unwrap(), two.len());
+    wire.extend(p.run_tapped());
+    p.run();
+    for (s, id, status, code) in [(early, 1, "12", None), (twice, 3, "3", Some("-32600"))] {
+        let seen = &p.client.seen[&s];
+        assert_eq!(seen.trailer("grpc-status"), Some(status), "{seen:?}");
+        assert_eq!(seen.trailer("mcp-error-code"), code, "{seen:?}");
+        assert_eq!(rst_codes(&wire, id), [ErrorCode::NO_ERROR.0], "stream {id}");
+    }
+    let before = format!("{:?}", (&p.client.seen[&early], &p.client.seen[&twice]));
+    // The request messages after the reset, with END_STREAM.
+    for id in [1, 3] {
+        let data = raw_data(id, &frame(body.as_bytes()));
+        assert_eq!(p.server.endpoint.recv(&data, p.now), data.len());
+        p.server.take_events();
+    }
+    let after = p.run_tapped();
+    p.run();
+    for id in [1, 3] {
+        assert!(frames(&after).all(|(_, sid, _)| sid != id), "{after:?}");
+    }
+    assert!(frames(&after).all(|(kind, _, _)| kind != 7), "no GOAWAY");
+    assert_eq!(take_requests().len(), 0, "no handler saw the late message");
+    assert_eq!(
+        format!("{:?}", (&p.client.seen[&early], &p.client.seen[&twice])),
+        before,
+        "nothing more on the reset streams"
+    );
+    assert!(!p.server.endpoint.is_closed());
+    let next = p.call(&mirrored("tools/list", None), &body);
+    p.run();
+    let seen = &p.client.seen[&next];
+    assert_eq!(seen.trailer("grpc-status"), Some("0"), "{seen:?}");
+    assert_eq!(seen.messages.len(), 1, "{seen:?}");
 }

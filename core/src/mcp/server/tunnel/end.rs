@@ -39,8 +39,7 @@ impl<
                 .then(|| base64::encode(json, bin_part))
                 .flatten()
                 .filter(|&n| n <= MAX_ERROR_BIN);
-            let message = &e.message.as_bytes()[..e.message.len().min(MAX_GRPC_MESSAGE)];
-            let msg_len = response::percent_cut(message, msg_part);
+            let msg_len = grpc_message(e.message.as_bytes(), msg_part);
             let mut fields = [
                 response::HEAD[0],
                 response::HEAD[1],
@@ -113,8 +112,47 @@ impl<
     }
 }
 
+/// Percent-encodes into `out` at most [`MAX_GRPC_MESSAGE`] octets of
+/// `text`, cut at a character boundary (the cut is left to
+/// [`response::percent_cut`], so a character is never split); returns the
+/// length.
+fn grpc_message(text: &[u8], out: &mut [u8]) -> usize {
+    let room = out.len().min(3 * MAX_GRPC_MESSAGE);
+    out.get_mut(..room)
+        .map_or(0, |out| response::percent_cut(text, out))
+}
+
 fn write_int(out: &mut [u8; 12], v: i64) -> usize {
     let mut w = crate::mcp::writer::JsonWriter::new(out);
     w.int(v);
     w.len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::grpc::percent;
+
+    /// Binding §9.2: grpc-message carries at most 1024 bytes of text. A
+    /// text of 1023 ASCII octets and then two-octet characters has octet
+    /// 1024 inside a character: the value stops before that character.
+    #[test]
+    fn grpc_message_is_cut_at_a_character_boundary_before_1024() {
+        let mut text = [b'a'; 1023 + 2 * 8];
+        for pair in text[1023..].chunks_mut(2) {
+            pair.copy_from_slice("\u{e9}".as_bytes());
+        }
+        let mut out = [0u8; 4 * MAX_GRPC_MESSAGE];
+        let n = grpc_message(&text, &mut out);
+        let mut decoded = [0u8; 4 * MAX_GRPC_MESSAGE];
+        let m = percent::decode(&out[..n], &mut decoded).unwrap();
+        let cut = &decoded[..m];
+        assert!(core::str::from_utf8(cut).is_ok());
+        assert_eq!(cut.len(), 1023);
+        assert_eq!(cut, &text[..1023]);
+        // A whole text under the cap is sent whole.
+        let n = grpc_message("\u{e9}t\u{e9}".as_bytes(), &mut out);
+        let m = percent::decode(&out[..n], &mut decoded).unwrap();
+        assert_eq!(&decoded[..m], "\u{e9}t\u{e9}".as_bytes());
+    }
 }
