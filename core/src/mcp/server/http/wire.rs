@@ -14,7 +14,7 @@ use crate::mcp::error::{
     PARSE_ERROR, UNSUPPORTED_PROTOCOL_VERSION,
 };
 use crate::mcp::json;
-use crate::mcp::meta::SUPPORTED_VERSIONS;
+use crate::mcp::meta::{KEY_PROTOCOL_VERSION, RequestMeta, SUPPORTED_VERSIONS};
 use crate::mcp::mirror::HeaderSource;
 use crate::mcp::writer::JsonWriter;
 
@@ -302,6 +302,51 @@ impl<'r> Plain<'r> {
             }
         }
         n
+    }
+}
+
+/// What a request asks of its answer, read from its body and its
+/// `MCP-Protocol-Version` header before the engine takes the call's buffer;
+/// the same for both HTTP bindings (HTTP/1.1 and `/mcp` on HTTP/2).
+pub(crate) struct Asks<'o> {
+    /// An event stream (§5.3): a listen, or a request with a progress
+    /// token or a log level.
+    pub(crate) stream: bool,
+    /// `_meta` is malformed: an answer at dispatch is a 400.
+    pub(crate) meta_bad: bool,
+    /// An older client's request (no version claim in the body, no modern
+    /// one in the header): the `data` of its -32022 (§5.6 step 4, §5.8).
+    pub(crate) legacy: Option<&'o [u8]>,
+}
+
+/// Judges a request (see [`Asks`]); `legacy` holds the -32022 `data`.
+pub(crate) fn asks<'o>(
+    method: &[u8],
+    params: Option<&[u8]>,
+    header_version: Option<&[u8]>,
+    legacy: &'o mut [u8],
+) -> Asks<'o> {
+    let meta = RequestMeta::read(params);
+    let meta_of = || params.and_then(|p| json::get(p, b"_meta"));
+    let stream = method == b"subscriptions/listen"
+        || meta.as_ref().is_ok_and(|m| {
+            m.progress_token.is_some()
+                || meta_of()
+                    .and_then(|m| json::get(m, b"io.modelcontextprotocol/logLevel"))
+                    .is_some()
+        });
+    let modern_header =
+        header_version.is_some_and(|v| SUPPORTED_VERSIONS.iter().any(|s| s.as_bytes() == v));
+    let body_claims = meta_of()
+        .and_then(|m| json::get(m, KEY_PROTOCOL_VERSION))
+        .is_some();
+    let legacy = (meta.is_err() && !body_claims && !modern_header)
+        .then(|| legacy_data(params, header_version, legacy))
+        .flatten();
+    Asks {
+        stream,
+        meta_bad: meta.is_err(),
+        legacy,
     }
 }
 

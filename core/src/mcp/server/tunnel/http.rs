@@ -23,7 +23,6 @@ use crate::mcp::envelope::{self, Spans};
 use crate::mcp::error::{
     HEADER_MISMATCH, MISSING_REQUIRED_CLIENT_CAPABILITY, UNSUPPORTED_PROTOCOL_VERSION,
 };
-use crate::mcp::meta::{KEY_PROTOCOL_VERSION, RequestMeta, SUPPORTED_VERSIONS};
 use crate::mcp::server::http::wire::{self, Allowed};
 use crate::mcp::server::stdio::REQUEST_TIMEOUT;
 use core::ops::Range;
@@ -264,34 +263,14 @@ impl<
         };
         let params = r.params.clone().map(|p| &message[p]);
         let method = r.method.clone().map_or(&[][..], |m| &message[m]);
-        let meta = RequestMeta::read(params);
-        let wants_stream = method == b"subscriptions/listen"
-            || meta.as_ref().is_ok_and(|m| {
-                m.progress_token.is_some()
-                    || params
-                        .and_then(|p| json::get(p, b"_meta"))
-                        .and_then(|m| json::get(m, b"io.modelcontextprotocol/logLevel"))
-                        .is_some()
-            });
         let headers = HeaderList::from_bytes(&bytes[..c.headers_len]);
         let header_version = headers
             .get(b"mcp-protocol-version")
             .map(crate::http1::head::trim);
-        let modern_header =
-            header_version.is_some_and(|v| SUPPORTED_VERSIONS.iter().any(|s| s.as_bytes() == v));
-        let body_claims = params
-            .and_then(|p| json::get(p, b"_meta"))
-            .and_then(|m| json::get(m, KEY_PROTOCOL_VERSION))
-            .is_some();
-        // An older client's request: -32022 naming the versions served
-        // (§5.6 step 4, §5.8).
         let mut legacy = [0u8; 256];
-        let legacy = (meta.is_err() && !body_claims && !modern_header)
-            .then(|| wire::legacy_data(params, header_version, &mut legacy))
-            .flatten();
-        let meta_bad = meta.is_err();
+        let asks = wire::asks(method, params, header_version, &mut legacy);
         if let Some(x) = self.exchange_mut(i) {
-            x.sse = (wants_stream && x.accept_sse) || !x.accept_json;
+            x.sse = (asks.stream && x.accept_sse) || !x.accept_json;
         }
         match self.engine.dispatch_request(i, at, r) {
             Dispatched::Protocol(e) => self.answer(i, 400, e),
@@ -303,11 +282,11 @@ impl<
                     // one JSON response.
                     x.sse = listening;
                     x.dispatched = true;
-                    if meta_bad {
+                    if asks.meta_bad {
                         x.status = Some(400);
                     }
                 }
-                if let Some(data) = legacy {
+                if let Some(data) = asks.legacy {
                     let sent = self.engine.write_message(i, |w, id, _| {
                         envelope::write_error(
                             w,
