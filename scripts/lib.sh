@@ -173,7 +173,14 @@ background() {
 wait_listening() {
     local pid=$1 file=$2 seconds=$3 addr i
     for ((i = 0; i < seconds * 10; i++)); do
-        addr=$(sed -n 's/^listening on \([^ ]*\).*/\1/p' "$file" 2>/dev/null | head -n 1)
+        # Whole lines only (`read` fails on one still being written): a
+        # line read as it is written gave half an address.
+        addr=$(while IFS= read -r line; do
+            if [[ $line =~ ^listening\ on\ ([^ ]+) ]]; then
+                printf '%s\n' "${BASH_REMATCH[1]}"
+                break
+            fi
+        done 2>/dev/null <"$file")
         if [[ -n $addr ]]; then
             printf '%s\n' "$addr"
             return 0
