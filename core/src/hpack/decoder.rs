@@ -440,14 +440,17 @@ impl<const TABLE: usize, B: Records<u8>> Decoder<TABLE, B> {
         &mut self,
         block: &[u8],
         scratch: &mut [u8],
-        on_field: F,
+        mut on_field: F,
     ) -> Result<(), DecodeError>
     where
         F: FnMut(Field<'_>),
     {
-        self.begin_block();
-        self.decode_fragment(block, scratch, on_field)?;
-        self.end_block()
+        // The block is whole: its state stays on the stack, and an earlier
+        // block left unfinished is forgotten, as `begin_block` would.
+        let mut st = BlockState::new(self.block.admission.limits);
+        self.block.partial = None;
+        self.fragments(&mut st, block, scratch, &mut on_field)?;
+        self.finish(st)
     }
 
     /// Starts a header block that arrives in fragments (HEADERS, then
@@ -500,6 +503,11 @@ impl<const TABLE: usize, B: Records<u8>> Decoder<TABLE, B> {
     pub fn end_block(&mut self) -> Result<(), DecodeError> {
         let limits = self.limits();
         let st = core::mem::replace(&mut self.block, BlockState::new(limits));
+        self.finish(st)
+    }
+
+    /// What the end of a block says: [`Decoder::end_block`].
+    fn finish(&self, st: BlockState) -> Result<(), DecodeError> {
         if let Some(p) = st.partial {
             return Err(match p.step {
                 Step::Name | Step::Value => DecodeError::StringPastEnd,
@@ -526,36 +534,39 @@ impl<const TABLE: usize, B: Records<u8>> Decoder<TABLE, B> {
         F: FnMut(Field<'_>),
     {
         let mut rest = fragment;
-        loop {
-            if st.partial.is_some() {
-                let n = self.feed_partial(st, rest, buf, on_field)?;
-                rest = rest.get(n..).unwrap_or_default();
-                if st.partial.is_some() {
-                    return Ok(());
-                }
-            }
-            let Some(&first) = rest.first() else {
-                return Ok(());
-            };
-            match self.decode_one(st, first, rest, buf, on_field) {
+        if st.partial.is_some() {
+            let n = self.feed_partial(st, rest, buf, on_field)?;
+            rest = rest.get(n..).unwrap_or_default();
+        }
+        // Whole representations, the common case, in a tight loop; one that
+        // goes on past the fragment is read octet by octet from its start.
+        // The counts live in a local meanwhile, where they stay in registers.
+        let mut admission = st.admission;
+        while let Some(&first) = rest.first() {
+            match self.decode_one(&mut admission, first, rest, buf, on_field) {
                 Ok(n) => rest = rest.get(n..).unwrap_or_default(),
-                // The representation goes on in the next fragment.
                 Err(DecodeError::Truncated | DecodeError::StringPastEnd) => {
+                    st.admission = admission;
                     st.partial = Some(Partial::new());
+                    let n = self.feed_partial(st, rest, buf, on_field)?;
+                    rest = rest.get(n..).unwrap_or_default();
+                    admission = st.admission;
                 }
                 Err(e) => return Err(e),
             }
         }
+        st.admission = admission;
+        Ok(())
     }
 
     /// The first field representation ends the size updates (§4.2).
     #[inline(always)]
-    fn start_fields(&self, st: &mut BlockState) -> Result<(), DecodeError> {
-        if !st.admission.started {
+    fn start_fields(&self, admission: &mut Admission) -> Result<(), DecodeError> {
+        if !admission.started {
             if self.required_update.is_some() {
                 return Err(DecodeError::TableSizeUpdateMissing);
             }
-            st.admission.started = true;
+            admission.started = true;
         }
         Ok(())
     }
@@ -567,7 +578,7 @@ impl<const TABLE: usize, B: Records<u8>> Decoder<TABLE, B> {
     #[inline(always)]
     fn decode_one<F>(
         &mut self,
-        st: &mut BlockState,
+        admission: &mut Admission,
         first: u8,
         rest: &[u8],
         scratch: &mut [u8],
@@ -576,43 +587,37 @@ impl<const TABLE: usize, B: Records<u8>> Decoder<TABLE, B> {
     where
         F: FnMut(Field<'_>),
     {
-        if first & 0xe0 == 0x20 {
-            // Size updates may only open the block (RFC 7541 §4.2).
-            if st.admission.started {
-                return Err(DecodeError::TableSizeUpdateNotAtStart);
-            }
-            let (size, n) = integer::decode(rest, 5)?;
-            self.update_table_size(size)?;
-            return Ok(n);
-        }
-        self.start_fields(st)?;
         if first & 0x80 != 0 {
             // Indexed field (§6.1).
+            self.start_fields(admission)?;
             let (index, n) = integer::decode(rest, 7)?;
             let (name, value) = self.lookup(index)?;
-            if st.admission.admit(name.len(), value.len()) {
+            if admission.admit(name.len(), value.len()) {
                 on_field(Field::new(name, value));
             }
             Ok(n)
         } else if first & 0x40 != 0 {
             // Literal with incremental indexing (§6.2.1).
+            self.start_fields(admission)?;
             let (name, n) = self.read_name(rest, 6)?;
-            let (value, m) = read_literal(&rest[n..])?;
-            self.insert(name, value, scratch, &mut st.admission, on_field)?;
+            let (value, m) = read_literal(rest.get(n..).unwrap_or_default())?;
+            self.insert(name, value, scratch, admission, on_field)?;
             Ok(n + m)
+        } else if first & 0x20 != 0 {
+            // Size updates may only open the block (RFC 7541 §4.2).
+            if admission.started {
+                return Err(DecodeError::TableSizeUpdateNotAtStart);
+            }
+            let (size, n) = integer::decode(rest, 5)?;
+            self.update_table_size(size)?;
+            Ok(n)
         } else {
             // Literal without indexing (§6.2.2) or never indexed (§6.2.3).
+            self.start_fields(admission)?;
             let never_indexed = first & 0x10 != 0;
             let (name, n) = self.read_name(rest, 4)?;
-            let (value, m) = read_literal(&rest[n..])?;
-            self.emit(
-                name,
-                value,
-                never_indexed,
-                scratch,
-                &mut st.admission,
-                on_field,
-            )?;
+            let (value, m) = read_literal(rest.get(n..).unwrap_or_default())?;
+            self.emit(name, value, never_indexed, scratch, admission, on_field)?;
             Ok(n + m)
         }
     }
@@ -668,7 +673,7 @@ impl<const TABLE: usize, B: Records<u8>> Decoder<TABLE, B> {
                 if p.int_len == 0 {
                     p.rep = Rep::of(b);
                     if p.rep != Rep::SizeUpdate {
-                        self.start_fields(st)?;
+                        self.start_fields(&mut st.admission)?;
                     } else if st.admission.started {
                         return Err(DecodeError::TableSizeUpdateNotAtStart);
                     }
