@@ -156,7 +156,7 @@ fn plain_word(w: u64) -> bool {
 
 /// The offset of the first octet at or after `j` that ends or escapes a
 /// string or is a control character, eight octets at a time (or the end).
-fn string_stop(src: &[u8], mut j: usize) -> usize {
+pub(crate) fn string_stop(src: &[u8], mut j: usize) -> usize {
     while let Some(word) = src.get(j..).and_then(<[u8]>::first_chunk::<8>) {
         let special = special_octets(u64::from_le_bytes(*word));
         if special != 0 {

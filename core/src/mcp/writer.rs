@@ -38,8 +38,15 @@ impl<'b> JsonWriter<'b> {
     /// Appends `s` escaped as the inside of a JSON string, without the
     /// quotes (for a string written in pieces).
     pub fn escaped(&mut self, s: &[u8]) -> &mut Self {
+        // Runs that need no escape are found eight octets at a time and
+        // copied whole.
         let mut start = 0;
-        for (i, &b) in s.iter().enumerate() {
+        let mut i = 0;
+        loop {
+            i = super::json::string_stop(s, i);
+            let Some(&b) = s.get(i) else {
+                break;
+            };
             let escape: &[u8] = match b {
                 b'"' => b"\\\"",
                 b'\\' => b"\\\\",
@@ -47,9 +54,12 @@ impl<'b> JsonWriter<'b> {
                 b'\r' => b"\\r",
                 b'\t' => b"\\t",
                 0x00..=0x1f => b"",
-                _ => continue,
+                _ => {
+                    i += 1;
+                    continue;
+                }
             };
-            self.raw(&s[start..i]);
+            self.raw(s.get(start..i).unwrap_or_default());
             if escape.is_empty() {
                 const HEX: &[u8; 16] = b"0123456789abcdef";
                 self.raw(&[
@@ -63,9 +73,10 @@ impl<'b> JsonWriter<'b> {
             } else {
                 self.raw(escape);
             }
-            start = i + 1;
+            i += 1;
+            start = i;
         }
-        self.raw(&s[start..])
+        self.raw(s.get(start..).unwrap_or_default())
     }
 
     /// Appends a signed integer.
@@ -139,5 +150,83 @@ mod tests {
         let mut w = JsonWriter::new(&mut buf);
         w.int(i64::MIN);
         assert_eq!(w.finish().unwrap(), b"-9223372036854775808");
+    }
+
+    /// The escape of one octet, the plain way: what the word scan must give.
+    fn escape_byte(b: u8, out: &mut [u8; 6]) -> &[u8] {
+        let n = match b {
+            b'"' | b'\\' => {
+                *out = [b'\\', b, 0, 0, 0, 0];
+                2
+            }
+            b'\n' | b'\r' | b'\t' => {
+                let c = match b {
+                    b'\n' => b'n',
+                    b'\r' => b'r',
+                    _ => b't',
+                };
+                *out = [b'\\', c, 0, 0, 0, 0];
+                2
+            }
+            0x00..=0x1f => {
+                const HEX: &[u8; 16] = b"0123456789abcdef";
+                *out = [
+                    b'\\',
+                    b'u',
+                    b'0',
+                    b'0',
+                    HEX[usize::from(b >> 4)],
+                    HEX[usize::from(b & 0xf)],
+                ];
+                6
+            }
+            _ => {
+                out[0] = b;
+                1
+            }
+        };
+        &out[..n]
+    }
+
+    #[test]
+    fn the_word_scan_escapes_as_the_byte_scan() {
+        // Every octet that needs an escape, and a plain one and a
+        // non-ASCII one, at every position of strings of up to 19 octets,
+        // alone and next to a second special.
+        let mut specials: [u8; 36] = [0; 36];
+        for (i, s) in specials.iter_mut().enumerate().take(32) {
+            *s = i as u8;
+        }
+        specials[32..].copy_from_slice(b"\"\\a\xc3");
+        for len in 0..20usize {
+            for pos in 0..len.max(1) {
+                for &special in &specials {
+                    for second in [None, Some(b'"'), Some(0x1f)] {
+                        let mut input = [b'x'; 20];
+                        let input = &mut input[..len];
+                        if let Some(slot) = input.get_mut(pos) {
+                            *slot = special;
+                        }
+                        if let (Some(c), Some(slot)) =
+                            (second, input.get_mut(len.saturating_sub(1)))
+                        {
+                            *slot = c;
+                        }
+                        let mut want = [0u8; 128];
+                        let mut n = 0;
+                        for &b in input.iter() {
+                            let mut tmp = [0u8; 6];
+                            let e = escape_byte(b, &mut tmp);
+                            want[n..n + e.len()].copy_from_slice(e);
+                            n += e.len();
+                        }
+                        let mut buf = [0u8; 128];
+                        let mut w = JsonWriter::new(&mut buf);
+                        w.escaped(input);
+                        assert_eq!(w.finish().unwrap(), &want[..n], "{input:?}");
+                    }
+                }
+            }
+        }
     }
 }
