@@ -525,7 +525,7 @@ impl App {
     /// what the registry offers, so only a registry built elsewhere gets
     /// here).
     pub(crate) fn handle(&self, request: &Request<'_>, link: Link) -> Option<Work> {
-        if let Err(e) = check_raw(request.params) {
+        if let Err(e) = check_raw(request.params, &request.index) {
             return Some(Box::pin(async move { Err(e) }));
         }
         let meta = Arc::clone(&self.result_meta);

@@ -92,6 +92,50 @@ async fn echo_over_the_channel() {
     h.stop().await;
 }
 
+/// The retry fields and the log level are judged where the engine's
+/// validating walk found them (no second walk): a wrong type or an
+/// unknown level is -32602, and a good one reaches the tool.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retry_fields_and_log_level_are_checked_before_the_handler() {
+    let h = start().await;
+    let channel = Channel::new(h.addr.to_string());
+    let bad = [
+        (
+            json!({"inputResponses": []}),
+            "inputResponses must be an object",
+        ),
+        (json!({"requestState": 5}), "requestState must be a string"),
+        (
+            json!({"_meta": {"io.modelcontextprotocol/logLevel": "loud"}}),
+            "unknown logLevel",
+        ),
+        (
+            json!({"_meta": {"io.modelcontextprotocol/logLevel": 3}}),
+            "unknown logLevel",
+        ),
+    ];
+    for (extra, message) in bad {
+        let mut params = json!({"name": "echo", "arguments": {"text": "x"}});
+        params
+            .as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        let r = channel.request("tools/call", params).await.unwrap();
+        assert_eq!(r["error"]["code"], -32602, "{r}");
+        assert_eq!(r["error"]["message"], message, "{r}");
+    }
+    let r = channel
+        .request(
+            "tools/call",
+            json!({"name": "echo", "arguments": {"text": "fine"}, "requestState": "s",
+                   "_meta": {"io.modelcontextprotocol/logLevel": "debug"}}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r["result"]["content"][0]["text"], "fine", "{r}");
+    h.stop().await;
+}
+
 /// Issue #11 item 6: -32021's `data.requiredCapabilities` is shaped like
 /// `ClientCapabilities` (an object of capability objects), not an array.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -377,7 +377,7 @@ mod tests {
             panic!("a request");
         };
         let params = &body[r.params.clone().unwrap()];
-        let at = |s: &Option<Range<usize>>| &params[s.clone().unwrap()];
+        let at = |s: &Option<crate::mcp::meta::Span>| &params[s.unwrap().range()];
         assert_eq!(at(&r.index.name), br#""echo""#);
         assert_eq!(at(&r.index.arguments), br#"{"text":"a\"}"}"#);
         assert_eq!(at(&r.index.progress_token), br#""t""#);

@@ -14,6 +14,8 @@ pub const SUPPORTED_VERSIONS: &[&str] = &[PROTOCOL_VERSION];
 
 pub const KEY_PROTOCOL_VERSION: &[u8] = b"io.modelcontextprotocol/protocolVersion";
 pub const KEY_CLIENT_CAPABILITIES: &[u8] = b"io.modelcontextprotocol/clientCapabilities";
+/// The `_meta` key of the log level a request asks for (§11).
+pub const KEY_LOG_LEVEL: &[u8] = b"io.modelcontextprotocol/logLevel";
 pub const KEY_SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 pub const KEY_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
 /// The notification a request's progress travels in (§3.5), with the
@@ -25,27 +27,57 @@ pub(crate) const MISSING_META: RpcError = RpcError::new(
     "params._meta must be an object carrying io.modelcontextprotocol/protocolVersion and io.modelcontextprotocol/clientCapabilities",
 );
 
+/// Where a value lies in a request's `params`: offsets into it, kept in
+/// 32 bits (a message is never near 4 GiB) so that a call record that
+/// keeps a [`ParamsIndex`] stays small.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Span {
+    start: u32,
+    end: u32,
+}
+
+impl Span {
+    /// The span of `range`; `None` past 4 GiB.
+    pub fn new(range: Range<usize>) -> Option<Self> {
+        Some(Self {
+            start: u32::try_from(range.start).ok()?,
+            end: u32::try_from(range.end).ok()?,
+        })
+    }
+
+    /// As a range of `params`.
+    pub fn range(self) -> Range<usize> {
+        self.start as usize..self.end as usize
+    }
+}
+
 /// Where the members of a request's `params` that the engine and the
 /// bindings read lie in it (offsets into `params`), found in one walk: by
 /// [`ParamsIndex::read`], or while the message is validated
 /// ([`RequestSpans::parse`](super::envelope::RequestSpans::parse)). The
 /// first of a repeated key wins, as with [`json::get`].
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ParamsIndex {
     /// `params._meta`.
-    pub meta: Option<Range<usize>>,
+    pub meta: Option<Span>,
     /// `params._meta["io.modelcontextprotocol/protocolVersion"]`.
-    pub protocol_version: Option<Range<usize>>,
+    pub protocol_version: Option<Span>,
     /// `params._meta["io.modelcontextprotocol/clientCapabilities"]`.
-    pub client_capabilities: Option<Range<usize>>,
+    pub client_capabilities: Option<Span>,
     /// `params._meta.progressToken`.
-    pub progress_token: Option<Range<usize>>,
+    pub progress_token: Option<Span>,
     /// `params.name` (tools and prompts).
-    pub name: Option<Range<usize>>,
+    pub name: Option<Span>,
     /// `params.uri` (resources).
-    pub uri: Option<Range<usize>>,
+    pub uri: Option<Span>,
     /// `params.arguments`.
-    pub arguments: Option<Range<usize>>,
+    pub arguments: Option<Span>,
+    /// `params.inputResponses` (a multi round-trip retry, §9).
+    pub input_responses: Option<Span>,
+    /// `params.requestState` (a multi round-trip retry, §9).
+    pub request_state: Option<Span>,
+    /// `params._meta["io.modelcontextprotocol/logLevel"]` (§11).
+    pub log_level: Option<Span>,
 }
 
 /// A member of `params` the index keeps.
@@ -55,6 +87,8 @@ pub(crate) enum ParamsKey {
     Name,
     Uri,
     Arguments,
+    InputResponses,
+    RequestState,
 }
 
 impl ParamsKey {
@@ -67,6 +101,10 @@ impl ParamsKey {
             Some(Self::Uri)
         } else if key.is(b"arguments") {
             Some(Self::Arguments)
+        } else if key.is(b"inputResponses") {
+            Some(Self::InputResponses)
+        } else if key.is(b"requestState") {
+            Some(Self::RequestState)
         } else {
             None
         }
@@ -109,9 +147,11 @@ impl ParamsIndex {
             ParamsKey::Name => &mut self.name,
             ParamsKey::Uri => &mut self.uri,
             ParamsKey::Arguments => &mut self.arguments,
+            ParamsKey::InputResponses => &mut self.input_responses,
+            ParamsKey::RequestState => &mut self.request_state,
         };
         if slot.is_none() {
-            *slot = Some(span);
+            *slot = Span::new(span);
         }
     }
 
@@ -123,17 +163,19 @@ impl ParamsIndex {
             &mut self.client_capabilities
         } else if key.is(b"progressToken") {
             &mut self.progress_token
+        } else if key.is(KEY_LOG_LEVEL) {
+            &mut self.log_level
         } else {
             return;
         };
         if slot.is_none() {
-            *slot = Some(span);
+            *slot = Span::new(span);
         }
     }
 
     /// The raw value at `span` of `params`.
-    pub fn get<'a>(params: &'a [u8], span: &Option<Range<usize>>) -> Option<&'a [u8]> {
-        span.clone().and_then(|r| params.get(r))
+    pub fn get<'a>(params: &'a [u8], span: &Option<Span>) -> Option<&'a [u8]> {
+        span.and_then(|s| params.get(s.range()))
     }
 }
 
@@ -160,7 +202,7 @@ impl<'a> RequestMeta<'a> {
     /// found the members: no walk.
     pub fn from_index(params: &'a [u8], index: &ParamsIndex) -> Result<Self, RpcError> {
         const MISSING: RpcError = MISSING_META;
-        let at = |r: &Option<Range<usize>>| r.clone().and_then(|r| params.get(r));
+        let at = |s: &Option<Span>| ParamsIndex::get(params, s);
         let meta = at(&index.meta).ok_or(MISSING)?;
         if json::kind(meta) != Some(json::Kind::Object) {
             return Err(MISSING);

@@ -8,6 +8,7 @@ use std::ops::Range;
 use std::sync::{Arc, OnceLock};
 
 use mcpwire_core::mcp::json;
+use mcpwire_core::mcp::meta::ParamsIndex;
 use serde_json::{Map, Value};
 
 use super::link::Link;
@@ -34,29 +35,26 @@ fn request_state(params: &Value) -> Option<&str> {
 }
 
 /// [`check_retry_fields`] and [`requested_log_level`] on the raw `params`
-/// (validated by the engine), in one walk and without a JSON tree: what
-/// every request goes through before its handler.
-pub(crate) fn check_raw(params: &[u8]) -> Result<(), ToolError> {
-    for (key, value) in json::members(params) {
-        let kind = json::kind(value);
-        if json::key_is(key, b"inputResponses") && kind != Some(json::Kind::Object) {
-            return Err(ToolError::invalid_params(
-                "inputResponses must be an object",
-            ));
-        }
-        if json::key_is(key, b"requestState") && kind != Some(json::Kind::String) {
-            return Err(ToolError::invalid_params("requestState must be a string"));
-        }
-        if json::key_is(key, b"_meta")
-            && let Some(level) = json::get(value, KEY_LOG_LEVEL.as_bytes())
-        {
-            let mut buf = [0u8; 16];
-            let known = json::unescape(level, &mut buf)
-                .and_then(|l| std::str::from_utf8(l).ok())
-                .and_then(LogLevel::parse);
-            if json::kind(level) != Some(json::Kind::String) || known.is_none() {
-                return Err(ToolError::invalid_params("unknown logLevel"));
-            }
+/// (validated by the engine), read where the engine's walk found the
+/// members (`index`), without another walk or a JSON tree: what every
+/// request goes through before its handler.
+pub(crate) fn check_raw(params: &[u8], index: &ParamsIndex) -> Result<(), ToolError> {
+    let at = |s: &Option<_>| ParamsIndex::get(params, s).map(json::kind);
+    if at(&index.input_responses).is_some_and(|k| k != Some(json::Kind::Object)) {
+        return Err(ToolError::invalid_params(
+            "inputResponses must be an object",
+        ));
+    }
+    if at(&index.request_state).is_some_and(|k| k != Some(json::Kind::String)) {
+        return Err(ToolError::invalid_params("requestState must be a string"));
+    }
+    if let Some(level) = ParamsIndex::get(params, &index.log_level) {
+        let mut buf = [0u8; 16];
+        let known = json::unescape(level, &mut buf)
+            .and_then(|l| std::str::from_utf8(l).ok())
+            .and_then(LogLevel::parse);
+        if json::kind(level) != Some(json::Kind::String) || known.is_none() {
+            return Err(ToolError::invalid_params("unknown logLevel"));
         }
     }
     Ok(())

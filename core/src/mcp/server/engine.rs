@@ -29,6 +29,7 @@ use crate::mcp::auth::{self, Decision, MAX_PRINCIPAL, Refusal};
 use crate::mcp::envelope::{self, RequestSpans, Spans};
 use crate::mcp::error::{INVALID_REQUEST, METHOD_NOT_FOUND, RpcError};
 use crate::mcp::json;
+use crate::mcp::meta::ParamsIndex;
 use crate::mcp::meta::RequestMeta;
 use crate::mcp::registry::Registry;
 use crate::mcp::store::CallStore;
@@ -104,6 +105,9 @@ pub(crate) struct Call<B, X> {
     /// The deadline came from the request (a listen stream keeps it).
     explicit_deadline: bool,
     params: Option<(usize, usize)>,
+    /// Where `params`'s members lie, from the walk that validated the
+    /// request: the handler's request is read from it without another.
+    index: ParamsIndex,
     handler: Option<Handler>,
     notice: Option<Notice>,
     /// The application was handed the request: it hears of the call's end.
@@ -333,6 +337,7 @@ where
             deadline: Some(now + timeout.unwrap_or(self.request_timeout)),
             explicit_deadline: timeout.is_some(),
             params: None,
+            index: ParamsIndex::default(),
             handler: None,
             notice: authorizing.then_some(Notice::Authorize),
             handed: false,
@@ -486,6 +491,7 @@ where
             Route::Reject(e) => self.answer_error(i, e),
             Route::Handle(h) => {
                 if let Some(c) = self.calls[i].as_mut() {
+                    c.index = spans.index;
                     c.handler = Some(h.0);
                     c.notice = Some(Notice::Request);
                 }
@@ -646,10 +652,11 @@ where
         let bytes = self.store.bytes(&c.buf);
         let params = c.params_at().map_or(&b"{}"[..], |r| &bytes[r]);
         Some(Request {
-            kind: c.handler?.kind(&self.registry, params),
+            kind: c.handler?.kind(&self.registry, params, &c.index),
             id: &bytes[c.id_at()],
             params,
-            meta: RequestMeta::read(Some(params)).ok()?,
+            meta: RequestMeta::from_index(params, &c.index).ok()?,
+            index: c.index,
             headers: HeaderList::from_bytes(&bytes[..c.headers_len]),
             deadline: c.deadline,
             principal: c

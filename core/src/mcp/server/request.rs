@@ -2,8 +2,7 @@
 //! checked and routed by the engine, so a driver never re-parses or
 //! re-routes it.
 
-use super::super::json;
-use super::super::meta::RequestMeta;
+use super::super::meta::{ParamsIndex, RequestMeta, Span};
 use super::super::registry::Registry;
 use super::super::tool::Arguments;
 use crate::h2::HeaderList;
@@ -24,7 +23,7 @@ pub enum RequestKind<'a> {
     /// `resources/read`.
     ReadResource {
         /// `params.uri`, a raw JSON string (unescape it with
-        /// [`json::unescape`], or read it with [`json::str_plain`]).
+        /// [`json::unescape`](crate::mcp::json::unescape), or read it with [`json::str_plain`](crate::mcp::json::str_plain)).
         uri: &'a [u8],
     },
     /// `prompts/get` of a prompt the registry has.
@@ -53,6 +52,10 @@ pub struct Request<'a> {
     /// The request's `_meta` (protocol version, client capabilities,
     /// `progressToken`).
     pub meta: RequestMeta<'a>,
+    /// Where `params`'s members lie (found by the walk that validated the
+    /// request): read them with [`ParamsIndex::get`] instead of walking
+    /// `params` again.
+    pub index: ParamsIndex,
     /// The call's request headers (custom metadata).
     pub headers: HeaderList<'a>,
     /// When the call must end.
@@ -89,25 +92,31 @@ pub(crate) enum Handler {
 
 impl Handler {
     /// The typed request, from the request's `params`.
-    pub(crate) fn kind<'a>(self, registry: &Registry<'a>, params: &'a [u8]) -> RequestKind<'a> {
+    pub(crate) fn kind<'a>(
+        self,
+        registry: &Registry<'a>,
+        params: &'a [u8],
+        index: &ParamsIndex,
+    ) -> RequestKind<'a> {
+        let at = |s: &Option<Span>| ParamsIndex::get(params, s);
         match self {
             Self::Tool(i) => {
                 let i = usize::from(i);
                 RequestKind::CallTool {
                     tool: i,
                     name: registry.tools.get(i).map_or("", |t| t.name),
-                    arguments: Arguments::new(json::get(params, b"arguments").unwrap_or(b"{}")),
+                    arguments: Arguments::new(at(&index.arguments).unwrap_or(b"{}")),
                 }
             }
             Self::Resource => RequestKind::ReadResource {
-                uri: json::get(params, b"uri").unwrap_or(b"\"\""),
+                uri: at(&index.uri).unwrap_or(b"\"\""),
             },
             Self::Prompt(i) => {
                 let i = usize::from(i);
                 RequestKind::GetPrompt {
                     prompt: i,
                     name: registry.prompts.get(i).map_or("", |p| p.name),
-                    arguments: json::get(params, b"arguments"),
+                    arguments: at(&index.arguments),
                 }
             }
             Self::Complete => RequestKind::Complete,
