@@ -514,15 +514,20 @@ impl<'b, const DEPTH: usize> Writer<'b, DEPTH> {
         let extra = n - 1;
         let end = self.pos.saturating_add(extra);
         if !self.overflow {
-            if end > self.buf.len() {
-                self.overflow = true;
-            } else {
-                // The body moves right by `extra`; the length goes where the
-                // reserved octet was.
-                self.buf.copy_within(start..self.pos, start + extra);
-                if let Some(dst) = self.buf.get_mut(start - 1..start - 1 + n) {
-                    dst.copy_from_slice(tmp.get(..n).unwrap_or_default());
+            // The reserved octet, the body, and the room the body moves into.
+            let field = start
+                .checked_sub(1)
+                .and_then(|reserved| self.buf.get_mut(reserved..end));
+            match (field, tmp.get(..n)) {
+                (Some(field), Some(length)) => {
+                    // The body moves right by `extra`; the length goes where
+                    // the reserved octet was.
+                    field.copy_within(1..1 + len, n);
+                    if let Some(dst) = field.get_mut(..n) {
+                        dst.copy_from_slice(length);
+                    }
                 }
+                _ => self.overflow = true,
             }
         }
         self.pos = end;

@@ -8,7 +8,7 @@
 
 pub use super::desc::{EnumDesc, FieldDesc, FieldType, Label, MessageDesc};
 
-/// `model_context_protocol.ProtocolVersion`.
+/// The enum `model_context_protocol.ProtocolVersion`.
 pub static PROTOCOL_VERSION: EnumDesc = EnumDesc {
     name: "model_context_protocol.ProtocolVersion",
     values: &[
@@ -20,7 +20,7 @@ pub static PROTOCOL_VERSION: EnumDesc = EnumDesc {
     ],
 };
 
-/// `model_context_protocol.ResultType`.
+/// The enum `model_context_protocol.ResultType`.
 pub static RESULT_TYPE: EnumDesc = EnumDesc {
     name: "model_context_protocol.ResultType",
     values: &[
@@ -30,7 +30,7 @@ pub static RESULT_TYPE: EnumDesc = EnumDesc {
     ],
 };
 
-/// `model_context_protocol.CacheScope`.
+/// The enum `model_context_protocol.CacheScope`.
 pub static CACHE_SCOPE: EnumDesc = EnumDesc {
     name: "model_context_protocol.CacheScope",
     values: &[
@@ -40,7 +40,7 @@ pub static CACHE_SCOPE: EnumDesc = EnumDesc {
     ],
 };
 
-/// `model_context_protocol.Role`.
+/// The enum `model_context_protocol.Role`.
 pub static ROLE: EnumDesc = EnumDesc {
     name: "model_context_protocol.Role",
     values: &[("ROLE_UNKNOWN", 0), ("ROLE_USER", 1), ("ROLE_ASSISTANT", 2)],
@@ -298,7 +298,7 @@ pub static ICON: MessageDesc = MessageDesc {
     ],
 };
 
-/// `model_context_protocol.Icon.Theme`.
+/// The enum `model_context_protocol.Icon.Theme`.
 pub static ICON_THEME: EnumDesc = EnumDesc {
     name: "model_context_protocol.Icon.Theme",
     values: &[
@@ -536,7 +536,7 @@ pub static SAMPLING_CREATE_MESSAGE_REQUEST: MessageDesc = MessageDesc {
     ],
 };
 
-/// `model_context_protocol.SamplingCreateMessageRequest.IncludeContext`.
+/// The enum `model_context_protocol.SamplingCreateMessageRequest.IncludeContext`.
 pub static SAMPLING_CREATE_MESSAGE_REQUEST_INCLUDE_CONTEXT: EnumDesc = EnumDesc {
     name: "model_context_protocol.SamplingCreateMessageRequest.IncludeContext",
     values: &[("NONE", 0), ("THIS_SERVER", 1), ("ALL_SERVERS", 2)],
@@ -702,7 +702,7 @@ pub static PRIMITIVE_SCHEMA_DEFINITION_STRING_SCHEMA: MessageDesc = MessageDesc 
     ],
 };
 
-/// `model_context_protocol.PrimitiveSchemaDefinition.StringSchema.Format`.
+/// The enum `model_context_protocol.PrimitiveSchemaDefinition.StringSchema.Format`.
 pub static PRIMITIVE_SCHEMA_DEFINITION_STRING_SCHEMA_FORMAT: EnumDesc = EnumDesc {
     name: "model_context_protocol.PrimitiveSchemaDefinition.StringSchema.Format",
     values: &[
@@ -1034,7 +1034,7 @@ pub static ELICIT_RESULT: MessageDesc = MessageDesc {
     ],
 };
 
-/// `model_context_protocol.ElicitResult.Type`.
+/// The enum `model_context_protocol.ElicitResult.Type`.
 pub static ELICIT_RESULT_TYPE: EnumDesc = EnumDesc {
     name: "model_context_protocol.ElicitResult.Type",
     values: &[

@@ -28,7 +28,7 @@ pub static DURATION: MessageDesc = MessageDesc {
     ],
 };
 
-/// `google.protobuf.NullValue`.
+/// The enum `google.protobuf.NullValue`.
 pub static NULL_VALUE: EnumDesc = EnumDesc {
     name: "google.protobuf.NullValue",
     values: &[("NULL_VALUE", 0)],
