@@ -1,6 +1,7 @@
 //! Protobuf wire primitives (protobuf.dev, "Encoding": base 128 varints,
 //! message structure, length-delimited records): varints, tags, and skipping
-//! the value of a field of any wire type, over borrowed slices.
+//! the value of a field of any wire type, over borrowed slices; and
+//! [`Writer`], which encodes a whole message, sub-messages included.
 //!
 //! Decoding never panics and never reads past the slice: every failure is a
 //! [`DecodeError`]. Encoding writes into a caller slice and reports
