@@ -30,6 +30,28 @@ pub enum DecodeError {
         /// The wire type on the wire.
         found: WireType,
     },
+    /// A `string` field (or map key) holds bytes that are not UTF-8.
+    InvalidUtf8 {
+        /// The field number.
+        field: u32,
+    },
+    /// A singular field occurs twice. Protobuf parsers merge (the last
+    /// scalar wins); we refuse, so that a message means one thing to every
+    /// reader, as the Zig SDK of the binding does.
+    DuplicateField {
+        /// The field number.
+        field: u32,
+    },
+    /// Messages (`Struct` and `ListValue` included) nest deeper than the
+    /// limit the caller set.
+    TooDeep,
+    /// The message holds more fields and repeated elements, counted over all
+    /// its sub-messages, than the limit the caller set.
+    TooManyElements,
+    /// A `google.protobuf.Value` has no member of its `kind` oneof, or two
+    /// different ones (a `Struct` entry without a value counts as one with
+    /// none).
+    ValueKind,
 }
 
 impl core::fmt::Display for DecodeError {
@@ -48,6 +70,15 @@ impl core::fmt::Display for DecodeError {
                 f,
                 "protobuf field {field} has wire type {found}, expected {expected}"
             ),
+            Self::InvalidUtf8 { field } => write!(f, "protobuf string field {field} is not UTF-8"),
+            Self::DuplicateField { field } => {
+                write!(f, "protobuf singular field {field} occurs more than once")
+            }
+            Self::TooDeep => f.write_str("protobuf messages nest too deep"),
+            Self::TooManyElements => f.write_str("protobuf message has too many elements"),
+            Self::ValueKind => {
+                f.write_str("google.protobuf.Value must hold exactly one kind of value")
+            }
         }
     }
 }

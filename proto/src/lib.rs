@@ -11,13 +11,15 @@
 //!   (`mcp.zig.transport.v1.Mcp/Call`), which grpc-js, grpcio and tonic peers
 //!   compile as is;
 //! - [`wire`]: the protobuf wire format (varints, tags, skipping unknown
-//!   fields) that every codec here is built on;
+//!   fields, and [`wire::Writer`] for whole messages) that every codec here
+//!   is built on;
 //! - [`tunnel`]: the codec of the tunnel's only message, [`JsonRpcMessage`],
-//!   which carries one JSON-RPC message as UTF-8 text and never copies it.
-//!
-//! Later it also holds the codecs of the typed binding: the messages of the
-//! Google Cloud proto files release v0.2.0 (`model_context_protocol.Mcp`),
-//! on the same [`wire`] primitives.
+//!   which carries one JSON-RPC message as UTF-8 text and never copies it;
+//! - `proto/gcp/`: the Google Cloud MCP proto files release v0.2.0 (MIT,
+//!   with their license), the typed binding `model_context_protocol.Mcp`;
+//! - [`gcp`]: their messages as static descriptor tables, a validating view
+//!   over encoded messages ([`gcp::MessageRef`]) and the eight RPCs
+//!   ([`gcp::Rpc`]).
 //!
 //! gRPC framing (the five-byte length prefix), HTTP/2 and the JSON-RPC
 //! envelope belong to `mcpwire-core`; this crate only turns protobuf messages
@@ -31,6 +33,7 @@
 extern crate std;
 
 pub mod error;
+pub mod gcp;
 pub mod tunnel;
 pub mod wire;
 

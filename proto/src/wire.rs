@@ -1,6 +1,7 @@
 //! Protobuf wire primitives (protobuf.dev, "Encoding": base 128 varints,
 //! message structure, length-delimited records): varints, tags, and skipping
-//! the value of a field of any wire type, over borrowed slices.
+//! the value of a field of any wire type, over borrowed slices; and
+//! [`Writer`], which encodes a whole message, sub-messages included.
 //!
 //! Decoding never panics and never reads past the slice: every failure is a
 //! [`DecodeError`]. Encoding writes into a caller slice and reports
@@ -299,6 +300,254 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// The nesting [`Writer::begin`] refused: more length-delimited fields open
+/// at once than the writer's `DEPTH`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TooDeep;
+
+impl core::fmt::Display for TooDeep {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("protobuf writer: too many nested messages open")
+    }
+}
+
+impl core::error::Error for TooDeep {}
+
+/// A length-delimited field that [`Writer::begin`] opened; hand it back to
+/// [`Writer::end`] once its contents are written.
+#[derive(Debug)]
+#[must_use = "a nested field is only complete after Writer::end"]
+pub struct Nested {
+    level: usize,
+}
+
+/// An encoder of one message into a caller slice, sub-messages included.
+///
+/// Fields are written in the order of the calls; nothing is left out: proto3's
+/// "omit the default" is the caller's choice, field by field. Varints are
+/// minimal, and an `int32` or enum below zero takes ten bytes, sign-extended,
+/// as protobuf requires.
+///
+/// A sub-message (or any length-delimited field written in pieces) sits
+/// between [`Writer::begin`] and [`Writer::end`]: `begin` reserves one octet
+/// for the length, and `end` moves the body right when its length needs more
+/// (bodies under 128 bytes, most of them, never move). At most `DEPTH` such
+/// fields are open at once.
+///
+/// When the slice runs out the writer keeps counting, with the same
+/// arithmetic, and [`Writer::finish`] reports the exact length of the whole
+/// message in [`BufferTooSmall::needed`]: a caller grows its buffer to that
+/// and writes once more.
+#[derive(Debug)]
+pub struct Writer<'b, const DEPTH: usize = 64> {
+    buf: &'b mut [u8],
+    /// Length of the message written so far, counted past the slice's end
+    /// once it overflowed.
+    pos: usize,
+    /// The slice ran out: nothing more is stored, only counted.
+    overflow: bool,
+    /// The body start of each open length-delimited field.
+    starts: [usize; DEPTH],
+    depth: usize,
+}
+
+impl<'b, const DEPTH: usize> Writer<'b, DEPTH> {
+    /// A writer at the start of `buf`.
+    pub const fn new(buf: &'b mut [u8]) -> Self {
+        Self {
+            buf,
+            pos: 0,
+            overflow: false,
+            starts: [0; DEPTH],
+            depth: 0,
+        }
+    }
+
+    /// Bytes written (or counted, after an overflow) so far, the reserved
+    /// length octets of open fields included.
+    pub const fn len(&self) -> usize {
+        self.pos
+    }
+
+    /// True before the first byte.
+    pub const fn is_empty(&self) -> bool {
+        self.pos == 0
+    }
+
+    /// Length-delimited fields open now.
+    pub const fn depth(&self) -> usize {
+        self.depth
+    }
+
+    /// Appends `bytes` as they are (for instance a sub-message encoded
+    /// elsewhere, or a piece of a field opened with [`Writer::begin`]).
+    pub fn raw(&mut self, bytes: &[u8]) {
+        let end = self.pos.saturating_add(bytes.len());
+        if !self.overflow {
+            match self.buf.get_mut(self.pos..end) {
+                Some(dst) => dst.copy_from_slice(bytes),
+                None => self.overflow = true,
+            }
+        }
+        self.pos = end;
+    }
+
+    fn put_varint(&mut self, value: u64) {
+        let mut tmp = [0u8; MAX_VARINT_LEN];
+        // Ten bytes hold any varint.
+        let n = encode_varint(value, &mut tmp).unwrap_or(0);
+        self.raw(tmp.get(..n).unwrap_or_default());
+    }
+
+    /// Writes the tag of field `field` with wire type `wire_type`.
+    pub fn tag(&mut self, field: u32, wire_type: WireType) {
+        self.put_varint(Tag::new(field, wire_type).value());
+    }
+
+    /// A varint field: `uint64`, `uint32`, or any value already turned into
+    /// its varint.
+    pub fn varint(&mut self, field: u32, value: u64) {
+        self.tag(field, WireType::Varint);
+        self.put_varint(value);
+    }
+
+    /// An `int32` (or enum) field: negatives sign-extended to ten bytes.
+    pub fn int32(&mut self, field: u32, value: i32) {
+        self.int64(field, i64::from(value));
+    }
+
+    /// An `int64` field (two's complement, negatives take ten bytes).
+    pub fn int64(&mut self, field: u32, value: i64) {
+        // Protobuf writes the two's complement bits as an unsigned varint.
+        self.varint(field, value as u64);
+    }
+
+    /// An enum field: its number, as an `int32`.
+    pub fn enumeration(&mut self, field: u32, number: i32) {
+        self.int32(field, number);
+    }
+
+    /// A `bool` field: `0` or `1`.
+    pub fn bool(&mut self, field: u32, value: bool) {
+        self.varint(field, u64::from(value));
+    }
+
+    /// A `double` field: eight little-endian bytes.
+    pub fn double(&mut self, field: u32, value: f64) {
+        self.tag(field, WireType::I64);
+        self.raw(&value.to_le_bytes());
+    }
+
+    /// A `float` field: four little-endian bytes.
+    pub fn float(&mut self, field: u32, value: f32) {
+        self.tag(field, WireType::I32);
+        self.raw(&value.to_le_bytes());
+    }
+
+    /// A `bytes` field (or a sub-message encoded elsewhere).
+    pub fn bytes(&mut self, field: u32, value: &[u8]) {
+        self.tag(field, WireType::Len);
+        // usize is at most 64 bits wide on every target Rust supports.
+        self.put_varint(value.len() as u64);
+        self.raw(value);
+    }
+
+    /// A `string` field.
+    pub fn string(&mut self, field: u32, value: &str) {
+        self.bytes(field, value.as_bytes());
+    }
+
+    /// A packed repeated varint field (`repeated` enum or integer): one
+    /// length-delimited field holding every value. Writes nothing for no
+    /// values, as protobuf does.
+    pub fn packed_varints<I>(&mut self, field: u32, values: I) -> Result<(), TooDeep>
+    where
+        I: IntoIterator<Item = u64>,
+    {
+        let mut values = values.into_iter().peekable();
+        if values.peek().is_none() {
+            return Ok(());
+        }
+        let nested = self.begin(field)?;
+        for value in values {
+            self.put_varint(value);
+        }
+        self.end(nested);
+        Ok(())
+    }
+
+    /// Opens the length-delimited field `field`, a sub-message or a string
+    /// or bytes value written in pieces with [`Writer::raw`]. Everything
+    /// written until [`Writer::end`] is its body.
+    pub fn begin(&mut self, field: u32) -> Result<Nested, TooDeep> {
+        let level = self.depth;
+        if level >= DEPTH {
+            return Err(TooDeep);
+        }
+        self.tag(field, WireType::Len);
+        // One octet reserved for the length; `end` makes room for more.
+        self.raw(&[0]);
+        if let Some(start) = self.starts.get_mut(level) {
+            *start = self.pos;
+        }
+        self.depth = level + 1;
+        Ok(Nested { level })
+    }
+
+    /// Closes the field `nested` opened, and any opened inside it that are
+    /// still open: writes each body's length in front of it.
+    pub fn end(&mut self, nested: Nested) {
+        while self.depth > nested.level {
+            self.close_innermost();
+        }
+    }
+
+    fn close_innermost(&mut self) {
+        let Some(level) = self.depth.checked_sub(1) else {
+            return;
+        };
+        self.depth = level;
+        let start = self.starts.get(level).copied().unwrap_or(self.pos);
+        let len = self.pos.saturating_sub(start);
+        // usize is at most 64 bits wide on every target Rust supports.
+        let mut tmp = [0u8; MAX_VARINT_LEN];
+        let n = encode_varint(len as u64, &mut tmp).unwrap_or(1);
+        let extra = n - 1;
+        let end = self.pos.saturating_add(extra);
+        if !self.overflow {
+            // The reserved octet, the body, and the room the body moves into.
+            let field = start
+                .checked_sub(1)
+                .and_then(|reserved| self.buf.get_mut(reserved..end));
+            match (field, tmp.get(..n)) {
+                (Some(field), Some(length)) => {
+                    // The body moves right by `extra`; the length goes where
+                    // the reserved octet was.
+                    field.copy_within(1..1 + len, n);
+                    if let Some(dst) = field.get_mut(..n) {
+                        dst.copy_from_slice(length);
+                    }
+                }
+                _ => self.overflow = true,
+            }
+        }
+        self.pos = end;
+    }
+
+    /// Closes the fields still open and returns the length of the message,
+    /// or, when `buf` was too small, the length it needs.
+    pub fn finish(mut self) -> Result<usize, BufferTooSmall> {
+        while self.depth > 0 {
+            self.close_innermost();
+        }
+        if self.overflow {
+            Err(BufferTooSmall { needed: self.pos })
+        } else {
+            Ok(self.pos)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -535,5 +784,108 @@ mod tests {
         assert_eq!(r.remaining(), &[0x03, b'a']);
         assert_eq!(r.skip(WireType::Varint), Ok(()));
         assert_eq!(r.remaining(), b"a");
+    }
+
+    /// Writes `f` into buffers of every size up to the length it needs:
+    /// each too-small one reports that exact length; the others all agree.
+    fn written(f: impl Fn(&mut Writer<'_, 4>)) -> std::vec::Vec<u8> {
+        let mut big = [0u8; 512];
+        let mut w = Writer::<4>::new(&mut big);
+        f(&mut w);
+        let n = w.finish().unwrap();
+        for size in 0..n {
+            let mut small = std::vec![0u8; size];
+            let mut w = Writer::<4>::new(&mut small);
+            f(&mut w);
+            assert_eq!(w.finish(), Err(BufferTooSmall { needed: n }), "size {size}");
+        }
+        big[..n].to_vec()
+    }
+
+    #[test]
+    fn writer_scalars() {
+        let out = written(|w| {
+            w.varint(1, 150);
+            w.int32(2, -1);
+            w.int64(3, -2);
+            w.bool(4, true);
+            w.enumeration(5, 2);
+            w.double(6, 1.0);
+            w.float(7, 0.0);
+            w.string(8, "hi");
+            w.bytes(9, &[]);
+        });
+        let mut expected = std::vec![0x08, 0x96, 0x01, 0x10];
+        expected.extend_from_slice(&[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01]);
+        expected.push(0x18);
+        expected.extend_from_slice(&[0xfe, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01]);
+        expected.extend_from_slice(&[0x20, 0x01, 0x28, 0x02]);
+        expected.extend_from_slice(&[0x31, 0, 0, 0, 0, 0, 0, 0xf0, 0x3f]);
+        expected.extend_from_slice(&[0x3d, 0, 0, 0, 0]);
+        expected.extend_from_slice(&[0x42, 0x02, b'h', b'i', 0x4a, 0x00]);
+        assert_eq!(out, expected);
+    }
+
+    #[test]
+    fn writer_nested_lengths_grow_in_place() {
+        // A 200-byte body needs a two-byte length: the body moves by one.
+        let body = [0xabu8; 198];
+        let out = written(|w| {
+            w.varint(1, 1);
+            let outer = w.begin(2).unwrap();
+            w.bytes(3, &body[..]);
+            let inner = w.begin(4).unwrap();
+            w.end(inner);
+            w.end(outer);
+            w.varint(5, 5);
+        });
+        // field 3: tag + 2-byte length + 198; field 4: tag + 0 = 203 bytes.
+        let mut expected = std::vec![0x08, 0x01, 0x12, 0xcb, 0x01, 0x1a, 0xc6, 0x01];
+        expected.extend_from_slice(&body);
+        expected.extend_from_slice(&[0x22, 0x00, 0x28, 0x05]);
+        assert_eq!(out, expected);
+        let mut r = Reader::new(&out);
+        assert_eq!(r.read_tag(), Ok(Some(Tag::new(1, WireType::Varint))));
+        assert_eq!(r.read_varint(), Ok(1));
+        assert_eq!(r.read_tag(), Ok(Some(Tag::new(2, WireType::Len))));
+        assert_eq!(r.read_len().map(<[u8]>::len), Ok(203));
+    }
+
+    #[test]
+    fn writer_closes_inner_fields_and_open_ones_at_finish() {
+        let nested = written(|w| {
+            let a = w.begin(1).unwrap();
+            let _b = w.begin(2).unwrap();
+            w.varint(3, 1);
+            // Ending `a` ends `b` first.
+            w.end(a);
+            w.varint(4, 1);
+        });
+        assert_eq!(nested, [0x0a, 0x04, 0x12, 0x02, 0x18, 0x01, 0x20, 0x01]);
+        let open = written(|w| {
+            let _a = w.begin(1).unwrap();
+            w.string(2, "x");
+        });
+        assert_eq!(open, [0x0a, 0x03, 0x12, 0x01, b'x']);
+    }
+
+    #[test]
+    fn writer_refuses_nesting_deeper_than_depth() {
+        let mut buf = [0u8; 64];
+        let mut w = Writer::<2>::new(&mut buf);
+        let _a = w.begin(1).unwrap();
+        let _b = w.begin(1).unwrap();
+        assert_eq!(w.depth(), 2);
+        assert_eq!(w.begin(1).err(), Some(TooDeep));
+        assert_eq!(w.finish(), Ok(4));
+    }
+
+    #[test]
+    fn writer_packed_varints() {
+        let out = written(|w| {
+            w.packed_varints(1, [1, 2, 300]).unwrap();
+            w.packed_varints(2, []).unwrap();
+        });
+        assert_eq!(out, [0x0a, 0x04, 0x01, 0x02, 0xac, 0x02]);
     }
 }
