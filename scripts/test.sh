@@ -145,6 +145,16 @@ step_grpc() {
     # (wrong method or content type, compressed or oversize messages, a
     # request after the response and the reset), and one curl call.
     MCPWIRE_NO_BUILD=1 bounded 600 ./scripts/interop-grpc-raw.sh || rc=1
+    # The typed binding's descriptor tables (proto/src/gcp) are what protoc
+    # makes of the vendored proto files: regenerated, nothing changes.
+    if bounded 300 ./scripts/gcp-schema.sh &&
+        git diff --quiet -- proto/src/gcp proto/tests/data; then
+        note "typed binding tables match the vendored proto files"
+    else
+        note "proto/src/gcp or its descriptor set differs from what scripts/gcp-schema.sh makes:"
+        git diff --stat -- proto/src/gcp proto/tests/data | sed 's/^/      /'
+        rc=1
+    fi
     return "$rc"
 }
 
