@@ -898,6 +898,12 @@ mod tests {
             Some("aé\n".as_bytes())
         );
         assert!(str_eq(br#""\ud83d\ude00""#, "😀".as_bytes()));
+        // As long as the text, with an escape: not the text as written.
+        assert!(!str_eq(br#""a\n""#, b"a\\n"));
+        assert!(str_eq(br#""a\\n""#, b"a\\n"));
+        assert!(!str_eq(br#""ab""#, b"abc"));
+        assert!(!str_eq(br#""a\u0062c""#, b"ab"));
+        assert!(str_eq(br#""a\u0062c""#, b"abc"));
         assert_eq!(elements(b"[1, [2], {\"a\":3}]").count(), 3);
     }
 
