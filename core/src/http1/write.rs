@@ -76,6 +76,17 @@ impl<'o> HeadWriter<'o> {
         self.put(b"\r\n")
     }
 
+    /// Adds a field whose value is `parts` joined (`Bearer ` and a token);
+    /// as [`HeadWriter::field`], nothing is checked.
+    pub fn field_parts(&mut self, name: &[u8], parts: &[&[u8]]) -> &mut Self {
+        self.put(name);
+        self.put(b": ");
+        for part in parts {
+            self.put(part);
+        }
+        self.put(b"\r\n")
+    }
+
     /// Adds `Content-Length`.
     pub fn content_length(&mut self, len: u64) -> &mut Self {
         let mut digits = [0u8; 20];
