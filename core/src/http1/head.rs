@@ -1,10 +1,11 @@
-//! Request heads (RFC 9112 §2–§3, §6, §9.3): where a head ends, what it
-//! says (parsed by `httparse`), how its body is framed and whether the
-//! connection stays open after it.
-
-use core::str;
+//! Message heads (RFC 9112 §2–§4, §6, §9.3): where a head ends, what a
+//! request or a response head says (parsed by `httparse`), how its body
+//! is framed and whether the connection stays open after it.
 
 pub use httparse::{EMPTY_HEADER, Header};
+
+use super::fields;
+pub use super::fields::trim;
 
 /// Finds the end of a message head (the empty line) in octets that arrive
 /// in pieces, looking at each octet once.
@@ -153,10 +154,7 @@ impl<'b, 'h> RequestHead<'b, 'h> {
 
     /// The values of every field called `name`, in order.
     pub fn all<'n>(&self, name: &'n [u8]) -> impl Iterator<Item = &'b [u8]> + use<'b, 'h, 'n> {
-        self.fields
-            .iter()
-            .filter(move |f| f.name.as_bytes().eq_ignore_ascii_case(name))
-            .map(|f| f.value)
+        fields::all(self.fields, name)
     }
 
     /// The target's path (without the query).
@@ -170,94 +168,140 @@ impl<'b, 'h> RequestHead<'b, 'h> {
     /// beside a `Content-Length`, or on HTTP/1.0, is refused: a message
     /// two parsers could frame differently is how requests are smuggled.
     pub fn body(&self) -> Result<BodyFraming, HeadError> {
-        let mut codings = self.all(b"transfer-encoding").peekable();
-        if codings.peek().is_some() {
-            if self.version == Version::Http10 {
-                return Err(HeadError::Malformed("transfer-encoding on HTTP/1.0"));
-            }
-            if self.header(b"content-length").is_some() {
-                return Err(HeadError::Malformed(
-                    "both transfer-encoding and content-length",
-                ));
-            }
-            // Exactly one coding, `chunked`, over all the fields.
-            let mut n = 0;
-            for value in codings {
-                for token in value.split(|&b| b == b',') {
-                    let token = trim(token);
-                    if token.is_empty() {
-                        continue;
-                    }
-                    n += 1;
-                    if !token.eq_ignore_ascii_case(b"chunked") {
-                        return Err(HeadError::UnsupportedCoding);
-                    }
-                }
-            }
-            return match n {
-                1 => Ok(BodyFraming::Chunked),
-                0 => Err(HeadError::Malformed("empty transfer-encoding")),
-                _ => Err(HeadError::Malformed("chunked applied twice")),
-            };
-        }
-        let mut length = None;
-        for value in self.all(b"content-length") {
-            // A list of equal values is one value (RFC 9110 §8.6).
-            for item in value.split(|&b| b == b',') {
-                let n = parse_decimal(trim(item))
-                    .ok_or(HeadError::Malformed("invalid content-length"))?;
-                if length.is_some_and(|l| l != n) {
-                    return Err(HeadError::Malformed("conflicting content-length"));
-                }
-                length = Some(n);
-            }
-        }
-        Ok(match length {
-            Some(0) | None => BodyFraming::None,
-            Some(n) => BodyFraming::Length(n),
-        })
+        Ok(fields::body_framing(self.fields, self.version)?.unwrap_or(BodyFraming::None))
     }
 
     /// Whether the connection stays open after this exchange (RFC 9112
     /// §9.3): HTTP/1.1 unless `Connection: close`; HTTP/1.0 only with
     /// `Connection: keep-alive`.
     pub fn keep_alive(&self) -> bool {
-        let has = |option: &[u8]| {
-            self.all(b"connection").any(|v| {
-                v.split(|&b| b == b',')
-                    .any(|t| trim(t).eq_ignore_ascii_case(option))
-            })
+        fields::keep_alive(self.fields, self.version)
+    }
+}
+
+/// The media type of a response body, as far as an MCP client tells them
+/// apart (parameters such as `charset` are not looked at).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MediaType {
+    /// `application/json`.
+    Json,
+    /// `text/event-stream` (WHATWG HTML §9.2).
+    EventStream,
+    /// Anything else, or no `Content-Type`.
+    Other,
+}
+
+/// How a response's body is delimited (RFC 9112 §6.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResponseBody {
+    /// No body: a 1xx, 204 or 304 status, an answer to `HEAD`, or a
+    /// `Content-Length` of 0.
+    None,
+    /// `Content-Length` octets.
+    Length(u64),
+    /// The chunked transfer coding.
+    Chunked,
+    /// Everything until the server closes the connection.
+    UntilClose,
+}
+
+/// A parsed response head, borrowing the head's octets and the caller's
+/// field array.
+#[derive(Debug, Clone, Copy)]
+pub struct ResponseHead<'b, 'h> {
+    /// The status code (100–999, as httparse reads three digits).
+    pub status: u16,
+    pub version: Version,
+    /// The reason phrase as sent (informative only).
+    pub reason: &'b str,
+    /// The fields in the order they came.
+    pub fields: &'h [Header<'b>],
+}
+
+impl<'b, 'h> ResponseHead<'b, 'h> {
+    /// Parses a whole head (up to and including its empty line, as
+    /// [`HeadScanner`] found it) into `fields`.
+    pub fn parse(head: &'b [u8], fields: &'h mut [Header<'b>]) -> Result<Self, HeadError> {
+        let mut res = httparse::Response::new(fields);
+        let n = match res.parse(head) {
+            Ok(httparse::Status::Complete(n)) => n,
+            Ok(httparse::Status::Partial) => return Err(HeadError::Malformed("incomplete head")),
+            Err(httparse::Error::TooManyHeaders) => return Err(HeadError::TooManyFields),
+            Err(httparse::Error::Version) => {
+                return Err(HeadError::Malformed("not an HTTP/1.x response"));
+            }
+            Err(_) => return Err(HeadError::Malformed("malformed response head")),
         };
-        match self.version {
-            Version::Http11 => !has(b"close"),
-            Version::Http10 => has(b"keep-alive") && !has(b"close"),
+        if n != head.len() {
+            return Err(HeadError::Malformed("octets after the head"));
+        }
+        let (Some(minor), Some(status)) = (res.version, res.code) else {
+            return Err(HeadError::Malformed("incomplete status line"));
+        };
+        let version = if minor == 0 {
+            Version::Http10
+        } else {
+            Version::Http11
+        };
+        let count = res.headers.len();
+        let fields: &'h [Header<'b>] = res.headers;
+        Ok(Self {
+            status,
+            version,
+            reason: res.reason.unwrap_or(""),
+            fields: fields.get(..count).unwrap_or_default(),
+        })
+    }
+
+    /// The value of the first field called `name` (ASCII case-insensitive).
+    pub fn header(&self, name: &[u8]) -> Option<&'b [u8]> {
+        self.all(name).next()
+    }
+
+    /// The values of every field called `name`, in order.
+    pub fn all<'n>(&self, name: &'n [u8]) -> impl Iterator<Item = &'b [u8]> + use<'b, 'h, 'n> {
+        fields::all(self.fields, name)
+    }
+
+    /// What `Content-Type` says the body is.
+    pub fn content_type(&self) -> MediaType {
+        let Some(value) = self.header(b"content-type") else {
+            return MediaType::Other;
+        };
+        let essence = value.split(|&b| b == b';').next().unwrap_or_default();
+        let essence = trim(essence);
+        if essence.eq_ignore_ascii_case(b"application/json") {
+            MediaType::Json
+        } else if essence.eq_ignore_ascii_case(b"text/event-stream") {
+            MediaType::EventStream
+        } else {
+            MediaType::Other
         }
     }
-}
 
-/// `value` without surrounding spaces and tabs.
-pub fn trim(value: &[u8]) -> &[u8] {
-    let start = value
-        .iter()
-        .position(|&b| b != b' ' && b != b'\t')
-        .unwrap_or(value.len());
-    let end = value
-        .iter()
-        .rposition(|&b| b != b' ' && b != b'\t')
-        .map_or(start, |e| e + 1);
-    &value[start..end]
-}
+    /// How the body is delimited (RFC 9112 §6.3), given whether the request
+    /// was `HEAD`. The status decides first (1xx, 204 and 304 have no
+    /// body, whatever the fields say); then the fields, judged as a
+    /// request's are ([`fields::body_framing`]: `Transfer-Encoding` beside
+    /// `Content-Length` refused, `chunked` alone, equal `Content-Length`
+    /// lists); with neither, the body runs until the connection closes.
+    pub fn body(&self, request_was_head: bool) -> Result<ResponseBody, HeadError> {
+        if request_was_head || self.status < 200 || self.status == 204 || self.status == 304 {
+            return Ok(ResponseBody::None);
+        }
+        Ok(match fields::body_framing(self.fields, self.version)? {
+            None => ResponseBody::UntilClose,
+            Some(BodyFraming::None) => ResponseBody::None,
+            Some(BodyFraming::Length(n)) => ResponseBody::Length(n),
+            Some(BodyFraming::Chunked) => ResponseBody::Chunked,
+        })
+    }
 
-/// A non-empty run of decimal digits that fits a u64.
-fn parse_decimal(digits: &[u8]) -> Option<u64> {
-    if digits.is_empty() || digits.len() > 19 {
-        return None;
+    /// Whether the connection stays open after this response (RFC 9112
+    /// §9.3); a body that runs until close ends it regardless.
+    pub fn keep_alive(&self) -> bool {
+        fields::keep_alive(self.fields, self.version)
     }
-    let text = str::from_utf8(digits).ok()?;
-    if !digits.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    text.parse().ok()
 }
 
 #[cfg(test)]

@@ -2,26 +2,46 @@
 //! caller's buffers.
 //!
 //! - [`head`]: finding where a message head ends ([`HeadScanner`]) and
-//!   reading a request head ([`RequestHead`], parsed by `httparse`):
-//!   method, target, version, fields, how its body is framed (RFC 9112 §6)
-//!   and whether the connection stays open (§9.3);
+//!   reading a request head ([`RequestHead`]) or a response head
+//!   ([`ResponseHead`]), parsed by `httparse`: version, fields, how the
+//!   body is framed (RFC 9112 §6) and whether the connection stays open
+//!   (§9.3);
+//! - [`fields`]: those framing and connection rules, once for both
+//!   directions;
 //! - [`chunked`]: the chunked transfer coding (§7.1), decoded incrementally
-//!   with the data handed out as spans of the input (requests and, later,
+//!   with the data handed out as spans of the input (requests and
 //!   responses);
-//! - [`write`](mod@write): response heads, chunks and server-sent events
-//!   (WHATWG HTML §9.2) written into the caller's slices.
+//! - [`body`]: a response body read as its head framed it (length,
+//!   chunked, until close), a truncated one refused;
+//! - [`sse`]: server-sent events (WHATWG HTML §9.2) parsed incrementally
+//!   into the caller's buffer;
+//! - [`client`]: one client connection: a response head within a bound,
+//!   its body, keep-alive;
+//! - [`write`](mod@write): request and response heads, chunks and
+//!   server-sent events written into the caller's slices.
 //!
-//! The connection state machine that uses them (limits, keep-alive,
-//! deadlines) lives with the binding: see `mcp::server::http`.
+//! The server's connection state machine (limits, keep-alive, deadlines)
+//! lives with the binding: see `mcp::server::http`.
 
+pub mod body;
 pub mod chunked;
+pub mod client;
+pub mod fields;
 pub mod head;
+pub mod sse;
 pub mod write;
 
+pub use body::{BodyError, BodyReader};
 pub use chunked::{Chunk, ChunkError, ChunkedDecoder};
-pub use head::{BodyFraming, HeadError, HeadScanner, RequestHead, Version};
+pub use client::{ClientConnection, HttpError, Recv, ResponseEvent};
+pub use head::{
+    BodyFraming, HeadError, HeadScanner, MediaType, RequestHead, ResponseBody, ResponseHead,
+    Version,
+};
+pub use sse::{SseError, SseEvent, SseFeed, SseParser};
 
-/// Fields kept of one request head; a head with more is answered 431.
+/// Fields kept of one message head; a request with more is answered 431,
+/// a response with more fails as too large.
 pub const MAX_HEADERS: usize = 48;
 
 /// The reason phrase of a status this crate sends.

@@ -1,5 +1,5 @@
-//! Writing HTTP/1.1 responses into the caller's slices: the head
-//! (RFC 9112 §4–§5), chunks (§7.1) and server-sent events (WHATWG HTML
+//! Writing HTTP/1.1 messages into the caller's slices: request and
+//! response heads (RFC 9112 §3–§5), chunks (§7.1) and server-sent events (WHATWG HTML
 //! §9.2: `data: <line>\n\n` events and `:` comment keep-alives).
 
 use super::reason;
@@ -33,7 +33,7 @@ pub struct Overflow {
     pub needed: usize,
 }
 
-/// Writes a response head: the status line, then fields, then the empty
+/// Writes a message head: the request or status line, then fields, then the empty
 /// line. Too small an `out` is reported once, at [`HeadWriter::finish`],
 /// with the length the head needs.
 #[derive(Debug)]
@@ -55,12 +55,35 @@ impl<'o> HeadWriter<'o> {
         w
     }
 
+    /// Starts an HTTP/1.1 request: `method` and `target` (origin form, or
+    /// absolute form towards a proxy) are the caller's, written as given
+    /// (no space, CR or LF in them). Add `Host` and the framing fields.
+    pub fn request(out: &'o mut [u8], method: &str, target: &str) -> Self {
+        let mut w = Self { out, len: 0 };
+        w.put(method.as_bytes());
+        w.put(b" ");
+        w.put(target.as_bytes());
+        w.put(b" HTTP/1.1\r\n");
+        w
+    }
+
     /// Adds a field; names and values are the caller's, written as given
     /// (they must hold no CR or LF).
     pub fn field(&mut self, name: &str, value: &[u8]) -> &mut Self {
         self.put(name.as_bytes());
         self.put(b": ");
         self.put(value);
+        self.put(b"\r\n")
+    }
+
+    /// Adds a field whose value is `parts` joined (`Bearer ` and a token);
+    /// as [`HeadWriter::field`], nothing is checked.
+    pub fn field_parts(&mut self, name: &[u8], parts: &[&[u8]]) -> &mut Self {
+        self.put(name);
+        self.put(b": ");
+        for part in parts {
+            self.put(part);
+        }
         self.put(b"\r\n")
     }
 
@@ -179,6 +202,23 @@ mod tests {
         let mut w = HeadWriter::new(&mut small, 200);
         w.content_length(12345);
         assert_eq!(w.finish(), Err(Overflow { needed: 42 }));
+    }
+
+    #[test]
+    fn writes_a_request_head() {
+        let mut out = [0u8; 128];
+        let mut w = HeadWriter::request(&mut out, "POST", "/mcp?a=1");
+        w.field("Host", b"h:80").content_length(2);
+        let n = w.finish().unwrap();
+        assert_eq!(
+            &out[..n],
+            b"POST /mcp?a=1 HTTP/1.1\r\nHost: h:80\r\nContent-Length: 2\r\n\r\n"
+        );
+        let mut small = [0u8; 4];
+        assert_eq!(
+            HeadWriter::request(&mut small, "GET", "/").finish(),
+            Err(Overflow { needed: 18 })
+        );
     }
 
     #[test]

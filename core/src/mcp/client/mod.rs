@@ -76,6 +76,7 @@ mod cache;
 mod calls;
 pub mod config;
 pub mod events;
+pub mod http;
 pub mod metadata;
 mod request;
 mod response;
