@@ -335,7 +335,8 @@ step_fuzz() {
     cd core
     python3 fuzz/seed_corpus.py "$work/hpack-test-case"
     local target log failed=0
-    for target in hpack_decode hpack_roundtrip h2_server mcp_server mcp_caller http_server; do
+    for target in hpack_decode hpack_roundtrip h2_server mcp_server mcp_caller http_server \
+        http_response sse_parse http_exchange; do
         log=$work/fuzz-$target.log
         echo "cargo +nightly fuzz run $target (${fuzz_seconds} s)"
         # No sanitizer: the core forbids unsafe code, so ASan would only slow
