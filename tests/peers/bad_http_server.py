@@ -249,7 +249,8 @@ async def connection(reader, writer, args):
                 keep = await html(ex, msg)
             elif not is_request:
                 # A POST whose body is no JSON-RPC message.
-                await ex.json("400 Bad Request", {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error"}})
+                error = {"code": -32700, "message": "Parse error"}
+                await ex.json("400 Bad Request", {"jsonrpc": "2.0", "id": None, "error": error})
                 keep = True
             elif args.mode == "close-mid-sse":
                 keep = await close_mid_sse(ex, msg)

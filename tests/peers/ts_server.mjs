@@ -72,9 +72,10 @@ function makeServer() {
             for (let i = 1; i <= steps; i++) {
                 if (delay_ms > 0) await new Promise((r) => setTimeout(r, delay_ms));
                 if (token !== undefined) {
+                    const message = `step ${i} of ${steps}`;
                     await ctx.mcpReq.notify({
                         method: 'notifications/progress',
-                        params: { progressToken: token, progress: i, total: steps, message: `step ${i} of ${steps}` },
+                        params: { progressToken: token, progress: i, total: steps, message },
                     });
                 }
             }
