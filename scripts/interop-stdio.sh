@@ -180,13 +180,8 @@ fi
 # error. Runs when no scenario is named. Prints "ok NAME" or "FAILED NAME:
 # why"; a failure makes the exit status 1.
 if (($# == 0)); then
+    mcp1_venv || exit 2
     legacy_venv=$root/.peers/venv-mcp1
-    if ! "$legacy_venv/bin/python" -c 'import sys; from importlib.metadata import version; sys.exit(version("mcp") != "1.26.0")' >/dev/null 2>&1; then
-        note "python venv .peers/venv-mcp1: mcp==1.26.0"
-        mkdir -p "$root/.peers"
-        { quietly python3 -m venv "$legacy_venv" &&
-            quietly "$legacy_venv/bin/pip" install -q --disable-pip-version-check mcp==1.26.0; } || exit 2
-    fi
     client_failed=0
     # client_check NAME PYTHON ERA-TEXT: the client against one server.
     client_check() {

@@ -78,8 +78,23 @@ apt_install() {
 
 # python_venv NAME==VERSION...: the Python venv .venv at the root, made if
 # missing, with these versions installed into it unless they are there.
-python_venv() {
-    local venv=$root/.venv
+python_venv() { venv_pinned .venv "$@"; }
+
+# mcp1_venv: the official Python SDK of the 2025 era, mcp 1.26.0, in its own
+# venv .peers/venv-mcp1 (made if missing; .venv holds mcp 2.x): the legacy
+# peers, over stdio (the 2025-11-25 lifecycle), 2025-era Streamable HTTP
+# with sessions and 2024-11-05 HTTP+SSE. Its python:
+# $root/.peers/venv-mcp1/bin/python.
+mcp1_venv() {
+    mkdir -p "$root/.peers"
+    venv_pinned .peers/venv-mcp1 mcp==1.26.0
+}
+
+# venv_pinned DIR NAME==VERSION...: the Python venv DIR (from the root), made
+# if missing, with these versions installed into it unless they are there.
+venv_pinned() {
+    local venv=$root/$1
+    shift
     if "$venv/bin/python" - "$@" >/dev/null 2>&1 <<'PY'; then
 import sys
 from importlib.metadata import version
@@ -87,7 +102,7 @@ sys.exit(any(version(n) != v for n, v in (p.split("==") for p in sys.argv[1:])))
 PY
         return 0
     fi
-    note "python venv .venv: $*"
+    note "python venv ${venv#"$root"/}: $*"
     if ! python3 -m venv "$venv" >/dev/null 2>&1; then
         # Debian's own python3 needs python3-venv for ensurepip.
         apt_install python3-venv || return 1
