@@ -1,6 +1,7 @@
 //! The per-request `_meta` of MCP 2026-07-28 (§3.3): every request carries
 //! its protocol version and the client's capabilities.
 
+use core::num::NonZeroU32;
 use core::ops::Range;
 
 use super::error::{INVALID_PARAMS, RpcError};
@@ -33,21 +34,23 @@ pub(crate) const MISSING_META: RpcError = RpcError::new(
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Span {
     start: u32,
-    end: u32,
+    /// Never 0 (a value is at least one octet): `Option<Span>` costs no
+    /// more than a `Span`.
+    end: NonZeroU32,
 }
 
 impl Span {
-    /// The span of `range`; `None` past 4 GiB.
+    /// The span of `range`; `None` when empty or past 4 GiB.
     pub fn new(range: Range<usize>) -> Option<Self> {
         Some(Self {
             start: u32::try_from(range.start).ok()?,
-            end: u32::try_from(range.end).ok()?,
+            end: NonZeroU32::new(u32::try_from(range.end).ok()?)?,
         })
     }
 
     /// As a range of `params`.
     pub fn range(self) -> Range<usize> {
-        self.start as usize..self.end as usize
+        self.start as usize..self.end.get() as usize
     }
 }
 
