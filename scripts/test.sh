@@ -169,8 +169,13 @@ step_http() {
     # statuses and headers of MCP §5, a gRPC call beside an open HTTP
     # stream, and the official SDK clients (Python mcp 2.3.0, TypeScript
     # @modelcontextprotocol/client 2.4.0) running the stdio scenarios over
-    # HTTP.
-    bounded 1800 ./scripts/interop-http.sh
+    # HTTP. Then the HTTP servers nobody here wrote (the TypeScript and
+    # Python SDK servers, mcp 1.26 in its 2025 and 2024 shapes, five bad
+    # servers) for mcpwire's HTTP client.
+    local rc=0
+    bounded 1800 ./scripts/interop-http.sh || rc=1
+    MCPWIRE_NO_BUILD=1 bounded 900 ./scripts/interop-http-client.sh || rc=1
+    return "$rc"
 }
 
 step_conformance() {
