@@ -210,10 +210,7 @@ pub struct EraInfo {
 
 impl fmt::Display for EraInfo {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let era = match self.era {
-            Era::Modern => "modern",
-            Era::Legacy => "legacy (2025-11-25 lifecycle)",
-        };
+        let era = self.era.describe();
         write!(
             f,
             "era {era}, version {}, requested {}, server versions {}",

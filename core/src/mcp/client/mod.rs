@@ -75,6 +75,7 @@
 mod cache;
 mod calls;
 pub mod config;
+pub mod era;
 pub mod events;
 pub mod http;
 pub mod metadata;

@@ -13,11 +13,17 @@
 //!   stream that ends before the response, an unexpected content type:
 //!   each a failure that says so, never an invented result).
 //!
-//! Only the modern era is here; the 2025 session and the 2024 HTTP+SSE
-//! shapes, the connection pool and the re-list come with the engine.
+//! - [`era`]: which era a server speaks (§8.3): the modern probe's answer,
+//!   the 2025 `initialize`'s answer, the session id, the 2024 shape's
+//!   `endpoint` event; [`write_legacy_post`], [`write_get_events`] and
+//!   [`write_delete`] are the older shapes' requests.
 
+pub mod era;
 pub mod request;
 pub mod response;
 
-pub use request::{ACCEPT, Endpoint, RequestError, post_fields, write_post};
+pub use request::{
+    ACCEPT, Endpoint, RequestError, Session, legacy_post_fields, post_fields, write_delete,
+    write_get_events, write_legacy_post, write_post,
+};
 pub use response::{Expect, HttpFailure, Judgement, ResponseReader, Step};

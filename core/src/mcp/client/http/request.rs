@@ -54,13 +54,7 @@ pub fn post_fields<F>(
 where
     F: FnMut(&[u8], &[&[u8]]),
 {
-    if let Some(token) = bearer
-        && !is_token68(token.as_bytes())
-    {
-        return Err(RequestError::BadEndpoint(
-            "bearer token outside the token68 alphabet",
-        ));
-    }
+    check_bearer(bearer)?;
     emit(b"content-type", &[CONTENT_TYPE]);
     emit(b"accept", &[ACCEPT]);
     mirror_headers(body, input_schema, |name, value| emit(name, &[value]))
@@ -79,6 +73,124 @@ pub fn write_post(
     body: &[u8],
     input_schema: Option<&[u8]>,
 ) -> Result<usize, RequestError> {
+    write_request(out, "POST", endpoint, Some(body), |emit| {
+        post_fields(body, input_schema, endpoint.bearer, emit)
+    })
+}
+
+/// A legacy session (MCP 2026-07-28 §13.2): the `Mcp-Session-Id` the
+/// server gave with its `InitializeResult` (if it gave one) and the
+/// version `initialize` agreed on (none before that answer).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Session<'a> {
+    pub id: Option<&'a [u8]>,
+    pub version: Option<&'a [u8]>,
+}
+
+/// The fields of a `POST` in a legacy era (the 2025 session shape, or the
+/// 2024 HTTP+SSE shape with an empty session): `content-type`, `accept`,
+/// `mcp-session-id` and `mcp-protocol-version` when the session has them,
+/// `authorization` when a token is given. No mirrored routing fields: they
+/// are the modern era's.
+pub fn legacy_post_fields<F>(
+    session: &Session<'_>,
+    bearer: Option<&str>,
+    mut emit: F,
+) -> Result<(), RequestError>
+where
+    F: FnMut(&[u8], &[&[u8]]),
+{
+    check_bearer(bearer)?;
+    emit(b"content-type", &[CONTENT_TYPE]);
+    emit(b"accept", &[ACCEPT]);
+    session_fields(session, &mut emit)?;
+    if let Some(token) = bearer {
+        emit(b"authorization", &[b"Bearer ", token.as_bytes()]);
+    }
+    Ok(())
+}
+
+fn session_fields<F>(session: &Session<'_>, emit: &mut F) -> Result<(), RequestError>
+where
+    F: FnMut(&[u8], &[&[u8]]) + ?Sized,
+{
+    if let Some(id) = session.id {
+        if !is_visible(id) {
+            return Err(RequestError::BadEndpoint("session id not visible ASCII"));
+        }
+        emit(b"mcp-session-id", &[id]);
+    }
+    if let Some(version) = session.version {
+        if !is_visible(version) {
+            return Err(RequestError::BadEndpoint(
+                "protocol version not visible ASCII",
+            ));
+        }
+        emit(b"mcp-protocol-version", &[version]);
+    }
+    Ok(())
+}
+
+/// Writes a legacy-era `POST` of `body` ([`legacy_post_fields`]) as a
+/// whole HTTP/1.1 request into `out`; its length.
+pub fn write_legacy_post(
+    out: &mut [u8],
+    endpoint: &Endpoint<'_>,
+    session: &Session<'_>,
+    body: &[u8],
+) -> Result<usize, RequestError> {
+    write_request(out, "POST", endpoint, Some(body), |emit| {
+        legacy_post_fields(session, endpoint.bearer, emit)
+    })
+}
+
+/// Writes the `GET` that opens an event stream (the 2024 HTTP+SSE
+/// shape's stream, §13.1; a 2025 session's standalone stream, §13.2):
+/// `accept: text/event-stream`, the session's fields, the token.
+pub fn write_get_events(
+    out: &mut [u8],
+    endpoint: &Endpoint<'_>,
+    session: &Session<'_>,
+) -> Result<usize, RequestError> {
+    write_request(out, "GET", endpoint, None, |emit| {
+        check_bearer(endpoint.bearer)?;
+        emit(b"accept", &[b"text/event-stream"]);
+        session_fields(session, emit)?;
+        if let Some(token) = endpoint.bearer {
+            emit(b"authorization", &[b"Bearer ", token.as_bytes()]);
+        }
+        Ok(())
+    })
+}
+
+/// Writes the `DELETE` that ends a 2025 session (§13.2).
+pub fn write_delete(
+    out: &mut [u8],
+    endpoint: &Endpoint<'_>,
+    session: &Session<'_>,
+) -> Result<usize, RequestError> {
+    write_request(out, "DELETE", endpoint, None, |emit| {
+        check_bearer(endpoint.bearer)?;
+        session_fields(session, emit)?;
+        if let Some(token) = endpoint.bearer {
+            emit(b"authorization", &[b"Bearer ", token.as_bytes()]);
+        }
+        Ok(())
+    })
+}
+
+/// One HTTP/1.1 request: the request line, `Host`, the fields `fields`
+/// emits, then the body framed by `Content-Length` (none without a body).
+fn write_request<F>(
+    out: &mut [u8],
+    method: &str,
+    endpoint: &Endpoint<'_>,
+    body: Option<&[u8]>,
+    fields: F,
+) -> Result<usize, RequestError>
+where
+    F: FnOnce(&mut dyn FnMut(&[u8], &[&[u8]])) -> Result<(), RequestError>,
+{
     if !is_visible(endpoint.authority.as_bytes()) {
         return Err(RequestError::BadEndpoint("authority not visible ASCII"));
     }
@@ -88,12 +200,15 @@ pub fn write_post(
             "target not an origin-form path of visible ASCII",
         ));
     }
-    let mut w = HeadWriter::request(out, "POST", endpoint.target);
+    let mut w = HeadWriter::request(out, method, endpoint.target);
     w.field("Host", endpoint.authority.as_bytes());
-    post_fields(body, input_schema, endpoint.bearer, |name, parts| {
+    fields(&mut |name, parts| {
         w.field_parts(name, parts);
     })?;
-    w.content_length(body.len() as u64);
+    if let Some(body) = body {
+        w.content_length(body.len() as u64);
+    }
+    let body = body.unwrap_or_default();
     let head = w.finish().map_err(|o| RequestError::Overflow {
         needed: o.needed + body.len(),
     })?;
@@ -104,6 +219,15 @@ pub fn write_post(
         })?;
     dst.copy_from_slice(body);
     Ok(head + body.len())
+}
+
+fn check_bearer(bearer: Option<&str>) -> Result<(), RequestError> {
+    match bearer {
+        Some(token) if !is_token68(token.as_bytes()) => Err(RequestError::BadEndpoint(
+            "bearer token outside the token68 alphabet",
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// Non-empty visible ASCII (no space, no control).

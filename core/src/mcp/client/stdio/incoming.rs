@@ -4,7 +4,7 @@
 //! line or an unmatched message reported; and the head of an over-long
 //! line, which may name the call it answers.
 
-use super::era::{self, Verdict};
+use super::super::era::{self, Era, Verdict};
 use super::{BAD_LINE_PREFIX, INIT_ID, Outcome, PROBE_ID, Phase, State, StdioClient, StdioEvent};
 use crate::mcp::envelope::Message;
 use crate::mcp::json;
@@ -166,19 +166,12 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, const CALLS: usize> StdioClient<B, CALLS> {
         let Ok(message) = Message::parse(&self.buf.as_ref()[..n], json::DEFAULT_MAX_DEPTH) else {
             return;
         };
-        match message {
-            Message::Response { result, .. } => {
-                match json::get(result, b"protocolVersion")
-                    .filter(|v| json::kind(v) == Some(json::Kind::String))
-                {
-                    Some(v) => {
-                        self.era.set_legacy(v);
-                        self.phase = Phase::Initialized;
-                    }
-                    None => self.fail_handshake("initialize answered without protocolVersion"),
-                }
+        match era::initialize_answer(&message) {
+            Ok(v) => {
+                self.era.set_legacy(Era::Legacy, v);
+                self.phase = Phase::Initialized;
             }
-            _ => self.fail_handshake("the server refused initialize"),
+            Err(why) => self.fail_handshake(why),
         }
     }
 }

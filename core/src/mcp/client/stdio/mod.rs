@@ -45,13 +45,12 @@
 //! what was chosen and why. After a crash, `restarted` speaks the era
 //! already chosen (`initialize` again for a legacy server).
 
-mod era;
 mod incoming;
 mod line;
 
 use core::time::Duration;
 
-pub use era::{Era, EraChoice, EraDiagnostics, LEGACY_VERSION};
+pub use super::era::{Era, EraChoice, EraDiagnostics, LEGACY_VERSION};
 
 use super::events::CallId;
 use crate::mcp::envelope::Message;
@@ -528,15 +527,12 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, const CALLS: usize> StdioClient<B, CALLS> {
                 deadline,
                 sent: false,
             } => {
-                crate::mcp::envelope::write_request(&mut w, INIT_ID, b"initialize", |w| {
-                    w.raw(b"{\"protocolVersion\":")
-                        .string(LEGACY_VERSION.as_bytes())
-                        .raw(b",\"capabilities\":{},\"clientInfo\":{\"name\":")
-                        .string(self.config.client_name.as_bytes())
-                        .raw(b",\"version\":")
-                        .string(self.config.client_version.as_bytes())
-                        .raw(b"}}");
-                });
+                super::era::write_initialize(
+                    &mut w,
+                    INIT_ID,
+                    self.config.client_name,
+                    self.config.client_version,
+                );
                 w.raw(b"\n");
                 self.phase = Phase::Initializing {
                     deadline,
@@ -545,7 +541,7 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, const CALLS: usize> StdioClient<B, CALLS> {
                 return w.finish().map_or(0, <[u8]>::len);
             }
             Phase::Initialized => {
-                w.raw(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n");
+                w.raw(super::era::INITIALIZED).raw(b"\n");
                 self.ready();
                 return w.finish().map_or(0, <[u8]>::len);
             }

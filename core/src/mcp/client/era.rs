@@ -1,14 +1,22 @@
-//! The dual-era probe of a stdio client (MCP 2026-07-28 §8.3): what the
-//! answer to `server/discover` means, and what the client reports about
-//! the era it chose.
+//! The dual-era rules of a client (MCP 2026-07-28 §8.3), shared by the
+//! stdio and the HTTP clients: what the answer to a `server/discover`
+//! probe means, the legacy `initialize` and what its answer means, and
+//! what the client reports about the era it chose. The HTTP-only part
+//! (statuses, the 2025 session, the 2024 HTTP+SSE shape) is
+//! [`http::era`](super::http::era).
 
-use crate::mcp::envelope::Message;
+use crate::mcp::envelope::{self, Message};
 use crate::mcp::error::UNSUPPORTED_PROTOCOL_VERSION;
 use crate::mcp::json;
 use crate::mcp::meta::SUPPORTED_VERSIONS;
+use crate::mcp::writer::JsonWriter;
 
 /// The revision of the legacy lifecycle (`initialize`, §13.3).
 pub const LEGACY_VERSION: &str = "2025-11-25";
+/// The revision of the 2024 HTTP+SSE shape (§13.1).
+pub const HTTP_SSE_VERSION: &str = "2024-11-05";
+/// The notification that ends the legacy handshake.
+pub const INITIALIZED: &[u8] = b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}";
 
 /// Room for the server's versions as reported (raw JSON array).
 const VERSIONS_ROOM: usize = 160;
@@ -21,8 +29,24 @@ pub enum Era {
     /// MCP 2026-07-28: stateless, `_meta` on every request.
     Modern,
     /// The 2025-11-25 lifecycle: `initialize`, `notifications/initialized`,
-    /// requests without per-request `_meta`.
+    /// requests without per-request `_meta` (over HTTP: Streamable HTTP
+    /// with an `Mcp-Session-Id`, §13.2).
     Legacy,
+    /// The 2024-11-05 HTTP+SSE shape (HTTP only, §13.1): the legacy
+    /// lifecycle over an event stream opened with `GET`, requests `POST`ed
+    /// to the URL of its `endpoint` event, every answer on the stream.
+    HttpSse,
+}
+
+impl Era {
+    /// A short name for diagnostics.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::Modern => "modern",
+            Self::Legacy => "legacy (2025-11-25 lifecycle)",
+            Self::HttpSse => "legacy (2024-11-05 HTTP+SSE)",
+        }
+    }
 }
 
 /// How the client picks the era.
@@ -39,7 +63,7 @@ pub enum EraChoice {
 
 /// What a probe's answer means.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Verdict {
+pub(crate) enum Verdict {
     /// Modern, with this version.
     Modern(&'static str),
     /// A recognised modern error naming another version we speak: probe
@@ -51,7 +75,7 @@ pub(super) enum Verdict {
 
 /// The first version of `list` (raw JSON array) that this client speaks
 /// as a modern one.
-fn mutual(list: Option<&[u8]>) -> Option<&'static str> {
+pub(crate) fn mutual(list: Option<&[u8]>) -> Option<&'static str> {
     let list = list?;
     json::elements(list).find_map(|v| {
         SUPPORTED_VERSIONS
@@ -62,7 +86,7 @@ fn mutual(list: Option<&[u8]>) -> Option<&'static str> {
 }
 
 /// Reads the answer to a probe that asked for `requested`.
-pub(super) fn classify(message: &Message<'_>, requested: &str) -> Verdict {
+pub(crate) fn classify(message: &Message<'_>, requested: &str) -> Verdict {
     match *message {
         Message::Response { result, .. } => match mutual(json::get(result, b"supportedVersions")) {
             Some(v) => Verdict::Modern(v),
@@ -87,6 +111,37 @@ pub(super) fn classify(message: &Message<'_>, requested: &str) -> Verdict {
             }
         }
         _ => Verdict::Legacy("server/discover answered with something else"),
+    }
+}
+
+/// Writes the legacy `initialize` request (§13.3) with `id` (raw JSON),
+/// offering [`LEGACY_VERSION`], no capabilities, and the client's name and
+/// version.
+pub fn write_initialize(
+    w: &mut JsonWriter<'_>,
+    id: &[u8],
+    client_name: &str,
+    client_version: &str,
+) {
+    envelope::write_request(w, id, b"initialize", |w| {
+        w.raw(b"{\"protocolVersion\":")
+            .string(LEGACY_VERSION.as_bytes())
+            .raw(b",\"capabilities\":{},\"clientInfo\":{\"name\":")
+            .string(client_name.as_bytes())
+            .raw(b",\"version\":")
+            .string(client_version.as_bytes())
+            .raw(b"}}");
+    });
+}
+
+/// The version (raw JSON string) a legacy server answered `initialize`
+/// with, or why the answer is not one.
+pub fn initialize_answer<'a>(message: &Message<'a>) -> Result<&'a [u8], &'static str> {
+    match *message {
+        Message::Response { result, .. } => json::get(result, b"protocolVersion")
+            .filter(|v| json::kind(v) == Some(json::Kind::String))
+            .ok_or("initialize answered without protocolVersion"),
+        _ => Err("the server refused initialize"),
     }
 }
 
@@ -117,7 +172,7 @@ pub struct EraDiagnostics {
 }
 
 impl EraDiagnostics {
-    pub(super) fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self {
             era: None,
             requested: SUPPORTED_VERSIONS[0],
@@ -139,7 +194,9 @@ impl EraDiagnostics {
     pub fn version(&self) -> Option<&str> {
         match self.era? {
             Era::Modern => self.modern_version,
-            Era::Legacy => core::str::from_utf8(&self.legacy_version[..self.legacy_len]).ok(),
+            Era::Legacy | Era::HttpSse => {
+                core::str::from_utf8(&self.legacy_version[..self.legacy_len]).ok()
+            }
         }
     }
 
@@ -152,30 +209,30 @@ impl EraDiagnostics {
             .flatten()
     }
 
-    pub(super) fn modern_version(&self) -> Option<&'static str> {
+    pub(crate) fn modern_version(&self) -> Option<&'static str> {
         self.modern_version
     }
 
-    pub(super) fn set_modern(&mut self, version: &'static str) {
+    pub(crate) fn set_modern(&mut self, version: &'static str) {
         self.era = Some(Era::Modern);
         self.modern_version = Some(version);
     }
 
-    pub(super) fn set_legacy(&mut self, raw_version: &[u8]) {
-        self.era = Some(Era::Legacy);
+    pub(crate) fn set_legacy(&mut self, era: Era, raw_version: &[u8]) {
+        self.era = Some(era);
         let v = json::str_plain(raw_version).unwrap_or(b"");
         let n = v.len().min(VERSION_ROOM);
         self.legacy_version[..n].copy_from_slice(&v[..n]);
         self.legacy_len = n;
     }
 
-    pub(super) fn fall_back(&mut self, reason: &'static str) {
+    pub(crate) fn fall_back(&mut self, reason: &'static str) {
         self.fallback = true;
         self.reason = Some(reason);
     }
 
     /// Notes the versions a probe answer names.
-    pub(super) fn note(&mut self, message: &Message<'_>) {
+    pub(crate) fn note(&mut self, message: &Message<'_>) {
         let list = match *message {
             Message::Response { result, .. } => json::get(result, b"supportedVersions"),
             Message::Error { error, .. } => {
