@@ -175,6 +175,10 @@ step_http() {
     local rc=0
     bounded 1800 ./scripts/interop-http.sh || rc=1
     MCPWIRE_NO_BUILD=1 bounded 900 ./scripts/interop-http-client.sh || rc=1
+    # The 2025 session and 2024 HTTP+SSE shapes of mcp 1.26 (its venv was
+    # made by the script above) through the stdio engine's HTTP link.
+    MCPWIRE_MCP1_PYTHON="$PWD/.peers/venv-mcp1/bin/python" bounded 900 \
+        cargo test -p mcpwire-tokio --test legacy_http -- --ignored || rc=1
     return "$rc"
 }
 

@@ -45,7 +45,8 @@ pub use channel::{
 pub use server::stdio::{self, StdioConfig};
 pub use server::{AllowedHosts, Server, ServerConfig};
 pub use stdio_client::{
-    EraInfo, ServerCommand, StdioCall, StdioChannel, StdioChannelConfig, Stopped,
+    EraInfo, HttpLinkConfig, LineServer, ServerCommand, StdioCall, StdioChannel,
+    StdioChannelConfig, Stopped,
 };
 #[cfg(feature = "tls")]
 pub use tls::{ClientTlsConfig, TlsConfig};

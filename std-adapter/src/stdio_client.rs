@@ -41,8 +41,11 @@
 //! [`StdioChannel::call_tool_with_progress`]; [`StdioChannel::request`] and
 //! [`StdioChannel::call`] take any method as JSON.
 
+mod http_link;
 mod supervisor;
 mod typed;
+
+pub use http_link::HttpLinkConfig;
 
 use std::ffi::OsString;
 use std::fmt;
@@ -133,10 +136,22 @@ impl ServerCommand {
     }
 }
 
+/// The server a [`StdioChannel`] speaks lines of JSON-RPC with.
+#[derive(Debug, Clone)]
+pub enum LineServer {
+    /// A child process, over its stdin and stdout (the stdio binding).
+    Command(ServerCommand),
+    /// An older-era HTTP server (MCP 2026-07-28 §13): the 2025 Streamable
+    /// HTTP shape with sessions, or the 2024 HTTP+SSE shape, told apart by
+    /// the answer to `initialize`. Always the legacy lifecycle: a modern
+    /// server is reached with the HTTP channel.
+    LegacyHttp(HttpLinkConfig),
+}
+
 /// Settings of a [`StdioChannel`].
 #[derive(Debug, Clone)]
 pub struct StdioChannelConfig {
-    pub command: ServerCommand,
+    pub server: LineServer,
     /// A call's timeout when it names none (not `subscriptions/listen`).
     /// Default 60 s.
     pub request_timeout: Duration,
@@ -172,8 +187,21 @@ impl StdioChannelConfig {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
+        Self::with_server(LineServer::Command(command), name)
+    }
+
+    /// Settings for an older-era HTTP server at `link.url`; the era is the
+    /// legacy lifecycle (no probe: the HTTP channel's probe chose it).
+    pub fn legacy_http(link: HttpLinkConfig) -> Self {
+        let name = link.url.clone();
+        let mut config = Self::with_server(LineServer::LegacyHttp(link), name);
+        config.era = EraChoice::Legacy;
+        config
+    }
+
+    fn with_server(server: LineServer, name: String) -> Self {
         Self {
-            command,
+            server,
             request_timeout: Duration::from_secs(60),
             probe_timeout: Duration::from_secs(10),
             era: EraChoice::Probe,
@@ -243,6 +271,8 @@ pub enum Stopped {
     Killed,
     /// No child was running.
     NotRunning,
+    /// The HTTP session was closed (`DELETE` for a 2025 session).
+    SessionClosed,
 }
 
 /// A supervised stdio server and the calls to it. Cheap to clone: clones
@@ -283,12 +313,14 @@ impl StdioChannel {
     /// Launches the server and runs the handshake; returns once calls can
     /// start (or the launch or the handshake failed).
     pub async fn connect(config: StdioChannelConfig) -> Result<Self, CallError> {
-        if !config.command.program.is_absolute() {
+        if let LineServer::Command(command) = &config.server
+            && !command.program.is_absolute()
+        {
             return Err(error(
                 Code::InvalidArgument,
                 format!(
                     "the server's executable must be an absolute path, not {}",
-                    config.command.program.display()
+                    command.program.display()
                 ),
             ));
         }

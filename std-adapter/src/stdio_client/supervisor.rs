@@ -4,7 +4,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::process::Stdio;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -14,12 +14,13 @@ use mcpwire_core::mcp::client::stdio::{
     LOCAL_CLOSED, LOCAL_TIMEOUT, StdioClient, StdioClientConfig, StdioEvent, StdioStartError,
 };
 use mcpwire_core::time::Instant as CoreInstant;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{Child, ChildStdin, ChildStdout};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdin};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-use super::{EraInfo, StdioChannelConfig, Stopped, error};
+use super::http_link;
+use super::{EraInfo, LineServer, StdioChannelConfig, Stopped, error};
 use crate::channel::CallError;
 
 /// Calls in flight at a time; more wait their turn.
@@ -62,13 +63,22 @@ struct Entry {
 }
 
 struct Running {
-    child: Child,
+    /// The child process; none for an HTTP link.
+    child: Option<Child>,
+    /// An HTTP link's task, why it ended and its shape.
+    link: Option<LinkState>,
     /// Lines for the child's stdin, written by their own task so that a
     /// child that stops reading never stops this one reading its stdout;
     /// dropping it closes the child's stdin.
     stdin: Option<mpsc::UnboundedSender<Vec<u8>>>,
-    stdout: ChildStdout,
+    stdout: Box<dyn AsyncRead + Unpin + Send>,
     started: Instant,
+}
+
+struct LinkState {
+    task: tokio::task::JoinHandle<()>,
+    fatal: Arc<Mutex<Option<String>>>,
+    http_sse: Arc<AtomicBool>,
 }
 
 type Core = StdioClient<Vec<u8>, CALLS>;
@@ -103,7 +113,10 @@ pub(super) fn spawn(
         max_line_bytes: config.max_line_bytes,
         request_timeout: config.request_timeout,
         probe_timeout: config.probe_timeout,
-        era: config.era,
+        era: match config.server {
+            LineServer::Command(_) => config.era,
+            LineServer::LegacyHttp(_) => mcpwire_core::mcp::client::stdio::EraChoice::Legacy,
+        },
         client_capabilities: config.client_capabilities,
         ..StdioClientConfig::default()
     };
@@ -154,7 +167,27 @@ impl Supervisor {
     }
 
     fn launch(&self) -> Result<Running, String> {
-        let c = &self.config.command;
+        let c = match &self.config.server {
+            LineServer::Command(c) => c,
+            LineServer::LegacyHttp(link) => {
+                let l = http_link::launch(
+                    link,
+                    self.config.max_line_bytes,
+                    &self.config.stderr_prefix,
+                )?;
+                return Ok(Running {
+                    child: None,
+                    link: Some(LinkState {
+                        task: l.task,
+                        fatal: l.fatal,
+                        http_sse: l.http_sse,
+                    }),
+                    stdin: Some(l.lines),
+                    stdout: Box::new(l.messages),
+                    started: Instant::now(),
+                });
+            }
+        };
         let mut cmd = tokio::process::Command::new(&c.program);
         cmd.args(&c.args);
         if !c.inherit_env {
@@ -191,9 +224,10 @@ impl Supervisor {
         let (tx, rx) = mpsc::unbounded_channel();
         tokio::spawn(write_lines(stdin, rx));
         Ok(Running {
-            child,
+            child: Some(child),
+            link: None,
             stdin: Some(tx),
-            stdout,
+            stdout: Box::new(stdout),
             started: Instant::now(),
         })
     }
@@ -458,6 +492,14 @@ impl Supervisor {
 
     fn on_ready(&mut self) {
         self.ready = true;
+        if self
+            .child
+            .as_ref()
+            .and_then(|r| r.link.as_ref())
+            .is_some_and(|l| l.http_sse.load(Ordering::Relaxed))
+        {
+            self.core.set_http_sse();
+        }
         let d = self.core.era();
         let info = EraInfo {
             era: d
@@ -483,6 +525,15 @@ impl Supervisor {
 
     /// The child's stdout ended: it exited or crashed.
     async fn crashed(&mut self) {
+        // A link that knows why it ended says so before the engine guesses.
+        let fatal = self
+            .child
+            .as_ref()
+            .and_then(|r| r.link.as_ref())
+            .and_then(|l| l.fatal.lock().ok().and_then(|mut f| f.take()));
+        if let Some(why) = fatal {
+            self.give_up(why);
+        }
         self.core.recv_eof();
         self.ready = false;
         self.events();
@@ -490,15 +541,24 @@ impl Supervisor {
             return;
         };
         let ran = r.started.elapsed();
-        let status = match tokio::time::timeout(self.config.close_wait, r.child.wait()).await {
-            Ok(Ok(s)) => s.to_string(),
-            _ => {
-                let _ = r.child.start_kill();
-                let _ = r.child.wait().await;
-                "killed: its stdout closed but it did not exit".to_owned()
+        if let Some(link) = r.link.take() {
+            link.task.abort();
+            if self.failed.is_some() {
+                // The server is neither era, or refused: no restart helps.
+                return;
             }
-        };
-        self.log(&format!("the server's stdout closed ({status})"));
+            self.log("the HTTP session ended");
+        } else if let Some(child) = r.child.as_mut() {
+            let status = match tokio::time::timeout(self.config.close_wait, child.wait()).await {
+                Ok(Ok(s)) => s.to_string(),
+                _ => {
+                    let _ = child.start_kill();
+                    let _ = child.wait().await;
+                    "killed: its stdout closed but it did not exit".to_owned()
+                }
+            };
+            self.log(&format!("the server's stdout closed ({status})"));
+        }
         if self.failed.is_some() || self.restart.is_some() {
             return;
         }
@@ -590,10 +650,23 @@ async fn write_lines(mut stdin: ChildStdin, mut rx: mpsc::UnboundedReceiver<Vec<
 /// `term_wait`, then SIGKILL.
 async fn stop(mut r: Running, close_wait: Duration, term_wait: Duration) -> Stopped {
     drop(r.stdin.take());
-    if let Ok(Ok(s)) = tokio::time::timeout(close_wait, r.child.wait()).await {
+    if let Some(mut link) = r.link.take() {
+        // The link ends its session (`DELETE`) once its lines end.
+        if tokio::time::timeout(close_wait, &mut link.task)
+            .await
+            .is_err()
+        {
+            link.task.abort();
+        }
+        return Stopped::SessionClosed;
+    }
+    let Some(child) = r.child.as_mut() else {
+        return Stopped::NotRunning;
+    };
+    if let Ok(Ok(s)) = tokio::time::timeout(close_wait, child.wait()).await {
         return Stopped::Exited(s.code());
     }
-    if let Some(pid) = r.child.id() {
+    if let Some(pid) = child.id() {
         // std has no SIGTERM and this crate has no unsafe: kill(1) sends it.
         let _ = tokio::process::Command::new("kill")
             .args(["-TERM", &pid.to_string()])
@@ -602,11 +675,11 @@ async fn stop(mut r: Running, close_wait: Duration, term_wait: Duration) -> Stop
             .stderr(Stdio::null())
             .status()
             .await;
-        if let Ok(Ok(_)) = tokio::time::timeout(term_wait, r.child.wait()).await {
+        if let Ok(Ok(_)) = tokio::time::timeout(term_wait, child.wait()).await {
             return Stopped::Terminated;
         }
     }
-    let _ = r.child.start_kill();
-    let _ = r.child.wait().await;
+    let _ = child.start_kill();
+    let _ = child.wait().await;
     Stopped::Killed
 }

@@ -367,9 +367,40 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, const CALLS: usize> StdioClient<B, CALLS> {
                 self.era.restarted = true;
                 self.initialize();
             }
-            (_, Some(Era::Legacy)) => self.initialize(),
+            (_, Some(Era::Legacy | Era::HttpSse)) => self.initialize(),
             (_, Some(Era::Modern)) => self.ready(),
             _ => self.begin(now),
+        }
+    }
+
+    /// The transport judged the probe's answer as a legacy server's (over
+    /// HTTP: a 4xx without a modern error, MCP 2026-07-28 §8.3, which the
+    /// line never shows): falls back to `initialize` for `reason`, as an
+    /// answer on the line that said so would.
+    pub fn probe_answered_legacy(&mut self, reason: &'static str, now: Instant) {
+        self.now = now;
+        if matches!(self.phase, Phase::Probing { .. }) {
+            self.era.fall_back(reason);
+            self.initialize();
+        }
+    }
+
+    /// The transport failed the handshake for `reason` (over HTTP: 401,
+    /// 403, a 5xx, a server that is neither era): [`StdioEvent::HandshakeFailed`].
+    pub fn transport_refused_handshake(&mut self, reason: &'static str) {
+        if matches!(
+            self.phase,
+            Phase::Probing { .. } | Phase::Initializing { .. } | Phase::AwaitRestart
+        ) {
+            self.fail_handshake(reason);
+        }
+    }
+
+    /// Notes that the legacy lifecycle runs over the 2024-11-05 HTTP+SSE
+    /// shape (for [`era`](Self::era)).
+    pub fn set_http_sse(&mut self) {
+        if self.era.era == Some(Era::Legacy) {
+            self.era.era = Some(Era::HttpSse);
         }
     }
 
