@@ -114,15 +114,7 @@ async fn a_2025_session_server_is_reached_through_initialize_and_its_session_is_
     the_demo_answers(&channel).await;
     assert_eq!(channel.shutdown().await, Stopped::SessionClosed);
     let lines = peer.lines();
-    let session = lines
-        .iter()
-        .find_map(|l| {
-            l.strip_prefix("request POST /mcp session=")
-                .filter(|s| !s.starts_with("- "))
-        })
-        .and_then(|s| s.split(' ').next())
-        .expect("a request with a session")
-        .to_owned();
+    let session = session_of(&peer);
     assert!(
         lines
             .iter()
@@ -155,4 +147,55 @@ async fn a_url_that_is_no_mcp_server_fails_the_connect_with_the_reason() {
         panic!("a URL of neither era connected");
     };
     assert!(err.to_string().contains("neither era"), "{err}");
+}
+
+/// The session id of the peer's first request that carried one.
+fn session_of(peer: &Peer) -> String {
+    peer.lines()
+        .iter()
+        .find_map(|l| {
+            l.strip_prefix("request POST /mcp session=")
+                .filter(|s| !s.starts_with("- "))
+        })
+        .and_then(|s| s.split(' ').next())
+        .expect("a request with a session")
+        .to_owned()
+}
+
+#[tokio::test]
+#[ignore = "needs the mcp 1.26 peer: run by scripts/test.sh http"]
+async fn a_session_the_server_ended_is_initialised_again() {
+    let peer = peer("streamable-http");
+    let channel = StdioChannel::connect(config(format!("http://{}/mcp", peer.addr)))
+        .await
+        .unwrap();
+    let add = json!({"a": 1, "b": 2});
+    assert_eq!(channel.call_tool("add", &add).await.unwrap().text(), "3");
+    // Someone else ends the session: the server forgets it.
+    let session = session_of(&peer);
+    let mut s = std::net::TcpStream::connect(&peer.addr).unwrap();
+    std::io::Write::write_all(
+        &mut s,
+        format!(
+            "DELETE /mcp HTTP/1.1\r\nHost: {}\r\nmcp-session-id: {session}\r\nconnection: close\r\n\r\n",
+            peer.addr
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    let mut answer = String::new();
+    std::io::Read::read_to_string(&mut s, &mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    // The next call meets the 404: it fails, visibly, and a new session
+    // starts; the call after it is served there.
+    let err = channel.call_tool("add", &add).await.unwrap_err();
+    assert_eq!(err.status, mcpwire_core::grpc::Code::Unavailable, "{err}");
+    assert_eq!(channel.call_tool("add", &add).await.unwrap().text(), "3");
+    let inits = peer
+        .lines()
+        .iter()
+        .filter(|l| l.starts_with("request POST /mcp session=- -> 200"))
+        .count();
+    assert_eq!(inits, 2, "{:#?}", peer.lines());
+    assert_eq!(channel.restarts(), 1);
 }
