@@ -187,6 +187,7 @@ impl<'a, T: Tools, E: Binding, const HANDLERS: usize, const ARGS: usize, const R
         if input.is_empty() || output.is_empty() {
             return Err(ConnectionError::NoStaging);
         }
+        self.server.handlers_started().await;
         let mut eof = false;
         let server = self.server;
         let mut stop = server.stop.wait();

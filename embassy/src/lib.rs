@@ -179,6 +179,9 @@ type Network<'a, S, const STREAMS: usize, const TABLE: usize, const BUF: usize> 
 #[cfg(any(feature = "grpc", feature = "http"))]
 const CLOSE_GRACE: Duration = Duration::from_secs(2);
 
+/// Executor rounds a connection gives the handler tasks to start.
+const HANDLER_START_ROUNDS: usize = 8;
+
 /// Settings of a [`Server`].
 #[derive(Debug, Clone, Copy)]
 pub struct Config {
@@ -355,6 +358,21 @@ impl<'a, T: Tools, const HANDLERS: usize, const ARGS: usize, const RESULT: usize
                 warn!("mcpwire: more handler tasks than handler slots");
                 core::future::pending().await
             }
+        }
+    }
+
+    /// Waits (a few executor rounds at most) until every handler slot has
+    /// its task. At boot a connection task can run before the handler
+    /// tasks spawned beside it: a serial link whose peer wrote first would
+    /// otherwise read its first request before any slot can take it and
+    /// answer it busy. With fewer handler tasks than slots it gives up
+    /// after those rounds, and such calls are answered busy as before.
+    pub(crate) async fn handlers_started(&self) {
+        for _ in 0..HANDLER_START_ROUNDS {
+            if self.slots.iter().all(|slot| slot.with(|s| s.attached)) {
+                return;
+            }
+            embassy_futures::yield_now().await;
         }
     }
 

@@ -18,7 +18,7 @@ use core::sync::atomic::{AtomicBool, Ordering};
 
 use embassy_futures::block_on;
 use embassy_futures::join::join;
-use embassy_futures::select::{Either, Either3, select, select3};
+use embassy_futures::select::{Either, select};
 use embassy_sync::blocking_mutex::raw::CriticalSectionRawMutex;
 use embassy_sync::pipe::Pipe;
 use embassy_sync::signal::Signal;
@@ -161,7 +161,22 @@ fn run_with_server<F>(client: impl FnOnce(Host<'static>, &'static Mcp) -> F) -> 
 where
     F: core::future::Future<Output = Host<'static>>,
 {
+    run_at_boot(&[], true, client)
+}
+
+/// [`run_with_server`], with `early` already on the link before anything
+/// runs, and the handler tasks polled first or after the link's task (at
+/// boot an executor may run them in either order).
+fn run_at_boot<F>(
+    early: &[u8],
+    handlers_first: bool,
+    client: impl FnOnce(Host<'static>, &'static Mcp) -> F,
+) -> Vec<Value>
+where
+    F: core::future::Future<Output = Host<'static>>,
+{
     let up: &'static Wire = Box::leak(Box::new(Wire::new()));
+    assert_eq!(up.try_write(early), Ok(early.len()));
     let down: &'static Wire = Box::leak(Box::new(Wire::new()));
     let closed: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
     let close: &'static Signal<CriticalSectionRawMutex, ()> = Box::leak(Box::new(Signal::new()));
@@ -192,22 +207,55 @@ where
         host.close();
         host
     };
-    // The handlers first: they attach to their slots at their first poll.
+    // The handlers attach to their slots at their first poll.
     let handlers = join(server.run_handler(), server.run_handler());
-    let ended = block_on(select3(
-        handlers,
-        with_timeout(Duration::from_secs(10), join(serve, client)),
-        core::future::pending::<()>(),
-    ));
+    let link = with_timeout(Duration::from_secs(10), join(serve, client));
+    let ended = if handlers_first {
+        match block_on(select(handlers, link)) {
+            Either::First(never) => match never {},
+            Either::Second(ended) => ended,
+        }
+    } else {
+        match block_on(select(link, handlers)) {
+            Either::First(ended) => ended,
+            Either::Second(never) => match never {},
+        }
+    };
     match ended {
-        Either3::First(never) => match never {},
-        Either3::Second(Ok((served, mut host))) => {
+        Ok((served, mut host)) => {
             assert_eq!(served, Ok::<(), ConnectionError>(()));
             host.rest()
         }
-        Either3::Second(Err(_)) => panic!("the link did not end in 10 s"),
-        Either3::Third(()) => unreachable!(),
+        Err(_) => panic!("the link did not end in 10 s"),
     }
+}
+
+/// At boot the link's task may run before the handler tasks, with the
+/// host's requests already waiting on the link: they are served, not
+/// answered busy.
+#[test]
+fn requests_waiting_at_boot_wait_for_the_handlers() {
+    let mut early = Vec::new();
+    for id in 1..=2 {
+        early.extend_from_slice(call(id, "count", json!({ "n": 1 })).to_string().as_bytes());
+        early.push(b'\n');
+    }
+    let rest = run_at_boot(&early, false, |mut h, _| async move {
+        let mut ids = Vec::new();
+        while ids.len() < 2 {
+            let line = h.line().await;
+            if line.get("method").is_some() {
+                continue;
+            }
+            assert!(line.get("error").is_none(), "{line}");
+            assert!(line["result"].is_object(), "{line}");
+            ids.push(line["id"].as_i64().expect("an id"));
+        }
+        ids.sort_unstable();
+        assert_eq!(ids, [1, 2]);
+        h
+    });
+    assert!(rest.is_empty(), "{rest:?}");
 }
 
 #[test]
