@@ -377,6 +377,9 @@ step_bench() {
     # call checked; a failed call fails the step). README has a longer run.
     MCPWIRE_BENCH_SECONDS=${MCPWIRE_BENCH_SECONDS:-1} MCPWIRE_BENCH_WARMUP=${MCPWIRE_BENCH_WARMUP:-0.3} \
         bounded 1800 ./scripts/bench-load.sh
+    # The client benchmark: our client's CPU per call beside rmcp's and the
+    # Python SDK's, against the same server.
+    bounded 900 ./scripts/bench-client.sh
 }
 
 # --- driver ---------------------------------------------------------------
