@@ -39,7 +39,10 @@ const USAGE: &str = "usage: mcpwire serve [--listen ADDR]   (default 127.0.0.1:5
        mcpwire call --stdio [-v] [--era probe|modern|legacy] [--pass-env NAME]... [--inherit-env] [--cwd DIR]
          discover | list | tool NAME [JSON-ARGS] [--progress] [--timeout-ms N] -- /ABS/SERVER [ARGS...]
          launches a stdio server (empty environment but --pass-env; MCPWIRE_TOKEN is passed to it);
-         -v prints the era, versions and fallback to stderr";
+         -v prints the era, versions and fallback to stderr
+       mcpwire call http://HOST:PORT/PATH [-v] discover | list | tool NAME [JSON-ARGS] [--progress] [--timeout-ms N]
+         a modern Streamable HTTP endpoint (MCPWIRE_TOKEN, if set, is sent as a bearer token);
+         -v prints the era, versions, URL, status and content type to stderr";
 
 fn main() -> ExitCode {
     let mut args = std::env::args().skip(1);

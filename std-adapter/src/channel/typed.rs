@@ -319,7 +319,7 @@ impl Channel {
 }
 
 /// `{"name", "arguments"}` of `tools/call` and `prompts/get`.
-fn named_params(name: &str, arguments: impl Serialize) -> Result<Value, CallError> {
+pub(crate) fn named_params(name: &str, arguments: impl Serialize) -> Result<Value, CallError> {
     let arguments = serde_json::to_value(arguments)
         .map_err(|e| CallError::invalid_request(&format!("arguments: {e}")))?;
     let mut params = Map::new();
@@ -335,7 +335,7 @@ fn named_params(name: &str, arguments: impl Serialize) -> Result<Value, CallErro
 }
 
 /// The `result` of a response; its `error` as a [`CallError`].
-fn result_of(mut response: Value) -> Result<Value, CallError> {
+pub(crate) fn result_of(mut response: Value) -> Result<Value, CallError> {
     if let Some(error) = response.get("error") {
         let code = error.get("code").and_then(Value::as_i64).unwrap_or(0);
         let message = string(error, "message").unwrap_or_default();
@@ -357,7 +357,7 @@ fn result_of(mut response: Value) -> Result<Value, CallError> {
     }
 }
 
-fn call_tool_result(result: &Value) -> Result<CallToolResult, CallError> {
+pub(crate) fn call_tool_result(result: &Value) -> Result<CallToolResult, CallError> {
     Ok(CallToolResult {
         content: match result.get("content") {
             None => Vec::new(),
@@ -369,7 +369,7 @@ fn call_tool_result(result: &Value) -> Result<CallToolResult, CallError> {
     })
 }
 
-fn tool(value: &Value) -> Result<Tool, CallError> {
+pub(crate) fn tool(value: &Value) -> Result<Tool, CallError> {
     Ok(Tool {
         name: required(value, "name")?,
         title: string(value, "title"),
@@ -381,7 +381,7 @@ fn tool(value: &Value) -> Result<Tool, CallError> {
 }
 
 /// The progress of notification `n`, when it is about `token`.
-fn progress(n: &Value, token: &str) -> Option<Progress> {
+pub(crate) fn progress(n: &Value, token: &str) -> Option<Progress> {
     if n.get("method")?.as_str()? != "notifications/progress" {
         return None;
     }
@@ -396,11 +396,11 @@ fn progress(n: &Value, token: &str) -> Option<Progress> {
     })
 }
 
-fn string(value: &Value, key: &str) -> Option<String> {
+pub(crate) fn string(value: &Value, key: &str) -> Option<String> {
     value.get(key).and_then(Value::as_str).map(str::to_owned)
 }
 
-fn required(value: &Value, key: &str) -> Result<String, CallError> {
+pub(crate) fn required(value: &Value, key: &str) -> Result<String, CallError> {
     string(value, key).ok_or_else(|| {
         CallError::new(
             Code::Internal,
@@ -409,7 +409,7 @@ fn required(value: &Value, key: &str) -> Result<String, CallError> {
     })
 }
 
-fn array<'v>(value: &'v Value, key: &str) -> Result<&'v Vec<Value>, CallError> {
+pub(crate) fn array<'v>(value: &'v Value, key: &str) -> Result<&'v Vec<Value>, CallError> {
     value
         .get(key)
         .and_then(Value::as_array)
