@@ -69,6 +69,8 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 /// Connections open at once when none is set.
 pub const DEFAULT_POOL_SIZE: usize = 8;
 const DEFAULT_MAX_MESSAGE: usize = 4 << 20;
+/// The `_meta` key of the client's name and version.
+const CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
 /// How long the rest of an answer is read after its response, to keep the
 /// connection for the next exchange; past it the connection is closed.
 const DRAIN_WAIT: Duration = Duration::from_secs(1);
@@ -94,6 +96,10 @@ pub struct HttpChannelConfig {
     /// `io.modelcontextprotocol/clientCapabilities` added to requests that
     /// lack it.
     pub client_capabilities: Value,
+    /// `io.modelcontextprotocol/clientInfo` added to requests that lack it
+    /// (a SHOULD of the 2026-07-28 `_meta`); `None` sends none. Default:
+    /// `{"name": "mcpwire", "version": <this crate's>}`.
+    pub client_info: Option<Value>,
 }
 
 impl HttpChannelConfig {
@@ -105,6 +111,7 @@ impl HttpChannelConfig {
             max_message_bytes: DEFAULT_MAX_MESSAGE,
             pool_size: DEFAULT_POOL_SIZE,
             client_capabilities: json!({}),
+            client_info: Some(json!({"name": "mcpwire", "version": env!("CARGO_PKG_VERSION")})),
         }
     }
 }
@@ -273,6 +280,9 @@ impl HttpChannel {
             .to_owned();
         meta.entry(key(KEY_CLIENT_CAPABILITIES))
             .or_insert_with(|| self.inner.config.client_capabilities.clone());
+        if let Some(info) = &self.inner.config.client_info {
+            meta.entry(CLIENT_INFO).or_insert_with(|| info.clone());
+        }
         let timeout = match (timeout, method == "subscriptions/listen") {
             (None, true) => None,
             (t, _) => Some(t.unwrap_or(self.inner.config.timeout)),
@@ -830,11 +840,7 @@ async fn attempt(
 }
 
 /// The exchange's last judgement, as the call's answer or its error.
-fn judged(
-    j: Judgement,
-    buf: &[u8],
-    facts: &Mutex<HttpFacts>,
-) -> Result<Answer, CallError> {
+fn judged(j: Judgement, buf: &[u8], facts: &Mutex<HttpFacts>) -> Result<Answer, CallError> {
     match j {
         Judgement::Response { len, error } => {
             Ok(Some((buf.get(..len).unwrap_or_default().to_vec(), error)))

@@ -7,7 +7,7 @@
 use crate::mcp::error::HEADER_MISMATCH;
 use crate::mcp::json;
 use crate::mcp::mirror::{AnnotationError, Annotations};
-use crate::mcp::registry::MAX_ANNOTATIONS;
+use crate::mcp::registry::MAX_CLIENT_ANNOTATIONS;
 
 /// What the client does with one tool of a `tools/list` result.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,7 +24,7 @@ pub enum ToolSchema {
 
 /// Judges `schema`, a tool's `inputSchema` (raw JSON; `{}` when absent).
 pub fn judge_schema(schema: &[u8]) -> ToolSchema {
-    match Annotations::<'_, MAX_ANNOTATIONS>::collect(json::trim(schema)) {
+    match Annotations::<'_, MAX_CLIENT_ANNOTATIONS>::collect(json::trim(schema)) {
         Ok(a) if a.is_empty() => ToolSchema::Plain,
         Ok(_) => ToolSchema::Annotated,
         Err(e) => ToolSchema::Invalid(e),
@@ -62,6 +62,21 @@ mod tests {
             judge_schema(spaced),
             ToolSchema::Invalid(AnnotationError::NotAToken)
         );
+    }
+
+    #[test]
+    fn a_tool_with_fourteen_annotations_is_mirrored() {
+        let mut schema = std::string::String::from(r#"{"type":"object","properties":{"#);
+        for i in 0..14 {
+            if i > 0 {
+                schema.push(',');
+            }
+            schema.push_str(&std::format!(
+                r#""p{i}":{{"type":"string","x-mcp-header":"P{i}"}}"#
+            ));
+        }
+        schema.push_str("}}");
+        assert_eq!(judge_schema(schema.as_bytes()), ToolSchema::Annotated);
     }
 
     #[test]
