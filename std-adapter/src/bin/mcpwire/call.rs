@@ -301,6 +301,11 @@ async fn run_http(args: Args) -> ExitCode {
     use mcpwire_tokio::{HttpChannel, HttpChannelConfig};
     let mut config = HttpChannelConfig::new(args.http.clone().unwrap_or_default());
     config.bearer = std::env::var("MCPWIRE_TOKEN").ok();
+    if let Some(t) = args.timeout {
+        config.timeout = t;
+    }
+    // A tool's x-mcp-header annotations come from tools/list, which the
+    // channel reads when the server refuses the call's headers (-32020).
     let channel = match HttpChannel::with_config(config) {
         Ok(c) => c,
         Err(e) => {
@@ -311,15 +316,6 @@ async fn run_http(args: Args) -> ExitCode {
     let mut params = args.params;
     if args.progress {
         params["_meta"] = json!({"progressToken": "mcpwire-cli"});
-    }
-    if args.method == "tools/call"
-        && let Err(e) = channel.list_tools().await
-    {
-        // The tool's x-mcp-header annotations come from tools/list; a
-        // server that cannot list still gets the call, unmirrored.
-        if args.verbose {
-            eprintln!("mcpwire: tools/list before the call failed: {e}");
-        }
     }
     let request = json!({"jsonrpc": "2.0", "method": args.method, "params": params});
     let mut call = match channel.call_with_timeout(request, args.timeout).await {
