@@ -35,7 +35,8 @@
 # modern peers, the result text of their tools, progress on SSE and the
 # era line; on each bad peer, the clear error the call ends with (an HTML
 # page, a stream that breaks off, an event over the 4 MiB limit, no
-# answer within --timeout-ms, a request on the stream). The older-era
+# answer within --timeout-ms, a request on the stream; the huge event with
+# mcpwire's peak RSS under 48 MiB). The older-era
 # peers wait for the client's era fallback.
 #
 # Setup installs what is missing, once: mcp 2.3.0 into .venv, mcp 1.26.0
@@ -268,6 +269,18 @@ client_checks() {
         mcp_call c-bad "$url" "$@"
         call_failed c-bad "$want"
     }
+    c_memory() {
+        # The client's peak RSS while it refuses the 64 MiB event.
+        local rss
+        rss=$(python3 -c 'import resource, subprocess, sys
+subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=30)
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)' "$binary" call "$url" tool echo '{"text":"hi"}') || return 1
+        ((rss < 48 * 1024)) || {
+            echo "mcpwire's peak RSS is $rss kB, want under 48 MiB"
+            return 1
+        }
+        echo "mcpwire's peak RSS $rss kB"
+    }
     case $peer in
     typescript | python)
         check "$peer" client-list c_list
@@ -281,6 +294,7 @@ client_checks() {
         ;;
     bad-huge-event)
         check "$peer" client-error c_fails 'RESOURCE_EXHAUSTED' tool echo '{"text":"hi"}'
+        check "$peer" client-memory c_memory
         ;;
     bad-silent)
         check "$peer" client-error c_fails 'DEADLINE_EXCEEDED' tool echo '{"text":"hi"}' --timeout-ms 1000
