@@ -45,6 +45,15 @@ async fn lists_calls_reads_and_gets_over_http() {
     assert!(tools.iter().any(|t| t.name == "echo"), "{tools:?}");
     let echoed = ch.call_tool("echo", json!({"text": "hi"})).await.unwrap();
     assert_eq!(echoed.text(), "hi");
+    let resources = ch.list_resources().await.unwrap();
+    assert_eq!(resources[0].uri, "mem://readme");
+    let prompts = ch.list_prompts().await.unwrap();
+    assert_eq!(prompts[0].name, "greet");
+    let found: Value = ch
+        .call_tool_typed("lookup", json!({"region": "eu", "limit": 2}))
+        .await
+        .unwrap();
+    assert_eq!(found, json!({"region": "eu", "limit": 2}));
     let contents = ch.read_resource("mem://readme").await.unwrap();
     assert!(contents[0].text.as_deref().unwrap().starts_with("mcpwire"));
     let prompt = ch.get_prompt("greet", json!({"who": "Ada"})).await.unwrap();

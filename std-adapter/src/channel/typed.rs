@@ -220,18 +220,7 @@ impl Channel {
     /// Every resource of the server (`resources/list`, all pages).
     pub async fn list_resources(&self) -> Result<Vec<Resource>, CallError> {
         let items = self.list_all("resources/list", "resources").await?;
-        items
-            .iter()
-            .map(|r| {
-                Ok(Resource {
-                    uri: required(r, "uri")?,
-                    name: required(r, "name")?,
-                    title: string(r, "title"),
-                    description: string(r, "description"),
-                    mime_type: string(r, "mimeType"),
-                })
-            })
-            .collect()
+        items.iter().map(resource).collect()
     }
 
     /// The contents of the resource at `uri` (`resources/read`).
@@ -254,30 +243,7 @@ impl Channel {
     /// Every prompt of the server (`prompts/list`, all pages).
     pub async fn list_prompts(&self) -> Result<Vec<Prompt>, CallError> {
         let items = self.list_all("prompts/list", "prompts").await?;
-        items
-            .iter()
-            .map(|p| {
-                let arguments = match p.get("arguments") {
-                    Some(Value::Array(args)) => args
-                        .iter()
-                        .map(|a| {
-                            Ok(PromptArgument {
-                                name: required(a, "name")?,
-                                description: string(a, "description"),
-                                required: a.get("required").and_then(Value::as_bool) == Some(true),
-                            })
-                        })
-                        .collect::<Result<_, CallError>>()?,
-                    _ => Vec::new(),
-                };
-                Ok(Prompt {
-                    name: required(p, "name")?,
-                    title: string(p, "title"),
-                    description: string(p, "description"),
-                    arguments,
-                })
-            })
-            .collect()
+        items.iter().map(prompt).collect()
     }
 
     /// Prompt `name` with `arguments` (string values; `()` for none).
@@ -377,6 +343,38 @@ pub(crate) fn tool(value: &Value) -> Result<Tool, CallError> {
         input_schema: value.get("inputSchema").cloned().unwrap_or(json!({})),
         output_schema: value.get("outputSchema").cloned(),
         annotations: value.get("annotations").cloned(),
+    })
+}
+
+pub(crate) fn resource(r: &Value) -> Result<Resource, CallError> {
+    Ok(Resource {
+        uri: required(r, "uri")?,
+        name: required(r, "name")?,
+        title: string(r, "title"),
+        description: string(r, "description"),
+        mime_type: string(r, "mimeType"),
+    })
+}
+
+pub(crate) fn prompt(p: &Value) -> Result<Prompt, CallError> {
+    let arguments = match p.get("arguments") {
+        Some(Value::Array(args)) => args
+            .iter()
+            .map(|a| {
+                Ok(PromptArgument {
+                    name: required(a, "name")?,
+                    description: string(a, "description"),
+                    required: a.get("required").and_then(Value::as_bool) == Some(true),
+                })
+            })
+            .collect::<Result<_, CallError>>()?,
+        _ => Vec::new(),
+    };
+    Ok(Prompt {
+        name: required(p, "name")?,
+        title: string(p, "title"),
+        description: string(p, "description"),
+        arguments,
     })
 }
 

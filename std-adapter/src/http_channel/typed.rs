@@ -1,6 +1,7 @@
 //! The typed helpers of an [`HttpChannel`], those of
 //! [`Channel`](crate::Channel): `server/discover`, tools listed (every
-//! page) and called (with progress), resources read, prompts got. A
+//! page) and called (with progress, or typed), resources and prompts
+//! listed, read and got. A
 //! JSON-RPC error response is an `Err` whose [`CallError::rpc`] holds it;
 //! a tool's own failure (`isError`) is an ordinary [`CallToolResult`].
 
@@ -9,12 +10,15 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::HttpChannel;
+use serde::de::DeserializeOwned;
+
 use crate::channel::typed::{
-    array, call_tool_result, named_params, progress, required, result_of, string, tool,
+    array, call_tool_result, named_params, progress, prompt, required, resource, result_of, string,
+    tool,
 };
 use crate::channel::{
-    CallError, CallToolResult, GetPromptResult, MAX_LIST_PAGES, Progress, ResourceContents,
-    StreamMessage, Tool,
+    CallError, CallToolResult, GetPromptResult, MAX_LIST_PAGES, Progress, Prompt, Resource,
+    ResourceContents, StreamMessage, Tool,
 };
 
 impl HttpChannel {
@@ -42,6 +46,35 @@ impl HttpChannel {
         let params = named_params(name, arguments)?;
         let response = self.request("tools/call", params).await?;
         call_tool_result(&result_of(response)?)
+    }
+
+    /// [`HttpChannel::call_tool`] for a tool with an output schema: its
+    /// `structuredContent` as a `T`. A failure the tool reports is an
+    /// error with [`CallError::tool_error`].
+    pub async fn call_tool_typed<T: DeserializeOwned>(
+        &self,
+        name: &str,
+        arguments: impl Serialize,
+    ) -> Result<T, CallError> {
+        let result = self.call_tool(name, arguments).await?;
+        if result.is_error {
+            let mut e = CallError::new(Code::Unknown, result.text());
+            e.tool_error = Some(Box::new(result));
+            return Err(e);
+        }
+        result.structured()
+    }
+
+    /// Every resource of the server (`resources/list`, all pages).
+    pub async fn list_resources(&self) -> Result<Vec<Resource>, CallError> {
+        let items = self.list_all("resources/list", "resources").await?;
+        items.iter().map(resource).collect()
+    }
+
+    /// Every prompt of the server (`prompts/list`, all pages).
+    pub async fn list_prompts(&self) -> Result<Vec<Prompt>, CallError> {
+        let items = self.list_all("prompts/list", "prompts").await?;
+        items.iter().map(prompt).collect()
     }
 
     /// [`HttpChannel::call_tool`] asking for progress: `on_progress` sees
