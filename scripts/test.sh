@@ -185,7 +185,8 @@ step_http() {
 step_conformance() {
     # The official MCP conformance suite (0.2.0-alpha.12, requirement set
     # 2026-07-28, on Node.js 22) against `mcpwire serve --fixtures
-    # conformance`: every one of the 37 scored scenarios must pass.
+    # conformance`: every one of the 37 scored scenarios must pass; then
+    # its client scenarios against mcpwire's HTTP client.
     bounded 1800 "${cargo_tools[@]}" build --release -p mcpwire-tokio --bin mcpwire --quiet
     local port rc=0
     port=$(free_port)
@@ -203,6 +204,10 @@ step_conformance() {
         note "server log:"
         sed 's/^/      /' "$work/fixtures.log" | tail -n 20
     fi
+    # Client mode: `mcpwire conformance-client` (the HttpChannel) in every
+    # scored client scenario; the OAuth ones are baselined
+    # (tests/conformance/client-baseline.yml).
+    bounded 900 ./scripts/conformance.sh --client "$root/target/release/mcpwire conformance-client" || rc=$?
     return "$rc"
 }
 

@@ -45,7 +45,7 @@
 //! ```
 
 mod driver;
-mod typed;
+pub(crate) mod typed;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -152,10 +152,14 @@ pub struct CallDiagnostics {
     /// The JSON-RPC code of a request refused before a byte went out
     /// (-32600 for an unsafe annotated integer).
     pub rpc_code: Option<i32>,
+    /// The HTTP facts of a call over Streamable HTTP
+    /// ([`HttpChannel`](crate::HttpChannel)): URL, status, content type,
+    /// era and versions.
+    pub http: Option<Box<crate::http_channel::HttpFacts>>,
 }
 
 impl CallError {
-    fn new(status: Code, message: impl Into<String>) -> Self {
+    pub(crate) fn new(status: Code, message: impl Into<String>) -> Self {
         Self {
             status,
             message: message.into(),
@@ -165,7 +169,7 @@ impl CallError {
         }
     }
 
-    fn invalid_request(message: &str) -> Self {
+    pub(crate) fn invalid_request(message: &str) -> Self {
         let mut e = Self::new(Code::InvalidArgument, message);
         e.diagnostics.rpc_code = Some(INVALID_REQUEST);
         e

@@ -13,6 +13,10 @@
 //! Each handler runs as a tokio task and is aborted when the client resets
 //! the call or its deadline (`grpc-timeout`) passes.
 //!
+//! On the client side: [`Channel`] (the tunnel binding over gRPC),
+//! [`HttpChannel`] (modern Streamable HTTP) and [`StdioChannel`] (a stdio
+//! child, or an older-era HTTP server), with the same typed calls.
+//!
 //! The same app serves the stdio binding (one JSON-RPC message a line on
 //! stdin and stdout): [`App::serve_stdio`], or [`stdio::serve`] over any
 //! reader and writer.
@@ -21,6 +25,7 @@ mod app;
 pub mod auth;
 pub mod channel;
 mod clock;
+pub mod http_channel;
 mod outbox;
 pub mod portable;
 mod server;
@@ -42,6 +47,7 @@ pub use channel::{
     CallDiagnostics, CallError, CallStream, CallToolResult, Channel, ChannelConfig, JsonRpcError,
     StreamMessage, Tool,
 };
+pub use http_channel::{HttpCall, HttpChannel, HttpChannelConfig, HttpFacts};
 pub use server::stdio::{self, StdioConfig};
 pub use server::{AllowedHosts, Server, ServerConfig};
 pub use stdio_client::{

@@ -41,7 +41,7 @@
 //! [`StdioChannel::call_tool_with_progress`]; [`StdioChannel::request`] and
 //! [`StdioChannel::call`] take any method as JSON.
 
-mod http_link;
+pub(crate) mod http_link;
 mod supervisor;
 mod typed;
 

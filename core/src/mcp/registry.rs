@@ -92,6 +92,11 @@ pub enum RegistryError<'r> {
 
 /// Annotations tracked per tool.
 pub const MAX_ANNOTATIONS: usize = 8;
+/// Annotations a client mirrors per tool: the servers it calls may
+/// annotate more arguments than this crate's own registry serves (the
+/// conformance suite's `test_custom_headers` has 14). A tool with more is
+/// left out of the client's `tools/list`, as an invalid one.
+pub const MAX_CLIENT_ANNOTATIONS: usize = 16;
 
 impl<'r> Registry<'r> {
     /// Checks the schemas and annotations once, before serving.

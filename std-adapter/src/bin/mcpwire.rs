@@ -2,7 +2,9 @@
 //! conformance`, the conformance suite's fixture set) over the gRPC tunnel
 //! binding and Streamable HTTP on one port, or with `--stdio` over stdin and stdout (MCP §6: stdout carries
 //! MCP messages only; this program writes its own words to stderr);
-//! `mcpwire call`: discovers, lists and calls tools of a tunnel server.
+//! `mcpwire call`: discovers, lists and calls tools of a tunnel server, a
+//! Streamable HTTP endpoint or a stdio child; `mcpwire conformance-client`:
+//! the driver of the conformance suite's client scenarios.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -13,6 +15,8 @@ use mcpwire_tokio::{App, Server, StateSeal};
 mod call;
 #[path = "mcpwire/conformance.rs"]
 mod conformance;
+#[path = "mcpwire/conformance_client.rs"]
+mod conformance_client;
 #[path = "mcpwire/demo.rs"]
 mod demo;
 
@@ -39,7 +43,12 @@ const USAGE: &str = "usage: mcpwire serve [--listen ADDR]   (default 127.0.0.1:5
        mcpwire call --stdio [-v] [--era probe|modern|legacy] [--pass-env NAME]... [--inherit-env] [--cwd DIR]
          discover | list | tool NAME [JSON-ARGS] [--progress] [--timeout-ms N] -- /ABS/SERVER [ARGS...]
          launches a stdio server (empty environment but --pass-env; MCPWIRE_TOKEN is passed to it);
-         -v prints the era, versions and fallback to stderr";
+         -v prints the era, versions and fallback to stderr
+       mcpwire call http://HOST:PORT/PATH [-v] discover | list | tool NAME [JSON-ARGS] [--progress] [--timeout-ms N]
+         a modern Streamable HTTP endpoint (MCPWIRE_TOKEN, if set, is sent as a bearer token);
+         -v prints the era, versions, URL, status and content type to stderr
+       mcpwire conformance-client URL   the driver the MCP conformance suite runs per client scenario
+         (MCP_CONFORMANCE_SCENARIO names it, MCP_CONFORMANCE_CONTEXT carries its data)";
 
 fn main() -> ExitCode {
     let mut args = std::env::args().skip(1);
@@ -52,6 +61,7 @@ fn main() -> ExitCode {
     match args.next().as_deref() {
         Some("serve") => {}
         Some("call") => return call::main(args),
+        Some(conformance_client::NAME) => return conformance_client::main(args),
         Some("-h" | "--help") => {
             println!("{USAGE}");
             return ExitCode::SUCCESS;

@@ -220,18 +220,7 @@ impl Channel {
     /// Every resource of the server (`resources/list`, all pages).
     pub async fn list_resources(&self) -> Result<Vec<Resource>, CallError> {
         let items = self.list_all("resources/list", "resources").await?;
-        items
-            .iter()
-            .map(|r| {
-                Ok(Resource {
-                    uri: required(r, "uri")?,
-                    name: required(r, "name")?,
-                    title: string(r, "title"),
-                    description: string(r, "description"),
-                    mime_type: string(r, "mimeType"),
-                })
-            })
-            .collect()
+        items.iter().map(resource).collect()
     }
 
     /// The contents of the resource at `uri` (`resources/read`).
@@ -254,30 +243,7 @@ impl Channel {
     /// Every prompt of the server (`prompts/list`, all pages).
     pub async fn list_prompts(&self) -> Result<Vec<Prompt>, CallError> {
         let items = self.list_all("prompts/list", "prompts").await?;
-        items
-            .iter()
-            .map(|p| {
-                let arguments = match p.get("arguments") {
-                    Some(Value::Array(args)) => args
-                        .iter()
-                        .map(|a| {
-                            Ok(PromptArgument {
-                                name: required(a, "name")?,
-                                description: string(a, "description"),
-                                required: a.get("required").and_then(Value::as_bool) == Some(true),
-                            })
-                        })
-                        .collect::<Result<_, CallError>>()?,
-                    _ => Vec::new(),
-                };
-                Ok(Prompt {
-                    name: required(p, "name")?,
-                    title: string(p, "title"),
-                    description: string(p, "description"),
-                    arguments,
-                })
-            })
-            .collect()
+        items.iter().map(prompt).collect()
     }
 
     /// Prompt `name` with `arguments` (string values; `()` for none).
@@ -319,7 +285,7 @@ impl Channel {
 }
 
 /// `{"name", "arguments"}` of `tools/call` and `prompts/get`.
-fn named_params(name: &str, arguments: impl Serialize) -> Result<Value, CallError> {
+pub(crate) fn named_params(name: &str, arguments: impl Serialize) -> Result<Value, CallError> {
     let arguments = serde_json::to_value(arguments)
         .map_err(|e| CallError::invalid_request(&format!("arguments: {e}")))?;
     let mut params = Map::new();
@@ -335,7 +301,7 @@ fn named_params(name: &str, arguments: impl Serialize) -> Result<Value, CallErro
 }
 
 /// The `result` of a response; its `error` as a [`CallError`].
-fn result_of(mut response: Value) -> Result<Value, CallError> {
+pub(crate) fn result_of(mut response: Value) -> Result<Value, CallError> {
     if let Some(error) = response.get("error") {
         let code = error.get("code").and_then(Value::as_i64).unwrap_or(0);
         let message = string(error, "message").unwrap_or_default();
@@ -357,7 +323,7 @@ fn result_of(mut response: Value) -> Result<Value, CallError> {
     }
 }
 
-fn call_tool_result(result: &Value) -> Result<CallToolResult, CallError> {
+pub(crate) fn call_tool_result(result: &Value) -> Result<CallToolResult, CallError> {
     Ok(CallToolResult {
         content: match result.get("content") {
             None => Vec::new(),
@@ -369,7 +335,7 @@ fn call_tool_result(result: &Value) -> Result<CallToolResult, CallError> {
     })
 }
 
-fn tool(value: &Value) -> Result<Tool, CallError> {
+pub(crate) fn tool(value: &Value) -> Result<Tool, CallError> {
     Ok(Tool {
         name: required(value, "name")?,
         title: string(value, "title"),
@@ -380,8 +346,40 @@ fn tool(value: &Value) -> Result<Tool, CallError> {
     })
 }
 
+pub(crate) fn resource(r: &Value) -> Result<Resource, CallError> {
+    Ok(Resource {
+        uri: required(r, "uri")?,
+        name: required(r, "name")?,
+        title: string(r, "title"),
+        description: string(r, "description"),
+        mime_type: string(r, "mimeType"),
+    })
+}
+
+pub(crate) fn prompt(p: &Value) -> Result<Prompt, CallError> {
+    let arguments = match p.get("arguments") {
+        Some(Value::Array(args)) => args
+            .iter()
+            .map(|a| {
+                Ok(PromptArgument {
+                    name: required(a, "name")?,
+                    description: string(a, "description"),
+                    required: a.get("required").and_then(Value::as_bool) == Some(true),
+                })
+            })
+            .collect::<Result<_, CallError>>()?,
+        _ => Vec::new(),
+    };
+    Ok(Prompt {
+        name: required(p, "name")?,
+        title: string(p, "title"),
+        description: string(p, "description"),
+        arguments,
+    })
+}
+
 /// The progress of notification `n`, when it is about `token`.
-fn progress(n: &Value, token: &str) -> Option<Progress> {
+pub(crate) fn progress(n: &Value, token: &str) -> Option<Progress> {
     if n.get("method")?.as_str()? != "notifications/progress" {
         return None;
     }
@@ -396,11 +394,11 @@ fn progress(n: &Value, token: &str) -> Option<Progress> {
     })
 }
 
-fn string(value: &Value, key: &str) -> Option<String> {
+pub(crate) fn string(value: &Value, key: &str) -> Option<String> {
     value.get(key).and_then(Value::as_str).map(str::to_owned)
 }
 
-fn required(value: &Value, key: &str) -> Result<String, CallError> {
+pub(crate) fn required(value: &Value, key: &str) -> Result<String, CallError> {
     string(value, key).ok_or_else(|| {
         CallError::new(
             Code::Internal,
@@ -409,7 +407,7 @@ fn required(value: &Value, key: &str) -> Result<String, CallError> {
     })
 }
 
-fn array<'v>(value: &'v Value, key: &str) -> Result<&'v Vec<Value>, CallError> {
+pub(crate) fn array<'v>(value: &'v Value, key: &str) -> Result<&'v Vec<Value>, CallError> {
     value
         .get(key)
         .and_then(Value::as_array)

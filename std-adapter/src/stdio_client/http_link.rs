@@ -50,15 +50,15 @@ pub struct HttpLinkConfig {
 
 /// The URL's parts.
 #[derive(Debug, Clone)]
-struct Target {
-    authority: String,
-    path: String,
+pub(crate) struct Target {
+    pub(crate) authority: String,
+    pub(crate) path: String,
 }
 
-fn parse_url(url: &str) -> Result<Target, String> {
+pub(crate) fn parse_url(url: &str) -> Result<Target, String> {
     let rest = url
         .strip_prefix("http://")
-        .ok_or_else(|| format!("{url}: only http:// URLs reach an older-era server"))?;
+        .ok_or_else(|| format!("{url}: only http:// URLs are supported"))?;
     let at = rest.find('/').unwrap_or(rest.len());
     let (authority, path) = rest.split_at(at);
     if authority.is_empty() {

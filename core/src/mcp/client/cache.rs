@@ -7,7 +7,7 @@ use super::calls::{Mode, Slot, bytes, bytes_mut, ensure, reopen};
 use super::request::frame_into;
 use crate::mcp::json;
 use crate::mcp::mirror::Annotations;
-use crate::mcp::registry::MAX_ANNOTATIONS;
+use crate::mcp::registry::MAX_CLIENT_ANNOTATIONS;
 use crate::mcp::store::CallStore;
 use crate::mcp::writer::JsonWriter;
 
@@ -40,7 +40,7 @@ impl<const N: usize> Cache<N> {
     /// when it does not fit.
     pub(super) fn learn_schema(&mut self, tool: &[u8], schema: &[u8]) -> bool {
         let valid =
-            Annotations::<'_, MAX_ANNOTATIONS>::collect(schema).is_ok_and(|a| !a.is_empty());
+            Annotations::<'_, MAX_CLIENT_ANNOTATIONS>::collect(schema).is_ok_and(|a| !a.is_empty());
         valid && self.get(tool).is_none() && self.insert(tool, schema)
     }
 
@@ -151,7 +151,7 @@ pub(super) fn learn<const N: usize>(
     {
         let name = json::get(tool, b"name").map_or(b"\"\"".as_slice(), json::trim);
         let schema = json::get(tool, b"inputSchema").map_or(b"{}".as_slice(), json::trim);
-        let keep = match Annotations::<'_, MAX_ANNOTATIONS>::collect(schema) {
+        let keep = match Annotations::<'_, MAX_CLIENT_ANNOTATIONS>::collect(schema) {
             Ok(ann) => {
                 if !ann.is_empty() && !cache.insert(name, schema) {
                     warnings.add(

@@ -9,7 +9,7 @@ use crate::mcp::error::{INVALID_REQUEST, RpcError, code_for_status};
 use crate::mcp::json::{self, MAX_SAFE_INTEGER};
 use crate::mcp::meta::KEY_PROTOCOL_VERSION;
 use crate::mcp::mirror::{self, Annotations, ParamType};
-use crate::mcp::registry::MAX_ANNOTATIONS;
+use crate::mcp::registry::MAX_CLIENT_ANNOTATIONS;
 use crate::mcp::writer::JsonWriter;
 
 /// Room of [`mirror_headers`] for a value it must unescape or encode.
@@ -102,7 +102,7 @@ where
     ) else {
         return Ok(());
     };
-    let annotations = Annotations::<'_, MAX_ANNOTATIONS>::collect(schema)
+    let annotations = Annotations::<'_, MAX_CLIENT_ANNOTATIONS>::collect(schema)
         .map_err(|e| RpcError::new(INVALID_REQUEST, e.reason()))?;
     let mut header = [0u8; 10 + 64];
     for ann in annotations.iter() {

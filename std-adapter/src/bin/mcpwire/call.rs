@@ -6,6 +6,9 @@
 //! With `--stdio [-v] ... -- /abs/server [ARGS...]` the request goes to a
 //! stdio server launched as a child (the words after `--`); `-v` prints
 //! the era, the versions and whether a fallback happened to stderr.
+//! With an `http://HOST:PORT/PATH` URL instead of `--server`, the request
+//! goes to that modern Streamable HTTP endpoint ([`HttpChannel`]); `-v`
+//! prints the era, the versions and the HTTP facts to stderr.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -16,7 +19,9 @@ use serde_json::{Value, json};
 pub const USAGE: &str = "usage: mcpwire call [--server ADDR] [--tls | --tls-ca PEM] [--tls-server-name NAME] discover | list | tool NAME [JSON-ARGS] [--progress] [--timeout-ms N]   (default 127.0.0.1:50051, cleartext)
        mcpwire call --stdio [-v] [--era probe|modern|legacy] [--pass-env NAME]... [--inherit-env] [--cwd DIR]
          discover | list | tool NAME [JSON-ARGS] [--progress] [--timeout-ms N] -- /ABS/SERVER [ARGS...]
-         (the child gets an empty environment but the --pass-env names; MCPWIRE_TOKEN goes to it as MCPWIRE_TOKEN)";
+         (the child gets an empty environment but the --pass-env names; MCPWIRE_TOKEN goes to it as MCPWIRE_TOKEN)
+       mcpwire call http://HOST:PORT/PATH [-v] discover | list | tool NAME [JSON-ARGS] [--progress] [--timeout-ms N]
+         (a modern Streamable HTTP endpoint; MCPWIRE_TOKEN, if set, is sent as a bearer token)";
 
 /// How the call connects.
 #[derive(Debug, Default)]
@@ -47,6 +52,10 @@ struct Args {
     timeout: Option<Duration>,
     tls: Tls,
     stdio: Option<StdioArgs>,
+    /// An `http://` URL: the modern Streamable HTTP endpoint to call.
+    http: Option<String>,
+    /// `-v` (HTTP): the diagnostics line on stderr.
+    verbose: bool,
 }
 
 fn parse(args: impl Iterator<Item = String>) -> Result<Args, String> {
@@ -56,6 +65,8 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Args, String> {
     let mut tls = Tls::default();
     let mut words = Vec::new();
     let mut stdio: Option<StdioArgs> = None;
+    let mut http = None;
+    let mut verbose = false;
     let mut args = args.peekable();
     while let Some(arg) = args.next() {
         if let Some(s) = stdio.as_mut() {
@@ -116,6 +127,12 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Args, String> {
                 timeout = Some(Duration::from_millis(ms));
             }
             "--progress" => progress = true,
+            "-v" => verbose = true,
+            _ if flag.starts_with("http://") || flag.starts_with("https://") => {
+                if http.replace(arg).is_some() {
+                    return Err("one URL only".into());
+                }
+            }
             "--tls" => tls.on = true,
             "--tls-ca" => {
                 tls.ca = Some(
@@ -167,7 +184,15 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Args, String> {
             Some(_) => {}
         }
     }
+    if http.is_some() && (stdio.is_some() || tls.on) {
+        return Err("an http:// URL goes without --stdio and --tls".into());
+    }
+    if verbose && http.is_none() {
+        return Err("-v goes with --stdio or an http:// URL".into());
+    }
     Ok(Args {
+        http,
+        verbose,
         stdio,
         server,
         method: method.to_owned(),
@@ -199,6 +224,9 @@ pub fn main(args: impl Iterator<Item = String>) -> ExitCode {
     };
     if args.stdio.is_some() {
         return runtime.block_on(run_stdio(args));
+    }
+    if args.http.is_some() {
+        return runtime.block_on(run_http(args));
     }
     runtime.block_on(run(args))
 }
@@ -264,6 +292,58 @@ async fn run_stdio(mut args: Args) -> ExitCode {
     let stopped = channel.shutdown().await;
     if s.verbose {
         eprintln!("mcpwire: the server stopped: {stopped:?}");
+    }
+    code
+}
+
+/// An `http://` URL: one request to the modern Streamable HTTP endpoint.
+async fn run_http(args: Args) -> ExitCode {
+    use mcpwire_tokio::{HttpChannel, HttpChannelConfig};
+    let mut config = HttpChannelConfig::new(args.http.clone().unwrap_or_default());
+    config.bearer = std::env::var("MCPWIRE_TOKEN").ok();
+    if let Some(t) = args.timeout {
+        config.timeout = t;
+    }
+    // A tool's x-mcp-header annotations come from tools/list, which the
+    // channel reads when the server refuses the call's headers (-32020).
+    let channel = match HttpChannel::with_config(config) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("mcpwire: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut params = args.params;
+    if args.progress {
+        params["_meta"] = json!({"progressToken": "mcpwire-cli"});
+    }
+    let request = json!({"jsonrpc": "2.0", "method": args.method, "params": params});
+    let mut call = match channel.call_with_timeout(request, args.timeout).await {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("mcpwire: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let code = loop {
+        match call.next().await {
+            Ok(Some(StreamMessage::Notification(n))) => print_progress(args.progress, &n),
+            Ok(Some(StreamMessage::Response(r))) => break print_response(&r),
+            Ok(None) => {
+                eprintln!("mcpwire: the call ended without a response");
+                break ExitCode::FAILURE;
+            }
+            Err(e) => {
+                eprintln!("mcpwire: {e}");
+                if let Some(w) = &e.diagnostics.www_authenticate {
+                    eprintln!("mcpwire: WWW-Authenticate: {w}");
+                }
+                break ExitCode::FAILURE;
+            }
+        }
+    };
+    if args.verbose {
+        eprintln!("mcpwire: {}", call.facts());
     }
     code
 }

@@ -17,13 +17,17 @@
 //!   the 2025 `initialize`'s answer, the session id, the 2024 shape's
 //!   `endpoint` event; [`write_legacy_post`], [`write_get_events`] and
 //!   [`write_delete`] are the older shapes' requests.
+//! - [`tools`]: the `x-mcp-header` rules of a `tools/call`: which tools
+//!   a `tools/list` keeps, and the -32020 re-list and single retry.
 
 pub mod era;
 pub mod request;
 pub mod response;
+pub mod tools;
 
 pub use request::{
     ACCEPT, Endpoint, RequestError, Session, legacy_post_fields, post_fields, write_delete,
     write_get_events, write_legacy_post, write_post,
 };
 pub use response::{Expect, HttpFailure, Judgement, ResponseReader, Step};
+pub use tools::{ToolSchema, judge_schema, relist_and_retry};
