@@ -815,3 +815,24 @@ fn a_small_buffer_says_what_it_needs() {
     assert_eq!(request_to_json(Rpc::CallTool, &msg, &mut out), Ok(needed));
     let _ = typed::MAX_DEPTH;
 }
+
+#[test]
+fn negative_zero_and_float_text_survive_the_round_trip() {
+    let params = r#"{"name":"t","arguments":{"z":-0.0,"f":0.1,"e":1e300,"s":-1.5e-7}}"#;
+    let bytes = req_proto(Rpc::CallTool, params).unwrap();
+    let text = String::from_utf8(run(request_to_json, Rpc::CallTool, &bytes).unwrap()).unwrap();
+    assert!(text.contains(r#""z":-0"#), "{text}");
+    assert_eq!(req_proto(Rpc::CallTool, &text).unwrap(), bytes);
+}
+
+#[test]
+fn a_client_refuses_an_empty_key_member_before_sending() {
+    assert_eq!(
+        req_proto(Rpc::CallTool, r#"{"name":""}"#),
+        Err(TypedError::Invalid("Missing tool name"))
+    );
+    assert_eq!(
+        req_proto(Rpc::ReadResource, r#"{"uri":""}"#),
+        Err(TypedError::Invalid("Missing resource URI"))
+    );
+}

@@ -45,6 +45,10 @@ pub(super) fn double(jw: &mut J<'_>, x: f64) -> Result<()> {
     if !x.is_finite() {
         return Err(TypedError::Invalid("a number that is not finite"));
     }
+    if x == 0.0 && x.is_sign_negative() {
+        jw.raw(b"-0");
+        return Ok(());
+    }
     if x.abs() <= SAFE && (x as i64) as f64 == x {
         // Whole and within ±2^53: exact as an i64.
         jw.int(x as i64);
@@ -68,6 +72,10 @@ pub(super) fn double(jw: &mut J<'_>, x: f64) -> Result<()> {
 fn float(jw: &mut J<'_>, x: f32) -> Result<()> {
     if !x.is_finite() {
         return Err(TypedError::Invalid("a number that is not finite"));
+    }
+    if x == 0.0 && x.is_sign_negative() {
+        jw.raw(b"-0");
+        return Ok(());
     }
     if f64::from(x.abs()) <= SAFE && (x as i64) as f32 == x {
         jw.int(x as i64);

@@ -272,6 +272,10 @@ fn field(w: &mut W<'_>, entry: &Entry, v: &[u8], depth: usize) -> Result<()> {
     match entry.conv {
         Conv::Str => {
             expect(v, Kind::String, "expected a string")?;
+            if is_empty_string(v) && !entry.missing.is_empty() {
+                // The server would refuse it (§6.2).
+                return Err(TypedError::Invalid(entry.missing));
+            }
             if !is_empty_string(v) {
                 string(w, n, v)?;
             }
@@ -311,8 +315,13 @@ fn field(w: &mut W<'_>, entry: &Entry, v: &[u8], depth: usize) -> Result<()> {
             w.varint(n, x.unsigned_abs());
         }
         Conv::F32Opt => {
-            // The field is 32 bits wide: the value is rounded (lossy, §6.10).
-            let x = number(v)? as f32;
+            // The field is 32 bits wide: the value is rounded (lossy, §6.10),
+            // once, from the decimal text.
+            number(v)?;
+            let x: f32 = core::str::from_utf8(json::trim(v))
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .ok_or(TypedError::Invalid("expected a number"))?;
             if !x.is_finite() {
                 return Err(TypedError::Unexpressible(
                     "a number beyond the range of a float",
