@@ -836,3 +836,68 @@ fn a_client_refuses_an_empty_key_member_before_sending() {
         Err(TypedError::Invalid("Missing resource URI"))
     );
 }
+
+#[test]
+fn every_message_reads_the_same_with_unknown_fields_appended() {
+    // A varint, a 64-bit, a length-delimited and a 32-bit field, numbers
+    // no message declares (and the old cursor numbers of 2026-01).
+    let unknown = hex("f8010a f9010102030405060708 fa0103616263 fd0101020304");
+    for (rpc, params) in requests() {
+        let mut bytes = req_proto(rpc, &params).unwrap();
+        let before = req_json(rpc, &bytes).unwrap();
+        bytes.extend_from_slice(&unknown);
+        assert_eq!(req_json(rpc, &bytes).unwrap(), before, "{rpc}");
+    }
+    for (rpc, result) in results() {
+        let mut bytes = res_proto(rpc, &result).unwrap();
+        let before = res_json(rpc, &bytes).unwrap();
+        bytes.extend_from_slice(&unknown);
+        assert_eq!(res_json(rpc, &bytes).unwrap(), before, "{rpc}");
+        // Inside `common` too: the old next_cursor (3) and task_id (6).
+        let mut inner = hex("1a0163 320174");
+        let common = res_proto(rpc, &result).unwrap();
+        // `common` is the first field of every result the encoder writes.
+        assert_eq!(common[0], 0x0a, "{rpc}");
+        let (len, n) = mcpwire_proto::wire::decode_varint(&common[1..]).unwrap();
+        let body_end = 1 + n + len as usize;
+        let mut body = common[1 + n..body_end].to_vec();
+        body.append(&mut inner);
+        let mut patched = vec![0x0a];
+        patched.extend(len_prefixed(&body));
+        patched.extend_from_slice(&common[body_end..]);
+        assert_eq!(res_json(rpc, &patched).unwrap(), before, "{rpc} common");
+    }
+}
+
+#[test]
+fn the_routing_value_comes_from_the_message() {
+    let value = |rpc, params: &str| {
+        let bytes = req_proto(rpc, params).unwrap();
+        typed::routing_value(rpc, &bytes)
+            .unwrap()
+            .map(str::to_owned)
+    };
+    assert_eq!(
+        value(Rpc::CallTool, r#"{"name":"add"}"#).as_deref(),
+        Some("add")
+    );
+    assert_eq!(
+        value(Rpc::GetPrompt, r#"{"name":"p"}"#).as_deref(),
+        Some("p")
+    );
+    assert_eq!(
+        value(Rpc::ReadResource, r#"{"uri":"file:///a"}"#).as_deref(),
+        Some("file:///a")
+    );
+    let complete =
+        r#"{"ref":{"type":"ref/resource","uri":"db://t"},"argument":{"name":"a","value":""}}"#;
+    assert_eq!(value(Rpc::Complete, complete).as_deref(), Some("db://t"));
+    let complete = r#"{"ref":{"type":"ref/prompt","name":"p"},"argument":{"name":"a","value":""}}"#;
+    assert_eq!(value(Rpc::Complete, complete).as_deref(), Some("p"));
+    assert_eq!(value(Rpc::ListTools, r#"{"_meta":{}}"#), None);
+    assert_eq!(typed::routing_value(Rpc::CallTool, b""), Ok(None));
+    assert!(matches!(
+        typed::routing_value(Rpc::CallTool, &hex("0a05")),
+        Err(TypedError::Malformed(_))
+    ));
+}

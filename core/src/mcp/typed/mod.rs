@@ -180,6 +180,25 @@ pub fn result_to_json(rpc: Rpc, message: &[u8], out: &mut [u8]) -> Result<usize>
     finish_json(jw)
 }
 
+/// The value the routing metadata of `rpc` (§2, [`Rpc::routing_key`])
+/// carries for the encoded request `message`: the tool's name (`CallTool`),
+/// the prompt's name (`GetPrompt`), the resource's URI (`ReadResource`),
+/// the reference's URI or prompt name (`Complete`). `None` for the lists and
+/// when the message holds no such value (or an empty one).
+pub fn routing_value(rpc: Rpc, message: &[u8]) -> Result<Option<&str>> {
+    let msg = parse(rpc.request(), message)?;
+    let value = match rpc {
+        Rpc::CallTool => msg.message(2).and_then(|r| r.str(1)),
+        Rpc::GetPrompt | Rpc::ReadResource => msg.str(2),
+        Rpc::Complete => msg
+            .message(2)
+            .or_else(|| msg.message(3))
+            .and_then(|r| r.str(1)),
+        Rpc::ListResources | Rpc::ListResourceTemplates | Rpc::ListPrompts | Rpc::ListTools => None,
+    };
+    Ok(value.filter(|v| !v.is_empty()))
+}
+
 /// Checks base64 text (standard alphabet, padded) fed in pieces.
 #[derive(Debug, Default)]
 struct Base64Check {
