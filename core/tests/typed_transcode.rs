@@ -716,6 +716,14 @@ fn values_of_the_wrong_shape_are_invalid() {
         Rpc::ReadResource,
         r#"{"contents":[{"uri":"u"}]}"#
     )));
+    assert!(invalid(res_proto(
+        Rpc::CallTool,
+        r#"{"resultType":"complete","content":[],"resultType":"input_required"}"#
+    )));
+    assert!(invalid(res_proto(
+        Rpc::CallTool,
+        r#"{"resultType":"input_required","requestState":"a","requestState":"b"}"#
+    )));
     assert_eq!(req_proto(Rpc::CallTool, "[1]"), Err(TypedError::Json));
     assert_eq!(
         req_proto(Rpc::CallTool, r#"{"name":"t""#),

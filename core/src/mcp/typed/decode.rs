@@ -210,9 +210,15 @@ fn field(
             if s.is_empty() && !entry.missing.is_empty() {
                 return Err(TypedError::Invalid(entry.missing));
             }
-            if !m.one_of.is_empty() && m.one_of.contains(&entry.key) {
-                // `text` of ResourceContents: emitted unless a blob is.
-                let blob = msg.bytes(4).unwrap_or_default();
+            if m.one_of.contains(&entry.key) {
+                // `text` of ResourceContents: emitted, possibly empty,
+                // unless the other member of the pair (`blob`) is set.
+                let other = m
+                    .entries
+                    .iter()
+                    .find(|e| e.key != entry.key && m.one_of.contains(&e.key))
+                    .map_or(0, |e| e.field);
+                let blob = msg.bytes(other).unwrap_or_default();
                 if !blob.is_empty() {
                     if !s.is_empty() {
                         return Err(TypedError::Invalid("resource contents with text and blob"));
@@ -280,7 +286,7 @@ fn field(
         Conv::Base64 => {
             let b = msg.bytes(n).unwrap_or_default();
             base64_ok(b)?;
-            if !b.is_empty() || (always && m.one_of.is_empty()) {
+            if !b.is_empty() || always {
                 key(jw, first, entry.key);
                 text(jw, b);
             }

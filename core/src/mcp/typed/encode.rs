@@ -44,6 +44,14 @@ pub(super) fn expect(v: &[u8], kind: Kind, what: &'static str) -> Result<()> {
 /// `field`.
 pub(super) fn string(w: &mut W<'_>, field: u32, v: &[u8]) -> Result<()> {
     expect(v, Kind::String, "expected a string")?;
+    if let Some(plain) = json::str_plain(v) {
+        // No escapes (most strings): the length is known, nothing moves.
+        if core::str::from_utf8(plain).is_err() {
+            return Err(TypedError::Invalid("a string that is not UTF-8"));
+        }
+        w.bytes(field, plain);
+        return Ok(());
+    }
     let nested = begin(w, field)?;
     let ok = json::unescape_each(v, |piece| w.raw(piece));
     w.end(nested);
@@ -581,6 +589,15 @@ fn input_request(w: &mut W<'_>, key: &[u8], v: &[u8], depth: usize) -> Result<()
     Ok(())
 }
 
+/// Marks a member seen; the second time, an error.
+fn twice(seen: &mut bool) -> Result<()> {
+    if core::mem::replace(seen, true) {
+        Err(TypedError::Invalid("a member occurs twice"))
+    } else {
+        Ok(())
+    }
+}
+
 /// A `result` object as the response message of its RPC (§6.3).
 pub(super) fn result(w: &mut W<'_>, m: &Mapping, obj: &[u8]) -> Result<()> {
     let [rt, meta] = json::get_all(obj, [b"resultType", b"_meta"]);
@@ -603,17 +620,29 @@ pub(super) fn result(w: &mut W<'_>, m: &Mapping, obj: &[u8]) -> Result<()> {
     if input_required {
         let mut requests = None;
         let mut state = None;
+        let (mut seen_meta, mut seen_rt) = (false, false);
         for (k, value) in json::members(obj) {
-            if json::key_is(k, b"inputRequests") {
-                requests = Some(value).filter(|v| !is_null(v));
+            let slot = if json::key_is(k, b"inputRequests") {
+                &mut requests
             } else if json::key_is(k, b"requestState") {
-                state = Some(value).filter(|v| !is_null(v));
-            } else if !(json::key_is(k, b"_meta") || json::key_is(k, b"resultType")) {
+                &mut state
+            } else if json::key_is(k, b"_meta") {
+                twice(&mut seen_meta)?;
+                continue;
+            } else if json::key_is(k, b"resultType") {
+                twice(&mut seen_rt)?;
+                continue;
+            } else {
                 return Err(TypedError::Unexpressible(
                     "a member an input_required result cannot carry",
                 ));
+            };
+            if slot.replace(value).is_some() {
+                return Err(TypedError::Invalid("a member occurs twice"));
             }
         }
+        let requests = requests.filter(|v| !is_null(v));
+        let state = state.filter(|v| !is_null(v));
         let common = begin(w, 1)?;
         if let Some(meta) = meta {
             structure(w, 2, meta, 2)?;
@@ -637,8 +666,14 @@ pub(super) fn result(w: &mut W<'_>, m: &Mapping, obj: &[u8]) -> Result<()> {
     // The RPC's own fields: `_meta` and `resultType` are done.
     let mut seen = 0u64;
     let mut present = 0u64;
+    let (mut seen_meta, mut seen_rt) = (false, false);
     for (key, value) in json::members(obj) {
-        if json::key_is(key, b"_meta") || json::key_is(key, b"resultType") {
+        if json::key_is(key, b"_meta") {
+            twice(&mut seen_meta)?;
+            continue;
+        }
+        if json::key_is(key, b"resultType") {
+            twice(&mut seen_rt)?;
             continue;
         }
         let Some((i, entry)) = find(m, key) else {
