@@ -447,7 +447,7 @@ fn field(
                 input_map(jw, msg, n, input_response)?;
             }
         }
-        Conv::Cursor => {}
+        Conv::Cursor | Conv::Common => {}
     }
     Ok(())
 }

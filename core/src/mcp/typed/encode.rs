@@ -201,7 +201,7 @@ pub(super) fn members(
     m: &Mapping,
     obj: &[u8],
     depth: usize,
-    typed: bool,
+    skip_type: bool,
 ) -> Result<()> {
     expect(obj, Kind::Object, "expected an object")?;
     // Keys seen, and seen with a value other than null.
@@ -209,7 +209,7 @@ pub(super) fn members(
     let mut present = 0u64;
     for (key, value) in json::members(obj) {
         let Some((i, _)) = find(m, key) else {
-            if typed && json::key_is(key, b"type") {
+            if skip_type && json::key_is(key, b"type") {
                 continue;
             }
             return Err(TypedError::Unexpressible(
@@ -474,6 +474,7 @@ fn field(w: &mut W<'_>, entry: &Entry, v: &[u8], depth: usize) -> Result<()> {
             }
         }
         Conv::InputResponses => input_map(w, n, v, depth, input_response)?,
+        Conv::Common => {}
     }
     Ok(())
 }
@@ -589,15 +590,6 @@ fn input_request(w: &mut W<'_>, key: &[u8], v: &[u8], depth: usize) -> Result<()
     Ok(())
 }
 
-/// Marks a member seen; the second time, an error.
-fn twice(seen: &mut bool) -> Result<()> {
-    if core::mem::replace(seen, true) {
-        Err(TypedError::Invalid("a member occurs twice"))
-    } else {
-        Ok(())
-    }
-}
-
 /// A `result` object as the response message of its RPC (§6.3).
 pub(super) fn result(w: &mut W<'_>, m: &Mapping, obj: &[u8]) -> Result<()> {
     let [rt, meta] = json::get_all(obj, [b"resultType", b"_meta"]);
@@ -618,21 +610,15 @@ pub(super) fn result(w: &mut W<'_>, m: &Mapping, obj: &[u8]) -> Result<()> {
         expect(meta, Kind::Object, "expected an object")?;
     }
     if input_required {
-        let mut requests = None;
-        let mut state = None;
-        let (mut seen_meta, mut seen_rt) = (false, false);
+        // The only members an input_required result may carry.
+        const KEYS: [&[u8]; 4] = [b"_meta", b"resultType", b"inputRequests", b"requestState"];
+        let mut slots: [Option<&[u8]>; 4] = [None; 4];
         for (k, value) in json::members(obj) {
-            let slot = if json::key_is(k, b"inputRequests") {
-                &mut requests
-            } else if json::key_is(k, b"requestState") {
-                &mut state
-            } else if json::key_is(k, b"_meta") {
-                twice(&mut seen_meta)?;
-                continue;
-            } else if json::key_is(k, b"resultType") {
-                twice(&mut seen_rt)?;
-                continue;
-            } else {
+            let Some(slot) = KEYS
+                .iter()
+                .position(|key| json::key_is(k, key))
+                .and_then(|i| slots.get_mut(i))
+            else {
                 return Err(TypedError::Unexpressible(
                     "a member an input_required result cannot carry",
                 ));
@@ -641,8 +627,7 @@ pub(super) fn result(w: &mut W<'_>, m: &Mapping, obj: &[u8]) -> Result<()> {
                 return Err(TypedError::Invalid("a member occurs twice"));
             }
         }
-        let requests = requests.filter(|v| !is_null(v));
-        let state = state.filter(|v| !is_null(v));
+        let [_, _, requests, state] = slots.map(|v| v.filter(|v| !is_null(v)));
         let common = begin(w, 1)?;
         if let Some(meta) = meta {
             structure(w, 2, meta, 2)?;
@@ -663,38 +648,7 @@ pub(super) fn result(w: &mut W<'_>, m: &Mapping, obj: &[u8]) -> Result<()> {
     }
     w.enumeration(9, 1);
     w.end(common);
-    // The RPC's own fields: `_meta` and `resultType` are done.
-    let mut seen = 0u64;
-    let mut present = 0u64;
-    let (mut seen_meta, mut seen_rt) = (false, false);
-    for (key, value) in json::members(obj) {
-        if json::key_is(key, b"_meta") {
-            twice(&mut seen_meta)?;
-            continue;
-        }
-        if json::key_is(key, b"resultType") {
-            twice(&mut seen_rt)?;
-            continue;
-        }
-        let Some((i, entry)) = find(m, key) else {
-            return Err(TypedError::Unexpressible(
-                "a member the typed binding has no field for",
-            ));
-        };
-        let bit = 1u64 << i;
-        if seen & bit != 0 {
-            return Err(TypedError::Invalid("a member occurs twice"));
-        }
-        seen |= bit;
-        if !is_null(value) {
-            present |= bit;
-            field(w, entry, value, 1)?;
-        }
-    }
-    for (i, entry) in m.entries.iter().enumerate() {
-        if entry.flags & REQ != 0 && present & (1 << i) == 0 {
-            return Err(TypedError::Missing(entry.key));
-        }
-    }
-    Ok(())
+    // The RPC's own fields (`_meta` and `resultType` are done: their
+    // entries only mark them seen).
+    members(w, m, obj, 1, false)
 }

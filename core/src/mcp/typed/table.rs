@@ -67,6 +67,9 @@ pub(super) enum Conv {
     Cursor,
     /// `common.input_responses` ↔ `inputResponses`.
     InputResponses,
+    /// `_meta` and `resultType` of a result, which the result's own code
+    /// writes and reads (`common.metadata`, `common.result_type`).
+    Common,
 }
 
 /// The entry is required: absent (or `null`) is [`Missing`](super::TypedError::Missing).
@@ -554,21 +557,37 @@ pub(super) fn request(rpc: Rpc) -> &'static Mapping {
 // (in `common`) are the encoder's and decoder's own business.
 
 const TTL: Entry = e("ttlMs", 3, Conv::Ttl);
+const RESULT_META: Entry = e("_meta", 0, Conv::Common);
+const RESULT_TYPE: Entry = e("resultType", 0, Conv::Common);
 const CACHE_SCOPE: Entry = e("cacheScope", 4, Conv::Enum(CACHE_SCOPES));
 
 static LIST_TOOLS_RESULT: Mapping = mapping(
     &schema::LIST_TOOLS_RESPONSE,
-    &[req("tools", 2, Conv::List(&TOOL)), TTL, CACHE_SCOPE],
+    &[
+        RESULT_META,
+        RESULT_TYPE,
+        req("tools", 2, Conv::List(&TOOL)),
+        TTL,
+        CACHE_SCOPE,
+    ],
 );
 
 static LIST_RESOURCES_RESULT: Mapping = mapping(
     &schema::LIST_RESOURCES_RESPONSE,
-    &[req("resources", 2, Conv::List(&RESOURCE)), TTL, CACHE_SCOPE],
+    &[
+        RESULT_META,
+        RESULT_TYPE,
+        req("resources", 2, Conv::List(&RESOURCE)),
+        TTL,
+        CACHE_SCOPE,
+    ],
 );
 
 static LIST_RESOURCE_TEMPLATES_RESULT: Mapping = mapping(
     &schema::LIST_RESOURCE_TEMPLATES_RESPONSE,
     &[
+        RESULT_META,
+        RESULT_TYPE,
         req("resourceTemplates", 2, Conv::List(&RESOURCE_TEMPLATE)),
         TTL,
         CACHE_SCOPE,
@@ -577,12 +596,20 @@ static LIST_RESOURCE_TEMPLATES_RESULT: Mapping = mapping(
 
 static LIST_PROMPTS_RESULT: Mapping = mapping(
     &schema::LIST_PROMPTS_RESPONSE,
-    &[req("prompts", 2, Conv::List(&PROMPT)), TTL, CACHE_SCOPE],
+    &[
+        RESULT_META,
+        RESULT_TYPE,
+        req("prompts", 2, Conv::List(&PROMPT)),
+        TTL,
+        CACHE_SCOPE,
+    ],
 );
 
 static READ_RESOURCE_RESULT: Mapping = mapping(
     &schema::READ_RESOURCE_RESPONSE,
     &[
+        RESULT_META,
+        RESULT_TYPE,
         req("contents", 2, Conv::List(&RESOURCE_CONTENTS)),
         TTL,
         CACHE_SCOPE,
@@ -592,6 +619,8 @@ static READ_RESOURCE_RESULT: Mapping = mapping(
 static GET_PROMPT_RESULT: Mapping = mapping(
     &schema::GET_PROMPT_RESPONSE,
     &[
+        RESULT_META,
+        RESULT_TYPE,
         e("description", 2, Conv::Str),
         req("messages", 3, Conv::List(&PROMPT_MESSAGE)),
     ],
@@ -600,6 +629,8 @@ static GET_PROMPT_RESULT: Mapping = mapping(
 static CALL_TOOL_RESULT: Mapping = mapping(
     &schema::CALL_TOOL_RESPONSE,
     &[
+        RESULT_META,
+        RESULT_TYPE,
         req("content", 2, Conv::Blocks(&CONTENT)),
         e("structuredContent", 3, Conv::ObjectOnly),
         e("isError", 4, Conv::Bool),
@@ -617,7 +648,11 @@ static COMPLETION: Mapping = mapping(
 
 static COMPLETION_RESULT: Mapping = mapping(
     &schema::COMPLETION_RESPONSE,
-    &[req("completion", 0, Conv::Inline(&COMPLETION))],
+    &[
+        RESULT_META,
+        RESULT_TYPE,
+        req("completion", 0, Conv::Inline(&COMPLETION)),
+    ],
 );
 
 /// The result mapping of `rpc` (the fields of a complete result).
@@ -739,7 +774,7 @@ mod tests {
                     check(&PROMPT_REFERENCE, seen);
                     check(&RESOURCE_REFERENCE, seen);
                 }
-                Conv::Cursor => {}
+                Conv::Cursor | Conv::Common => {}
             }
         }
     }
