@@ -42,53 +42,42 @@ impl core::fmt::Write for Digits {
 /// large or tiny one with an exponent (so that it never reads back as an
 /// unsafe integer), else the shortest decimal that reads back the same.
 pub(super) fn double(jw: &mut J<'_>, x: f64) -> Result<()> {
-    if !x.is_finite() {
-        return Err(TypedError::Invalid("a number that is not finite"));
-    }
-    if x == 0.0 && x.is_sign_negative() {
-        jw.raw(b"-0");
-        return Ok(());
-    }
-    if x.abs() <= SAFE && (x as i64) as f64 == x {
-        // Whole and within ±2^53: exact as an i64.
-        jw.int(x as i64);
-        return Ok(());
-    }
-    let mut d = Digits {
-        buf: [0; 48],
-        len: 0,
-    };
-    let res = if x.abs() >= SAFE || x.abs() < 1e-6 {
-        write!(d, "{x:e}")
-    } else {
-        write!(d, "{x}")
-    };
-    res.map_err(|_| TypedError::Invalid("a number too long to write"))?;
-    jw.raw(d.buf.get(..d.len).unwrap_or_default());
-    Ok(())
+    // Zero goes through `Display`, which keeps the sign of -0.
+    let whole = (x != 0.0 && x.abs() <= SAFE && (x as i64) as f64 == x).then_some(x as i64);
+    let plain = x == 0.0 || (1e-6..SAFE).contains(&x.abs());
+    number(jw, x, x.is_finite(), whole, plain)
 }
 
-/// A finite float as the shortest decimal of the `f32` (0.3 stays 0.3).
+/// A finite float as the shortest decimal of the `f32` (0.3 stays 0.3),
+/// by the same rules.
 fn float(jw: &mut J<'_>, x: f32) -> Result<()> {
-    if !x.is_finite() {
+    let whole =
+        (x != 0.0 && f64::from(x.abs()) <= SAFE && (x as i64) as f32 == x).then_some(x as i64);
+    let plain = x == 0.0 || (1e-6..SAFE).contains(&f64::from(x.abs()));
+    number(jw, x, x.is_finite(), whole, plain)
+}
+
+/// Writes `x`: `whole` as an integer, else as the shortest decimal when
+/// `plain`, else with an exponent.
+fn number<T>(jw: &mut J<'_>, x: T, finite: bool, whole: Option<i64>, plain: bool) -> Result<()>
+where
+    T: core::fmt::Display + core::fmt::LowerExp,
+{
+    if !finite {
         return Err(TypedError::Invalid("a number that is not finite"));
     }
-    if x == 0.0 && x.is_sign_negative() {
-        jw.raw(b"-0");
-        return Ok(());
-    }
-    if f64::from(x.abs()) <= SAFE && (x as i64) as f32 == x {
-        jw.int(x as i64);
+    if let Some(n) = whole {
+        jw.int(n);
         return Ok(());
     }
     let mut d = Digits {
         buf: [0; 48],
         len: 0,
     };
-    let res = if f64::from(x.abs()) >= SAFE || x.abs() < 1e-6 {
-        write!(d, "{x:e}")
-    } else {
+    let res = if plain {
         write!(d, "{x}")
+    } else {
+        write!(d, "{x:e}")
     };
     res.map_err(|_| TypedError::Invalid("a number too long to write"))?;
     jw.raw(d.buf.get(..d.len).unwrap_or_default());
