@@ -190,6 +190,16 @@ fn primitive(w: &mut W<'_>, def: &[u8], depth: usize) -> Result<()> {
             w.end(nested);
             return Ok(());
         }
+        if let Some(format) = json::get(def, b"format").filter(|f| !encode::is_null(f))
+            && json::kind(format) == Some(Kind::String)
+            && !FORMATS
+                .iter()
+                .any(|(name, _)| json::str_eq(format, name.as_bytes()))
+        {
+            return Err(TypedError::Unexpressible(
+                "a string format the typed binding has no value for",
+            ));
+        }
         (1, &STRING_SCHEMA)
     } else {
         return Err(TypedError::Unexpressible(
