@@ -4,11 +4,11 @@
 //! of the binding (digest `typed-binding.md` §6).
 //!
 //! No tree is built: the JSON side is walked with the core's scanner
-//! ([`json`](super::json)) and written with its [`JsonWriter`](super::writer::JsonWriter);
+//! ([`json`]) and written with its [`JsonWriter`];
 //! the protobuf side is read through [`MessageRef`] views and written with
-//! [`Writer`](mcpwire_proto::wire::Writer), straight from one caller buffer
+//! [`Writer`], straight from one caller buffer
 //! into the other. What each JSON key becomes is a static table per message
-//! ([`table`]), checked against the descriptor tables of `mcpwire-proto`.
+//! (`table.rs`), checked against the descriptor tables of `mcpwire-proto`.
 //!
 //! The four directions:
 //!
