@@ -708,6 +708,11 @@ fn values_of_the_wrong_shape_are_invalid() {
         Rpc::ListTools,
         r#"{"tools":[],"cacheScope":"shared"}"#
     )));
+    // A sampling answer holds text, image or audio only (§6.7).
+    assert!(invalid(req_proto(
+        Rpc::CallTool,
+        r#"{"name":"t","inputResponses":{"s":{"role":"user","model":"m","content":{"type":"resource","resource":{"uri":"u","text":""}}}}}"#
+    )));
     assert!(invalid(res_proto(
         Rpc::ReadResource,
         r#"{"contents":[{"uri":"u","text":"t","blob":"AAEC"}]}"#

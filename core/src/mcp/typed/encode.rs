@@ -489,9 +489,18 @@ fn block(w: &mut W<'_>, u: &Union, v: &[u8], depth: usize) -> Result<()> {
         .iter()
         .find(|(name, _, _)| json::str_eq(ty, name.as_bytes()))
     else {
-        return Err(TypedError::Unexpressible(
-            "a content type the typed binding has no message for",
-        ));
+        // A kind other messages hold (a resource in a sampling message) does
+        // not fit this one; a kind no message holds (`tool_use`, ...) is
+        // beyond the binding.
+        let known = table::CONTENT
+            .members
+            .iter()
+            .any(|(name, _, _)| json::str_eq(ty, name.as_bytes()));
+        return Err(if known {
+            TypedError::Invalid("a content type this message cannot hold")
+        } else {
+            TypedError::Unexpressible("a content type the typed binding has no message for")
+        });
     };
     let inner = deeper(depth)?;
     let nested = begin(w, *field)?;
