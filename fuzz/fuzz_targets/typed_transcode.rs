@@ -1,7 +1,7 @@
 //! The typed binding's transcoder on arbitrary input, both ways.
 //!
-//! The first byte picks the RPC and the direction; the rest is a protobuf
-//! message or a JSON text. Whatever decodes must re-encode (or be refused as
+//! The first byte picks the RPC (bits 0-2, in `Rpc::ALL` order), request or
+//! result (bit 3) and protobuf or JSON input (bit 4); the rest is the input. Whatever decodes must re-encode (or be refused as
 //! unexpressible, never as invalid) and decode again to the same JSON;
 //! whatever encodes must decode.
 #![no_main]
