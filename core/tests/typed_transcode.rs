@@ -737,6 +737,23 @@ fn values_of_the_wrong_shape_are_invalid() {
 }
 
 #[test]
+fn a_server_answers_a_bad_request_with_the_binding_codes() {
+    let code = |msg: &[u8]| {
+        request_to_json(Rpc::CallTool, msg, &mut [0u8; 64])
+            .unwrap_err()
+            .request_error_code()
+    };
+    assert_eq!(code(&hex("0a05")), -32700);
+    assert_eq!(code(b""), -32602);
+    let too_big = req_proto(
+        Rpc::CallTool,
+        r#"{"name":"a-rather-long-tool-name","arguments":{"k":"a value that does not fit"}}"#,
+    )
+    .unwrap();
+    assert_eq!(code(&too_big), -32603);
+}
+
+#[test]
 fn a_server_refuses_requests_without_their_key_member() {
     assert_eq!(
         req_json(Rpc::CallTool, b""),

@@ -37,6 +37,7 @@ use mcpwire_proto::DecodeError;
 use mcpwire_proto::gcp::{Limits, MessageRef, Rpc};
 use mcpwire_proto::wire::Writer;
 
+use super::error;
 use super::json;
 use super::writer;
 use super::writer::JsonWriter;
@@ -81,6 +82,20 @@ impl TypedError {
     /// True for the "invalid" class: wrong shape or a missing member.
     pub const fn is_invalid(&self) -> bool {
         matches!(self, Self::Invalid(_) | Self::Missing(_) | Self::Json)
+    }
+
+    /// The JSON-RPC code a server answers when [`request_to_json`] fails
+    /// (§7): -32700 for a malformed message, -32602 for a message the
+    /// mapping refuses, -32603 when the output buffer was too small. (A
+    /// result [`result_to_proto`] cannot write is always -32603.)
+    pub const fn request_error_code(&self) -> i32 {
+        match self {
+            Self::Malformed(_) => error::PARSE_ERROR,
+            Self::BufferTooSmall { .. } => error::INTERNAL_ERROR,
+            Self::Json | Self::Invalid(_) | Self::Missing(_) | Self::Unexpressible(_) => {
+                error::INVALID_PARAMS
+            }
+        }
     }
 }
 
