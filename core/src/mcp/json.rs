@@ -749,6 +749,37 @@ impl Unescaped<'_> {
     }
 }
 
+/// Hands the text of the JSON string `raw` (quotes included) to `sink`, its
+/// escapes resolved: in one piece when it has no escape, else character by
+/// character (UTF-8). False when `raw` is not a string or holds an invalid
+/// escape or invalid UTF-8 (some pieces may have been handed out by then).
+/// Nothing is copied into a buffer of ours.
+pub fn unescape_each(raw: &[u8], mut sink: impl FnMut(&[u8])) -> bool {
+    let Some(inner) = trim(raw)
+        .strip_prefix(b"\"")
+        .and_then(|s| s.strip_suffix(b"\""))
+    else {
+        return false;
+    };
+    if !inner.contains(&b'\\') {
+        if core::str::from_utf8(inner).is_err() {
+            return false;
+        }
+        sink(inner);
+        return true;
+    }
+    let mut chars = Unescaped {
+        src: inner,
+        i: 0,
+        failed: false,
+    };
+    while let Some(c) = chars.next_char() {
+        let mut tmp = [0u8; 4];
+        sink(c.encode_utf8(&mut tmp).as_bytes());
+    }
+    !chars.failed && chars.i >= inner.len()
+}
+
 /// An integer value, if the raw value is one (a number with no fraction,
 /// or with a fraction of zeros, like `42.0`), within ±(2^53−1) or not.
 pub fn as_i64(raw: &[u8]) -> Option<i64> {
@@ -782,6 +813,29 @@ pub const MAX_SAFE_INTEGER: i64 = (1 << 53) - 1;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unescape_each_resolves_escapes_and_refuses_broken_ones() {
+        let collect = |raw: &[u8]| {
+            let mut out = std::vec::Vec::new();
+            let ok = unescape_each(raw, |piece| out.extend_from_slice(piece));
+            ok.then_some(out)
+        };
+        assert_eq!(collect(br#""plain""#).as_deref(), Some(&b"plain"[..]));
+        assert_eq!(
+            collect(br#""a\"b\u00e9\ud83d\ude00\n""#).as_deref(),
+            Some("a\"b\u{e9}\u{1f600}\n".as_bytes())
+        );
+        for broken in [
+            &br#""\ud800""#[..],
+            br#""\x""#,
+            br#""\u12""#,
+            b"\"\xff\"",
+            b"nope",
+        ] {
+            assert_eq!(collect(broken), None, "{broken:?}");
+        }
+    }
 
     #[test]
     fn the_quick_skip_ends_where_the_validating_skip_ends() {

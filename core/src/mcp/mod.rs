@@ -20,6 +20,9 @@ pub mod registry;
 pub mod server;
 pub mod store;
 pub mod tool;
+#[cfg(feature = "typed")]
+#[cfg_attr(docsrs, doc(cfg(feature = "typed")))]
+pub mod typed;
 pub mod writer;
 
 /// Streams an HTTP/2 connection of the tunnel (client or server) remembers

@@ -1,0 +1,573 @@
+//! Protobuf → JSON: reads a validated message through its [`Mapping`] and
+//! writes the JSON members, in the table's order.
+
+use core::fmt::Write as _;
+
+use mcpwire_proto::gcp::MessageRef;
+
+use super::table::{self, ALWAYS, Conv, Entry, Mapping, Union};
+use super::writer::JsonWriter;
+use super::{Base64Check, Result, TypedError};
+
+pub(super) type J<'b> = JsonWriter<'b>;
+
+/// 2^53 as a double: whole numbers up to it decode as JSON integers.
+const SAFE: f64 = 9_007_199_254_740_992.0;
+
+/// Writes `"key":` after a comma unless it is the object's first member.
+fn key(jw: &mut J<'_>, first: &mut bool, key: &str) {
+    jw.key(*first, key.as_bytes());
+    *first = false;
+}
+
+/// A short text buffer for `core::fmt` number formatting.
+struct Digits {
+    buf: [u8; 48],
+    len: usize,
+}
+
+impl core::fmt::Write for Digits {
+    fn write_str(&mut self, s: &str) -> core::fmt::Result {
+        let end = self.len + s.len();
+        self.buf
+            .get_mut(self.len..end)
+            .ok_or(core::fmt::Error)?
+            .copy_from_slice(s.as_bytes());
+        self.len = end;
+        Ok(())
+    }
+}
+
+/// A finite double as JSON: a whole number within ±2^53 as an integer, a
+/// large or tiny one with an exponent (so that it never reads back as an
+/// unsafe integer), else the shortest decimal that reads back the same.
+pub(super) fn double(jw: &mut J<'_>, x: f64) -> Result<()> {
+    // Zero goes through `Display`, which keeps the sign of -0.
+    let whole = (x != 0.0 && x.abs() <= SAFE && (x as i64) as f64 == x).then_some(x as i64);
+    let plain = x == 0.0 || (1e-6..SAFE).contains(&x.abs());
+    number(jw, x, x.is_finite(), whole, plain)
+}
+
+/// A finite float as the shortest decimal of the `f32` (0.3 stays 0.3),
+/// by the same rules.
+fn float(jw: &mut J<'_>, x: f32) -> Result<()> {
+    let whole =
+        (x != 0.0 && f64::from(x.abs()) <= SAFE && (x as i64) as f32 == x).then_some(x as i64);
+    let plain = x == 0.0 || (1e-6..SAFE).contains(&f64::from(x.abs()));
+    number(jw, x, x.is_finite(), whole, plain)
+}
+
+/// Writes `x`: `whole` as an integer, else as the shortest decimal when
+/// `plain`, else with an exponent.
+fn number<T>(jw: &mut J<'_>, x: T, finite: bool, whole: Option<i64>, plain: bool) -> Result<()>
+where
+    T: core::fmt::Display + core::fmt::LowerExp,
+{
+    if !finite {
+        return Err(TypedError::Invalid("a number that is not finite"));
+    }
+    if let Some(n) = whole {
+        jw.int(n);
+        return Ok(());
+    }
+    let mut d = Digits {
+        buf: [0; 48],
+        len: 0,
+    };
+    let res = if plain {
+        write!(d, "{x}")
+    } else {
+        write!(d, "{x:e}")
+    };
+    res.map_err(|_| TypedError::Invalid("a number too long to write"))?;
+    jw.raw(d.buf.get(..d.len).unwrap_or_default());
+    Ok(())
+}
+
+fn text(jw: &mut J<'_>, bytes: &[u8]) {
+    jw.string(bytes);
+}
+
+/// A `Struct` as a JSON object.
+pub(super) fn structure(jw: &mut J<'_>, s: MessageRef<'_>) -> Result<()> {
+    jw.raw(b"{");
+    let mut first = true;
+    for entry in s.messages(1) {
+        if !first {
+            jw.raw(b",");
+        }
+        first = false;
+        text(jw, entry.bytes(1).unwrap_or_default());
+        jw.raw(b":");
+        // A validated entry has a value.
+        let value = entry
+            .message(2)
+            .ok_or(TypedError::Malformed(mcpwire_proto::DecodeError::ValueKind))?;
+        value_json(jw, value)?;
+    }
+    jw.raw(b"}");
+    Ok(())
+}
+
+/// A `google.protobuf.Value` as JSON.
+fn value_json(jw: &mut J<'_>, v: MessageRef<'_>) -> Result<()> {
+    if v.has(1) {
+        jw.raw(b"null");
+    } else if let Some(x) = v.double(2) {
+        double(jw, x)?;
+    } else if let Some(s) = v.bytes(3) {
+        text(jw, s);
+    } else if let Some(b) = v.bool(4) {
+        jw.raw(if b { b"true" } else { b"false" });
+    } else if let Some(s) = v.message(5) {
+        structure(jw, s)?;
+    } else if let Some(l) = v.message(6) {
+        jw.raw(b"[");
+        for (i, el) in l.messages(1).enumerate() {
+            if i > 0 {
+                jw.raw(b",");
+            }
+            value_json(jw, el)?;
+        }
+        jw.raw(b"]");
+    } else {
+        return Err(TypedError::Malformed(mcpwire_proto::DecodeError::ValueKind));
+    }
+    Ok(())
+}
+
+/// The message `msg` of `m` as a JSON object.
+pub(super) fn object(jw: &mut J<'_>, m: &Mapping, msg: MessageRef<'_>) -> Result<()> {
+    jw.raw(b"{");
+    let mut first = true;
+    members(jw, m, msg, &mut first)?;
+    jw.raw(b"}");
+    Ok(())
+}
+
+pub(super) fn members(
+    jw: &mut J<'_>,
+    m: &Mapping,
+    msg: MessageRef<'_>,
+    first: &mut bool,
+) -> Result<()> {
+    for entry in m.entries {
+        let holder = if entry.group == 0 {
+            Some(msg)
+        } else {
+            msg.message(entry.group)
+        };
+        match holder {
+            Some(h) => field(jw, m, entry, h, first)?,
+            None if !entry.missing.is_empty() => return Err(TypedError::Invalid(entry.missing)),
+            None => {}
+        }
+    }
+    Ok(())
+}
+
+fn enum_name(values: &[(&'static str, i32)], n: i32) -> Result<&'static str> {
+    values
+        .iter()
+        .find(|(_, v)| *v == n)
+        .map(|(name, _)| *name)
+        .ok_or(TypedError::Invalid("an enum number without an MCP value"))
+}
+
+fn base64_ok(bytes: &[u8]) -> Result<()> {
+    let mut check = Base64Check::default();
+    check.feed(bytes);
+    if check.ok() {
+        Ok(())
+    } else {
+        Err(TypedError::Invalid("not base64 text"))
+    }
+}
+
+fn field(
+    jw: &mut J<'_>,
+    m: &Mapping,
+    entry: &Entry,
+    msg: MessageRef<'_>,
+    first: &mut bool,
+) -> Result<()> {
+    let n = entry.field;
+    let always = entry.flags & ALWAYS != 0;
+    match entry.conv {
+        Conv::Str => {
+            let s = msg.bytes(n).unwrap_or_default();
+            if s.is_empty() && !entry.missing.is_empty() {
+                return Err(TypedError::Invalid(entry.missing));
+            }
+            if m.one_of.contains(&entry.key) {
+                // `text` of ResourceContents: emitted, possibly empty,
+                // unless the other member of the pair (`blob`) is set.
+                let other = m
+                    .entries
+                    .iter()
+                    .find(|e| e.key != entry.key && m.one_of.contains(&e.key))
+                    .map_or(0, |e| e.field);
+                let blob = msg.bytes(other).unwrap_or_default();
+                if !blob.is_empty() {
+                    if !s.is_empty() {
+                        return Err(TypedError::Invalid("resource contents with text and blob"));
+                    }
+                    return Ok(());
+                }
+                key(jw, first, entry.key);
+                text(jw, s);
+            } else if !s.is_empty() || always {
+                key(jw, first, entry.key);
+                text(jw, s);
+            }
+        }
+        Conv::StrOpt => {
+            if let Some(s) = msg.bytes(n) {
+                key(jw, first, entry.key);
+                text(jw, s);
+            }
+        }
+        Conv::Bool => {
+            if msg.bool(n) == Some(true) {
+                key(jw, first, entry.key);
+                jw.raw(b"true");
+            }
+        }
+        Conv::Uint64 => {
+            let x = msg.varint(n).unwrap_or(0);
+            if x > 0 {
+                let x = i64::try_from(x).map_err(|_| TypedError::Invalid("a size beyond 2^63"))?;
+                key(jw, first, entry.key);
+                jw.int(x);
+            }
+        }
+        Conv::Int64Opt => {
+            if let Some(x) = msg.int64(n) {
+                key(jw, first, entry.key);
+                jw.int(x);
+            }
+        }
+        Conv::Int32 => {
+            let x = msg.int32(n).unwrap_or(0);
+            key(jw, first, entry.key);
+            jw.int(i64::from(x));
+        }
+        Conv::F64Opt => {
+            if let Some(x) = msg.double(n) {
+                key(jw, first, entry.key);
+                double(jw, x)?;
+            }
+        }
+        Conv::UintOpt(_) => {
+            if let Some(x) = msg.varint(n) {
+                let x =
+                    i64::try_from(x).map_err(|_| TypedError::Invalid("an integer beyond 2^63"))?;
+                key(jw, first, entry.key);
+                jw.int(x);
+            }
+        }
+        Conv::F32Opt => {
+            if let Some(x) = msg.float(n) {
+                key(jw, first, entry.key);
+                float(jw, x)?;
+            }
+        }
+        Conv::Base64 => {
+            let b = msg.bytes(n).unwrap_or_default();
+            base64_ok(b)?;
+            if !b.is_empty() || always {
+                key(jw, first, entry.key);
+                text(jw, b);
+            }
+        }
+        Conv::Object | Conv::ObjectOnly => {
+            if let Some(s) = msg.message(n) {
+                key(jw, first, entry.key);
+                structure(jw, s)?;
+            }
+        }
+        Conv::Schema => {
+            key(jw, first, entry.key);
+            match msg.message(n) {
+                Some(s) => structure(jw, s)?,
+                None => {
+                    jw.raw(br#"{"type":"object"}"#);
+                }
+            }
+        }
+        Conv::Msg(sub) => match msg.message(n) {
+            Some(s) => {
+                key(jw, first, entry.key);
+                object(jw, sub, s)?;
+            }
+            None if entry.flags & table::REQ != 0 => return Err(TypedError::Missing(entry.key)),
+            None => {}
+        },
+        Conv::Inline(sub) => {
+            key(jw, first, entry.key);
+            object(jw, sub, msg)?;
+        }
+        Conv::List(sub) => {
+            if always || msg.messages(n).next().is_some() {
+                key(jw, first, entry.key);
+                jw.raw(b"[");
+                for (i, el) in msg.messages(n).enumerate() {
+                    if i > 0 {
+                        jw.raw(b",");
+                    }
+                    object(jw, sub, el)?;
+                }
+                jw.raw(b"]");
+            }
+        }
+        Conv::StrList => {
+            if always || msg.repeated(n).next().is_some() {
+                key(jw, first, entry.key);
+                jw.raw(b"[");
+                for (i, el) in msg.repeated(n).enumerate() {
+                    if i > 0 {
+                        jw.raw(b",");
+                    }
+                    text(jw, el.as_len().unwrap_or_default());
+                }
+                jw.raw(b"]");
+            }
+        }
+        Conv::Enum(values) => {
+            let x = msg.int32(n).unwrap_or(0);
+            if x == 0 {
+                if entry.flags & table::REQ != 0 {
+                    return Err(TypedError::Missing(entry.key));
+                }
+            } else {
+                let name = enum_name(values, x)?;
+                key(jw, first, entry.key);
+                text(jw, name.as_bytes());
+            }
+        }
+        Conv::EnumList(values) => {
+            if msg.scalars(n).next().is_some() {
+                key(jw, first, entry.key);
+                jw.raw(b"[");
+                for (i, el) in msg.scalars(n).enumerate() {
+                    if i > 0 {
+                        jw.raw(b",");
+                    }
+                    let x = el.as_varint().unwrap_or(0) as u32 as i32;
+                    text(jw, enum_name(values, x)?.as_bytes());
+                }
+                jw.raw(b"]");
+            }
+        }
+        Conv::StrMap => {
+            if msg.messages(n).next().is_some() {
+                key(jw, first, entry.key);
+                // Duplicate keys are written as they come: JSON readers
+                // keep the last, as protobuf maps do.
+                jw.raw(b"{");
+                for (i, el) in msg.messages(n).enumerate() {
+                    if i > 0 {
+                        jw.raw(b",");
+                    }
+                    text(jw, el.bytes(1).unwrap_or_default());
+                    jw.raw(b":");
+                    text(jw, el.bytes(2).unwrap_or_default());
+                }
+                jw.raw(b"}");
+            }
+        }
+        Conv::Blocks(u) => {
+            key(jw, first, entry.key);
+            jw.raw(b"[");
+            for (i, el) in msg.messages(n).enumerate() {
+                if i > 0 {
+                    jw.raw(b",");
+                }
+                block(jw, u, el)?;
+            }
+            jw.raw(b"]");
+        }
+        Conv::Block(u) => {
+            key(jw, first, entry.key);
+            block(jw, u, msg)?;
+        }
+        Conv::Ref => {
+            let resource = msg.message(2);
+            let prompt = msg.message(3);
+            key(jw, first, entry.key);
+            let mut inner = true;
+            jw.raw(b"{");
+            match (resource, prompt) {
+                (Some(r), None) => {
+                    key(jw, &mut inner, "type");
+                    jw.raw(br#""ref/resource""#);
+                    members(jw, &table::RESOURCE_REFERENCE, r, &mut inner)?;
+                }
+                (None, Some(p)) => {
+                    key(jw, &mut inner, "type");
+                    jw.raw(br#""ref/prompt""#);
+                    members(jw, &table::PROMPT_REFERENCE, p, &mut inner)?;
+                }
+                _ => {
+                    return Err(TypedError::Invalid(
+                        "a completion request needs exactly one reference",
+                    ));
+                }
+            }
+            jw.raw(b"}");
+        }
+        Conv::Ttl => {
+            if let Some(d) = msg.message(n) {
+                let secs = d.int64(1).unwrap_or(0);
+                let nanos = d.int32(2).unwrap_or(0);
+                if secs < 0 || !(0..1_000_000_000).contains(&nanos) {
+                    return Err(TypedError::Invalid("a malformed duration"));
+                }
+                let ms = secs
+                    .saturating_mul(1000)
+                    .saturating_add(i64::from(nanos / 1_000_000));
+                key(jw, first, entry.key);
+                jw.int(ms);
+            }
+        }
+        Conv::InputResponses => {
+            if msg.messages(n).next().is_some() {
+                key(jw, first, entry.key);
+                input_map(jw, msg, n, input_response)?;
+            }
+        }
+        Conv::Cursor | Conv::Common => {}
+    }
+    Ok(())
+}
+
+/// The one member of `u` set in `msg` as a content block with its `type`.
+fn block(jw: &mut J<'_>, u: &Union, msg: MessageRef<'_>) -> Result<()> {
+    let mut found = None;
+    for (name, field, sub) in u.members {
+        if let Some(body) = msg.message(*field) {
+            if found.is_some() {
+                return Err(TypedError::Invalid("a content block with two kinds"));
+            }
+            found = Some((*name, body, *sub));
+        }
+    }
+    let Some((name, body, sub)) = found else {
+        return Err(TypedError::Invalid("a content block with no kind"));
+    };
+    jw.raw(b"{");
+    let mut first = true;
+    key(jw, &mut first, "type");
+    text(jw, name.as_bytes());
+    members(jw, sub, body, &mut first)?;
+    jw.raw(b"}");
+    Ok(())
+}
+
+type InputFn = fn(&mut J<'_>, &str, MessageRef<'_>) -> Result<()>;
+
+fn input_map(jw: &mut J<'_>, msg: MessageRef<'_>, n: u32, each: InputFn) -> Result<()> {
+    jw.raw(b"{");
+    for (i, entry) in msg.messages(n).enumerate() {
+        if i > 0 {
+            jw.raw(b",");
+        }
+        let k = entry.str(1).unwrap_or_default();
+        text(jw, k.as_bytes());
+        jw.raw(b":");
+        let value = entry
+            .message(2)
+            .ok_or(TypedError::Invalid("an input map entry without a value"))?;
+        each(jw, k, value)?;
+    }
+    jw.raw(b"}");
+    Ok(())
+}
+
+fn input_response(jw: &mut J<'_>, _key: &str, v: MessageRef<'_>) -> Result<()> {
+    let members = [
+        (7, &table::SAMPLING_RESULT),
+        (8, &table::ROOTS_RESULT),
+        (9, &table::ELICIT_RESULT),
+    ];
+    let mut found = None;
+    for (field, sub) in members {
+        if let Some(body) = v.message(field) {
+            if found.is_some() {
+                return Err(TypedError::Invalid("an input response with two kinds"));
+            }
+            found = Some((body, sub));
+        }
+    }
+    let (body, sub) = found.ok_or(TypedError::Invalid("an input response with no kind"))?;
+    object(jw, sub, body)
+}
+
+fn input_request(jw: &mut J<'_>, key: &str, v: MessageRef<'_>) -> Result<()> {
+    let sampling = v.message(8);
+    let roots = v.message(9);
+    let elicit = v.message(11);
+    let kinds = [sampling.is_some(), roots.is_some(), elicit.is_some()];
+    if kinds.iter().filter(|k| **k).count() != 1 {
+        return Err(TypedError::Invalid(
+            "an input request needs exactly one kind",
+        ));
+    }
+    if let Some(s) = sampling {
+        jw.raw(br#"{"method":"sampling/createMessage","params":"#);
+        object(jw, &table::SAMPLING_REQUEST, s)?;
+        jw.raw(b"}");
+    } else if roots.is_some() {
+        jw.raw(br#"{"method":"roots/list"}"#);
+    } else if let Some(e) = elicit {
+        jw.raw(br#"{"method":"elicitation/create","params":"#);
+        super::elicit::decode(jw, key, e)?;
+        jw.raw(b"}");
+    }
+    Ok(())
+}
+
+/// A response message as the `result` object (§6.3).
+pub(super) fn result(jw: &mut J<'_>, m: &Mapping, msg: MessageRef<'_>) -> Result<()> {
+    let common = msg.message(1);
+    let rt = common.and_then(|c| c.int32(9)).unwrap_or(0);
+    let meta = common.and_then(|c| c.message(2));
+    jw.raw(b"{");
+    let mut first = true;
+    match rt {
+        0 | 1 => {
+            key(jw, &mut first, "resultType");
+            jw.raw(br#""complete""#);
+            if let Some(meta) = meta {
+                key(jw, &mut first, "_meta");
+                structure(jw, meta)?;
+            }
+            members(jw, m, msg, &mut first)?;
+        }
+        2 => {
+            key(jw, &mut first, "resultType");
+            jw.raw(br#""input_required""#);
+            if let Some(meta) = meta {
+                key(jw, &mut first, "_meta");
+                structure(jw, meta)?;
+            }
+            if let Some(c) = common {
+                if c.messages(7).next().is_some() {
+                    key(jw, &mut first, "inputRequests");
+                    input_map(jw, c, 7, input_request)?;
+                }
+                if let Some(state) = c.bytes(10) {
+                    key(jw, &mut first, "requestState");
+                    text(jw, state);
+                }
+            }
+        }
+        _ => {
+            return Err(TypedError::Invalid(
+                "a result type the binding does not know",
+            ));
+        }
+    }
+    jw.raw(b"}");
+    Ok(())
+}
