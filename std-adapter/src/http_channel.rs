@@ -86,9 +86,10 @@ pub struct HttpChannelConfig {
     pub bearer: Option<String>,
     /// A call's timeout when it names none (not `subscriptions/listen`).
     pub timeout: Duration,
-    /// The largest message of an answer (a JSON body, or one event's
-    /// data): a larger one fails its call with RESOURCE_EXHAUSTED.
-    /// Default 4 MiB.
+    /// The largest request, and the largest message of an answer (a JSON
+    /// body, or one event's data): a larger request is refused before it
+    /// goes out, a larger answer fails its call, both with
+    /// RESOURCE_EXHAUSTED. Default 4 MiB.
     pub max_message_bytes: usize,
     /// Connections open at once (each carries one exchange at a time);
     /// more calls wait for a free one. Default 8.
@@ -289,6 +290,16 @@ impl HttpChannel {
         };
         let body =
             serde_json::to_vec(&request).map_err(|e| CallError::invalid_request(&e.to_string()))?;
+        let max = self.inner.config.max_message_bytes;
+        if body.len() > max {
+            return Err(CallError::new(
+                Code::ResourceExhausted,
+                format!(
+                    "a request of {} octets is over max_message_bytes ({max})",
+                    body.len()
+                ),
+            ));
+        }
         let facts = Arc::new(Mutex::new(HttpFacts {
             url: self.inner.config.url.clone(),
             era: "modern",
@@ -798,7 +809,7 @@ async fn attempt(
                 Err(_) => {
                     return answer
                         .map(Attempt::Done)
-                        .ok_or_else(|| unavailable(String::new()));
+                        .ok_or_else(|| unavailable("the answer stopped".into()));
                 }
             },
             None => stream.read(&mut chunk).await,

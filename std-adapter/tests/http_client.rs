@@ -433,6 +433,20 @@ async fn an_event_over_the_limit_fails_the_call() {
 }
 
 #[tokio::test]
+async fn a_request_over_the_limit_is_refused_before_it_goes_out() {
+    let p = peer(|seen| (json_answer(&result(seen, json!({}))), Then::Next)).await;
+    let mut config = HttpChannelConfig::new(url(p.addr));
+    config.max_message_bytes = 1024;
+    let e = HttpChannel::with_config(config)
+        .unwrap()
+        .call_tool("x", json!({"text": "y".repeat(2048)}))
+        .await
+        .unwrap_err();
+    assert_eq!(e.status, Code::ResourceExhausted, "{e}");
+    assert_eq!(p.connections.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
 async fn a_server_that_never_answers_times_out() {
     let p = peer(|_| (Vec::new(), Then::Hang)).await;
     let mut config = HttpChannelConfig::new(url(p.addr));
