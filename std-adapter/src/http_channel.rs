@@ -39,6 +39,7 @@
 //! # Ok(()) }
 //! ```
 
+mod conn;
 mod typed;
 
 use std::collections::HashMap;
@@ -57,12 +58,12 @@ use mcpwire_core::mcp::client::http::{
 use mcpwire_core::mcp::meta::{KEY_CLIENT_CAPABILITIES, KEY_PROTOCOL_VERSION, PROTOCOL_VERSION};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinHandle;
 
 use crate::channel::{CallError, StreamMessage};
-use crate::stdio_client::http_link::{Target, parse_url};
+use crate::stdio_client::http_link::Target;
+use conn::{Dialer, Stream};
 
 /// The request timeout when none is set.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
@@ -80,8 +81,15 @@ const READ_CHUNK: usize = 16 << 10;
 /// Where an [`HttpChannel`] sends and what every request carries.
 #[derive(Debug, Clone)]
 pub struct HttpChannelConfig {
-    /// The MCP endpoint: `http://host:port/path`.
+    /// The MCP endpoint: `http://host:port/path`, or `https://...`.
     pub url: String,
+    /// For `https://`: the roots to trust and the name to verify
+    /// ([`ClientTlsConfig::with_pem_roots`](crate::ClientTlsConfig::with_pem_roots),
+    /// [`server_name`](crate::ClientTlsConfig::server_name)); `None`
+    /// trusts the platform's store. Its ALPN list is replaced by the
+    /// protocols this channel speaks.
+    #[cfg(feature = "tls")]
+    pub tls: Option<crate::ClientTlsConfig>,
     /// A bearer token sent in `Authorization` on every request.
     pub bearer: Option<String>,
     /// A call's timeout when it names none (not `subscriptions/listen`).
@@ -107,6 +115,8 @@ impl HttpChannelConfig {
     pub fn new(url: impl Into<String>) -> Self {
         Self {
             url: url.into(),
+            #[cfg(feature = "tls")]
+            tls: None,
             bearer: None,
             timeout: DEFAULT_TIMEOUT,
             max_message_bytes: DEFAULT_MAX_MESSAGE,
@@ -170,8 +180,10 @@ pub struct HttpChannel {
 struct Inner {
     config: HttpChannelConfig,
     target: Target,
+    /// How connections are made (TCP, TLS).
+    dialer: Dialer,
     /// Connections not in use, to be used again.
-    idle: Mutex<Vec<TcpStream>>,
+    idle: Mutex<Vec<Stream>>,
     /// One permit per connection that may be open.
     slots: Arc<Semaphore>,
     /// The `inputSchema` of each tool with `x-mcp-header` annotations,
@@ -195,15 +207,21 @@ impl HttpChannel {
         Self::with_config(HttpChannelConfig::new(url))
     }
 
-    /// A channel with `config`; an error when the URL is not `http://`.
+    /// A channel with `config`; an error when the URL is not `http://` or
+    /// `https://`.
     pub fn with_config(config: HttpChannelConfig) -> Result<Self, CallError> {
-        let target =
-            parse_url(&config.url).map_err(|e| CallError::new(Code::InvalidArgument, e))?;
+        let dialer = Dialer::new(
+            &config.url,
+            #[cfg(feature = "tls")]
+            config.tls.as_ref(),
+        )?;
+        let target = dialer.dest.target.clone();
         let slots = Arc::new(Semaphore::new(config.pool_size.max(1)));
         Ok(Self {
             inner: Arc::new(Inner {
                 config,
                 target,
+                dialer,
                 idle: Mutex::new(Vec::new()),
                 slots,
                 schemas: Mutex::new(HashMap::new()),
@@ -603,16 +621,11 @@ fn with_facts(mut e: CallError, facts: &Mutex<HttpFacts>) -> CallError {
 }
 
 /// A connection for one exchange: an idle one (`reused`), or a new one.
-async fn checkout(inner: &Inner, fresh: bool) -> Result<(TcpStream, bool), CallError> {
+async fn checkout(inner: &Inner, fresh: bool) -> Result<(Stream, bool), CallError> {
     if !fresh && let Some(s) = inner.idle.lock().ok().and_then(|mut i| i.pop()) {
         return Ok((s, true));
     }
-    let authority = &inner.target.authority;
-    let stream = TcpStream::connect(authority.as_str())
-        .await
-        .map_err(|e| CallError::new(Code::Unavailable, format!("connect to {authority}: {e}")))?;
-    let _ = stream.set_nodelay(true);
-    Ok((stream, false))
+    Ok((inner.dialer.dial().await?, false))
 }
 
 /// The answer of an exchange: the final message and its JSON-RPC error
@@ -683,7 +696,7 @@ async fn exchange(
 /// One attempt of an exchange on `stream`.
 async fn attempt(
     inner: &Inner,
-    mut stream: TcpStream,
+    mut stream: Stream,
     reused: bool,
     request: &[u8],
     body: &[u8],

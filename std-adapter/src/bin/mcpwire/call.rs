@@ -6,9 +6,11 @@
 //! With `--stdio [-v] ... -- /abs/server [ARGS...]` the request goes to a
 //! stdio server launched as a child (the words after `--`); `-v` prints
 //! the era, the versions and whether a fallback happened to stderr.
-//! With an `http://HOST:PORT/PATH` URL instead of `--server`, the request
-//! goes to that modern Streamable HTTP endpoint ([`HttpChannel`]); `-v`
-//! prints the era, the versions and the HTTP facts to stderr.
+//! With an `http://HOST:PORT/PATH` or `https://...` URL instead of
+//! `--server`, the request goes to that modern Streamable HTTP endpoint
+//! ([`HttpChannel`]; `https://` trusts the platform's roots, or those of
+//! `--tls-ca`, and verifies `--tls-server-name` when given); `-v` prints the
+//! era, the versions and the HTTP facts to stderr.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -20,7 +22,7 @@ pub const USAGE: &str = "usage: mcpwire call [--server ADDR] [--tls | --tls-ca P
        mcpwire call --stdio [-v] [--era probe|modern|legacy] [--pass-env NAME]... [--inherit-env] [--cwd DIR]
          discover | list | tool NAME [JSON-ARGS] [--progress] [--timeout-ms N] -- /ABS/SERVER [ARGS...]
          (the child gets an empty environment but the --pass-env names; MCPWIRE_TOKEN goes to it as MCPWIRE_TOKEN)
-       mcpwire call http://HOST:PORT/PATH [-v] discover | list | tool NAME [JSON-ARGS] [--progress] [--timeout-ms N]
+       mcpwire call http[s]://HOST:PORT/PATH [--tls-ca PEM] [--tls-server-name NAME] [-v] discover | list | tool NAME [JSON-ARGS] [--progress] [--timeout-ms N]
          (a modern Streamable HTTP endpoint; MCPWIRE_TOKEN, if set, is sent as a bearer token)";
 
 /// How the call connects.
@@ -184,8 +186,15 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Args, String> {
             Some(_) => {}
         }
     }
-    if http.is_some() && (stdio.is_some() || tls.on) {
-        return Err("an http:// URL goes without --stdio and --tls".into());
+    if let Some(url) = &http {
+        if stdio.is_some() {
+            return Err("a URL goes without --stdio".into());
+        }
+        let https = url.starts_with("https://");
+        if !https && (tls.on || tls.server_name.is_some()) {
+            return Err("--tls, --tls-ca and --tls-server-name go with an https:// URL".into());
+        }
+        tls.on = https;
     }
     if verbose && http.is_none() {
         return Err("-v goes with --stdio or an http:// URL".into());
@@ -303,6 +312,14 @@ async fn run_http(args: Args) -> ExitCode {
     config.bearer = std::env::var("MCPWIRE_TOKEN").ok();
     if let Some(t) = args.timeout {
         config.timeout = t;
+    }
+    #[cfg(feature = "tls")]
+    match client_tls(&args.tls) {
+        Ok(tls) => config.tls = tls,
+        Err(e) => {
+            eprintln!("mcpwire: {e}");
+            return ExitCode::FAILURE;
+        }
     }
     // A tool's x-mcp-header annotations come from tools/list, which the
     // channel reads when the server refuses the call's headers (-32020).
@@ -444,10 +461,18 @@ async fn run(args: Args) -> ExitCode {
 
 #[cfg(feature = "tls")]
 fn secure(config: &mut ChannelConfig, tls: &Tls) -> Result<(), String> {
+    config.tls = client_tls(tls)?;
+    Ok(())
+}
+
+/// The client TLS of `--tls`, `--tls-ca` and `--tls-server-name` (or of an
+/// `https://` URL); `None` for cleartext.
+#[cfg(feature = "tls")]
+fn client_tls(tls: &Tls) -> Result<Option<mcpwire_tokio::ClientTlsConfig>, String> {
     if !tls.on {
         return match tls.server_name {
             Some(_) => Err("--tls-server-name needs --tls or --tls-ca".into()),
-            None => Ok(()),
+            None => Ok(None),
         };
     }
     let mut client = match &tls.ca {
@@ -458,8 +483,7 @@ fn secure(config: &mut ChannelConfig, tls: &Tls) -> Result<(), String> {
     if let Some(name) = &tls.server_name {
         client = client.server_name(name.clone());
     }
-    config.tls = Some(client);
-    Ok(())
+    Ok(Some(client))
 }
 
 #[cfg(not(feature = "tls"))]
