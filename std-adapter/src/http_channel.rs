@@ -40,6 +40,7 @@
 //! ```
 
 mod conn;
+mod h2;
 mod typed;
 
 use std::collections::HashMap;
@@ -63,7 +64,8 @@ use tokio::task::JoinHandle;
 
 use crate::channel::{CallError, StreamMessage};
 use crate::stdio_client::http_link::Target;
-use conn::{Dialer, Stream};
+pub use conn::Http2Mode;
+use conn::{Dialed, Dialer, Stream};
 
 /// The request timeout when none is set.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
@@ -90,6 +92,10 @@ pub struct HttpChannelConfig {
     /// protocols this channel speaks.
     #[cfg(feature = "tls")]
     pub tls: Option<crate::ClientTlsConfig>,
+    /// When HTTP/2 is spoken (one connection, each `POST` a stream on
+    /// it). Default [`Http2Mode::Alpn`]: over TLS if the server selects
+    /// `h2`.
+    pub http2: Http2Mode,
     /// A bearer token sent in `Authorization` on every request.
     pub bearer: Option<String>,
     /// A call's timeout when it names none (not `subscriptions/listen`).
@@ -117,6 +123,7 @@ impl HttpChannelConfig {
             url: url.into(),
             #[cfg(feature = "tls")]
             tls: None,
+            http2: Http2Mode::default(),
             bearer: None,
             timeout: DEFAULT_TIMEOUT,
             max_message_bytes: DEFAULT_MAX_MESSAGE,
@@ -139,6 +146,9 @@ pub struct HttpFacts {
     pub content_type: Option<String>,
     /// Always `"modern"`: the channel speaks 2026-07-28 Streamable HTTP.
     pub era: &'static str,
+    /// `"HTTP/1.1"` or `"HTTP/2"`: the version of the last attempt's
+    /// connection, once it has one.
+    pub http_version: Option<&'static str>,
     /// The protocol version the request declared.
     pub requested_version: String,
     /// The version in use (the modern era: the one requested).
@@ -159,6 +169,9 @@ impl fmt::Display for HttpFacts {
         )?;
         if let Some(s) = self.status {
             write!(f, ", HTTP {s}")?;
+        }
+        if let Some(v) = self.http_version {
+            write!(f, " over {v}")?;
         }
         if let Some(c) = &self.content_type {
             write!(f, ", content type {c}")?;
@@ -184,6 +197,11 @@ struct Inner {
     dialer: Dialer,
     /// Connections not in use, to be used again.
     idle: Mutex<Vec<Stream>>,
+    /// The HTTP/2 connection every call shares, once one is open.
+    h2: Mutex<Option<Arc<h2::H2Handle>>>,
+    /// Held while a connection that may turn out HTTP/2 is made, so that
+    /// calls at once make one.
+    h2_dial: tokio::sync::Mutex<()>,
     /// One permit per connection that may be open.
     slots: Arc<Semaphore>,
     /// The `inputSchema` of each tool with `x-mcp-header` annotations,
@@ -212,6 +230,7 @@ impl HttpChannel {
     pub fn with_config(config: HttpChannelConfig) -> Result<Self, CallError> {
         let dialer = Dialer::new(
             &config.url,
+            config.http2,
             #[cfg(feature = "tls")]
             config.tls.as_ref(),
         )?;
@@ -223,6 +242,8 @@ impl HttpChannel {
                 target,
                 dialer,
                 idle: Mutex::new(Vec::new()),
+                h2: Mutex::new(None),
+                h2_dial: tokio::sync::Mutex::new(()),
                 slots,
                 schemas: Mutex::new(HashMap::new()),
                 next_id: AtomicU64::new(1),
@@ -620,13 +641,55 @@ fn with_facts(mut e: CallError, facts: &Mutex<HttpFacts>) -> CallError {
     e
 }
 
-/// A connection for one exchange: an idle one (`reused`), or a new one.
-async fn checkout(inner: &Inner, fresh: bool) -> Result<(Stream, bool), CallError> {
-    if !fresh && let Some(s) = inner.idle.lock().ok().and_then(|mut i| i.pop()) {
-        return Ok((s, true));
+/// The shared HTTP/2 connection, while it takes streams.
+fn live_h2(inner: &Inner) -> Option<Arc<h2::H2Handle>> {
+    let mut h2 = inner.h2.lock().ok()?;
+    match h2.as_ref() {
+        Some(h) if h.usable() => Some(Arc::clone(h)),
+        Some(_) => {
+            *h2 = None;
+            None
+        }
+        None => None,
     }
-    Ok((inner.dialer.dial().await?, false))
 }
+
+/// What [`checkout`] found.
+enum Checked {
+    /// An HTTP/1.1 connection for one exchange: an idle one (`reused`),
+    /// or a new one.
+    Http1(Stream, bool),
+    /// The shared HTTP/2 connection.
+    H2(Arc<h2::H2Handle>),
+}
+
+/// A connection for one exchange.
+async fn checkout(inner: &Inner, fresh: bool) -> Result<Checked, CallError> {
+    if !fresh && let Some(s) = inner.idle.lock().ok().and_then(|mut i| i.pop()) {
+        return Ok(Checked::Http1(s, true));
+    }
+    // One dial at a time while the answer may be HTTP/2.
+    let _dialing = match inner.dialer.may_speak_h2() {
+        true => Some(inner.h2_dial.lock().await),
+        false => None,
+    };
+    if let Some(h) = live_h2(inner) {
+        return Ok(Checked::H2(h));
+    }
+    match inner.dialer.dial().await? {
+        Dialed::Http1(s) => Ok(Checked::Http1(s, false)),
+        Dialed::H2(s) => {
+            let h = Arc::new(h2::H2Handle::spawn(s));
+            if let Ok(mut slot) = inner.h2.lock() {
+                *slot = Some(Arc::clone(&h));
+            }
+            Ok(Checked::H2(h))
+        }
+    }
+}
+
+/// Times a request not processed over HTTP/2 is sent again.
+const H2_RESENDS: usize = 3;
 
 /// The answer of an exchange: the final message and its JSON-RPC error
 /// code (none for a result); `None` for an accepted notification.
@@ -678,17 +741,44 @@ async fn exchange(
         }
     };
     let request = &req[..n];
-    let _permit = inner
-        .slots
-        .acquire()
-        .await
-        .map_err(|_| CallError::new(Code::Unavailable, "the channel is closed"))?;
     let mut fresh = false;
+    let mut resends = 0;
     loop {
-        let (stream, reused) = checkout(inner, fresh).await?;
-        match attempt(inner, stream, reused, request, body, facts, on_note).await? {
+        let mut shared = live_h2(inner);
+        let mut _permit = None;
+        if shared.is_none() {
+            _permit = Some(
+                inner
+                    .slots
+                    .acquire()
+                    .await
+                    .map_err(|_| CallError::new(Code::Unavailable, "the channel is closed"))?,
+            );
+            match checkout(inner, fresh).await? {
+                Checked::Http1(stream, reused) => {
+                    match attempt(inner, stream, reused, request, body, facts, on_note).await? {
+                        Attempt::Done(answer) => return Ok(answer),
+                        Attempt::Stale => fresh = true,
+                    }
+                    continue;
+                }
+                Checked::H2(h) => {
+                    // Streams need no slot of the pool.
+                    _permit = None;
+                    shared = Some(h);
+                }
+            }
+        }
+        let Some(h) = shared else { continue };
+        match h2::attempt(inner, &h, body, schema, facts, on_note).await? {
             Attempt::Done(answer) => return Ok(answer),
-            Attempt::Stale => fresh = true,
+            Attempt::Stale if resends < H2_RESENDS => resends += 1,
+            Attempt::Stale => {
+                return Err(CallError::new(
+                    Code::Unavailable,
+                    "the server refused the HTTP/2 stream every time",
+                ));
+            }
         }
     }
 }
@@ -704,6 +794,9 @@ async fn attempt(
     on_note: &mut (dyn FnMut(Vec<u8>) + Send),
 ) -> Result<Attempt, CallError> {
     let unavailable = |what: String| CallError::new(Code::Unavailable, what);
+    if let Ok(mut f) = facts.lock() {
+        f.http_version = Some("HTTP/1.1");
+    }
     if let Err(e) = stream.write_all(request).await {
         if reused {
             return Ok(Attempt::Stale);

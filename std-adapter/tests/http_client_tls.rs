@@ -1,8 +1,10 @@
 //! [`HttpChannel`] over `https://` against `mcpwire serve`'s app in-process
-//! with TLS (a throwaway CA): lists, calls with progress, cancellation by
-//! drop, many calls at once; the CA and the server name are checked (an
-//! unknown CA and a wrong name fail the handshake), and `mcpwire call
-//! https://...` with `--tls-ca` and `--tls-server-name`.
+//! with TLS (a throwaway CA), over HTTP/1.1 (ALPN `http/1.1`) and over
+//! HTTP/2 (ALPN `h2`, the default when the server selects it): lists,
+//! calls with progress, cancellation by drop, many calls at once; the CA
+//! and the server name are checked (an unknown CA and a wrong name fail
+//! the handshake), and `mcpwire call https://...` with `--tls-ca`,
+//! `--tls-server-name` and `--http1`.
 #![cfg(feature = "tls")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -16,7 +18,7 @@ use std::time::Duration;
 
 use common::{Counters, Harness, eventually_every};
 use mcpwire_core::grpc::Code;
-use mcpwire_tokio::{ClientTlsConfig, HttpChannel, HttpChannelConfig, Server};
+use mcpwire_tokio::{ClientTlsConfig, Http2Mode, HttpChannel, HttpChannelConfig, Server};
 use rcgen::{
     BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair, KeyUsagePurpose,
 };
@@ -51,8 +53,10 @@ async fn tls_server() -> (Harness, String) {
     (common::serve(server, app, counters), ca)
 }
 
+/// HTTP/1.1 over TLS.
 fn config(url: String, ca: &str) -> HttpChannelConfig {
     let mut config = HttpChannelConfig::new(url);
+    config.http2 = Http2Mode::Never;
     config.tls = Some(ClientTlsConfig::with_pem_roots(ca.as_bytes()).unwrap());
     config
 }
@@ -61,7 +65,13 @@ fn https(addr: SocketAddr) -> String {
     format!("https://{addr}/mcp")
 }
 
-async fn lists_and_calls_with_progress(ch: &HttpChannel) {
+async fn lists_and_calls_with_progress(ch: &HttpChannel, version: &str) {
+    let mut call = ch
+        .call(json!({"method": "tools/list", "params": {}}))
+        .await
+        .unwrap();
+    while call.next().await.unwrap().is_some() {}
+    assert_eq!(call.facts().http_version, Some(version));
     let tools = ch.list_tools().await.unwrap();
     assert!(tools.iter().any(|t| t.name == "echo"), "{tools:?}");
     let echoed = ch.call_tool("echo", json!({"text": "hi"})).await.unwrap();
@@ -81,7 +91,7 @@ async fn lists_and_calls_with_progress(ch: &HttpChannel) {
 async fn lists_and_calls_over_https_by_ip_and_by_name() {
     let (server, ca) = tls_server().await;
     let ch = HttpChannel::with_config(config(https(server.addr), &ca)).unwrap();
-    lists_and_calls_with_progress(&ch).await;
+    lists_and_calls_with_progress(&ch, "HTTP/1.1").await;
     // One keep-alive TLS connection carried them all.
     assert_eq!(ch.idle_connections(), 1);
     // localhost, as the name to verify, for an address by IP.
@@ -95,6 +105,39 @@ async fn lists_and_calls_over_https_by_ip_and_by_name() {
             .text(),
         "n"
     );
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_server_selecting_h2_makes_every_call_a_stream_of_one_connection() {
+    let (server, ca) = tls_server().await;
+    let mut cfg = HttpChannelConfig::new(https(server.addr));
+    cfg.tls = Some(ClientTlsConfig::with_pem_roots(ca.as_bytes()).unwrap());
+    assert_eq!(cfg.http2, Http2Mode::Alpn);
+    cfg.pool_size = 1;
+    let ch = HttpChannel::with_config(cfg).unwrap();
+    lists_and_calls_with_progress(&ch, "HTTP/2").await;
+    // No HTTP/1.1 connection sits in the pool.
+    assert_eq!(ch.idle_connections(), 0);
+    // With a pool of one, 24 calls of 300 ms run at once: over HTTP/1.1
+    // they would take 7 s.
+    let started = std::time::Instant::now();
+    let calls: Vec<_> = (0..24)
+        .map(|_| {
+            let ch = ch.clone();
+            tokio::spawn(async move {
+                ch.call_tool("counted_sleep", json!({"ms": 300}))
+                    .await
+                    .map(|r| r.text())
+            })
+        })
+        .collect();
+    for call in calls {
+        assert_eq!(call.await.unwrap().unwrap(), "slept");
+    }
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(3), "{took:?}");
+    assert_eq!(server.counters.finished.load(Ordering::SeqCst), 24);
     server.stop().await;
 }
 
@@ -126,14 +169,26 @@ async fn an_unknown_ca_or_a_wrong_name_fails_the_handshake() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dropping_a_call_over_https_stops_the_work() {
     let (server, ca) = tls_server().await;
-    let ch = HttpChannel::with_config(config(https(server.addr), &ca)).unwrap();
+    for mode in [Http2Mode::Never, Http2Mode::Alpn] {
+        let mut cfg = config(https(server.addr), &ca);
+        cfg.http2 = mode;
+        drop_a_call_and_see_the_work_stop(&server, &HttpChannel::with_config(cfg).unwrap()).await;
+    }
+    server.stop().await;
+}
+
+/// Starts a 10 s `counted_sleep`, drops it once started, sees the handler
+/// dropped (not finished), and the channel still answers.
+async fn drop_a_call_and_see_the_work_stop(server: &Harness, ch: &HttpChannel) {
+    let before = server.counters.started.load(Ordering::SeqCst);
+    let dropped = server.counters.dropped.load(Ordering::SeqCst);
     let request = json!({"method": "tools/call", "params": {"name": "counted_sleep",
         "arguments": {"ms": 10_000}}});
     let call = ch.call(request).await.unwrap();
     let c = Arc::clone(&server.counters);
     assert!(
         eventually_every(Duration::from_millis(20), Duration::from_secs(5), || {
-            c.started.load(Ordering::SeqCst) == 1
+            c.started.load(Ordering::SeqCst) == before + 1
         })
         .await,
         "the handler never started"
@@ -141,17 +196,23 @@ async fn dropping_a_call_over_https_stops_the_work() {
     drop(call);
     assert!(
         eventually_every(Duration::from_millis(20), Duration::from_secs(5), || {
-            c.dropped.load(Ordering::SeqCst) == 1
+            c.dropped.load(Ordering::SeqCst) == dropped + 1
         })
         .await,
         "the handler was not stopped"
     );
     assert_eq!(server.counters.finished.load(Ordering::SeqCst), 0);
-    server.stop().await;
+    assert_eq!(
+        ch.call_tool("echo", json!({"text": "after"}))
+            .await
+            .unwrap()
+            .text(),
+        "after"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn many_calls_at_once_over_https() {
+async fn many_calls_at_once_over_https_http1() {
     let (server, ca) = tls_server().await;
     let mut cfg = config(https(server.addr), &ca);
     cfg.pool_size = 4;
@@ -196,12 +257,21 @@ async fn the_cli_calls_an_https_url_with_a_ca_file_and_a_server_name() {
     let url = https(server.addr);
     let (u, ca_arg) = (url.clone(), ca_path.clone());
     let (code, out, err) = tokio::task::spawn_blocking(move || {
-        mcpwire_call(&[&u, "--tls-ca", &ca_arg, "tool", "echo", r#"{"text":"cli"}"#])
+        mcpwire_call(&[
+            &u,
+            "--tls-ca",
+            &ca_arg,
+            "-v",
+            "tool",
+            "echo",
+            r#"{"text":"cli"}"#,
+        ])
     })
     .await
     .unwrap();
     assert_eq!(code, Some(0), "{out}{err}");
     assert!(out.contains("cli"), "{out}");
+    assert!(err.contains("over HTTP/2"), "{err}");
     let url_by_name = format!("https://localhost:{}/mcp", server.addr.port());
     let (u, ca_arg) = (url_by_name, ca_path.clone());
     let (code, out, err) = tokio::task::spawn_blocking(move || {
@@ -211,6 +281,8 @@ async fn the_cli_calls_an_https_url_with_a_ca_file_and_a_server_name() {
             &ca_arg,
             "--tls-server-name",
             "localhost",
+            "--http1",
+            "-v",
             "list",
         ])
     })
@@ -218,6 +290,7 @@ async fn the_cli_calls_an_https_url_with_a_ca_file_and_a_server_name() {
     .unwrap();
     assert_eq!(code, Some(0), "{out}{err}");
     assert!(out.contains("echo"), "{out}");
+    assert!(err.contains("over HTTP/1.1"), "{err}");
     // Without the CA (the platform's store does not know it): refused.
     let u = url.clone();
     let (code, out, err) =

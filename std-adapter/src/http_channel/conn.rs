@@ -1,7 +1,9 @@
 //! The transport under an [`HttpChannel`](super::HttpChannel): where an
 //! `http://` or `https://` URL points, and the byte stream of one
 //! connection to it, plain TCP or TLS (feature `tls`, rustls with the
-//! roots and server name of [`ClientTlsConfig`], ALPN `http/1.1`).
+//! roots and server name of [`ClientTlsConfig`]), and the HTTP version it
+//! speaks: HTTP/1.1, or HTTP/2 as [`Http2Mode`] says (ALPN `h2` over TLS,
+//! or prior knowledge over cleartext).
 
 use std::io;
 use std::pin::Pin;
@@ -78,10 +80,32 @@ fn has_port(authority: &str) -> bool {
         .is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
 }
 
+/// When an [`HttpChannel`](super::HttpChannel) speaks HTTP/2.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Http2Mode {
+    /// HTTP/1.1 only (TLS offers ALPN `http/1.1` alone).
+    Never,
+    /// Over TLS, ALPN offers `h2` and `http/1.1` and the server chooses;
+    /// cleartext is HTTP/1.1.
+    #[default]
+    Alpn,
+    /// HTTP/2 always: cleartext with prior knowledge (`h2c`), TLS with
+    /// ALPN `h2` alone.
+    PriorKnowledge,
+}
+
+/// A new connection and the version it speaks.
+#[derive(Debug)]
+pub(crate) enum Dialed {
+    Http1(Stream),
+    H2(Stream),
+}
+
 /// How a channel reaches its endpoint.
 #[derive(Debug, Clone)]
 pub(crate) struct Dialer {
     pub(crate) dest: Dest,
+    mode: Http2Mode,
     /// The TLS of an `https://` endpoint, offering the ALPN this channel
     /// speaks.
     #[cfg(feature = "tls")]
@@ -93,21 +117,28 @@ impl Dialer {
     /// none trusts the platform's store.
     pub(crate) fn new(
         url: &str,
+        mode: Http2Mode,
         #[cfg(feature = "tls")] tls: Option<&ClientTlsConfig>,
     ) -> Result<Self, CallError> {
         let dest = parse(url).map_err(|e| CallError::new(Code::InvalidArgument, e))?;
         #[cfg(feature = "tls")]
         {
+            use crate::tls::{ALPN_H2, ALPN_HTTP1};
+            let alpn: &[&[u8]] = match mode {
+                Http2Mode::Never => &[ALPN_HTTP1],
+                Http2Mode::Alpn => &[ALPN_H2, ALPN_HTTP1],
+                Http2Mode::PriorKnowledge => &[ALPN_H2],
+            };
             let tls = match (dest.tls, tls) {
                 (false, _) => None,
-                (true, Some(t)) => Some(t.with_alpn(&[crate::tls::ALPN_HTTP1])),
+                (true, Some(t)) => Some(t.with_alpn(alpn)),
                 (true, None) => Some(
                     ClientTlsConfig::with_platform_roots()
                         .map_err(|e| CallError::new(Code::InvalidArgument, e.to_string()))?
-                        .with_alpn(&[crate::tls::ALPN_HTTP1]),
+                        .with_alpn(alpn),
                 ),
             };
-            Ok(Self { dest, tls })
+            Ok(Self { dest, mode, tls })
         }
         #[cfg(not(feature = "tls"))]
         {
@@ -117,12 +148,22 @@ impl Dialer {
                     format!("{url}: this build has no TLS (feature `tls`)"),
                 ));
             }
-            Ok(Self { dest })
+            Ok(Self { dest, mode })
         }
     }
 
-    /// A new connection: TCP, then the TLS handshake for `https://`.
-    pub(crate) async fn dial(&self) -> Result<Stream, CallError> {
+    /// Whether a new connection may turn out HTTP/2.
+    pub(crate) fn may_speak_h2(&self) -> bool {
+        match self.mode {
+            Http2Mode::Never => false,
+            Http2Mode::Alpn => self.dest.tls,
+            Http2Mode::PriorKnowledge => true,
+        }
+    }
+
+    /// A new connection: TCP, then the TLS handshake for `https://`; its
+    /// version from ALPN, or from the mode over cleartext.
+    pub(crate) async fn dial(&self) -> Result<Dialed, CallError> {
         let addr = &self.dest.addr;
         let unavailable = |what: &str, e: io::Error| {
             CallError::new(Code::Unavailable, format!("{what} {addr}: {e}"))
@@ -137,9 +178,25 @@ impl Dialer {
                 .handshake(addr, tcp)
                 .await
                 .map_err(|e| unavailable("TLS with", e))?;
-            return Ok(Stream::Tls(Box::new(tls)));
+            let alpn = tls.get_ref().1.alpn_protocol();
+            let h2 = alpn == Some(crate::tls::ALPN_H2);
+            if self.mode == Http2Mode::PriorKnowledge && !h2 {
+                return Err(CallError::new(
+                    Code::Unavailable,
+                    format!("{addr}: the server did not select ALPN h2"),
+                ));
+            }
+            let stream = Stream::Tls(Box::new(tls));
+            return Ok(if h2 {
+                Dialed::H2(stream)
+            } else {
+                Dialed::Http1(stream)
+            });
         }
-        Ok(Stream::Tcp(tcp))
+        Ok(match self.mode {
+            Http2Mode::PriorKnowledge => Dialed::H2(Stream::Tcp(tcp)),
+            _ => Dialed::Http1(Stream::Tcp(tcp)),
+        })
     }
 }
 

@@ -10,7 +10,9 @@
 //! `--server`, the request goes to that modern Streamable HTTP endpoint
 //! ([`HttpChannel`]; `https://` trusts the platform's roots, or those of
 //! `--tls-ca`, and verifies `--tls-server-name` when given); `-v` prints the
-//! era, the versions and the HTTP facts to stderr.
+//! era, the versions and the HTTP facts to stderr. `https://` speaks HTTP/2
+//! when the server selects ALPN `h2`; `--http2` speaks HTTP/2 always
+//! (`h2c` with prior knowledge over `http://`), `--http1` never.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -22,7 +24,7 @@ pub const USAGE: &str = "usage: mcpwire call [--server ADDR] [--tls | --tls-ca P
        mcpwire call --stdio [-v] [--era probe|modern|legacy] [--pass-env NAME]... [--inherit-env] [--cwd DIR]
          discover | list | tool NAME [JSON-ARGS] [--progress] [--timeout-ms N] -- /ABS/SERVER [ARGS...]
          (the child gets an empty environment but the --pass-env names; MCPWIRE_TOKEN goes to it as MCPWIRE_TOKEN)
-       mcpwire call http[s]://HOST:PORT/PATH [--tls-ca PEM] [--tls-server-name NAME] [-v] discover | list | tool NAME [JSON-ARGS] [--progress] [--timeout-ms N]
+       mcpwire call http[s]://HOST:PORT/PATH [--tls-ca PEM] [--tls-server-name NAME] [--http1 | --http2] [-v] discover | list | tool NAME [JSON-ARGS] [--progress] [--timeout-ms N]
          (a modern Streamable HTTP endpoint; MCPWIRE_TOKEN, if set, is sent as a bearer token)";
 
 /// How the call connects.
@@ -58,6 +60,8 @@ struct Args {
     http: Option<String>,
     /// `-v` (HTTP): the diagnostics line on stderr.
     verbose: bool,
+    /// `--http1` / `--http2` (HTTP).
+    http2: mcpwire_tokio::Http2Mode,
 }
 
 fn parse(args: impl Iterator<Item = String>) -> Result<Args, String> {
@@ -69,6 +73,7 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Args, String> {
     let mut stdio: Option<StdioArgs> = None;
     let mut http = None;
     let mut verbose = false;
+    let mut http2 = None;
     let mut args = args.peekable();
     while let Some(arg) = args.next() {
         if let Some(s) = stdio.as_mut() {
@@ -130,6 +135,11 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Args, String> {
             }
             "--progress" => progress = true,
             "-v" => verbose = true,
+            "--http1" | "--http2" if http2.is_some() => {
+                return Err("one of --http1 and --http2".into());
+            }
+            "--http1" => http2 = Some(mcpwire_tokio::Http2Mode::Never),
+            "--http2" => http2 = Some(mcpwire_tokio::Http2Mode::PriorKnowledge),
             _ if flag.starts_with("http://") || flag.starts_with("https://") => {
                 if http.replace(arg).is_some() {
                     return Err("one URL only".into());
@@ -196,12 +206,16 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Args, String> {
         }
         tls.on = https;
     }
+    if http2.is_some() && http.is_none() {
+        return Err("--http1 and --http2 go with a URL".into());
+    }
     if verbose && http.is_none() {
         return Err("-v goes with --stdio or an http:// URL".into());
     }
     Ok(Args {
         http,
         verbose,
+        http2: http2.unwrap_or_default(),
         stdio,
         server,
         method: method.to_owned(),
@@ -310,6 +324,7 @@ async fn run_http(args: Args) -> ExitCode {
     use mcpwire_tokio::{HttpChannel, HttpChannelConfig};
     let mut config = HttpChannelConfig::new(args.http.clone().unwrap_or_default());
     config.bearer = std::env::var("MCPWIRE_TOKEN").ok();
+    config.http2 = args.http2;
     if let Some(t) = args.timeout {
         config.timeout = t;
     }
