@@ -39,6 +39,8 @@
 //! # Ok(()) }
 //! ```
 
+mod conn;
+mod h2;
 mod typed;
 
 use std::collections::HashMap;
@@ -57,12 +59,13 @@ use mcpwire_core::mcp::client::http::{
 use mcpwire_core::mcp::meta::{KEY_CLIENT_CAPABILITIES, KEY_PROTOCOL_VERSION, PROTOCOL_VERSION};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinHandle;
 
 use crate::channel::{CallError, StreamMessage};
-use crate::stdio_client::http_link::{Target, parse_url};
+use crate::stdio_client::http_link::Target;
+pub use conn::Http2Mode;
+use conn::{Dialed, Dialer, Stream};
 
 /// The request timeout when none is set.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
@@ -80,8 +83,19 @@ const READ_CHUNK: usize = 16 << 10;
 /// Where an [`HttpChannel`] sends and what every request carries.
 #[derive(Debug, Clone)]
 pub struct HttpChannelConfig {
-    /// The MCP endpoint: `http://host:port/path`.
+    /// The MCP endpoint: `http://host:port/path`, or `https://...`.
     pub url: String,
+    /// For `https://`: the roots to trust and the name to verify
+    /// ([`ClientTlsConfig::with_pem_roots`](crate::ClientTlsConfig::with_pem_roots),
+    /// [`server_name`](crate::ClientTlsConfig::server_name)); `None`
+    /// trusts the platform's store. Its ALPN list is replaced by the
+    /// protocols this channel speaks.
+    #[cfg(feature = "tls")]
+    pub tls: Option<crate::ClientTlsConfig>,
+    /// When HTTP/2 is spoken (one connection, each `POST` a stream on
+    /// it). Default [`Http2Mode::Alpn`]: over TLS if the server selects
+    /// `h2`.
+    pub http2: Http2Mode,
     /// A bearer token sent in `Authorization` on every request.
     pub bearer: Option<String>,
     /// A call's timeout when it names none (not `subscriptions/listen`).
@@ -107,6 +121,9 @@ impl HttpChannelConfig {
     pub fn new(url: impl Into<String>) -> Self {
         Self {
             url: url.into(),
+            #[cfg(feature = "tls")]
+            tls: None,
+            http2: Http2Mode::default(),
             bearer: None,
             timeout: DEFAULT_TIMEOUT,
             max_message_bytes: DEFAULT_MAX_MESSAGE,
@@ -129,6 +146,9 @@ pub struct HttpFacts {
     pub content_type: Option<String>,
     /// Always `"modern"`: the channel speaks 2026-07-28 Streamable HTTP.
     pub era: &'static str,
+    /// `"HTTP/1.1"` or `"HTTP/2"`: the version of the last attempt's
+    /// connection, once it has one.
+    pub http_version: Option<&'static str>,
     /// The protocol version the request declared.
     pub requested_version: String,
     /// The version in use (the modern era: the one requested).
@@ -150,6 +170,9 @@ impl fmt::Display for HttpFacts {
         if let Some(s) = self.status {
             write!(f, ", HTTP {s}")?;
         }
+        if let Some(v) = self.http_version {
+            write!(f, " over {v}")?;
+        }
         if let Some(c) = &self.content_type {
             write!(f, ", content type {c}")?;
         }
@@ -170,8 +193,15 @@ pub struct HttpChannel {
 struct Inner {
     config: HttpChannelConfig,
     target: Target,
+    /// How connections are made (TCP, TLS).
+    dialer: Dialer,
     /// Connections not in use, to be used again.
-    idle: Mutex<Vec<TcpStream>>,
+    idle: Mutex<Vec<Stream>>,
+    /// The HTTP/2 connection every call shares, once one is open.
+    h2: Mutex<Option<Arc<h2::H2Handle>>>,
+    /// Held while a connection that may turn out HTTP/2 is made, so that
+    /// calls at once make one.
+    h2_dial: tokio::sync::Mutex<()>,
     /// One permit per connection that may be open.
     slots: Arc<Semaphore>,
     /// The `inputSchema` of each tool with `x-mcp-header` annotations,
@@ -195,16 +225,25 @@ impl HttpChannel {
         Self::with_config(HttpChannelConfig::new(url))
     }
 
-    /// A channel with `config`; an error when the URL is not `http://`.
+    /// A channel with `config`; an error when the URL is not `http://` or
+    /// `https://`.
     pub fn with_config(config: HttpChannelConfig) -> Result<Self, CallError> {
-        let target =
-            parse_url(&config.url).map_err(|e| CallError::new(Code::InvalidArgument, e))?;
+        let dialer = Dialer::new(
+            &config.url,
+            config.http2,
+            #[cfg(feature = "tls")]
+            config.tls.as_ref(),
+        )?;
+        let target = dialer.dest.target.clone();
         let slots = Arc::new(Semaphore::new(config.pool_size.max(1)));
         Ok(Self {
             inner: Arc::new(Inner {
                 config,
                 target,
+                dialer,
                 idle: Mutex::new(Vec::new()),
+                h2: Mutex::new(None),
+                h2_dial: tokio::sync::Mutex::new(()),
                 slots,
                 schemas: Mutex::new(HashMap::new()),
                 next_id: AtomicU64::new(1),
@@ -602,18 +641,55 @@ fn with_facts(mut e: CallError, facts: &Mutex<HttpFacts>) -> CallError {
     e
 }
 
-/// A connection for one exchange: an idle one (`reused`), or a new one.
-async fn checkout(inner: &Inner, fresh: bool) -> Result<(TcpStream, bool), CallError> {
-    if !fresh && let Some(s) = inner.idle.lock().ok().and_then(|mut i| i.pop()) {
-        return Ok((s, true));
+/// The shared HTTP/2 connection, while it takes streams.
+fn live_h2(inner: &Inner) -> Option<Arc<h2::H2Handle>> {
+    let mut h2 = inner.h2.lock().ok()?;
+    match h2.as_ref() {
+        Some(h) if h.usable() => Some(Arc::clone(h)),
+        Some(_) => {
+            *h2 = None;
+            None
+        }
+        None => None,
     }
-    let authority = &inner.target.authority;
-    let stream = TcpStream::connect(authority.as_str())
-        .await
-        .map_err(|e| CallError::new(Code::Unavailable, format!("connect to {authority}: {e}")))?;
-    let _ = stream.set_nodelay(true);
-    Ok((stream, false))
 }
+
+/// What [`checkout`] found.
+enum Checked {
+    /// An HTTP/1.1 connection for one exchange: an idle one (`reused`),
+    /// or a new one.
+    Http1(Stream, bool),
+    /// The shared HTTP/2 connection.
+    H2(Arc<h2::H2Handle>),
+}
+
+/// A connection for one exchange.
+async fn checkout(inner: &Inner, fresh: bool) -> Result<Checked, CallError> {
+    if !fresh && let Some(s) = inner.idle.lock().ok().and_then(|mut i| i.pop()) {
+        return Ok(Checked::Http1(s, true));
+    }
+    // One dial at a time while the answer may be HTTP/2.
+    let _dialing = match inner.dialer.may_speak_h2() {
+        true => Some(inner.h2_dial.lock().await),
+        false => None,
+    };
+    if let Some(h) = live_h2(inner) {
+        return Ok(Checked::H2(h));
+    }
+    match inner.dialer.dial().await? {
+        Dialed::Http1(s) => Ok(Checked::Http1(s, false)),
+        Dialed::H2(s) => {
+            let h = Arc::new(h2::H2Handle::spawn(s));
+            if let Ok(mut slot) = inner.h2.lock() {
+                *slot = Some(Arc::clone(&h));
+            }
+            Ok(Checked::H2(h))
+        }
+    }
+}
+
+/// Times a request not processed over HTTP/2 is sent again.
+const H2_RESENDS: usize = 3;
 
 /// The answer of an exchange: the final message and its JSON-RPC error
 /// code (none for a result); `None` for an accepted notification.
@@ -665,17 +741,44 @@ async fn exchange(
         }
     };
     let request = &req[..n];
-    let _permit = inner
-        .slots
-        .acquire()
-        .await
-        .map_err(|_| CallError::new(Code::Unavailable, "the channel is closed"))?;
     let mut fresh = false;
+    let mut resends = 0;
     loop {
-        let (stream, reused) = checkout(inner, fresh).await?;
-        match attempt(inner, stream, reused, request, body, facts, on_note).await? {
+        let mut shared = live_h2(inner);
+        let mut _permit = None;
+        if shared.is_none() {
+            _permit = Some(
+                inner
+                    .slots
+                    .acquire()
+                    .await
+                    .map_err(|_| CallError::new(Code::Unavailable, "the channel is closed"))?,
+            );
+            match checkout(inner, fresh).await? {
+                Checked::Http1(stream, reused) => {
+                    match attempt(inner, stream, reused, request, body, facts, on_note).await? {
+                        Attempt::Done(answer) => return Ok(answer),
+                        Attempt::Stale => fresh = true,
+                    }
+                    continue;
+                }
+                Checked::H2(h) => {
+                    // Streams need no slot of the pool.
+                    _permit = None;
+                    shared = Some(h);
+                }
+            }
+        }
+        let Some(h) = shared else { continue };
+        match h2::attempt(inner, &h, body, schema, facts, on_note).await? {
             Attempt::Done(answer) => return Ok(answer),
-            Attempt::Stale => fresh = true,
+            Attempt::Stale if resends < H2_RESENDS => resends += 1,
+            Attempt::Stale => {
+                return Err(CallError::new(
+                    Code::Unavailable,
+                    "the server refused the HTTP/2 stream every time",
+                ));
+            }
         }
     }
 }
@@ -683,7 +786,7 @@ async fn exchange(
 /// One attempt of an exchange on `stream`.
 async fn attempt(
     inner: &Inner,
-    mut stream: TcpStream,
+    mut stream: Stream,
     reused: bool,
     request: &[u8],
     body: &[u8],
@@ -691,6 +794,9 @@ async fn attempt(
     on_note: &mut (dyn FnMut(Vec<u8>) + Send),
 ) -> Result<Attempt, CallError> {
     let unavailable = |what: String| CallError::new(Code::Unavailable, what);
+    if let Ok(mut f) = facts.lock() {
+        f.http_version = Some("HTTP/1.1");
+    }
     if let Err(e) = stream.write_all(request).await {
         if reused {
             return Ok(Attempt::Stale);

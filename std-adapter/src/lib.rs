@@ -29,6 +29,7 @@ mod clock;
 pub mod http_channel;
 mod outbox;
 pub mod portable;
+pub(crate) mod pump;
 mod server;
 pub mod stdio_client;
 mod storage;
@@ -49,7 +50,7 @@ pub use channel::{
     StreamMessage, Tool,
 };
 pub use client::{Client, ClientCall};
-pub use http_channel::{HttpCall, HttpChannel, HttpChannelConfig, HttpFacts};
+pub use http_channel::{Http2Mode, HttpCall, HttpChannel, HttpChannelConfig, HttpFacts};
 pub use server::stdio::{self, StdioConfig};
 pub use server::{AllowedHosts, Server, ServerConfig};
 pub use stdio_client::{

@@ -99,8 +99,14 @@ pub struct ClientTlsConfig {
 
 impl std::fmt::Debug for ClientTlsConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let alpn: Vec<_> = self
+            .config
+            .alpn_protocols
+            .iter()
+            .map(|p| String::from_utf8_lossy(p).into_owned())
+            .collect();
         f.debug_struct("ClientTlsConfig")
-            .field("alpn", &"h2")
+            .field("alpn", &alpn)
             .field("server_name", &self.server_name)
             .finish_non_exhaustive()
     }
@@ -177,9 +183,20 @@ impl ClientTlsConfig {
         self
     }
 
-    /// The TLS handshake over `tcp` to `addr` (`host:port`), which must end
-    /// with ALPN `h2`; 10 s at most.
-    pub(crate) async fn connect(
+    /// The same roots and server name, offering `protocols` in ALPN
+    /// instead (Streamable HTTP offers `h2` and `http/1.1`).
+    pub(crate) fn with_alpn(&self, protocols: &[&[u8]]) -> Self {
+        let mut config = ClientConfig::clone(&self.config);
+        config.alpn_protocols = protocols.iter().map(|p| p.to_vec()).collect();
+        Self {
+            config: Arc::new(config),
+            server_name: self.server_name.clone(),
+        }
+    }
+
+    /// The TLS handshake over `tcp` to `addr` (`host:port`), whatever ALPN
+    /// selects (read it from the stream); 10 s at most.
+    pub(crate) async fn handshake(
         &self,
         addr: &str,
         tcp: TcpStream,
@@ -191,10 +208,20 @@ impl ClientTlsConfig {
         let name = ServerName::try_from(name.to_owned())
             .map_err(|e| invalid(format!("server name {name:?}: {e}")))?;
         let connector = TlsConnector::from(Arc::clone(&self.config));
-        let tls = tokio::time::timeout(HANDSHAKE_TIMEOUT, connector.connect(name, tcp))
+        tokio::time::timeout(HANDSHAKE_TIMEOUT, connector.connect(name, tcp))
             .await
             .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "the TLS handshake timed out"))?
-            .map_err(|e| io::Error::new(e.kind(), format!("TLS: {e}")))?;
+            .map_err(|e| io::Error::new(e.kind(), format!("TLS: {e}")))
+    }
+
+    /// The TLS handshake over `tcp` to `addr` (`host:port`), which must end
+    /// with ALPN `h2`; 10 s at most.
+    pub(crate) async fn connect(
+        &self,
+        addr: &str,
+        tcp: TcpStream,
+    ) -> io::Result<TlsStream<TcpStream>> {
+        let tls = self.handshake(addr, tcp).await?;
         match tls.get_ref().1.alpn_protocol() {
             Some(ALPN_H2) => Ok(tls),
             other => Err(io::Error::new(

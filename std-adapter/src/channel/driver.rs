@@ -1,7 +1,8 @@
 //! The connection task of a [`Channel`](super::Channel): it owns one core
 //! [`Client`] (the sans-IO MCP client engine of the tunnel binding over one
 //! HTTP/2 connection) and its socket, and follows the core's run loop
-//! ([`mcpwire_core::drive`]): feed what the socket read with [`Feed`] (a
+//! ([`mcpwire_core::drive`], on the socket loop of [`crate::pump`]): feed
+//! what the socket read with [`Feed`] (a
 //! `recv` at a time, draining `poll_event` after each, transmitting when
 //! the engine must write before it reads more), pull `poll_transmit` while
 //! the engine wants to transmit, sleep until input, a command or
@@ -28,10 +29,11 @@ use mcpwire_core::mcp::client::{
     CallId, Client, ClientConfig, ClientEvent, Diagnostics as CoreDiagnostics, StartError,
 };
 
-use crate::clock::{Timer, now};
+use crate::clock::now;
+use crate::pump::{self, Pump};
 use crate::storage::HeapStorage;
 use crate::store::HeapStore;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 
@@ -54,9 +56,7 @@ pub(crate) type Engine = Client<HeapStore, CALLS, 4096, 16384, HeapStorage<16384
 /// The channel's tool schemas (JSON text) by tool name.
 pub(crate) type Schemas = Arc<Mutex<HashMap<String, Vec<u8>>>>;
 
-const READ_BUF: usize = 64 << 10;
 const TRANSMIT_CHUNK: usize = 16 << 10;
-const WRITE_HIGH: usize = 64 << 10;
 
 /// What a call asks of the connection task.
 #[derive(Debug)]
@@ -498,57 +498,7 @@ impl Task {
         R: AsyncRead + Unpin,
         W: AsyncWrite + Unpin,
     {
-        let mut rbuf = vec![0u8; READ_BUF];
-        let mut out: Vec<u8> = Vec::with_capacity(WRITE_HIGH + TRANSMIT_CHUNK);
-        let mut written = 0;
-        let mut eof = false;
-        let mut commands_open = true;
-        let mut goaway_sent = false;
-        let mut timer = Timer::new();
-        let result: io::Result<()> = loop {
-            if written == out.len() {
-                out.clear();
-                written = 0;
-            }
-            // Nobody can start a call any more and none runs: say goodbye.
-            if !commands_open && self.calls.is_empty() && self.waiting.is_empty() && !goaway_sent {
-                goaway_sent = true;
-                self.engine.go_away();
-                self.drain_events();
-            }
-            self.transmit(&mut out, WRITE_HIGH);
-            if written == out.len() && (self.engine.is_closed() || eof || goaway_sent) {
-                break Ok(());
-            }
-            timer.set(self.engine.poll_timeout());
-            tokio::select! {
-                r = rd.read(&mut rbuf), if !eof => match r {
-                    Ok(0) => {
-                        eof = true;
-                        self.engine.recv_eof();
-                        self.drain_events();
-                    }
-                    Ok(n) => {
-                        if let Err(e) = self.feed(&rbuf[..n], &mut out) {
-                            break Err(e);
-                        }
-                    }
-                    Err(e) => break Err(e),
-                },
-                r = wr.write(&out[written..]), if written < out.len() => match r {
-                    Ok(n) => written += n,
-                    Err(e) => break Err(e),
-                },
-                cmd = rx.recv(), if commands_open => match cmd {
-                    Some(cmd) => self.command(cmd),
-                    None => commands_open = false,
-                },
-                () = timer.fired(), if timer.is_set() => {
-                    self.engine.handle_timeout(now());
-                    self.drain_events();
-                }
-            }
-        };
+        let result = pump::run(&mut self, &mut rd, &mut wr, &mut rx).await;
         // A socket error ends the connection like end of file.
         let _ = result;
         // Calls in progress fail (those whose request never left are
@@ -571,7 +521,50 @@ impl Task {
                 let _ = accepted.send(Err(Refusal::Gone));
             }
         }
-        let _ = wr.shutdown().await;
+        pump::shutdown(&mut wr).await;
+    }
+}
+
+impl Pump for Task {
+    type Command = Command;
+
+    fn feed(&mut self, input: &[u8], out: &mut Vec<u8>) -> io::Result<()> {
+        Task::feed(self, input, out)
+    }
+
+    fn transmit(&mut self, out: &mut Vec<u8>, limit: usize) {
+        Task::transmit(self, out, limit);
+    }
+
+    fn command(&mut self, cmd: Command) {
+        Task::command(self, cmd);
+    }
+
+    fn recv_eof(&mut self) {
+        self.engine.recv_eof();
+        self.drain_events();
+    }
+
+    fn poll_timeout(&self) -> Option<mcpwire_core::time::Instant> {
+        self.engine.poll_timeout()
+    }
+
+    fn handle_timeout(&mut self) {
+        self.engine.handle_timeout(now());
+        self.drain_events();
+    }
+
+    fn is_closed(&self) -> bool {
+        self.engine.is_closed()
+    }
+
+    fn is_idle(&self) -> bool {
+        self.calls.is_empty() && self.waiting.is_empty()
+    }
+
+    fn go_away(&mut self) {
+        self.engine.go_away();
+        self.drain_events();
     }
 }
 

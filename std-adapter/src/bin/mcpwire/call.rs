@@ -6,9 +6,13 @@
 //! With `--stdio [-v] ... -- /abs/server [ARGS...]` the request goes to a
 //! stdio server launched as a child (the words after `--`); `-v` prints
 //! the era, the versions and whether a fallback happened to stderr.
-//! With an `http://HOST:PORT/PATH` URL instead of `--server`, the request
-//! goes to that modern Streamable HTTP endpoint ([`HttpChannel`]); `-v`
-//! prints the era, the versions and the HTTP facts to stderr.
+//! With an `http://HOST:PORT/PATH` or `https://...` URL instead of
+//! `--server`, the request goes to that modern Streamable HTTP endpoint
+//! ([`HttpChannel`]; `https://` trusts the platform's roots, or those of
+//! `--tls-ca`, and verifies `--tls-server-name` when given); `-v` prints the
+//! era, the versions and the HTTP facts to stderr. `https://` speaks HTTP/2
+//! when the server selects ALPN `h2`; `--http2` speaks HTTP/2 always
+//! (`h2c` with prior knowledge over `http://`), `--http1` never.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -21,7 +25,8 @@ pub const USAGE: &str = "usage: mcpwire call [--server ADDR] [--tls | --tls-ca P
        mcpwire call --stdio [-v] [--era probe|modern|legacy] [--pass-env NAME]... [--inherit-env] [--cwd DIR]
          discover | list | tool NAME [JSON-ARGS] [--progress] [--timeout-ms N] -- /ABS/SERVER [ARGS...]
          (the child gets an empty environment but the --pass-env names; MCPWIRE_TOKEN goes to it as MCPWIRE_TOKEN)
-       mcpwire call http://HOST:PORT/PATH [-v] [--era probe|modern|legacy] discover | list | tool NAME [JSON-ARGS] [--progress] [--timeout-ms N]
+       mcpwire call http[s]://HOST:PORT/PATH [--tls-ca PEM] [--tls-server-name NAME] [--http1 | --http2] [-v] [--era probe|modern|legacy]
+         discover | list | tool NAME [JSON-ARGS] [--progress] [--timeout-ms N]
          (Streamable HTTP: the era probed with server/discover, falling back to a 2025-11-25 session or
          2024-11-05 HTTP+SSE; -v prints the era, the versions and the fallback; MCPWIRE_TOKEN, if set,
          is sent as a bearer token)";
@@ -61,6 +66,8 @@ struct Args {
     http_era: EraChoice,
     /// `-v` (HTTP): the diagnostics line on stderr.
     verbose: bool,
+    /// `--http1` / `--http2` (HTTP).
+    http2: mcpwire_tokio::Http2Mode,
 }
 
 fn era_choice(v: &str) -> Result<EraChoice, String> {
@@ -82,6 +89,7 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Args, String> {
     let mut http = None;
     let mut http_era = None;
     let mut verbose = false;
+    let mut http2 = None;
     let mut args = args.peekable();
     while let Some(arg) = args.next() {
         if let Some(s) = stdio.as_mut() {
@@ -143,6 +151,11 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Args, String> {
                     .ok_or("--era needs a value")?;
                 http_era = Some(era_choice(&v)?);
             }
+            "--http1" | "--http2" if http2.is_some() => {
+                return Err("one of --http1 and --http2".into());
+            }
+            "--http1" => http2 = Some(mcpwire_tokio::Http2Mode::Never),
+            "--http2" => http2 = Some(mcpwire_tokio::Http2Mode::PriorKnowledge),
             _ if flag.starts_with("http://") || flag.starts_with("https://") => {
                 if http.replace(arg).is_some() {
                     return Err("one URL only".into());
@@ -199,8 +212,18 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Args, String> {
             Some(_) => {}
         }
     }
-    if http.is_some() && (stdio.is_some() || tls.on) {
-        return Err("an http:// URL goes without --stdio and --tls".into());
+    if let Some(url) = &http {
+        if stdio.is_some() {
+            return Err("a URL goes without --stdio".into());
+        }
+        let https = url.starts_with("https://");
+        if !https && (tls.on || tls.server_name.is_some()) {
+            return Err("--tls, --tls-ca and --tls-server-name go with an https:// URL".into());
+        }
+        tls.on = https;
+    }
+    if http2.is_some() && http.is_none() {
+        return Err("--http1 and --http2 go with a URL".into());
     }
     if verbose && http.is_none() {
         return Err("-v goes with --stdio or an http:// URL".into());
@@ -212,6 +235,7 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Args, String> {
         http,
         http_era: http_era.unwrap_or_default(),
         verbose,
+        http2: http2.unwrap_or_default(),
         stdio,
         server,
         method: method.to_owned(),
@@ -321,8 +345,17 @@ async fn run_http(args: Args) -> ExitCode {
     use mcpwire_tokio::{Client, ClientCall, HttpChannelConfig};
     let mut config = HttpChannelConfig::new(args.http.clone().unwrap_or_default());
     config.bearer = std::env::var("MCPWIRE_TOKEN").ok();
+    config.http2 = args.http2;
     if let Some(t) = args.timeout {
         config.timeout = t;
+    }
+    #[cfg(feature = "tls")]
+    match client_tls(&args.tls) {
+        Ok(tls) => config.tls = tls,
+        Err(e) => {
+            eprintln!("mcpwire: {e}");
+            return ExitCode::FAILURE;
+        }
     }
     // A tool's x-mcp-header annotations come from tools/list, which the
     // channel reads when the server refuses the call's headers (-32020).
@@ -485,10 +518,18 @@ async fn run(args: Args) -> ExitCode {
 
 #[cfg(feature = "tls")]
 fn secure(config: &mut ChannelConfig, tls: &Tls) -> Result<(), String> {
+    config.tls = client_tls(tls)?;
+    Ok(())
+}
+
+/// The client TLS of `--tls`, `--tls-ca` and `--tls-server-name` (or of an
+/// `https://` URL); `None` for cleartext.
+#[cfg(feature = "tls")]
+fn client_tls(tls: &Tls) -> Result<Option<mcpwire_tokio::ClientTlsConfig>, String> {
     if !tls.on {
         return match tls.server_name {
             Some(_) => Err("--tls-server-name needs --tls or --tls-ca".into()),
-            None => Ok(()),
+            None => Ok(None),
         };
     }
     let mut client = match &tls.ca {
@@ -499,8 +540,7 @@ fn secure(config: &mut ChannelConfig, tls: &Tls) -> Result<(), String> {
     if let Some(name) = &tls.server_name {
         client = client.server_name(name.clone());
     }
-    config.tls = Some(client);
-    Ok(())
+    Ok(Some(client))
 }
 
 #[cfg(not(feature = "tls"))]
