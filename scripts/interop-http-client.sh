@@ -10,6 +10,9 @@
 #                   2.4.0 on Node.js 22, tests/peers/ts_server.mjs), modern
 #   python          the Python SDK server (mcp 2.3.0, tests/peers/sdk_server.py,
 #                   stateless), modern
+#   python-h2       the same app served by Hypercorn 0.18.0 (`--hypercorn`),
+#                   whose HTTP/2 stack (python-hyper h2) takes h2c with prior
+#                   knowledge: mcpwire's client with `--http2`
 #   legacy-http     the Python SDK mcp 1.26.0 in its 2025-era Streamable HTTP
 #                   shape, with sessions (tests/peers/legacy_server.py)
 #   legacy-sse      the same in its 2024-11-05 HTTP+SSE shape
@@ -36,10 +39,11 @@
 # era line; on each bad peer, the clear error the call ends with (an HTML
 # page, a stream that breaks off, an event over the 4 MiB limit, no
 # answer within --timeout-ms, a request on the stream; the huge event with
-# mcpwire's peak RSS under 48 MiB). The older-era
+# mcpwire's peak RSS under 48 MiB); on python-h2, with `--http2`, list,
+# echo and progress on SSE, each over HTTP/2, and 16 calls at once. The older-era
 # peers wait for the client's era fallback.
 #
-# Setup installs what is missing, once: mcp 2.3.0 into .venv, mcp 1.26.0
+# Setup installs what is missing, once: mcp 2.3.0 and hypercorn 0.18.0 into .venv, mcp 1.26.0
 # into .peers/venv-mcp1, and the npm packages of tests/peers/package.json
 # (needs node 20 or later and npm; the server runs on the Node.js 22 it
 # installs). Prints "ok" or "FAIL" per check, then "N passed, N failed";
@@ -49,7 +53,7 @@ set -euo pipefail
 # shellcheck source=scripts/lib.sh
 . "$(dirname "$0")/lib.sh"
 
-peers=(typescript python legacy-http legacy-sse bad-html bad-close-mid-sse bad-close-mid-sse-eof
+peers=(typescript python python-h2 legacy-http legacy-sse bad-html bad-close-mid-sse bad-close-mid-sse-eof
     bad-huge-event bad-silent bad-silent-probe bad-request-on-sse)
 check_names peer peers "$@"
 selected=("$@")
@@ -63,7 +67,7 @@ if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
     echo "node and npm are needed (Debian: apt-get install nodejs npm)" >&2
     exit 2
 fi
-python_venv mcp==2.3.0 || exit 2
+python_venv mcp==2.3.0 hypercorn==0.18.0 || exit 2
 mcp1_venv || exit 2
 npm_pinned tests/peers || exit 2
 python=$root/.venv/bin/python
@@ -361,6 +365,64 @@ peer_typescript() {
     stop_pids 10 "$peer_pid"
 }
 
+# h2_checks PEER URL: mcpwire's client with --http2 (h2c, prior knowledge):
+# list, echo, progress on SSE, each over HTTP/2, and 16 calls at once.
+h2_checks() {
+    local peer=$1 url=$2
+    over_h2() {
+        grep -q ' over HTTP/2' "$work/$1.err" || {
+            echo "not over HTTP/2: $(grep '^mcpwire: era' "$work/$1.err" | head -c 300)"
+            return 1
+        }
+    }
+    h_list() {
+        mcp_call h-list "$url" --http2 list
+        call_ok h-list "{'echo', 'progress'} <= {t['name'] for t in r['tools']}" || return 1
+        over_h2 h-list
+    }
+    h_echo() {
+        mcp_call h-echo "$url" --http2 tool echo '{"text":"hello over h2c"}'
+        call_ok h-echo "r['content'][0]['text'] == 'hello over h2c'" || return 1
+        over_h2 h-echo
+    }
+    h_progress() {
+        mcp_call h-progress "$url" --http2 tool progress '{"steps":3,"delay_ms":0}' --progress
+        call_ok h-progress "r['content'][0]['text'] == 'done after 3 steps'" || return 1
+        local n
+        n=$(grep -c '^progress ' "$work/h-progress.err" || true)
+        expect "progress lines" "$n" 3 || return 1
+        grep -q 'over HTTP/2, content type text/event-stream' "$work/h-progress.err" || {
+            echo "not SSE over HTTP/2: $(grep '^mcpwire: era' "$work/h-progress.err")"
+            return 1
+        }
+    }
+    h_many() {
+        # Separate processes, each its own connection: the peer's h2 stack
+        # under 16 connections at once, every answer right.
+        local i pids=() bad=0
+        for i in $(seq 1 16); do
+            bounded 30 "$binary" call "$url" --http2 tool echo "{\"text\":\"n$i\"}" \
+                >"$work/h-many-$i.out" 2>"$work/h-many-$i.err" &
+            pids+=($!)
+        done
+        for i in "${!pids[@]}"; do
+            wait "${pids[$i]}" || bad=$((bad + 1))
+            grep -q "\"n$((i + 1))\"" "$work/h-many-$((i + 1)).out" || bad=$((bad + 1))
+        done
+        expect "failed calls" "$bad" 0
+    }
+    check "$peer" h2c-list h_list
+    check "$peer" h2c-echo h_echo
+    check "$peer" h2c-progress h_progress
+    check "$peer" h2c-16-at-once h_many
+}
+
+peer_python_h2() {
+    peer python-h2 "$python" "$root/tests/peers/sdk_server.py" --listen 127.0.0.1:0 --hypercorn || return 0
+    h2_checks python-h2 "http://$peer_addr/mcp"
+    stop_pids 10 "$peer_pid"
+}
+
 peer_python() {
     peer python "$python" "$root/tests/peers/sdk_server.py" --listen 127.0.0.1:0 || return 0
     modern_checks python "http://$peer_addr/mcp"
@@ -597,6 +659,7 @@ for p in "${peers[@]}"; do
     case $p in
     typescript) peer_typescript ;;
     python) peer_python ;;
+    python-h2) peer_python_h2 ;;
     legacy-http) peer_legacy_http ;;
     legacy-sse) peer_legacy_sse ;;
     bad-close-mid-sse-eof) bad_peer "$p" close-mid-sse --framing eof ;;

@@ -1,7 +1,8 @@
 //! The modern Streamable HTTP client on tokio (MCP 2026-07-28 §5): an
-//! [`HttpChannel`] `POST`s each JSON-RPC message to one `http://` MCP
-//! endpoint over HTTP/1.1 and reads its answer, a JSON body or an event
-//! stream of the call's notifications and then its response.
+//! [`HttpChannel`] `POST`s each JSON-RPC message to one `http://` or
+//! `https://` MCP endpoint over HTTP/1.1 or HTTP/2 and reads its answer, a
+//! JSON body or an event stream of the call's notifications and then its
+//! response.
 //!
 //! The exchange's rules are the core's sans-IO pieces
 //! ([`mcpwire_core::mcp::client::http`]): the request with `Accept` for
@@ -15,7 +16,17 @@
 //! Tools whose `x-mcp-header` annotations are invalid are left out of the
 //! `tools/list` results the application gets (with a warning on stderr).
 //!
-//! Connections: a bounded pool of keep-alive HTTP/1.1 connections
+//! TLS (feature `tls`): rustls with the trust options of the gRPC
+//! [`Channel`](crate::Channel) ([`HttpChannelConfig::tls`]: the platform's
+//! roots by default, a CA file, a server name to verify). HTTP/2
+//! ([`HttpChannelConfig::http2`], [`Http2Mode`]): over TLS when the server
+//! selects ALPN `h2` (the default), or always (`h2c` with prior knowledge
+//! over `http://`); then every exchange is a stream of one shared
+//! connection driven by the core's sans-IO [`h2::Connection`](mcpwire_core::h2::Connection),
+//! judged by the same rules; a dropped call resets its stream with CANCEL,
+//! and a stream the server refused unprocessed is sent again.
+//!
+//! HTTP/1.1 connections: a bounded pool of keep-alive connections
 //! ([`HttpChannelConfig::pool_size`]); each exchange has a connection of
 //! its own for its whole answer, so many calls run at once and more wait
 //! for a free one. A request sent on a pooled connection the server had
