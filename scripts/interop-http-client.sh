@@ -13,6 +13,8 @@
 #   python-h2       the same app served by Hypercorn 0.18.0 (`--hypercorn`),
 #                   whose HTTP/2 stack (python-hyper h2) takes h2c with prior
 #                   knowledge: mcpwire's client with `--http2`
+#   python-h2-tls   the same over TLS (a throwaway CA, test_certs): ALPN
+#                   selects h2, and http/1.1 with `--http1`
 #   legacy-http     the Python SDK mcp 1.26.0 in its 2025-era Streamable HTTP
 #                   shape, with sessions (tests/peers/legacy_server.py)
 #   legacy-sse      the same in its 2024-11-05 HTTP+SSE shape
@@ -40,7 +42,9 @@
 # page, a stream that breaks off, an event over the 4 MiB limit, no
 # answer within --timeout-ms, a request on the stream; the huge event with
 # mcpwire's peak RSS under 48 MiB); on python-h2, with `--http2`, list,
-# echo and progress on SSE, each over HTTP/2, and 16 calls at once. The older-era
+# echo and progress on SSE, each over HTTP/2, and 16 calls at once; on
+# python-h2-tls, with `--tls-ca`, the same over ALPN h2, and echo with
+# `--http1` over HTTP/1.1. The older-era
 # peers wait for the client's era fallback.
 #
 # Setup installs what is missing, once: mcp 2.3.0 and hypercorn 0.18.0 into .venv, mcp 1.26.0
@@ -53,7 +57,7 @@ set -euo pipefail
 # shellcheck source=scripts/lib.sh
 . "$(dirname "$0")/lib.sh"
 
-peers=(typescript python python-h2 legacy-http legacy-sse bad-html bad-close-mid-sse bad-close-mid-sse-eof
+peers=(typescript python python-h2 python-h2-tls legacy-http legacy-sse bad-html bad-close-mid-sse bad-close-mid-sse-eof
     bad-huge-event bad-silent bad-silent-probe bad-request-on-sse)
 check_names peer peers "$@"
 selected=("$@")
@@ -365,10 +369,14 @@ peer_typescript() {
     stop_pids 10 "$peer_pid"
 }
 
-# h2_checks PEER URL: mcpwire's client with --http2 (h2c, prior knowledge):
-# list, echo, progress on SSE, each over HTTP/2, and 16 calls at once.
+# h2_checks PEER URL [FLAG...]: mcpwire's client with the FLAGs (default
+# --http2: h2c, prior knowledge): list, echo, progress on SSE, each over
+# HTTP/2, and 16 calls at once.
 h2_checks() {
     local peer=$1 url=$2
+    shift 2
+    local flags=("$@")
+    ((${#flags[@]})) || flags=(--http2)
     over_h2() {
         grep -q ' over HTTP/2' "$work/$1.err" || {
             echo "not over HTTP/2: $(grep '^mcpwire: era' "$work/$1.err" | head -c 300)"
@@ -376,17 +384,17 @@ h2_checks() {
         }
     }
     h_list() {
-        mcp_call h-list "$url" --http2 list
+        mcp_call h-list "$url" "${flags[@]}" list
         call_ok h-list "{'echo', 'progress'} <= {t['name'] for t in r['tools']}" || return 1
         over_h2 h-list
     }
     h_echo() {
-        mcp_call h-echo "$url" --http2 tool echo '{"text":"hello over h2c"}'
+        mcp_call h-echo "$url" "${flags[@]}" tool echo '{"text":"hello over h2c"}'
         call_ok h-echo "r['content'][0]['text'] == 'hello over h2c'" || return 1
         over_h2 h-echo
     }
     h_progress() {
-        mcp_call h-progress "$url" --http2 tool progress '{"steps":3,"delay_ms":0}' --progress
+        mcp_call h-progress "$url" "${flags[@]}" tool progress '{"steps":3,"delay_ms":0}' --progress
         call_ok h-progress "r['content'][0]['text'] == 'done after 3 steps'" || return 1
         local n
         n=$(grep -c '^progress ' "$work/h-progress.err" || true)
@@ -401,7 +409,7 @@ h2_checks() {
         # under 16 connections at once, every answer right.
         local i pids=() bad=0
         for i in $(seq 1 16); do
-            bounded 30 "$binary" call "$url" --http2 tool echo "{\"text\":\"n$i\"}" \
+            bounded 30 "$binary" call "$url" "${flags[@]}" tool echo "{\"text\":\"n$i\"}" \
                 >"$work/h-many-$i.out" 2>"$work/h-many-$i.err" &
             pids+=($!)
         done
@@ -411,15 +419,36 @@ h2_checks() {
         done
         expect "failed calls" "$bad" 0
     }
-    check "$peer" h2c-list h_list
-    check "$peer" h2c-echo h_echo
-    check "$peer" h2c-progress h_progress
-    check "$peer" h2c-16-at-once h_many
+    check "$peer" h2-list h_list
+    check "$peer" h2-echo h_echo
+    check "$peer" h2-progress h_progress
+    check "$peer" h2-16-at-once h_many
 }
 
 peer_python_h2() {
     peer python-h2 "$python" "$root/tests/peers/sdk_server.py" --listen 127.0.0.1:0 --hypercorn || return 0
     h2_checks python-h2 "http://$peer_addr/mcp"
+    stop_pids 10 "$peer_pid"
+}
+
+peer_python_h2_tls() {
+    test_certs "$work/certs" || {
+        scenario_failed python-h2-tls start "no test certificates"
+        return 0
+    }
+    peer python-h2-tls "$python" "$root/tests/peers/sdk_server.py" --listen 127.0.0.1:0 --hypercorn \
+        --certfile "$work/certs/server.pem" --keyfile "$work/certs/server.key" || return 0
+    local url="https://$peer_addr/mcp" ca=$work/certs/ca.pem
+    h2_checks python-h2-tls "$url" --tls-ca "$ca"
+    h_http1() {
+        mcp_call h-http1 "$url" --tls-ca "$ca" --http1 tool echo '{"text":"over http/1.1"}'
+        call_ok h-http1 "r['content'][0]['text'] == 'over http/1.1'" || return 1
+        grep -q ' over HTTP/1.1' "$work/h-http1.err" || {
+            echo "not over HTTP/1.1: $(grep '^mcpwire: era' "$work/h-http1.err" | head -c 300)"
+            return 1
+        }
+    }
+    check python-h2-tls alpn-http1 h_http1
     stop_pids 10 "$peer_pid"
 }
 
@@ -660,6 +689,7 @@ for p in "${peers[@]}"; do
     typescript) peer_typescript ;;
     python) peer_python ;;
     python-h2) peer_python_h2 ;;
+    python-h2-tls) peer_python_h2_tls ;;
     legacy-http) peer_legacy_http ;;
     legacy-sse) peer_legacy_sse ;;
     bad-close-mid-sse-eof) bad_peer "$p" close-mid-sse --framing eof ;;
