@@ -213,6 +213,8 @@ struct Inner {
     /// Held while a connection that may turn out HTTP/2 is made, so that
     /// calls at once make one.
     h2_dial: tokio::sync::Mutex<()>,
+    /// The server chose HTTP/1.1 in ALPN: later dials go at once.
+    chose_http1: std::sync::atomic::AtomicBool,
     /// One permit per connection that may be open.
     slots: Arc<Semaphore>,
     /// The `inputSchema` of each tool with `x-mcp-header` annotations,
@@ -255,6 +257,7 @@ impl HttpChannel {
                 idle: Mutex::new(Vec::new()),
                 h2: Mutex::new(None),
                 h2_dial: tokio::sync::Mutex::new(()),
+                chose_http1: std::sync::atomic::AtomicBool::new(false),
                 slots,
                 schemas: Mutex::new(HashMap::new()),
                 next_id: AtomicU64::new(1),
@@ -680,7 +683,8 @@ async fn checkout(inner: &Inner, fresh: bool) -> Result<Checked, CallError> {
         return Ok(Checked::Http1(s, true));
     }
     // One dial at a time while the answer may be HTTP/2.
-    let _dialing = match inner.dialer.may_speak_h2() {
+    let may_be_h2 = inner.dialer.may_speak_h2() && !inner.chose_http1.load(Ordering::Relaxed);
+    let _dialing = match may_be_h2 {
         true => Some(inner.h2_dial.lock().await),
         false => None,
     };
@@ -688,7 +692,12 @@ async fn checkout(inner: &Inner, fresh: bool) -> Result<Checked, CallError> {
         return Ok(Checked::H2(h));
     }
     match inner.dialer.dial().await? {
-        Dialed::Http1(s) => Ok(Checked::Http1(s, false)),
+        Dialed::Http1(s) => {
+            if may_be_h2 {
+                inner.chose_http1.store(true, Ordering::Relaxed);
+            }
+            Ok(Checked::Http1(s, false))
+        }
         Dialed::H2(s) => {
             let h = Arc::new(h2::H2Handle::spawn(s));
             if let Ok(mut slot) = inner.h2.lock() {
