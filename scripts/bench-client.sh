@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The client benchmark: CPU per call of MCP clients calling the same server,
 # side by side in one run (issue #14):
-#   mcpwire's client (`mcpwire-client-load`: StdioChannel, HttpChannel),
+#   mcpwire's client (`mcpwire-client-load`: `mcpwire_tokio::Client`),
 #   rmcp 3.11's (`rmcp-client-load`, 2026-07-28 lifecycle, reqwest over HTTP)
 #   and the Python SDK 2.3.0's (tests/peers/sdk_client_load.py, mode 2026-07-28),
 # each calling `echo` (a text of 100 octets) with 1 and 16 calls in flight,
@@ -18,14 +18,14 @@
 # Environment:
 #   MCPWIRE_BENCH_CLIENT_CALLS   calls per Rust client run (default 50000;
 #                                the Python client makes a tenth)
-#   MCPWIRE_BENCH_BINDINGS       the bindings to measure: stdio, http (default "stdio")
+#   MCPWIRE_BENCH_BINDINGS       the bindings to measure (default "stdio,http")
 #   MCPWIRE_BENCH_PYTHON         "0" to leave the Python SDK client out
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 . "$(dirname "$0")/lib.sh"
 
 calls=${MCPWIRE_BENCH_CLIENT_CALLS:-50000}
-bindings=${MCPWIRE_BENCH_BINDINGS:-stdio}
+bindings=${MCPWIRE_BENCH_BINDINGS:-stdio,http}
 want() { [[ ,$bindings, == *,$1,* ]]; }
 log() { printf 'bench-client: %s\n' "$*" >&2; }
 

@@ -240,8 +240,8 @@ call_failed() {
 # The checks of mcpwire's HTTP client (`mcpwire call URL -v`, the modern
 # HttpChannel) against PEER at URL: on the modern SDK servers, the result
 # text of their tools, progress on SSE, the era line; on each bad peer,
-# the error the call ends with, in bounded time. The older-era peers are
-# reached through the era fallback, which comes later (nothing here yet).
+# the error the call ends with, in bounded time; the older-era peers
+# through the era fallback, which the era line names with its reason.
 client_checks() {
     local peer=$1 url=$2
     c_list() {
@@ -289,7 +289,47 @@ print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)' "$binary" call "$
         }
         echo "mcpwire's peak RSS $rss kB"
     }
+    c_legacy() {
+        local era=$1 transport=$2
+        mcp_call c-legacy "$url" list
+        call_ok c-legacy "{'echo', 'progress'} <= {t['name'] for t in r['tools']}" || return 1
+        grep -F "mcpwire: era $era, " "$work/c-legacy.err" | grep -qF 'fallback: server/discover: ' || {
+            echo "no era line of $era with its fallback: $(head -c 400 "$work/c-legacy.err")"
+            return 1
+        }
+        grep -qF "mcpwire: transport $transport" "$work/c-legacy.err" || {
+            echo "no transport line: $(head -c 400 "$work/c-legacy.err")"
+            return 1
+        }
+    }
+    c_legacy_progress() {
+        mcp_call c-lprogress "$url" tool progress '{"steps":3,"delay_ms":0}' --progress
+        call_ok c-lprogress "r['content'][0]['text'] == 'done after 3 steps'" || return 1
+        local n
+        n=$(grep -c '^progress ' "$work/c-lprogress.err" || true)
+        expect "progress lines" "$n" 3
+    }
+    c_session_deleted() {
+        # The session the call opened is deleted when mcpwire ends.
+        local before after
+        before=$(grep -c '^request DELETE /mcp session=[^ ]* -> 200' "$work/legacy-http.log" || true)
+        mcp_call c-delete "$url" tool add '{"a":2,"b":3}'
+        call_ok c-delete "r['content'][0]['text'] == '5'" || return 1
+        after=$(grep -c '^request DELETE /mcp session=[^ ]* -> 200' "$work/legacy-http.log" || true)
+        expect "sessions deleted" "$((after - before))" 1
+    }
     case $peer in
+    legacy-http)
+        check "$peer" client-fallback c_legacy 'legacy (2025-11-25 lifecycle)' 'Streamable HTTP with a session'
+        check "$peer" client-echo c_echo
+        check "$peer" client-progress c_legacy_progress
+        check "$peer" client-session-deleted c_session_deleted
+        ;;
+    legacy-sse)
+        check "$peer" client-fallback c_legacy 'legacy (2024-11-05 HTTP+SSE)' 'HTTP+SSE'
+        check "$peer" client-echo c_echo
+        check "$peer" client-progress c_legacy_progress
+        ;;
     typescript | python)
         check "$peer" client-list c_list
         check "$peer" client-echo c_echo

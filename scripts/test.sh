@@ -110,6 +110,8 @@ step_test() {
     [[ $ci == true ]] && export MCPWIRE_REQUIRE_REFERENCE=1
     # The interop crate runs in release, in its own step.
     bounded 2400 cargo test --workspace --exclude mcpwire-interop
+    # The typed binding's transcoder (feature `typed`, off by default).
+    bounded 1200 cargo test -p mcpwire-core --features typed --lib --test typed_transcode
     # The small-flash build: Huffman by the canonical walk, no lookup table.
     bounded 1200 cargo test -p mcpwire-core --no-default-features --lib \
         --test hpack_rfc7541 --test hpack_corpus --test hpack_props --test hpack_python
@@ -350,13 +352,17 @@ step_fuzz() {
     python3 fuzz/seed_corpus.py "$work/hpack-test-case"
     local target log failed=0
     for target in hpack_decode hpack_roundtrip h2_server mcp_server mcp_caller http_server \
-        http_response sse_parse http_exchange; do
+        http_response sse_parse http_exchange typed_transcode; do
         log=$work/fuzz-$target.log
+        # Seeds kept in the repository, beside the scratch corpus.
+        local seeds=()
+        [[ -d fuzz/seeds/$target ]] && seeds=("fuzz/corpus/$target" "fuzz/seeds/$target")
+        mkdir -p "fuzz/corpus/$target"
         echo "cargo +nightly fuzz run $target (${fuzz_seconds} s)"
         # No sanitizer: the core forbids unsafe code, so ASan would only slow
         # it down. Debug assertions on, to catch arithmetic overflow.
         if bounded $((fuzz_seconds + 900)) cargo +nightly fuzz run --sanitizer none --debug-assertions \
-            "$target" -- -max_total_time="$fuzz_seconds" -timeout=10 -print_final_stats=1 \
+            "$target" "${seeds[@]}" -- -max_total_time="$fuzz_seconds" -timeout=10 -print_final_stats=1 \
             >"$log" 2>&1; then
             grep -E '^#[0-9]+[[:space:]]+DONE|^Done [0-9]+ runs' "$log" | sed "s/^/    $target: /" || tail -n 5 "$log"
         else

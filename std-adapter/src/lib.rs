@@ -24,6 +24,7 @@
 mod app;
 pub mod auth;
 pub mod channel;
+pub mod client;
 mod clock;
 pub mod http_channel;
 mod outbox;
@@ -48,6 +49,7 @@ pub use channel::{
     CallDiagnostics, CallError, CallStream, CallToolResult, Channel, ChannelConfig, JsonRpcError,
     StreamMessage, Tool,
 };
+pub use client::{Client, ClientCall};
 pub use http_channel::{Http2Mode, HttpCall, HttpChannel, HttpChannelConfig, HttpFacts};
 pub use server::stdio::{self, StdioConfig};
 pub use server::{AllowedHosts, Server, ServerConfig};

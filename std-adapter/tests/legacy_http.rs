@@ -199,3 +199,40 @@ async fn a_session_the_server_ended_is_initialised_again() {
     assert_eq!(inits, 2, "{:#?}", peer.lines());
     assert_eq!(channel.restarts(), 1);
 }
+
+/// `Client::connect` on an `http://` URL probes, and reaches each older
+/// shape through the fallback, naming it and its reason; the typed calls
+/// are the ones of every transport.
+#[tokio::test]
+#[ignore = "needs the mcp 1.26 peer: run by scripts/test.sh http"]
+async fn the_one_client_falls_back_to_each_older_shape_and_says_why() {
+    for (transport, path, era, name) in [
+        (
+            "streamable-http",
+            "mcp",
+            Era::Legacy,
+            "Streamable HTTP with a session (2025-11-25)",
+        ),
+        ("sse", "sse", Era::HttpSse, "HTTP+SSE (2024-11-05)"),
+    ] {
+        let peer = peer(transport);
+        let client = mcpwire_tokio::Client::connect(&format!("http://{}/{path}", peer.addr))
+            .await
+            .unwrap();
+        let info = client.era().unwrap();
+        assert_eq!(info.era, era, "{info}");
+        assert_eq!(client.transport_name(), name);
+        let why = info.fallback.as_deref().unwrap();
+        assert!(why.starts_with("server/discover: "), "{why}");
+        let tools = client.list_tools().await.unwrap();
+        assert!(tools.iter().any(|t| t.name == "add"), "{tools:?}");
+        let r = client
+            .call_tool("add", json!({"a": 2, "b": 40}))
+            .await
+            .unwrap();
+        assert_eq!(r.text(), "42", "{r:?}");
+        let contents = client.read_resource("mem://readme").await.unwrap();
+        assert!(contents[0].text.as_deref().unwrap().starts_with("mcpwire:"));
+        assert!(client.close().await.is_some());
+    }
+}

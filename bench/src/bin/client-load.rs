@@ -1,4 +1,4 @@
-//! `mcpwire-client-load`: mcpwire's MCP client under load, for the client
+//! `mcpwire-client-load`: mcpwire's MCP client (`mcpwire_tokio::Client`) under load, for the client
 //! benchmark (`scripts/bench-client.sh`), beside the rmcp client
 //! (`rmcp-client-load`) and the Python SDK's (`tests/peers/sdk_client_load.py`),
 //! which take the same arguments and print the same line.
@@ -22,7 +22,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use mcpwire_tokio::{ServerCommand, StdioChannel, StdioChannelConfig};
+use mcpwire_core::mcp::client::stdio::EraChoice;
+use mcpwire_tokio::{Client, HttpChannelConfig, ServerCommand, StdioChannelConfig};
 use serde_json::json;
 
 const USAGE: &str = "usage: mcpwire-client-load --calls N [--concurrency C] [--text-bytes B] \
@@ -105,15 +106,20 @@ fn main() -> ExitCode {
 }
 
 async fn run(o: Options) -> Result<String, String> {
+    // The one client API, as an application holds it.
     let channel = match &o.target {
         Target::Stdio(command) => {
             let server = ServerCommand::new(&command[0]).args(&command[1..]);
-            StdioChannel::connect(StdioChannelConfig::new(server))
-                .await
-                .map_err(|e| format!("connect: {e}"))?
+            Client::stdio(StdioChannelConfig::new(server)).await
         }
-        Target::Http(url) => return Err(format!("{url}: HTTP is not measured by this build")),
-    };
+        Target::Http(url) => {
+            let mut config = HttpChannelConfig::new(url.as_str());
+            // One connection per call in flight, as reqwest's pool gives rmcp.
+            config.pool_size = o.concurrency;
+            Client::http(config, EraChoice::Probe).await
+        }
+    }
+    .map_err(|e| format!("connect: {e}"))?;
     let channel = Arc::new(channel);
     let tools = channel
         .list_tools()
@@ -153,7 +159,7 @@ async fn run(o: Options) -> Result<String, String> {
     }
     let wall = started.elapsed();
     let cpu = procfs::cpu_time(pid, ticks).map_err(|e| e.to_string())? - cpu_before;
-    let _ = tokio::time::timeout(Duration::from_secs(10), channel.shutdown()).await;
+    let _ = tokio::time::timeout(Duration::from_secs(10), channel.close()).await;
     Ok(format!(
         "CLIENT_LOAD calls={} wall_s={:.3} cpu_s={:.3}",
         o.calls,

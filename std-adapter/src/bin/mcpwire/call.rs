@@ -18,6 +18,7 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
+use mcpwire_core::mcp::client::stdio::EraChoice;
 use mcpwire_tokio::{Channel, ChannelConfig, StreamMessage};
 use serde_json::{Value, json};
 
@@ -25,8 +26,11 @@ pub const USAGE: &str = "usage: mcpwire call [--server ADDR] [--tls | --tls-ca P
        mcpwire call --stdio [-v] [--era probe|modern|legacy] [--pass-env NAME]... [--inherit-env] [--cwd DIR]
          discover | list | tool NAME [JSON-ARGS] [--progress] [--timeout-ms N] -- /ABS/SERVER [ARGS...]
          (the child gets an empty environment but the --pass-env names; MCPWIRE_TOKEN goes to it as MCPWIRE_TOKEN)
-       mcpwire call http[s]://HOST:PORT/PATH [--tls-ca PEM] [--tls-server-name NAME] [--http1 | --http2] [-v] discover | list | tool NAME [JSON-ARGS] [--progress] [--timeout-ms N]
-         (a modern Streamable HTTP endpoint; MCPWIRE_TOKEN, if set, is sent as a bearer token)";
+       mcpwire call http[s]://HOST:PORT/PATH [--tls-ca PEM] [--tls-server-name NAME] [--http1 | --http2] [-v] [--era probe|modern|legacy]
+         discover | list | tool NAME [JSON-ARGS] [--progress] [--timeout-ms N]
+         (Streamable HTTP: the era probed with server/discover, falling back to a 2025-11-25 session or
+         2024-11-05 HTTP+SSE; -v prints the era, the versions and the fallback; MCPWIRE_TOKEN, if set,
+         is sent as a bearer token)";
 
 /// How the call connects.
 #[derive(Debug, Default)]
@@ -43,7 +47,7 @@ struct Tls {
 struct StdioArgs {
     command: Vec<String>,
     verbose: bool,
-    era: mcpwire_core::mcp::client::stdio::EraChoice,
+    era: EraChoice,
     pass_env: Vec<String>,
     inherit_env: bool,
     cwd: Option<String>,
@@ -59,10 +63,21 @@ struct Args {
     stdio: Option<StdioArgs>,
     /// An `http://` URL: the modern Streamable HTTP endpoint to call.
     http: Option<String>,
+    /// `--era` before an `http://` URL: probe (default), modern or legacy.
+    http_era: EraChoice,
     /// `-v` (HTTP): the diagnostics line on stderr.
     verbose: bool,
     /// `--http1` / `--http2` (HTTP).
     http2: mcpwire_tokio::Http2Mode,
+}
+
+fn era_choice(v: &str) -> Result<EraChoice, String> {
+    Ok(match v {
+        "probe" => EraChoice::Probe,
+        "modern" => EraChoice::Modern,
+        "legacy" => EraChoice::Legacy,
+        other => return Err(format!("--era probe|modern|legacy, not {other}")),
+    })
 }
 
 fn parse(args: impl Iterator<Item = String>) -> Result<Args, String> {
@@ -73,6 +88,7 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Args, String> {
     let mut words = Vec::new();
     let mut stdio: Option<StdioArgs> = None;
     let mut http = None;
+    let mut http_era = None;
     let mut verbose = false;
     let mut http2 = None;
     let mut args = args.peekable();
@@ -101,13 +117,7 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Args, String> {
                     continue;
                 }
                 "--era" => {
-                    use mcpwire_core::mcp::client::stdio::EraChoice;
-                    s.era = match value("--era")?.as_str() {
-                        "probe" => EraChoice::Probe,
-                        "modern" => EraChoice::Modern,
-                        "legacy" => EraChoice::Legacy,
-                        other => return Err(format!("--era probe|modern|legacy, not {other}")),
-                    };
+                    s.era = era_choice(&value("--era")?)?;
                     continue;
                 }
                 _ => {}
@@ -136,6 +146,12 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Args, String> {
             }
             "--progress" => progress = true,
             "-v" => verbose = true,
+            "--era" => {
+                let v = inline
+                    .or_else(|| args.next())
+                    .ok_or("--era needs a value")?;
+                http_era = Some(era_choice(&v)?);
+            }
             "--http1" | "--http2" if http2.is_some() => {
                 return Err("one of --http1 and --http2".into());
             }
@@ -213,8 +229,12 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Args, String> {
     if verbose && http.is_none() {
         return Err("-v goes with --stdio or an http:// URL".into());
     }
+    if http_era.is_some() && http.is_none() {
+        return Err("--era goes with --stdio or an http:// URL".into());
+    }
     Ok(Args {
         http,
+        http_era: http_era.unwrap_or_default(),
         verbose,
         http2: http2.unwrap_or_default(),
         stdio,
@@ -320,9 +340,10 @@ async fn run_stdio(mut args: Args) -> ExitCode {
     code
 }
 
-/// An `http://` URL: one request to the modern Streamable HTTP endpoint.
+/// An `http://` URL: one request to a Streamable HTTP endpoint, its era
+/// probed first (or chosen with `--era`).
 async fn run_http(args: Args) -> ExitCode {
-    use mcpwire_tokio::{HttpChannel, HttpChannelConfig};
+    use mcpwire_tokio::{Client, ClientCall, HttpChannelConfig};
     let mut config = HttpChannelConfig::new(args.http.clone().unwrap_or_default());
     config.bearer = std::env::var("MCPWIRE_TOKEN").ok();
     config.http2 = args.http2;
@@ -339,19 +360,32 @@ async fn run_http(args: Args) -> ExitCode {
     }
     // A tool's x-mcp-header annotations come from tools/list, which the
     // channel reads when the server refuses the call's headers (-32020).
-    let channel = match HttpChannel::with_config(config) {
+    let client = match Client::http(config, args.http_era).await {
         Ok(c) => c,
         Err(e) => {
             eprintln!("mcpwire: {e}");
-            return ExitCode::from(2);
+            if let Some(w) = &e.diagnostics.www_authenticate {
+                eprintln!("mcpwire: WWW-Authenticate: {w}");
+            }
+            return ExitCode::from(if e.status == mcpwire_core::grpc::Code::InvalidArgument {
+                2
+            } else {
+                1
+            });
         }
     };
+    if args.verbose {
+        if let Some(era) = client.era() {
+            eprintln!("mcpwire: {era}");
+        }
+        eprintln!("mcpwire: transport {}", client.transport_name());
+    }
     let mut params = args.params;
     if args.progress {
         params["_meta"] = json!({"progressToken": "mcpwire-cli"});
     }
     let request = json!({"jsonrpc": "2.0", "method": args.method, "params": params});
-    let mut call = match channel.call_with_timeout(request, args.timeout).await {
+    let mut call = match client.call_with_timeout(request, args.timeout).await {
         Ok(c) => c,
         Err(e) => {
             eprintln!("mcpwire: {e}");
@@ -375,8 +409,16 @@ async fn run_http(args: Args) -> ExitCode {
             }
         }
     };
-    if args.verbose {
-        eprintln!("mcpwire: {}", call.facts());
+    if args.verbose
+        && let ClientCall::Http(c) = &call
+    {
+        eprintln!("mcpwire: {}", c.facts());
+    }
+    // A 2025 session is deleted.
+    if let Some(stopped) = client.close().await
+        && args.verbose
+    {
+        eprintln!("mcpwire: the session ended: {stopped:?}");
     }
     code
 }

@@ -1,0 +1,476 @@
+//! One MCP client for every transport: [`Client`] holds a gRPC
+//! [`Channel`], a Streamable HTTP [`HttpChannel`] or a line link
+//! ([`StdioChannel`]: a stdio child, or an HTTP server of an older era),
+//! and gives the same calls and the same JSON-RPC errors over each.
+//!
+//! Over HTTP the era is chosen deliberately (MCP 2026-07-28 §8.3):
+//! [`Client::http`] probes with `server/discover` and reads the answer by
+//! the core's rules ([`mcpwire_core::mcp::client::http::era::probe`]): a
+//! modern answer keeps the modern channel; 401, 403, a 5xx or no answer is
+//! the error the application gets, never a reason to fall back; a refusal
+//! of a modern server (-32021, -32020) is reported; anything else (a
+//! method the server does not know, a 4xx without a modern error) falls
+//! back to the 2025-11-25 Streamable HTTP session, and from there, when
+//! `initialize` is refused too, to the 2024-11-05 HTTP+SSE shape. Which
+//! era was taken, and why, is in [`Client::era`].
+
+use std::time::Duration;
+
+use mcpwire_core::grpc::Code;
+use mcpwire_core::http1::MediaType;
+use mcpwire_core::mcp::client::http::era::{self, ProbeVerdict};
+use mcpwire_core::mcp::client::http::{HttpFailure, Judgement};
+use mcpwire_core::mcp::client::stdio::{Era, EraChoice};
+use mcpwire_core::mcp::meta::PROTOCOL_VERSION;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use crate::channel::typed::{
+    array, call_tool_result, named_params, progress, prompt, required, resource, result_of, string,
+    tool,
+};
+use crate::channel::{
+    CallStream, GetPromptResult, Progress, Prompt, Resource, ResourceContents, StreamMessage,
+};
+use crate::{
+    CallError, CallToolResult, Channel, ChannelConfig, EraInfo, HttpCall, HttpChannel,
+    HttpChannelConfig, HttpLinkConfig, StdioCall, StdioChannel, StdioChannelConfig, Stopped, Tool,
+};
+
+/// Pages read of a list method before giving up.
+const MAX_LIST_PAGES: usize = 1024;
+
+/// An MCP client over any transport. Cheap to clone: clones share the
+/// connections (or the child).
+#[derive(Clone)]
+pub struct Client {
+    transport: Transport,
+    era: Option<EraInfo>,
+}
+
+#[derive(Clone)]
+enum Transport {
+    Grpc(Channel),
+    Http(HttpChannel),
+    /// A stdio child.
+    Line(StdioChannel),
+    /// An HTTP server of an older era, spoken to as a line link.
+    LegacyHttp(StdioChannel),
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("transport", &self.transport_name())
+            .field("era", &self.era)
+            .finish()
+    }
+}
+
+/// One call in progress, whatever the transport: its notifications, then
+/// its response. Dropping it before the end cancels it (an HTTP stream
+/// closed, a gRPC stream reset, `notifications/cancelled` on stdio).
+pub enum ClientCall {
+    Grpc(CallStream),
+    Http(HttpCall),
+    Line(StdioCall),
+}
+
+impl std::fmt::Debug for ClientCall {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Grpc(_) => f.write_str("ClientCall::Grpc"),
+            Self::Http(c) => f.debug_tuple("ClientCall::Http").field(c).finish(),
+            Self::Line(c) => f.debug_tuple("ClientCall::Line").field(c).finish(),
+        }
+    }
+}
+
+impl ClientCall {
+    /// The next message: notifications as they arrive, then the response
+    /// (a result or the server's JSON-RPC error); `Ok(None)` after it.
+    pub async fn next(&mut self) -> Result<Option<StreamMessage>, CallError> {
+        match self {
+            Self::Grpc(c) => c.next().await,
+            Self::Http(c) => c.next().await,
+            Self::Line(c) => c.next().await,
+        }
+    }
+
+    /// Waits for the response, skipping notifications.
+    pub async fn response(mut self) -> Result<Value, CallError> {
+        loop {
+            match self.next().await? {
+                Some(StreamMessage::Response(r)) => return Ok(r),
+                Some(StreamMessage::Notification(_)) => {}
+                None => {
+                    return Err(CallError::new(
+                        Code::Internal,
+                        "the call ended without a response",
+                    ));
+                }
+            }
+        }
+    }
+}
+
+impl Client {
+    /// A client of the gRPC tunnel behind `channel`.
+    pub fn grpc(channel: Channel) -> Self {
+        Self {
+            transport: Transport::Grpc(channel),
+            era: None,
+        }
+    }
+
+    /// Launches the stdio server of `config` and runs its handshake.
+    pub async fn stdio(config: StdioChannelConfig) -> Result<Self, CallError> {
+        let channel = StdioChannel::connect(config).await?;
+        Ok(Self {
+            era: channel.era(),
+            transport: Transport::Line(channel),
+        })
+    }
+
+    /// A client of the HTTP server of `config`, its era chosen by `choice`:
+    /// `Probe` (the default of [`Client::connect`]) asks `server/discover`
+    /// and falls back as the module documentation says; `Modern` keeps the
+    /// 2026-07-28 channel whatever the answer; `Legacy` starts with the
+    /// 2025-11-25 session.
+    pub async fn http(config: HttpChannelConfig, choice: EraChoice) -> Result<Self, CallError> {
+        let link = HttpLinkConfig {
+            url: config.url.clone(),
+            bearer: config.bearer.clone(),
+        };
+        let channel = HttpChannel::with_config(config)?;
+        let modern = |version: String, server_versions: Option<String>| EraInfo {
+            era: Era::Modern,
+            version,
+            requested: PROTOCOL_VERSION.to_owned(),
+            server_versions,
+            fallback: None,
+            probe_error: None,
+            restarted_for_fallback: false,
+        };
+        match choice {
+            EraChoice::Modern => {
+                return Ok(Self {
+                    transport: Transport::Http(channel),
+                    era: Some(modern(PROTOCOL_VERSION.to_owned(), None)),
+                });
+            }
+            EraChoice::Legacy => return Self::legacy_http(link, None, None).await,
+            EraChoice::Probe => {}
+        }
+        let mut call = channel
+            .call(json!({"jsonrpc": "2.0", "method": "server/discover", "params": {}}))
+            .await?;
+        let answer = loop {
+            match call.next().await {
+                Ok(Some(StreamMessage::Response(r))) => break Ok(r),
+                Ok(Some(StreamMessage::Notification(_))) => {}
+                Ok(None) => {
+                    break Err(CallError::new(
+                        Code::Internal,
+                        "server/discover ended without a response",
+                    ));
+                }
+                Err(e) => break Err(e),
+            }
+        };
+        let facts = call.facts();
+        let status = facts.status.unwrap_or(0);
+        let (judgement, message) = match &answer {
+            Ok(response) => {
+                let bytes = serde_json::to_vec(response).unwrap_or_default();
+                let error = response.pointer("/error/code").and_then(Value::as_i64);
+                let len = bytes.len();
+                (Judgement::Response { len, error }, bytes)
+            }
+            Err(e) => {
+                let failure = HttpFailure {
+                    reason: "the probe failed",
+                    status: e.diagnostics.http_status.unwrap_or(status),
+                    media: MediaType::Other,
+                    excerpt: 0,
+                };
+                (Judgement::Failed(failure), Vec::new())
+            }
+        };
+        let status = match &judgement {
+            Judgement::Failed(f) => f.status,
+            _ => status,
+        };
+        match era::probe(&judgement, status, &message, PROTOCOL_VERSION) {
+            ProbeVerdict::Modern(version) => {
+                let server_versions = answer
+                    .as_ref()
+                    .ok()
+                    .and_then(|r| r.pointer("/result/supportedVersions"))
+                    .map(Value::to_string);
+                Ok(Self {
+                    transport: Transport::Http(channel),
+                    era: Some(modern(version.to_owned(), server_versions)),
+                })
+            }
+            ProbeVerdict::Legacy(why) => {
+                let code = answer
+                    .as_ref()
+                    .ok()
+                    .and_then(|r| r.pointer("/error/code"))
+                    .and_then(Value::as_i64);
+                Self::legacy_http(link, Some(why), code).await
+            }
+            // The channel already sent the request again with a version
+            // the server named (-32022): a second one is not an era.
+            ProbeVerdict::Retry(version) => Err(CallError::new(
+                Code::FailedPrecondition,
+                format!("server/discover: the server asks for version {version} again"),
+            )),
+            ProbeVerdict::Refused { .. } | ProbeVerdict::Failed(_) => Err(match answer {
+                Ok(response) => result_of(response).err().unwrap_or_else(|| {
+                    CallError::new(Code::Internal, "server/discover was refused")
+                }),
+                Err(e) => e,
+            }),
+        }
+    }
+
+    /// The older HTTP shapes, reached by a fallback for `why` (or chosen).
+    async fn legacy_http(
+        link: HttpLinkConfig,
+        why: Option<&str>,
+        probe_error: Option<i64>,
+    ) -> Result<Self, CallError> {
+        let channel = StdioChannel::connect(StdioChannelConfig::legacy_http(link)).await?;
+        let mut era = channel.era();
+        if let Some(info) = era.as_mut() {
+            info.fallback = why.map(|w| format!("server/discover: {w}"));
+            info.probe_error = probe_error;
+        }
+        Ok(Self {
+            transport: Transport::LegacyHttp(channel),
+            era,
+        })
+    }
+
+    /// A client of `address`: `http://` or `https://` (Streamable HTTP, the
+    /// era probed), or `grpc://HOST:PORT` (the gRPC tunnel, cleartext).
+    /// A stdio server is [`Client::stdio`]; TLS for gRPC is
+    /// [`Client::grpc`] with a configured [`Channel`].
+    pub async fn connect(address: &str) -> Result<Self, CallError> {
+        if address.starts_with("http://") || address.starts_with("https://") {
+            return Self::http(HttpChannelConfig::new(address), EraChoice::Probe).await;
+        }
+        if let Some(authority) = address.strip_prefix("grpc://") {
+            return Ok(Self::grpc(Channel::with_config(ChannelConfig::new(
+                authority.trim_end_matches('/'),
+            ))));
+        }
+        Err(CallError::new(
+            Code::InvalidArgument,
+            format!("{address:?}: an address is http://, https:// or grpc://HOST:PORT"),
+        ))
+    }
+
+    /// The transport, in words.
+    pub fn transport_name(&self) -> &'static str {
+        match &self.transport {
+            Transport::Grpc(_) => "gRPC tunnel",
+            Transport::Http(_) => "Streamable HTTP",
+            Transport::Line(_) => "stdio",
+            Transport::LegacyHttp(_) => match self.era.as_ref().map(|e| e.era) {
+                Some(Era::HttpSse) => "HTTP+SSE (2024-11-05)",
+                _ => "Streamable HTTP with a session (2025-11-25)",
+            },
+        }
+    }
+
+    /// The era spoken, the versions and whether a fallback occurred (for
+    /// gRPC, where there is one era, `None`).
+    pub fn era(&self) -> Option<&EraInfo> {
+        self.era.as_ref()
+    }
+
+    /// Starts a call of one JSON-RPC message (an `id` is added to a request
+    /// without one); `timeout` overrides the transport's default.
+    pub async fn call_with_timeout(
+        &self,
+        request: Value,
+        timeout: Option<Duration>,
+    ) -> Result<ClientCall, CallError> {
+        Ok(match &self.transport {
+            Transport::Grpc(c) => ClientCall::Grpc(c.call_with_timeout(request, timeout).await?),
+            Transport::Http(c) => ClientCall::Http(c.call_with_timeout(request, timeout).await?),
+            Transport::Line(c) | Transport::LegacyHttp(c) => {
+                ClientCall::Line(c.call_with_timeout(request, timeout).await?)
+            }
+        })
+    }
+
+    /// [`Client::call_with_timeout`] with the transport's timeout.
+    pub async fn call(&self, request: Value) -> Result<ClientCall, CallError> {
+        self.call_with_timeout(request, None).await
+    }
+
+    /// Sends `method` with `params` and waits for the response (a result
+    /// or the server's JSON-RPC error), skipping notifications.
+    pub async fn request(&self, method: &str, params: Value) -> Result<Value, CallError> {
+        self.call(json!({"jsonrpc": "2.0", "method": method, "params": params}))
+            .await?
+            .response()
+            .await
+    }
+
+    /// Every tool of the server (`tools/list`, all pages).
+    pub async fn list_tools(&self) -> Result<Vec<Tool>, CallError> {
+        let items = self.list_all("tools/list", "tools").await?;
+        items.iter().map(tool).collect()
+    }
+
+    /// Calls tool `name` with `arguments` (a struct or map that serializes
+    /// to a JSON object; `()` for none). A failure the tool reports is
+    /// `Ok` with [`CallToolResult::is_error`].
+    pub async fn call_tool(
+        &self,
+        name: &str,
+        arguments: impl Serialize,
+    ) -> Result<CallToolResult, CallError> {
+        let params = named_params(name, arguments)?;
+        let response = self.request("tools/call", params).await?;
+        call_tool_result(&result_of(response)?)
+    }
+
+    /// [`Client::call_tool`] for a tool with an output schema: its
+    /// `structuredContent` as a `T`; a failure the tool reports is an error
+    /// with [`CallError::tool_error`].
+    pub async fn call_tool_typed<T: DeserializeOwned>(
+        &self,
+        name: &str,
+        arguments: impl Serialize,
+    ) -> Result<T, CallError> {
+        let result = self.call_tool(name, arguments).await?;
+        if result.is_error {
+            let mut e = CallError::new(Code::Unknown, result.text());
+            e.tool_error = Some(Box::new(result));
+            return Err(e);
+        }
+        result.structured()
+    }
+
+    /// [`Client::call_tool`] asking for progress: `on_progress` sees each
+    /// `notifications/progress` of the call as it arrives.
+    pub async fn call_tool_with_progress(
+        &self,
+        name: &str,
+        arguments: impl Serialize,
+        mut on_progress: impl FnMut(Progress),
+    ) -> Result<CallToolResult, CallError> {
+        let mut params = named_params(name, arguments)?;
+        let token = format!("mcpwire-{}", next_token());
+        params["_meta"] = json!({"progressToken": token});
+        let mut call = self
+            .call(json!({"jsonrpc": "2.0", "method": "tools/call", "params": params}))
+            .await?;
+        loop {
+            match call.next().await? {
+                Some(StreamMessage::Notification(n)) => {
+                    if let Some(p) = progress(&n, &token) {
+                        on_progress(p);
+                    }
+                }
+                Some(StreamMessage::Response(r)) => return call_tool_result(&result_of(r)?),
+                None => {
+                    return Err(CallError::new(
+                        Code::Internal,
+                        "the call ended without a response",
+                    ));
+                }
+            }
+        }
+    }
+
+    /// Every resource of the server (`resources/list`, all pages).
+    pub async fn list_resources(&self) -> Result<Vec<Resource>, CallError> {
+        let items = self.list_all("resources/list", "resources").await?;
+        items.iter().map(resource).collect()
+    }
+
+    /// The contents of the resource at `uri` (`resources/read`).
+    pub async fn read_resource(&self, uri: &str) -> Result<Vec<ResourceContents>, CallError> {
+        let response = self.request("resources/read", json!({"uri": uri})).await?;
+        let result = result_of(response)?;
+        array(&result, "contents")?
+            .iter()
+            .map(|c| {
+                Ok(ResourceContents {
+                    uri: required(c, "uri")?,
+                    mime_type: string(c, "mimeType"),
+                    text: string(c, "text"),
+                    blob: string(c, "blob"),
+                })
+            })
+            .collect()
+    }
+
+    /// Every prompt of the server (`prompts/list`, all pages).
+    pub async fn list_prompts(&self) -> Result<Vec<Prompt>, CallError> {
+        let items = self.list_all("prompts/list", "prompts").await?;
+        items.iter().map(prompt).collect()
+    }
+
+    /// Prompt `name` with `arguments` (string values; `()` for none).
+    pub async fn get_prompt(
+        &self,
+        name: &str,
+        arguments: impl Serialize,
+    ) -> Result<GetPromptResult, CallError> {
+        let params = named_params(name, arguments)?;
+        let result = result_of(self.request("prompts/get", params).await?)?;
+        Ok(GetPromptResult {
+            description: string(&result, "description"),
+            messages: array(&result, "messages")?.clone(),
+        })
+    }
+
+    /// Ends the client: a stdio child is stopped (stdin closed, then
+    /// SIGTERM, then SIGKILL) and a 2025 HTTP session deleted; network
+    /// connections close as the last clone goes. How a child or a session
+    /// ended, when there was one.
+    pub async fn close(&self) -> Option<Stopped> {
+        match &self.transport {
+            Transport::Line(c) | Transport::LegacyHttp(c) => Some(c.shutdown().await),
+            Transport::Grpc(_) | Transport::Http(_) => None,
+        }
+    }
+
+    /// The items under `key` of every page of a list method.
+    async fn list_all(&self, method: &str, key: &str) -> Result<Vec<Value>, CallError> {
+        let mut items = Vec::new();
+        let mut cursor: Option<String> = None;
+        for _ in 0..MAX_LIST_PAGES {
+            let params = match cursor.take() {
+                Some(c) => json!({"cursor": c}),
+                None => json!({}),
+            };
+            let result = result_of(self.request(method, params).await?)?;
+            items.extend(array(&result, key)?.iter().cloned());
+            match result.get("nextCursor") {
+                Some(Value::String(c)) => cursor = Some(c.clone()),
+                _ => return Ok(items),
+            }
+        }
+        Err(CallError::new(
+            Code::Internal,
+            format!("{method}: more than {MAX_LIST_PAGES} pages"),
+        ))
+    }
+}
+
+/// A process-wide counter for progress tokens.
+fn next_token() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
