@@ -12,6 +12,11 @@
 #                   stateless), modern
 #   rmcp            an rmcp 3.11 server (tests/rmcp: rmcp-http-server,
 #                   stateless, JSON answers), modern; mcpwire's client only
+#   python-h2       the same app served by Hypercorn 0.18.0 (`--hypercorn`),
+#                   whose HTTP/2 stack (python-hyper h2) takes h2c with prior
+#                   knowledge: mcpwire's client with `--http2`
+#   python-h2-tls   the same over TLS (a throwaway CA, test_certs): ALPN
+#                   selects h2, and http/1.1 with `--http1`
 #   legacy-http     the Python SDK mcp 1.26.0 in its 2025-era Streamable HTTP
 #                   shape, with sessions (tests/peers/legacy_server.py)
 #   legacy-sse      the same in its 2024-11-05 HTTP+SSE shape
@@ -38,10 +43,13 @@
 # era line; on each bad peer, the clear error the call ends with (an HTML
 # page, a stream that breaks off, an event over the 4 MiB limit, no
 # answer within --timeout-ms, a request on the stream; the huge event with
-# mcpwire's peak RSS under 48 MiB); the older-era peers through the
-# client's era fallback, the era line naming the era and the reason.
+# mcpwire's peak RSS under 48 MiB); on python-h2, with `--http2`, list,
+# echo and progress on SSE, each over HTTP/2, and 16 calls at once; on
+# python-h2-tls, with `--tls-ca`, the same over ALPN h2, and echo with
+# `--http1` over HTTP/1.1; the older-era peers through the client's era
+# fallback, the era line naming the era and the reason.
 #
-# Setup installs what is missing, once: mcp 2.3.0 into .venv, mcp 1.26.0
+# Setup installs what is missing, once: mcp 2.3.0 and hypercorn 0.18.0 into .venv, mcp 1.26.0
 # into .peers/venv-mcp1, and the npm packages of tests/peers/package.json
 # (needs node 20 or later and npm; the server runs on the Node.js 22 it
 # installs). Prints "ok" or "FAIL" per check, then "N passed, N failed";
@@ -51,7 +59,7 @@ set -euo pipefail
 # shellcheck source=scripts/lib.sh
 . "$(dirname "$0")/lib.sh"
 
-peers=(typescript python rmcp legacy-http legacy-sse bad-html bad-close-mid-sse bad-close-mid-sse-eof
+peers=(typescript python rmcp python-h2 python-h2-tls legacy-http legacy-sse bad-html bad-close-mid-sse bad-close-mid-sse-eof
     bad-huge-event bad-silent bad-silent-probe bad-request-on-sse)
 check_names peer peers "$@"
 selected=("$@")
@@ -65,7 +73,7 @@ if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
     echo "node and npm are needed (Debian: apt-get install nodejs npm)" >&2
     exit 2
 fi
-python_venv mcp==2.3.0 || exit 2
+python_venv mcp==2.3.0 hypercorn==0.18.0 || exit 2
 mcp1_venv || exit 2
 npm_pinned tests/peers || exit 2
 python=$root/.venv/bin/python
@@ -410,6 +418,89 @@ peer_typescript() {
     stop_pids 10 "$peer_pid"
 }
 
+# h2_checks PEER URL [FLAG...]: mcpwire's client with the FLAGs (default
+# --http2: h2c, prior knowledge): list, echo, progress on SSE, each over
+# HTTP/2, and 16 calls at once.
+h2_checks() {
+    local peer=$1 url=$2
+    shift 2
+    local flags=("$@")
+    ((${#flags[@]})) || flags=(--http2)
+    over_h2() {
+        grep -q ' over HTTP/2' "$work/$1.err" || {
+            echo "not over HTTP/2: $(grep '^mcpwire: era' "$work/$1.err" | head -c 300)"
+            return 1
+        }
+    }
+    h_list() {
+        mcp_call h-list "$url" "${flags[@]}" list
+        call_ok h-list "{'echo', 'progress'} <= {t['name'] for t in r['tools']}" || return 1
+        over_h2 h-list
+    }
+    h_echo() {
+        mcp_call h-echo "$url" "${flags[@]}" tool echo '{"text":"hello over h2c"}'
+        call_ok h-echo "r['content'][0]['text'] == 'hello over h2c'" || return 1
+        over_h2 h-echo
+    }
+    h_progress() {
+        mcp_call h-progress "$url" "${flags[@]}" tool progress '{"steps":3,"delay_ms":0}' --progress
+        call_ok h-progress "r['content'][0]['text'] == 'done after 3 steps'" || return 1
+        local n
+        n=$(grep -c '^progress ' "$work/h-progress.err" || true)
+        expect "progress lines" "$n" 3 || return 1
+        grep -q 'over HTTP/2, content type text/event-stream' "$work/h-progress.err" || {
+            echo "not SSE over HTTP/2: $(grep '^mcpwire: era' "$work/h-progress.err")"
+            return 1
+        }
+    }
+    h_many() {
+        # Separate processes, each its own connection: the peer's h2 stack
+        # under 16 connections at once, every answer right.
+        local i pids=() bad=0
+        for i in $(seq 1 16); do
+            bounded 30 "$binary" call "$url" "${flags[@]}" tool echo "{\"text\":\"n$i\"}" \
+                >"$work/h-many-$i.out" 2>"$work/h-many-$i.err" &
+            pids+=($!)
+        done
+        for i in "${!pids[@]}"; do
+            wait "${pids[$i]}" || bad=$((bad + 1))
+            grep -q "\"n$((i + 1))\"" "$work/h-many-$((i + 1)).out" || bad=$((bad + 1))
+        done
+        expect "failed calls" "$bad" 0
+    }
+    check "$peer" h2-list h_list
+    check "$peer" h2-echo h_echo
+    check "$peer" h2-progress h_progress
+    check "$peer" h2-16-at-once h_many
+}
+
+peer_python_h2() {
+    peer python-h2 "$python" "$root/tests/peers/sdk_server.py" --listen 127.0.0.1:0 --hypercorn || return 0
+    h2_checks python-h2 "http://$peer_addr/mcp"
+    stop_pids 10 "$peer_pid"
+}
+
+peer_python_h2_tls() {
+    test_certs "$work/certs" || {
+        scenario_failed python-h2-tls start "no test certificates"
+        return 0
+    }
+    peer python-h2-tls "$python" "$root/tests/peers/sdk_server.py" --listen 127.0.0.1:0 --hypercorn \
+        --certfile "$work/certs/server.pem" --keyfile "$work/certs/server.key" || return 0
+    local url="https://$peer_addr/mcp" ca=$work/certs/ca.pem
+    h2_checks python-h2-tls "$url" --tls-ca "$ca"
+    h_http1() {
+        mcp_call h-http1 "$url" --tls-ca "$ca" --http1 tool echo '{"text":"over http/1.1"}'
+        call_ok h-http1 "r['content'][0]['text'] == 'over http/1.1'" || return 1
+        grep -q ' over HTTP/1.1' "$work/h-http1.err" || {
+            echo "not over HTTP/1.1: $(grep '^mcpwire: era' "$work/h-http1.err" | head -c 300)"
+            return 1
+        }
+    }
+    check python-h2-tls alpn-http1 h_http1
+    stop_pids 10 "$peer_pid"
+}
+
 peer_python() {
     peer python "$python" "$root/tests/peers/sdk_server.py" --listen 127.0.0.1:0 || return 0
     modern_checks python "http://$peer_addr/mcp"
@@ -657,6 +748,8 @@ for p in "${peers[@]}"; do
     typescript) peer_typescript ;;
     python) peer_python ;;
     rmcp) peer_rmcp ;;
+    python-h2) peer_python_h2 ;;
+    python-h2-tls) peer_python_h2_tls ;;
     legacy-http) peer_legacy_http ;;
     legacy-sse) peer_legacy_sse ;;
     bad-close-mid-sse-eof) bad_peer "$p" close-mid-sse --framing eof ;;

@@ -1,7 +1,8 @@
 //! The modern Streamable HTTP client on tokio (MCP 2026-07-28 §5): an
-//! [`HttpChannel`] `POST`s each JSON-RPC message to one `http://` MCP
-//! endpoint over HTTP/1.1 and reads its answer, a JSON body or an event
-//! stream of the call's notifications and then its response.
+//! [`HttpChannel`] `POST`s each JSON-RPC message to one `http://` or
+//! `https://` MCP endpoint over HTTP/1.1 or HTTP/2 and reads its answer, a
+//! JSON body or an event stream of the call's notifications and then its
+//! response.
 //!
 //! The exchange's rules are the core's sans-IO pieces
 //! ([`mcpwire_core::mcp::client::http`]): the request with `Accept` for
@@ -15,7 +16,17 @@
 //! Tools whose `x-mcp-header` annotations are invalid are left out of the
 //! `tools/list` results the application gets (with a warning on stderr).
 //!
-//! Connections: a bounded pool of keep-alive HTTP/1.1 connections
+//! TLS (feature `tls`): rustls with the trust options of the gRPC
+//! [`Channel`](crate::Channel) ([`HttpChannelConfig::tls`]: the platform's
+//! roots by default, a CA file, a server name to verify). HTTP/2
+//! ([`HttpChannelConfig::http2`], [`Http2Mode`]): over TLS when the server
+//! selects ALPN `h2` (the default), or always (`h2c` with prior knowledge
+//! over `http://`); then every exchange is a stream of one shared
+//! connection driven by the core's sans-IO [`h2::Connection`](mcpwire_core::h2::Connection),
+//! judged by the same rules; a dropped call resets its stream with CANCEL,
+//! and a stream the server refused unprocessed is sent again.
+//!
+//! HTTP/1.1 connections: a bounded pool of keep-alive connections
 //! ([`HttpChannelConfig::pool_size`]); each exchange has a connection of
 //! its own for its whole answer, so many calls run at once and more wait
 //! for a free one. A request sent on a pooled connection the server had
@@ -202,6 +213,8 @@ struct Inner {
     /// Held while a connection that may turn out HTTP/2 is made, so that
     /// calls at once make one.
     h2_dial: tokio::sync::Mutex<()>,
+    /// The server chose HTTP/1.1 in ALPN: later dials go at once.
+    chose_http1: std::sync::atomic::AtomicBool,
     /// One permit per connection that may be open.
     slots: Arc<Semaphore>,
     /// The `inputSchema` of each tool with `x-mcp-header` annotations,
@@ -244,6 +257,7 @@ impl HttpChannel {
                 idle: Mutex::new(Vec::new()),
                 h2: Mutex::new(None),
                 h2_dial: tokio::sync::Mutex::new(()),
+                chose_http1: std::sync::atomic::AtomicBool::new(false),
                 slots,
                 schemas: Mutex::new(HashMap::new()),
                 next_id: AtomicU64::new(1),
@@ -669,7 +683,8 @@ async fn checkout(inner: &Inner, fresh: bool) -> Result<Checked, CallError> {
         return Ok(Checked::Http1(s, true));
     }
     // One dial at a time while the answer may be HTTP/2.
-    let _dialing = match inner.dialer.may_speak_h2() {
+    let may_be_h2 = inner.dialer.may_speak_h2() && !inner.chose_http1.load(Ordering::Relaxed);
+    let _dialing = match may_be_h2 {
         true => Some(inner.h2_dial.lock().await),
         false => None,
     };
@@ -677,7 +692,12 @@ async fn checkout(inner: &Inner, fresh: bool) -> Result<Checked, CallError> {
         return Ok(Checked::H2(h));
     }
     match inner.dialer.dial().await? {
-        Dialed::Http1(s) => Ok(Checked::Http1(s, false)),
+        Dialed::Http1(s) => {
+            if may_be_h2 {
+                inner.chose_http1.store(true, Ordering::Relaxed);
+            }
+            Ok(Checked::Http1(s, false))
+        }
         Dialed::H2(s) => {
             let h = Arc::new(h2::H2Handle::spawn(s));
             if let Ok(mut slot) = inner.h2.lock() {

@@ -383,3 +383,44 @@ async fn an_event_stream_reset_after_a_notification_fails_the_call() {
     assert_eq!(e.status, Code::Unavailable, "{e}");
     assert!(e.message.contains("reset"), "{e}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prior_knowledge_to_an_http1_only_server_fails_in_bounded_time() {
+    // Answers whatever comes with an HTTP/1.1 400, as an HTTP/1.1-only
+    // server does to the HTTP/2 preface, and closes.
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let connections = Arc::new(AtomicUsize::new(0));
+    let c = Arc::clone(&connections);
+    tokio::spawn(async move {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        while let Ok((mut tcp, _)) = listener.accept().await {
+            c.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(async move {
+                let mut buf = [0u8; 1024];
+                let _ = tcp.read(&mut buf).await;
+                let _ = tcp
+                    .write_all(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+                    .await;
+            });
+        }
+    });
+    let started = std::time::Instant::now();
+    let e = h2c(addr)
+        .call(echo_call())
+        .await
+        .unwrap()
+        .response()
+        .await
+        .unwrap_err();
+    assert_eq!(e.status, Code::Unavailable, "{e}");
+    assert!(e.message.contains("answered in HTTP/1.1"), "{e}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    // A few connections at most: it gives up rather than dialling on.
+    let n = connections.load(Ordering::SeqCst);
+    assert!((1..=4).contains(&n), "{n} connections");
+}

@@ -3,6 +3,8 @@
 arguments and results, over Streamable HTTP or stdio.
 
     python sdk_server.py --listen 127.0.0.1:PORT [--json]   # stateless
+    python sdk_server.py --listen 127.0.0.1:PORT --hypercorn  # HTTP/1.1 and h2c
+    python sdk_server.py --listen 127.0.0.1:PORT --hypercorn --certfile PEM --keyfile PEM  # TLS, ALPN h2
     python sdk_server.py --stdio
 
 Over HTTP it answers with SSE, the SDK's default: with `--json` (its
@@ -11,7 +13,9 @@ progress notifications, so the benchmark's progress scenario needs SSE.
 
 Over HTTP it binds the socket itself, prints "listening on ADDR" on stderr
 once it accepts connections, and serves with uvicorn (no access log) until
-killed. Over stdio it serves until stdin ends. Written the way an SDK user
+killed; with `--hypercorn` it serves the same app with Hypercorn, which
+also speaks HTTP/2 with prior knowledge (h2c) on that port, or TLS with
+ALPN h2 and http/1.1 given `--certfile` and `--keyfile`. Over stdio it serves until stdin ends. Written the way an SDK user
 would write it: `MCPServer` with decorated tools.
 """
 
@@ -62,15 +66,43 @@ def serve_http(listen: str, json_response: bool) -> None:
     uvicorn.Server(config).run(sockets=[sock])
 
 
+def serve_hypercorn(listen: str, json_response: bool, certfile: str | None, keyfile: str | None) -> None:
+    from hypercorn.asyncio import serve
+    from hypercorn.config import Config
+
+    host, _, port = listen.rpartition(":")
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, int(port)))
+    sock.listen(1024)
+    sock.set_inheritable(True)
+    addr = "%s:%d" % sock.getsockname()
+    app = server.streamable_http_app(json_response=json_response, stateless_http=True, host=host)
+    config = Config()
+    config.bind = [f"fd://{sock.fileno()}"]
+    config.loglevel = "WARNING"
+    config.accesslog = None
+    if certfile:
+        config.certfile = certfile
+        config.keyfile = keyfile
+    print(f"listening on {addr}", file=sys.stderr, flush=True)
+    asyncio.run(serve(app, config))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     mode = parser.add_mutually_exclusive_group(required=True)
     mode.add_argument("--listen", metavar="HOST:PORT")
     mode.add_argument("--stdio", action="store_true")
     parser.add_argument("--json", action="store_true", help="JSON responses (no progress notifications)")
+    parser.add_argument("--hypercorn", action="store_true", help="serve with Hypercorn (HTTP/1.1 and h2c)")
+    parser.add_argument("--certfile", help="with --hypercorn: TLS with this certificate chain (PEM)")
+    parser.add_argument("--keyfile", help="with --hypercorn: the certificate's key (PEM)")
     args = parser.parse_args()
     if args.stdio:
         server.run("stdio")
+    elif args.hypercorn:
+        serve_hypercorn(args.listen, args.json, args.certfile, args.keyfile)
     else:
         serve_http(args.listen, args.json)
     return 0

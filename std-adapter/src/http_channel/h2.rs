@@ -107,6 +107,8 @@ impl H2Handle {
             keys: HashMap::new(),
             waiting: VecDeque::new(),
             alive: Arc::clone(&alive),
+            read_any: false,
+            http1_answer: false,
         };
         tokio::spawn(task.run(stream, rx));
         Self {
@@ -211,6 +213,10 @@ struct Task {
     /// Requests waiting for a stream slot, oldest first.
     waiting: VecDeque<Waiting>,
     alive: Arc<AtomicBool>,
+    /// Octets came from the server.
+    read_any: bool,
+    /// They began as an HTTP/1.x response: not an HTTP/2 server.
+    http1_answer: bool,
 }
 
 impl Task {
@@ -355,6 +361,9 @@ impl Task {
                 Event::ConnectionClosed { error } => {
                     self.alive.store(false, Ordering::SeqCst);
                     let why = match error {
+                        _ if self.http1_answer => "the server answered in HTTP/1.1: it does not \
+                            take HTTP/2 here (prior knowledge)"
+                            .to_owned(),
                         Some(e) => format!("the HTTP/2 connection ended: {e:?}"),
                         None => "the HTTP/2 connection ended".to_owned(),
                     };
@@ -366,18 +375,22 @@ impl Task {
     }
 
     /// Every stream still here hears that the connection is over: those
-    /// whose head never went out are refused (sent again elsewhere).
+    /// whose head never went out are refused (sent again elsewhere),
+    /// unless the server does not speak HTTP/2 at all.
     fn end_all(&mut self, why: &str) {
-        for (_, live) in self.live.drain() {
-            live.tell(if live.headers_sent {
+        let gone = |sent: bool| {
+            if sent || self.http1_answer {
                 H2Msg::Gone(why.to_owned())
             } else {
                 H2Msg::Refused
-            });
+            }
+        };
+        for (_, live) in self.live.drain() {
+            live.tell(gone(live.headers_sent));
         }
         self.keys.clear();
         for w in self.waiting.drain(..) {
-            let _ = w.events.send(H2Msg::Refused);
+            let _ = w.events.send(gone(false));
         }
     }
 
@@ -404,6 +417,10 @@ impl Pump for Task {
     type Command = Cmd;
 
     fn feed(&mut self, input: &[u8], out: &mut Vec<u8>) -> io::Result<()> {
+        if !self.read_any {
+            self.read_any = true;
+            self.http1_answer = input.starts_with(b"HTTP/1.");
+        }
         let mut rest = input;
         while !rest.is_empty() && !self.conn.is_closed() {
             let r = self.conn.recv(rest, now());

@@ -8,11 +8,12 @@
 //! the era, the versions and whether a fallback happened to stderr.
 //! With an `http://HOST:PORT/PATH` or `https://...` URL instead of
 //! `--server`, the request goes to that modern Streamable HTTP endpoint
-//! ([`HttpChannel`]; `https://` trusts the platform's roots, or those of
-//! `--tls-ca`, and verifies `--tls-server-name` when given); `-v` prints the
-//! era, the versions and the HTTP facts to stderr. `https://` speaks HTTP/2
-//! when the server selects ALPN `h2`; `--http2` speaks HTTP/2 always
-//! (`h2c` with prior knowledge over `http://`), `--http1` never.
+//! ([`HttpChannel`](mcpwire_tokio::HttpChannel); `https://` trusts the
+//! platform's roots, or those of `--tls-ca`, and verifies
+//! `--tls-server-name` when given); `-v` prints the era, the versions and
+//! the HTTP facts to stderr. `https://` speaks HTTP/2 when the server
+//! selects ALPN `h2`; `--http2` speaks HTTP/2 always (`h2c` with prior
+//! knowledge over `http://`), `--http1` never.
 
 use std::process::ExitCode;
 use std::time::Duration;
