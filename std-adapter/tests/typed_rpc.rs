@@ -325,3 +325,94 @@ async fn tunnel_and_typed_calls_share_a_connection() {
     assert_eq!(r.text(), "t");
     h.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_passed_deadline_is_deadline_exceeded_and_aborts_the_handler() {
+    let h = start().await;
+    let mut send = connect(h.addr).await;
+    let message = encode(
+        Rpc::CallTool,
+        &json!({"name": "counted_sleep", "arguments": {"ms": 5000}}),
+    );
+    let started = tokio::time::Instant::now();
+    let a = call_raw(
+        &mut send,
+        Rpc::CallTool,
+        &message,
+        &[("grpc-timeout", "200m")],
+    )
+    .await;
+    assert_eq!(a.get("grpc-status"), Some("4"), "{a:?}");
+    assert!(a.messages.is_empty());
+    assert!(started.elapsed() < Duration::from_secs(2));
+    let c = &h.counters;
+    let dropped =
+        common::eventually_every(Duration::from_millis(10), Duration::from_secs(2), || {
+            c.dropped.load(std::sync::atomic::Ordering::SeqCst) == 1
+        })
+        .await;
+    assert!(dropped, "the handler was aborted");
+    assert_eq!(c.finished.load(std::sync::atomic::Ordering::SeqCst), 0);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_call_without_a_request_message_is_invalid_argument_without_an_mcp_code() {
+    let h = start().await;
+    let send = connect(h.addr).await;
+    let req = http::Request::builder()
+        .method("POST")
+        .uri(format!("http://127.0.0.1{}", Rpc::ListTools.path()))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(())
+        .unwrap();
+    let mut ready = send.ready().await.unwrap();
+    let (resp, _) = ready.send_request(req, true).unwrap();
+    let resp = resp.await.unwrap();
+    assert_eq!(resp.headers().get("grpc-status").unwrap(), "3");
+    assert!(resp.headers().get("mcp-error-code").is_none());
+    h.stop().await;
+}
+
+/// A multi round-trip call (the demo's `confirm`): an input_required
+/// response carries the elicitation and the sealed state; the retry with
+/// the answer in `common.input_responses` completes.
+#[tokio::test]
+async fn confirm_takes_two_round_trips_through_input_responses() {
+    let h = start().await;
+    let mut send = connect(h.addr).await;
+    let caps = json!({"io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}});
+    let first = json!({"_meta": caps, "name": "confirm", "arguments": {}});
+    let a = call(&mut send, Rpc::CallTool, first).await;
+    assert_eq!(a.get("grpc-status"), Some("0"), "{a:?}");
+    let result = a.result(Rpc::CallTool);
+    assert_eq!(result["resultType"], "input_required", "{result}");
+    assert_eq!(
+        result["inputRequests"]["confirm"]["params"]["message"],
+        "Proceed?"
+    );
+    let state = result["requestState"].as_str().unwrap().to_owned();
+    let retry = json!({
+        "_meta": caps,
+        "name": "confirm",
+        "arguments": {},
+        "inputResponses": {"confirm": {"action": "accept", "content": {"ok": true}}},
+        "requestState": state,
+    });
+    let a = call(&mut send, Rpc::CallTool, retry).await;
+    assert_eq!(a.get("grpc-status"), Some("0"), "{a:?}");
+    let result = a.result(Rpc::CallTool);
+    assert_eq!(result["resultType"], "complete");
+    assert_eq!(result["content"][0]["text"], "confirmed");
+    // Without the elicitation capability (the binding fills in `{}`): -32021.
+    let a = call(
+        &mut send,
+        Rpc::CallTool,
+        json!({"name": "confirm", "arguments": {}}),
+    )
+    .await;
+    assert_eq!(a.get("grpc-status"), Some("3"), "{a:?}");
+    assert_eq!(a.get("mcp-error-code"), Some("-32021"));
+    h.stop().await;
+}

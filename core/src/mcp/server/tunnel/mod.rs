@@ -566,6 +566,10 @@ impl<
             if !matches!(c.phase, Phase::Body | Phase::Authorizing) {
                 break;
             }
+            if c.x.message_len.is_some() && c.x.typed.is_some() {
+                let why = b"a unary call carries one request message";
+                return self.end_with_status(i, Code::InvalidArgument, why);
+            }
             if c.x.message_len.is_some() {
                 return self.end_with_error(
                     i,
@@ -625,6 +629,12 @@ impl<
             return self.end_with_status(i, e.code(), e.message().as_bytes());
         }
         let Some(len) = c.x.message_len else {
+            // The typed binding answers with a status alone (digest §7
+            // step 3); the tunnel with a JSON-RPC error.
+            if c.x.typed.is_some() {
+                let why = b"The call carried no message";
+                return self.end_with_status(i, Code::InvalidArgument, why);
+            }
             return self.end_with_error(
                 i,
                 RpcError::new(INVALID_REQUEST, "the call carries no request message"),
