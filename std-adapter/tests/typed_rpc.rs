@@ -416,3 +416,46 @@ async fn confirm_takes_two_round_trips_through_input_responses() {
     assert_eq!(a.get("mcp-error-code"), Some("-32021"));
     h.stop().await;
 }
+
+#[tokio::test]
+async fn read_resource_get_prompt_and_the_lists_answer_typed_messages() {
+    let h = start().await;
+    let mut send = connect(h.addr).await;
+    let a = call(&mut send, Rpc::ReadResource, json!({"uri": "mem://readme"})).await;
+    assert_eq!(a.get("grpc-status"), Some("0"), "{a:?}");
+    let result = a.result(Rpc::ReadResource);
+    assert_eq!(result["contents"][0]["uri"], "mem://readme");
+    assert!(
+        result["contents"][0]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("mcpwire")
+    );
+    let a = call(
+        &mut send,
+        Rpc::GetPrompt,
+        json!({"name": "greet", "arguments": {"who": "Ada"}}),
+    )
+    .await;
+    assert_eq!(a.get("grpc-status"), Some("0"), "{a:?}");
+    let result = a.result(Rpc::GetPrompt);
+    assert_eq!(
+        result["messages"][0]["content"]["text"],
+        "Say hello to Ada."
+    );
+    let a = call(&mut send, Rpc::ListResources, json!({})).await;
+    assert_eq!(a.get("grpc-status"), Some("0"), "{a:?}");
+    assert_eq!(
+        a.result(Rpc::ListResources)["resources"][0]["uri"],
+        "mem://readme"
+    );
+    let a = call(&mut send, Rpc::ListPrompts, json!({})).await;
+    assert_eq!(a.get("grpc-status"), Some("0"), "{a:?}");
+    assert_eq!(a.result(Rpc::ListPrompts)["prompts"][0]["name"], "greet");
+    // A URI the app does not serve: the handler's -32602, in trailers.
+    let a = call(&mut send, Rpc::ReadResource, json!({"uri": "mem://nope"})).await;
+    assert_eq!(a.get("grpc-status"), Some("3"), "{a:?}");
+    assert_eq!(a.get("mcp-error-code"), Some("-32602"));
+    assert_eq!(a.error_bin()["error"]["data"]["uri"], "mem://nope");
+    h.stop().await;
+}

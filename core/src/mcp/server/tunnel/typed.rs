@@ -316,13 +316,15 @@ impl<
             let (obj_part, close) = tail.split_at_mut(error.len());
             obj_part.copy_from_slice(error);
             close.copy_from_slice(b"}");
-            if base64::encoded_len(wrapped) <= MAX_ERROR_BIN {
+            let bin_room = base64::encoded_len(wrapped);
+            if bin_room <= MAX_ERROR_BIN {
                 bin_len = rest
-                    .get_mut(..MAX_ERROR_BIN)
+                    .get_mut(..bin_room)
                     .and_then(|out| base64::encode(response, out));
             }
         }
-        let (bin, rest) = rest.split_at_mut(MAX_ERROR_BIN.min(rest.len()));
+        let bin_room = bin_len.unwrap_or(0);
+        let (bin, rest) = rest.split_at_mut(bin_room.min(rest.len()));
         // The message's text, then percent-encoded.
         let (text, rest) = rest.split_at_mut(error.len().min(rest.len()));
         let text = json::get(error, b"message")
