@@ -418,6 +418,16 @@ where
         }
     }
 
+    /// [`Engine::dispatch`] for a request whose headers do not mirror its
+    /// body (the typed binding: its metadata is checked by the binding).
+    #[cfg(feature = "typed")]
+    pub(crate) fn dispatch_unmirrored(&mut self, i: usize, at: Range<usize>) -> Dispatched {
+        let mirrored = core::mem::replace(&mut self.mirrored_headers, false);
+        let d = self.dispatch(i, at);
+        self.mirrored_headers = mirrored;
+        d
+    }
+
     /// Parses the message of call `i` at `at` in its buffer (`None`: no
     /// such call or range). A binding that must look at the message first
     /// (stdio: ids in use, cancellations) parses once with this, then
@@ -912,6 +922,44 @@ where
         let out = frame(self.store.bytes_mut(&mut c.buf), at, &mut c.x);
         c.out_pos = out.start;
         c.out_end = out.end.max(out.start);
+    }
+
+    #[cfg(feature = "typed")]
+    /// Takes call `i`'s message written since the last look (its framed
+    /// octets in the buffer), for a binding that replaces it (the typed
+    /// gRPC binding transcodes it). `None` when nothing new was written.
+    pub(crate) fn take_fresh(&mut self, i: usize) -> Option<Range<usize>> {
+        let c = self.calls.get_mut(i)?.as_mut()?;
+        core::mem::take(&mut c.fresh).then_some(c.out_pos..c.out_end)
+    }
+
+    #[cfg(feature = "typed")]
+    /// Sets what call `i` sends next: `at` in its buffer.
+    pub(crate) fn set_output(&mut self, i: usize, at: Range<usize>) {
+        if let Some(c) = self.calls.get_mut(i).and_then(Option::as_mut) {
+            c.out_pos = at.start;
+            c.out_end = at.end.max(at.start);
+        }
+    }
+
+    #[cfg(feature = "typed")]
+    /// Call `i`'s whole buffer, grown first to `len` octets when the store
+    /// can (it may stay shorter).
+    pub(crate) fn buffer(&mut self, i: usize, len: usize) -> Option<&mut [u8]> {
+        let c = self.calls.get_mut(i)?.as_mut()?;
+        if self.store.bytes(&c.buf).len() < len {
+            let _ = self.store.grow(&mut c.buf, len.min(self.store.max_len()));
+        }
+        Some(self.store.bytes_mut(&mut c.buf))
+    }
+
+    #[cfg(feature = "typed")]
+    /// Forgets call `i`'s JSON-RPC id: its later messages carry id null
+    /// (the typed binding numbers requests itself).
+    pub(crate) fn forget_id(&mut self, i: usize) {
+        if let Some(c) = self.calls.get_mut(i).and_then(Option::as_mut) {
+            c.id_len = 0;
+        }
     }
 
     /// Marks the call's answer complete.

@@ -116,7 +116,7 @@ impl<
 /// `text`, cut at a character boundary (the cut is left to
 /// [`response::percent_cut`], so a character is never split); returns the
 /// length.
-fn grpc_message(text: &[u8], out: &mut [u8]) -> usize {
+pub(super) fn grpc_message(text: &[u8], out: &mut [u8]) -> usize {
     let room = out.len().min(3 * MAX_GRPC_MESSAGE);
     out.get_mut(..room)
         .map_or(0, |out| response::percent_cut(text, out))

@@ -34,6 +34,11 @@ mod http;
 #[cfg(not(feature = "tunnel-http"))]
 #[path = "http_off.rs"]
 mod http;
+#[cfg(feature = "typed")]
+mod typed;
+#[cfg(not(feature = "typed"))]
+#[path = "typed_off.rs"]
+mod typed;
 
 use super::engine::{Call, Dispatched, Engine, Framing, ListenNext, Next, Phase, Refused};
 use super::listen::ListChange;
@@ -50,6 +55,7 @@ use crate::mcp::json;
 use crate::mcp::registry::Registry;
 use crate::mcp::store::CallStore;
 use crate::time::Instant;
+use mcpwire_proto::gcp::Rpc;
 use mcpwire_proto::tunnel::{self, JsonRpcMessage};
 
 /// The path of the tunnel method.
@@ -68,6 +74,9 @@ struct Tunnel {
     head_sent: bool,
     /// A Streamable HTTP call ([`http`]), not a gRPC one.
     http: Option<http::Exchange>,
+    /// A call of the typed binding ([`typed`]; feature `typed`): its
+    /// messages are transcoded at the engine's boundaries.
+    typed: Option<Rpc>,
 }
 
 /// Each message is a length-prefixed `JsonRpcMessage` whose one field holds
@@ -402,8 +411,19 @@ impl<
             if c.x.http.is_some() {
                 return self.flush_http(i);
             }
+            if let Some(rpc) = c.x.typed
+                && !self.typed_frame(i, rpc)
+            {
+                return;
+            }
+            let Some(c) = self.engine.calls.get_mut(i).and_then(Option::as_mut) else {
+                return;
+            };
             let stream = c.x.stream;
-            if !c.x.head_sent {
+            // A typed call's answer is one message or trailers only: its
+            // head waits for the message.
+            let head_due = c.x.typed.is_none() || c.writing();
+            if !c.x.head_sent && head_due {
                 match self.conn.send_headers(stream, response::HEAD, false) {
                     Ok(()) => c.x.head_sent = true,
                     Err(h2::StreamError::TransmitFull) => return,
@@ -546,6 +566,10 @@ impl<
             if !matches!(c.phase, Phase::Body | Phase::Authorizing) {
                 break;
             }
+            if c.x.message_len.is_some() && c.x.typed.is_some() {
+                let why = b"a unary call carries one request message";
+                return self.end_with_status(i, Code::InvalidArgument, why);
+            }
             if c.x.message_len.is_some() {
                 return self.end_with_error(
                     i,
@@ -605,11 +629,20 @@ impl<
             return self.end_with_status(i, e.code(), e.message().as_bytes());
         }
         let Some(len) = c.x.message_len else {
+            // The typed binding answers with a status alone (digest §7
+            // step 3); the tunnel with a JSON-RPC error.
+            if c.x.typed.is_some() {
+                let why = b"The call carried no message";
+                return self.end_with_status(i, Code::InvalidArgument, why);
+            }
             return self.end_with_error(
                 i,
                 RpcError::new(INVALID_REQUEST, "the call carries no request message"),
             );
         };
+        if let Some(rpc) = c.x.typed {
+            return self.typed_dispatch(i, rpc, len);
+        }
         let message = &self.engine.store.bytes(&c.buf)[c.body..c.body + len];
         let Ok(json) = JsonRpcMessage::decode(message) else {
             return self.end_with_error(i, RpcError::new(PARSE_ERROR, "malformed JsonRpcMessage"));
@@ -650,15 +683,18 @@ where
         Err(HeadError::Http(status)) => return Admission::Http(status),
         Err(HeadError::Grpc(code, message)) => return Admission::Status(code, message.as_bytes()),
     };
-    if head.path != TUNNEL_PATH {
-        return Admission::Status(Code::Unimplemented, b"unknown method");
-    }
+    let typed = match typed::rpc(head.path) {
+        _ if head.path == TUNNEL_PATH => None,
+        Some(Ok(rpc)) => Some(rpc),
+        Some(Err(())) | None => return Admission::Status(Code::Unimplemented, b"unknown method"),
+    };
     let call = Tunnel {
         stream,
         decoder: MessageDecoder::new(max_message_bytes),
         message_len: None,
         head_sent: false,
         http: None,
+        typed,
     };
     match engine.admit(fields.as_bytes(), head.timeout, now, call) {
         Ok(i) => Admission::Call(i),
@@ -688,6 +724,7 @@ where
         message_len: None,
         head_sent: false,
         http: Some(x),
+        typed: None,
     };
     match engine.admit(fields.as_bytes(), None, now, call) {
         Ok(i) => Admission::Call(i),

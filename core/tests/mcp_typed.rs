@@ -1,0 +1,302 @@
+//! The typed gRPC binding (`/model_context_protocol.Mcp/<Rpc>`) served by
+//! the tunnel server engine on the device's slab store, against our HTTP/2
+//! client in memory, under every split of the byte streams (feature
+//! `typed`).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::HashMap;
+
+use mcpwire_core::grpc::{base64, write_prefix};
+use mcpwire_core::h2::{Config, Connection, Event, Role, StreamRef};
+use mcpwire_core::hpack::Field;
+use mcpwire_core::mcp::json;
+use mcpwire_core::mcp::registry::ToolInfo;
+use mcpwire_core::mcp::server::{RequestKind, ServerConfig, ServerEvent};
+use mcpwire_core::mcp::typed;
+use mcpwire_core::mcp::{CallStore, SlabStore};
+use mcpwire_core::time::Instant;
+use mcpwire_proto::gcp::Rpc;
+
+mod support;
+
+use mcpwire_sim::{Pipe, exchange};
+use support::mcp::{App, Server, Side, each_split, registry, split};
+
+type Client = Connection<8, 4096, 16384, 16>;
+
+const TOOLS: [ToolInfo<'static>; 1] = [support::mcp::ECHO];
+
+/// What the client saw on one call: its header blocks and its DATA.
+#[derive(Debug, Default)]
+struct Seen {
+    blocks: Vec<Vec<(String, String)>>,
+    body: Vec<u8>,
+}
+
+impl Seen {
+    fn get(&self, name: &str) -> Option<&str> {
+        self.blocks
+            .iter()
+            .flatten()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The response messages, without their gRPC prefixes.
+    fn messages(&self) -> Vec<&[u8]> {
+        let mut out = Vec::new();
+        let mut rest = &self.body[..];
+        while rest.len() >= 5 {
+            let len = u32::from_be_bytes([rest[1], rest[2], rest[3], rest[4]]) as usize;
+            out.push(&rest[5..5 + len]);
+            rest = &rest[5 + len..];
+        }
+        assert!(rest.is_empty(), "a partial message");
+        out
+    }
+}
+
+struct H2Client {
+    conn: Client,
+    seen: HashMap<StreamRef, Seen>,
+}
+
+impl H2Client {
+    fn take_events(&mut self) {
+        while let Some(e) = self.conn.poll_event() {
+            if let Event::Headers { stream, .. } = e {
+                let list = self
+                    .conn
+                    .headers(stream)
+                    .unwrap()
+                    .iter()
+                    .map(|f| {
+                        (
+                            String::from_utf8_lossy(f.name).into(),
+                            String::from_utf8_lossy(f.value).into(),
+                        )
+                    })
+                    .collect();
+                self.seen.entry(stream).or_default().blocks.push(list);
+            }
+        }
+    }
+}
+
+impl mcpwire_core::drive::Endpoint for H2Client {
+    fn recv(&mut self, input: &[u8], now: Instant) -> usize {
+        let r = self.conn.recv(input, now);
+        if let Some(d) = r.data {
+            let s = self.seen.entry(d.stream).or_default();
+            s.body.extend_from_slice(d.bytes);
+            self.conn.release_data(d.stream, d.bytes.len());
+        }
+        self.take_events();
+        r.consumed
+    }
+    fn wants_transmit(&self) -> bool {
+        self.conn.wants_transmit()
+    }
+    fn poll_transmit(&mut self, out: &mut [u8]) -> usize {
+        let n = self.conn.poll_transmit(out);
+        self.take_events();
+        n
+    }
+}
+
+/// The application: `echo` answers its text at once, after a progress
+/// notification (which the typed binding drops).
+#[derive(Debug, Default)]
+struct Echo;
+
+impl<S: CallStore> App<Server<S>> for Echo {
+    fn take_events(&mut self, server: &mut Server<S>) {
+        while let Some(e) = server.poll_event() {
+            let ServerEvent::Request { call } = e else {
+                continue;
+            };
+            let request = server.request(call).unwrap();
+            assert!(matches!(request.kind, RequestKind::CallTool { .. }));
+            let args = json::get(request.params, b"arguments").unwrap();
+            let text = json::get(args, b"text").unwrap().to_vec();
+            server
+                .notify(
+                    call,
+                    "notifications/progress",
+                    br#"{"progressToken":1,"progress":1}"#,
+                )
+                .unwrap();
+            let result = [&br#"{"content":[{"type":"text","text":"#[..], &text, b"}]}"].concat();
+            server.respond(call, &result).unwrap();
+        }
+    }
+}
+
+struct Pair {
+    client: H2Client,
+    server: Side<Server<SlabStore<8192, 8>>, Echo>,
+    up: Pipe<32768>,
+    down: Pipe<32768>,
+    pending: Vec<(StreamRef, Vec<u8>)>,
+}
+
+impl Pair {
+    fn new() -> Self {
+        Pair {
+            client: H2Client {
+                conn: Client::new(Role::Client, Config::default(), Instant::ZERO),
+                seen: HashMap::new(),
+            },
+            server: Side {
+                endpoint: Server::new(
+                    registry(&TOOLS),
+                    ServerConfig::default(),
+                    SlabStore::new(),
+                    Instant::ZERO,
+                ),
+                app: Echo,
+            },
+            up: Pipe::new(split()),
+            down: Pipe::new(split()),
+            pending: Vec::new(),
+        }
+    }
+
+    /// A unary call of `rpc` whose request DATA is `message` framed.
+    fn call(&mut self, rpc: Rpc, message: &[u8], extra: &[(&str, &str)]) -> StreamRef {
+        let s = self.client.conn.open_stream().unwrap();
+        let mut fields = vec![
+            Field::new(b":method", b"POST"),
+            Field::new(b":scheme", b"http"),
+            Field::new(b":path", rpc.path().as_bytes()),
+            Field::new(b":authority", b"localhost"),
+            Field::new(b"content-type", b"application/grpc+proto"),
+            Field::new(b"te", b"trailers"),
+        ];
+        for (n, v) in extra {
+            fields.push(Field::new(n.as_bytes(), v.as_bytes()));
+        }
+        self.client
+            .conn
+            .send_headers(s, fields.iter().copied(), false)
+            .unwrap();
+        let mut framed = write_prefix(message.len() as u32).to_vec();
+        framed.extend_from_slice(message);
+        self.pending.push((s, framed));
+        s
+    }
+
+    fn run(&mut self) {
+        for _ in 0..100_000 {
+            let mut sent = false;
+            for (s, rest) in &mut self.pending {
+                let n = self.client.conn.send_data(*s, rest, true).unwrap();
+                rest.drain(..n);
+                sent |= n > 0;
+            }
+            self.pending.retain(|(_, rest)| !rest.is_empty());
+            let moved = exchange(
+                &mut self.client,
+                &mut self.up,
+                &mut self.server,
+                &mut self.down,
+                Instant::ZERO,
+            )
+            .unwrap_or_else(|side| panic!("{side:?} is stuck ({:?})", split()));
+            if !sent && moved == 0 {
+                return;
+            }
+        }
+    }
+}
+
+fn encode(rpc: Rpc, params: &str) -> Vec<u8> {
+    let mut out = vec![0u8; 4096];
+    let n = typed::request_to_proto(rpc, params.as_bytes(), &mut out).unwrap();
+    out.truncate(n);
+    out
+}
+
+fn result_json(rpc: Rpc, message: &[u8]) -> String {
+    let mut out = vec![0u8; 16384];
+    let n = typed::result_to_json(rpc, message, &mut out).unwrap();
+    String::from_utf8(out[..n].to_vec()).unwrap()
+}
+
+#[test]
+fn call_tool_and_list_tools_answer_one_typed_message_each() {
+    each_split(|| {
+        let mut p = Pair::new();
+        let call = p.call(
+            Rpc::CallTool,
+            &encode(
+                Rpc::CallTool,
+                r#"{"name":"echo","arguments":{"text":"hi"}}"#,
+            ),
+            &[],
+        );
+        let list = p.call(Rpc::ListTools, &[], &[]);
+        p.run();
+        let seen = &p.client.seen[&call];
+        assert_eq!(seen.blocks.len(), 2, "head and trailers: {seen:?}");
+        assert_eq!(seen.get("grpc-status"), Some("0"));
+        let messages = seen.messages();
+        assert_eq!(messages.len(), 1, "the progress notification is dropped");
+        // The digest's golden CallToolResponse, with "hi" as the text.
+        assert_eq!(
+            messages[0],
+            [
+                0x0a, 0x02, 0x48, 0x01, 0x12, 0x06, 0x0a, 0x04, 0x0a, 0x02, b'h', b'i'
+            ]
+        );
+        let seen = &p.client.seen[&list];
+        assert_eq!(seen.get("grpc-status"), Some("0"));
+        let result = result_json(Rpc::ListTools, seen.messages()[0]);
+        let tools = json::get(result.as_bytes(), b"tools").unwrap();
+        let first = json::elements(tools).next().unwrap();
+        assert!(json::str_eq(json::get(first, b"name").unwrap(), b"echo"));
+    });
+}
+
+#[test]
+fn an_unknown_tool_is_a_trailers_only_error_with_the_json_rpc_error() {
+    each_split(|| {
+        let mut p = Pair::new();
+        let s = p.call(
+            Rpc::CallTool,
+            &encode(Rpc::CallTool, r#"{"name":"nope","arguments":{}}"#),
+            &[],
+        );
+        p.run();
+        let seen = &p.client.seen[&s];
+        assert_eq!(seen.blocks.len(), 1, "trailers only: {seen:?}");
+        assert!(seen.body.is_empty());
+        assert_eq!(seen.get(":status"), Some("200"));
+        assert_eq!(seen.get("grpc-status"), Some("3"));
+        assert_eq!(seen.get("mcp-error-code"), Some("-32602"));
+        let bin = seen.get("mcp-error-bin").unwrap();
+        let mut out = vec![0u8; bin.len()];
+        let n = base64::decode(bin.as_bytes(), &mut out).unwrap();
+        let response = &out[..n];
+        assert_eq!(json::get(response, b"id"), Some(&b"null"[..]));
+        let error = json::get(response, b"error").unwrap();
+        assert_eq!(json::get(error, b"code"), Some(&b"-32602"[..]));
+    });
+}
+
+#[test]
+fn a_truncated_message_is_a_parse_error() {
+    each_split(|| {
+        let mut p = Pair::new();
+        let s = p.call(Rpc::ListTools, &[0x0a, 0x05], &[]);
+        p.run();
+        let seen = &p.client.seen[&s];
+        assert_eq!(seen.get("grpc-status"), Some("3"));
+        assert_eq!(seen.get("mcp-error-code"), Some("-32700"));
+        let message = seen.get("grpc-message").unwrap();
+        assert!(
+            message.starts_with("The message is not a valid ListToolsRequest"),
+            "{message}"
+        );
+    });
+}

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Typed gRPC binding interop: tests/grpc/typed.js (@grpc/grpc-js with the
+# vendored Google Cloud proto files, proto/proto/gcp/) calls ListTools and
+# CallTool of /model_context_protocol.Mcp/ on `mcpwire serve`.
+#
+#   ./scripts/interop-grpc-typed.sh            build mcpwire, serve on a free 127.0.0.1 port, check it
+#   ./scripts/interop-grpc-typed.sh HOST:PORT  check a running server (the demo tools)
+#
+# Setup installs @grpc/grpc-js and @grpc/proto-loader (tests/grpc/package.json)
+# once, into tests/grpc/node_modules.
+#
+# Environment:
+#   MCPWIRE_NO_BUILD=1   do not build target/release/mcpwire (use the one there)
+#   MCPWIRE_BIN=PATH     the mcpwire binary to serve with (implies no build)
+#
+# Prints one line per scenario and "N passed, N failed"; exit 1 when a
+# scenario failed, 2 on a setup error.
+set -euo pipefail
+# shellcheck source=scripts/lib.sh
+. "$(dirname "$0")/lib.sh"
+
+scenarios=(list-tools call-tool unknown-tool progress)
+
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+    echo "node and npm are needed (Debian: apt-get install nodejs npm)" >&2
+    exit 2
+fi
+grpc_js || exit 2
+
+if (($# >= 1)); then
+    addr=$1
+else
+    bin=${MCPWIRE_BIN:-$root/target/release/mcpwire}
+    if [[ -z ${MCPWIRE_BIN:-} && ${MCPWIRE_NO_BUILD:-} != 1 ]]; then
+        "${cargo_tools[@]}" build --release -p mcpwire-tokio --bin mcpwire >&2
+    fi
+    [[ -x $bin ]] || { echo "no $bin" >&2; exit 2; }
+    port=$(free_port)
+    background "$work/server.out" "$work/server.err" "$bin" serve --listen "127.0.0.1:$port"
+    addr=$(wait_listening "$bg_pid" "$work/server.err" 10) || {
+        echo "server did not start:" >&2
+        cat "$work/server.err" >&2
+        exit 2
+    }
+fi
+
+passed=0
+failed=0
+for s in "${scenarios[@]}"; do
+    rc=0
+    bounded 60 node "$root/tests/grpc/typed.js" "$addr" "$s" >"$work/run.out" 2>"$work/run.err" || rc=$?
+    line=$(tail -n 1 "$work/run.out")
+    if ((rc == 0)); then
+        echo "ok typed $s"
+        [[ ${MCPWIRE_VERBOSE:-} == 1 ]] && note "$line"
+        passed=$((passed + 1))
+    else
+        echo "FAIL typed $s: exit $rc"
+        [[ -n $line ]] && note "$line"
+        [[ -s $work/run.err ]] && sed 's/^/      stderr: /' "$work/run.err" | tail -n 20
+        failed=$((failed + 1))
+    fi
+done
+
+echo "$passed passed, $failed failed"
+((failed == 0))

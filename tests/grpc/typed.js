@@ -1,0 +1,148 @@
+// grpc-js client of the typed binding `model_context_protocol.Mcp` (the
+// Google Cloud proto files v0.2.0 vendored in proto/proto/gcp/, loaded at
+// run time with @grpc/proto-loader), against a server that serves the
+// demo tools (`echo`, `progress`).
+//
+//   node typed.js HOST:PORT SCENARIO
+//
+// Scenarios: list-tools, call-tool, unknown-tool, progress. Prints one JSON
+// line of observations; exit 0 = the expectations hold, 1 = not (`reason`),
+// 2 = usage.
+'use strict';
+
+const path = require('node:path');
+const grpc = require('@grpc/grpc-js');
+const loader = require('@grpc/proto-loader');
+
+const PROTO_DIR = path.join(__dirname, '..', '..', 'proto', 'proto', 'gcp');
+const STATUS_NAME = Object.fromEntries(Object.entries(grpc.status).map(([k, v]) => [v, k]));
+
+const def = loader.loadSync(path.join(PROTO_DIR, 'mcp.proto'), {
+  keepCase: true,
+  longs: String,
+  enums: String,
+  defaults: false,
+  oneofs: true,
+  includeDirs: [PROTO_DIR],
+});
+const Mcp = grpc.loadPackageDefinition(def).model_context_protocol.Mcp;
+
+// A JSON value as a google.protobuf.Value (proto-loader keeps the message
+// shape: no JSON mapping of the well-known types). protobufjs defines the
+// well-known types itself, with camelCase field names whatever `keepCase`
+// says.
+function value(v) {
+  if (v === null) return { nullValue: 'NULL_VALUE' };
+  if (typeof v === 'number') return { numberValue: v };
+  if (typeof v === 'string') return { stringValue: v };
+  if (typeof v === 'boolean') return { boolValue: v };
+  if (Array.isArray(v)) return { listValue: { values: v.map(value) } };
+  return { structValue: struct(v) };
+}
+
+function struct(o) {
+  return { fields: Object.fromEntries(Object.entries(o).map(([k, v]) => [k, value(v)])) };
+}
+
+function unary(client, rpc, request, metadata = new grpc.Metadata()) {
+  return new Promise((resolve) => {
+    client[rpc](request, metadata, { deadline: Date.now() + 10000 }, (err, response) => {
+      resolve({ err, response });
+    });
+  });
+}
+
+// The text of a CallToolResponse's first content block.
+function firstText(response) {
+  const c = (response && response.content) || [];
+  return c.length > 0 && c[0].text ? c[0].text.text : undefined;
+}
+
+const scenarios = {
+  async 'list-tools'(client) {
+    const { err, response } = await unary(client, 'ListTools', {});
+    if (err) return { ok: false, reason: `error ${STATUS_NAME[err.code]}: ${err.details}` };
+    const names = (response.tools || []).map((t) => t.name);
+    const echo = (response.tools || []).find((t) => t.name === 'echo');
+    const schemaType = echo && echo.input_schema && echo.input_schema.fields && echo.input_schema.fields.type;
+    const obs = {
+      names,
+      resultType: response.common && response.common.result_type,
+      echoSchemaType: schemaType && schemaType.stringValue,
+    };
+    if (!names.includes('echo')) return { ok: false, reason: 'no echo tool', ...obs };
+    if (obs.resultType !== 'RESULT_TYPE_COMPLETE') return { ok: false, reason: 'result_type not COMPLETE', ...obs };
+    if (obs.echoSchemaType !== 'object') return { ok: false, reason: 'echo input_schema.type is not "object"', ...obs };
+    return { ok: true, ...obs };
+  },
+
+  async 'call-tool'(client) {
+    const text = 'h\u00e9llo from grpc-js';
+    const md = new grpc.Metadata();
+    md.set('mcp_tool', 'echo');
+    const { err, response } = await unary(
+      client,
+      'CallTool',
+      { common: { metadata: struct({}) }, request: { name: 'echo', arguments: struct({ text }) } },
+      md,
+    );
+    if (err) return { ok: false, reason: `error ${STATUS_NAME[err.code]}: ${err.details}` };
+    const obs = { text: firstText(response), isError: response.is_error === true };
+    if (obs.text !== text) return { ok: false, reason: 'echoed text differs', ...obs };
+    if (obs.isError) return { ok: false, reason: 'is_error set', ...obs };
+    return { ok: true, ...obs };
+  },
+
+  async 'unknown-tool'(client) {
+    const { err } = await unary(client, 'CallTool', { request: { name: 'no_such_tool', arguments: struct({}) } });
+    if (!err) return { ok: false, reason: 'the call succeeded' };
+    const code = err.metadata.get('mcp-error-code')[0];
+    const bin = err.metadata.get('mcp-error-bin')[0];
+    let response = null;
+    try {
+      response = JSON.parse(Buffer.from(bin).toString('utf8'));
+    } catch (e) {
+      return { ok: false, reason: `mcp-error-bin is not JSON: ${e.message}` };
+    }
+    const obs = { status: STATUS_NAME[err.code], details: err.details, mcpErrorCode: code, errorBin: response };
+    if (err.code !== grpc.status.INVALID_ARGUMENT) return { ok: false, reason: 'status is not INVALID_ARGUMENT', ...obs };
+    if (code !== '-32602') return { ok: false, reason: 'mcp-error-code is not -32602', ...obs };
+    if (response.id !== null || response.jsonrpc !== '2.0' || !response.error || response.error.code !== -32602) {
+      return { ok: false, reason: 'mcp-error-bin is not a JSON-RPC error response with id null and -32602', ...obs };
+    }
+    if (response.error.message !== err.details) return { ok: false, reason: 'grpc-message differs from the error message', ...obs };
+    return { ok: true, ...obs };
+  },
+
+  // Progress notifications are dropped; the one response arrives.
+  async progress(client) {
+    const { err, response } = await unary(client, 'CallTool', {
+      common: { metadata: struct({ progressToken: 'p1' }) },
+      request: { name: 'progress', arguments: struct({ steps: 3, delay_ms: 10 }) },
+    });
+    if (err) return { ok: false, reason: `error ${STATUS_NAME[err.code]}: ${err.details}` };
+    const obs = { text: firstText(response), isError: response.is_error === true };
+    if (obs.isError) return { ok: false, reason: 'is_error set', ...obs };
+    return { ok: true, ...obs };
+  },
+};
+
+async function main() {
+  const [addr, scenario] = process.argv.slice(2);
+  if (!addr || !scenarios[scenario]) {
+    console.error(`usage: node typed.js HOST:PORT {${Object.keys(scenarios).join(',')}}`);
+    process.exit(2);
+  }
+  const client = new Mcp(addr, grpc.credentials.createInsecure());
+  let out;
+  try {
+    out = await scenarios[scenario](client);
+  } catch (e) {
+    out = { ok: false, reason: `exception: ${e && e.stack ? e.stack : e}` };
+  }
+  client.close();
+  console.log(JSON.stringify({ client: 'grpc-js', binding: 'typed', scenario, ...out }));
+  process.exit(out.ok ? 0 : 1);
+}
+
+main();
