@@ -147,6 +147,9 @@ step_grpc() {
     # (wrong method or content type, compressed or oversize messages, a
     # request after the response and the reset), and one curl call.
     MCPWIRE_NO_BUILD=1 bounded 600 ./scripts/interop-grpc-raw.sh || rc=1
+    # The typed binding (model_context_protocol.Mcp) called by grpc-js with
+    # the vendored proto files.
+    MCPWIRE_NO_BUILD=1 bounded 600 ./scripts/interop-grpc-typed.sh || rc=1
     # The typed binding's descriptor tables (proto/src/gcp) are what protoc
     # makes of the vendored proto files: regenerated, nothing changes.
     if bounded 300 ./scripts/gcp-schema.sh &&
