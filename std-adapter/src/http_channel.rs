@@ -116,8 +116,9 @@ pub struct HttpChannelConfig {
     /// goes out, a larger answer fails its call, both with
     /// RESOURCE_EXHAUSTED. Default 4 MiB.
     pub max_message_bytes: usize,
-    /// Connections open at once (each carries one exchange at a time);
-    /// more calls wait for a free one. Default 8.
+    /// HTTP/1.1 connections open at once (each carries one exchange at a
+    /// time); more calls wait for a free one. Default 8. An HTTP/2
+    /// connection carries every call as a stream and needs no pool.
     pub pool_size: usize,
     /// `io.modelcontextprotocol/clientCapabilities` added to requests that
     /// lack it.
@@ -276,7 +277,7 @@ impl HttpChannel {
         serde_json::from_slice(schemas.get(tool)?).ok()
     }
 
-    /// Connections open and idle now.
+    /// HTTP/1.1 connections open and idle now.
     pub fn idle_connections(&self) -> usize {
         self.inner.idle.lock().map_or(0, |i| i.len())
     }

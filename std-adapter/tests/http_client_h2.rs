@@ -4,7 +4,9 @@
 //! connection, cancellation by drop (RST_STREAM); `mcpwire call --http2`;
 //! and scripted bad HTTP/2 peers on the reference `h2` crate: a stream
 //! reset before the response, a stream refused unprocessed (sent again),
-//! an HTML answer, an event stream reset after a notification.
+//! an HTML answer, an event stream reset after a notification, a graceful
+//! GOAWAY after each answer, an HTTP/1.1-only server; large requests and
+//! answers through the flow-control windows.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
@@ -423,4 +425,83 @@ async fn prior_knowledge_to_an_http1_only_server_fails_in_bounded_time() {
     // A few connections at most: it gives up rather than dialling on.
     let n = connections.load(Ordering::SeqCst);
     assert!((1..=4).contains(&n), "{n} connections");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_requests_and_answers_cross_the_flow_control_windows() {
+    let server = start().await;
+    let ch = h2c(server.addr);
+    // 1.5 MiB each way, more than a stream's 1 MiB window; four at once,
+    // more than the connection's 4 MiB.
+    let calls: Vec<_> = (0..4u8)
+        .map(|i| {
+            let ch = ch.clone();
+            tokio::spawn(async move {
+                let text: String = std::iter::repeat_n(char::from(b'a' + i), 3 << 19).collect();
+                let r = ch
+                    .call_tool("echo", json!({"text": text.clone()}))
+                    .await
+                    .unwrap();
+                r.text() == text
+            })
+        })
+        .collect();
+    for call in calls {
+        assert!(call.await.unwrap());
+    }
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_graceful_goaway_the_next_call_opens_a_new_connection() {
+    // Answers each request, then closes its connection gracefully (GOAWAY).
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let connections = Arc::new(AtomicUsize::new(0));
+    let c = Arc::clone(&connections);
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let n = c.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(async move {
+                let mut conn = h2::server::handshake(tcp).await.unwrap();
+                if let Some(Ok((req, mut respond))) = conn.accept().await {
+                    let mut body = req.into_body();
+                    let mut data = Vec::new();
+                    while let Some(chunk) = body.data().await {
+                        let chunk = chunk.unwrap();
+                        let _ = body.flow_control().release_capacity(chunk.len());
+                        data.extend_from_slice(&chunk);
+                    }
+                    let id = serde_json::from_slice::<Value>(&data).unwrap()["id"].clone();
+                    let answer = json!({"jsonrpc": "2.0", "id": id, "result": {"content":
+                        [{"type": "text", "text": format!("connection {n}")}]}});
+                    let mut send = respond
+                        .send_response(head("application/json"), false)
+                        .unwrap();
+                    send.send_data(Bytes::from(answer.to_string()), true)
+                        .unwrap();
+                    conn.graceful_shutdown();
+                }
+                while let Some(Ok(_)) = conn.accept().await {}
+            });
+        }
+    });
+    let ch = h2c(addr);
+    for n in 0..3 {
+        let r = ch
+            .call(echo_call())
+            .await
+            .unwrap()
+            .response()
+            .await
+            .unwrap();
+        assert_eq!(
+            r["result"]["content"][0]["text"],
+            format!("connection {n}"),
+            "{r}"
+        );
+        // The GOAWAY has arrived before the next call is made.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(connections.load(Ordering::SeqCst), 3);
 }
