@@ -50,6 +50,7 @@
 //! # Ok(()) }
 //! ```
 
+mod answer_buf;
 mod conn;
 mod h2;
 mod typed;
@@ -222,6 +223,8 @@ struct Inner {
     /// from the last `tools/list`.
     schemas: Mutex<HashMap<String, Vec<u8>>>,
     next_id: AtomicU64,
+    /// The buffers answers are read into, kept between exchanges.
+    bufs: answer_buf::BufPool,
 }
 
 impl fmt::Debug for HttpChannel {
@@ -250,6 +253,7 @@ impl HttpChannel {
         )?;
         let target = dialer.dest.target.clone();
         let slots = Arc::new(Semaphore::new(config.pool_size.max(1)));
+        let bufs = answer_buf::BufPool::new(config.max_message_bytes, config.pool_size.max(1));
         Ok(Self {
             inner: Arc::new(Inner {
                 config,
@@ -262,6 +266,7 @@ impl HttpChannel {
                 slots,
                 schemas: Mutex::new(HashMap::new()),
                 next_id: AtomicU64::new(1),
+                bufs,
             }),
         })
     }
@@ -832,8 +837,7 @@ async fn attempt(
     let mut conn = ClientConnection::<16384>::new();
     conn.start("POST")
         .map_err(|_| CallError::new(Code::Internal, "the connection cannot start a request"))?;
-    let max = inner.config.max_message_bytes;
-    let mut buf: Vec<u8> = Vec::new();
+    let mut buf = inner.bufs.empty();
     let mut pending: Vec<u8> = Vec::new();
     let mut chunk = vec![0u8; READ_CHUNK];
     let mut got_any = false;
@@ -870,11 +874,10 @@ async fn attempt(
                     }
                     // Zeroed by the allocator: pages are touched only as
                     // far as the answer goes.
-                    buf = if media == MediaType::Json || media == MediaType::EventStream {
-                        vec![0u8; max]
-                    } else {
-                        vec![0u8; max.min(4096)]
-                    };
+                    buf.size_for(
+                        media == MediaType::Json || media == MediaType::EventStream,
+                        4096,
+                    );
                     judgement = reader.on_head(status, media);
                 }
                 ResponseEvent::Data(range) => {
@@ -884,6 +887,7 @@ async fn attempt(
                         data = data.get(step.consumed..).unwrap_or_default();
                         match step.judgement {
                             Some(Judgement::Notification { len }) => {
+                                buf.judged(len);
                                 on_note(buf.get(..len).unwrap_or_default().to_vec());
                             }
                             Some(j) => {
@@ -912,7 +916,7 @@ async fn attempt(
             if let Some(j) = judgement
                 && answer.is_none()
             {
-                answer = Some(judged(j, &buf, facts)?);
+                answer = Some(judged_into(j, &mut buf, facts)?);
                 drain_until = Some(tokio::time::Instant::now() + DRAIN_WAIT);
             }
             if let Some(keep_alive) = keep {
@@ -960,7 +964,7 @@ async fn attempt(
             }
             return match conn.recv_eof() {
                 Some(ResponseEvent::End { .. }) => match reader.on_end(&buf) {
-                    Some(j) => judged(j, &buf, facts).map(Attempt::Done),
+                    Some(j) => judged_into(j, &mut buf, facts).map(Attempt::Done),
                     None => Err(unavailable("the server closed the connection".into())),
                 },
                 Some(ResponseEvent::Failed(e)) => Err(unavailable(format!(
@@ -975,6 +979,21 @@ async fn attempt(
         got_any = true;
         pending.extend_from_slice(chunk.get(..n).unwrap_or_default());
     }
+}
+
+/// [`judged`], noting in `buf` what it held: a judged answer lets the
+/// buffer be kept for the next exchange.
+fn judged_into(
+    j: Judgement,
+    buf: &mut answer_buf::AnswerBuf<'_>,
+    facts: &Mutex<HttpFacts>,
+) -> Result<Answer, CallError> {
+    if let Judgement::Response { len, .. } = j {
+        buf.judged(len);
+    }
+    let answer = judged(j, buf, facts)?;
+    buf.done();
+    Ok(answer)
 }
 
 /// The exchange's last judgement, as the call's answer or its error.

@@ -614,8 +614,7 @@ pub(super) async fn attempt(
     let Some(mut stream) = handle.open(fields, body.to_vec()) else {
         return Ok(Attempt::Stale);
     };
-    let max = inner.config.max_message_bytes;
-    let mut buf: Vec<u8> = Vec::new();
+    let mut buf = inner.bufs.empty();
     let mut answer: Option<Answer> = None;
     let mut drain_until: Option<tokio::time::Instant> = None;
     loop {
@@ -649,11 +648,10 @@ pub(super) async fn attempt(
                         .as_deref()
                         .map(|v| String::from_utf8_lossy(v).into_owned());
                 }
-                buf = if media == MediaType::Json || media == MediaType::EventStream {
-                    vec![0u8; max]
-                } else {
-                    vec![0u8; max.min(4096)]
-                };
+                buf.size_for(
+                    media == MediaType::Json || media == MediaType::EventStream,
+                    4096,
+                );
                 judgement = reader.on_head(status, media);
             }
             Some(H2Msg::Data(bytes)) => {
@@ -663,6 +661,7 @@ pub(super) async fn attempt(
                     data = data.get(step.consumed..).unwrap_or_default();
                     match step.judgement {
                         Some(Judgement::Notification { len }) => {
+                            buf.judged(len);
                             on_note(buf.get(..len).unwrap_or_default().to_vec());
                         }
                         Some(j) => {
@@ -704,7 +703,7 @@ pub(super) async fn attempt(
         if let Some(j) = judgement
             && answer.is_none()
         {
-            answer = Some(super::judged(j, &buf, facts)?);
+            answer = Some(super::judged_into(j, &mut buf, facts)?);
             drain_until = Some(tokio::time::Instant::now() + super::DRAIN_WAIT);
         }
         if ended {
