@@ -459,3 +459,20 @@ async fn read_resource_get_prompt_and_the_lists_answer_typed_messages() {
     assert_eq!(a.error_bin()["error"]["data"]["uri"], "mem://nope");
     h.stop().await;
 }
+
+/// The demo offers no completions: the engine's -32601 is UNIMPLEMENTED.
+#[tokio::test]
+async fn complete_on_a_server_without_completions_is_unimplemented() {
+    let h = start().await;
+    let mut send = connect(h.addr).await;
+    let a = call(
+        &mut send,
+        Rpc::Complete,
+        json!({"ref": {"type": "ref/prompt", "name": "greet"},
+            "argument": {"name": "who", "value": "A"}}),
+    )
+    .await;
+    assert_eq!(a.get("grpc-status"), Some("12"), "{a:?}");
+    assert_eq!(a.get("mcp-error-code"), Some("-32601"));
+    h.stop().await;
+}

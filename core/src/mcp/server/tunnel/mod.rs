@@ -18,7 +18,11 @@
 //!   DEADLINE_EXCEEDED.
 //!
 //! The same connection serves Streamable HTTP on `POST /mcp` beside the
-//! tunnel calls (see `http`; feature `tunnel-http`, on by default).
+//! tunnel calls (see `http`; feature `tunnel-http`, on by default), and
+//! with feature `typed` the eight unary RPCs of the typed binding
+//! `/model_context_protocol.Mcp/<Rpc>`: the same calls through the same
+//! engine, their messages transcoded at the engine's boundaries (see
+//! `typed`).
 //!
 //! # Run loop
 //!
