@@ -57,7 +57,7 @@ impl Answer {
 
 /// The protobuf request of `rpc` for the MCP `params`.
 fn encode(rpc: Rpc, params: &Value) -> Vec<u8> {
-    let mut out = vec![0u8; 1 << 16];
+    let mut out = vec![0u8; 1 << 20];
     let n = typed::request_to_proto(rpc, params.to_string().as_bytes(), &mut out).unwrap();
     out.truncate(n);
     out
@@ -474,5 +474,27 @@ async fn complete_on_a_server_without_completions_is_unimplemented() {
     .await;
     assert_eq!(a.get("grpc-status"), Some("12"), "{a:?}");
     assert_eq!(a.get("mcp-error-code"), Some("-32601"));
+    h.stop().await;
+}
+
+/// A result larger than the connection's window and the call's first
+/// buffer: the buffer grows for the transcoded message, which goes out in
+/// pieces as the window opens.
+#[tokio::test]
+async fn a_large_result_arrives_whole() {
+    let h = start().await;
+    let mut send = connect(h.addr).await;
+    let text = "0123456789abcdef".repeat(16 * 1024);
+    let a = call(
+        &mut send,
+        Rpc::CallTool,
+        json!({"name": "echo", "arguments": {"text": text}}),
+    )
+    .await;
+    assert_eq!(a.get("grpc-status"), Some("0"));
+    let mut out = vec![0u8; 1 << 20];
+    let n = typed::result_to_json(Rpc::CallTool, &a.messages[0], &mut out).unwrap();
+    let result: Value = serde_json::from_slice(&out[..n]).unwrap();
+    assert_eq!(result["content"][0]["text"].as_str().unwrap(), text);
     h.stop().await;
 }
