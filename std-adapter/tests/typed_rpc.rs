@@ -9,12 +9,13 @@ mod common;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use common::{Harness, connect, start_on_with_tick};
+use common::{Counters, Harness, connect, serve, start_on_with_tick};
 use h2::client::SendRequest;
 use http::HeaderMap;
 use mcpwire_core::grpc::base64;
 use mcpwire_core::mcp::typed;
 use mcpwire_proto::gcp::Rpc;
+use mcpwire_tokio::{BearerTokens, Server};
 use serde_json::{Value, json};
 
 async fn start() -> Harness {
@@ -496,5 +497,34 @@ async fn a_large_result_arrives_whole() {
     let n = typed::result_to_json(Rpc::CallTool, &a.messages[0], &mut out).unwrap();
     let result: Value = serde_json::from_slice(&out[..n]).unwrap();
     assert_eq!(result["content"][0]["text"].as_str().unwrap(), text);
+    h.stop().await;
+}
+
+/// Bearer tokens hold on typed calls as on the tunnel: no token is
+/// UNAUTHENTICATED with the challenge, the right one gets the answer.
+#[tokio::test]
+async fn typed_calls_need_the_bearer_token_when_the_server_asks_for_one() {
+    let counters = std::sync::Arc::new(Counters::default());
+    let server = Server::bind("127.0.0.1:0")
+        .await
+        .unwrap()
+        .with_auth(BearerTokens::new([("right-token", "alice")]));
+    let app = common::app(&counters, Duration::from_millis(10));
+    let h = serve(server, app, counters);
+    let mut send = connect(h.addr).await;
+    let message = encode(Rpc::ListTools, &json!({}));
+    let a = call_raw(&mut send, Rpc::ListTools, &message, &[]).await;
+    assert_eq!(a.get("grpc-status"), Some("16"), "{a:?}");
+    assert!(a.get("www-authenticate").unwrap().starts_with("Bearer"));
+    assert!(a.messages.is_empty());
+    let a = call_raw(
+        &mut send,
+        Rpc::ListTools,
+        &message,
+        &[("authorization", "Bearer right-token")],
+    )
+    .await;
+    assert_eq!(a.get("grpc-status"), Some("0"), "{a:?}");
+    assert!(a.result(Rpc::ListTools)["tools"].as_array().unwrap().len() > 1);
     h.stop().await;
 }
