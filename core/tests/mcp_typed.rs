@@ -126,7 +126,15 @@ impl<S: CallStore> App<Server<S>> for Echo {
                     br#"{"progressToken":1,"progress":1}"#,
                 )
                 .unwrap();
-            let result = [&br#"{"content":[{"type":"text","text":"#[..], &text, b"}]}"].concat();
+            // `"array"` asks for structured content that is not an object,
+            // which the binding cannot carry.
+            let structured: &[u8] = if text == br#""array""# {
+                br#","structuredContent":[1]"#
+            } else {
+                b""
+            };
+            let head = br#"{"content":[{"type":"text","text":"#;
+            let result = [&head[..], &text, b"}]", structured, b"}"].concat();
             server.respond(call, &result).unwrap();
         }
     }
@@ -296,6 +304,31 @@ fn a_truncated_message_is_a_parse_error() {
         let message = seen.get("grpc-message").unwrap();
         assert!(
             message.starts_with("The message is not a valid ListToolsRequest"),
+            "{message}"
+        );
+    });
+}
+
+#[test]
+fn a_result_the_messages_cannot_carry_is_internal() {
+    each_split(|| {
+        let mut p = Pair::new();
+        let s = p.call(
+            Rpc::CallTool,
+            &encode(
+                Rpc::CallTool,
+                r#"{"name":"echo","arguments":{"text":"array"}}"#,
+            ),
+            &[],
+        );
+        p.run();
+        let seen = &p.client.seen[&s];
+        assert_eq!(seen.blocks.len(), 1, "trailers only: {seen:?}");
+        assert_eq!(seen.get("grpc-status"), Some("13"));
+        assert_eq!(seen.get("mcp-error-code"), Some("-32603"));
+        let message = seen.get("grpc-message").unwrap();
+        assert!(
+            message.starts_with("The typed gRPC binding cannot express"),
             "{message}"
         );
     });
