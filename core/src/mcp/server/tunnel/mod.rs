@@ -59,8 +59,8 @@ use crate::mcp::json;
 use crate::mcp::registry::Registry;
 use crate::mcp::store::CallStore;
 use crate::time::Instant;
-use mcpwire_proto::gcp::Rpc;
 use mcpwire_proto::tunnel::{self, JsonRpcMessage};
+use typed::Rpc;
 
 /// The path of the tunnel method.
 pub const TUNNEL_PATH: &[u8] = tunnel::CALL_PATH.as_bytes();

@@ -19,7 +19,8 @@ use crate::mcp::typed::{self as codec, TypedError};
 use crate::mcp::writer::JsonWriter;
 use core::fmt::Write as _;
 use core::ops::Range;
-use mcpwire_proto::gcp::{Rpc, SERVICE_PREFIX};
+pub(super) use mcpwire_proto::gcp::Rpc;
+use mcpwire_proto::gcp::SERVICE_PREFIX;
 
 /// The JSON-RPC id of every typed request: the binding has none of its
 /// own, and its answers carry id null.
