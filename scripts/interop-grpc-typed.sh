@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Typed gRPC binding interop: tests/grpc/typed.js (@grpc/grpc-js with the
 # vendored Google Cloud proto files, proto/proto/gcp/) calls ListTools and
-# CallTool of /model_context_protocol.Mcp/ on `mcpwire serve`.
+# CallTool of /model_context_protocol.Mcp/ on `mcpwire serve`: the demo's
+# tools, an error in trailers, a multi round-trip call, dropped progress.
 #
 #   ./scripts/interop-grpc-typed.sh            build mcpwire, serve on a free 127.0.0.1 port, check it
 #   ./scripts/interop-grpc-typed.sh HOST:PORT  check a running server (the demo tools)
@@ -19,7 +20,7 @@ set -euo pipefail
 # shellcheck source=scripts/lib.sh
 . "$(dirname "$0")/lib.sh"
 
-scenarios=(list-tools call-tool unknown-tool progress)
+scenarios=(list-tools call-tool unknown-tool input-required progress)
 
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
     echo "node and npm are needed (Debian: apt-get install nodejs npm)" >&2

@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 
-use mcpwire_core::grpc::{base64, write_prefix};
+use mcpwire_core::grpc::{base64, percent, write_prefix};
 use mcpwire_core::h2::{Config, Connection, Event, Role, StreamRef};
 use mcpwire_core::hpack::Field;
 use mcpwire_core::mcp::json;
@@ -119,6 +119,11 @@ impl<S: CallStore> App<Server<S>> for Echo {
             assert!(matches!(request.kind, RequestKind::CallTool { .. }));
             let args = json::get(request.params, b"arguments").unwrap();
             let text = json::get(args, b"text").unwrap().to_vec();
+            if text == br#""long error""# {
+                let message = "\u{e9}".repeat(3000);
+                server.respond_error(call, -32000, &message, None).unwrap();
+                continue;
+            }
             server
                 .notify(
                     call,
@@ -126,7 +131,15 @@ impl<S: CallStore> App<Server<S>> for Echo {
                     br#"{"progressToken":1,"progress":1}"#,
                 )
                 .unwrap();
-            let result = [&br#"{"content":[{"type":"text","text":"#[..], &text, b"}]}"].concat();
+            // `"array"` asks for structured content that is not an object,
+            // which the binding cannot carry.
+            let structured: &[u8] = if text == br#""array""# {
+                br#","structuredContent":[1]"#
+            } else {
+                b""
+            };
+            let head = br#"{"content":[{"type":"text","text":"#;
+            let result = [&head[..], &text, b"}]", structured, b"}"].concat();
             server.respond(call, &result).unwrap();
         }
     }
@@ -298,5 +311,60 @@ fn a_truncated_message_is_a_parse_error() {
             message.starts_with("The message is not a valid ListToolsRequest"),
             "{message}"
         );
+    });
+}
+
+#[test]
+fn a_result_the_messages_cannot_carry_is_internal() {
+    each_split(|| {
+        let mut p = Pair::new();
+        let s = p.call(
+            Rpc::CallTool,
+            &encode(
+                Rpc::CallTool,
+                r#"{"name":"echo","arguments":{"text":"array"}}"#,
+            ),
+            &[],
+        );
+        p.run();
+        let seen = &p.client.seen[&s];
+        assert_eq!(seen.blocks.len(), 1, "trailers only: {seen:?}");
+        assert_eq!(seen.get("grpc-status"), Some("13"));
+        assert_eq!(seen.get("mcp-error-code"), Some("-32603"));
+        let message = seen.get("grpc-message").unwrap();
+        assert!(
+            message.starts_with("The typed gRPC binding cannot express"),
+            "{message}"
+        );
+    });
+}
+
+/// A handler's error with a 6000-octet message: INTERNAL (an application
+/// code), `grpc-message` cut to at most 1024 octets at a character
+/// boundary, no `mcp-error-bin` (its base64 would pass 4096 octets).
+#[test]
+fn a_long_error_message_is_cut_and_leaves_out_mcp_error_bin() {
+    each_split(|| {
+        let mut p = Pair::new();
+        let s = p.call(
+            Rpc::CallTool,
+            &encode(
+                Rpc::CallTool,
+                r#"{"name":"echo","arguments":{"text":"long error"}}"#,
+            ),
+            &[],
+        );
+        p.run();
+        let seen = &p.client.seen[&s];
+        assert_eq!(seen.blocks.len(), 1, "trailers only: {seen:?}");
+        assert_eq!(seen.get("grpc-status"), Some("13"));
+        assert_eq!(seen.get("mcp-error-code"), Some("-32000"));
+        assert_eq!(seen.get("mcp-error-bin"), None);
+        let encoded = seen.get("grpc-message").unwrap();
+        let mut out = vec![0u8; encoded.len()];
+        let n = percent::decode(encoded.as_bytes(), &mut out).unwrap();
+        let text = std::str::from_utf8(&out[..n]).unwrap();
+        assert!(!text.is_empty() && text.len() <= 1024, "{}", text.len());
+        assert!(text.chars().all(|c| c == '\u{e9}'));
     });
 }

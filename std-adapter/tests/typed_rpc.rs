@@ -9,12 +9,13 @@ mod common;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use common::{Harness, connect, start_on_with_tick};
+use common::{Counters, Harness, connect, serve, start_on_with_tick};
 use h2::client::SendRequest;
 use http::HeaderMap;
 use mcpwire_core::grpc::base64;
 use mcpwire_core::mcp::typed;
 use mcpwire_proto::gcp::Rpc;
+use mcpwire_tokio::{BearerTokens, Server};
 use serde_json::{Value, json};
 
 async fn start() -> Harness {
@@ -57,7 +58,7 @@ impl Answer {
 
 /// The protobuf request of `rpc` for the MCP `params`.
 fn encode(rpc: Rpc, params: &Value) -> Vec<u8> {
-    let mut out = vec![0u8; 1 << 16];
+    let mut out = vec![0u8; 1 << 20];
     let n = typed::request_to_proto(rpc, params.to_string().as_bytes(), &mut out).unwrap();
     out.truncate(n);
     out
@@ -457,5 +458,73 @@ async fn read_resource_get_prompt_and_the_lists_answer_typed_messages() {
     assert_eq!(a.get("grpc-status"), Some("3"), "{a:?}");
     assert_eq!(a.get("mcp-error-code"), Some("-32602"));
     assert_eq!(a.error_bin()["error"]["data"]["uri"], "mem://nope");
+    h.stop().await;
+}
+
+/// The demo offers no completions: the engine's -32601 is UNIMPLEMENTED.
+#[tokio::test]
+async fn complete_on_a_server_without_completions_is_unimplemented() {
+    let h = start().await;
+    let mut send = connect(h.addr).await;
+    let a = call(
+        &mut send,
+        Rpc::Complete,
+        json!({"ref": {"type": "ref/prompt", "name": "greet"},
+            "argument": {"name": "who", "value": "A"}}),
+    )
+    .await;
+    assert_eq!(a.get("grpc-status"), Some("12"), "{a:?}");
+    assert_eq!(a.get("mcp-error-code"), Some("-32601"));
+    h.stop().await;
+}
+
+/// A result larger than the connection's window and the call's first
+/// buffer: the buffer grows for the transcoded message, which goes out in
+/// pieces as the window opens.
+#[tokio::test]
+async fn a_large_result_arrives_whole() {
+    let h = start().await;
+    let mut send = connect(h.addr).await;
+    let text = "0123456789abcdef".repeat(16 * 1024);
+    let a = call(
+        &mut send,
+        Rpc::CallTool,
+        json!({"name": "echo", "arguments": {"text": text}}),
+    )
+    .await;
+    assert_eq!(a.get("grpc-status"), Some("0"));
+    let mut out = vec![0u8; 1 << 20];
+    let n = typed::result_to_json(Rpc::CallTool, &a.messages[0], &mut out).unwrap();
+    let result: Value = serde_json::from_slice(&out[..n]).unwrap();
+    assert_eq!(result["content"][0]["text"].as_str().unwrap(), text);
+    h.stop().await;
+}
+
+/// Bearer tokens hold on typed calls as on the tunnel: no token is
+/// UNAUTHENTICATED with the challenge, the right one gets the answer.
+#[tokio::test]
+async fn typed_calls_need_the_bearer_token_when_the_server_asks_for_one() {
+    let counters = std::sync::Arc::new(Counters::default());
+    let server = Server::bind("127.0.0.1:0")
+        .await
+        .unwrap()
+        .with_auth(BearerTokens::new([("right-token", "alice")]));
+    let app = common::app(&counters, Duration::from_millis(10));
+    let h = serve(server, app, counters);
+    let mut send = connect(h.addr).await;
+    let message = encode(Rpc::ListTools, &json!({}));
+    let a = call_raw(&mut send, Rpc::ListTools, &message, &[]).await;
+    assert_eq!(a.get("grpc-status"), Some("16"), "{a:?}");
+    assert!(a.get("www-authenticate").unwrap().starts_with("Bearer"));
+    assert!(a.messages.is_empty());
+    let a = call_raw(
+        &mut send,
+        Rpc::ListTools,
+        &message,
+        &[("authorization", "Bearer right-token")],
+    )
+    .await;
+    assert_eq!(a.get("grpc-status"), Some("0"), "{a:?}");
+    assert!(a.result(Rpc::ListTools)["tools"].as_array().unwrap().len() > 1);
     h.stop().await;
 }

@@ -5,7 +5,7 @@
 //
 //   node typed.js HOST:PORT SCENARIO
 //
-// Scenarios: list-tools, call-tool, unknown-tool, progress. Prints one JSON
+// Scenarios: list-tools, call-tool, unknown-tool, input-required, progress. Prints one JSON
 // line of observations; exit 0 = the expectations hold, 1 = not (`reason`),
 // 2 = usage.
 'use strict';
@@ -111,6 +111,39 @@ const scenarios = {
       return { ok: false, reason: 'mcp-error-bin is not a JSON-RPC error response with id null and -32602', ...obs };
     }
     if (response.error.message !== err.details) return { ok: false, reason: 'grpc-message differs from the error message', ...obs };
+    return { ok: true, ...obs };
+  },
+
+  // A multi round-trip call (the demo's `confirm`): INPUT_REQUIRED with an
+  // elicitation and the sealed state, then the retry with the answer in
+  // common.input_responses completes.
+  async 'input-required'(client) {
+    const metadata = struct({ 'io.modelcontextprotocol/clientCapabilities': { elicitation: {} } });
+    const request = { name: 'confirm', arguments: struct({}) };
+    const first = await unary(client, 'CallTool', { common: { metadata }, request });
+    if (first.err) return { ok: false, reason: `first call: ${STATUS_NAME[first.err.code]}: ${first.err.details}` };
+    const common = first.response.common || {};
+    const asked = common.input_requests && common.input_requests.confirm;
+    const obs = {
+      firstResultType: common.result_type,
+      elicitMessage: asked && asked.elicit_request && asked.elicit_request.message,
+      hasState: typeof common.request_state === 'string' && common.request_state.length > 0,
+    };
+    if (obs.firstResultType !== 'RESULT_TYPE_INPUT_REQUIRED') return { ok: false, reason: 'first result is not INPUT_REQUIRED', ...obs };
+    if (!obs.elicitMessage || !obs.hasState) return { ok: false, reason: 'no elicitation or no request_state', ...obs };
+    const retry = await unary(client, 'CallTool', {
+      common: {
+        metadata,
+        input_responses: { confirm: { elicit_result: { type: 'TYPE_ACCEPT', content: struct({ ok: true }) } } },
+        request_state: common.request_state,
+      },
+      request,
+    });
+    if (retry.err) return { ok: false, reason: `retry: ${STATUS_NAME[retry.err.code]}: ${retry.err.details}`, ...obs };
+    obs.retryResultType = retry.response.common && retry.response.common.result_type;
+    obs.text = firstText(retry.response);
+    if (obs.retryResultType !== 'RESULT_TYPE_COMPLETE') return { ok: false, reason: 'retry is not COMPLETE', ...obs };
+    if (obs.text !== 'confirmed') return { ok: false, reason: 'retry text is not "confirmed"', ...obs };
     return { ok: true, ...obs };
   },
 

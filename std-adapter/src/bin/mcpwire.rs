@@ -1,6 +1,7 @@
 //! `mcpwire serve`: the demo application (or, with `--fixtures
 //! conformance`, the conformance suite's fixture set) over the gRPC tunnel
-//! binding and Streamable HTTP on one port, or with `--stdio` over stdin and stdout (MCP §6: stdout carries
+//! binding, the typed gRPC service `model_context_protocol.Mcp` and
+//! Streamable HTTP on one port, or with `--stdio` over stdin and stdout (MCP §6: stdout carries
 //! MCP messages only; this program writes its own words to stderr);
 //! `mcpwire call`: discovers, lists and calls tools of a tunnel server, a
 //! Streamable HTTP endpoint or a stdio child; `mcpwire conformance-client`:

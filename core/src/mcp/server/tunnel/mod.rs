@@ -18,7 +18,11 @@
 //!   DEADLINE_EXCEEDED.
 //!
 //! The same connection serves Streamable HTTP on `POST /mcp` beside the
-//! tunnel calls (see `http`; feature `tunnel-http`, on by default).
+//! tunnel calls (see `http`; feature `tunnel-http`, on by default), and
+//! with feature `typed` the eight unary RPCs of the typed binding
+//! `/model_context_protocol.Mcp/<Rpc>`: the same calls through the same
+//! engine, their messages transcoded at the engine's boundaries (see
+//! `typed`).
 //!
 //! # Run loop
 //!
@@ -55,8 +59,8 @@ use crate::mcp::json;
 use crate::mcp::registry::Registry;
 use crate::mcp::store::CallStore;
 use crate::time::Instant;
-use mcpwire_proto::gcp::Rpc;
 use mcpwire_proto::tunnel::{self, JsonRpcMessage};
+use typed::Rpc;
 
 /// The path of the tunnel method.
 pub const TUNNEL_PATH: &[u8] = tunnel::CALL_PATH.as_bytes();

@@ -19,7 +19,8 @@ use crate::mcp::typed::{self as codec, TypedError};
 use crate::mcp::writer::JsonWriter;
 use core::fmt::Write as _;
 use core::ops::Range;
-use mcpwire_proto::gcp::{Rpc, SERVICE_PREFIX};
+pub(super) use mcpwire_proto::gcp::Rpc;
+use mcpwire_proto::gcp::SERVICE_PREFIX;
 
 /// The JSON-RPC id of every typed request: the binding has none of its
 /// own, and its answers carry id null.
@@ -28,6 +29,11 @@ const REQUEST_ID: &[u8] = b"1";
 const ERROR_OBJECT_ROOM: usize = 1536;
 /// Longest `mcp-error-bin` value (typed binding §9.2).
 const MAX_ERROR_BIN: usize = 4096;
+/// Longest `grpc-message` text (typed binding §9.2).
+const MAX_GRPC_MESSAGE: usize = 1024;
+/// Octets of an error's message kept for `grpc-message`: the longest text
+/// and a character cut at its end.
+const TEXT_ROOM: usize = MAX_GRPC_MESSAGE + 4;
 /// The response wrapped around an error object for `mcp-error-bin`.
 const ERROR_RESPONSE_START: &[u8] = b"{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":";
 
@@ -290,7 +296,13 @@ impl<
             return;
         };
         let wrapped = ERROR_RESPONSE_START.len() + obj.len() + 1;
-        let want = obj.end + wrapped + MAX_ERROR_BIN + obj.len() + 3 * 1024;
+        let bin_room = base64::encoded_len(wrapped);
+        // The message first (a small store keeps it), then the response
+        // for mcp-error-bin and its base64 when they are small enough.
+        let mut want = obj.end + TEXT_ROOM + 3 * MAX_GRPC_MESSAGE;
+        if bin_room <= MAX_ERROR_BIN {
+            want += wrapped + bin_room;
+        }
         let Some(buf) = self.engine.buffer(i, want) else {
             return;
         };
@@ -307,35 +319,36 @@ impl<
             w.len()
         };
         let status = crate::mcp::error::grpc_code(code);
-        // The response for mcp-error-bin, then its base64.
-        let (response, rest) = rest.split_at_mut(wrapped.min(rest.len()));
+        // The message's text (its first TEXT_ROOM octets: grpc-message
+        // keeps 1024 at most), then percent-encoded.
+        let (text, rest) = rest.split_at_mut(TEXT_ROOM.min(rest.len()));
+        let mut text_len = 0;
+        if let Some(m) = json::get(error, b"message") {
+            json::unescape_each(m, |piece| {
+                let n = piece.len().min(text.len() - text_len);
+                text[text_len..text_len + n].copy_from_slice(&piece[..n]);
+                text_len += n;
+            });
+        }
+        let (message, rest) = rest.split_at_mut((3 * MAX_GRPC_MESSAGE).min(rest.len()));
+        let msg_len = super::end::grpc_message(&text[..text_len], message);
+        let (response, bin) = rest.split_at_mut(wrapped.min(rest.len()));
         let mut bin_len = None;
-        if response.len() == wrapped {
+        if response.len() == wrapped && bin_room <= MAX_ERROR_BIN {
             let (start, tail) = response.split_at_mut(ERROR_RESPONSE_START.len());
             start.copy_from_slice(ERROR_RESPONSE_START);
             let (obj_part, close) = tail.split_at_mut(error.len());
             obj_part.copy_from_slice(error);
             close.copy_from_slice(b"}");
-            let bin_room = base64::encoded_len(wrapped);
-            if bin_room <= MAX_ERROR_BIN {
-                bin_len = rest
-                    .get_mut(..bin_room)
-                    .and_then(|out| base64::encode(response, out));
-            }
+            bin_len = bin
+                .get_mut(..bin_room)
+                .and_then(|out| base64::encode(response, out));
         }
-        let bin_room = bin_len.unwrap_or(0);
-        let (bin, rest) = rest.split_at_mut(bin_room.min(rest.len()));
-        // The message's text, then percent-encoded.
-        let (text, rest) = rest.split_at_mut(error.len().min(rest.len()));
-        let text = json::get(error, b"message")
-            .and_then(|m| json::unescape(m, text))
-            .unwrap_or(&[]);
-        let msg_len = super::end::grpc_message(text, rest);
         let mut fields = [
             response::HEAD[0],
             response::HEAD[1],
             Field::new(b"grpc-status", status.as_bytes()),
-            Field::new(b"grpc-message", &rest[..msg_len]),
+            Field::new(b"grpc-message", &message[..msg_len]),
             Field::new(b"mcp-error-code", &code_text[..code_len]),
             Field::new(b"mcp-error-bin", b""),
         ];

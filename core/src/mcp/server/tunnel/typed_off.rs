@@ -1,9 +1,12 @@
 //! Without feature `typed`: no typed RPC is served (a call on
 //! `/model_context_protocol.Mcp/...` is answered UNIMPLEMENTED, as any
-//! other unknown path), and the tunnel keeps no typed code.
+//! other unknown path), and the tunnel keeps no typed code or state.
 
 use super::*;
-use mcpwire_proto::gcp::Rpc;
+
+/// No typed RPC: `Option<Rpc>` in a call record takes no room.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Rpc {}
 
 /// No path names a typed RPC.
 pub(super) fn rpc(_path: &[u8]) -> Option<Result<Rpc, ()>> {
@@ -19,13 +22,11 @@ impl<
     FB: Storage<BUF> + Default,
 > Server<'r, S, STREAMS, TABLE, BUF, FB>
 {
-    /// Never called: no call is typed.
-    pub(super) fn typed_dispatch(&mut self, i: usize, _rpc: Rpc, _len: usize) {
-        self.drop_call(i);
+    pub(super) fn typed_dispatch(&mut self, _i: usize, rpc: Rpc, _len: usize) {
+        match rpc {}
     }
 
-    /// Never called: no call is typed.
-    pub(super) fn typed_frame(&mut self, _i: usize, _rpc: Rpc) -> bool {
-        true
+    pub(super) fn typed_frame(&mut self, _i: usize, rpc: Rpc) -> bool {
+        match rpc {}
     }
 }
