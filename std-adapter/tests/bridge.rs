@@ -352,6 +352,63 @@ async fn a_server_that_dies_mid_call_is_a_visible_failed_call() {
     }
 }
 
+#[tokio::test]
+async fn a_listen_stream_carries_the_hosts_id_and_ends_with_a_cancel() {
+    for transport in BOTH {
+        let harness = common::start_on_with_tick("127.0.0.1:0", Duration::from_millis(50)).await;
+        let mut bridge = Bridge::to(&harness, transport);
+        bridge
+            .send(request(
+                json!("L-host"),
+                "subscriptions/listen",
+                json!({"notifications": {"toolsListChanged": true}}),
+            ))
+            .await;
+        let ack = bridge.recv().await;
+        assert_eq!(
+            ack["method"], "notifications/subscriptions/acknowledged",
+            "{transport:?}: {ack}"
+        );
+        let events: Vec<Value> = [bridge.recv().await, bridge.recv().await].into();
+        for msg in [&ack, &events[0], &events[1]] {
+            assert_eq!(
+                msg["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], "L-host",
+                "{transport:?}: {msg}"
+            );
+        }
+        for event in &events {
+            assert_eq!(
+                event["method"], "notifications/tools/list_changed",
+                "{transport:?}: {event}"
+            );
+        }
+        bridge
+            .send(
+                json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                "params": {"requestId": "L-host"}}),
+            )
+            .await;
+        // Events already on their way may still come; then the answer to
+        // the next request, and no response to the listen.
+        bridge
+            .send(tool_call(json!("after"), "echo", json!({"text": "x"})))
+            .await;
+        loop {
+            let msg = bridge.recv().await;
+            if msg.get("id").is_some() {
+                assert_eq!(msg["id"], "after", "{transport:?}: {msg}");
+                break;
+            }
+            assert_eq!(
+                msg["method"], "notifications/tools/list_changed",
+                "{transport:?}: {msg}"
+            );
+        }
+        assert!(bridge.finish().await.success(), "{transport:?}");
+        harness.stop().await;
+    }
+}
+
 /// The Python interpreter itself (the child gets an empty environment):
 /// `MCPWIRE_TEST_PYTHON`, else what `python3` says it is.
 fn python() -> PathBuf {

@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use mcpwire_core::mcp::client::stdio::EraChoice;
 use mcpwire_core::mcp::error::{INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR};
-use mcpwire_core::mcp::meta::PROTOCOL_VERSION;
+use mcpwire_core::mcp::meta::{KEY_SUBSCRIPTION_ID, PROTOCOL_VERSION};
 use mcpwire_tokio::{
     CallError, Client, HttpChannelConfig, ServerCommand, StdioChannelConfig, StreamMessage,
 };
@@ -447,6 +447,24 @@ fn notification(method: &str, msg: Value, client: &Client, in_flight: &InFlight)
     });
 }
 
+/// The places where a message of a call names the call's id (a listen's
+/// subscription id, the `requestId` of a server's `notifications/cancelled`
+/// that ends a listen) get the host's id back.
+fn restore_id(msg: &mut Value, part: &str, id: &Value) {
+    let cancelled = msg.get("method").and_then(Value::as_str) == Some("notifications/cancelled");
+    let Some(body) = msg.get_mut(part).and_then(Value::as_object_mut) else {
+        return;
+    };
+    if let Some(meta) = body.get_mut("_meta").and_then(Value::as_object_mut)
+        && let Some(sub) = meta.get_mut(KEY_SUBSCRIPTION_ID)
+    {
+        *sub = id.clone();
+    }
+    if cancelled && let Some(request_id) = body.get_mut("requestId") {
+        *request_id = id.clone();
+    }
+}
+
 /// One request of the host, forwarded: its notifications, then its
 /// response, each under the host's id and progress token.
 async fn forward(
@@ -475,9 +493,11 @@ async fn forward(
                         params.insert("progressToken".into(), token.clone());
                     }
                 }
+                restore_id(&mut n, "params", &id);
                 let _ = out.send(n);
             }
             Ok(Some(StreamMessage::Response(mut r))) => {
+                restore_id(&mut r, "result", &id);
                 if let Some(obj) = r.as_object_mut() {
                     obj.insert("id".into(), id);
                     let _ = out.send(r);
