@@ -39,11 +39,20 @@ struct Bridge {
 
 impl Bridge {
     fn spawn(args: &[&str]) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_mcpwire"))
+        Self::spawn_with_token(args, None)
+    }
+
+    /// The bridge with `MCPWIRE_TOKEN` set to `token` (or unset).
+    fn spawn_with_token(args: &[&str], token: Option<&str>) -> Self {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_mcpwire"));
+        match token {
+            Some(t) => command.env("MCPWIRE_TOKEN", t),
+            None => command.env_remove("MCPWIRE_TOKEN"),
+        };
+        let mut child = command
             .arg("bridge")
             .arg("--stdio-host")
             .args(args)
-            .env_remove("MCPWIRE_TOKEN")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -60,11 +69,28 @@ impl Bridge {
 
     /// The bridge to the in-process server of `harness` over `transport`.
     fn to(harness: &Harness, transport: Transport) -> Self {
-        let url = match transport {
-            Transport::Http => format!("http://{}/mcp", harness.addr),
-            Transport::Grpc => format!("grpc://{}", harness.addr),
-        };
-        Self::spawn(&["--to", &url])
+        Self::spawn(&["--to", &url(harness, transport)])
+    }
+
+    /// Everything left on stdout and stderr, and the exit status, once
+    /// stdin is closed.
+    async fn finish_with_output(mut self) -> (std::process::ExitStatus, String, String) {
+        drop(self.stdin.take());
+        let mut out = String::new();
+        while let Ok(Some(line)) = self.stdout.next_line().await {
+            out.push_str(&line);
+            out.push('\n');
+        }
+        let mut err = String::new();
+        while let Ok(Some(line)) = self.stderr.next_line().await {
+            err.push_str(&line);
+            err.push('\n');
+        }
+        let status = tokio::time::timeout(PATIENCE, self.child.wait())
+            .await
+            .expect("the bridge exits")
+            .unwrap();
+        (status, out, err)
     }
 
     async fn send_line(&mut self, line: &str) {
@@ -103,6 +129,13 @@ impl Bridge {
             .await
             .expect("the bridge exits at the end of stdin")
             .unwrap()
+    }
+}
+
+fn url(harness: &Harness, transport: Transport) -> String {
+    match transport {
+        Transport::Http => format!("http://{}/mcp", harness.addr),
+        Transport::Grpc => format!("grpc://{}", harness.addr),
     }
 }
 
@@ -407,6 +440,93 @@ async fn a_listen_stream_carries_the_hosts_id_and_ends_with_a_cancel() {
         assert!(bridge.finish().await.success(), "{transport:?}");
         harness.stop().await;
     }
+}
+
+#[tokio::test]
+async fn a_downstream_timeout_is_a_failed_call_and_ends_the_handler() {
+    for transport in BOTH {
+        let harness = server().await;
+        let counters = harness.counters.clone();
+        let mut bridge = Bridge::spawn(&["--timeout-ms", "300", "--to", &url(&harness, transport)]);
+        bridge
+            .send(tool_call(json!(11), "counted_sleep", json!({"ms": 5000})))
+            .await;
+        let failed = bridge.recv().await;
+        assert_eq!(failed["id"], 11, "{transport:?}: {failed}");
+        assert_eq!(failed["error"]["code"], -32001, "{transport:?}: {failed}");
+        assert!(
+            common::eventually_every(Duration::from_millis(10), PATIENCE, || {
+                counters.dropped.load(Ordering::SeqCst) == 1
+            })
+            .await,
+            "{transport:?}: the server's handler ended"
+        );
+        assert_eq!(counters.finished.load(Ordering::SeqCst), 0, "{transport:?}");
+        assert!(bridge.finish().await.success(), "{transport:?}");
+        harness.stop().await;
+    }
+}
+
+const SECRET: &str = "bridge-secret-token-7d1f";
+
+async fn token_server() -> Harness {
+    let counters = std::sync::Arc::new(common::Counters::default());
+    let server = mcpwire_tokio::Server::bind("127.0.0.1:0")
+        .await
+        .unwrap()
+        .with_auth(mcpwire_tokio::BearerTokens::new([(SECRET, "bridge")]));
+    let app = common::app(&counters, Duration::from_secs(3600));
+    common::serve(server, app, counters)
+}
+
+#[tokio::test]
+async fn the_token_goes_downstream_and_nowhere_else() {
+    for transport in BOTH {
+        let harness = token_server().await;
+        let mut bridge =
+            Bridge::spawn_with_token(&["--to", &url(&harness, transport)], Some(SECRET));
+        bridge
+            .send(request(json!(1), "tools/list", json!({})))
+            .await;
+        let listed = bridge.recv().await;
+        assert!(
+            listed["result"]["tools"].is_array(),
+            "{transport:?}: {listed}"
+        );
+        let (status, out, err) = bridge.finish_with_output().await;
+        assert!(status.success(), "{transport:?}");
+        assert!(!listed.to_string().contains(SECRET), "{transport:?}");
+        assert!(
+            !out.contains(SECRET) && !err.contains(SECRET),
+            "{transport:?}: {err}"
+        );
+        harness.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn an_unauthorized_bridge_says_so() {
+    // Over HTTP the era probe meets the 401 at startup: the bridge does not start.
+    let harness = token_server().await;
+    let bridge =
+        Bridge::spawn_with_token(&["--to", &url(&harness, Transport::Http)], Some("wrong"));
+    let (status, out, err) = bridge.finish_with_output().await;
+    assert!(!status.success());
+    assert!(out.is_empty(), "{out}");
+    assert!(err.contains("cannot reach the server"), "{err}");
+    // Over gRPC the first call meets UNAUTHENTICATED: a failed call.
+    let mut bridge = Bridge::spawn(&["--to", &url(&harness, Transport::Grpc)]);
+    bridge
+        .send(request(json!(2), "tools/list", json!({})))
+        .await;
+    let refused = bridge.recv().await;
+    assert_eq!(refused["id"], 2, "{refused}");
+    assert_eq!(
+        refused["error"]["data"]["grpcStatus"], "Unauthenticated",
+        "{refused}"
+    );
+    assert!(bridge.finish().await.success());
+    harness.stop().await;
 }
 
 /// The Python interpreter itself (the child gets an empty environment):

@@ -20,6 +20,7 @@ use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use mcpwire_core::grpc::Code;
 use mcpwire_core::mcp::client::stdio::EraChoice;
 use mcpwire_core::mcp::error::{INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR};
 use mcpwire_core::mcp::meta::{KEY_SUBSCRIPTION_ID, PROTOCOL_VERSION};
@@ -309,10 +310,12 @@ fn error_response(id: Value, code: i32, message: &str) -> Value {
 
 /// A failure of the downstream call, as the host sees it.
 fn downstream_error(id: Value, transport: &str, e: &CallError) -> Value {
-    let code = e
-        .diagnostics
-        .rpc_code
-        .map_or(i64::from(INTERNAL_ERROR), i64::from);
+    let code = match (e.diagnostics.rpc_code, e.status) {
+        (Some(code), _) => i64::from(code),
+        // The code SDKs give a request that timed out.
+        (None, Code::DeadlineExceeded) => -32001,
+        (None, _) => i64::from(INTERNAL_ERROR),
+    };
     let mut data = json!({"grpcStatus": format!("{:?}", e.status)});
     if let Some(status) = e.diagnostics.http_status {
         data["httpStatus"] = json!(status);
