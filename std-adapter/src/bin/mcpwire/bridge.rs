@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use mcpwire_core::grpc::Code;
-use mcpwire_core::mcp::client::stdio::EraChoice;
+use mcpwire_core::mcp::client::stdio::{Era, EraChoice};
 use mcpwire_core::mcp::error::{INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR};
 use mcpwire_core::mcp::meta::{KEY_SUBSCRIPTION_ID, PROTOCOL_VERSION};
 use mcpwire_tokio::{
@@ -208,6 +208,15 @@ async fn run(args: Args) -> ExitCode {
         "mcpwire bridge {}: host side stdio (MCP {PROTOCOL_VERSION}, JSON-RPC lines on stdin and stdout) -> server side {server_side}",
         env!("CARGO_PKG_VERSION")
     );
+
+    if let Some(era) = client.era()
+        && era.era != Era::Modern
+    {
+        eprintln!(
+            "mcpwire bridge: warning: the server is of an older era ({}); requests are forwarded as the client sends them, the host's lifecycle is not translated",
+            era.era.describe()
+        );
+    }
 
     let (out_tx, mut out_rx) = mpsc::unbounded_channel::<Value>();
     let writer = tokio::spawn(async move {
