@@ -539,3 +539,66 @@ async fn forward(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(line: &str) -> impl Iterator<Item = String> {
+        line.split_whitespace()
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+            .into_iter()
+    }
+
+    #[test]
+    fn the_command_line_names_one_host_side_and_one_server_side() {
+        let to = parse(words("--stdio-host --to grpc://127.0.0.1:1")).unwrap();
+        assert!(matches!(to.downstream, Downstream::Address(a) if a == "grpc://127.0.0.1:1"));
+        let child = parse(words("--stdio-host --pass-env HOME -- /bin/server --flag")).unwrap();
+        assert!(matches!(child.downstream,
+            Downstream::Child { command, pass_env }
+                if command == ["/bin/server", "--flag"] && pass_env == ["HOME"]));
+        for (line, why) in [
+            ("--to http://h/mcp", "--stdio-host"),
+            ("--stdio-host", "the server side"),
+            ("--stdio-host --to http://h/mcp -- /bin/s", "not both"),
+            ("--stdio-host -- server", "absolute path"),
+            ("--stdio-host --pass-env X --to http://h/mcp", "--pass-env"),
+            (
+                "--stdio-host --timeout-ms soon --to http://h/mcp",
+                "--timeout-ms",
+            ),
+        ] {
+            let err = parse(words(line)).err().unwrap_or_default();
+            assert!(err.contains(why), "{line}: {err}");
+        }
+    }
+
+    #[test]
+    fn the_startup_line_shows_no_user_information() {
+        assert_eq!(
+            redact("https://user:secret@example.test:8443/mcp"),
+            "https://example.test:8443/mcp"
+        );
+        assert_eq!(redact("grpc://127.0.0.1:50051"), "grpc://127.0.0.1:50051");
+        assert_eq!(redact("http://h/mcp?a=b@c"), "http://h/mcp?a=b@c");
+    }
+
+    #[test]
+    fn a_listens_id_is_the_hosts_again() {
+        let mut event = json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed",
+            "params": {"_meta": {KEY_SUBSCRIPTION_ID: 17}}});
+        restore_id(&mut event, "params", &json!("L1"));
+        assert_eq!(event["params"]["_meta"][KEY_SUBSCRIPTION_ID], "L1");
+        let mut end = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+            "params": {"requestId": 17}});
+        restore_id(&mut end, "params", &json!("L1"));
+        assert_eq!(end["params"]["requestId"], "L1");
+        // Only a cancel's requestId is a call id.
+        let mut other = json!({"jsonrpc": "2.0", "method": "notifications/message",
+            "params": {"requestId": 17}});
+        restore_id(&mut other, "params", &json!("L1"));
+        assert_eq!(other["params"]["requestId"], 17);
+    }
+}
