@@ -12,6 +12,8 @@ use std::time::Duration;
 
 use mcpwire_tokio::{App, Server, StateSeal};
 
+#[path = "mcpwire/bridge.rs"]
+mod bridge;
 #[path = "mcpwire/call.rs"]
 mod call;
 #[path = "mcpwire/conformance.rs"]
@@ -48,6 +50,9 @@ const USAGE: &str = "usage: mcpwire serve [--listen ADDR]   (default 127.0.0.1:5
        mcpwire call http://HOST:PORT/PATH [-v] discover | list | tool NAME [JSON-ARGS] [--progress] [--timeout-ms N]
          a modern Streamable HTTP endpoint (MCPWIRE_TOKEN, if set, is sent as a bearer token);
          -v prints the era, versions, URL, status and content type to stderr
+       mcpwire bridge --stdio-host --to http[s]://HOST:PORT/PATH | grpc://HOST:PORT   a stdio host reaches that server
+       mcpwire bridge --stdio-host [--pass-env NAME]... -- /ABS/SERVER [ARGS...]   ... or a stdio child
+         (requests forwarded with their ids, progress and cancellation; diagnostics on stderr)
        mcpwire conformance-client URL   the driver the MCP conformance suite runs per client scenario
          (MCP_CONFORMANCE_SCENARIO names it, MCP_CONFORMANCE_CONTEXT carries its data)";
 
@@ -62,6 +67,7 @@ fn main() -> ExitCode {
     match args.next().as_deref() {
         Some("serve") => {}
         Some("call") => return call::main(args),
+        Some("bridge") => return bridge::main(args),
         Some(conformance_client::NAME) => return conformance_client::main(args),
         Some("-h" | "--help") => {
             println!("{USAGE}");
