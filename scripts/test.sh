@@ -184,6 +184,9 @@ step_http() {
     # made by the script above) through the stdio engine's HTTP link.
     MCPWIRE_MCP1_PYTHON="$PWD/.peers/venv-mcp1/bin/python" bounded 900 \
         cargo test -p mcpwire-tokio --test legacy_http -- --ignored || rc=1
+    # `mcpwire bridge --stdio-host`: the Python SDK's stdio client through
+    # the bridge to `mcpwire serve` over HTTP and over gRPC.
+    MCPWIRE_NO_BUILD=1 bounded 900 ./scripts/interop-bridge.sh || rc=1
     return "$rc"
 }
 
