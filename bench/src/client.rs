@@ -11,7 +11,9 @@ use http::{Method, Request, Uri};
 use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
 
-use crate::wire::{Deframer, PATH, PROTOCOL_VERSION, Template, Work};
+use crate::wire::{
+    Deframer, PATH, PROTOCOL_VERSION, TYPED_CALL_TOOL, Template, Work, typed_response,
+};
 
 /// The windows the client grants, those the binding gives a server: the
 /// load should not wait on WINDOW_UPDATE frames.
@@ -76,6 +78,8 @@ pub struct CallSpec {
     template: Template,
     uri: Uri,
     name: HeaderValue,
+    /// The typed binding's framed `CallToolRequest`, instead of the tunnel.
+    typed: Option<Bytes>,
 }
 
 impl CallSpec {
@@ -88,6 +92,22 @@ impl CallSpec {
             name: HeaderValue::from_static(work.tool()),
             work,
             uri,
+            typed: None,
+        })
+    }
+
+    /// The same work as typed `CallTool` calls of
+    /// `model_context_protocol.Mcp` (one request message, one response).
+    pub fn typed(addr: SocketAddr, work: Work) -> Result<Self, String> {
+        let uri: Uri = format!("http://{addr}{TYPED_CALL_TOOL}")
+            .parse()
+            .map_err(|e| format!("URI for {addr}: {e}"))?;
+        Ok(Self {
+            template: work.template(),
+            name: HeaderValue::from_static(work.tool()),
+            typed: Some(work.typed_frame()?),
+            work,
+            uri,
         })
     }
 
@@ -98,6 +118,10 @@ impl CallSpec {
         let h = req.headers_mut();
         h.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
         h.insert(TE, HeaderValue::from_static("trailers"));
+        if self.typed.is_some() {
+            // No mirrored headers: the typed binding reads the message.
+            return req;
+        }
         h.insert(
             MCP_PROTOCOL_VERSION.clone(),
             HeaderValue::from_static(PROTOCOL_VERSION),
@@ -118,7 +142,13 @@ pub async fn call(send: &mut SendRequest<Bytes>, spec: &CallSpec, id: u64) -> Re
         .send_request(spec.request(), false)
         .map_err(|e| format!("send_request: {e}"))?;
     stream
-        .send_data(spec.template.frame(id), true)
+        .send_data(
+            match &spec.typed {
+                Some(frame) => frame.clone(),
+                None => spec.template.frame(id),
+            },
+            true,
+        )
         .map_err(|e| format!("send_data: {e}"))?;
     let response = response.await.map_err(|e| format!("response: {e}"))?;
     if response.status() != http::StatusCode::OK {
@@ -132,14 +162,22 @@ pub async fn call(send: &mut SendRequest<Bytes>, spec: &CallSpec, id: u64) -> Re
         ));
     }
     let mut body = response.into_body();
-    let mut deframer = Deframer::default();
+    let mut deframer = if spec.typed.is_some() {
+        Deframer::raw()
+    } else {
+        Deframer::default()
+    };
     let mut checker = spec.work.checker(id);
     while let Some(chunk) = body.data().await {
         let chunk = chunk.map_err(|e| format!("response body: {e}"))?;
         let _ = body.flow_control().release_capacity(chunk.len());
         deframer.push(&chunk);
-        while let Some(json) = deframer.next_message()? {
-            checker.message(&json)?;
+        while let Some(message) = deframer.next_message()? {
+            if spec.typed.is_some() {
+                checker.message(&typed_response(&message, id)?)?;
+            } else {
+                checker.message(&message)?;
+            }
         }
     }
     if !deframer.is_empty() {

@@ -56,7 +56,9 @@ const USAGE: &str = "usage: mcpwire-load [--server NAME=ADDR,PID]...
   --scenarios       comma-separated, in order (default: all of these for the
                     bindings that have servers):
                     gRPC: memory, echo:C:K (C calls in flight on K
-                    connections), progress:C:K;
+                    connections), progress:C:K, typed-echo:C:K (the echo
+                    as typed CallTool calls of model_context_protocol.Mcp,
+                    on the first server only: tonic serves the tunnel);
                     HTTP: http-memory, http-echo:K (one call at a time on
                     each of K keep-alive connections), http-progress:K;
                     stdio: stdio-echo:C (C calls in flight), stdio-progress:C
@@ -74,7 +76,7 @@ Exit status 1 when any call failed (every response is checked), 2 on a
 usage error.";
 
 const DEFAULT_SCENARIOS: &str =
-    "memory,echo:1:1,echo:16:1,echo:256:1,echo:256:16,progress:1:1,progress:16:1";
+    "memory,echo:1:1,echo:16:1,typed-echo:16:1,echo:256:1,echo:256:16,progress:1:1,progress:16:1";
 const DEFAULT_HTTP_SCENARIOS: &str =
     "http-memory,http-echo:1,http-echo:16,http-echo:64,http-progress:1";
 const DEFAULT_STDIO_SCENARIOS: &str = "stdio-echo:1,stdio-echo:16";
@@ -106,6 +108,8 @@ enum Scenario {
         progress: bool,
         concurrency: usize,
         connections: usize,
+        /// Typed `CallTool` calls (`typed-echo`), on the first server only.
+        typed: bool,
     },
     HttpMemory,
     HttpLoad {
@@ -140,7 +144,12 @@ impl Scenario {
             _ => return Err(format!("unknown scenario {s}")),
         };
         let scenario = match rest {
-            "" => {
+            "" | "typed" => {
+                if rest == "typed" && progress {
+                    return Err(format!(
+                        "scenario {s}: the typed binding drops notifications: typed-echo only"
+                    ));
+                }
                 let connections = num(parts.next())?;
                 if connections > first {
                     return Err(format!(
@@ -151,6 +160,7 @@ impl Scenario {
                     progress,
                     concurrency: first,
                     connections,
+                    typed: rest == "typed",
                 }
             }
             "http" => Self::HttpLoad {
@@ -637,16 +647,23 @@ async fn run(o: &Options) -> Result<bool, String> {
                 progress: is_progress,
                 concurrency,
                 connections,
+                typed,
             } => {
                 let work = if is_progress { &progress } else { &echo };
                 let load = Load {
                     work: work.clone(),
                     concurrency,
                     connections,
+                    typed,
                 };
-                let kind = if is_progress { "progress" } else { "echo" };
+                let kind = match (typed, is_progress) {
+                    (true, _) => "typed_echo",
+                    (false, true) => "progress",
+                    (false, false) => "echo",
+                };
                 let key = format!("{kind}_c{concurrency}_k{connections}");
-                let skip = vec![false; o.servers.len()];
+                // The typed service is ours only (tonic serves the tunnel).
+                let skip: Vec<bool> = (0..o.servers.len()).map(|i| typed && i > 0).collect();
                 let results = load_rounds(
                     o,
                     index,
@@ -871,6 +888,9 @@ async fn run(o: &Options) -> Result<bool, String> {
 
 fn grpc_label(load: &Load, steps: u32) -> String {
     let what = match load.work {
+        Work::Echo { .. } if load.typed => {
+            "typed CallTool echo (model_context_protocol.Mcp)".to_owned()
+        }
         Work::Echo { .. } => "echo".to_owned(),
         Work::Progress { .. } => format!("progress ({steps} notifications + result)"),
     };
@@ -1045,11 +1065,28 @@ mod tests {
             Scenario::Load {
                 progress: false,
                 concurrency: 256,
-                connections: 16
+                connections: 16,
+                typed: false,
             }
         ));
         let all = parse_options(args("--server a=127.0.0.1:1,1")).unwrap();
-        assert_eq!(all.scenarios.len(), 7);
+        assert_eq!(all.scenarios.len(), 8);
+        let typed =
+            parse_options(args("--server a=127.0.0.1:1,1 --scenarios typed-echo:16:1")).unwrap();
+        assert!(matches!(
+            typed.scenarios[0],
+            Scenario::Load {
+                typed: true,
+                concurrency: 16,
+                ..
+            }
+        ));
+        assert!(
+            parse_options(args(
+                "--server a=127.0.0.1:1,1 --scenarios typed-progress:1:1"
+            ))
+            .is_err()
+        );
     }
 
     #[test]

@@ -38,6 +38,8 @@ pub struct Load {
     pub work: Work,
     pub concurrency: usize,
     pub connections: usize,
+    /// Typed `CallTool` calls instead of the tunnel's `tools/call`.
+    pub typed: bool,
 }
 
 /// Errors kept word for word per phase; the rest are only counted.
@@ -252,7 +254,11 @@ pub async fn run_load(
     span: Span,
     ticks: u64,
 ) -> Result<LoadResult, String> {
-    let spec = Arc::new(CallSpec::new(server.addr, load.work.clone())?);
+    let spec = Arc::new(if load.typed {
+        CallSpec::typed(server.addr, load.work.clone())?
+    } else {
+        CallSpec::new(server.addr, load.work.clone())?
+    });
     let conns = open_connections(server.addr, load.connections).await?;
     let mut warm = if warmup.is_zero() {
         LoadResult::empty()

@@ -10,6 +10,8 @@ use serde_json::json;
 
 /// The path of the tunnel method.
 pub const PATH: &str = "/mcp.zig.transport.v1.Mcp/Call";
+/// The path of the typed binding's `CallTool`.
+pub const TYPED_CALL_TOOL: &str = "/model_context_protocol.Mcp/CallTool";
 /// The MCP revision the requests speak.
 pub const PROTOCOL_VERSION: &str = "2026-07-28";
 /// The revision of the `initialize`-first shape, for a server of the 2025
@@ -123,6 +125,25 @@ impl Work {
         })
     }
 
+    /// The typed binding's `CallToolRequest` for this work's `tools/call`
+    /// (the core's transcoder writes it from the same params), framed.
+    pub fn typed_frame(&self) -> Result<Bytes, String> {
+        let request = self.request_json(1, Era::Modern);
+        let params = request["params"].to_string();
+        let mut out = vec![0u8; params.len() + 256];
+        let n = mcpwire_core::mcp::typed::request_to_proto(
+            mcpwire_proto::gcp::Rpc::CallTool,
+            params.as_bytes(),
+            &mut out,
+        )
+        .map_err(|e| format!("the typed CallToolRequest: {e:?}"))?;
+        let mut framed = BytesMut::with_capacity(n + 5);
+        framed.extend_from_slice(&[0]);
+        framed.extend_from_slice(&(n as u32).to_be_bytes());
+        framed.extend_from_slice(&out[..n]);
+        Ok(framed.freeze())
+    }
+
     /// A template that renders the request of any id cheaply.
     pub fn template(&self) -> Template {
         self.template_for(Era::Modern)
@@ -216,13 +237,22 @@ fn put_prefix(out: &mut BytesMut, json_len: usize) {
 }
 
 /// Splits gRPC messages off the received DATA and unwraps their
-/// `JsonRpcMessage`.
+/// `JsonRpcMessage` (or, for the typed binding, hands them out whole).
 #[derive(Debug, Default)]
 pub struct Deframer {
     buf: BytesMut,
+    raw: bool,
 }
 
 impl Deframer {
+    /// A deframer of messages that are not `JsonRpcMessage`s.
+    pub fn raw() -> Self {
+        Self {
+            buf: BytesMut::new(),
+            raw: true,
+        }
+    }
+
     pub fn push(&mut self, data: &[u8]) {
         self.buf.extend_from_slice(data);
     }
@@ -241,6 +271,9 @@ impl Deframer {
         }
         self.buf.advance(5);
         let message = self.buf.split_to(len).freeze();
+        if self.raw {
+            return Ok(Some(message));
+        }
         json_field(message).map(Some)
     }
 
@@ -248,6 +281,21 @@ impl Deframer {
     pub fn is_empty(&self) -> bool {
         self.buf.is_empty()
     }
+}
+
+/// The typed `CallToolResponse` `message` of call `id` as the JSON-RPC
+/// response the tunnel would have carried (the core's transcoder reads it),
+/// for the same checks.
+pub fn typed_response(message: &[u8], id: u64) -> Result<Vec<u8>, String> {
+    let mut out = vec![0u8; message.len() * 2 + 256];
+    let n = mcpwire_core::mcp::typed::result_to_json(
+        mcpwire_proto::gcp::Rpc::CallTool,
+        message,
+        &mut out,
+    )
+    .map_err(|e| format!("a CallToolResponse that does not read: {e:?}"))?;
+    let result = std::str::from_utf8(&out[..n]).map_err(|e| e.to_string())?;
+    Ok(format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{result}}}"#).into_bytes())
 }
 
 /// Field 1 of `JsonRpcMessage`, the only field a server sends.
