@@ -24,7 +24,7 @@ use mcpwire_core::mcp::client::stdio::{Era, EraChoice};
 use mcpwire_core::mcp::meta::PROTOCOL_VERSION;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use crate::channel::typed::{
     array, call_tool_result, named_params, progress, prompt, required, resource, result_of, string,
@@ -40,6 +40,8 @@ use crate::{
 
 /// Pages read of a list method before giving up.
 const MAX_LIST_PAGES: usize = 1024;
+/// Rounds of a multi round-trip call before giving up.
+pub const MAX_INPUT_ROUNDS: usize = 16;
 
 /// An MCP client over any transport. Cheap to clone: clones share the
 /// connections (or the child).
@@ -389,6 +391,63 @@ impl Client {
                 }
             }
         }
+    }
+
+    /// [`Client::call_tool`] for a tool that may ask for input (a multi
+    /// round-trip request, MCP 2026-07-28 §9): the calls declare
+    /// `capabilities` (the client capabilities `on_input` can answer, such
+    /// as `{"elicitation": {}}`); each `input_required` result's
+    /// `inputRequests` go to `on_input`, and its answers (an object keyed
+    /// as the requests) go back as `inputResponses` with the result's
+    /// `requestState`, until the tool completes; at most
+    /// [`MAX_INPUT_ROUNDS`] rounds. An error of `on_input` ends the call.
+    pub async fn call_tool_with_input(
+        &self,
+        name: &str,
+        arguments: impl Serialize,
+        capabilities: Value,
+        mut on_input: impl FnMut(&Map<String, Value>) -> Result<Map<String, Value>, CallError>,
+    ) -> Result<CallToolResult, CallError> {
+        let mut params = named_params(name, arguments)?;
+        params["_meta"] = json!({ "io.modelcontextprotocol/clientCapabilities": capabilities });
+        for _ in 0..MAX_INPUT_ROUNDS {
+            let mut result = result_of(self.request("tools/call", params.clone()).await?)?;
+            if result.get("resultType").and_then(Value::as_str) != Some("input_required") {
+                return call_tool_result(&result);
+            }
+            let requests = match result.get_mut("inputRequests").map(Value::take) {
+                Some(Value::Object(requests)) => requests,
+                None => Map::new(),
+                Some(_) => {
+                    return Err(CallError::new(
+                        Code::Internal,
+                        "an input_required result whose inputRequests is not an object",
+                    ));
+                }
+            };
+            params["inputResponses"] = Value::Object(on_input(&requests)?);
+            match result.get_mut("requestState").map(Value::take) {
+                Some(state) => params["requestState"] = state,
+                None => {
+                    if let Some(p) = params.as_object_mut() {
+                        p.remove("requestState");
+                    }
+                }
+            }
+        }
+        Err(CallError::new(
+            Code::Internal,
+            format!("{name}: still asking for input after {MAX_INPUT_ROUNDS} rounds"),
+        ))
+    }
+
+    /// Opens a `subscriptions/listen` stream with `params` (its filter):
+    /// the acknowledgement and the change notifications arrive on the
+    /// returned call, without a timeout, until it is dropped (which ends
+    /// the subscription) or the server ends it.
+    pub async fn listen(&self, params: Value) -> Result<ClientCall, CallError> {
+        self.call(json!({"jsonrpc": "2.0", "method": "subscriptions/listen", "params": params}))
+            .await
     }
 
     /// Every resource of the server (`resources/list`, all pages).

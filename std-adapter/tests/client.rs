@@ -16,6 +16,7 @@ use mcpwire_core::grpc::Code;
 use mcpwire_core::mcp::client::stdio::{Era, EraChoice};
 use mcpwire_tokio::{
     BearerTokens, Client, HttpChannelConfig, Server, ServerCommand, StdioChannelConfig,
+    StreamMessage,
 };
 use serde_json::json;
 
@@ -49,6 +50,50 @@ async fn the_same_calls(client: &Client) -> i64 {
         .await
         .unwrap();
     assert_eq!(found, json!({"region": "eu", "limit": 2}));
+    // A multi round-trip call: the input request answered by the
+    // callback, the tool completing on the second round.
+    let mut asked = Vec::new();
+    let confirmed = client
+        .call_tool_with_input(
+            "confirm",
+            json!({}),
+            json!({"elicitation": {}}),
+            |requests| {
+                asked.extend(requests.keys().cloned());
+                let mut answers = serde_json::Map::new();
+                answers.insert(
+                    "confirm".into(),
+                    json!({"action": "accept", "content": {"ok": true}}),
+                );
+                Ok(answers)
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(confirmed.text(), "confirmed");
+    assert_eq!(asked, ["confirm"]);
+    // A listen stream: acknowledged, then the demo's change events.
+    let mut listen = client
+        .listen(json!({"notifications": {"toolsListChanged": true}}))
+        .await
+        .unwrap();
+    let mut methods = Vec::new();
+    while methods.len() < 2 {
+        match listen.next().await.unwrap() {
+            Some(StreamMessage::Notification(n)) => {
+                methods.push(n["method"].as_str().unwrap_or_default().to_owned());
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(
+        methods,
+        [
+            "notifications/subscriptions/acknowledged",
+            "notifications/tools/list_changed"
+        ]
+    );
+    drop(listen);
     // An unknown method: the server's JSON-RPC error, whatever the
     // transport.
     let response = client.request("nothing/here", json!({})).await.unwrap();
@@ -59,7 +104,7 @@ async fn the_same_calls(client: &Client) -> i64 {
 
 #[tokio::test]
 async fn the_same_calls_over_http_grpc_and_stdio() {
-    let server = common::start_on_with_tick("127.0.0.1:0", Duration::from_secs(3600)).await;
+    let server = common::start_on_with_tick("127.0.0.1:0", Duration::from_millis(50)).await;
     let http = Client::connect(&format!("http://{}/mcp", server.addr))
         .await
         .unwrap();
@@ -73,7 +118,12 @@ async fn the_same_calls_over_http_grpc_and_stdio() {
         .await
         .unwrap();
     assert_eq!(grpc.transport_name(), "gRPC tunnel");
-    let command = ServerCommand::new(env!("CARGO_BIN_EXE_mcpwire")).args(["serve", "--stdio"]);
+    let command = ServerCommand::new(env!("CARGO_BIN_EXE_mcpwire")).args([
+        "serve",
+        "--stdio",
+        "--tick-ms",
+        "50",
+    ]);
     let stdio = Client::stdio(StdioChannelConfig::new(command))
         .await
         .unwrap();

@@ -22,7 +22,7 @@ use mcpwire_core::mcp::client::stdio::EraChoice;
 use mcpwire_tokio::{Channel, ChannelConfig, StreamMessage};
 use serde_json::{Value, json};
 
-pub const USAGE: &str = "usage: mcpwire call [--server ADDR] [--tls | --tls-ca PEM] [--tls-server-name NAME] discover | list | tool NAME [JSON-ARGS] [--progress] [--timeout-ms N]   (default 127.0.0.1:50051, cleartext)
+pub const USAGE: &str = "usage: mcpwire call [--server ADDR | grpc://ADDR] [--tls | --tls-ca PEM] [--tls-server-name NAME] discover | list | tool NAME [JSON-ARGS] [--progress] [--timeout-ms N]   (default 127.0.0.1:50051, cleartext)
        mcpwire call --stdio [-v] [--era probe|modern|legacy] [--pass-env NAME]... [--inherit-env] [--cwd DIR]
          discover | list | tool NAME [JSON-ARGS] [--progress] [--timeout-ms N] -- /ABS/SERVER [ARGS...]
          (the child gets an empty environment but the --pass-env names; MCPWIRE_TOKEN goes to it as MCPWIRE_TOKEN)
@@ -157,6 +157,10 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Args, String> {
             }
             "--http1" => http2 = Some(mcpwire_tokio::Http2Mode::Never),
             "--http2" => http2 = Some(mcpwire_tokio::Http2Mode::PriorKnowledge),
+            // The gRPC tunnel by URL, as `Client::connect` takes it.
+            _ if flag.starts_with("grpc://") => {
+                server = flag["grpc://".len()..].trim_end_matches('/').to_owned();
+            }
             _ if flag.starts_with("http://") || flag.starts_with("https://") => {
                 if http.replace(arg).is_some() {
                     return Err("one URL only".into());
