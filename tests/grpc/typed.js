@@ -1,11 +1,13 @@
 // grpc-js client of the typed binding `model_context_protocol.Mcp` (the
 // Google Cloud proto files v0.2.0 vendored in proto/proto/gcp/, loaded at
 // run time with @grpc/proto-loader), against a server that serves the
-// demo tools (`echo`, `progress`).
+// demo (`mcpwire serve`): its tools, resource mem://readme and prompt greet.
 //
 //   node typed.js HOST:PORT SCENARIO
 //
-// Scenarios: list-tools, call-tool, unknown-tool, input-required, progress. Prints one JSON
+// Scenarios: list-tools, call-tool, unknown-tool, input-required, progress,
+// list-resources, read-resource, list-resource-templates, list-prompts,
+// get-prompt, complete, deadline, cancel. Prints one JSON
 // line of observations; exit 0 = the expectations hold, 1 = not (`reason`),
 // 2 = usage.
 'use strict';
@@ -44,12 +46,43 @@ function struct(o) {
   return { fields: Object.fromEntries(Object.entries(o).map(([k, v]) => [k, value(v)])) };
 }
 
-function unary(client, rpc, request, metadata = new grpc.Metadata()) {
+function unary(client, rpc, request, metadata = new grpc.Metadata(), timeoutMs = 10000) {
   return new Promise((resolve) => {
-    client[rpc](request, metadata, { deadline: Date.now() + 10000 }, (err, response) => {
+    client[rpc](request, metadata, { deadline: Date.now() + timeoutMs }, (err, response) => {
       resolve({ err, response });
     });
   });
+}
+
+// Metadata with one key.
+function header(key, val) {
+  const md = new grpc.Metadata();
+  md.set(key, val);
+  return md;
+}
+
+// Checks an error's status and trailers: mcp-error-code is the JSON-RPC
+// code and mcp-error-bin the JSON-RPC error response (id null) whose
+// message is the grpc-message. Returns the observations and, when they do
+// not hold, `reason`.
+function errorTrailers(err, status, rpcCode) {
+  const code = err.metadata.get('mcp-error-code')[0];
+  const bin = err.metadata.get('mcp-error-bin')[0];
+  const obs = { status: STATUS_NAME[err.code], details: err.details, mcpErrorCode: code };
+  let response = null;
+  try {
+    response = JSON.parse(Buffer.from(bin).toString('utf8'));
+  } catch (e) {
+    return { reason: `mcp-error-bin is not JSON: ${e.message}`, ...obs };
+  }
+  obs.errorBin = response;
+  if (err.code !== status) return { reason: `status is not ${STATUS_NAME[status]}`, ...obs };
+  if (code !== String(rpcCode)) return { reason: `mcp-error-code is not ${rpcCode}`, ...obs };
+  if (response.id !== null || response.jsonrpc !== '2.0' || !response.error || response.error.code !== rpcCode) {
+    return { reason: `mcp-error-bin is not a JSON-RPC error response with id null and ${rpcCode}`, ...obs };
+  }
+  if (response.error.message !== err.details) return { reason: 'grpc-message differs from the error message', ...obs };
+  return obs;
 }
 
 // The text of a CallToolResponse's first content block.
@@ -96,22 +129,8 @@ const scenarios = {
   async 'unknown-tool'(client) {
     const { err } = await unary(client, 'CallTool', { request: { name: 'no_such_tool', arguments: struct({}) } });
     if (!err) return { ok: false, reason: 'the call succeeded' };
-    const code = err.metadata.get('mcp-error-code')[0];
-    const bin = err.metadata.get('mcp-error-bin')[0];
-    let response = null;
-    try {
-      response = JSON.parse(Buffer.from(bin).toString('utf8'));
-    } catch (e) {
-      return { ok: false, reason: `mcp-error-bin is not JSON: ${e.message}` };
-    }
-    const obs = { status: STATUS_NAME[err.code], details: err.details, mcpErrorCode: code, errorBin: response };
-    if (err.code !== grpc.status.INVALID_ARGUMENT) return { ok: false, reason: 'status is not INVALID_ARGUMENT', ...obs };
-    if (code !== '-32602') return { ok: false, reason: 'mcp-error-code is not -32602', ...obs };
-    if (response.id !== null || response.jsonrpc !== '2.0' || !response.error || response.error.code !== -32602) {
-      return { ok: false, reason: 'mcp-error-bin is not a JSON-RPC error response with id null and -32602', ...obs };
-    }
-    if (response.error.message !== err.details) return { ok: false, reason: 'grpc-message differs from the error message', ...obs };
-    return { ok: true, ...obs };
+    const obs = errorTrailers(err, grpc.status.INVALID_ARGUMENT, -32602);
+    return { ok: !obs.reason, ...obs };
   },
 
   // A multi round-trip call (the demo's `confirm`): INPUT_REQUIRED with an
@@ -156,6 +175,138 @@ const scenarios = {
     if (err) return { ok: false, reason: `error ${STATUS_NAME[err.code]}: ${err.details}` };
     const obs = { text: firstText(response), isError: response.is_error === true };
     if (obs.isError) return { ok: false, reason: 'is_error set', ...obs };
+    if (obs.text !== 'done after 3 steps') return { ok: false, reason: 'text is not the result', ...obs };
+    return { ok: true, ...obs };
+  },
+
+  async 'list-resources'(client) {
+    const { err, response } = await unary(client, 'ListResources', {});
+    if (err) return { ok: false, reason: `error ${STATUS_NAME[err.code]}: ${err.details}` };
+    const readme = (response.resources || []).find((r) => r.uri === 'mem://readme');
+    const obs = {
+      uris: (response.resources || []).map((r) => r.uri),
+      resultType: response.common && response.common.result_type,
+      name: readme && readme.name,
+      mimeType: readme && readme.mime_type,
+    };
+    if (!readme) return { ok: false, reason: 'no mem://readme', ...obs };
+    if (obs.resultType !== 'RESULT_TYPE_COMPLETE') return { ok: false, reason: 'result_type not COMPLETE', ...obs };
+    if (obs.name !== 'readme' || obs.mimeType !== 'text/plain') return { ok: false, reason: 'name or mime_type differs', ...obs };
+    return { ok: true, ...obs };
+  },
+
+  async 'read-resource'(client) {
+    const uri = 'mem://readme';
+    const { err, response } = await unary(client, 'ReadResource', { uri }, header('mcp_resource', uri));
+    if (err) return { ok: false, reason: `error ${STATUS_NAME[err.code]}: ${err.details}` };
+    const c = (response.resource || [])[0] || {};
+    const obs = { count: (response.resource || []).length, uri: c.uri, mimeType: c.mime_type, text: c.text };
+    if (obs.count !== 1) return { ok: false, reason: 'not one content', ...obs };
+    if (obs.uri !== uri || obs.mimeType !== 'text/plain') return { ok: false, reason: 'uri or mime_type differs', ...obs };
+    if (typeof obs.text !== 'string' || !obs.text.startsWith('mcpwire: ')) return { ok: false, reason: 'text is not the readme', ...obs };
+    return { ok: true, ...obs };
+  },
+
+  // The demo has resources and no templates: an empty list, complete.
+  async 'list-resource-templates'(client) {
+    const { err, response } = await unary(client, 'ListResourceTemplates', {});
+    if (err) return { ok: false, reason: `error ${STATUS_NAME[err.code]}: ${err.details}` };
+    const obs = {
+      count: (response.resource_templates || []).length,
+      resultType: response.common && response.common.result_type,
+    };
+    if (obs.resultType !== 'RESULT_TYPE_COMPLETE') return { ok: false, reason: 'result_type not COMPLETE', ...obs };
+    if (obs.count !== 0) return { ok: false, reason: 'the demo has no templates', ...obs };
+    return { ok: true, ...obs };
+  },
+
+  async 'list-prompts'(client) {
+    const { err, response } = await unary(client, 'ListPrompts', {});
+    if (err) return { ok: false, reason: `error ${STATUS_NAME[err.code]}: ${err.details}` };
+    const greet = (response.prompts || []).find((p) => p.name === 'greet');
+    const args = (greet && greet.arguments) || [];
+    const obs = {
+      names: (response.prompts || []).map((p) => p.name),
+      description: greet && greet.description,
+      arguments: args.map((a) => ({ name: a.name, required: a.required === true })),
+    };
+    if (!greet) return { ok: false, reason: 'no greet prompt', ...obs };
+    if (obs.description !== 'Greets someone.') return { ok: false, reason: 'description differs', ...obs };
+    if (args.length !== 1 || args[0].name !== 'who' || args[0].required !== true) {
+      return { ok: false, reason: 'arguments are not [who, required]', ...obs };
+    }
+    return { ok: true, ...obs };
+  },
+
+  async 'get-prompt'(client) {
+    const { err, response } = await unary(
+      client,
+      'GetPrompt',
+      { name: 'greet', arguments: { who: 'grpc-js' } },
+      header('mcp_prompt', 'greet'),
+    );
+    if (err) return { ok: false, reason: `error ${STATUS_NAME[err.code]}: ${err.details}` };
+    const m = (response.messages || [])[0] || {};
+    const obs = { count: (response.messages || []).length, role: m.role, text: m.text && m.text.text };
+    if (obs.count !== 1) return { ok: false, reason: 'not one message', ...obs };
+    if (obs.role !== 'ROLE_USER') return { ok: false, reason: 'role is not USER', ...obs };
+    if (obs.text !== 'Say hello to grpc-js.') return { ok: false, reason: 'text differs', ...obs };
+    return { ok: true, ...obs };
+  },
+
+  // The demo answers no completions: UNIMPLEMENTED, -32601 in the trailers.
+  async complete(client) {
+    const { err, response } = await unary(
+      client,
+      'Complete',
+      { prompt_reference: { name: 'greet' }, argument: { name: 'who', value: 'w' } },
+      header('mcp_resource', 'greet'),
+    );
+    if (!err) return { ok: false, reason: 'the call succeeded', values: response.values };
+    const obs = errorTrailers(err, grpc.status.UNIMPLEMENTED, -32601);
+    return { ok: !obs.reason, ...obs };
+  },
+
+  // `sleep` past a short deadline: DEADLINE_EXCEEDED at about the deadline,
+  // not when the sleep would end.
+  async deadline(client) {
+    const started = Date.now();
+    const { err } = await unary(
+      client,
+      'CallTool',
+      { request: { name: 'sleep', arguments: struct({ ms: 5000 }) } },
+      header('mcp_tool', 'sleep'),
+      300,
+    );
+    const obs = { status: err && STATUS_NAME[err.code], elapsedMs: Date.now() - started };
+    if (!err) return { ok: false, reason: 'the call succeeded', ...obs };
+    if (err.code !== grpc.status.DEADLINE_EXCEEDED) return { ok: false, reason: 'status is not DEADLINE_EXCEEDED', ...obs };
+    if (obs.elapsedMs > 3000) return { ok: false, reason: 'the deadline did not end the call', ...obs };
+    const after = await unary(client, 'CallTool', { request: { name: 'echo', arguments: struct({ text: 'after' }) } });
+    obs.after = after.err ? STATUS_NAME[after.err.code] : firstText(after.response);
+    if (obs.after !== 'after') return { ok: false, reason: 'no answer after the deadline', ...obs };
+    return { ok: true, ...obs };
+  },
+
+  // A `sleep` cancelled by the client: CANCELLED, then the server answers
+  // another call on the same channel.
+  async cancel(client) {
+    const started = Date.now();
+    const err = await new Promise((resolve) => {
+      const call = client.CallTool(
+        { request: { name: 'sleep', arguments: struct({ ms: 5000 }) } },
+        header('mcp_tool', 'sleep'),
+        { deadline: Date.now() + 10000 },
+        (e) => resolve(e),
+      );
+      setTimeout(() => call.cancel(), 200);
+    });
+    const obs = { status: err && STATUS_NAME[err.code], elapsedMs: Date.now() - started };
+    if (!err) return { ok: false, reason: 'the call succeeded', ...obs };
+    if (err.code !== grpc.status.CANCELLED) return { ok: false, reason: 'status is not CANCELLED', ...obs };
+    const after = await unary(client, 'CallTool', { request: { name: 'echo', arguments: struct({ text: 'after' }) } });
+    obs.after = after.err ? STATUS_NAME[after.err.code] : firstText(after.response);
+    if (obs.after !== 'after') return { ok: false, reason: 'no answer after the cancel', ...obs };
     return { ok: true, ...obs };
   },
 };
