@@ -78,11 +78,10 @@ def error_trailers(err, status, rpc_code):
         return {"reason": f"status is not {status.name}", **obs}
     if code != str(rpc_code):
         return {"reason": f"mcp-error-code is not {rpc_code}", **obs}
-    error = response.get("error") if isinstance(response, dict) else None
-    if response.get("id", 0) is not None or response.get("jsonrpc") != "2.0" or not error \
-            or error.get("code") != rpc_code:
+    if not isinstance(response, dict) or response.get("id", 0) is not None or response.get("jsonrpc") != "2.0" \
+            or not isinstance(response.get("error"), dict) or response["error"].get("code") != rpc_code:
         return {"reason": f"mcp-error-bin is not a JSON-RPC error response with id null and {rpc_code}", **obs}
-    if error.get("message") != err.details():
+    if response["error"].get("message") != err.details():
         return {"reason": "grpc-message differs from the error message", **obs}
     return obs
 
