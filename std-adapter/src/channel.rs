@@ -44,6 +44,7 @@
 //! # Ok(()) }
 //! ```
 
+pub(crate) mod calls;
 mod driver;
 pub(crate) mod typed;
 

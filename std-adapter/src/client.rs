@@ -26,10 +26,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 
-use crate::channel::typed::{
-    array, call_tool_result, named_params, progress, prompt, required, resource, result_of, string,
-    tool,
-};
+use crate::channel::calls::{self, CallMessages, Calls};
+use crate::channel::typed::{call_tool_result, named_params, result_of};
 use crate::channel::{
     CallStream, GetPromptResult, Progress, Prompt, Resource, ResourceContents, StreamMessage,
 };
@@ -38,8 +36,6 @@ use crate::{
     HttpChannelConfig, HttpLinkConfig, StdioCall, StdioChannel, StdioChannelConfig, Stopped, Tool,
 };
 
-/// Pages read of a list method before giving up.
-const MAX_LIST_PAGES: usize = 1024;
 /// Rounds of a multi round-trip call before giving up.
 pub const MAX_INPUT_ROUNDS: usize = 16;
 
@@ -327,8 +323,7 @@ impl Client {
 
     /// Every tool of the server (`tools/list`, all pages).
     pub async fn list_tools(&self) -> Result<Vec<Tool>, CallError> {
-        let items = self.list_all("tools/list", "tools").await?;
-        items.iter().map(tool).collect()
+        calls::list_tools(self).await
     }
 
     /// Calls tool `name` with `arguments` (a struct or map that serializes
@@ -339,9 +334,7 @@ impl Client {
         name: &str,
         arguments: impl Serialize,
     ) -> Result<CallToolResult, CallError> {
-        let params = named_params(name, arguments)?;
-        let response = self.request("tools/call", params).await?;
-        call_tool_result(&result_of(response)?)
+        calls::call_tool(self, name, arguments).await
     }
 
     /// [`Client::call_tool`] for a tool with an output schema: its
@@ -352,13 +345,7 @@ impl Client {
         name: &str,
         arguments: impl Serialize,
     ) -> Result<T, CallError> {
-        let result = self.call_tool(name, arguments).await?;
-        if result.is_error {
-            let mut e = CallError::new(Code::Unknown, result.text());
-            e.tool_error = Some(Box::new(result));
-            return Err(e);
-        }
-        result.structured()
+        calls::call_tool_typed(self, name, arguments).await
     }
 
     /// [`Client::call_tool`] asking for progress: `on_progress` sees each
@@ -367,30 +354,9 @@ impl Client {
         &self,
         name: &str,
         arguments: impl Serialize,
-        mut on_progress: impl FnMut(Progress),
+        on_progress: impl FnMut(Progress),
     ) -> Result<CallToolResult, CallError> {
-        let mut params = named_params(name, arguments)?;
-        let token = format!("mcpwire-{}", next_token());
-        params["_meta"] = json!({"progressToken": token});
-        let mut call = self
-            .call(json!({"jsonrpc": "2.0", "method": "tools/call", "params": params}))
-            .await?;
-        loop {
-            match call.next().await? {
-                Some(StreamMessage::Notification(n)) => {
-                    if let Some(p) = progress(&n, &token) {
-                        on_progress(p);
-                    }
-                }
-                Some(StreamMessage::Response(r)) => return call_tool_result(&result_of(r)?),
-                None => {
-                    return Err(CallError::new(
-                        Code::Internal,
-                        "the call ended without a response",
-                    ));
-                }
-            }
-        }
+        calls::call_tool_with_progress(self, name, arguments, on_progress).await
     }
 
     /// [`Client::call_tool`] for a tool that may ask for input (a multi
@@ -452,31 +418,17 @@ impl Client {
 
     /// Every resource of the server (`resources/list`, all pages).
     pub async fn list_resources(&self) -> Result<Vec<Resource>, CallError> {
-        let items = self.list_all("resources/list", "resources").await?;
-        items.iter().map(resource).collect()
+        calls::list_resources(self).await
     }
 
     /// The contents of the resource at `uri` (`resources/read`).
     pub async fn read_resource(&self, uri: &str) -> Result<Vec<ResourceContents>, CallError> {
-        let response = self.request("resources/read", json!({"uri": uri})).await?;
-        let result = result_of(response)?;
-        array(&result, "contents")?
-            .iter()
-            .map(|c| {
-                Ok(ResourceContents {
-                    uri: required(c, "uri")?,
-                    mime_type: string(c, "mimeType"),
-                    text: string(c, "text"),
-                    blob: string(c, "blob"),
-                })
-            })
-            .collect()
+        calls::read_resource(self, uri).await
     }
 
     /// Every prompt of the server (`prompts/list`, all pages).
     pub async fn list_prompts(&self) -> Result<Vec<Prompt>, CallError> {
-        let items = self.list_all("prompts/list", "prompts").await?;
-        items.iter().map(prompt).collect()
+        calls::list_prompts(self).await
     }
 
     /// Prompt `name` with `arguments` (string values; `()` for none).
@@ -485,12 +437,7 @@ impl Client {
         name: &str,
         arguments: impl Serialize,
     ) -> Result<GetPromptResult, CallError> {
-        let params = named_params(name, arguments)?;
-        let result = result_of(self.request("prompts/get", params).await?)?;
-        Ok(GetPromptResult {
-            description: string(&result, "description"),
-            messages: array(&result, "messages")?.clone(),
-        })
+        calls::get_prompt(self, name, arguments).await
     }
 
     /// Ends the client: a stdio child is stopped (stdin closed, then
@@ -503,33 +450,31 @@ impl Client {
             Transport::Grpc(_) | Transport::Http(_) => None,
         }
     }
+}
 
-    /// The items under `key` of every page of a list method.
-    async fn list_all(&self, method: &str, key: &str) -> Result<Vec<Value>, CallError> {
-        let mut items = Vec::new();
-        let mut cursor: Option<String> = None;
-        for _ in 0..MAX_LIST_PAGES {
-            let params = match cursor.take() {
-                Some(c) => json!({"cursor": c}),
-                None => json!({}),
-            };
-            let result = result_of(self.request(method, params).await?)?;
-            items.extend(array(&result, key)?.iter().cloned());
-            match result.get("nextCursor") {
-                Some(Value::String(c)) => cursor = Some(c.clone()),
-                _ => return Ok(items),
-            }
-        }
-        Err(CallError::new(
-            Code::Internal,
-            format!("{method}: more than {MAX_LIST_PAGES} pages"),
-        ))
+impl Calls for Client {
+    type Call = ClientCall;
+
+    fn request(
+        &self,
+        method: &str,
+        params: Value,
+    ) -> impl std::future::Future<Output = Result<Value, CallError>> + Send {
+        Client::request(self, method, params)
+    }
+
+    fn call(
+        &self,
+        request: Value,
+    ) -> impl std::future::Future<Output = Result<ClientCall, CallError>> + Send {
+        Client::call(self, request)
     }
 }
 
-/// A process-wide counter for progress tokens.
-fn next_token() -> u64 {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static NEXT: AtomicU64 = AtomicU64::new(1);
-    NEXT.fetch_add(1, Ordering::Relaxed)
+impl CallMessages for ClientCall {
+    fn next_message(
+        &mut self,
+    ) -> impl std::future::Future<Output = Result<Option<StreamMessage>, CallError>> + Send {
+        self.next()
+    }
 }

@@ -14,6 +14,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 
+use super::calls;
 use super::{CallError, Channel, StreamMessage};
 
 /// Pages a list method reads at most: a server whose cursors never end
@@ -143,11 +144,10 @@ pub struct GetPromptResult {
 }
 
 impl Channel {
-    /// Every tool of the server (`tools/list`, all pages). The channel
-    /// caches their schemas, as for any `tools/list`.
+    /// Every tool of the server (`tools/list`, all pages).
+    /// The channel caches their schemas, as for any `tools/list`.
     pub async fn list_tools(&self) -> Result<Vec<Tool>, CallError> {
-        let items = self.list_all("tools/list", "tools").await?;
-        items.iter().map(tool).collect()
+        calls::list_tools(self).await
     }
 
     /// Calls tool `name` with `arguments` (a struct or map that serializes
@@ -158,9 +158,7 @@ impl Channel {
         name: &str,
         arguments: impl Serialize,
     ) -> Result<CallToolResult, CallError> {
-        let params = named_params(name, arguments)?;
-        let response = self.request("tools/call", params).await?;
-        call_tool_result(&result_of(response)?)
+        calls::call_tool(self, name, arguments).await
     }
 
     /// [`Channel::call_tool`] for a tool with an output schema: its
@@ -171,79 +169,33 @@ impl Channel {
         name: &str,
         arguments: impl Serialize,
     ) -> Result<T, CallError> {
-        let result = self.call_tool(name, arguments).await?;
-        if result.is_error {
-            let mut e = CallError::new(Code::Unknown, result.text());
-            e.tool_error = Some(Box::new(result));
-            return Err(e);
-        }
-        result.structured()
+        calls::call_tool_typed(self, name, arguments).await
     }
 
-    /// [`Channel::call_tool`] asking for progress: `on_progress` sees each
-    /// `notifications/progress` of the call as it arrives.
+    /// [`Channel::call_tool`] asking for progress: `on_progress` sees
+    /// each `notifications/progress` of the call as it arrives.
     pub async fn call_tool_with_progress(
         &self,
         name: &str,
         arguments: impl Serialize,
-        mut on_progress: impl FnMut(Progress),
+        on_progress: impl FnMut(Progress),
     ) -> Result<CallToolResult, CallError> {
-        let mut params = named_params(name, arguments)?;
-        let token = format!(
-            "mcpwire-{}",
-            self.inner
-                .next_id
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-        );
-        params["_meta"] = json!({"progressToken": token});
-        let mut call = self
-            .call(json!({"method": "tools/call", "params": params}))
-            .await?;
-        loop {
-            match call.next().await? {
-                Some(StreamMessage::Notification(n)) => {
-                    if let Some(p) = progress(&n, &token) {
-                        on_progress(p);
-                    }
-                }
-                Some(StreamMessage::Response(r)) => return call_tool_result(&result_of(r)?),
-                None => {
-                    return Err(CallError::new(
-                        Code::Internal,
-                        "the call ended without a response",
-                    ));
-                }
-            }
-        }
+        calls::call_tool_with_progress(self, name, arguments, on_progress).await
     }
 
     /// Every resource of the server (`resources/list`, all pages).
     pub async fn list_resources(&self) -> Result<Vec<Resource>, CallError> {
-        let items = self.list_all("resources/list", "resources").await?;
-        items.iter().map(resource).collect()
+        calls::list_resources(self).await
     }
 
     /// The contents of the resource at `uri` (`resources/read`).
     pub async fn read_resource(&self, uri: &str) -> Result<Vec<ResourceContents>, CallError> {
-        let response = self.request("resources/read", json!({"uri": uri})).await?;
-        let result = result_of(response)?;
-        array(&result, "contents")?
-            .iter()
-            .map(|c| {
-                Ok(ResourceContents {
-                    uri: required(c, "uri")?,
-                    mime_type: string(c, "mimeType"),
-                    text: string(c, "text"),
-                    blob: string(c, "blob"),
-                })
-            })
-            .collect()
+        calls::read_resource(self, uri).await
     }
 
     /// Every prompt of the server (`prompts/list`, all pages).
     pub async fn list_prompts(&self) -> Result<Vec<Prompt>, CallError> {
-        let items = self.list_all("prompts/list", "prompts").await?;
-        items.iter().map(prompt).collect()
+        calls::list_prompts(self).await
     }
 
     /// Prompt `name` with `arguments` (string values; `()` for none).
@@ -252,35 +204,7 @@ impl Channel {
         name: &str,
         arguments: impl Serialize,
     ) -> Result<GetPromptResult, CallError> {
-        let params = named_params(name, arguments)?;
-        let response = self.request("prompts/get", params).await?;
-        let result = result_of(response)?;
-        Ok(GetPromptResult {
-            description: string(&result, "description"),
-            messages: array(&result, "messages")?.clone(),
-        })
-    }
-
-    /// The items under `key` of every page of a list method.
-    async fn list_all(&self, method: &str, key: &str) -> Result<Vec<Value>, CallError> {
-        let mut items = Vec::new();
-        let mut cursor: Option<String> = None;
-        for _ in 0..MAX_LIST_PAGES {
-            let params = match cursor.take() {
-                Some(c) => json!({"cursor": c}),
-                None => json!({}),
-            };
-            let result = result_of(self.request(method, params).await?)?;
-            items.extend(array(&result, key)?.iter().cloned());
-            match result.get("nextCursor") {
-                Some(Value::String(c)) => cursor = Some(c.clone()),
-                _ => return Ok(items),
-            }
-        }
-        Err(CallError::new(
-            Code::Internal,
-            format!("{method}: more than {MAX_LIST_PAGES} pages"),
-        ))
+        calls::get_prompt(self, name, arguments).await
     }
 }
 
@@ -412,6 +336,33 @@ pub(crate) fn array<'v>(value: &'v Value, key: &str) -> Result<&'v Vec<Value>, C
         .get(key)
         .and_then(Value::as_array)
         .ok_or_else(|| CallError::new(Code::Internal, format!("the result has no array {key:?}")))
+}
+
+impl super::calls::Calls for Channel {
+    type Call = super::CallStream;
+
+    fn request(
+        &self,
+        method: &str,
+        params: Value,
+    ) -> impl std::future::Future<Output = Result<Value, CallError>> + Send {
+        Channel::request(self, method, params)
+    }
+
+    fn call(
+        &self,
+        request: Value,
+    ) -> impl std::future::Future<Output = Result<super::CallStream, CallError>> + Send {
+        Channel::call(self, request)
+    }
+}
+
+impl super::calls::CallMessages for super::CallStream {
+    fn next_message(
+        &mut self,
+    ) -> impl std::future::Future<Output = Result<Option<StreamMessage>, CallError>> + Send {
+        self.next()
+    }
 }
 
 #[cfg(test)]

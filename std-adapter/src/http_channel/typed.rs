@@ -5,34 +5,28 @@
 //! JSON-RPC error response is an `Err` whose [`CallError::rpc`] holds it;
 //! a tool's own failure (`isError`) is an ordinary [`CallToolResult`].
 
-use mcpwire_core::grpc::Code;
 use serde::Serialize;
-use serde_json::{Value, json};
-
-use super::HttpChannel;
 use serde::de::DeserializeOwned;
+use serde_json::Value;
 
-use crate::channel::typed::{
-    array, call_tool_result, named_params, progress, prompt, required, resource, result_of, string,
-    tool,
-};
+use super::{HttpCall, HttpChannel};
+use crate::channel::calls::{self, CallMessages, Calls};
 use crate::channel::{
-    CallError, CallToolResult, GetPromptResult, MAX_LIST_PAGES, Progress, Prompt, Resource,
-    ResourceContents, StreamMessage, Tool,
+    CallError, CallToolResult, GetPromptResult, Progress, Prompt, Resource, ResourceContents,
+    StreamMessage, Tool,
 };
 
 impl HttpChannel {
     /// The server's `server/discover` result.
     pub async fn discover(&self) -> Result<Value, CallError> {
-        result_of(self.request("server/discover", json!({})).await?)
+        calls::discover(self).await
     }
 
-    /// Every tool of the server (`tools/list`, all pages), without those
-    /// whose `x-mcp-header` annotations are invalid. The channel caches
-    /// the annotated schemas, as for any `tools/list`.
+    /// Every tool of the server (`tools/list`, all pages).
+    /// Tools whose `x-mcp-header` annotations are invalid are left out;
+    /// the channel caches the annotated schemas, as for any `tools/list`.
     pub async fn list_tools(&self) -> Result<Vec<Tool>, CallError> {
-        let items = self.list_all("tools/list", "tools").await?;
-        items.iter().map(tool).collect()
+        calls::list_tools(self).await
     }
 
     /// Calls tool `name` with `arguments` (a struct or map that serializes
@@ -43,9 +37,7 @@ impl HttpChannel {
         name: &str,
         arguments: impl Serialize,
     ) -> Result<CallToolResult, CallError> {
-        let params = named_params(name, arguments)?;
-        let response = self.request("tools/call", params).await?;
-        call_tool_result(&result_of(response)?)
+        calls::call_tool(self, name, arguments).await
     }
 
     /// [`HttpChannel::call_tool`] for a tool with an output schema: its
@@ -56,25 +48,7 @@ impl HttpChannel {
         name: &str,
         arguments: impl Serialize,
     ) -> Result<T, CallError> {
-        let result = self.call_tool(name, arguments).await?;
-        if result.is_error {
-            let mut e = CallError::new(Code::Unknown, result.text());
-            e.tool_error = Some(Box::new(result));
-            return Err(e);
-        }
-        result.structured()
-    }
-
-    /// Every resource of the server (`resources/list`, all pages).
-    pub async fn list_resources(&self) -> Result<Vec<Resource>, CallError> {
-        let items = self.list_all("resources/list", "resources").await?;
-        items.iter().map(resource).collect()
-    }
-
-    /// Every prompt of the server (`prompts/list`, all pages).
-    pub async fn list_prompts(&self) -> Result<Vec<Prompt>, CallError> {
-        let items = self.list_all("prompts/list", "prompts").await?;
-        items.iter().map(prompt).collect()
+        calls::call_tool_typed(self, name, arguments).await
     }
 
     /// [`HttpChannel::call_tool`] asking for progress: `on_progress` sees
@@ -83,52 +57,24 @@ impl HttpChannel {
         &self,
         name: &str,
         arguments: impl Serialize,
-        mut on_progress: impl FnMut(Progress),
+        on_progress: impl FnMut(Progress),
     ) -> Result<CallToolResult, CallError> {
-        let mut params = named_params(name, arguments)?;
-        let token = format!(
-            "mcpwire-{}",
-            self.inner
-                .next_id
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-        );
-        params["_meta"] = json!({"progressToken": token});
-        let mut call = self
-            .call(json!({"method": "tools/call", "params": params}))
-            .await?;
-        loop {
-            match call.next().await? {
-                Some(StreamMessage::Notification(n)) => {
-                    if let Some(p) = progress(&n, &token) {
-                        on_progress(p);
-                    }
-                }
-                Some(StreamMessage::Response(r)) => return call_tool_result(&result_of(r)?),
-                None => {
-                    return Err(CallError::new(
-                        Code::Internal,
-                        "the call ended without a response",
-                    ));
-                }
-            }
-        }
+        calls::call_tool_with_progress(self, name, arguments, on_progress).await
+    }
+
+    /// Every resource of the server (`resources/list`, all pages).
+    pub async fn list_resources(&self) -> Result<Vec<Resource>, CallError> {
+        calls::list_resources(self).await
     }
 
     /// The contents of the resource at `uri` (`resources/read`).
     pub async fn read_resource(&self, uri: &str) -> Result<Vec<ResourceContents>, CallError> {
-        let response = self.request("resources/read", json!({"uri": uri})).await?;
-        let result = result_of(response)?;
-        array(&result, "contents")?
-            .iter()
-            .map(|c| {
-                Ok(ResourceContents {
-                    uri: required(c, "uri")?,
-                    mime_type: string(c, "mimeType"),
-                    text: string(c, "text"),
-                    blob: string(c, "blob"),
-                })
-            })
-            .collect()
+        calls::read_resource(self, uri).await
+    }
+
+    /// Every prompt of the server (`prompts/list`, all pages).
+    pub async fn list_prompts(&self) -> Result<Vec<Prompt>, CallError> {
+        calls::list_prompts(self).await
     }
 
     /// Prompt `name` with `arguments` (string values; `()` for none).
@@ -137,33 +83,38 @@ impl HttpChannel {
         name: &str,
         arguments: impl Serialize,
     ) -> Result<GetPromptResult, CallError> {
-        let params = named_params(name, arguments)?;
-        let result = result_of(self.request("prompts/get", params).await?)?;
-        Ok(GetPromptResult {
-            description: string(&result, "description"),
-            messages: array(&result, "messages")?.clone(),
-        })
+        calls::get_prompt(self, name, arguments).await
     }
 
     /// The items under `key` of every page of a list method (raw JSON).
     pub async fn list_all(&self, method: &str, key: &str) -> Result<Vec<Value>, CallError> {
-        let mut items = Vec::new();
-        let mut cursor: Option<String> = None;
-        for _ in 0..MAX_LIST_PAGES {
-            let params = match cursor.take() {
-                Some(c) => json!({"cursor": c}),
-                None => json!({}),
-            };
-            let result = result_of(self.request(method, params).await?)?;
-            items.extend(array(&result, key)?.iter().cloned());
-            match result.get("nextCursor") {
-                Some(Value::String(c)) => cursor = Some(c.clone()),
-                _ => return Ok(items),
-            }
-        }
-        Err(CallError::new(
-            Code::Internal,
-            format!("{method}: more than {MAX_LIST_PAGES} pages"),
-        ))
+        calls::list_all(self, method, key).await
+    }
+}
+
+impl Calls for HttpChannel {
+    type Call = HttpCall;
+
+    fn request(
+        &self,
+        method: &str,
+        params: Value,
+    ) -> impl std::future::Future<Output = Result<Value, CallError>> + Send {
+        HttpChannel::request(self, method, params)
+    }
+
+    fn call(
+        &self,
+        request: Value,
+    ) -> impl std::future::Future<Output = Result<HttpCall, CallError>> + Send {
+        HttpChannel::call(self, request)
+    }
+}
+
+impl CallMessages for HttpCall {
+    fn next_message(
+        &mut self,
+    ) -> impl std::future::Future<Output = Result<Option<StreamMessage>, CallError>> + Send {
+        self.next()
     }
 }

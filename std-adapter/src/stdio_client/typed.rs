@@ -1,55 +1,47 @@
 //! The typed helpers of a [`StdioChannel`], as those of
-//! [`Channel`](crate::Channel): tools listed (every page) and called, with
-//! progress. A JSON-RPC error response is an `Err` whose
+//! [`Channel`](crate::Channel) (written once, in `channel/calls.rs`): tools
+//! listed (every page) and called (with progress, or typed), resources and
+//! prompts listed, read and got. A JSON-RPC error response is an `Err` whose
 //! [`CallError::rpc`] holds it; a tool's own failure (`isError`) is an
 //! ordinary [`CallToolResult`].
 
-use mcpwire_core::grpc::Code;
 use serde::Serialize;
-use serde_json::{Value, json};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
 
-use super::{StdioChannel, error};
-use crate::channel::typed::{call_tool_result, named_params, progress, result_of, tool};
-use crate::channel::{CallError, CallToolResult, MAX_LIST_PAGES, Progress, StreamMessage, Tool};
+use super::{StdioCall, StdioChannel};
+use crate::channel::calls::{self, CallMessages, Calls};
+use crate::channel::{
+    CallError, CallToolResult, GetPromptResult, Progress, Prompt, Resource, ResourceContents,
+    StreamMessage, Tool,
+};
 
 impl StdioChannel {
     /// Every tool of the server (`tools/list`, all pages).
     pub async fn list_tools(&self) -> Result<Vec<Tool>, CallError> {
-        let mut tools = Vec::new();
-        let mut cursor: Option<String> = None;
-        for _ in 0..MAX_LIST_PAGES {
-            let params = match cursor.take() {
-                Some(c) => json!({"cursor": c}),
-                None => json!({}),
-            };
-            let result = result_of(self.request("tools/list", params).await?)?;
-            let Some(items) = result.get("tools").and_then(Value::as_array) else {
-                return Err(error(Code::Internal, "tools/list: no tools array"));
-            };
-            for t in items {
-                tools.push(tool(t)?);
-            }
-            match result.get("nextCursor") {
-                Some(Value::String(c)) => cursor = Some(c.clone()),
-                _ => return Ok(tools),
-            }
-        }
-        Err(error(
-            Code::Internal,
-            format!("tools/list: more than {MAX_LIST_PAGES} pages"),
-        ))
+        calls::list_tools(self).await
     }
 
     /// Calls tool `name` with `arguments` (a struct or map that serializes
-    /// to a JSON object; `()` for none).
+    /// to a JSON object; `()` for none). A failure the tool reports is
+    /// `Ok` with [`CallToolResult::is_error`].
     pub async fn call_tool(
         &self,
         name: &str,
         arguments: impl Serialize,
     ) -> Result<CallToolResult, CallError> {
-        let params = named_params(name, arguments)?;
-        let response = self.request("tools/call", params).await?;
-        call_tool_result(&result_of(response)?)
+        calls::call_tool(self, name, arguments).await
+    }
+
+    /// [`StdioChannel::call_tool`] for a tool with an output schema: its
+    /// `structuredContent` as a `T`. A failure the tool reports is an
+    /// error with [`CallError::tool_error`].
+    pub async fn call_tool_typed<T: DeserializeOwned>(
+        &self,
+        name: &str,
+        arguments: impl Serialize,
+    ) -> Result<T, CallError> {
+        calls::call_tool_typed(self, name, arguments).await
     }
 
     /// [`StdioChannel::call_tool`] asking for progress: `on_progress` sees
@@ -58,29 +50,59 @@ impl StdioChannel {
         &self,
         name: &str,
         arguments: impl Serialize,
-        mut on_progress: impl FnMut(Progress),
+        on_progress: impl FnMut(Progress),
     ) -> Result<CallToolResult, CallError> {
-        let mut params = named_params(name, arguments)?;
-        let token = format!(
-            "mcpwire-{}",
-            self.inner
-                .next_id
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-        );
-        params["_meta"] = json!({"progressToken": token});
-        let mut call = self
-            .call(json!({"method": "tools/call", "params": params}))
-            .await?;
-        loop {
-            match call.next().await? {
-                Some(StreamMessage::Notification(n)) => {
-                    if let Some(p) = progress(&n, &token) {
-                        on_progress(p);
-                    }
-                }
-                Some(StreamMessage::Response(r)) => return call_tool_result(&result_of(r)?),
-                None => return Err(error(Code::Internal, "the call ended without a response")),
-            }
-        }
+        calls::call_tool_with_progress(self, name, arguments, on_progress).await
+    }
+
+    /// Every resource of the server (`resources/list`, all pages).
+    pub async fn list_resources(&self) -> Result<Vec<Resource>, CallError> {
+        calls::list_resources(self).await
+    }
+
+    /// The contents of the resource at `uri` (`resources/read`).
+    pub async fn read_resource(&self, uri: &str) -> Result<Vec<ResourceContents>, CallError> {
+        calls::read_resource(self, uri).await
+    }
+
+    /// Every prompt of the server (`prompts/list`, all pages).
+    pub async fn list_prompts(&self) -> Result<Vec<Prompt>, CallError> {
+        calls::list_prompts(self).await
+    }
+
+    /// Prompt `name` with `arguments` (string values; `()` for none).
+    pub async fn get_prompt(
+        &self,
+        name: &str,
+        arguments: impl Serialize,
+    ) -> Result<GetPromptResult, CallError> {
+        calls::get_prompt(self, name, arguments).await
+    }
+}
+
+impl Calls for StdioChannel {
+    type Call = StdioCall;
+
+    fn request(
+        &self,
+        method: &str,
+        params: Value,
+    ) -> impl std::future::Future<Output = Result<Value, CallError>> + Send {
+        StdioChannel::request(self, method, params)
+    }
+
+    fn call(
+        &self,
+        request: Value,
+    ) -> impl std::future::Future<Output = Result<StdioCall, CallError>> + Send {
+        StdioChannel::call(self, request)
+    }
+}
+
+impl CallMessages for StdioCall {
+    fn next_message(
+        &mut self,
+    ) -> impl std::future::Future<Output = Result<Option<StreamMessage>, CallError>> + Send {
+        self.next()
     }
 }

@@ -1,0 +1,192 @@
+//! The typed helpers, written once for every transport: what they need of
+//! one is [`Calls`] (a request and its response, or a call's stream of
+//! messages), which [`Channel`](crate::Channel),
+//! [`HttpChannel`](crate::HttpChannel),
+//! [`StdioChannel`](crate::StdioChannel) and [`Client`](crate::Client)
+//! implement; their public typed methods call these.
+
+use std::future::Future;
+
+use mcpwire_core::grpc::Code;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use super::typed::{
+    array, call_tool_result, named_params, progress, prompt, required, resource, result_of, string,
+    tool,
+};
+use super::{
+    CallError, CallToolResult, GetPromptResult, MAX_LIST_PAGES, Progress, Prompt, Resource,
+    ResourceContents, StreamMessage, Tool,
+};
+
+/// A transport as the typed helpers use it.
+pub(crate) trait Calls {
+    /// One call in progress.
+    type Call: CallMessages;
+    /// Sends `method` with `params`; the response (a result or the
+    /// server's JSON-RPC error), notifications skipped.
+    fn request(
+        &self,
+        method: &str,
+        params: Value,
+    ) -> impl Future<Output = Result<Value, CallError>> + Send;
+    /// Starts a call of one JSON-RPC message.
+    fn call(&self, request: Value) -> impl Future<Output = Result<Self::Call, CallError>> + Send;
+}
+
+/// The messages of one call: notifications, then the response.
+pub(crate) trait CallMessages: Send {
+    fn next_message(
+        &mut self,
+    ) -> impl Future<Output = Result<Option<StreamMessage>, CallError>> + Send;
+}
+
+/// A process-wide counter for progress tokens.
+fn next_token() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    format!("mcpwire-{}", NEXT.fetch_add(1, Ordering::Relaxed))
+}
+
+/// The server's `server/discover` result.
+pub(crate) async fn discover<C: Calls + Sync>(c: &C) -> Result<Value, CallError> {
+    result_of(c.request("server/discover", json!({})).await?)
+}
+
+/// Every tool of the server (`tools/list`, all pages).
+pub(crate) async fn list_tools<C: Calls + Sync>(c: &C) -> Result<Vec<Tool>, CallError> {
+    let items = list_all(c, "tools/list", "tools").await?;
+    items.iter().map(tool).collect()
+}
+
+/// Calls tool `name` with `arguments`; a tool's own failure is `Ok`.
+pub(crate) async fn call_tool<C: Calls + Sync>(
+    c: &C,
+    name: &str,
+    arguments: impl Serialize,
+) -> Result<CallToolResult, CallError> {
+    let params = named_params(name, arguments)?;
+    let response = c.request("tools/call", params).await?;
+    call_tool_result(&result_of(response)?)
+}
+
+/// [`call_tool`] with the `structuredContent` as a `T`; a tool's own
+/// failure is an error with [`CallError::tool_error`].
+pub(crate) async fn call_tool_typed<C: Calls + Sync, T: DeserializeOwned>(
+    c: &C,
+    name: &str,
+    arguments: impl Serialize,
+) -> Result<T, CallError> {
+    let result = call_tool(c, name, arguments).await?;
+    if result.is_error {
+        let mut e = CallError::new(Code::Unknown, result.text());
+        e.tool_error = Some(Box::new(result));
+        return Err(e);
+    }
+    result.structured()
+}
+
+/// [`call_tool`] asking for progress: `on_progress` sees each
+/// `notifications/progress` of the call as it arrives.
+pub(crate) async fn call_tool_with_progress<C: Calls + Sync>(
+    c: &C,
+    name: &str,
+    arguments: impl Serialize,
+    mut on_progress: impl FnMut(Progress),
+) -> Result<CallToolResult, CallError> {
+    let mut params = named_params(name, arguments)?;
+    let token = next_token();
+    params["_meta"] = json!({"progressToken": token});
+    let mut call = c
+        .call(json!({"jsonrpc": "2.0", "method": "tools/call", "params": params}))
+        .await?;
+    loop {
+        match call.next_message().await? {
+            Some(StreamMessage::Notification(n)) => {
+                if let Some(p) = progress(&n, &token) {
+                    on_progress(p);
+                }
+            }
+            Some(StreamMessage::Response(r)) => return call_tool_result(&result_of(r)?),
+            None => {
+                return Err(CallError::new(
+                    Code::Internal,
+                    "the call ended without a response",
+                ));
+            }
+        }
+    }
+}
+
+/// Every resource of the server (`resources/list`, all pages).
+pub(crate) async fn list_resources<C: Calls + Sync>(c: &C) -> Result<Vec<Resource>, CallError> {
+    let items = list_all(c, "resources/list", "resources").await?;
+    items.iter().map(resource).collect()
+}
+
+/// The contents of the resource at `uri` (`resources/read`).
+pub(crate) async fn read_resource<C: Calls + Sync>(
+    c: &C,
+    uri: &str,
+) -> Result<Vec<ResourceContents>, CallError> {
+    let result = result_of(c.request("resources/read", json!({"uri": uri})).await?)?;
+    array(&result, "contents")?
+        .iter()
+        .map(|c| {
+            Ok(ResourceContents {
+                uri: required(c, "uri")?,
+                mime_type: string(c, "mimeType"),
+                text: string(c, "text"),
+                blob: string(c, "blob"),
+            })
+        })
+        .collect()
+}
+
+/// Every prompt of the server (`prompts/list`, all pages).
+pub(crate) async fn list_prompts<C: Calls + Sync>(c: &C) -> Result<Vec<Prompt>, CallError> {
+    let items = list_all(c, "prompts/list", "prompts").await?;
+    items.iter().map(prompt).collect()
+}
+
+/// Prompt `name` with `arguments` (string values; `()` for none).
+pub(crate) async fn get_prompt<C: Calls + Sync>(
+    c: &C,
+    name: &str,
+    arguments: impl Serialize,
+) -> Result<GetPromptResult, CallError> {
+    let params = named_params(name, arguments)?;
+    let result = result_of(c.request("prompts/get", params).await?)?;
+    Ok(GetPromptResult {
+        description: string(&result, "description"),
+        messages: array(&result, "messages")?.clone(),
+    })
+}
+
+/// The items under `key` of every page of a list method (raw JSON).
+pub(crate) async fn list_all<C: Calls + Sync>(
+    c: &C,
+    method: &str,
+    key: &str,
+) -> Result<Vec<Value>, CallError> {
+    let mut items = Vec::new();
+    let mut cursor: Option<String> = None;
+    for _ in 0..MAX_LIST_PAGES {
+        let params = match cursor.take() {
+            Some(c) => json!({"cursor": c}),
+            None => json!({}),
+        };
+        let result = result_of(c.request(method, params).await?)?;
+        items.extend(array(&result, key)?.iter().cloned());
+        match result.get("nextCursor") {
+            Some(Value::String(c)) => cursor = Some(c.clone()),
+            _ => return Ok(items),
+        }
+    }
+    Err(CallError::new(
+        Code::Internal,
+        format!("{method}: more than {MAX_LIST_PAGES} pages"),
+    ))
+}
