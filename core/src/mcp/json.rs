@@ -39,7 +39,12 @@ pub fn trim(src: &[u8]) -> &[u8] {
     &src[start..end]
 }
 
+#[inline(always)]
 fn skip_ws(src: &[u8], mut i: usize) -> usize {
+    // Compact JSON has none: one test for the usual structural byte.
+    if src.get(i).is_some_and(|&b| b > b' ') {
+        return i;
+    }
     while let Some(b' ' | b'\t' | b'\n' | b'\r') = src.get(i) {
         i += 1;
     }
@@ -48,7 +53,19 @@ fn skip_ws(src: &[u8], mut i: usize) -> usize {
 
 /// Skips the value starting at `i`; returns the offset after it. Iterative,
 /// so the depth limit is the only bound on nesting and the stack stays flat.
+#[inline]
 fn skip_value(src: &[u8], i: usize, max_depth: usize) -> Result<usize, JsonError> {
+    // Most values are strings and numbers: no container state for them.
+    let i = skip_ws(src, i);
+    match src.get(i) {
+        Some(b'"') => skip_string(src, i),
+        Some(b'-' | b'0'..=b'9') => skip_number(src, i),
+        _ => skip_nested(src, i, max_depth),
+    }
+}
+
+/// [`skip_value`] of any value, containers included.
+fn skip_nested(src: &[u8], i: usize, max_depth: usize) -> Result<usize, JsonError> {
     // One bit per open container: 1 = object, 0 = array.
     let mut stack: u128 = 0;
     let mut depth = 0usize;
@@ -138,13 +155,13 @@ fn literal(src: &[u8], i: usize, word: &[u8]) -> Result<usize, JsonError> {
 fn special_octets(w: u64) -> u64 {
     const LO: u64 = 0x0101_0101_0101_0101;
     const HI: u64 = 0x8080_8080_8080_8080;
-    // Nonzero exactly when some byte of `v` is zero (and, for `control`,
-    // when some byte is below 0x20).
-    let zero = |v: u64| v.wrapping_sub(LO) & !v & HI;
-    let quote = zero(w ^ (LO * u64::from(b'"')));
-    let backslash = zero(w ^ (LO * u64::from(b'\\')));
-    let control = w.wrapping_sub(LO * 0x20) & !w & HI;
-    quote | backslash | control
+    // A byte of `v` is zero (or, for `w - 0x20`, below 0x20) where the
+    // subtraction borrows into a high bit that `w` has clear: `"` and `\\`
+    // have their high bit clear too, so one `!w & HI` serves all three.
+    let quote = (w ^ (LO * u64::from(b'"'))).wrapping_sub(LO);
+    let backslash = (w ^ (LO * u64::from(b'\\'))).wrapping_sub(LO);
+    let control = w.wrapping_sub(LO * 0x20);
+    (quote | backslash | control) & !w & HI
 }
 
 /// Whether none of the eight octets in `w` ends or escapes a string or is
@@ -227,9 +244,29 @@ fn skip_string(src: &[u8], i: usize) -> Result<usize, JsonError> {
 }
 
 /// [`skip_string`], and whether the string has an escape.
+#[inline]
 fn skip_string_escaped(src: &[u8], i: usize) -> Result<(usize, bool), JsonError> {
+    // Eight octets at a time to the first that ends, escapes or breaks the
+    // string: the usual string ends there, at its closing quote.
     let mut j = i + 1;
-    let mut escaped = false;
+    while let Some(word) = src.get(j..).and_then(<[u8]>::first_chunk::<8>) {
+        let special = special_octets(u64::from_le_bytes(*word));
+        if special != 0 {
+            j += (special.trailing_zeros() / 8) as usize;
+            if src.get(j) == Some(&b'"') {
+                return Ok((j + 1, false));
+            }
+            break;
+        }
+        j += 8;
+    }
+    string_rest(src, j, false)
+}
+
+/// The end of a string from `j`, the first octet of it that may end,
+/// escape or break it (or the last eight), and whether it has an escape.
+#[inline(never)]
+fn string_rest(src: &[u8], mut j: usize, mut escaped: bool) -> Result<(usize, bool), JsonError> {
     loop {
         j = string_stop(src, j);
         match src.get(j) {
@@ -330,6 +367,7 @@ impl Key<'_> {
 impl<'a> ObjectScan<'a> {
     /// The object at `i` (after white space) of `src`, itself counted in
     /// `max_depth`; an error when no `{` is there.
+    #[inline]
     pub fn new(src: &'a [u8], i: usize, max_depth: usize) -> Result<Self, JsonError> {
         let i = skip_ws(src, i);
         if src.get(i) != Some(&b'{') {
@@ -349,6 +387,7 @@ impl<'a> ObjectScan<'a> {
     /// at its value, which [`value`](Self::value) or
     /// [`nested`](Self::nested) must consume. `None` after the closing
     /// brace.
+    #[inline]
     pub fn key(&mut self) -> Result<Option<Key<'a>>, JsonError> {
         if self.closed {
             return Ok(None);
@@ -382,6 +421,7 @@ impl<'a> ObjectScan<'a> {
     }
 
     /// Validates the current member's value and returns it.
+    #[inline]
     pub fn value(&mut self) -> Result<&'a [u8], JsonError> {
         let start = self.i;
         self.i = skip_value(self.src, start, self.depth)?;
@@ -400,12 +440,14 @@ impl<'a> ObjectScan<'a> {
 
     /// A scan of the current member's value, an object; give it back to
     /// [`resume`](Self::resume) once its members are read.
+    #[inline]
     pub fn nested(&self) -> Result<ObjectScan<'a>, JsonError> {
         ObjectScan::new(self.src, self.i, self.depth)
     }
 
     /// Goes on after a nested object whose members were all read; returns
     /// that object.
+    #[inline]
     pub fn resume(&mut self, nested: &ObjectScan<'a>) -> Result<&'a [u8], JsonError> {
         if !nested.closed {
             return Err(JsonError::Syntax(nested.i));
@@ -559,7 +601,8 @@ pub enum Kind {
 
 /// The kind of a valid raw value.
 pub fn kind(raw: &[u8]) -> Option<Kind> {
-    Some(match trim(raw).first()? {
+    // The first octet of the trimmed value (its end needs no trimming).
+    Some(match raw.get(skip_ws(raw, 0))? {
         b'{' => Kind::Object,
         b'[' => Kind::Array,
         b'"' => Kind::String,
@@ -607,8 +650,12 @@ pub fn str_eq(raw: &[u8], text: &[u8]) -> bool {
     else {
         return false;
     };
-    if !inner.contains(&b'\\') {
-        return inner == text;
+    // An escape stands for fewer octets than it takes: a string as long as
+    // `text` equals it only without escapes, and a shorter one never.
+    match inner.len().cmp(&text.len()) {
+        core::cmp::Ordering::Less => return false,
+        core::cmp::Ordering::Equal => return inner == text && !has_backslash(text),
+        core::cmp::Ordering::Greater => {}
     }
     let mut chars = Unescaped {
         src: inner,
@@ -669,7 +716,15 @@ pub fn span(whole: &[u8], part: &[u8]) -> core::ops::Range<usize> {
 /// The unescaped string, borrowed when it has no escapes.
 pub fn str_plain(raw: &[u8]) -> Option<&[u8]> {
     let inner = trim(raw).strip_prefix(b"\"")?.strip_suffix(b"\"")?;
-    (!inner.contains(&b'\\')).then_some(inner)
+    (!has_backslash(inner)).then_some(inner)
+}
+
+/// Whether `s`, usually short, holds a `\\`.
+// A byte loop: `contains` calls memchr, which costs more than the loop on
+// the few octets of a method or a version.
+#[allow(clippy::manual_contains)]
+fn has_backslash(s: &[u8]) -> bool {
+    s.iter().any(|&b| b == b'\\')
 }
 
 struct Unescaped<'a> {
@@ -898,7 +953,22 @@ mod tests {
             x ^= x << 17;
             let w = x.to_le_bytes();
             assert_eq!(plain_word(x), w.iter().all(|&b| plain(b)), "{w:?}");
+            // The scan jumps to the first special octet, not a later one.
+            let first = w.iter().position(|&b| !plain(b)).unwrap_or(8);
+            assert_eq!(string_stop(&w, 0), first, "{w:?}");
         }
+    }
+
+    #[test]
+    fn a_string_as_long_as_the_text_matches_only_without_escapes() {
+        // The raw octets equal the text, but the escape stands for one octet.
+        assert!(!str_eq(br#""a\nb""#, br"a\nb"));
+        assert!(str_eq(br#""a\nb""#, b"a\nb"));
+        assert!(!str_eq(br#""a\u00e9""#, br"a\u00e9"));
+        assert!(str_eq(br#""a\u00e9""#, "a\u{e9}".as_bytes()));
+        assert!(str_eq(br#""2.0""#, b"2.0"));
+        assert!(!str_eq(br#""2.0""#, b"2.00"));
+        assert!(!str_eq(br#""2.00""#, b"2.0"));
     }
 
     #[test]
