@@ -644,6 +644,13 @@ pub fn unescape<'o>(raw: &[u8], out: &'o mut [u8]) -> Option<&'o [u8]> {
 
 /// Whether a raw JSON string equals `text` once unescaped.
 pub fn str_eq(raw: &[u8], text: &[u8]) -> bool {
+    // The usual string: quotes at both ends (nothing to trim), as long as
+    // `text` once they are off, so equal only without an escape.
+    if let [b'"', inner @ .., b'"'] = raw
+        && inner.len() == text.len()
+    {
+        return inner == text && !has_backslash(text);
+    }
     let Some(inner) = trim(raw)
         .strip_prefix(b"\"")
         .and_then(|s| s.strip_suffix(b"\""))
