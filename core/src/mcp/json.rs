@@ -359,7 +359,9 @@ impl Key<'_> {
         if self.escaped {
             str_eq(self.raw, text)
         } else {
-            self.raw.get(1..self.raw.len().saturating_sub(1)) == Some(text)
+            self.raw
+                .get(1..self.raw.len().saturating_sub(1))
+                .is_some_and(|inner| bytes_eq(inner, text))
         }
     }
 }
@@ -387,7 +389,7 @@ impl<'a> ObjectScan<'a> {
     /// at its value, which [`value`](Self::value) or
     /// [`nested`](Self::nested) must consume. `None` after the closing
     /// brace.
-    #[inline]
+    #[inline(always)]
     pub fn key(&mut self) -> Result<Option<Key<'a>>, JsonError> {
         if self.closed {
             return Ok(None);
@@ -649,7 +651,7 @@ pub fn str_eq(raw: &[u8], text: &[u8]) -> bool {
     if let [b'"', inner @ .., b'"'] = raw
         && inner.len() == text.len()
     {
-        return inner == text && !has_backslash(text);
+        return bytes_eq(inner, text) && !has_backslash(text);
     }
     let Some(inner) = trim(raw)
         .strip_prefix(b"\"")
@@ -724,6 +726,22 @@ pub fn span(whole: &[u8], part: &[u8]) -> core::ops::Range<usize> {
 pub fn str_plain(raw: &[u8]) -> Option<&[u8]> {
     let inner = trim(raw).strip_prefix(b"\"")?.strip_suffix(b"\"")?;
     (!has_backslash(inner)).then_some(inner)
+}
+
+/// `a == b`, without a call for the short slices of keys, methods and
+/// versions: up to 16 octets are two overlapping word compares.
+#[inline]
+pub(crate) fn bytes_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    if a.len() > 16 {
+        return a == b;
+    }
+    match (a.first_chunk::<8>(), b.first_chunk::<8>()) {
+        (Some(a0), Some(b0)) => a0 == b0 && a.last_chunk::<8>() == b.last_chunk::<8>(),
+        _ => a.iter().zip(b).all(|(x, y)| x == y),
+    }
 }
 
 /// Whether `s`, usually short, holds a `\\`.
@@ -963,6 +981,24 @@ mod tests {
             // The scan jumps to the first special octet, not a later one.
             let first = w.iter().position(|&b| !plain(b)).unwrap_or(8);
             assert_eq!(string_stop(&w, 0), first, "{w:?}");
+        }
+    }
+
+    #[test]
+    fn short_and_long_slices_compare_as_with_eq() {
+        let base: std::vec::Vec<u8> = (0..24u8).map(|i| b'a' + i).collect();
+        for len in 0..=base.len() {
+            let a = &base[..len];
+            assert!(bytes_eq(a, a));
+            for other in 0..=base.len() {
+                assert_eq!(bytes_eq(a, &base[..other]), len == other);
+            }
+            // One octet different, at every place.
+            for at in 0..len {
+                let mut b = a.to_vec();
+                b[at] ^= 0x20;
+                assert!(!bytes_eq(a, &b), "{len} {at}");
+            }
         }
     }
 

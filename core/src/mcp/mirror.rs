@@ -71,7 +71,7 @@ pub fn header_eq(header: &[u8], raw: &[u8]) -> Result<bool, RpcError> {
     // The usual case: the header repeats the string's octets, which have
     // no escape, and is plain printable ASCII, so it reads as raw text.
     if let [b'"', inner @ .., b'"'] = raw
-        && inner == header
+        && json::bytes_eq(inner, header)
         && is_plain_text(header)
     {
         return Ok(true);
