@@ -39,7 +39,10 @@ pub fn trim(src: &[u8]) -> &[u8] {
     &src[start..end]
 }
 
-#[inline(always)]
+// The scanner's small steps are inlined on hosts, where they cost most of a
+// request's check in calls; a bare-metal build (`target_os = "none"`)
+// leaves the choice to the size-optimizing compiler, as flash is scarcer.
+#[cfg_attr(not(target_os = "none"), inline(always))]
 fn skip_ws(src: &[u8], mut i: usize) -> usize {
     // Compact JSON has none: one test for the usual structural byte.
     if src.get(i).is_some_and(|&b| b > b' ') {
@@ -53,7 +56,7 @@ fn skip_ws(src: &[u8], mut i: usize) -> usize {
 
 /// Skips the value starting at `i`; returns the offset after it. Iterative,
 /// so the depth limit is the only bound on nesting and the stack stays flat.
-#[inline]
+#[cfg_attr(not(target_os = "none"), inline(always))]
 fn skip_value(src: &[u8], i: usize, max_depth: usize) -> Result<usize, JsonError> {
     // Most values are strings and numbers: no container state for them.
     let i = skip_ws(src, i);
@@ -244,7 +247,7 @@ fn skip_string(src: &[u8], i: usize) -> Result<usize, JsonError> {
 }
 
 /// [`skip_string`], and whether the string has an escape.
-#[inline]
+#[cfg_attr(not(target_os = "none"), inline(always))]
 fn skip_string_escaped(src: &[u8], i: usize) -> Result<(usize, bool), JsonError> {
     // Eight octets at a time to the first that ends, escapes or breaks the
     // string: the usual string ends there, at its closing quote.
@@ -369,7 +372,7 @@ impl Key<'_> {
 impl<'a> ObjectScan<'a> {
     /// The object at `i` (after white space) of `src`, itself counted in
     /// `max_depth`; an error when no `{` is there.
-    #[inline]
+    #[cfg_attr(not(target_os = "none"), inline(always))]
     pub fn new(src: &'a [u8], i: usize, max_depth: usize) -> Result<Self, JsonError> {
         let i = skip_ws(src, i);
         if src.get(i) != Some(&b'{') {
@@ -389,7 +392,7 @@ impl<'a> ObjectScan<'a> {
     /// at its value, which [`value`](Self::value) or
     /// [`nested`](Self::nested) must consume. `None` after the closing
     /// brace.
-    #[inline(always)]
+    #[cfg_attr(not(target_os = "none"), inline(always))]
     pub fn key(&mut self) -> Result<Option<Key<'a>>, JsonError> {
         if self.closed {
             return Ok(None);
@@ -423,7 +426,7 @@ impl<'a> ObjectScan<'a> {
     }
 
     /// Validates the current member's value and returns it.
-    #[inline]
+    #[cfg_attr(not(target_os = "none"), inline(always))]
     pub fn value(&mut self) -> Result<&'a [u8], JsonError> {
         let start = self.i;
         self.i = skip_value(self.src, start, self.depth)?;
@@ -442,14 +445,14 @@ impl<'a> ObjectScan<'a> {
 
     /// A scan of the current member's value, an object; give it back to
     /// [`resume`](Self::resume) once its members are read.
-    #[inline]
+    #[cfg_attr(not(target_os = "none"), inline(always))]
     pub fn nested(&self) -> Result<ObjectScan<'a>, JsonError> {
         ObjectScan::new(self.src, self.i, self.depth)
     }
 
     /// Goes on after a nested object whose members were all read; returns
     /// that object.
-    #[inline]
+    #[cfg_attr(not(target_os = "none"), inline(always))]
     pub fn resume(&mut self, nested: &ObjectScan<'a>) -> Result<&'a [u8], JsonError> {
         if !nested.closed {
             return Err(JsonError::Syntax(nested.i));
@@ -730,7 +733,7 @@ pub fn str_plain(raw: &[u8]) -> Option<&[u8]> {
 
 /// `a == b`, without a call for the short slices of keys, methods and
 /// versions: up to 16 octets are two overlapping word compares.
-#[inline]
+#[cfg_attr(not(target_os = "none"), inline(always))]
 pub(crate) fn bytes_eq(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
