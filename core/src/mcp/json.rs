@@ -39,7 +39,15 @@ pub fn trim(src: &[u8]) -> &[u8] {
     &src[start..end]
 }
 
+// The scanner's small steps are inlined on hosts, where they cost most of a
+// request's check in calls; a bare-metal build (`target_os = "none"`)
+// leaves the choice to the size-optimizing compiler, as flash is scarcer.
+#[cfg_attr(not(target_os = "none"), inline(always))]
 fn skip_ws(src: &[u8], mut i: usize) -> usize {
+    // Compact JSON has none: one test for the usual structural byte.
+    if src.get(i).is_some_and(|&b| b > b' ') {
+        return i;
+    }
     while let Some(b' ' | b'\t' | b'\n' | b'\r') = src.get(i) {
         i += 1;
     }
@@ -48,7 +56,19 @@ fn skip_ws(src: &[u8], mut i: usize) -> usize {
 
 /// Skips the value starting at `i`; returns the offset after it. Iterative,
 /// so the depth limit is the only bound on nesting and the stack stays flat.
+#[cfg_attr(not(target_os = "none"), inline(always))]
 fn skip_value(src: &[u8], i: usize, max_depth: usize) -> Result<usize, JsonError> {
+    // Most values are strings and numbers: no container state for them.
+    let i = skip_ws(src, i);
+    match src.get(i) {
+        Some(b'"') => skip_string(src, i),
+        Some(b'-' | b'0'..=b'9') => skip_number(src, i),
+        _ => skip_nested(src, i, max_depth),
+    }
+}
+
+/// [`skip_value`] of any value, containers included.
+fn skip_nested(src: &[u8], i: usize, max_depth: usize) -> Result<usize, JsonError> {
     // One bit per open container: 1 = object, 0 = array.
     let mut stack: u128 = 0;
     let mut depth = 0usize;
@@ -138,13 +158,13 @@ fn literal(src: &[u8], i: usize, word: &[u8]) -> Result<usize, JsonError> {
 fn special_octets(w: u64) -> u64 {
     const LO: u64 = 0x0101_0101_0101_0101;
     const HI: u64 = 0x8080_8080_8080_8080;
-    // Nonzero exactly when some byte of `v` is zero (and, for `control`,
-    // when some byte is below 0x20).
-    let zero = |v: u64| v.wrapping_sub(LO) & !v & HI;
-    let quote = zero(w ^ (LO * u64::from(b'"')));
-    let backslash = zero(w ^ (LO * u64::from(b'\\')));
-    let control = w.wrapping_sub(LO * 0x20) & !w & HI;
-    quote | backslash | control
+    // A byte of `v` is zero (or, for `w - 0x20`, below 0x20) where the
+    // subtraction borrows into a high bit that `w` has clear: `"` and `\\`
+    // have their high bit clear too, so one `!w & HI` serves all three.
+    let quote = (w ^ (LO * u64::from(b'"'))).wrapping_sub(LO);
+    let backslash = (w ^ (LO * u64::from(b'\\'))).wrapping_sub(LO);
+    let control = w.wrapping_sub(LO * 0x20);
+    (quote | backslash | control) & !w & HI
 }
 
 /// Whether none of the eight octets in `w` ends or escapes a string or is
@@ -227,9 +247,29 @@ fn skip_string(src: &[u8], i: usize) -> Result<usize, JsonError> {
 }
 
 /// [`skip_string`], and whether the string has an escape.
+#[cfg_attr(not(target_os = "none"), inline(always))]
 fn skip_string_escaped(src: &[u8], i: usize) -> Result<(usize, bool), JsonError> {
+    // Eight octets at a time to the first that ends, escapes or breaks the
+    // string: the usual string ends there, at its closing quote.
     let mut j = i + 1;
-    let mut escaped = false;
+    while let Some(word) = src.get(j..).and_then(<[u8]>::first_chunk::<8>) {
+        let special = special_octets(u64::from_le_bytes(*word));
+        if special != 0 {
+            j += (special.trailing_zeros() / 8) as usize;
+            if src.get(j) == Some(&b'"') {
+                return Ok((j + 1, false));
+            }
+            break;
+        }
+        j += 8;
+    }
+    string_rest(src, j, false)
+}
+
+/// The end of a string from `j`, the first octet of it that may end,
+/// escape or break it (or the last eight), and whether it has an escape.
+#[inline(never)]
+fn string_rest(src: &[u8], mut j: usize, mut escaped: bool) -> Result<(usize, bool), JsonError> {
     loop {
         j = string_stop(src, j);
         match src.get(j) {
@@ -322,7 +362,9 @@ impl Key<'_> {
         if self.escaped {
             str_eq(self.raw, text)
         } else {
-            self.raw.get(1..self.raw.len().saturating_sub(1)) == Some(text)
+            self.raw
+                .get(1..self.raw.len().saturating_sub(1))
+                .is_some_and(|inner| bytes_eq(inner, text))
         }
     }
 }
@@ -330,6 +372,7 @@ impl Key<'_> {
 impl<'a> ObjectScan<'a> {
     /// The object at `i` (after white space) of `src`, itself counted in
     /// `max_depth`; an error when no `{` is there.
+    #[cfg_attr(not(target_os = "none"), inline(always))]
     pub fn new(src: &'a [u8], i: usize, max_depth: usize) -> Result<Self, JsonError> {
         let i = skip_ws(src, i);
         if src.get(i) != Some(&b'{') {
@@ -349,6 +392,7 @@ impl<'a> ObjectScan<'a> {
     /// at its value, which [`value`](Self::value) or
     /// [`nested`](Self::nested) must consume. `None` after the closing
     /// brace.
+    #[cfg_attr(not(target_os = "none"), inline(always))]
     pub fn key(&mut self) -> Result<Option<Key<'a>>, JsonError> {
         if self.closed {
             return Ok(None);
@@ -382,6 +426,7 @@ impl<'a> ObjectScan<'a> {
     }
 
     /// Validates the current member's value and returns it.
+    #[cfg_attr(not(target_os = "none"), inline(always))]
     pub fn value(&mut self) -> Result<&'a [u8], JsonError> {
         let start = self.i;
         self.i = skip_value(self.src, start, self.depth)?;
@@ -400,12 +445,14 @@ impl<'a> ObjectScan<'a> {
 
     /// A scan of the current member's value, an object; give it back to
     /// [`resume`](Self::resume) once its members are read.
+    #[cfg_attr(not(target_os = "none"), inline(always))]
     pub fn nested(&self) -> Result<ObjectScan<'a>, JsonError> {
         ObjectScan::new(self.src, self.i, self.depth)
     }
 
     /// Goes on after a nested object whose members were all read; returns
     /// that object.
+    #[cfg_attr(not(target_os = "none"), inline(always))]
     pub fn resume(&mut self, nested: &ObjectScan<'a>) -> Result<&'a [u8], JsonError> {
         if !nested.closed {
             return Err(JsonError::Syntax(nested.i));
@@ -559,7 +606,8 @@ pub enum Kind {
 
 /// The kind of a valid raw value.
 pub fn kind(raw: &[u8]) -> Option<Kind> {
-    Some(match trim(raw).first()? {
+    // The first octet of the trimmed value (its end needs no trimming).
+    Some(match raw.get(skip_ws(raw, 0))? {
         b'{' => Kind::Object,
         b'[' => Kind::Array,
         b'"' => Kind::String,
@@ -601,14 +649,25 @@ pub fn unescape<'o>(raw: &[u8], out: &'o mut [u8]) -> Option<&'o [u8]> {
 
 /// Whether a raw JSON string equals `text` once unescaped.
 pub fn str_eq(raw: &[u8], text: &[u8]) -> bool {
+    // The usual string: quotes at both ends (nothing to trim), as long as
+    // `text` once they are off, so equal only without an escape.
+    if let [b'"', inner @ .., b'"'] = raw
+        && inner.len() == text.len()
+    {
+        return bytes_eq(inner, text) && !has_backslash(text);
+    }
     let Some(inner) = trim(raw)
         .strip_prefix(b"\"")
         .and_then(|s| s.strip_suffix(b"\""))
     else {
         return false;
     };
-    if !inner.contains(&b'\\') {
-        return inner == text;
+    // An escape stands for fewer octets than it takes: a string as long as
+    // `text` equals it only without escapes, and a shorter one never.
+    match inner.len().cmp(&text.len()) {
+        core::cmp::Ordering::Less => return false,
+        core::cmp::Ordering::Equal => return inner == text && !has_backslash(text),
+        core::cmp::Ordering::Greater => {}
     }
     let mut chars = Unescaped {
         src: inner,
@@ -669,7 +728,31 @@ pub fn span(whole: &[u8], part: &[u8]) -> core::ops::Range<usize> {
 /// The unescaped string, borrowed when it has no escapes.
 pub fn str_plain(raw: &[u8]) -> Option<&[u8]> {
     let inner = trim(raw).strip_prefix(b"\"")?.strip_suffix(b"\"")?;
-    (!inner.contains(&b'\\')).then_some(inner)
+    (!has_backslash(inner)).then_some(inner)
+}
+
+/// `a == b`, without a call for the short slices of keys, methods and
+/// versions: up to 16 octets are two overlapping word compares.
+#[cfg_attr(not(target_os = "none"), inline(always))]
+pub(crate) fn bytes_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    if a.len() > 16 {
+        return a == b;
+    }
+    match (a.first_chunk::<8>(), b.first_chunk::<8>()) {
+        (Some(a0), Some(b0)) => a0 == b0 && a.last_chunk::<8>() == b.last_chunk::<8>(),
+        _ => a.iter().zip(b).all(|(x, y)| x == y),
+    }
+}
+
+/// Whether `s`, usually short, holds a `\\`.
+// A byte loop: `contains` calls memchr, which costs more than the loop on
+// the few octets of a method or a version.
+#[allow(clippy::manual_contains)]
+fn has_backslash(s: &[u8]) -> bool {
+    s.iter().any(|&b| b == b'\\')
 }
 
 struct Unescaped<'a> {
@@ -898,7 +981,40 @@ mod tests {
             x ^= x << 17;
             let w = x.to_le_bytes();
             assert_eq!(plain_word(x), w.iter().all(|&b| plain(b)), "{w:?}");
+            // The scan jumps to the first special octet, not a later one.
+            let first = w.iter().position(|&b| !plain(b)).unwrap_or(8);
+            assert_eq!(string_stop(&w, 0), first, "{w:?}");
         }
+    }
+
+    #[test]
+    fn short_and_long_slices_compare_as_with_eq() {
+        let base: std::vec::Vec<u8> = (0..24u8).map(|i| b'a' + i).collect();
+        for len in 0..=base.len() {
+            let a = &base[..len];
+            assert!(bytes_eq(a, a));
+            for other in 0..=base.len() {
+                assert_eq!(bytes_eq(a, &base[..other]), len == other);
+            }
+            // One octet different, at every place.
+            for at in 0..len {
+                let mut b = a.to_vec();
+                b[at] ^= 0x20;
+                assert!(!bytes_eq(a, &b), "{len} {at}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_string_as_long_as_the_text_matches_only_without_escapes() {
+        // The raw octets equal the text, but the escape stands for one octet.
+        assert!(!str_eq(br#""a\nb""#, br"a\nb"));
+        assert!(str_eq(br#""a\nb""#, b"a\nb"));
+        assert!(!str_eq(br#""a\u00e9""#, br"a\u00e9"));
+        assert!(str_eq(br#""a\u00e9""#, "a\u{e9}".as_bytes()));
+        assert!(str_eq(br#""2.0""#, b"2.0"));
+        assert!(!str_eq(br#""2.0""#, b"2.00"));
+        assert!(!str_eq(br#""2.00""#, b"2.0"));
     }
 
     #[test]

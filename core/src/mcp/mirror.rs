@@ -68,7 +68,27 @@ impl<'a> HeaderText<'a> {
 /// Whether the mirrored header value `header` stands for the raw JSON
 /// string `raw`; a malformed header value is -32020. No length limit.
 pub fn header_eq(header: &[u8], raw: &[u8]) -> Result<bool, RpcError> {
+    // The usual case: the header repeats the string's octets, which have
+    // no escape, and is plain printable ASCII, so it reads as raw text.
+    if let [b'"', inner @ .., b'"'] = raw
+        && json::bytes_eq(inner, header)
+        && is_plain_text(header)
+    {
+        return Ok(true);
+    }
     Ok(HeaderText::read(header)?.eq_json_string(raw))
+}
+
+/// Whether `value` reads as itself in a mirrored header and in a JSON
+/// string: printable ASCII without a backslash, no space at either end,
+/// not the sentinel's shape.
+fn is_plain_text(value: &[u8]) -> bool {
+    value
+        .iter()
+        .all(|&b| (0x20..=0x7e).contains(&b) && b != b'\\')
+        && value.first() != Some(&b' ')
+        && value.last() != Some(&b' ')
+        && !(value.starts_with(SENTINEL_START) && value.ends_with(SENTINEL_END))
 }
 
 /// Decodes a mirrored header value into `out`: surrounding spaces and tabs
@@ -421,12 +441,26 @@ pub fn check<'s, const N: usize>(
     headers: &(impl HeaderSource + ?Sized),
     annotations: Option<&Annotations<'s, N>>,
 ) -> Result<(), RpcError> {
-    let header = |name: &[u8]| headers.header(name);
-    let version =
-        header(b"mcp-protocol-version").ok_or(mismatch("missing mcp-protocol-version"))?;
+    let version = headers
+        .header(b"mcp-protocol-version")
+        .ok_or(MISSING_VERSION)?;
     if !header_eq(version, body.protocol_version)? {
         return Err(mismatch("mcp-protocol-version differs from the body"));
     }
+    check_after_version(body, headers, annotations)
+}
+
+/// A request without the `mcp-protocol-version` header.
+pub(crate) const MISSING_VERSION: RpcError = mismatch("missing mcp-protocol-version");
+
+/// [`check`] of all but `mcp-protocol-version`, for a caller that checked
+/// it already.
+pub(crate) fn check_after_version<'s, const N: usize>(
+    body: &Mirrored<'_>,
+    headers: &(impl HeaderSource + ?Sized),
+    annotations: Option<&Annotations<'s, N>>,
+) -> Result<(), RpcError> {
+    let header = |name: &[u8]| headers.header(name);
     let method = header(b"mcp-method").ok_or(mismatch("missing mcp-method"))?;
     if !header_eq(method, body.method)? {
         return Err(mismatch("mcp-method differs from the body"));
@@ -533,6 +567,32 @@ mod tests {
             let e = decode_value(bad, &mut buf).unwrap_err();
             assert_eq!(e.code, HEADER_MISMATCH, "{bad:?}");
             assert_eq!(header_eq(bad, br#""f""#).unwrap_err().code, HEADER_MISMATCH);
+        }
+    }
+
+    #[test]
+    fn a_header_that_repeats_the_raw_string_is_read_as_a_header() {
+        let cases: [(&[u8], Result<bool, RpcError>); 7] = [
+            (b"tools/call", Ok(true)),
+            (b"", Ok(true)),
+            // The body's escape stands for a newline, the header's octets not.
+            (br"a\nb", Ok(false)),
+            // Spaces around a header value are not part of it.
+            (b" x", Ok(false)),
+            (b"x ", Ok(false)),
+            // The sentinel stands for its decoded payload ("f").
+            (b"=?base64?Zg==?=", Ok(false)),
+            (b"a\x7fb", Err(mismatch(""))),
+        ];
+        for (header, want) in cases {
+            let mut raw = std::vec![b'"'];
+            raw.extend_from_slice(header);
+            raw.push(b'"');
+            let got = header_eq(header, &raw);
+            match want {
+                Ok(same) => assert_eq!(got, Ok(same), "{header:?}"),
+                Err(_) => assert_eq!(got.unwrap_err().code, HEADER_MISMATCH, "{header:?}"),
+            }
         }
     }
 

@@ -98,7 +98,8 @@ pub fn check_indexed<H: HeaderSource + ?Sized>(
     let meta = RequestMeta::from_index(p, index)?;
     // A version header that differs from the body is a mismatch before the
     // version is judged.
-    if let Some(h) = headers.and_then(|h| h.header(b"mcp-protocol-version"))
+    let version = headers.and_then(|h| h.header(b"mcp-protocol-version"));
+    if let Some(h) = version
         && !mirror::header_eq(h, meta.protocol_version)?
     {
         return Err(RpcError::new(
@@ -115,6 +116,10 @@ pub fn check_indexed<H: HeaderSource + ?Sized>(
     let Some(headers) = headers else {
         return Ok(());
     };
+    // Compared above when present.
+    if version.is_none() {
+        return Err(mirror::MISSING_VERSION);
+    }
     let is_tool_call = method == b"tools/call";
     let name = match mirror::name_member(method) {
         Some(b"name") => ParamsIndex::get(p, &index.name),
@@ -131,7 +136,7 @@ pub fn check_indexed<H: HeaderSource + ?Sized>(
     // walked).
     let annotations = tool
         .map(|t| t.input_schema.as_bytes())
-        .filter(|schema| contains(schema, b"x-mcp-header") || schema.contains(&b'\\'))
+        .filter(|schema| may_annotate(schema))
         .and_then(|schema| Annotations::<'_, MAX_ANNOTATIONS>::collect(schema).ok());
     let body = Mirrored {
         protocol_version: meta.protocol_version,
@@ -139,7 +144,7 @@ pub fn check_indexed<H: HeaderSource + ?Sized>(
         name,
         arguments,
     };
-    mirror::check(&body, headers, annotations.as_ref())
+    mirror::check_after_version(&body, headers, annotations.as_ref())
 }
 
 /// Where a checked request goes.
@@ -242,7 +247,67 @@ pub fn error_data<'o>(e: &RpcError, params: Option<&[u8]>, out: &'o mut [u8]) ->
     w.finish().ok()
 }
 
-/// Whether `needle` occurs in `haystack`.
-fn contains(haystack: &[u8], needle: &[u8]) -> bool {
-    haystack.windows(needle.len()).any(|w| w == needle)
+/// Whether an input schema may hold an `x-mcp-header` annotation: it has
+/// the key's text, or a backslash (an escaped key hides from the byte
+/// search). One pass, eight octets at a time to each `x` or backslash.
+fn may_annotate(schema: &[u8]) -> bool {
+    const KEY: &[u8] = b"x-mcp-header";
+    const LO: u64 = 0x0101_0101_0101_0101;
+    const HI: u64 = 0x8080_8080_8080_8080;
+    let mut i = 0;
+    while i < schema.len() {
+        let at = match schema.get(i..).and_then(<[u8]>::first_chunk::<8>) {
+            Some(word) => {
+                let w = u64::from_le_bytes(*word);
+                // The lowest flagged octet is an `x` or a backslash (both
+                // below 0x80: a borrow only runs upwards from a real one).
+                let x = (w ^ (LO * u64::from(b'x'))).wrapping_sub(LO);
+                let backslash = (w ^ (LO * u64::from(b'\\'))).wrapping_sub(LO);
+                let found = (x | backslash) & !w & HI;
+                if found == 0 {
+                    i += 8;
+                    continue;
+                }
+                i + (found.trailing_zeros() / 8) as usize
+            }
+            // The last few octets, one at a time.
+            None => i,
+        };
+        match schema.get(at) {
+            Some(b'\\') => return true,
+            Some(b'x') if schema[at..].starts_with(KEY) => return true,
+            _ => i = at + 1,
+        }
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_annotation_search_finds_the_key_or_a_backslash_anywhere() {
+        let naive = |s: &[u8]| s.windows(12).any(|w| w == b"x-mcp-header") || s.contains(&b'\\');
+        for len in 0..40 {
+            let base: std::vec::Vec<u8> = (0..len).map(|i| b"xx-mcp-headex"[i % 13]).collect();
+            assert!(
+                !may_annotate(&base),
+                "{:?}",
+                std::string::String::from_utf8_lossy(&base)
+            );
+            for at in 0..=len {
+                for insert in [&b"x-mcp-header"[..], b"\\", b"x-mcp-heade", b"x"] {
+                    let mut s = base.clone();
+                    s.splice(at..at, insert.iter().copied());
+                    assert_eq!(
+                        may_annotate(&s),
+                        naive(&s),
+                        "{:?}",
+                        std::string::String::from_utf8_lossy(&s)
+                    );
+                }
+            }
+        }
+    }
 }
