@@ -176,7 +176,7 @@ fi
 scenarios=()
 if [[ $bindings != grpc,http,stdio ]]; then
     list=()
-    want grpc && list+=(memory echo:1:1 echo:16:1 echo:256:1 echo:256:16 progress:1:1 progress:16:1)
+    want grpc && list+=(memory echo:1:1 echo:16:1 typed-echo:16:1 echo:256:1 echo:256:16 progress:1:1 progress:16:1)
     want http && list+=(http-memory http-echo:1 http-echo:16 http-echo:64 http-progress:1)
     want stdio && list+=(stdio-echo:1 stdio-echo:16)
     scenarios=(--scenarios "$(IFS=,; echo "${list[*]}")")
