@@ -509,10 +509,14 @@ peer_python() {
 }
 
 peer_rmcp() {
-    [[ -x $rmcp_binary ]] || {
-        echo "no $rmcp_binary" >&2
-        return 1
+    built() {
+        [[ -x $rmcp_binary ]] || {
+            echo "no $rmcp_binary (cargo build --release -p mcpwire-rmcp-peer --bin rmcp-http-server)"
+            return 1
+        }
     }
+    check rmcp built built
+    [[ -x $rmcp_binary ]] || return 0
     peer rmcp "$rmcp_binary" --listen 127.0.0.1:0 || return 0
     client_checks rmcp "http://$peer_addr/mcp"
     stop_pids 10 "$peer_pid"

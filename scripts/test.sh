@@ -179,6 +179,9 @@ step_http() {
     # servers) for mcpwire's HTTP client.
     local rc=0
     bounded 1800 ./scripts/interop-http.sh || rc=1
+    # The rmcp server it calls, built like the binary interop-http.sh built.
+    bounded 1800 "${cargo_tools[@]}" build --release -p mcpwire-rmcp-peer --bin rmcp-http-server \
+        --quiet || rc=1
     MCPWIRE_NO_BUILD=1 bounded 900 ./scripts/interop-http-client.sh || rc=1
     # The 2025 session and 2024 HTTP+SSE shapes of mcp 1.26 (its venv was
     # made by the script above) through the stdio engine's HTTP link.
