@@ -19,7 +19,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use mcpwire_core::mcp::client::stdio::EraChoice;
-use mcpwire_tokio::{Channel, ChannelConfig, StreamMessage};
+use mcpwire_tokio::{Channel, ChannelConfig, Client, ClientCall, StreamMessage};
 use serde_json::{Value, json};
 
 pub const USAGE: &str = "usage: mcpwire call [--server ADDR | grpc://ADDR] [--tls | --tls-ca PEM] [--tls-server-name NAME] discover | list | tool NAME [JSON-ARGS] [--progress] [--timeout-ms N]   (default 127.0.0.1:50051, cleartext)
@@ -281,7 +281,7 @@ pub fn main(args: impl Iterator<Item = String>) -> ExitCode {
 
 /// `--stdio`: launches the server, runs the request, shuts the server down.
 async fn run_stdio(mut args: Args) -> ExitCode {
-    use mcpwire_tokio::{ServerCommand, StdioChannel, StdioChannelConfig};
+    use mcpwire_tokio::{ServerCommand, StdioChannelConfig};
     let Some(s) = args.stdio.take() else {
         return ExitCode::from(2);
     };
@@ -300,7 +300,7 @@ async fn run_stdio(mut args: Args) -> ExitCode {
     }
     let mut config = StdioChannelConfig::new(command);
     config.era = s.era;
-    let channel = match StdioChannel::connect(config).await {
+    let client = match Client::stdio(config).await {
         Ok(c) => c,
         Err(e) => {
             eprintln!("mcpwire: {e}");
@@ -308,37 +308,14 @@ async fn run_stdio(mut args: Args) -> ExitCode {
         }
     };
     if s.verbose
-        && let Some(era) = channel.era()
+        && let Some(era) = client.era()
     {
         eprintln!("mcpwire: {era}");
     }
-    let mut params = args.params;
-    if args.progress {
-        params["_meta"] = json!({"progressToken": "mcpwire-cli"});
-    }
-    let request = json!({"jsonrpc": "2.0", "method": args.method, "params": params});
-    let code = match channel.call_with_timeout(request, args.timeout).await {
-        Ok(mut call) => loop {
-            match call.next().await {
-                Ok(Some(StreamMessage::Notification(n))) => print_progress(args.progress, &n),
-                Ok(Some(StreamMessage::Response(r))) => break print_response(&r),
-                Ok(None) => {
-                    eprintln!("mcpwire: the call ended without a response");
-                    break ExitCode::FAILURE;
-                }
-                Err(e) => {
-                    eprintln!("mcpwire: {e}");
-                    break ExitCode::FAILURE;
-                }
-            }
-        },
-        Err(e) => {
-            eprintln!("mcpwire: {e}");
-            ExitCode::FAILURE
-        }
-    };
-    let stopped = channel.shutdown().await;
-    if s.verbose {
+    let (code, _) = request_and_print(&client, args).await;
+    if let Some(stopped) = client.close().await
+        && s.verbose
+    {
         eprintln!("mcpwire: the server stopped: {stopped:?}");
     }
     code
@@ -347,7 +324,7 @@ async fn run_stdio(mut args: Args) -> ExitCode {
 /// An `http://` URL: one request to a Streamable HTTP endpoint, its era
 /// probed first (or chosen with `--era`).
 async fn run_http(args: Args) -> ExitCode {
-    use mcpwire_tokio::{Client, ClientCall, HttpChannelConfig};
+    use mcpwire_tokio::HttpChannelConfig;
     let mut config = HttpChannelConfig::new(args.http.clone().unwrap_or_default());
     config.bearer = std::env::var("MCPWIRE_TOKEN").ok();
     config.http2 = args.http2;
@@ -378,12 +355,46 @@ async fn run_http(args: Args) -> ExitCode {
             });
         }
     };
-    if args.verbose {
+    let verbose = args.verbose;
+    if verbose {
         if let Some(era) = client.era() {
             eprintln!("mcpwire: {era}");
         }
         eprintln!("mcpwire: transport {}", client.transport_name());
     }
+    let (code, call) = request_and_print(&client, args).await;
+    if verbose && let Some(ClientCall::Http(c)) = &call {
+        eprintln!("mcpwire: {}", c.facts());
+    }
+    // A 2025 session is deleted.
+    if let Some(stopped) = client.close().await
+        && verbose
+    {
+        eprintln!("mcpwire: the session ended: {stopped:?}");
+    }
+    code
+}
+
+/// The gRPC tunnel: one request.
+async fn run(args: Args) -> ExitCode {
+    let mut config = ChannelConfig::new(args.server.clone());
+    if let Ok(token) = std::env::var("MCPWIRE_TOKEN") {
+        config
+            .extra_metadata
+            .push(("authorization".into(), format!("Bearer {token}")));
+    }
+    if let Err(e) = secure(&mut config, &args.tls) {
+        eprintln!("mcpwire: {e}");
+        return ExitCode::FAILURE;
+    }
+    let client = Client::grpc(Channel::with_config(config));
+    request_and_print(&client, args).await.0
+}
+
+/// Sends the command's request on `client`: its progress (with
+/// `--progress`) and errors go to stderr, its result to stdout. The call,
+/// when it started, comes back for its facts.
+async fn request_and_print(client: &Client, args: Args) -> (ExitCode, Option<ClientCall>) {
     let mut params = args.params;
     if args.progress {
         params["_meta"] = json!({"progressToken": "mcpwire-cli"});
@@ -393,7 +404,7 @@ async fn run_http(args: Args) -> ExitCode {
         Ok(c) => c,
         Err(e) => {
             eprintln!("mcpwire: {e}");
-            return ExitCode::FAILURE;
+            return (ExitCode::FAILURE, None);
         }
     };
     let code = loop {
@@ -413,18 +424,7 @@ async fn run_http(args: Args) -> ExitCode {
             }
         }
     };
-    if args.verbose
-        && let ClientCall::Http(c) = &call
-    {
-        eprintln!("mcpwire: {}", c.facts());
-    }
-    // A 2025 session is deleted.
-    if let Some(stopped) = client.close().await
-        && args.verbose
-    {
-        eprintln!("mcpwire: the session ended: {stopped:?}");
-    }
-    code
+    (code, Some(call))
 }
 
 fn print_progress(enabled: bool, n: &Value) {
@@ -453,70 +453,6 @@ fn print_response(r: &Value) -> ExitCode {
         Err(e) => {
             eprintln!("mcpwire: {e}");
             ExitCode::FAILURE
-        }
-    }
-}
-
-async fn run(args: Args) -> ExitCode {
-    let mut config = ChannelConfig::new(args.server.clone());
-    if let Ok(token) = std::env::var("MCPWIRE_TOKEN") {
-        config
-            .extra_metadata
-            .push(("authorization".into(), format!("Bearer {token}")));
-    }
-    if let Err(e) = secure(&mut config, &args.tls) {
-        eprintln!("mcpwire: {e}");
-        return ExitCode::FAILURE;
-    }
-    let channel = Channel::with_config(config);
-    let mut params = args.params;
-    if args.progress {
-        params["_meta"] = json!({"progressToken": "mcpwire-cli"});
-    }
-    let request = json!({"jsonrpc": "2.0", "method": args.method, "params": params});
-    let mut call = match channel.call_with_timeout(request, args.timeout).await {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("mcpwire: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    loop {
-        match call.next().await {
-            Ok(Some(StreamMessage::Notification(n))) => {
-                if args.progress && n["method"] == "notifications/progress" {
-                    let p = &n["params"];
-                    let total = p["total"]
-                        .as_f64()
-                        .map(|t| format!("/{t}"))
-                        .unwrap_or_default();
-                    let message = p["message"].as_str().unwrap_or("");
-                    eprintln!("progress {}{total} {message}", p["progress"]);
-                }
-            }
-            Ok(Some(StreamMessage::Response(r))) => {
-                if let Some(error) = r.get("error") {
-                    eprintln!("mcpwire: JSON-RPC error {error}");
-                    return ExitCode::FAILURE;
-                }
-                let result = r.get("result").cloned().unwrap_or(Value::Null);
-                match serde_json::to_string_pretty(&result) {
-                    Ok(text) => println!("{text}"),
-                    Err(e) => {
-                        eprintln!("mcpwire: {e}");
-                        return ExitCode::FAILURE;
-                    }
-                }
-                return ExitCode::SUCCESS;
-            }
-            Ok(None) => {
-                eprintln!("mcpwire: the call ended without a response");
-                return ExitCode::FAILURE;
-            }
-            Err(e) => {
-                eprintln!("mcpwire: {e}");
-                return ExitCode::FAILURE;
-            }
         }
     }
 }
