@@ -23,17 +23,14 @@ use mcpwire_core::mcp::client::http::{HttpFailure, Judgement};
 use mcpwire_core::mcp::client::stdio::{Era, EraChoice};
 use mcpwire_core::mcp::meta::PROTOCOL_VERSION;
 use serde::Serialize;
-use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 
-use crate::channel::calls::{self, CallMessages, Calls};
+use crate::channel::calls::typed_helpers;
 use crate::channel::typed::{call_tool_result, named_params, result_of};
-use crate::channel::{
-    CallStream, GetPromptResult, Progress, Prompt, Resource, ResourceContents, StreamMessage,
-};
+use crate::channel::{CallStream, StreamMessage};
 use crate::{
     CallError, CallToolResult, Channel, ChannelConfig, EraInfo, HttpCall, HttpChannel,
-    HttpChannelConfig, HttpLinkConfig, StdioCall, StdioChannel, StdioChannelConfig, Stopped, Tool,
+    HttpChannelConfig, HttpLinkConfig, StdioCall, StdioChannel, StdioChannelConfig, Stopped,
 };
 
 /// Rounds of a multi round-trip call before giving up.
@@ -321,44 +318,6 @@ impl Client {
             .await
     }
 
-    /// Every tool of the server (`tools/list`, all pages).
-    pub async fn list_tools(&self) -> Result<Vec<Tool>, CallError> {
-        calls::list_tools(self).await
-    }
-
-    /// Calls tool `name` with `arguments` (a struct or map that serializes
-    /// to a JSON object; `()` for none). A failure the tool reports is
-    /// `Ok` with [`CallToolResult::is_error`].
-    pub async fn call_tool(
-        &self,
-        name: &str,
-        arguments: impl Serialize,
-    ) -> Result<CallToolResult, CallError> {
-        calls::call_tool(self, name, arguments).await
-    }
-
-    /// [`Client::call_tool`] for a tool with an output schema: its
-    /// `structuredContent` as a `T`; a failure the tool reports is an error
-    /// with [`CallError::tool_error`].
-    pub async fn call_tool_typed<T: DeserializeOwned>(
-        &self,
-        name: &str,
-        arguments: impl Serialize,
-    ) -> Result<T, CallError> {
-        calls::call_tool_typed(self, name, arguments).await
-    }
-
-    /// [`Client::call_tool`] asking for progress: `on_progress` sees each
-    /// `notifications/progress` of the call as it arrives.
-    pub async fn call_tool_with_progress(
-        &self,
-        name: &str,
-        arguments: impl Serialize,
-        on_progress: impl FnMut(Progress),
-    ) -> Result<CallToolResult, CallError> {
-        calls::call_tool_with_progress(self, name, arguments, on_progress).await
-    }
-
     /// [`Client::call_tool`] for a tool that may ask for input (a multi
     /// round-trip request, MCP 2026-07-28 §9): the calls declare
     /// `capabilities` (the client capabilities `on_input` can answer, such
@@ -416,30 +375,6 @@ impl Client {
             .await
     }
 
-    /// Every resource of the server (`resources/list`, all pages).
-    pub async fn list_resources(&self) -> Result<Vec<Resource>, CallError> {
-        calls::list_resources(self).await
-    }
-
-    /// The contents of the resource at `uri` (`resources/read`).
-    pub async fn read_resource(&self, uri: &str) -> Result<Vec<ResourceContents>, CallError> {
-        calls::read_resource(self, uri).await
-    }
-
-    /// Every prompt of the server (`prompts/list`, all pages).
-    pub async fn list_prompts(&self) -> Result<Vec<Prompt>, CallError> {
-        calls::list_prompts(self).await
-    }
-
-    /// Prompt `name` with `arguments` (string values; `()` for none).
-    pub async fn get_prompt(
-        &self,
-        name: &str,
-        arguments: impl Serialize,
-    ) -> Result<GetPromptResult, CallError> {
-        calls::get_prompt(self, name, arguments).await
-    }
-
     /// Ends the client: a stdio child is stopped (stdin closed, then
     /// SIGTERM, then SIGKILL) and a 2025 HTTP session deleted; network
     /// connections close as the last clone goes. How a child or a session
@@ -452,29 +387,4 @@ impl Client {
     }
 }
 
-impl Calls for Client {
-    type Call = ClientCall;
-
-    fn request(
-        &self,
-        method: &str,
-        params: Value,
-    ) -> impl std::future::Future<Output = Result<Value, CallError>> + Send {
-        Client::request(self, method, params)
-    }
-
-    fn call(
-        &self,
-        request: Value,
-    ) -> impl std::future::Future<Output = Result<ClientCall, CallError>> + Send {
-        Client::call(self, request)
-    }
-}
-
-impl CallMessages for ClientCall {
-    fn next_message(
-        &mut self,
-    ) -> impl std::future::Future<Output = Result<Option<StreamMessage>, CallError>> + Send {
-        self.next()
-    }
-}
+typed_helpers!(Client, ClientCall, "");

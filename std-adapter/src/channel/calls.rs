@@ -190,3 +190,121 @@ pub(crate) async fn list_all<C: Calls + Sync>(
         format!("{method}: more than {MAX_LIST_PAGES} pages"),
     ))
 }
+
+/// The public typed methods of a transport `$ty` (whose calls are `$call`),
+/// each one of the functions above, and its [`Calls`] implementation over
+/// its own `request`, `call` and the call's `next`. `$tools_note` ends the
+/// doc of `list_tools`.
+macro_rules! typed_helpers {
+    ($ty:ty, $call:ty, $tools_note:literal) => {
+        impl $ty {
+            /// Every tool of the server (`tools/list`, all pages).
+            #[doc = $tools_note]
+            pub async fn list_tools(
+                &self,
+            ) -> Result<Vec<$crate::channel::Tool>, $crate::channel::CallError> {
+                $crate::channel::calls::list_tools(self).await
+            }
+
+            /// Calls tool `name` with `arguments` (a struct or map that
+            /// serializes to a JSON object; `()` for none). A failure the
+            /// tool reports is `Ok` with
+            /// [`CallToolResult::is_error`]($crate::channel::CallToolResult::is_error).
+            pub async fn call_tool(
+                &self,
+                name: &str,
+                arguments: impl serde::Serialize,
+            ) -> Result<$crate::channel::CallToolResult, $crate::channel::CallError> {
+                $crate::channel::calls::call_tool(self, name, arguments).await
+            }
+
+            /// [`Self::call_tool`] for a tool with an output schema: its
+            /// `structuredContent` as a `T`. A failure the tool reports is
+            /// an error with
+            /// [`CallError::tool_error`]($crate::channel::CallError::tool_error).
+            pub async fn call_tool_typed<T: serde::de::DeserializeOwned>(
+                &self,
+                name: &str,
+                arguments: impl serde::Serialize,
+            ) -> Result<T, $crate::channel::CallError> {
+                $crate::channel::calls::call_tool_typed(self, name, arguments).await
+            }
+
+            /// [`Self::call_tool`] asking for progress: `on_progress` sees
+            /// each `notifications/progress` of the call as it arrives.
+            pub async fn call_tool_with_progress(
+                &self,
+                name: &str,
+                arguments: impl serde::Serialize,
+                on_progress: impl FnMut($crate::channel::Progress),
+            ) -> Result<$crate::channel::CallToolResult, $crate::channel::CallError> {
+                $crate::channel::calls::call_tool_with_progress(self, name, arguments, on_progress)
+                    .await
+            }
+
+            /// Every resource of the server (`resources/list`, all pages).
+            pub async fn list_resources(
+                &self,
+            ) -> Result<Vec<$crate::channel::Resource>, $crate::channel::CallError> {
+                $crate::channel::calls::list_resources(self).await
+            }
+
+            /// The contents of the resource at `uri` (`resources/read`).
+            pub async fn read_resource(
+                &self,
+                uri: &str,
+            ) -> Result<Vec<$crate::channel::ResourceContents>, $crate::channel::CallError> {
+                $crate::channel::calls::read_resource(self, uri).await
+            }
+
+            /// Every prompt of the server (`prompts/list`, all pages).
+            pub async fn list_prompts(
+                &self,
+            ) -> Result<Vec<$crate::channel::Prompt>, $crate::channel::CallError> {
+                $crate::channel::calls::list_prompts(self).await
+            }
+
+            /// Prompt `name` with `arguments` (string values; `()` for none).
+            pub async fn get_prompt(
+                &self,
+                name: &str,
+                arguments: impl serde::Serialize,
+            ) -> Result<$crate::channel::GetPromptResult, $crate::channel::CallError> {
+                $crate::channel::calls::get_prompt(self, name, arguments).await
+            }
+        }
+
+        impl $crate::channel::calls::Calls for $ty {
+            type Call = $call;
+
+            fn request(
+                &self,
+                method: &str,
+                params: serde_json::Value,
+            ) -> impl std::future::Future<
+                Output = Result<serde_json::Value, $crate::channel::CallError>,
+            > + Send {
+                <$ty>::request(self, method, params)
+            }
+
+            fn call(
+                &self,
+                request: serde_json::Value,
+            ) -> impl std::future::Future<Output = Result<$call, $crate::channel::CallError>> + Send
+            {
+                <$ty>::call(self, request)
+            }
+        }
+
+        impl $crate::channel::calls::CallMessages for $call {
+            fn next_message(
+                &mut self,
+            ) -> impl std::future::Future<
+                Output = Result<Option<$crate::channel::StreamMessage>, $crate::channel::CallError>,
+            > + Send {
+                self.next()
+            }
+        }
+    };
+}
+pub(crate) use typed_helpers;

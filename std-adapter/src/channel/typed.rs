@@ -14,8 +14,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 
-use super::calls;
-use super::{CallError, Channel, StreamMessage};
+use super::{CallError, Channel};
 
 /// Pages a list method reads at most: a server whose cursors never end
 /// fails the call instead of looping.
@@ -143,70 +142,11 @@ pub struct GetPromptResult {
     pub messages: Vec<Value>,
 }
 
-impl Channel {
-    /// Every tool of the server (`tools/list`, all pages).
-    /// The channel caches their schemas, as for any `tools/list`.
-    pub async fn list_tools(&self) -> Result<Vec<Tool>, CallError> {
-        calls::list_tools(self).await
-    }
-
-    /// Calls tool `name` with `arguments` (a struct or map that serializes
-    /// to a JSON object; `()` for none). A failure the tool reports is
-    /// `Ok` with [`CallToolResult::is_error`].
-    pub async fn call_tool(
-        &self,
-        name: &str,
-        arguments: impl Serialize,
-    ) -> Result<CallToolResult, CallError> {
-        calls::call_tool(self, name, arguments).await
-    }
-
-    /// [`Channel::call_tool`] for a tool with an output schema: its
-    /// `structuredContent` as a `T`. A failure the tool reports is an
-    /// error with [`CallError::tool_error`].
-    pub async fn call_tool_typed<T: DeserializeOwned>(
-        &self,
-        name: &str,
-        arguments: impl Serialize,
-    ) -> Result<T, CallError> {
-        calls::call_tool_typed(self, name, arguments).await
-    }
-
-    /// [`Channel::call_tool`] asking for progress: `on_progress` sees
-    /// each `notifications/progress` of the call as it arrives.
-    pub async fn call_tool_with_progress(
-        &self,
-        name: &str,
-        arguments: impl Serialize,
-        on_progress: impl FnMut(Progress),
-    ) -> Result<CallToolResult, CallError> {
-        calls::call_tool_with_progress(self, name, arguments, on_progress).await
-    }
-
-    /// Every resource of the server (`resources/list`, all pages).
-    pub async fn list_resources(&self) -> Result<Vec<Resource>, CallError> {
-        calls::list_resources(self).await
-    }
-
-    /// The contents of the resource at `uri` (`resources/read`).
-    pub async fn read_resource(&self, uri: &str) -> Result<Vec<ResourceContents>, CallError> {
-        calls::read_resource(self, uri).await
-    }
-
-    /// Every prompt of the server (`prompts/list`, all pages).
-    pub async fn list_prompts(&self) -> Result<Vec<Prompt>, CallError> {
-        calls::list_prompts(self).await
-    }
-
-    /// Prompt `name` with `arguments` (string values; `()` for none).
-    pub async fn get_prompt(
-        &self,
-        name: &str,
-        arguments: impl Serialize,
-    ) -> Result<GetPromptResult, CallError> {
-        calls::get_prompt(self, name, arguments).await
-    }
-}
+super::calls::typed_helpers!(
+    Channel,
+    super::CallStream,
+    "The channel caches their schemas, as for any `tools/list`."
+);
 
 /// `{"name", "arguments"}` of `tools/call` and `prompts/get`.
 pub(crate) fn named_params(name: &str, arguments: impl Serialize) -> Result<Value, CallError> {
@@ -336,33 +276,6 @@ pub(crate) fn array<'v>(value: &'v Value, key: &str) -> Result<&'v Vec<Value>, C
         .get(key)
         .and_then(Value::as_array)
         .ok_or_else(|| CallError::new(Code::Internal, format!("the result has no array {key:?}")))
-}
-
-impl super::calls::Calls for Channel {
-    type Call = super::CallStream;
-
-    fn request(
-        &self,
-        method: &str,
-        params: Value,
-    ) -> impl std::future::Future<Output = Result<Value, CallError>> + Send {
-        Channel::request(self, method, params)
-    }
-
-    fn call(
-        &self,
-        request: Value,
-    ) -> impl std::future::Future<Output = Result<super::CallStream, CallError>> + Send {
-        Channel::call(self, request)
-    }
-}
-
-impl super::calls::CallMessages for super::CallStream {
-    fn next_message(
-        &mut self,
-    ) -> impl std::future::Future<Output = Result<Option<StreamMessage>, CallError>> + Send {
-        self.next()
-    }
 }
 
 #[cfg(test)]
