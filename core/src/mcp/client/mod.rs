@@ -107,7 +107,7 @@ use calls::{
     release,
 };
 use events::{Queue, Queued};
-use request::{FRAME_ROOM, Head, OwnedMeta, build_head, frame_into, tool_name};
+use request::{FRAME_ROOM, Framed, Head, OwnedMeta, build_head, frame_into, tool_name};
 
 use super::error::{INVALID_REQUEST, RpcError};
 use super::json;
@@ -380,7 +380,11 @@ impl<
             .position(|s| s.active.is_none())
             .or((slots < CALLS).then_some(slots))
             .ok_or(StartError::Busy)?;
-        let (buf, frame, json_at) = match rpc {
+        let Framed {
+            buf,
+            frame,
+            json: json_at,
+        } = match rpc {
             None => self.frame_tunnel(body)?,
             #[cfg(feature = "typed")]
             Some(rpc) => typed::frame_request(&mut self.st.store, rpc, body, self.st.max_message)?,
@@ -429,10 +433,7 @@ impl<
 
     /// The framed `JsonRpcMessage` of a tunnel call in a buffer of the
     /// store: the buffer, where the frame lies and where its JSON lies.
-    fn frame_tunnel(
-        &mut self,
-        body: &[u8],
-    ) -> Result<(S::Buf, (usize, usize), (usize, usize)), StartError> {
+    fn frame_tunnel(&mut self, body: &[u8]) -> Result<Framed<S::Buf>, StartError> {
         let needed = FRAME_ROOM + body.len();
         if needed > self.st.store.max_len() || needed - PREFIX_LEN > self.st.max_message {
             return Err(StartError::TooLarge { needed });
@@ -442,7 +443,11 @@ impl<
             w.raw(body);
         });
         match framed {
-            Ok((json, end)) => Ok((buf, (0, end), (json, end))),
+            Ok((json, end)) => Ok(Framed {
+                buf,
+                frame: (0, end),
+                json: (json, end),
+            }),
             Err(needed) => {
                 self.st.store.put(buf);
                 Err(StartError::TooLarge { needed })

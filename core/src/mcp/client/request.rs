@@ -30,6 +30,15 @@ pub(super) fn tool_name(body: &[u8]) -> Option<&[u8]> {
     json::get(json::get(body, b"params")?, b"name").map(json::trim)
 }
 
+/// A call's request in its buffer from the store: where the framed
+/// message lies, and where the JSON-RPC request's text lies (inside the
+/// frame on the tunnel, after it on the typed binding).
+pub(super) struct Framed<T> {
+    pub(super) buf: T,
+    pub(super) frame: (usize, usize),
+    pub(super) json: (usize, usize),
+}
+
 /// Writes a framed `JsonRpcMessage` whose JSON `body` writes, at `at` in
 /// `buf`: returns where the JSON lies and where the frame ends, or the
 /// room it needed.

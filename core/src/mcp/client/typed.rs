@@ -12,6 +12,7 @@ use mcpwire_proto::gcp::Rpc;
 
 use super::calls::{ERROR_ROOM, Slot, bytes, bytes_mut, copy_id, ensure};
 use super::events::StartError;
+use super::request::Framed;
 use crate::grpc::{PREFIX_LEN, write_prefix};
 use crate::mcp::error::{INVALID_REQUEST, RpcError};
 use crate::mcp::json;
@@ -60,7 +61,7 @@ pub(super) fn frame_request<S: CallStore>(
     rpc: Rpc,
     body: &[u8],
     max_message: usize,
-) -> Result<(S::Buf, (usize, usize), (usize, usize)), StartError> {
+) -> Result<Framed<S::Buf>, StartError> {
     let params = json::get(body, b"params").unwrap_or(b"");
     // The message is rarely longer than the JSON it comes from; when it
     // is, the transcoder says how long, and the second try fits.
@@ -90,7 +91,11 @@ pub(super) fn frame_request<S: CallStore>(
                 let end = PREFIX_LEN + n;
                 out[..PREFIX_LEN].copy_from_slice(&write_prefix(len));
                 out[end..end + body.len()].copy_from_slice(body);
-                return Ok((buf, (0, end), (end, end + body.len())));
+                return Ok(Framed {
+                    buf,
+                    frame: (0, end),
+                    json: (end, end + body.len()),
+                });
             }
             Err(TypedError::BufferTooSmall { needed }) => {
                 store.put(buf);
