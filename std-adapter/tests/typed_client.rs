@@ -636,3 +636,48 @@ async fn a_broken_typed_response_is_a_transport_failure() {
         assert_eq!(e.status, Code::Internal, "{script:?}: {e}");
     }
 }
+
+/// `mcpwire call --typed`: `tool` goes as the CallTool RPC, `discover`
+/// over the tunnel.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_calls_the_typed_rpc_with_typed() {
+    let p = peer(Script::Result(
+        json!({"content": [{"type": "text", "text": "from the peer"}]}),
+    ))
+    .await;
+    let url = format!("grpc://{}", p.addr);
+    let run = |args: Vec<&str>| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_mcpwire"))
+            .arg("call")
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()
+    };
+    let url2 = url.clone();
+    let result = tokio::task::spawn_blocking(move || {
+        run(vec![&url2, "--typed", "tool", "echo", r#"{"text":"x"}"#])
+    })
+    .await
+    .unwrap();
+    assert_eq!(result["content"][0]["text"], "from the peer");
+    let result = tokio::task::spawn_blocking(move || run(vec![&url, "--typed", "discover"]))
+        .await
+        .unwrap();
+    assert_eq!(result["tunnel"], "server/discover");
+    let paths: Vec<_> = p
+        .seen
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|s| s.path.clone())
+        .collect();
+    assert_eq!(
+        paths,
+        [
+            "/model_context_protocol.Mcp/CallTool",
+            "/mcp.zig.transport.v1.Mcp/Call"
+        ]
+    );
+}
