@@ -681,3 +681,51 @@ async fn the_cli_calls_the_typed_rpc_with_typed() {
         ]
     );
 }
+
+/// Messages whose protobuf is longer than their JSON (small integers in a
+/// `Struct` take 11 octets) and results whose JSON is far longer than
+/// their protobuf (many empty items): both directions find their room.
+#[tokio::test]
+async fn messages_that_grow_in_either_direction_arrive_whole() {
+    let h = start().await;
+    let client = typed_client(h.addr);
+    let pad = vec![1; 5000];
+    let echoed = client
+        .call_tool("echo", json!({"text": "padded", "pad": pad}))
+        .await
+        .unwrap();
+    assert_eq!(echoed.text(), "padded");
+    let big = "0123456789abcdef".repeat(32 * 1024);
+    let echoed = client
+        .call_tool("echo", json!({"text": big}))
+        .await
+        .unwrap();
+    assert_eq!(echoed.text(), big);
+    h.stop().await;
+
+    let items = vec![json!({"type": "text", "text": ""}); 3000];
+    let p = peer(Script::Result(json!({"content": items}))).await;
+    let r = typed_client(p.addr)
+        .request("tools/call", json!({"name": "many", "arguments": {}}))
+        .await
+        .unwrap();
+    assert_eq!(r["result"]["content"].as_array().unwrap().len(), 3000);
+}
+
+/// A request message over `max_message_bytes` is refused before it goes
+/// out, as on the tunnel.
+#[tokio::test]
+async fn a_request_over_the_message_limit_never_leaves() {
+    let p = peer(Script::Result(json!({"content": []}))).await;
+    let mut config = config(p.addr, GrpcMode::Typed);
+    config.max_message_bytes = 1024;
+    let client = Client::grpc(Channel::with_config(config));
+    let e = client
+        .call_tool("echo", json!({"text": "x".repeat(4096)}))
+        .await
+        .unwrap_err();
+    assert_eq!(e.status, Code::ResourceExhausted, "{e}");
+    assert!(p.seen.lock().unwrap().is_empty());
+    let r = client.call_tool("echo", json!({"text": "small"})).await;
+    assert!(r.is_ok(), "{r:?}");
+}
