@@ -285,6 +285,7 @@ impl<'a, T: Tools, const HANDLERS: usize, const ARGS: usize, const RESULT: usize
             prompts: &[],
             listen: false,
             completions: false,
+            forward: false,
         };
         registry.check()?;
         let config = Config {

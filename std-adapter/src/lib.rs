@@ -38,9 +38,9 @@ mod store;
 mod tls;
 
 pub use app::{
-    App, Completion, CompletionRequest, Content, ListenEvent, LogLevel, PromptGet, PromptMessage,
-    PromptResult, ResourceContent, ResourceRead, Role, Schema, StateSeal, ToolCall, ToolError,
-    ToolResult,
+    App, Completion, CompletionRequest, Content, ForwardRequest, ListenEvent, LogLevel, PromptGet,
+    PromptMessage, PromptResult, ResourceContent, ResourceRead, Role, Schema, StateSeal, ToolCall,
+    ToolError, ToolResult,
 };
 #[cfg(feature = "schemars")]
 pub use app::{IntoToolResult, Structured};

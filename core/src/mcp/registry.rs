@@ -74,6 +74,13 @@ pub struct Registry<'r> {
     pub listen: bool,
     /// The server answers `completion/complete`.
     pub completions: bool,
+    /// Every checked request goes to the application as
+    /// [`RequestKind::Forward`](super::server::RequestKind::Forward),
+    /// whatever its method (`server/discover`, the list methods and
+    /// `subscriptions/listen` among them): a bridge answers them from the
+    /// server it forwards to. The envelope, `_meta`, version and mirrored
+    /// header checks still run first; the lists above are not served.
+    pub forward: bool,
 }
 
 /// Why a registry cannot be served.
@@ -367,6 +374,7 @@ mod tests {
             }],
             listen: true,
             completions: false,
+            forward: false,
         }
     }
 

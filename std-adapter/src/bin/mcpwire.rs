@@ -305,12 +305,9 @@ impl ServeOptions {
     }
 }
 
-async fn serve(
-    listen: &str,
-    opts: ServeOptions,
-    fixtures: Fixtures,
-    tick: Duration,
-) -> std::io::Result<()> {
+/// The server the options name, bound to `listen`, and a sentence of
+/// what it serves (address, path, TLS, how many tokens; never a token).
+async fn bind(listen: &str, opts: ServeOptions) -> std::io::Result<(Server, String)> {
     use std::io::{Error, ErrorKind};
     let mut server = match (&opts.tls_cert, &opts.tls_key) {
         (None, None) => Server::bind(listen).await?,
@@ -342,8 +339,8 @@ async fn serve(
         server = server.with_auth(mcpwire_tokio::BearerTokens::new(opts.tokens));
     }
     // The tokens themselves are never printed.
-    eprintln!(
-        "listening on {} (gRPC and Streamable HTTP at {path}; {}; {})",
+    let sentence = format!(
+        "{} (gRPC and Streamable HTTP at {path}; {}; {})",
         server.local_addr()?,
         if secured {
             "TLS, ALPN h2 or http/1.1"
@@ -356,6 +353,17 @@ async fn serve(
             "no authentication".to_owned()
         },
     );
+    Ok((server, sentence))
+}
+
+async fn serve(
+    listen: &str,
+    opts: ServeOptions,
+    fixtures: Fixtures,
+    tick: Duration,
+) -> std::io::Result<()> {
+    let (server, sentence) = bind(listen, opts).await?;
+    eprintln!("listening on {sentence}");
     let app = fixtures.app(tick)?;
     server
         .serve_with_shutdown(app, async {

@@ -29,6 +29,9 @@ pub enum Route {
     Handle(HandlerRef),
     /// `subscriptions/listen`: the engine keeps the stream.
     Listen,
+    /// A forwarding registry ([`Registry::forward`]): the application
+    /// answers whatever the method.
+    Forward,
     /// A JSON-RPC error answered in band (the request was understood, but
     /// names nothing the server has).
     Reject(RpcError),
@@ -160,6 +163,9 @@ pub fn route_indexed(
     params: Option<&[u8]>,
     index: &ParamsIndex,
 ) -> Route {
+    if registry.forward {
+        return Route::Forward;
+    }
     let resources = !registry.resources.is_empty() || !registry.templates.is_empty();
     let builtin = match method {
         b"server/discover" => Some(Builtin::Discover),
@@ -285,6 +291,55 @@ fn may_annotate(schema: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mcp::registry::ServerInfo;
+
+    #[test]
+    fn a_forwarding_registry_hands_every_method_over_after_the_checks() {
+        let registry = Registry {
+            info: ServerInfo {
+                name: "bridge",
+                version: "1",
+                instructions: None,
+            },
+            tools: &[],
+            resources: &[],
+            templates: &[],
+            prompts: &[],
+            listen: false,
+            completions: false,
+            forward: true,
+        };
+        let params = br#"{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}"#;
+        for method in [
+            &b"server/discover"[..],
+            b"tools/list",
+            b"tools/call",
+            b"subscriptions/listen",
+            b"x-vendor/anything",
+        ] {
+            assert_eq!(route(&registry, method, Some(params)), Route::Forward);
+        }
+        // The binding's checks still come first.
+        let old = br#"{"_meta":{"io.modelcontextprotocol/protocolVersion":"1999-01-01","io.modelcontextprotocol/clientCapabilities":{}}}"#;
+        let e = check::<crate::h2::HeaderList<'_>>(
+            &registry,
+            b"tools/list",
+            b"\"tools/list\"",
+            Some(old),
+            None,
+        );
+        assert_eq!(e.map_err(|e| e.code), Err(UNSUPPORTED_PROTOCOL_VERSION));
+        assert!(
+            check::<crate::h2::HeaderList<'_>>(
+                &registry,
+                b"tools/list",
+                b"\"tools/list\"",
+                None,
+                None
+            )
+            .is_err()
+        );
+    }
 
     #[test]
     fn the_annotation_search_finds_the_key_or_a_backslash_anywhere() {

@@ -508,6 +508,20 @@ where
                 Dispatched::Handed
             }
             Route::Listen => self.start_listen(i),
+            Route::Forward => {
+                let listen = method_text == b"subscriptions/listen";
+                if let Some(c) = self.calls[i].as_mut() {
+                    c.index = spans.index;
+                    c.handler = Some(Handler::Forward { method });
+                    c.notice = Some(Notice::Request);
+                    // A listen stream has no end of its own: no default
+                    // deadline, as when the engine keeps it.
+                    if listen && !c.explicit_deadline {
+                        c.deadline = None;
+                    }
+                }
+                Dispatched::Handed
+            }
         }
     }
 
@@ -662,7 +676,7 @@ where
         let bytes = self.store.bytes(&c.buf);
         let params = c.params_at().map_or(&b"{}"[..], |r| &bytes[r]);
         Some(Request {
-            kind: c.handler?.kind(&self.registry, params, &c.index),
+            kind: c.handler?.kind(&self.registry, bytes, params, &c.index),
             id: &bytes[c.id_at()],
             params,
             meta: RequestMeta::from_index(params, &c.index).ok()?,

@@ -25,17 +25,27 @@ use mcpwire_core::mcp::client::stdio::{Era, EraChoice};
 use mcpwire_core::mcp::error::{INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR};
 use mcpwire_core::mcp::meta::{KEY_SUBSCRIPTION_ID, PROTOCOL_VERSION};
 use mcpwire_tokio::{
-    CallError, Client, HttpChannelConfig, ServerCommand, StdioChannelConfig, StreamMessage,
+    App, CallError, Client, ForwardRequest, HttpChannelConfig, ServerCommand, StdioChannelConfig,
+    StreamMessage, ToolError,
 };
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-pub const USAGE: &str = "usage: mcpwire bridge --stdio-host [--timeout-ms N] --to http[s]://HOST:PORT/PATH | grpc://HOST:PORT
-       mcpwire bridge --stdio-host [--timeout-ms N] [--pass-env NAME]... -- /ABS/SERVER [ARGS...]
-         the host speaks MCP over stdin/stdout; each request is forwarded to the server
-         (MCPWIRE_TOKEN, if set, is the bearer token sent downstream over HTTP and gRPC)";
+pub const USAGE: &str = "usage: mcpwire bridge HOST-SIDE [--timeout-ms N] [RESTART] --to http[s]://HOST:PORT/PATH | grpc://HOST:PORT
+       mcpwire bridge HOST-SIDE [--timeout-ms N] [RESTART] [--pass-env NAME]... -- /ABS/SERVER [ARGS...]
+  HOST-SIDE is one of
+         --stdio-host   the host speaks MCP over stdin/stdout
+         --listen [ADDR:]PORT (--token-file FILE | --no-auth) [--tls-cert PEM --tls-key PEM]
+              [--allow-host NAME]... [--http-path PATH]
+           the host reaches Streamable HTTP (at /mcp), the gRPC tunnel and the typed gRPC service
+           on that port (127.0.0.1 unless ADDR says otherwise); a bearer token of FILE is required
+           unless --no-auth; an Origin that is not allowed is refused (403)
+  RESTART (a stdio server): [--restart-max N] starts in a row that may fail (default 5),
+         [--restart-backoff-ms N] the first wait before a restart (default 100, doubling up to 5 s)
+  each request is forwarded to the server; the host's token is never sent on
+  (MCPWIRE_TOKEN, if set, is the bearer token sent downstream over HTTP and gRPC)";
 
 /// The longest line read from the host; a longer one is refused.
 const MAX_LINE_BYTES: usize = 16 << 20;
@@ -49,22 +59,69 @@ enum Downstream {
     },
 }
 
+/// The host side.
+enum Host {
+    Stdio,
+    /// `--listen`: the network server, its options (tokens, TLS, hosts).
+    Listen {
+        addr: String,
+        opts: super::ServeOptions,
+        no_auth: bool,
+    },
+}
+
+/// How a stdio server is restarted after a crash.
+#[derive(Default)]
+struct Restart {
+    max: Option<u32>,
+    backoff: Option<Duration>,
+}
+
 struct Args {
+    host: Host,
     downstream: Downstream,
     timeout: Option<Duration>,
+    restart: Restart,
 }
 
 fn parse(args: impl Iterator<Item = String>) -> Result<Args, String> {
     let mut stdio_host = false;
+    let mut listen = None;
+    let mut no_auth = false;
+    let mut opts = super::ServeOptions::default();
+    let mut restart = Restart::default();
     let mut to = None;
     let mut command = None;
     let mut pass_env = Vec::new();
     let mut timeout = None;
     let mut args = args.into_iter();
     while let Some(arg) = args.next() {
+        if super::ServeOptions::takes(&arg) {
+            if arg.split('=').next() == Some("--token") {
+                return Err(
+                    "a token on the command line is seen in the process list: use --token-file"
+                        .into(),
+                );
+            }
+            opts.take(&arg, &mut args)?;
+            continue;
+        }
         let mut value = |name: &str| args.next().ok_or(format!("{name} needs a value"));
         match arg.as_str() {
             "--stdio-host" => stdio_host = true,
+            "--listen" => listen = Some(value("--listen")?),
+            "--no-auth" => no_auth = true,
+            "--restart-max" => {
+                let v = value("--restart-max")?;
+                restart.max = Some(v.parse().map_err(|_| format!("bad --restart-max {v}"))?);
+            }
+            "--restart-backoff-ms" => {
+                let v = value("--restart-backoff-ms")?;
+                let ms: u64 = v
+                    .parse()
+                    .map_err(|_| format!("bad --restart-backoff-ms {v}"))?;
+                restart.backoff = Some(Duration::from_millis(ms));
+            }
             "--to" => to = Some(value("--to")?),
             "--pass-env" => pass_env.push(value("--pass-env")?),
             "--timeout-ms" => {
@@ -79,9 +136,36 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Args, String> {
             other => return Err(format!("unknown argument {other}")),
         }
     }
-    if !stdio_host {
-        return Err("the host side is needed: --stdio-host".into());
-    }
+    let host = match (stdio_host, listen) {
+        (true, Some(_)) => return Err("one host side: --stdio-host or --listen, not both".into()),
+        (false, None) => return Err("the host side is needed: --stdio-host or --listen".into()),
+        (true, None) => {
+            if opts.is_set() || no_auth {
+                return Err("--token-file, --no-auth, --tls-*, --allow-host and --http-path go with --listen".into());
+            }
+            Host::Stdio
+        }
+        (false, Some(addr)) => {
+            match (opts.tokens.is_empty(), no_auth) {
+                (true, false) => {
+                    return Err("--listen needs --token-file FILE (or --no-auth, which lets anyone who reaches the port in)".into());
+                }
+                (false, true) => return Err("either --token-file or --no-auth, not both".into()),
+                _ => {}
+            }
+            // A port alone binds loopback.
+            let addr = if addr.parse::<u16>().is_ok() {
+                format!("127.0.0.1:{addr}")
+            } else {
+                addr
+            };
+            Host::Listen {
+                addr,
+                opts,
+                no_auth,
+            }
+        }
+    };
     let downstream = match (to, command) {
         (Some(_), Some(_)) => return Err("either --to URL or -- /ABS/SERVER, not both".into()),
         (None, None) => return Err("the server side is needed: --to URL or -- /ABS/SERVER".into()),
@@ -102,9 +186,16 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Args, String> {
             Downstream::Child { command, pass_env }
         }
     };
+    if matches!(downstream, Downstream::Address(_))
+        && (restart.max.is_some() || restart.backoff.is_some())
+    {
+        return Err("--restart-max and --restart-backoff-ms go with -- /ABS/SERVER".into());
+    }
     Ok(Args {
+        host,
         downstream,
         timeout,
+        restart,
     })
 }
 
@@ -131,7 +222,10 @@ pub fn main(args: impl Iterator<Item = String>) -> ExitCode {
     runtime.block_on(run(args))
 }
 
-async fn connect(downstream: &Downstream) -> Result<(Client, String), CallError> {
+async fn connect(
+    downstream: &Downstream,
+    restart: &Restart,
+) -> Result<(Client, String), CallError> {
     let token = std::env::var("MCPWIRE_TOKEN").ok();
     match downstream {
         Downstream::Address(url) if url.starts_with("http://") || url.starts_with("https://") => {
@@ -161,7 +255,14 @@ async fn connect(downstream: &Downstream) -> Result<(Client, String), CallError>
             for name in pass_env {
                 server = server.pass_env(name.clone());
             }
-            let client = Client::stdio(StdioChannelConfig::new(server)).await?;
+            let mut config = StdioChannelConfig::new(server);
+            if let Some(max) = restart.max {
+                config.max_restarts = max;
+            }
+            if let Some(backoff) = restart.backoff {
+                config.restart_backoff = backoff;
+            }
+            let client = Client::stdio(config).await?;
             Ok((client, program))
         }
     }
@@ -190,7 +291,7 @@ struct Forward {
 type InFlight = Arc<Mutex<HashMap<String, Forward>>>;
 
 async fn run(args: Args) -> ExitCode {
-    let (client, target) = match connect(&args.downstream).await {
+    let (client, target) = match connect(&args.downstream, &args.restart).await {
         Ok(c) => c,
         Err(e) => {
             eprintln!("mcpwire bridge: cannot reach the server: {e}");
@@ -204,20 +305,234 @@ async fn run(args: Args) -> ExitCode {
             client.transport_name()
         ),
     };
-    eprintln!(
-        "mcpwire bridge {}: host side stdio (MCP {PROTOCOL_VERSION}, JSON-RPC lines on stdin and stdout) -> server side {server_side}",
-        env!("CARGO_PKG_VERSION")
-    );
+    let older = client
+        .era()
+        .filter(|era| era.era != Era::Modern)
+        .map(|era| format!("{} {}", era.era.describe(), era.version));
+    match args.host {
+        Host::Stdio => {
+            eprintln!(
+                "mcpwire bridge {}: host side stdio (MCP {PROTOCOL_VERSION}, JSON-RPC lines on stdin and stdout) -> server side {server_side}",
+                env!("CARGO_PKG_VERSION")
+            );
+            if let Some(older) = older {
+                eprintln!(
+                    "mcpwire bridge: warning: the server is of an older era ({older}); requests are forwarded as the client sends them, the host's lifecycle is not translated"
+                );
+            }
+            stdio_host(client, args.timeout).await
+        }
+        Host::Listen {
+            addr,
+            opts,
+            no_auth,
+        } => {
+            listen_host(
+                client,
+                &addr,
+                opts,
+                no_auth,
+                args.timeout,
+                &server_side,
+                older,
+            )
+            .await
+        }
+    }
+}
 
-    if let Some(era) = client.era()
-        && era.era != Era::Modern
+/// Completes at SIGTERM or Ctrl-C (never, when neither can be watched).
+async fn shutdown_signal() {
+    #[cfg(unix)]
     {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = term.recv() => {}
+                r = tokio::signal::ctrl_c() => if r.is_err() {
+                    term.recv().await;
+                },
+            }
+            return;
+        }
+    }
+    if tokio::signal::ctrl_c().await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
+/// The network host side: one forwarding app on the server of `opts`
+/// (Streamable HTTP, the gRPC tunnel, the typed service), until SIGTERM.
+async fn listen_host(
+    client: Client,
+    addr: &str,
+    opts: super::ServeOptions,
+    no_auth: bool,
+    timeout: Option<Duration>,
+    server_side: &str,
+    older: Option<String>,
+) -> ExitCode {
+    let (server, sentence) = match super::bind(addr, opts).await {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("mcpwire bridge: cannot listen on {addr}: {e}");
+            client.close().await;
+            return ExitCode::FAILURE;
+        }
+    };
+    if no_auth {
         eprintln!(
-            "mcpwire bridge: warning: the server is of an older era ({}); requests are forwarded as the client sends them, the host's lifecycle is not translated",
-            era.era.describe()
+            "mcpwire bridge: warning: --no-auth: whoever reaches {addr} uses the server through the bridge, unauthenticated"
         );
     }
+    let translation = match &older {
+        Some(older) => format!(
+            "; the server speaks {older}: the host side stays MCP {PROTOCOL_VERSION} and its server/discover is answered from what the server reported"
+        ),
+        None => String::new(),
+    };
+    eprintln!(
+        "mcpwire bridge {}: host side {sentence}, MCP {PROTOCOL_VERSION} -> server side {server_side}{translation}",
+        env!("CARGO_PKG_VERSION")
+    );
+    let discover = match older {
+        Some(_) => Some(Arc::new(legacy_discover(&client).await)),
+        None => None,
+    };
+    let downstream = client.clone();
+    let app = App::new("mcpwire-bridge", env!("CARGO_PKG_VERSION")).forward(move |request| {
+        let client = downstream.clone();
+        let discover = discover.clone();
+        async move {
+            if let Some(discover) = discover
+                && request.method() == "server/discover"
+            {
+                return Ok(Value::clone(&discover));
+            }
+            forward_request(client, request, timeout).await
+        }
+    });
+    let served = server.serve_with_shutdown(app, shutdown_signal()).await;
+    client.close().await;
+    match served {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("mcpwire bridge: the host side failed: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
 
+/// The `server/discover` result of an older-era server, from what it
+/// reported: the lists it answers become its capabilities; the version is
+/// the host side's.
+async fn legacy_discover(client: &Client) -> Value {
+    let mut capabilities = serde_json::Map::new();
+    for (method, capability) in [
+        ("tools/list", "tools"),
+        ("resources/list", "resources"),
+        ("prompts/list", "prompts"),
+    ] {
+        let params = json!({"_meta": {
+            "io.modelcontextprotocol/protocolVersion": PROTOCOL_VERSION,
+            "io.modelcontextprotocol/clientCapabilities": {},
+        }});
+        if let Ok(answer) = client.request(method, params).await
+            && answer.get("result").is_some()
+        {
+            capabilities.insert(capability.into(), json!({}));
+        }
+    }
+    json!({
+        "resultType": "complete",
+        "supportedVersions": [PROTOCOL_VERSION],
+        "capabilities": capabilities,
+        "_meta": {"io.modelcontextprotocol/serverInfo": {
+            "name": "mcpwire-bridge",
+            "version": env!("CARGO_PKG_VERSION"),
+        }},
+    })
+}
+
+/// One request of the network host, forwarded: its notifications, then
+/// its result or error, under the host's id and progress token (the
+/// engine puts the id on the answer).
+async fn forward_request(
+    client: Client,
+    request: ForwardRequest,
+    timeout: Option<Duration>,
+) -> Result<Value, ToolError> {
+    let transport = client.transport_name();
+    let id = request.id().clone();
+    let token = request.progress_token().cloned();
+    let mut call = client
+        .call_with_timeout(request.message(), timeout)
+        .await
+        .map_err(|e| downstream_tool_error(transport, &e))?;
+    loop {
+        match call.next().await {
+            Ok(Some(StreamMessage::Notification(mut n))) => {
+                let Some(method) = n.get("method").and_then(Value::as_str).map(str::to_owned)
+                else {
+                    continue;
+                };
+                if method == "notifications/progress" {
+                    let Some(token) = &token else { continue };
+                    if let Some(params) = n.get_mut("params").and_then(Value::as_object_mut) {
+                        params.insert("progressToken".into(), token.clone());
+                    }
+                }
+                restore_id(&mut n, "params", &id);
+                let params = n.get("params").cloned().unwrap_or_else(|| json!({}));
+                request.notify(&method, &params).await;
+            }
+            Ok(Some(StreamMessage::Response(mut r))) => {
+                restore_id(&mut r, "result", &id);
+                if let Some(result) = r.get_mut("result") {
+                    return Ok(result.take());
+                }
+                let error = r.get("error");
+                let code = error
+                    .and_then(|e| e.get("code"))
+                    .and_then(Value::as_i64)
+                    .and_then(|c| i32::try_from(c).ok())
+                    .unwrap_or(INTERNAL_ERROR);
+                let message = error
+                    .and_then(|e| e.get("message"))
+                    .and_then(Value::as_str)
+                    .unwrap_or("the server's error has no message");
+                let mut e = ToolError::new(code, message);
+                e.data = error.and_then(|e| e.get("data")).cloned();
+                return Err(e);
+            }
+            Ok(None) => {
+                return Err(ToolError::internal(format!(
+                    "the bridge's call to the server ({transport}) ended without a response"
+                )));
+            }
+            Err(e) => return Err(downstream_tool_error(transport, &e)),
+        }
+    }
+}
+
+/// [`downstream_error`] as the error a forwarding handler returns.
+fn downstream_tool_error(transport: &str, e: &CallError) -> ToolError {
+    let response = downstream_error(Value::Null, transport, e);
+    let error = &response["error"];
+    let mut out = ToolError::new(
+        error["code"]
+            .as_i64()
+            .and_then(|c| i32::try_from(c).ok())
+            .unwrap_or(INTERNAL_ERROR),
+        error["message"].as_str().unwrap_or_default(),
+    );
+    out.data = error.get("data").cloned();
+    out
+}
+
+/// The stdio host side: JSON-RPC lines on stdin and stdout, until the end
+/// of stdin or SIGTERM.
+async fn stdio_host(client: Client, timeout: Option<Duration>) -> ExitCode {
     let (out_tx, mut out_rx) = mpsc::unbounded_channel::<Value>();
     let writer = tokio::spawn(async move {
         let mut stdout = tokio::io::stdout();
@@ -233,9 +548,24 @@ async fn run(args: Args) -> ExitCode {
     let in_flight: InFlight = Arc::default();
     let mut stdin = BufReader::new(tokio::io::stdin());
     let mut line = Vec::new();
+    let mut stop = std::pin::pin!(shutdown_signal());
     loop {
         line.clear();
-        match read_line(&mut stdin, &mut line).await {
+        let read = tokio::select! {
+            read = read_line(&mut stdin, &mut line) => read,
+            () = &mut stop => {
+                // The calls in flight are dropped (each cancelled downstream).
+                let calls: Vec<_> = match in_flight.lock() {
+                    Ok(mut map) => map.drain().map(|(_, f)| f).collect(),
+                    Err(_) => Vec::new(),
+                };
+                for f in calls {
+                    f.task.abort();
+                }
+                break;
+            }
+        };
+        match read {
             Ok(Line::Eof) => break,
             Ok(Line::TooLong) => {
                 let _ = out_tx.send(error_response(
@@ -244,7 +574,7 @@ async fn run(args: Args) -> ExitCode {
                     &format!("the line is longer than {MAX_LINE_BYTES} bytes"),
                 ));
             }
-            Ok(Line::Read) => handle_line(&line, &client, args.timeout, &out_tx, &in_flight),
+            Ok(Line::Read) => handle_line(&line, &client, timeout, &out_tx, &in_flight),
             Err(e) => {
                 eprintln!("mcpwire bridge: reading stdin: {e}");
                 break;
