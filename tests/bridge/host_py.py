@@ -62,6 +62,13 @@ logging.getLogger("mcp.shared.jsonrpc_dispatcher").addHandler(late)
 logging.getLogger("mcp.shared.jsonrpc_dispatcher").setLevel(logging.DEBUG)
 
 
+def leaf(e):
+    """The first exception inside exception groups."""
+    while isinstance(e, BaseExceptionGroup) and e.exceptions:
+        e = e.exceptions[0]
+    return e
+
+
 def texts(result):
     return [b.text for b in result.content if getattr(b, "type", "") == "text"]
 
@@ -83,12 +90,14 @@ class Row:
         try:
             with anyio.fail_after(CHECK_SECONDS):
                 detail = await body()
-        except Failed as e:
-            self.report("FAIL", check, str(e))
-        except TimeoutError:
-            self.report("FAIL", check, f"no end within {CHECK_SECONDS} s")
         except Exception as e:  # an SDK error is this check's failure
-            self.report("FAIL", check, f"{type(e).__name__}: {e}")
+            e = leaf(e)
+            if isinstance(e, Failed):
+                self.report("FAIL", check, str(e))
+            elif isinstance(e, TimeoutError):
+                self.report("FAIL", check, f"no end within {CHECK_SECONDS} s")
+            else:
+                self.report("FAIL", check, f"{type(e).__name__}: {e}")
         else:
             self.report("PASS", check, detail or "")
 
@@ -179,10 +188,10 @@ class Row:
                 except MCPError as e:
                     return f"tools/list refused: {e.code} {e}"
                 raise Failed("tools/list answered with a wrong token")
-        except Failed:
-            raise
         except Exception as e:
-            return f"connect refused: {type(e).__name__}"
+            if isinstance(leaf(e), Failed):
+                raise leaf(e) from None
+            return f"connect refused: {type(leaf(e)).__name__}: {leaf(e)}"[:160]
 
     async def restart(self):
         for i in range(3):
