@@ -160,7 +160,8 @@ downstream() {
 # wrapper: the executable the host launches as its stdio server. It runs the
 # bridge with the row's token (from a file: never an argument), its stdout
 # copied to $dir/stdout, its stderr to $dir/stderr, one line per launch in
-# $dir/launches ("start PID TAG", "exit PID TAG STATUS"). Its arguments
+# $dir/launches ("start PID TAG TIME", "sigterm PID TIME" when the host
+# signalled the wrapper, "exit PID TAG STATUS TIME"). Its arguments
 # choose the variant: --bad-token, --timeout (--timeout-ms 1500), --fault.
 wrapper() {
     local args
@@ -181,17 +182,23 @@ exec > >(tee -a "$dir/stdout")
 # A host that stops its server with SIGTERM (the TypeScript SDK, once it
 # closed the stdin) stops this wrapper: the bridge's own end is still
 # waited for and recorded.
-trap 'tag=\$tag,host-sigterm' TERM
+trap 'term=1 tag=\$tag,host-sigterm; echo "sigterm \${pid:-?} \$EPOCHREALTIME" >>"$dir/launches"' TERM
 "$binary" bridge --stdio-host "\${timeout[@]}" $args <&0 2>>"$dir/stderr" &
 pid=\$!
 echo "\$pid" >"$dir/bridge.pid"
-echo "start \$pid \$tag" >>"$dir/launches"
+echo "start \$pid \$tag \$EPOCHREALTIME" >>"$dir/launches"
 while :; do
-    rc=0
+    term=0 rc=0
     wait "\$pid" || rc=\$?
-    kill -0 "\$pid" 2>/dev/null || break
+    if ((term)); then
+        # The signal ended the wait, not the bridge (its status is read
+        # once it ended).
+        kill -0 "\$pid" 2>/dev/null && continue
+        wait "\$pid" 2>/dev/null && rc=0 || { s=\$?; ((s == 127)) || rc=\$s; }
+    fi
+    break
 done
-echo "exit \$pid \$tag \$rc" >>"$dir/launches"
+echo "exit \$pid \$tag \$rc \$EPOCHREALTIME" >>"$dir/launches"
 exit "\$rc"
 EOF
     chmod +x "$dir/bridge"
@@ -268,6 +275,14 @@ run_row() {
     sleep 0.5
     if [[ -n $server_pid ]]; then stop_pids 5 "$server_pid" || true; fi
 
+    # unauthorized: what refused the wrong token is named (HTTP 401 or
+    # gRPC UNAUTHENTICATED, on the bridge's stderr or in the error the host
+    # got), not some other failure.
+    if grep -q "^PASS $row unauthorized" "$results" &&
+        ! cat "$dir/stderr" "$dir/stdout" | grep -qiE '401|unauthenticated'; then
+        record FAIL "$row" unauthorized "no 401 or UNAUTHENTICATED in what the bridge said"
+    fi
+
     # no-secret: the host's stdout, the bridge's stderr, the server's log,
     # the command lines sampled while the row ran.
     local where=()
@@ -304,9 +319,13 @@ print(n)' "$dir/stdout")
     why=$(awk '
         $1 == "start" { started[$2] = $3 }
         $1 == "exit" { ended[$2] = $4 }
+        $1 == "sigterm" { signalled[$2] = 1 }
         END {
             for (p in started) {
-                if (!(p in ended)) { printf "pid %s (%s) never ended; ", p, started[p]; continue }
+                if (!(p in ended)) {
+                    printf "pid %s (%s) never ended%s; ", p, started[p], signalled[p] ? " (the host sent SIGTERM)" : ""
+                    continue
+                }
                 if ((started[p] == "ok" || started[p] == "timeout") && ended[p] != 0)
                     printf "pid %s (%s) exit %s; ", p, started[p], ended[p]
             }
@@ -315,6 +334,8 @@ print(n)' "$dir/stdout")
         record PASS "$row" clean-shutdown "$(grep -c '^exit' "$dir/launches") launches ended"
     else
         record FAIL "$row" clean-shutdown "${why:-no launch}"
+        note "the launches (start/sigterm/exit PID TAG [STATUS] TIME):"
+        sed 's/^/      /' "$dir/launches"
     fi
     if grep -q "^FAIL $row " "$results"; then
         note "the bridge's stderr (last lines):"
