@@ -213,6 +213,7 @@ where
 #[cfg(feature = "typed")]
 mod on {
     use super::*;
+    use mcpwire_core::grpc::base64;
     use mcpwire_core::mcp::typed;
     use serde_json::{Value, json};
 
@@ -285,6 +286,20 @@ mod on {
             assert!(answer.messages.is_empty());
             assert_eq!(answer.get("grpc-status"), Some("3"));
             assert_eq!(answer.get("mcp-error-code"), Some("-32602"));
+            // The JSON-RPC error response (id null), even in the device's
+            // small call buffer.
+            let bin = answer.get("mcp-error-bin").expect("mcp-error-bin");
+            let mut out = vec![0u8; bin.len()];
+            let n = base64::decode(bin.as_bytes(), &mut out).unwrap();
+            let response: Value = serde_json::from_slice(&out[..n]).unwrap();
+            assert_eq!(
+                response,
+                json!({
+                    "jsonrpc": "2.0",
+                    "id": null,
+                    "error": { "code": -32602, "message": "Unknown tool" },
+                })
+            );
         });
     }
 
