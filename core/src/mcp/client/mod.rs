@@ -50,12 +50,13 @@
 //! digest §10). Its `params` are transcoded into the request message
 //! before a stream opens (a request the mapping refuses, of the wrong
 //! shape or with what the messages cannot carry, a cursor, a key without
-//! a field, an unsafe integer, gets -32600 and nothing is sent); the head carries the RPC's path, `grpc-timeout`,
-//! `mcp-protocol-version`, the RPC's routing key and the metadata, but no
-//! mirrored headers. The one response message stands only with trailers
-//! `grpc-status: 0` (a second message, or trailers without a status, fail
-//! the call as INTERNAL); it is handed out as the JSON-RPC response the
-//! tunnel gives, with the request's id. Errors come from the trailers in
+//! a field, an unsafe integer, gets -32600 and nothing is sent); the head
+//! carries the RPC's path, `grpc-timeout`, `mcp-protocol-version`, the
+//! RPC's routing key and the metadata, but no mirrored headers. The one
+//! response message stands only with trailers `grpc-status: 0` (a second
+//! message, or trailers without a status, fail the call as INTERNAL); it
+//! is handed out as the JSON-RPC response the tunnel gives, with the
+//! request's id. Errors come from the trailers in
 //! the binding's order, as on the tunnel. Deadlines, cancels and refused
 //! streams are the tunnel call's. A method without an RPC is refused
 //! (`Binding::Typed`) or sent over the tunnel (`Binding::TypedOrTunnel`).
