@@ -56,10 +56,10 @@
 //! response message stands only with trailers `grpc-status: 0` (a second
 //! message, or trailers without a status, fail the call as INTERNAL); it
 //! is handed out as the JSON-RPC response the tunnel gives, with the
-//! request's id. Errors come from the trailers in
-//! the binding's order, as on the tunnel. Deadlines, cancels and refused
-//! streams are the tunnel call's. A method without an RPC is refused
-//! (`Binding::Typed`) or sent over the tunnel (`Binding::TypedOrTunnel`).
+//! request's id. Errors come from the trailers in the binding's order, as
+//! on the tunnel. Deadlines, cancels and refused streams are the tunnel
+//! call's. A method without an RPC is refused (`Binding::Typed`) or sent
+//! over the tunnel (`Binding::TypedOrTunnel`).
 //!
 //! # The run loop
 //!
