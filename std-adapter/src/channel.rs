@@ -16,6 +16,18 @@
 //! connection going away could not send again goes to the next connection,
 //! once.
 //!
+//! With [`ChannelConfig::mode`] set to [`GrpcMode::Typed`], the requests
+//! whose method has an RPC of the typed binding (`tools/list`,
+//! `tools/call`, `resources/list`, `resources/read`,
+//! `resources/templates/list`, `prompts/list`, `prompts/get`,
+//! `completion/complete`) go as the unary RPCs of
+//! `model_context_protocol.Mcp` on the same connection, and come back as
+//! the same JSON-RPC responses and errors; the other methods
+//! (`server/discover`, `subscriptions/listen`, notifications, extension
+//! methods) go over the tunnel. The typed binding drops the notifications
+//! of a request (progress), and refuses what its messages cannot carry
+//! before a byte goes out (a [`CallError`] with `rpc_code` -32600).
+//!
 //! A connection runs [`MAX_CONCURRENT_CALLS`] calls at a time (more wait
 //! their turn), and a call's request and each message of its response are
 //! at most [`ChannelConfig::max_message_bytes`] octets (4 MiB by default).

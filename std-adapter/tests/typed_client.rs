@@ -729,3 +729,35 @@ async fn a_request_over_the_message_limit_never_leaves() {
     let r = client.call_tool("echo", json!({"text": "small"})).await;
     assert!(r.is_ok(), "{r:?}");
 }
+
+/// Bearer tokens hold for typed calls as for the tunnel's: without one
+/// the call fails UNAUTHENTICATED (401, the challenge); the channel's
+/// `authorization` metadata goes with every typed call.
+#[tokio::test]
+async fn typed_calls_carry_the_channels_bearer_token() {
+    let counters = Arc::new(common::Counters::default());
+    let server = mcpwire_tokio::Server::bind("127.0.0.1:0")
+        .await
+        .unwrap()
+        .with_auth(mcpwire_tokio::BearerTokens::new([("right-token", "alice")]));
+    let app = common::app(&counters, Duration::from_millis(10));
+    let h = common::serve(server, app, counters);
+    let e = typed_client(h.addr).list_tools().await.unwrap_err();
+    assert_eq!(e.status, Code::Unauthenticated, "{e}");
+    assert_eq!(e.diagnostics.http_status, Some(401));
+    assert!(
+        e.diagnostics
+            .www_authenticate
+            .as_deref()
+            .unwrap()
+            .starts_with("Bearer")
+    );
+    let mut config = config(h.addr, GrpcMode::Typed);
+    config
+        .extra_metadata
+        .push(("authorization".into(), "Bearer right-token".into()));
+    let client = Client::grpc(Channel::with_config(config));
+    let echoed = client.call_tool("echo", json!({"text": "in"})).await;
+    assert_eq!(echoed.unwrap().text(), "in");
+    h.stop().await;
+}

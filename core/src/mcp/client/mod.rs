@@ -41,6 +41,26 @@
 //! PERMISSION_DENIED. The connection remembers [`REMEMBERED_RESETS`]
 //! streams it reset, as the binding says.
 //!
+//! # The typed binding
+//!
+//! With the `typed` feature, `Client::call_on` sends a call over a
+//! `Binding`: a request whose method has an RPC of
+//! `model_context_protocol.Mcp` (the eight of
+//! [`mcpwire_proto::gcp::Rpc`]) goes as that unary RPC (typed binding
+//! digest §10). Its `params` are transcoded into the request message
+//! before a stream opens (a request the mapping refuses, of the wrong
+//! shape or with what the messages cannot carry, a cursor, a key without
+//! a field, an unsafe integer, gets -32600 and nothing is sent); the head
+//! carries the RPC's path, `grpc-timeout`, `mcp-protocol-version`, the
+//! RPC's routing key and the metadata, but no mirrored headers. The one
+//! response message stands only with trailers `grpc-status: 0` (a second
+//! message, or trailers without a status, fail the call as INTERNAL); it
+//! is handed out as the JSON-RPC response the tunnel gives, with the
+//! request's id. Errors come from the trailers in the binding's order, as
+//! on the tunnel. Deadlines, cancels and refused streams are the tunnel
+//! call's. A method without an RPC is refused (`Binding::Typed`) or sent
+//! over the tunnel (`Binding::TypedOrTunnel`).
+//!
 //! # The run loop
 //!
 //! The HTTP/2 connection's: feed input with [`Client::recv`] until
@@ -70,7 +90,8 @@
 //! the texts they stand for, `calls` a call's slot and state, `cache` the
 //! annotation cache and the re-list, `request` the request head and frame,
 //! `response` what comes back on a stream, [`metadata`] the binding's
-//! metadata rules without a connection.
+//! metadata rules without a connection, `typed` the typed binding's
+//! request message and response.
 
 mod cache;
 mod calls;

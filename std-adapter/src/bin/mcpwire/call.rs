@@ -5,7 +5,7 @@
 //! result JSON goes to stdout, progress (with `--progress`) to stderr.
 //! `--typed` sends `list` and `tool` as RPCs of the typed binding
 //! (`model_context_protocol.Mcp`) and `discover` over the tunnel
-//! ([`GrpcMode::Typed`](mcpwire_tokio::GrpcMode::Typed)).
+//! ([`mcpwire_tokio::GrpcMode::Typed`]).
 //! With `--stdio [-v] ... -- /abs/server [ARGS...]` the request goes to a
 //! stdio server launched as a child (the words after `--`); `-v` prints
 //! the era, the versions and whether a fallback happened to stderr.
