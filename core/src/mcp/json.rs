@@ -162,13 +162,14 @@ fn literal(src: &[u8], i: usize, word: &[u8]) -> Result<usize, JsonError> {
 fn special_octets(w: u64) -> u64 {
     const LO: u64 = 0x0101_0101_0101_0101;
     const HI: u64 = 0x8080_8080_8080_8080;
-    // A byte of `v` is zero (or, for `w - 0x20`, below 0x20) where the
-    // subtraction borrows into a high bit that `w` has clear: `"` and `\\`
-    // have their high bit clear too, so one `!w & HI` serves all three.
-    let quote = (w ^ (LO * u64::from(b'"'))).wrapping_sub(LO);
+    // A byte borrows into its high bit in `v - c` where it is below `c`
+    // (and its own high bit, which `!w` masks, is clear). With bit 1 of
+    // every byte flipped, `"` (0x22) becomes 0x20 and the control
+    // characters stay below 0x20, while no other byte falls below 0x21: one
+    // subtraction finds both; `\\` is the byte that is 0 after `^ 0x5c`.
+    let quote_or_control = (w ^ (LO * 0x02)).wrapping_sub(LO * 0x21);
     let backslash = (w ^ (LO * u64::from(b'\\'))).wrapping_sub(LO);
-    let control = w.wrapping_sub(LO * 0x20);
-    (quote | backslash | control) & !w & HI
+    (quote_or_control | backslash) & !w & HI
 }
 
 /// Whether none of the eight octets in `w` ends or escapes a string or is
