@@ -770,7 +770,7 @@ pub fn str_plain(raw: &[u8]) -> Option<&[u8]> {
 }
 
 /// `a == b`, without a call for the short slices of keys, methods and
-/// versions: up to 16 octets are two overlapping word compares.
+/// versions: up to 16 octets are two overlapping compares of 8 or of 4.
 #[cfg_attr(not(target_os = "none"), inline(always))]
 pub(crate) fn bytes_eq(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
@@ -781,7 +781,10 @@ pub(crate) fn bytes_eq(a: &[u8], b: &[u8]) -> bool {
     }
     match (a.first_chunk::<8>(), b.first_chunk::<8>()) {
         (Some(a0), Some(b0)) => a0 == b0 && a.last_chunk::<8>() == b.last_chunk::<8>(),
-        _ => a.iter().zip(b).all(|(x, y)| x == y),
+        _ => match (a.first_chunk::<4>(), b.first_chunk::<4>()) {
+            (Some(a0), Some(b0)) => a0 == b0 && a.last_chunk::<4>() == b.last_chunk::<4>(),
+            _ => a.iter().zip(b).all(|(x, y)| x == y),
+        },
     }
 }
 
@@ -790,6 +793,16 @@ pub(crate) fn bytes_eq(a: &[u8], b: &[u8]) -> bool {
 // the few octets of a method or a version.
 #[allow(clippy::manual_contains)]
 fn has_backslash(s: &[u8]) -> bool {
+    // Up to sixteen octets: two overlapping words on hosts.
+    if WORDS
+        && s.len() <= 16
+        && let (Some(a), Some(b)) = (s.first_chunk::<8>(), s.last_chunk::<8>())
+    {
+        const LO: u64 = 0x0101_0101_0101_0101;
+        const HI: u64 = 0x8080_8080_8080_8080;
+        let found = |w: u64| (w ^ (LO * u64::from(b'\\'))).wrapping_sub(LO) & !w & HI != 0;
+        return found(u64::from_le_bytes(*a)) || found(u64::from_le_bytes(*b));
+    }
     s.iter().any(|&b| b == b'\\')
 }
 
@@ -1047,6 +1060,22 @@ mod tests {
                 let mut b = a.to_vec();
                 b[at] ^= 0x20;
                 assert!(!bytes_eq(a, &b), "{len} {at}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_backslash_is_found_at_every_place() {
+        for len in 0..=24 {
+            let plain: std::vec::Vec<u8> = (0..len).map(|i| b'a' + i).collect();
+            assert!(!has_backslash(&plain), "{len}");
+            for at in 0..usize::from(len) {
+                let mut s = plain.clone();
+                s[at] = b'\\';
+                assert!(has_backslash(&s), "{len} {at}");
+                // Octets a borrow could turn into a false find.
+                s[at] = b'\\' - 1;
+                assert!(!has_backslash(&s), "{len} {at}");
             }
         }
     }
