@@ -70,7 +70,8 @@ impl<'a> HeaderText<'a> {
 pub fn header_eq(header: &[u8], raw: &[u8]) -> Result<bool, RpcError> {
     // The usual case: the header repeats the string's octets, which have
     // no escape, and is plain printable ASCII, so it reads as raw text.
-    if let [b'"', inner @ .., b'"'] = raw
+    if json::WORDS
+        && let [b'"', inner @ .., b'"'] = raw
         && json::bytes_eq(inner, header)
         && is_plain_text(header)
     {

@@ -255,7 +255,8 @@ pub fn error_data<'o>(e: &RpcError, params: Option<&[u8]>, out: &'o mut [u8]) ->
 
 /// Whether an input schema may hold an `x-mcp-header` annotation: it has
 /// the key's text, or a backslash (an escaped key hides from the byte
-/// search). One pass, eight octets at a time to each `x` or backslash.
+/// search). One pass, eight octets at a time to each `-` (rarer than the
+/// `x`) or backslash.
 fn may_annotate(schema: &[u8]) -> bool {
     const KEY: &[u8] = b"x-mcp-header";
     const LO: u64 = 0x0101_0101_0101_0101;
@@ -265,11 +266,11 @@ fn may_annotate(schema: &[u8]) -> bool {
         let at = match schema.get(i..).and_then(<[u8]>::first_chunk::<8>) {
             Some(word) => {
                 let w = u64::from_le_bytes(*word);
-                // The lowest flagged octet is an `x` or a backslash (both
+                // The lowest flagged octet is a `-` or a backslash (both
                 // below 0x80: a borrow only runs upwards from a real one).
-                let x = (w ^ (LO * u64::from(b'x'))).wrapping_sub(LO);
+                let dash = (w ^ (LO * u64::from(b'-'))).wrapping_sub(LO);
                 let backslash = (w ^ (LO * u64::from(b'\\'))).wrapping_sub(LO);
-                let found = (x | backslash) & !w & HI;
+                let found = (dash | backslash) & !w & HI;
                 if found == 0 {
                     i += 8;
                     continue;
@@ -281,7 +282,7 @@ fn may_annotate(schema: &[u8]) -> bool {
         };
         match schema.get(at) {
             Some(b'\\') => return true,
-            Some(b'x') if schema[at..].starts_with(KEY) => return true,
+            Some(b'-') if at > 0 && schema[at - 1..].starts_with(KEY) => return true,
             _ => i = at + 1,
         }
     }
