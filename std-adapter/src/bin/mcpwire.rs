@@ -52,6 +52,8 @@ const USAGE: &str = "usage: mcpwire serve [--listen ADDR]   (default 127.0.0.1:5
          -v prints the era, versions, URL, status and content type to stderr
        mcpwire bridge --stdio-host --to http[s]://HOST:PORT/PATH | grpc://HOST:PORT   a stdio host reaches that server
        mcpwire bridge --stdio-host [--pass-env NAME]... -- /ABS/SERVER [ARGS...]   ... or a stdio child
+       mcpwire bridge --listen [ADDR:]PORT (--token-file FILE | --no-auth) [--tls-cert PEM --tls-key PEM] (--to URL | -- /ABS/SERVER ...)
+         network hosts (Streamable HTTP, gRPC) reach that server; `mcpwire bridge --help` for more
          (requests forwarded with their ids, progress and cancellation; diagnostics on stderr)
        mcpwire conformance-client URL   the driver the MCP conformance suite runs per client scenario
          (MCP_CONFORMANCE_SCENARIO names it, MCP_CONFORMANCE_CONTEXT carries its data)";
