@@ -1137,3 +1137,56 @@ async fn an_older_server_is_served_to_the_host_as_the_current_era() {
     let (status, _, _) = bridge.terminate().await;
     assert!(status.success());
 }
+
+#[tokio::test]
+async fn a_network_hosts_listen_stream_is_the_servers() {
+    for (host, downstream) in [
+        (Transport::Http, Transport::Grpc),
+        (Transport::Grpc, Transport::Http),
+    ] {
+        let harness = common::start_on_with_tick("127.0.0.1:0", Duration::from_millis(50)).await;
+        let bridge = Listening::spawn(true, &["--to", &url(&harness, downstream)], &[]).await;
+        let client = bridge.host(host, Some(HOST_TOKEN)).await.unwrap();
+        let mut listen = client
+            .call(request(
+                json!("L"),
+                "subscriptions/listen",
+                json!({"notifications": {"toolsListChanged": true}}),
+            ))
+            .await
+            .unwrap();
+        let mut methods = Vec::new();
+        while methods.len() < 3 {
+            let msg = tokio::time::timeout(PATIENCE, listen.next())
+                .await
+                .expect("the stream goes on")
+                .unwrap();
+            match msg {
+                Some(StreamMessage::Notification(n)) => {
+                    assert!(
+                        n["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"].is_string()
+                            || n["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"]
+                                .is_number(),
+                        "{host:?}: {n}"
+                    );
+                    methods.push(n["method"].as_str().unwrap().to_owned());
+                }
+                other => panic!("{host:?}: {other:?}"),
+            }
+        }
+        assert_eq!(
+            methods,
+            [
+                "notifications/subscriptions/acknowledged",
+                "notifications/tools/list_changed",
+                "notifications/tools/list_changed"
+            ],
+            "{host:?}"
+        );
+        drop(listen);
+        client.close().await;
+        let (status, _, _) = bridge.terminate().await;
+        assert!(status.success());
+        harness.stop().await;
+    }
+}
