@@ -1190,3 +1190,98 @@ async fn a_network_hosts_listen_stream_is_the_servers() {
         harness.stop().await;
     }
 }
+
+#[tokio::test]
+async fn the_child_gets_only_the_environment_it_is_given() {
+    let script =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/stdio/misbehaving_server.py");
+    let python = python();
+    let bridge = Listening::spawn(
+        true,
+        &[
+            "--pass-env",
+            "BRIDGE_TEST_PASSED",
+            "--",
+            python.to_str().unwrap(),
+            script.to_str().unwrap(),
+        ],
+        &[
+            ("BRIDGE_TEST_PASSED", "1"),
+            ("BRIDGE_TEST_KEPT", "1"),
+            ("MCPWIRE_TOKEN", SECRET),
+        ],
+    )
+    .await;
+    let client = bridge
+        .host(Transport::Grpc, Some(HOST_TOKEN))
+        .await
+        .unwrap();
+    let env = client
+        .request("tools/call", json!({"name": "env", "arguments": {}}))
+        .await
+        .unwrap();
+    let names = env["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert_eq!(names, "BRIDGE_TEST_PASSED", "{env}");
+    client.close().await;
+    let (status, _, _) = bridge.terminate().await;
+    assert!(status.success());
+}
+
+#[cfg(feature = "tls")]
+#[tokio::test]
+async fn the_network_host_side_speaks_tls() {
+    use rcgen::{
+        BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair,
+        KeyUsagePurpose,
+    };
+    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca.distinguished_name
+        .push(DnType::CommonName, "mcpwire bridge test CA");
+    ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    let ca = CertifiedIssuer::self_signed(ca, KeyPair::generate().unwrap()).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let leaf = CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()])
+        .unwrap()
+        .signed_by(&key, &ca)
+        .unwrap();
+    let dir = temp_dir();
+    let (cert_file, key_file) = (dir.0.join("cert.pem"), dir.0.join("key.pem"));
+    std::fs::write(&cert_file, leaf.pem()).unwrap();
+    std::fs::write(&key_file, key.serialize_pem()).unwrap();
+
+    let harness = server().await;
+    let target = url(&harness, Transport::Grpc);
+    let bridge = Listening::spawn(
+        true,
+        &[
+            "--tls-cert",
+            cert_file.to_str().unwrap(),
+            "--tls-key",
+            key_file.to_str().unwrap(),
+            "--to",
+            &target,
+        ],
+        &[],
+    )
+    .await;
+    assert!(bridge.sentence().contains("TLS"), "{}", bridge.sentence());
+    let mut config = HttpChannelConfig::new(format!("https://{}/mcp", bridge.addr));
+    config.bearer = Some(HOST_TOKEN.to_owned());
+    config.tls = Some(mcpwire_tokio::ClientTlsConfig::with_pem_roots(ca.pem().as_bytes()).unwrap());
+    let client = Client::http(config, EraChoice::Probe).await.unwrap();
+    let echoed = client
+        .request(
+            "tools/call",
+            json!({"name": "echo", "arguments": {"text": "sealed"}}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(echoed["result"]["content"][0]["text"], "sealed", "{echoed}");
+    client.close().await;
+    let (status, _, _) = bridge.terminate().await;
+    assert!(status.success());
+    harness.stop().await;
+}
