@@ -1285,3 +1285,62 @@ async fn the_network_host_side_speaks_tls() {
     assert!(status.success());
     harness.stop().await;
 }
+
+/// The typed gRPC service of the bridge's port: a typed `CallTool`, as a
+/// typed gRPC client sends it, forwarded to an HTTP server; the result
+/// comes back as a typed message.
+#[tokio::test]
+async fn the_typed_service_is_forwarded_too() {
+    use bytes::{Bytes, BytesMut};
+    use mcpwire_core::mcp::typed;
+    use mcpwire_proto::gcp::Rpc;
+
+    let harness = server().await;
+    let bridge = Listening::spawn(true, &["--to", &url(&harness, Transport::Http)], &[]).await;
+    let params = json!({"name": "echo", "arguments": {"text": "typed"}});
+    let mut message = vec![0u8; 1 << 16];
+    let n = typed::request_to_proto(Rpc::CallTool, params.to_string().as_bytes(), &mut message)
+        .unwrap();
+    let mut framed = vec![0u8];
+    framed.extend_from_slice(&(n as u32).to_be_bytes());
+    framed.extend_from_slice(&message[..n]);
+    let send = common::connect(bridge.addr.parse().unwrap()).await;
+    let mut ready = send.ready().await.unwrap();
+    let request = http::Request::builder()
+        .method("POST")
+        .uri(format!("http://127.0.0.1{}", Rpc::CallTool.path()))
+        .header("content-type", "application/grpc+proto")
+        .header("te", "trailers")
+        .header("authorization", format!("Bearer {HOST_TOKEN}"))
+        .body(())
+        .unwrap();
+    let (response, mut stream) = ready.send_request(request, false).unwrap();
+    stream.send_data(Bytes::from(framed), true).unwrap();
+    let response = tokio::time::timeout(PATIENCE, response)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let mut body = response.into_body();
+    let mut buf = BytesMut::new();
+    while let Some(chunk) = body.data().await {
+        let chunk = chunk.unwrap();
+        let _ = body.flow_control().release_capacity(chunk.len());
+        buf.extend_from_slice(&chunk);
+    }
+    let trailers = body.trailers().await.unwrap().unwrap_or_default();
+    assert_eq!(
+        trailers.get("grpc-status").map(|v| v.to_str().unwrap()),
+        Some("0"),
+        "{trailers:?}"
+    );
+    assert!(buf.len() > 5, "one response message");
+    let len = u32::from_be_bytes([buf[1], buf[2], buf[3], buf[4]]) as usize;
+    let mut out = vec![0u8; 1 << 16];
+    let n = typed::result_to_json(Rpc::CallTool, &buf[5..5 + len], &mut out).unwrap();
+    let result: Value = serde_json::from_slice(&out[..n]).unwrap();
+    assert_eq!(result["content"][0]["text"], "typed", "{result}");
+    let (status, _, _) = bridge.terminate().await;
+    assert!(status.success());
+    harness.stop().await;
+}
