@@ -1344,3 +1344,53 @@ async fn the_typed_service_is_forwarded_too() {
     assert!(status.success());
     harness.stop().await;
 }
+
+#[tokio::test]
+async fn a_downstream_timeout_reaches_a_network_host_as_the_bridges_failure() {
+    let harness = server().await;
+    let counters = harness.counters.clone();
+    let bridge = Listening::spawn(
+        true,
+        &[
+            "--timeout-ms",
+            "300",
+            "--to",
+            &url(&harness, Transport::Grpc),
+        ],
+        &[],
+    )
+    .await;
+    let client = bridge
+        .host(Transport::Http, Some(HOST_TOKEN))
+        .await
+        .unwrap();
+    let answer = client
+        .request(
+            "tools/call",
+            json!({"name": "counted_sleep", "arguments": {"ms": 5000}}),
+        )
+        .await;
+    let error = match answer {
+        Ok(r) => r["error"].clone(),
+        Err(e) => json!({"code": e.diagnostics.rpc_code, "message": e.message}),
+    };
+    assert_eq!(error["code"], -32001, "{error}");
+    assert!(
+        error["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("the bridge's call to the server")),
+        "{error}"
+    );
+    assert!(
+        common::eventually_every(Duration::from_millis(10), PATIENCE, || {
+            counters.dropped.load(Ordering::SeqCst) == 1
+        })
+        .await,
+        "the server's handler ended"
+    );
+    assert_eq!(counters.finished.load(Ordering::SeqCst), 0);
+    client.close().await;
+    let (status, _, _) = bridge.terminate().await;
+    assert!(status.success());
+    harness.stop().await;
+}

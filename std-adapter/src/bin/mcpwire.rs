@@ -214,6 +214,8 @@ struct ServeOptions {
     /// `--allow-host`: names besides loopback; `*` for any.
     allowed_hosts: Vec<String>,
     http_path: Option<String>,
+    /// How long a request may run (the server's default when `None`).
+    request_timeout: Option<Duration>,
 }
 
 impl ServeOptions {
@@ -249,6 +251,7 @@ impl ServeOptions {
         mcpwire_tokio::ServerConfig {
             http_path: self.http_path.clone().unwrap_or(defaults.http_path.clone()),
             allowed_hosts,
+            request_timeout: self.request_timeout.unwrap_or(defaults.request_timeout),
             ..defaults
         }
     }

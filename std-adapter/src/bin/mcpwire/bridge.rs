@@ -59,6 +59,9 @@ pub const USAGE: &str = "usage: mcpwire bridge HOST-SIDE [--timeout-ms N] [RESTA
   each request is forwarded to the server; the host's token is never sent on
   (MCPWIRE_TOKEN, if set, is the bearer token sent downstream over HTTP and gRPC)";
 
+/// The host side's own request timeout: none to speak of (a year).
+const NO_HOST_TIMEOUT: Duration = Duration::from_secs(365 * 24 * 3600);
+
 /// The server side.
 enum Downstream {
     Address(String),
@@ -328,7 +331,7 @@ async fn run(args: Args) -> ExitCode {
             let config = mcpwire_tokio::StdioConfig {
                 // The downstream call has its own timeout (--timeout-ms,
                 // or the client's); the host side adds none.
-                request_timeout: Duration::from_secs(365 * 24 * 3600),
+                request_timeout: NO_HOST_TIMEOUT,
                 ..mcpwire_tokio::StdioConfig::default()
             };
             let served = tokio::select! {
@@ -394,6 +397,11 @@ async fn listen_host(
     server_side: &str,
     older: Option<String>,
 ) -> ExitCode {
+    let mut opts = opts;
+    // The downstream call has its own timeout (--timeout-ms, or the
+    // client's): its -32001 says which side gave up. The host side adds
+    // none (a gRPC host's grpc-timeout still holds).
+    opts.request_timeout = Some(NO_HOST_TIMEOUT);
     let (server, sentence) = match super::bind(addr, opts).await {
         Ok(s) => s,
         Err(e) => {
