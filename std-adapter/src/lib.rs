@@ -46,8 +46,8 @@ pub use app::{
 pub use app::{IntoToolResult, Structured};
 pub use auth::{Auth, AuthDecision, BearerTokens};
 pub use channel::{
-    CallDiagnostics, CallError, CallStream, CallToolResult, Channel, ChannelConfig, JsonRpcError,
-    StreamMessage, Tool,
+    CallDiagnostics, CallError, CallStream, CallToolResult, Channel, ChannelConfig, GrpcMode,
+    JsonRpcError, StreamMessage, Tool,
 };
 pub use client::{Client, ClientCall};
 pub use http_channel::{Http2Mode, HttpCall, HttpChannel, HttpChannelConfig, HttpFacts};

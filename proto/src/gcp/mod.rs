@@ -16,6 +16,22 @@
 //! What the fields mean in JSON-RPC terms (the mapping of the binding) is the
 //! core's business; this module only knows protobuf.
 
+/// A `.proto` name in the descriptor tables ([`MessageDesc::name`],
+/// [`FieldDesc::name`], [`EnumDesc`] values): the text with feature
+/// `names`, else `""` (the wire never needs them).
+#[cfg(feature = "names")]
+macro_rules! proto_name {
+    ($name:literal) => {
+        $name
+    };
+}
+#[cfg(not(feature = "names"))]
+macro_rules! proto_name {
+    ($name:literal) => {
+        ""
+    };
+}
+
 mod desc;
 pub mod schema;
 mod view;

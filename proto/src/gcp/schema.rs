@@ -10,70 +10,74 @@ pub use super::desc::{EnumDesc, FieldDesc, FieldType, Label, MessageDesc};
 
 /// The enum `model_context_protocol.ProtocolVersion`.
 pub static PROTOCOL_VERSION: EnumDesc = EnumDesc {
-    name: "model_context_protocol.ProtocolVersion",
+    name: proto_name!("model_context_protocol.ProtocolVersion"),
     values: &[
-        ("VERSION_UNKNOWN", 0),
-        ("VERSION_20250326", 1),
-        ("VERSION_20250618", 2),
-        ("VERSION_20251125", 3),
-        ("VERSION_20260728", 4),
+        (proto_name!("VERSION_UNKNOWN"), 0),
+        (proto_name!("VERSION_20250326"), 1),
+        (proto_name!("VERSION_20250618"), 2),
+        (proto_name!("VERSION_20251125"), 3),
+        (proto_name!("VERSION_20260728"), 4),
     ],
 };
 
 /// The enum `model_context_protocol.ResultType`.
 pub static RESULT_TYPE: EnumDesc = EnumDesc {
-    name: "model_context_protocol.ResultType",
+    name: proto_name!("model_context_protocol.ResultType"),
     values: &[
-        ("RESULT_TYPE_UNSPECIFIED", 0),
-        ("RESULT_TYPE_COMPLETE", 1),
-        ("RESULT_TYPE_INPUT_REQUIRED", 2),
+        (proto_name!("RESULT_TYPE_UNSPECIFIED"), 0),
+        (proto_name!("RESULT_TYPE_COMPLETE"), 1),
+        (proto_name!("RESULT_TYPE_INPUT_REQUIRED"), 2),
     ],
 };
 
 /// The enum `model_context_protocol.CacheScope`.
 pub static CACHE_SCOPE: EnumDesc = EnumDesc {
-    name: "model_context_protocol.CacheScope",
+    name: proto_name!("model_context_protocol.CacheScope"),
     values: &[
-        ("CACHE_SCOPE_UNSPECIFIED", 0),
-        ("CACHE_SCOPE_PUBLIC", 1),
-        ("CACHE_SCOPE_PRIVATE", 2),
+        (proto_name!("CACHE_SCOPE_UNSPECIFIED"), 0),
+        (proto_name!("CACHE_SCOPE_PUBLIC"), 1),
+        (proto_name!("CACHE_SCOPE_PRIVATE"), 2),
     ],
 };
 
 /// The enum `model_context_protocol.Role`.
 pub static ROLE: EnumDesc = EnumDesc {
-    name: "model_context_protocol.Role",
-    values: &[("ROLE_UNKNOWN", 0), ("ROLE_USER", 1), ("ROLE_ASSISTANT", 2)],
+    name: proto_name!("model_context_protocol.Role"),
+    values: &[
+        (proto_name!("ROLE_UNKNOWN"), 0),
+        (proto_name!("ROLE_USER"), 1),
+        (proto_name!("ROLE_ASSISTANT"), 2),
+    ],
 };
 
 /// The message `model_context_protocol.InputRequest`.
 pub static INPUT_REQUEST: MessageDesc = MessageDesc {
-    name: "model_context_protocol.InputRequest",
+    name: proto_name!("model_context_protocol.InputRequest"),
     fields: &[
         FieldDesc {
             number: 8,
-            name: "sampling_create_message",
+            name: proto_name!("sampling_create_message"),
             ty: FieldType::Message(&SAMPLING_CREATE_MESSAGE_REQUEST),
             label: Label::Singular,
             deprecated: true,
         },
         FieldDesc {
             number: 9,
-            name: "list_roots_request",
+            name: proto_name!("list_roots_request"),
             ty: FieldType::Message(&LIST_ROOTS_REQUEST),
             label: Label::Singular,
             deprecated: true,
         },
         FieldDesc {
             number: 10,
-            name: "notify_on_root_list_update",
+            name: proto_name!("notify_on_root_list_update"),
             ty: FieldType::Bool,
             label: Label::Singular,
             deprecated: true,
         },
         FieldDesc {
             number: 11,
-            name: "elicit_request",
+            name: proto_name!("elicit_request"),
             ty: FieldType::Message(&ELICIT_REQUEST),
             label: Label::Singular,
             deprecated: false,
@@ -83,25 +87,25 @@ pub static INPUT_REQUEST: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.InputResponse`.
 pub static INPUT_RESPONSE: MessageDesc = MessageDesc {
-    name: "model_context_protocol.InputResponse",
+    name: proto_name!("model_context_protocol.InputResponse"),
     fields: &[
         FieldDesc {
             number: 7,
-            name: "sampling_create_message_result",
+            name: proto_name!("sampling_create_message_result"),
             ty: FieldType::Message(&SAMPLING_CREATE_MESSAGE_RESULT),
             label: Label::Singular,
             deprecated: true,
         },
         FieldDesc {
             number: 8,
-            name: "root_list_result",
+            name: proto_name!("root_list_result"),
             ty: FieldType::Message(&LIST_ROOTS_RESULT),
             label: Label::Singular,
             deprecated: true,
         },
         FieldDesc {
             number: 9,
-            name: "elicit_result",
+            name: proto_name!("elicit_result"),
             ty: FieldType::Message(&ELICIT_RESULT),
             label: Label::Singular,
             deprecated: false,
@@ -111,32 +115,32 @@ pub static INPUT_RESPONSE: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.RequestFields`.
 pub static REQUEST_FIELDS: MessageDesc = MessageDesc {
-    name: "model_context_protocol.RequestFields",
+    name: proto_name!("model_context_protocol.RequestFields"),
     fields: &[
         FieldDesc {
             number: 1,
-            name: "metadata",
+            name: proto_name!("metadata"),
             ty: FieldType::Message(&super::wkt::STRUCT),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 6,
-            name: "input_responses",
+            name: proto_name!("input_responses"),
             ty: FieldType::Map(&REQUEST_FIELDS_INPUT_RESPONSES_ENTRY),
             label: Label::Repeated,
             deprecated: false,
         },
         FieldDesc {
             number: 7,
-            name: "resume_data",
+            name: proto_name!("resume_data"),
             ty: FieldType::Message(&super::wkt::STRUCT),
             label: Label::Singular,
             deprecated: true,
         },
         FieldDesc {
             number: 8,
-            name: "request_state",
+            name: proto_name!("request_state"),
             ty: FieldType::String,
             label: Label::Optional,
             deprecated: false,
@@ -146,18 +150,18 @@ pub static REQUEST_FIELDS: MessageDesc = MessageDesc {
 
 /// The map entry `model_context_protocol.RequestFields.InputResponsesEntry`.
 pub static REQUEST_FIELDS_INPUT_RESPONSES_ENTRY: MessageDesc = MessageDesc {
-    name: "model_context_protocol.RequestFields.InputResponsesEntry",
+    name: proto_name!("model_context_protocol.RequestFields.InputResponsesEntry"),
     fields: &[
         FieldDesc {
             number: 1,
-            name: "key",
+            name: proto_name!("key"),
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: "value",
+            name: proto_name!("value"),
             ty: FieldType::Message(&INPUT_RESPONSE),
             label: Label::Singular,
             deprecated: false,
@@ -167,46 +171,46 @@ pub static REQUEST_FIELDS_INPUT_RESPONSES_ENTRY: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.ResponseFields`.
 pub static RESPONSE_FIELDS: MessageDesc = MessageDesc {
-    name: "model_context_protocol.ResponseFields",
+    name: proto_name!("model_context_protocol.ResponseFields"),
     fields: &[
         FieldDesc {
             number: 1,
-            name: "instructions",
+            name: proto_name!("instructions"),
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: "metadata",
+            name: proto_name!("metadata"),
             ty: FieldType::Message(&super::wkt::STRUCT),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 7,
-            name: "input_requests",
+            name: proto_name!("input_requests"),
             ty: FieldType::Map(&RESPONSE_FIELDS_INPUT_REQUESTS_ENTRY),
             label: Label::Repeated,
             deprecated: false,
         },
         FieldDesc {
             number: 8,
-            name: "resume_data",
+            name: proto_name!("resume_data"),
             ty: FieldType::Message(&super::wkt::STRUCT),
             label: Label::Singular,
             deprecated: true,
         },
         FieldDesc {
             number: 9,
-            name: "result_type",
+            name: proto_name!("result_type"),
             ty: FieldType::Enum(&RESULT_TYPE),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 10,
-            name: "request_state",
+            name: proto_name!("request_state"),
             ty: FieldType::String,
             label: Label::Optional,
             deprecated: false,
@@ -216,18 +220,18 @@ pub static RESPONSE_FIELDS: MessageDesc = MessageDesc {
 
 /// The map entry `model_context_protocol.ResponseFields.InputRequestsEntry`.
 pub static RESPONSE_FIELDS_INPUT_REQUESTS_ENTRY: MessageDesc = MessageDesc {
-    name: "model_context_protocol.ResponseFields.InputRequestsEntry",
+    name: proto_name!("model_context_protocol.ResponseFields.InputRequestsEntry"),
     fields: &[
         FieldDesc {
             number: 1,
-            name: "key",
+            name: proto_name!("key"),
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: "value",
+            name: proto_name!("value"),
             ty: FieldType::Message(&INPUT_REQUEST),
             label: Label::Singular,
             deprecated: false,
@@ -237,25 +241,25 @@ pub static RESPONSE_FIELDS_INPUT_REQUESTS_ENTRY: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.Annotations`.
 pub static ANNOTATIONS: MessageDesc = MessageDesc {
-    name: "model_context_protocol.Annotations",
+    name: proto_name!("model_context_protocol.Annotations"),
     fields: &[
         FieldDesc {
             number: 1,
-            name: "audience",
+            name: proto_name!("audience"),
             ty: FieldType::Enum(&ROLE),
             label: Label::Repeated,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: "priority",
+            name: proto_name!("priority"),
             ty: FieldType::Float,
             label: Label::Optional,
             deprecated: false,
         },
         FieldDesc {
             number: 3,
-            name: "last_modified",
+            name: proto_name!("last_modified"),
             ty: FieldType::String,
             label: Label::Optional,
             deprecated: false,
@@ -265,32 +269,32 @@ pub static ANNOTATIONS: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.Icon`.
 pub static ICON: MessageDesc = MessageDesc {
-    name: "model_context_protocol.Icon",
+    name: proto_name!("model_context_protocol.Icon"),
     fields: &[
         FieldDesc {
             number: 1,
-            name: "src",
+            name: proto_name!("src"),
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: "mime_type",
+            name: proto_name!("mime_type"),
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 3,
-            name: "sizes",
+            name: proto_name!("sizes"),
             ty: FieldType::String,
             label: Label::Repeated,
             deprecated: false,
         },
         FieldDesc {
             number: 4,
-            name: "theme",
+            name: proto_name!("theme"),
             ty: FieldType::Enum(&ICON_THEME),
             label: Label::Singular,
             deprecated: false,
@@ -300,35 +304,35 @@ pub static ICON: MessageDesc = MessageDesc {
 
 /// The enum `model_context_protocol.Icon.Theme`.
 pub static ICON_THEME: EnumDesc = EnumDesc {
-    name: "model_context_protocol.Icon.Theme",
+    name: proto_name!("model_context_protocol.Icon.Theme"),
     values: &[
-        ("THEME_UNSPECIFIED", 0),
-        ("THEME_LIGHT", 1),
-        ("THEME_DARK", 2),
+        (proto_name!("THEME_UNSPECIFIED"), 0),
+        (proto_name!("THEME_LIGHT"), 1),
+        (proto_name!("THEME_DARK"), 2),
     ],
 };
 
 /// The message `model_context_protocol.TextContent`.
 pub static TEXT_CONTENT: MessageDesc = MessageDesc {
-    name: "model_context_protocol.TextContent",
+    name: proto_name!("model_context_protocol.TextContent"),
     fields: &[
         FieldDesc {
             number: 1,
-            name: "text",
+            name: proto_name!("text"),
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: "annotations",
+            name: proto_name!("annotations"),
             ty: FieldType::Message(&ANNOTATIONS),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 3,
-            name: "metadata",
+            name: proto_name!("metadata"),
             ty: FieldType::Message(&super::wkt::STRUCT),
             label: Label::Singular,
             deprecated: false,
@@ -338,32 +342,32 @@ pub static TEXT_CONTENT: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.ImageContent`.
 pub static IMAGE_CONTENT: MessageDesc = MessageDesc {
-    name: "model_context_protocol.ImageContent",
+    name: proto_name!("model_context_protocol.ImageContent"),
     fields: &[
         FieldDesc {
             number: 1,
-            name: "data",
+            name: proto_name!("data"),
             ty: FieldType::Bytes,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: "mime_type",
+            name: proto_name!("mime_type"),
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 3,
-            name: "annotations",
+            name: proto_name!("annotations"),
             ty: FieldType::Message(&ANNOTATIONS),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 4,
-            name: "metadata",
+            name: proto_name!("metadata"),
             ty: FieldType::Message(&super::wkt::STRUCT),
             label: Label::Singular,
             deprecated: false,
@@ -373,32 +377,32 @@ pub static IMAGE_CONTENT: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.AudioContent`.
 pub static AUDIO_CONTENT: MessageDesc = MessageDesc {
-    name: "model_context_protocol.AudioContent",
+    name: proto_name!("model_context_protocol.AudioContent"),
     fields: &[
         FieldDesc {
             number: 1,
-            name: "data",
+            name: proto_name!("data"),
             ty: FieldType::Bytes,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: "mime_type",
+            name: proto_name!("mime_type"),
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 3,
-            name: "annotations",
+            name: proto_name!("annotations"),
             ty: FieldType::Message(&ANNOTATIONS),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 4,
-            name: "metadata",
+            name: proto_name!("metadata"),
             ty: FieldType::Message(&super::wkt::STRUCT),
             label: Label::Singular,
             deprecated: false,
@@ -408,16 +412,16 @@ pub static AUDIO_CONTENT: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.ListRootsRequest`.
 pub static LIST_ROOTS_REQUEST: MessageDesc = MessageDesc {
-    name: "model_context_protocol.ListRootsRequest",
+    name: proto_name!("model_context_protocol.ListRootsRequest"),
     fields: &[],
 };
 
 /// The message `model_context_protocol.ListRootsResult`.
 pub static LIST_ROOTS_RESULT: MessageDesc = MessageDesc {
-    name: "model_context_protocol.ListRootsResult",
+    name: proto_name!("model_context_protocol.ListRootsResult"),
     fields: &[FieldDesc {
         number: 1,
-        name: "roots",
+        name: proto_name!("roots"),
         ty: FieldType::Message(&LIST_ROOTS_RESULT_ROOT),
         label: Label::Repeated,
         deprecated: false,
@@ -426,18 +430,18 @@ pub static LIST_ROOTS_RESULT: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.ListRootsResult.Root`.
 pub static LIST_ROOTS_RESULT_ROOT: MessageDesc = MessageDesc {
-    name: "model_context_protocol.ListRootsResult.Root",
+    name: proto_name!("model_context_protocol.ListRootsResult.Root"),
     fields: &[
         FieldDesc {
             number: 1,
-            name: "uri",
+            name: proto_name!("uri"),
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: "name",
+            name: proto_name!("name"),
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
@@ -447,32 +451,32 @@ pub static LIST_ROOTS_RESULT_ROOT: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.SamplingMessage`.
 pub static SAMPLING_MESSAGE: MessageDesc = MessageDesc {
-    name: "model_context_protocol.SamplingMessage",
+    name: proto_name!("model_context_protocol.SamplingMessage"),
     fields: &[
         FieldDesc {
             number: 1,
-            name: "role",
+            name: proto_name!("role"),
             ty: FieldType::Enum(&ROLE),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: "text",
+            name: proto_name!("text"),
             ty: FieldType::Message(&TEXT_CONTENT),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 3,
-            name: "image",
+            name: proto_name!("image"),
             ty: FieldType::Message(&IMAGE_CONTENT),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 4,
-            name: "audio",
+            name: proto_name!("audio"),
             ty: FieldType::Message(&AUDIO_CONTENT),
             label: Label::Singular,
             deprecated: false,
@@ -482,53 +486,53 @@ pub static SAMPLING_MESSAGE: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.SamplingCreateMessageRequest`.
 pub static SAMPLING_CREATE_MESSAGE_REQUEST: MessageDesc = MessageDesc {
-    name: "model_context_protocol.SamplingCreateMessageRequest",
+    name: proto_name!("model_context_protocol.SamplingCreateMessageRequest"),
     fields: &[
         FieldDesc {
             number: 1,
-            name: "messages",
+            name: proto_name!("messages"),
             ty: FieldType::Message(&SAMPLING_MESSAGE),
             label: Label::Repeated,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: "model_preferences",
+            name: proto_name!("model_preferences"),
             ty: FieldType::Message(&SAMPLING_CREATE_MESSAGE_REQUEST_MODEL_PREFERENCES),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 3,
-            name: "system_prompt",
+            name: proto_name!("system_prompt"),
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 4,
-            name: "include_context",
+            name: proto_name!("include_context"),
             ty: FieldType::Enum(&SAMPLING_CREATE_MESSAGE_REQUEST_INCLUDE_CONTEXT),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 5,
-            name: "temperature",
+            name: proto_name!("temperature"),
             ty: FieldType::Float,
             label: Label::Optional,
             deprecated: false,
         },
         FieldDesc {
             number: 6,
-            name: "max_tokens",
+            name: proto_name!("max_tokens"),
             ty: FieldType::Int32,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 7,
-            name: "stop_sequence",
+            name: proto_name!("stop_sequence"),
             ty: FieldType::String,
             label: Label::Repeated,
             deprecated: false,
@@ -538,38 +542,42 @@ pub static SAMPLING_CREATE_MESSAGE_REQUEST: MessageDesc = MessageDesc {
 
 /// The enum `model_context_protocol.SamplingCreateMessageRequest.IncludeContext`.
 pub static SAMPLING_CREATE_MESSAGE_REQUEST_INCLUDE_CONTEXT: EnumDesc = EnumDesc {
-    name: "model_context_protocol.SamplingCreateMessageRequest.IncludeContext",
-    values: &[("NONE", 0), ("THIS_SERVER", 1), ("ALL_SERVERS", 2)],
+    name: proto_name!("model_context_protocol.SamplingCreateMessageRequest.IncludeContext"),
+    values: &[
+        (proto_name!("NONE"), 0),
+        (proto_name!("THIS_SERVER"), 1),
+        (proto_name!("ALL_SERVERS"), 2),
+    ],
 };
 
 /// The message `model_context_protocol.SamplingCreateMessageRequest.ModelPreferences`.
 pub static SAMPLING_CREATE_MESSAGE_REQUEST_MODEL_PREFERENCES: MessageDesc = MessageDesc {
-    name: "model_context_protocol.SamplingCreateMessageRequest.ModelPreferences",
+    name: proto_name!("model_context_protocol.SamplingCreateMessageRequest.ModelPreferences"),
     fields: &[
         FieldDesc {
             number: 1,
-            name: "hints",
+            name: proto_name!("hints"),
             ty: FieldType::Message(&SAMPLING_CREATE_MESSAGE_REQUEST_MODEL_PREFERENCES_MODEL_HINT),
             label: Label::Repeated,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: "intelligence_priority",
+            name: proto_name!("intelligence_priority"),
             ty: FieldType::Float,
             label: Label::Optional,
             deprecated: false,
         },
         FieldDesc {
             number: 3,
-            name: "speed_priority",
+            name: proto_name!("speed_priority"),
             ty: FieldType::Float,
             label: Label::Optional,
             deprecated: false,
         },
         FieldDesc {
             number: 4,
-            name: "cost_priority",
+            name: proto_name!("cost_priority"),
             ty: FieldType::Float,
             label: Label::Optional,
             deprecated: false,
@@ -580,10 +588,12 @@ pub static SAMPLING_CREATE_MESSAGE_REQUEST_MODEL_PREFERENCES: MessageDesc = Mess
 /// The message `model_context_protocol.SamplingCreateMessageRequest.ModelPreferences.ModelHint`.
 pub static SAMPLING_CREATE_MESSAGE_REQUEST_MODEL_PREFERENCES_MODEL_HINT: MessageDesc =
     MessageDesc {
-        name: "model_context_protocol.SamplingCreateMessageRequest.ModelPreferences.ModelHint",
+        name: proto_name!(
+            "model_context_protocol.SamplingCreateMessageRequest.ModelPreferences.ModelHint"
+        ),
         fields: &[FieldDesc {
             number: 1,
-            name: "name",
+            name: proto_name!("name"),
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
@@ -592,25 +602,25 @@ pub static SAMPLING_CREATE_MESSAGE_REQUEST_MODEL_PREFERENCES_MODEL_HINT: Message
 
 /// The message `model_context_protocol.SamplingCreateMessageResult`.
 pub static SAMPLING_CREATE_MESSAGE_RESULT: MessageDesc = MessageDesc {
-    name: "model_context_protocol.SamplingCreateMessageResult",
+    name: proto_name!("model_context_protocol.SamplingCreateMessageResult"),
     fields: &[
         FieldDesc {
             number: 1,
-            name: "message",
+            name: proto_name!("message"),
             ty: FieldType::Message(&SAMPLING_MESSAGE),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: "model",
+            name: proto_name!("model"),
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 3,
-            name: "stop_reason",
+            name: proto_name!("stop_reason"),
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
@@ -620,32 +630,32 @@ pub static SAMPLING_CREATE_MESSAGE_RESULT: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.PrimitiveSchemaDefinition`.
 pub static PRIMITIVE_SCHEMA_DEFINITION: MessageDesc = MessageDesc {
-    name: "model_context_protocol.PrimitiveSchemaDefinition",
+    name: proto_name!("model_context_protocol.PrimitiveSchemaDefinition"),
     fields: &[
         FieldDesc {
             number: 1,
-            name: "string_schema",
+            name: proto_name!("string_schema"),
             ty: FieldType::Message(&PRIMITIVE_SCHEMA_DEFINITION_STRING_SCHEMA),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: "number_schema",
+            name: proto_name!("number_schema"),
             ty: FieldType::Message(&PRIMITIVE_SCHEMA_DEFINITION_NUMBER_SCHEMA),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 3,
-            name: "boolean_schema",
+            name: proto_name!("boolean_schema"),
             ty: FieldType::Message(&PRIMITIVE_SCHEMA_DEFINITION_BOOLEAN_SCHEMA),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 4,
-            name: "enum_schema",
+            name: proto_name!("enum_schema"),
             ty: FieldType::Message(&PRIMITIVE_SCHEMA_DEFINITION_ENUM_SCHEMA),
             label: Label::Singular,
             deprecated: false,
@@ -655,46 +665,46 @@ pub static PRIMITIVE_SCHEMA_DEFINITION: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.PrimitiveSchemaDefinition.StringSchema`.
 pub static PRIMITIVE_SCHEMA_DEFINITION_STRING_SCHEMA: MessageDesc = MessageDesc {
-    name: "model_context_protocol.PrimitiveSchemaDefinition.StringSchema",
+    name: proto_name!("model_context_protocol.PrimitiveSchemaDefinition.StringSchema"),
     fields: &[
         FieldDesc {
             number: 1,
-            name: "title",
+            name: proto_name!("title"),
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: "description",
+            name: proto_name!("description"),
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 3,
-            name: "min_length",
+            name: proto_name!("min_length"),
             ty: FieldType::Uint64,
             label: Label::Optional,
             deprecated: false,
         },
         FieldDesc {
             number: 4,
-            name: "max_length",
+            name: proto_name!("max_length"),
             ty: FieldType::Uint64,
             label: Label::Optional,
             deprecated: false,
         },
         FieldDesc {
             number: 5,
-            name: "format",
+            name: proto_name!("format"),
             ty: FieldType::Enum(&PRIMITIVE_SCHEMA_DEFINITION_STRING_SCHEMA_FORMAT),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 6,
-            name: "default_value",
+            name: proto_name!("default_value"),
             ty: FieldType::String,
             label: Label::Optional,
             deprecated: false,
@@ -704,72 +714,72 @@ pub static PRIMITIVE_SCHEMA_DEFINITION_STRING_SCHEMA: MessageDesc = MessageDesc 
 
 /// The enum `model_context_protocol.PrimitiveSchemaDefinition.StringSchema.Format`.
 pub static PRIMITIVE_SCHEMA_DEFINITION_STRING_SCHEMA_FORMAT: EnumDesc = EnumDesc {
-    name: "model_context_protocol.PrimitiveSchemaDefinition.StringSchema.Format",
+    name: proto_name!("model_context_protocol.PrimitiveSchemaDefinition.StringSchema.Format"),
     values: &[
-        ("FORMAT_UNKNOWN", 0),
-        ("FORMAT_EMAIL", 1),
-        ("FORMAT_URI", 2),
-        ("FORMAT_DATE", 3),
-        ("FORMAT_DATE_TIME", 4),
+        (proto_name!("FORMAT_UNKNOWN"), 0),
+        (proto_name!("FORMAT_EMAIL"), 1),
+        (proto_name!("FORMAT_URI"), 2),
+        (proto_name!("FORMAT_DATE"), 3),
+        (proto_name!("FORMAT_DATE_TIME"), 4),
     ],
 };
 
 /// The message `model_context_protocol.PrimitiveSchemaDefinition.NumberSchema`.
 pub static PRIMITIVE_SCHEMA_DEFINITION_NUMBER_SCHEMA: MessageDesc = MessageDesc {
-    name: "model_context_protocol.PrimitiveSchemaDefinition.NumberSchema",
+    name: proto_name!("model_context_protocol.PrimitiveSchemaDefinition.NumberSchema"),
     fields: &[
         FieldDesc {
             number: 1,
-            name: "title",
+            name: proto_name!("title"),
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: "description",
+            name: proto_name!("description"),
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 3,
-            name: "minimum",
+            name: proto_name!("minimum"),
             ty: FieldType::Uint64,
             label: Label::Singular,
             deprecated: true,
         },
         FieldDesc {
             number: 4,
-            name: "maximum",
+            name: proto_name!("maximum"),
             ty: FieldType::Uint64,
             label: Label::Singular,
             deprecated: true,
         },
         FieldDesc {
             number: 5,
-            name: "double_range",
+            name: proto_name!("double_range"),
             ty: FieldType::Message(&PRIMITIVE_SCHEMA_DEFINITION_NUMBER_SCHEMA_DOUBLE_RANGE),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 6,
-            name: "integer_range",
+            name: proto_name!("integer_range"),
             ty: FieldType::Message(&PRIMITIVE_SCHEMA_DEFINITION_NUMBER_SCHEMA_INTEGER_RANGE),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 7,
-            name: "default_number",
+            name: proto_name!("default_number"),
             ty: FieldType::Double,
             label: Label::Optional,
             deprecated: false,
         },
         FieldDesc {
             number: 8,
-            name: "default_integer",
+            name: proto_name!("default_integer"),
             ty: FieldType::Int64,
             label: Label::Optional,
             deprecated: false,
@@ -779,18 +789,18 @@ pub static PRIMITIVE_SCHEMA_DEFINITION_NUMBER_SCHEMA: MessageDesc = MessageDesc 
 
 /// The message `model_context_protocol.PrimitiveSchemaDefinition.NumberSchema.DoubleRange`.
 pub static PRIMITIVE_SCHEMA_DEFINITION_NUMBER_SCHEMA_DOUBLE_RANGE: MessageDesc = MessageDesc {
-    name: "model_context_protocol.PrimitiveSchemaDefinition.NumberSchema.DoubleRange",
+    name: proto_name!("model_context_protocol.PrimitiveSchemaDefinition.NumberSchema.DoubleRange"),
     fields: &[
         FieldDesc {
             number: 1,
-            name: "minimum",
+            name: proto_name!("minimum"),
             ty: FieldType::Double,
             label: Label::Optional,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: "maximum",
+            name: proto_name!("maximum"),
             ty: FieldType::Double,
             label: Label::Optional,
             deprecated: false,
@@ -800,18 +810,18 @@ pub static PRIMITIVE_SCHEMA_DEFINITION_NUMBER_SCHEMA_DOUBLE_RANGE: MessageDesc =
 
 /// The message `model_context_protocol.PrimitiveSchemaDefinition.NumberSchema.IntegerRange`.
 pub static PRIMITIVE_SCHEMA_DEFINITION_NUMBER_SCHEMA_INTEGER_RANGE: MessageDesc = MessageDesc {
-    name: "model_context_protocol.PrimitiveSchemaDefinition.NumberSchema.IntegerRange",
+    name: proto_name!("model_context_protocol.PrimitiveSchemaDefinition.NumberSchema.IntegerRange"),
     fields: &[
         FieldDesc {
             number: 1,
-            name: "minimum",
+            name: proto_name!("minimum"),
             ty: FieldType::Int64,
             label: Label::Optional,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: "maximum",
+            name: proto_name!("maximum"),
             ty: FieldType::Int64,
             label: Label::Optional,
             deprecated: false,
@@ -821,25 +831,25 @@ pub static PRIMITIVE_SCHEMA_DEFINITION_NUMBER_SCHEMA_INTEGER_RANGE: MessageDesc 
 
 /// The message `model_context_protocol.PrimitiveSchemaDefinition.BooleanSchema`.
 pub static PRIMITIVE_SCHEMA_DEFINITION_BOOLEAN_SCHEMA: MessageDesc = MessageDesc {
-    name: "model_context_protocol.PrimitiveSchemaDefinition.BooleanSchema",
+    name: proto_name!("model_context_protocol.PrimitiveSchemaDefinition.BooleanSchema"),
     fields: &[
         FieldDesc {
             number: 1,
-            name: "title",
+            name: proto_name!("title"),
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: "description",
+            name: proto_name!("description"),
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 3,
-            name: "default",
+            name: proto_name!("default"),
             ty: FieldType::Bool,
             label: Label::Singular,
             deprecated: false,
@@ -849,46 +859,46 @@ pub static PRIMITIVE_SCHEMA_DEFINITION_BOOLEAN_SCHEMA: MessageDesc = MessageDesc
 
 /// The message `model_context_protocol.PrimitiveSchemaDefinition.EnumSchema`.
 pub static PRIMITIVE_SCHEMA_DEFINITION_ENUM_SCHEMA: MessageDesc = MessageDesc {
-    name: "model_context_protocol.PrimitiveSchemaDefinition.EnumSchema",
+    name: proto_name!("model_context_protocol.PrimitiveSchemaDefinition.EnumSchema"),
     fields: &[
         FieldDesc {
             number: 1,
-            name: "title",
+            name: proto_name!("title"),
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: "description",
+            name: proto_name!("description"),
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 3,
-            name: "enum_list",
+            name: proto_name!("enum_list"),
             ty: FieldType::String,
             label: Label::Repeated,
             deprecated: false,
         },
         FieldDesc {
             number: 4,
-            name: "enum_names",
+            name: proto_name!("enum_names"),
             ty: FieldType::String,
             label: Label::Repeated,
             deprecated: false,
         },
         FieldDesc {
             number: 5,
-            name: "single_select",
+            name: proto_name!("single_select"),
             ty: FieldType::Message(&PRIMITIVE_SCHEMA_DEFINITION_ENUM_SCHEMA_SINGLE_SELECT),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 6,
-            name: "multi_select",
+            name: proto_name!("multi_select"),
             ty: FieldType::Message(&PRIMITIVE_SCHEMA_DEFINITION_ENUM_SCHEMA_MULTI_SELECT),
             label: Label::Singular,
             deprecated: false,
@@ -898,25 +908,25 @@ pub static PRIMITIVE_SCHEMA_DEFINITION_ENUM_SCHEMA: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.PrimitiveSchemaDefinition.EnumSchema.MultiSelect`.
 pub static PRIMITIVE_SCHEMA_DEFINITION_ENUM_SCHEMA_MULTI_SELECT: MessageDesc = MessageDesc {
-    name: "model_context_protocol.PrimitiveSchemaDefinition.EnumSchema.MultiSelect",
+    name: proto_name!("model_context_protocol.PrimitiveSchemaDefinition.EnumSchema.MultiSelect"),
     fields: &[
         FieldDesc {
             number: 1,
-            name: "default_items",
+            name: proto_name!("default_items"),
             ty: FieldType::String,
             label: Label::Repeated,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: "min_items",
+            name: proto_name!("min_items"),
             ty: FieldType::Uint32,
             label: Label::Optional,
             deprecated: false,
         },
         FieldDesc {
             number: 3,
-            name: "max_items",
+            name: proto_name!("max_items"),
             ty: FieldType::Uint32,
             label: Label::Optional,
             deprecated: false,
@@ -926,10 +936,10 @@ pub static PRIMITIVE_SCHEMA_DEFINITION_ENUM_SCHEMA_MULTI_SELECT: MessageDesc = M
 
 /// The message `model_context_protocol.PrimitiveSchemaDefinition.EnumSchema.SingleSelect`.
 pub static PRIMITIVE_SCHEMA_DEFINITION_ENUM_SCHEMA_SINGLE_SELECT: MessageDesc = MessageDesc {
-    name: "model_context_protocol.PrimitiveSchemaDefinition.EnumSchema.SingleSelect",
+    name: proto_name!("model_context_protocol.PrimitiveSchemaDefinition.EnumSchema.SingleSelect"),
     fields: &[FieldDesc {
         number: 1,
-        name: "default_item",
+        name: proto_name!("default_item"),
         ty: FieldType::String,
         label: Label::Optional,
         deprecated: false,
@@ -938,32 +948,32 @@ pub static PRIMITIVE_SCHEMA_DEFINITION_ENUM_SCHEMA_SINGLE_SELECT: MessageDesc = 
 
 /// The message `model_context_protocol.ElicitRequest`.
 pub static ELICIT_REQUEST: MessageDesc = MessageDesc {
-    name: "model_context_protocol.ElicitRequest",
+    name: proto_name!("model_context_protocol.ElicitRequest"),
     fields: &[
         FieldDesc {
             number: 1,
-            name: "message",
+            name: proto_name!("message"),
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: "requested_schema",
+            name: proto_name!("requested_schema"),
             ty: FieldType::Map(&ELICIT_REQUEST_REQUESTED_SCHEMA_ENTRY),
             label: Label::Repeated,
             deprecated: false,
         },
         FieldDesc {
             number: 3,
-            name: "required_fields",
+            name: proto_name!("required_fields"),
             ty: FieldType::String,
             label: Label::Repeated,
             deprecated: false,
         },
         FieldDesc {
             number: 4,
-            name: "url_mode",
+            name: proto_name!("url_mode"),
             ty: FieldType::Message(&ELICIT_REQUEST_URL_MODE),
             label: Label::Singular,
             deprecated: false,
@@ -973,18 +983,18 @@ pub static ELICIT_REQUEST: MessageDesc = MessageDesc {
 
 /// The map entry `model_context_protocol.ElicitRequest.RequestedSchemaEntry`.
 pub static ELICIT_REQUEST_REQUESTED_SCHEMA_ENTRY: MessageDesc = MessageDesc {
-    name: "model_context_protocol.ElicitRequest.RequestedSchemaEntry",
+    name: proto_name!("model_context_protocol.ElicitRequest.RequestedSchemaEntry"),
     fields: &[
         FieldDesc {
             number: 1,
-            name: "key",
+            name: proto_name!("key"),
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: "value",
+            name: proto_name!("value"),
             ty: FieldType::Message(&PRIMITIVE_SCHEMA_DEFINITION),
             label: Label::Singular,
             deprecated: false,
@@ -994,18 +1004,18 @@ pub static ELICIT_REQUEST_REQUESTED_SCHEMA_ENTRY: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.ElicitRequest.UrlMode`.
 pub static ELICIT_REQUEST_URL_MODE: MessageDesc = MessageDesc {
-    name: "model_context_protocol.ElicitRequest.UrlMode",
+    name: proto_name!("model_context_protocol.ElicitRequest.UrlMode"),
     fields: &[
         FieldDesc {
             number: 1,
-            name: "id",
+            name: proto_name!("id"),
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: "url",
+            name: proto_name!("url"),
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
@@ -1015,18 +1025,18 @@ pub static ELICIT_REQUEST_URL_MODE: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.ElicitResult`.
 pub static ELICIT_RESULT: MessageDesc = MessageDesc {
-    name: "model_context_protocol.ElicitResult",
+    name: proto_name!("model_context_protocol.ElicitResult"),
     fields: &[
         FieldDesc {
             number: 1,
-            name: "type",
+            name: proto_name!("type"),
             ty: FieldType::Enum(&ELICIT_RESULT_TYPE),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: "content",
+            name: proto_name!("content"),
             ty: FieldType::Message(&super::wkt::STRUCT),
             label: Label::Singular,
             deprecated: false,
@@ -1036,78 +1046,78 @@ pub static ELICIT_RESULT: MessageDesc = MessageDesc {
 
 /// The enum `model_context_protocol.ElicitResult.Type`.
 pub static ELICIT_RESULT_TYPE: EnumDesc = EnumDesc {
-    name: "model_context_protocol.ElicitResult.Type",
+    name: proto_name!("model_context_protocol.ElicitResult.Type"),
     values: &[
-        ("UNKNOWN", 0),
-        ("TYPE_ACCEPT", 1),
-        ("TYPE_DECLINE", 2),
-        ("TYPE_CANCEL", 3),
+        (proto_name!("UNKNOWN"), 0),
+        (proto_name!("TYPE_ACCEPT"), 1),
+        (proto_name!("TYPE_DECLINE"), 2),
+        (proto_name!("TYPE_CANCEL"), 3),
     ],
 };
 
 /// The message `model_context_protocol.Resource`.
 pub static RESOURCE: MessageDesc = MessageDesc {
-    name: "model_context_protocol.Resource",
+    name: proto_name!("model_context_protocol.Resource"),
     fields: &[
         FieldDesc {
             number: 1,
-            name: "uri",
+            name: proto_name!("uri"),
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: "name",
+            name: proto_name!("name"),
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 7,
-            name: "title",
+            name: proto_name!("title"),
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 3,
-            name: "description",
+            name: proto_name!("description"),
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 4,
-            name: "mime_type",
+            name: proto_name!("mime_type"),
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 5,
-            name: "annotations",
+            name: proto_name!("annotations"),
             ty: FieldType::Message(&ANNOTATIONS),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 6,
-            name: "size",
+            name: proto_name!("size"),
             ty: FieldType::Uint64,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 8,
-            name: "icons",
+            name: proto_name!("icons"),
             ty: FieldType::Message(&ICON),
             label: Label::Repeated,
             deprecated: false,
         },
         FieldDesc {
             number: 9,
-            name: "metadata",
+            name: proto_name!("metadata"),
             ty: FieldType::Message(&super::wkt::STRUCT),
             label: Label::Singular,
             deprecated: false,
@@ -1117,10 +1127,10 @@ pub static RESOURCE: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.ListResourcesRequest`.
 pub static LIST_RESOURCES_REQUEST: MessageDesc = MessageDesc {
-    name: "model_context_protocol.ListResourcesRequest",
+    name: proto_name!("model_context_protocol.ListResourcesRequest"),
     fields: &[FieldDesc {
         number: 1,
-        name: "common",
+        name: proto_name!("common"),
         ty: FieldType::Message(&REQUEST_FIELDS),
         label: Label::Singular,
         deprecated: false,
@@ -1129,32 +1139,32 @@ pub static LIST_RESOURCES_REQUEST: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.ListResourcesResponse`.
 pub static LIST_RESOURCES_RESPONSE: MessageDesc = MessageDesc {
-    name: "model_context_protocol.ListResourcesResponse",
+    name: proto_name!("model_context_protocol.ListResourcesResponse"),
     fields: &[
         FieldDesc {
             number: 1,
-            name: "common",
+            name: proto_name!("common"),
             ty: FieldType::Message(&RESPONSE_FIELDS),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: "resources",
+            name: proto_name!("resources"),
             ty: FieldType::Message(&RESOURCE),
             label: Label::Repeated,
             deprecated: false,
         },
         FieldDesc {
             number: 3,
-            name: "ttl",
+            name: proto_name!("ttl"),
             ty: FieldType::Message(&super::wkt::DURATION),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 4,
-            name: "cache_scope",
+            name: proto_name!("cache_scope"),
             ty: FieldType::Enum(&CACHE_SCOPE),
             label: Label::Singular,
             deprecated: false,
@@ -1164,39 +1174,39 @@ pub static LIST_RESOURCES_RESPONSE: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.ResourceContents`.
 pub static RESOURCE_CONTENTS: MessageDesc = MessageDesc {
-    name: "model_context_protocol.ResourceContents",
+    name: proto_name!("model_context_protocol.ResourceContents"),
     fields: &[
         FieldDesc {
             number: 1,
-            name: "uri",
+            name: proto_name!("uri"),
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: "mime_type",
+            name: proto_name!("mime_type"),
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 3,
-            name: "text",
+            name: proto_name!("text"),
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 4,
-            name: "blob",
+            name: proto_name!("blob"),
             ty: FieldType::Bytes,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 5,
-            name: "metadata",
+            name: proto_name!("metadata"),
             ty: FieldType::Message(&super::wkt::STRUCT),
             label: Label::Singular,
             deprecated: false,
@@ -1206,18 +1216,18 @@ pub static RESOURCE_CONTENTS: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.ReadResourceRequest`.
 pub static READ_RESOURCE_REQUEST: MessageDesc = MessageDesc {
-    name: "model_context_protocol.ReadResourceRequest",
+    name: proto_name!("model_context_protocol.ReadResourceRequest"),
     fields: &[
         FieldDesc {
             number: 1,
-            name: "common",
+            name: proto_name!("common"),
             ty: FieldType::Message(&REQUEST_FIELDS),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: "uri",
+            name: proto_name!("uri"),
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
@@ -1227,32 +1237,32 @@ pub static READ_RESOURCE_REQUEST: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.ReadResourceResponse`.
 pub static READ_RESOURCE_RESPONSE: MessageDesc = MessageDesc {
-    name: "model_context_protocol.ReadResourceResponse",
+    name: proto_name!("model_context_protocol.ReadResourceResponse"),
     fields: &[
         FieldDesc {
             number: 1,
-            name: "common",
+            name: proto_name!("common"),
             ty: FieldType::Message(&RESPONSE_FIELDS),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: "resource",
+            name: proto_name!("resource"),
             ty: FieldType::Message(&RESOURCE_CONTENTS),
             label: Label::Repeated,
             deprecated: false,
         },
         FieldDesc {
             number: 3,
-            name: "ttl",
+            name: proto_name!("ttl"),
             ty: FieldType::Message(&super::wkt::DURATION),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 4,
-            name: "cache_scope",
+            name: proto_name!("cache_scope"),
             ty: FieldType::Enum(&CACHE_SCOPE),
             label: Label::Singular,
             deprecated: false,
@@ -1262,60 +1272,60 @@ pub static READ_RESOURCE_RESPONSE: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.ResourceTemplate`.
 pub static RESOURCE_TEMPLATE: MessageDesc = MessageDesc {
-    name: "model_context_protocol.ResourceTemplate",
+    name: proto_name!("model_context_protocol.ResourceTemplate"),
     fields: &[
         FieldDesc {
             number: 1,
-            name: "uri_template",
+            name: proto_name!("uri_template"),
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: "name",
+            name: proto_name!("name"),
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 6,
-            name: "title",
+            name: proto_name!("title"),
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 3,
-            name: "description",
+            name: proto_name!("description"),
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 4,
-            name: "mime_type",
+            name: proto_name!("mime_type"),
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 5,
-            name: "annotations",
+            name: proto_name!("annotations"),
             ty: FieldType::Message(&ANNOTATIONS),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 7,
-            name: "icons",
+            name: proto_name!("icons"),
             ty: FieldType::Message(&ICON),
             label: Label::Repeated,
             deprecated: false,
         },
         FieldDesc {
             number: 8,
-            name: "metadata",
+            name: proto_name!("metadata"),
             ty: FieldType::Message(&super::wkt::STRUCT),
             label: Label::Singular,
             deprecated: false,
@@ -1325,10 +1335,10 @@ pub static RESOURCE_TEMPLATE: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.ListResourceTemplatesRequest`.
 pub static LIST_RESOURCE_TEMPLATES_REQUEST: MessageDesc = MessageDesc {
-    name: "model_context_protocol.ListResourceTemplatesRequest",
+    name: proto_name!("model_context_protocol.ListResourceTemplatesRequest"),
     fields: &[FieldDesc {
         number: 1,
-        name: "common",
+        name: proto_name!("common"),
         ty: FieldType::Message(&REQUEST_FIELDS),
         label: Label::Singular,
         deprecated: false,
@@ -1337,32 +1347,32 @@ pub static LIST_RESOURCE_TEMPLATES_REQUEST: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.ListResourceTemplatesResponse`.
 pub static LIST_RESOURCE_TEMPLATES_RESPONSE: MessageDesc = MessageDesc {
-    name: "model_context_protocol.ListResourceTemplatesResponse",
+    name: proto_name!("model_context_protocol.ListResourceTemplatesResponse"),
     fields: &[
         FieldDesc {
             number: 1,
-            name: "common",
+            name: proto_name!("common"),
             ty: FieldType::Message(&RESPONSE_FIELDS),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: "resource_templates",
+            name: proto_name!("resource_templates"),
             ty: FieldType::Message(&RESOURCE_TEMPLATE),
             label: Label::Repeated,
             deprecated: false,
         },
         FieldDesc {
             number: 3,
-            name: "ttl",
+            name: proto_name!("ttl"),
             ty: FieldType::Message(&super::wkt::DURATION),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 4,
-            name: "cache_scope",
+            name: proto_name!("cache_scope"),
             ty: FieldType::Enum(&CACHE_SCOPE),
             label: Label::Singular,
             deprecated: false,
@@ -1372,46 +1382,46 @@ pub static LIST_RESOURCE_TEMPLATES_RESPONSE: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.Prompt`.
 pub static PROMPT: MessageDesc = MessageDesc {
-    name: "model_context_protocol.Prompt",
+    name: proto_name!("model_context_protocol.Prompt"),
     fields: &[
         FieldDesc {
             number: 1,
-            name: "name",
+            name: proto_name!("name"),
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 4,
-            name: "title",
+            name: proto_name!("title"),
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: "description",
+            name: proto_name!("description"),
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 3,
-            name: "arguments",
+            name: proto_name!("arguments"),
             ty: FieldType::Message(&PROMPT_ARGUMENT),
             label: Label::Repeated,
             deprecated: false,
         },
         FieldDesc {
             number: 5,
-            name: "icons",
+            name: proto_name!("icons"),
             ty: FieldType::Message(&ICON),
             label: Label::Repeated,
             deprecated: false,
         },
         FieldDesc {
             number: 6,
-            name: "metadata",
+            name: proto_name!("metadata"),
             ty: FieldType::Message(&super::wkt::STRUCT),
             label: Label::Singular,
             deprecated: false,
@@ -1421,32 +1431,32 @@ pub static PROMPT: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.Prompt.Argument`.
 pub static PROMPT_ARGUMENT: MessageDesc = MessageDesc {
-    name: "model_context_protocol.Prompt.Argument",
+    name: proto_name!("model_context_protocol.Prompt.Argument"),
     fields: &[
         FieldDesc {
             number: 1,
-            name: "name",
+            name: proto_name!("name"),
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 4,
-            name: "title",
+            name: proto_name!("title"),
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: "description",
+            name: proto_name!("description"),
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 3,
-            name: "required",
+            name: proto_name!("required"),
             ty: FieldType::Bool,
             label: Label::Singular,
             deprecated: false,
@@ -1456,10 +1466,10 @@ pub static PROMPT_ARGUMENT: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.ListPromptsRequest`.
 pub static LIST_PROMPTS_REQUEST: MessageDesc = MessageDesc {
-    name: "model_context_protocol.ListPromptsRequest",
+    name: proto_name!("model_context_protocol.ListPromptsRequest"),
     fields: &[FieldDesc {
         number: 1,
-        name: "common",
+        name: proto_name!("common"),
         ty: FieldType::Message(&REQUEST_FIELDS),
         label: Label::Singular,
         deprecated: false,
@@ -1468,32 +1478,32 @@ pub static LIST_PROMPTS_REQUEST: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.ListPromptsResponse`.
 pub static LIST_PROMPTS_RESPONSE: MessageDesc = MessageDesc {
-    name: "model_context_protocol.ListPromptsResponse",
+    name: proto_name!("model_context_protocol.ListPromptsResponse"),
     fields: &[
         FieldDesc {
             number: 1,
-            name: "common",
+            name: proto_name!("common"),
             ty: FieldType::Message(&RESPONSE_FIELDS),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: "prompts",
+            name: proto_name!("prompts"),
             ty: FieldType::Message(&PROMPT),
             label: Label::Repeated,
             deprecated: false,
         },
         FieldDesc {
             number: 3,
-            name: "ttl",
+            name: proto_name!("ttl"),
             ty: FieldType::Message(&super::wkt::DURATION),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 4,
-            name: "cache_scope",
+            name: proto_name!("cache_scope"),
             ty: FieldType::Enum(&CACHE_SCOPE),
             label: Label::Singular,
             deprecated: false,
@@ -1503,25 +1513,25 @@ pub static LIST_PROMPTS_RESPONSE: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.EmbeddedResource`.
 pub static EMBEDDED_RESOURCE: MessageDesc = MessageDesc {
-    name: "model_context_protocol.EmbeddedResource",
+    name: proto_name!("model_context_protocol.EmbeddedResource"),
     fields: &[
         FieldDesc {
             number: 1,
-            name: "contents",
+            name: proto_name!("contents"),
             ty: FieldType::Message(&RESOURCE_CONTENTS),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: "annotations",
+            name: proto_name!("annotations"),
             ty: FieldType::Message(&ANNOTATIONS),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 3,
-            name: "metadata",
+            name: proto_name!("metadata"),
             ty: FieldType::Message(&super::wkt::STRUCT),
             label: Label::Singular,
             deprecated: false,
@@ -1531,46 +1541,46 @@ pub static EMBEDDED_RESOURCE: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.PromptMessage`.
 pub static PROMPT_MESSAGE: MessageDesc = MessageDesc {
-    name: "model_context_protocol.PromptMessage",
+    name: proto_name!("model_context_protocol.PromptMessage"),
     fields: &[
         FieldDesc {
             number: 1,
-            name: "role",
+            name: proto_name!("role"),
             ty: FieldType::Enum(&ROLE),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: "text",
+            name: proto_name!("text"),
             ty: FieldType::Message(&TEXT_CONTENT),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 3,
-            name: "image",
+            name: proto_name!("image"),
             ty: FieldType::Message(&IMAGE_CONTENT),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 4,
-            name: "audio",
+            name: proto_name!("audio"),
             ty: FieldType::Message(&AUDIO_CONTENT),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 5,
-            name: "embedded_resource",
+            name: proto_name!("embedded_resource"),
             ty: FieldType::Message(&EMBEDDED_RESOURCE),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 6,
-            name: "resource_link",
+            name: proto_name!("resource_link"),
             ty: FieldType::Message(&RESOURCE),
             label: Label::Singular,
             deprecated: false,
@@ -1580,25 +1590,25 @@ pub static PROMPT_MESSAGE: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.GetPromptRequest`.
 pub static GET_PROMPT_REQUEST: MessageDesc = MessageDesc {
-    name: "model_context_protocol.GetPromptRequest",
+    name: proto_name!("model_context_protocol.GetPromptRequest"),
     fields: &[
         FieldDesc {
             number: 1,
-            name: "common",
+            name: proto_name!("common"),
             ty: FieldType::Message(&REQUEST_FIELDS),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: "name",
+            name: proto_name!("name"),
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 3,
-            name: "arguments",
+            name: proto_name!("arguments"),
             ty: FieldType::Map(&GET_PROMPT_REQUEST_ARGUMENTS_ENTRY),
             label: Label::Repeated,
             deprecated: false,
@@ -1608,18 +1618,18 @@ pub static GET_PROMPT_REQUEST: MessageDesc = MessageDesc {
 
 /// The map entry `model_context_protocol.GetPromptRequest.ArgumentsEntry`.
 pub static GET_PROMPT_REQUEST_ARGUMENTS_ENTRY: MessageDesc = MessageDesc {
-    name: "model_context_protocol.GetPromptRequest.ArgumentsEntry",
+    name: proto_name!("model_context_protocol.GetPromptRequest.ArgumentsEntry"),
     fields: &[
         FieldDesc {
             number: 1,
-            name: "key",
+            name: proto_name!("key"),
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: "value",
+            name: proto_name!("value"),
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
@@ -1629,25 +1639,25 @@ pub static GET_PROMPT_REQUEST_ARGUMENTS_ENTRY: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.GetPromptResponse`.
 pub static GET_PROMPT_RESPONSE: MessageDesc = MessageDesc {
-    name: "model_context_protocol.GetPromptResponse",
+    name: proto_name!("model_context_protocol.GetPromptResponse"),
     fields: &[
         FieldDesc {
             number: 1,
-            name: "common",
+            name: proto_name!("common"),
             ty: FieldType::Message(&RESPONSE_FIELDS),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: "description",
+            name: proto_name!("description"),
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 3,
-            name: "messages",
+            name: proto_name!("messages"),
             ty: FieldType::Message(&PROMPT_MESSAGE),
             label: Label::Repeated,
             deprecated: false,
@@ -1657,39 +1667,39 @@ pub static GET_PROMPT_RESPONSE: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.ToolAnnotations`.
 pub static TOOL_ANNOTATIONS: MessageDesc = MessageDesc {
-    name: "model_context_protocol.ToolAnnotations",
+    name: proto_name!("model_context_protocol.ToolAnnotations"),
     fields: &[
         FieldDesc {
             number: 1,
-            name: "title",
+            name: proto_name!("title"),
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: "read_only_hint",
+            name: proto_name!("read_only_hint"),
             ty: FieldType::Bool,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 3,
-            name: "destructive_hint",
+            name: proto_name!("destructive_hint"),
             ty: FieldType::Bool,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 4,
-            name: "idempotent_hint",
+            name: proto_name!("idempotent_hint"),
             ty: FieldType::Bool,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 5,
-            name: "open_world_hint",
+            name: proto_name!("open_world_hint"),
             ty: FieldType::Bool,
             label: Label::Singular,
             deprecated: false,
@@ -1699,60 +1709,60 @@ pub static TOOL_ANNOTATIONS: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.Tool`.
 pub static TOOL: MessageDesc = MessageDesc {
-    name: "model_context_protocol.Tool",
+    name: proto_name!("model_context_protocol.Tool"),
     fields: &[
         FieldDesc {
             number: 1,
-            name: "name",
+            name: proto_name!("name"),
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 6,
-            name: "title",
+            name: proto_name!("title"),
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: "description",
+            name: proto_name!("description"),
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 3,
-            name: "input_schema",
+            name: proto_name!("input_schema"),
             ty: FieldType::Message(&super::wkt::STRUCT),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 5,
-            name: "output_schema",
+            name: proto_name!("output_schema"),
             ty: FieldType::Message(&super::wkt::STRUCT),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 4,
-            name: "annotations",
+            name: proto_name!("annotations"),
             ty: FieldType::Message(&TOOL_ANNOTATIONS),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 7,
-            name: "icons",
+            name: proto_name!("icons"),
             ty: FieldType::Message(&ICON),
             label: Label::Repeated,
             deprecated: false,
         },
         FieldDesc {
             number: 8,
-            name: "metadata",
+            name: proto_name!("metadata"),
             ty: FieldType::Message(&super::wkt::STRUCT),
             label: Label::Singular,
             deprecated: false,
@@ -1762,10 +1772,10 @@ pub static TOOL: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.ListToolsRequest`.
 pub static LIST_TOOLS_REQUEST: MessageDesc = MessageDesc {
-    name: "model_context_protocol.ListToolsRequest",
+    name: proto_name!("model_context_protocol.ListToolsRequest"),
     fields: &[FieldDesc {
         number: 1,
-        name: "common",
+        name: proto_name!("common"),
         ty: FieldType::Message(&REQUEST_FIELDS),
         label: Label::Singular,
         deprecated: false,
@@ -1774,32 +1784,32 @@ pub static LIST_TOOLS_REQUEST: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.ListToolsResponse`.
 pub static LIST_TOOLS_RESPONSE: MessageDesc = MessageDesc {
-    name: "model_context_protocol.ListToolsResponse",
+    name: proto_name!("model_context_protocol.ListToolsResponse"),
     fields: &[
         FieldDesc {
             number: 1,
-            name: "common",
+            name: proto_name!("common"),
             ty: FieldType::Message(&RESPONSE_FIELDS),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: "tools",
+            name: proto_name!("tools"),
             ty: FieldType::Message(&TOOL),
             label: Label::Repeated,
             deprecated: false,
         },
         FieldDesc {
             number: 3,
-            name: "ttl",
+            name: proto_name!("ttl"),
             ty: FieldType::Message(&super::wkt::DURATION),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 4,
-            name: "cache_scope",
+            name: proto_name!("cache_scope"),
             ty: FieldType::Enum(&CACHE_SCOPE),
             label: Label::Singular,
             deprecated: false,
@@ -1809,18 +1819,18 @@ pub static LIST_TOOLS_RESPONSE: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.CallToolRequest`.
 pub static CALL_TOOL_REQUEST: MessageDesc = MessageDesc {
-    name: "model_context_protocol.CallToolRequest",
+    name: proto_name!("model_context_protocol.CallToolRequest"),
     fields: &[
         FieldDesc {
             number: 1,
-            name: "common",
+            name: proto_name!("common"),
             ty: FieldType::Message(&REQUEST_FIELDS),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: "request",
+            name: proto_name!("request"),
             ty: FieldType::Message(&CALL_TOOL_REQUEST_REQUEST),
             label: Label::Singular,
             deprecated: false,
@@ -1830,18 +1840,18 @@ pub static CALL_TOOL_REQUEST: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.CallToolRequest.Request`.
 pub static CALL_TOOL_REQUEST_REQUEST: MessageDesc = MessageDesc {
-    name: "model_context_protocol.CallToolRequest.Request",
+    name: proto_name!("model_context_protocol.CallToolRequest.Request"),
     fields: &[
         FieldDesc {
             number: 1,
-            name: "name",
+            name: proto_name!("name"),
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: "arguments",
+            name: proto_name!("arguments"),
             ty: FieldType::Message(&super::wkt::STRUCT),
             label: Label::Singular,
             deprecated: false,
@@ -1851,32 +1861,32 @@ pub static CALL_TOOL_REQUEST_REQUEST: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.CallToolResponse`.
 pub static CALL_TOOL_RESPONSE: MessageDesc = MessageDesc {
-    name: "model_context_protocol.CallToolResponse",
+    name: proto_name!("model_context_protocol.CallToolResponse"),
     fields: &[
         FieldDesc {
             number: 1,
-            name: "common",
+            name: proto_name!("common"),
             ty: FieldType::Message(&RESPONSE_FIELDS),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: "content",
+            name: proto_name!("content"),
             ty: FieldType::Message(&CALL_TOOL_RESPONSE_CONTENT),
             label: Label::Repeated,
             deprecated: false,
         },
         FieldDesc {
             number: 3,
-            name: "structured_content",
+            name: proto_name!("structured_content"),
             ty: FieldType::Message(&super::wkt::STRUCT),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 4,
-            name: "is_error",
+            name: proto_name!("is_error"),
             ty: FieldType::Bool,
             label: Label::Singular,
             deprecated: false,
@@ -1886,39 +1896,39 @@ pub static CALL_TOOL_RESPONSE: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.CallToolResponse.Content`.
 pub static CALL_TOOL_RESPONSE_CONTENT: MessageDesc = MessageDesc {
-    name: "model_context_protocol.CallToolResponse.Content",
+    name: proto_name!("model_context_protocol.CallToolResponse.Content"),
     fields: &[
         FieldDesc {
             number: 1,
-            name: "text",
+            name: proto_name!("text"),
             ty: FieldType::Message(&TEXT_CONTENT),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: "image",
+            name: proto_name!("image"),
             ty: FieldType::Message(&IMAGE_CONTENT),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 3,
-            name: "audio",
+            name: proto_name!("audio"),
             ty: FieldType::Message(&AUDIO_CONTENT),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 4,
-            name: "embedded_resource",
+            name: proto_name!("embedded_resource"),
             ty: FieldType::Message(&EMBEDDED_RESOURCE),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 7,
-            name: "resource_link",
+            name: proto_name!("resource_link"),
             ty: FieldType::Message(&RESOURCE),
             label: Label::Singular,
             deprecated: false,
@@ -1928,10 +1938,10 @@ pub static CALL_TOOL_RESPONSE_CONTENT: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.ResourceReference`.
 pub static RESOURCE_REFERENCE: MessageDesc = MessageDesc {
-    name: "model_context_protocol.ResourceReference",
+    name: proto_name!("model_context_protocol.ResourceReference"),
     fields: &[FieldDesc {
         number: 1,
-        name: "uri",
+        name: proto_name!("uri"),
         ty: FieldType::String,
         label: Label::Singular,
         deprecated: false,
@@ -1940,18 +1950,18 @@ pub static RESOURCE_REFERENCE: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.PromptReference`.
 pub static PROMPT_REFERENCE: MessageDesc = MessageDesc {
-    name: "model_context_protocol.PromptReference",
+    name: proto_name!("model_context_protocol.PromptReference"),
     fields: &[
         FieldDesc {
             number: 1,
-            name: "name",
+            name: proto_name!("name"),
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: "title",
+            name: proto_name!("title"),
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
@@ -1961,39 +1971,39 @@ pub static PROMPT_REFERENCE: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.CompletionRequest`.
 pub static COMPLETION_REQUEST: MessageDesc = MessageDesc {
-    name: "model_context_protocol.CompletionRequest",
+    name: proto_name!("model_context_protocol.CompletionRequest"),
     fields: &[
         FieldDesc {
             number: 1,
-            name: "common",
+            name: proto_name!("common"),
             ty: FieldType::Message(&REQUEST_FIELDS),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: "resource_reference",
+            name: proto_name!("resource_reference"),
             ty: FieldType::Message(&RESOURCE_REFERENCE),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 3,
-            name: "prompt_reference",
+            name: proto_name!("prompt_reference"),
             ty: FieldType::Message(&PROMPT_REFERENCE),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 4,
-            name: "argument",
+            name: proto_name!("argument"),
             ty: FieldType::Message(&COMPLETION_REQUEST_ARGUMENT),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 5,
-            name: "context",
+            name: proto_name!("context"),
             ty: FieldType::Message(&COMPLETION_REQUEST_CONTEXT),
             label: Label::Singular,
             deprecated: false,
@@ -2003,18 +2013,18 @@ pub static COMPLETION_REQUEST: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.CompletionRequest.Argument`.
 pub static COMPLETION_REQUEST_ARGUMENT: MessageDesc = MessageDesc {
-    name: "model_context_protocol.CompletionRequest.Argument",
+    name: proto_name!("model_context_protocol.CompletionRequest.Argument"),
     fields: &[
         FieldDesc {
             number: 1,
-            name: "name",
+            name: proto_name!("name"),
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: "value",
+            name: proto_name!("value"),
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
@@ -2024,10 +2034,10 @@ pub static COMPLETION_REQUEST_ARGUMENT: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.CompletionRequest.Context`.
 pub static COMPLETION_REQUEST_CONTEXT: MessageDesc = MessageDesc {
-    name: "model_context_protocol.CompletionRequest.Context",
+    name: proto_name!("model_context_protocol.CompletionRequest.Context"),
     fields: &[FieldDesc {
         number: 1,
-        name: "arguments",
+        name: proto_name!("arguments"),
         ty: FieldType::Map(&COMPLETION_REQUEST_CONTEXT_ARGUMENTS_ENTRY),
         label: Label::Repeated,
         deprecated: false,
@@ -2036,18 +2046,18 @@ pub static COMPLETION_REQUEST_CONTEXT: MessageDesc = MessageDesc {
 
 /// The map entry `model_context_protocol.CompletionRequest.Context.ArgumentsEntry`.
 pub static COMPLETION_REQUEST_CONTEXT_ARGUMENTS_ENTRY: MessageDesc = MessageDesc {
-    name: "model_context_protocol.CompletionRequest.Context.ArgumentsEntry",
+    name: proto_name!("model_context_protocol.CompletionRequest.Context.ArgumentsEntry"),
     fields: &[
         FieldDesc {
             number: 1,
-            name: "key",
+            name: proto_name!("key"),
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: "value",
+            name: proto_name!("value"),
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
@@ -2057,32 +2067,32 @@ pub static COMPLETION_REQUEST_CONTEXT_ARGUMENTS_ENTRY: MessageDesc = MessageDesc
 
 /// The message `model_context_protocol.CompletionResponse`.
 pub static COMPLETION_RESPONSE: MessageDesc = MessageDesc {
-    name: "model_context_protocol.CompletionResponse",
+    name: proto_name!("model_context_protocol.CompletionResponse"),
     fields: &[
         FieldDesc {
             number: 1,
-            name: "common",
+            name: proto_name!("common"),
             ty: FieldType::Message(&RESPONSE_FIELDS),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: "values",
+            name: proto_name!("values"),
             ty: FieldType::String,
             label: Label::Repeated,
             deprecated: false,
         },
         FieldDesc {
             number: 3,
-            name: "total_matches",
+            name: proto_name!("total_matches"),
             ty: FieldType::Int64,
             label: Label::Optional,
             deprecated: false,
         },
         FieldDesc {
             number: 4,
-            name: "has_more",
+            name: proto_name!("has_more"),
             ty: FieldType::Bool,
             label: Label::Singular,
             deprecated: false,

@@ -9,18 +9,18 @@ use super::desc::{EnumDesc, FieldDesc, FieldType, Label, MessageDesc};
 
 /// The message `google.protobuf.Duration`.
 pub static DURATION: MessageDesc = MessageDesc {
-    name: "google.protobuf.Duration",
+    name: proto_name!("google.protobuf.Duration"),
     fields: &[
         FieldDesc {
             number: 1,
-            name: "seconds",
+            name: proto_name!("seconds"),
             ty: FieldType::Int64,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: "nanos",
+            name: proto_name!("nanos"),
             ty: FieldType::Int32,
             label: Label::Singular,
             deprecated: false,
@@ -30,16 +30,16 @@ pub static DURATION: MessageDesc = MessageDesc {
 
 /// The enum `google.protobuf.NullValue`.
 pub static NULL_VALUE: EnumDesc = EnumDesc {
-    name: "google.protobuf.NullValue",
-    values: &[("NULL_VALUE", 0)],
+    name: proto_name!("google.protobuf.NullValue"),
+    values: &[(proto_name!("NULL_VALUE"), 0)],
 };
 
 /// The message `google.protobuf.Struct`.
 pub static STRUCT: MessageDesc = MessageDesc {
-    name: "google.protobuf.Struct",
+    name: proto_name!("google.protobuf.Struct"),
     fields: &[FieldDesc {
         number: 1,
-        name: "fields",
+        name: proto_name!("fields"),
         ty: FieldType::Map(&STRUCT_FIELDS_ENTRY),
         label: Label::Repeated,
         deprecated: false,
@@ -48,18 +48,18 @@ pub static STRUCT: MessageDesc = MessageDesc {
 
 /// The map entry `google.protobuf.Struct.FieldsEntry`.
 pub static STRUCT_FIELDS_ENTRY: MessageDesc = MessageDesc {
-    name: "google.protobuf.Struct.FieldsEntry",
+    name: proto_name!("google.protobuf.Struct.FieldsEntry"),
     fields: &[
         FieldDesc {
             number: 1,
-            name: "key",
+            name: proto_name!("key"),
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: "value",
+            name: proto_name!("value"),
             ty: FieldType::Message(&VALUE),
             label: Label::Singular,
             deprecated: false,
@@ -69,46 +69,46 @@ pub static STRUCT_FIELDS_ENTRY: MessageDesc = MessageDesc {
 
 /// The message `google.protobuf.Value`.
 pub static VALUE: MessageDesc = MessageDesc {
-    name: "google.protobuf.Value",
+    name: proto_name!("google.protobuf.Value"),
     fields: &[
         FieldDesc {
             number: 1,
-            name: "null_value",
+            name: proto_name!("null_value"),
             ty: FieldType::Enum(&NULL_VALUE),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: "number_value",
+            name: proto_name!("number_value"),
             ty: FieldType::Double,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 3,
-            name: "string_value",
+            name: proto_name!("string_value"),
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 4,
-            name: "bool_value",
+            name: proto_name!("bool_value"),
             ty: FieldType::Bool,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 5,
-            name: "struct_value",
+            name: proto_name!("struct_value"),
             ty: FieldType::Message(&STRUCT),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 6,
-            name: "list_value",
+            name: proto_name!("list_value"),
             ty: FieldType::Message(&LIST_VALUE),
             label: Label::Singular,
             deprecated: false,
@@ -118,10 +118,10 @@ pub static VALUE: MessageDesc = MessageDesc {
 
 /// The message `google.protobuf.ListValue`.
 pub static LIST_VALUE: MessageDesc = MessageDesc {
-    name: "google.protobuf.ListValue",
+    name: proto_name!("google.protobuf.ListValue"),
     fields: &[FieldDesc {
         number: 1,
-        name: "values",
+        name: proto_name!("values"),
         ty: FieldType::Message(&VALUE),
         label: Label::Repeated,
         deprecated: false,
