@@ -1137,3 +1137,260 @@ async fn an_older_server_is_served_to_the_host_as_the_current_era() {
     let (status, _, _) = bridge.terminate().await;
     assert!(status.success());
 }
+
+#[tokio::test]
+async fn a_network_hosts_listen_stream_is_the_servers() {
+    for (host, downstream) in [
+        (Transport::Http, Transport::Grpc),
+        (Transport::Grpc, Transport::Http),
+    ] {
+        let harness = common::start_on_with_tick("127.0.0.1:0", Duration::from_millis(50)).await;
+        let bridge = Listening::spawn(true, &["--to", &url(&harness, downstream)], &[]).await;
+        let client = bridge.host(host, Some(HOST_TOKEN)).await.unwrap();
+        let mut listen = client
+            .call(request(
+                json!("L"),
+                "subscriptions/listen",
+                json!({"notifications": {"toolsListChanged": true}}),
+            ))
+            .await
+            .unwrap();
+        let mut methods = Vec::new();
+        while methods.len() < 3 {
+            let msg = tokio::time::timeout(PATIENCE, listen.next())
+                .await
+                .expect("the stream goes on")
+                .unwrap();
+            match msg {
+                Some(StreamMessage::Notification(n)) => {
+                    assert!(
+                        n["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"].is_string()
+                            || n["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"]
+                                .is_number(),
+                        "{host:?}: {n}"
+                    );
+                    methods.push(n["method"].as_str().unwrap().to_owned());
+                }
+                other => panic!("{host:?}: {other:?}"),
+            }
+        }
+        assert_eq!(
+            methods,
+            [
+                "notifications/subscriptions/acknowledged",
+                "notifications/tools/list_changed",
+                "notifications/tools/list_changed"
+            ],
+            "{host:?}"
+        );
+        drop(listen);
+        client.close().await;
+        let (status, _, _) = bridge.terminate().await;
+        assert!(status.success());
+        harness.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn the_child_gets_only_the_environment_it_is_given() {
+    let script =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/stdio/misbehaving_server.py");
+    let python = python();
+    let bridge = Listening::spawn(
+        true,
+        &[
+            "--pass-env",
+            "BRIDGE_TEST_PASSED",
+            "--",
+            python.to_str().unwrap(),
+            script.to_str().unwrap(),
+        ],
+        &[
+            ("BRIDGE_TEST_PASSED", "1"),
+            ("BRIDGE_TEST_KEPT", "1"),
+            ("MCPWIRE_TOKEN", SECRET),
+        ],
+    )
+    .await;
+    let client = bridge
+        .host(Transport::Grpc, Some(HOST_TOKEN))
+        .await
+        .unwrap();
+    let env = client
+        .request("tools/call", json!({"name": "env", "arguments": {}}))
+        .await
+        .unwrap();
+    let names = env["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert_eq!(names, "BRIDGE_TEST_PASSED", "{env}");
+    client.close().await;
+    let (status, _, _) = bridge.terminate().await;
+    assert!(status.success());
+}
+
+#[cfg(feature = "tls")]
+#[tokio::test]
+async fn the_network_host_side_speaks_tls() {
+    use rcgen::{
+        BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair,
+        KeyUsagePurpose,
+    };
+    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca.distinguished_name
+        .push(DnType::CommonName, "mcpwire bridge test CA");
+    ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    let ca = CertifiedIssuer::self_signed(ca, KeyPair::generate().unwrap()).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let leaf = CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()])
+        .unwrap()
+        .signed_by(&key, &ca)
+        .unwrap();
+    let dir = temp_dir();
+    let (cert_file, key_file) = (dir.0.join("cert.pem"), dir.0.join("key.pem"));
+    std::fs::write(&cert_file, leaf.pem()).unwrap();
+    std::fs::write(&key_file, key.serialize_pem()).unwrap();
+
+    let harness = server().await;
+    let target = url(&harness, Transport::Grpc);
+    let bridge = Listening::spawn(
+        true,
+        &[
+            "--tls-cert",
+            cert_file.to_str().unwrap(),
+            "--tls-key",
+            key_file.to_str().unwrap(),
+            "--to",
+            &target,
+        ],
+        &[],
+    )
+    .await;
+    assert!(bridge.sentence().contains("TLS"), "{}", bridge.sentence());
+    let mut config = HttpChannelConfig::new(format!("https://{}/mcp", bridge.addr));
+    config.bearer = Some(HOST_TOKEN.to_owned());
+    config.tls = Some(mcpwire_tokio::ClientTlsConfig::with_pem_roots(ca.pem().as_bytes()).unwrap());
+    let client = Client::http(config, EraChoice::Probe).await.unwrap();
+    let echoed = client
+        .request(
+            "tools/call",
+            json!({"name": "echo", "arguments": {"text": "sealed"}}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(echoed["result"]["content"][0]["text"], "sealed", "{echoed}");
+    client.close().await;
+    let (status, _, _) = bridge.terminate().await;
+    assert!(status.success());
+    harness.stop().await;
+}
+
+/// The typed gRPC service of the bridge's port: a typed `CallTool`, as a
+/// typed gRPC client sends it, forwarded to an HTTP server; the result
+/// comes back as a typed message.
+#[tokio::test]
+async fn the_typed_service_is_forwarded_too() {
+    use bytes::{Bytes, BytesMut};
+    use mcpwire_core::mcp::typed;
+    use mcpwire_proto::gcp::Rpc;
+
+    let harness = server().await;
+    let bridge = Listening::spawn(true, &["--to", &url(&harness, Transport::Http)], &[]).await;
+    let params = json!({"name": "echo", "arguments": {"text": "typed"}});
+    let mut message = vec![0u8; 1 << 16];
+    let n = typed::request_to_proto(Rpc::CallTool, params.to_string().as_bytes(), &mut message)
+        .unwrap();
+    let mut framed = vec![0u8];
+    framed.extend_from_slice(&(n as u32).to_be_bytes());
+    framed.extend_from_slice(&message[..n]);
+    let send = common::connect(bridge.addr.parse().unwrap()).await;
+    let mut ready = send.ready().await.unwrap();
+    let request = http::Request::builder()
+        .method("POST")
+        .uri(format!("http://127.0.0.1{}", Rpc::CallTool.path()))
+        .header("content-type", "application/grpc+proto")
+        .header("te", "trailers")
+        .header("authorization", format!("Bearer {HOST_TOKEN}"))
+        .body(())
+        .unwrap();
+    let (response, mut stream) = ready.send_request(request, false).unwrap();
+    stream.send_data(Bytes::from(framed), true).unwrap();
+    let response = tokio::time::timeout(PATIENCE, response)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let mut body = response.into_body();
+    let mut buf = BytesMut::new();
+    while let Some(chunk) = body.data().await {
+        let chunk = chunk.unwrap();
+        let _ = body.flow_control().release_capacity(chunk.len());
+        buf.extend_from_slice(&chunk);
+    }
+    let trailers = body.trailers().await.unwrap().unwrap_or_default();
+    assert_eq!(
+        trailers.get("grpc-status").map(|v| v.to_str().unwrap()),
+        Some("0"),
+        "{trailers:?}"
+    );
+    assert!(buf.len() > 5, "one response message");
+    let len = u32::from_be_bytes([buf[1], buf[2], buf[3], buf[4]]) as usize;
+    let mut out = vec![0u8; 1 << 16];
+    let n = typed::result_to_json(Rpc::CallTool, &buf[5..5 + len], &mut out).unwrap();
+    let result: Value = serde_json::from_slice(&out[..n]).unwrap();
+    assert_eq!(result["content"][0]["text"], "typed", "{result}");
+    let (status, _, _) = bridge.terminate().await;
+    assert!(status.success());
+    harness.stop().await;
+}
+
+#[tokio::test]
+async fn a_downstream_timeout_reaches_a_network_host_as_the_bridges_failure() {
+    let harness = server().await;
+    let counters = harness.counters.clone();
+    let bridge = Listening::spawn(
+        true,
+        &[
+            "--timeout-ms",
+            "300",
+            "--to",
+            &url(&harness, Transport::Grpc),
+        ],
+        &[],
+    )
+    .await;
+    let client = bridge
+        .host(Transport::Http, Some(HOST_TOKEN))
+        .await
+        .unwrap();
+    let answer = client
+        .request(
+            "tools/call",
+            json!({"name": "counted_sleep", "arguments": {"ms": 5000}}),
+        )
+        .await;
+    let error = match answer {
+        Ok(r) => r["error"].clone(),
+        Err(e) => json!({"code": e.diagnostics.rpc_code, "message": e.message}),
+    };
+    assert_eq!(error["code"], -32001, "{error}");
+    assert!(
+        error["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("the bridge's call to the server")),
+        "{error}"
+    );
+    assert!(
+        common::eventually_every(Duration::from_millis(10), PATIENCE, || {
+            counters.dropped.load(Ordering::SeqCst) == 1
+        })
+        .await,
+        "the server's handler ended"
+    );
+    assert_eq!(counters.finished.load(Ordering::SeqCst), 0);
+    client.close().await;
+    let (status, _, _) = bridge.terminate().await;
+    assert!(status.success());
+    harness.stop().await;
+}

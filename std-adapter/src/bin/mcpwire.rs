@@ -52,6 +52,8 @@ const USAGE: &str = "usage: mcpwire serve [--listen ADDR]   (default 127.0.0.1:5
          -v prints the era, versions, URL, status and content type to stderr
        mcpwire bridge --stdio-host --to http[s]://HOST:PORT/PATH | grpc://HOST:PORT   a stdio host reaches that server
        mcpwire bridge --stdio-host [--pass-env NAME]... -- /ABS/SERVER [ARGS...]   ... or a stdio child
+       mcpwire bridge --listen [ADDR:]PORT (--token-file FILE | --no-auth) [--tls-cert PEM --tls-key PEM] (--to URL | -- /ABS/SERVER ...)
+         network hosts (Streamable HTTP, gRPC) reach that server; `mcpwire bridge --help` for more
          (requests forwarded with their ids, progress and cancellation; diagnostics on stderr)
        mcpwire conformance-client URL   the driver the MCP conformance suite runs per client scenario
          (MCP_CONFORMANCE_SCENARIO names it, MCP_CONFORMANCE_CONTEXT carries its data)";
@@ -212,6 +214,8 @@ struct ServeOptions {
     /// `--allow-host`: names besides loopback; `*` for any.
     allowed_hosts: Vec<String>,
     http_path: Option<String>,
+    /// How long a request may run (the server's default when `None`).
+    request_timeout: Option<Duration>,
 }
 
 impl ServeOptions {
@@ -247,6 +251,7 @@ impl ServeOptions {
         mcpwire_tokio::ServerConfig {
             http_path: self.http_path.clone().unwrap_or(defaults.http_path.clone()),
             allowed_hosts,
+            request_timeout: self.request_timeout.unwrap_or(defaults.request_timeout),
             ..defaults
         }
     }

@@ -976,6 +976,32 @@ where
         }
     }
 
+    /// Keeps the `id` of call `i`'s invalid message at `at`, when it has a
+    /// string or number one that fits: its error names the request it
+    /// answers (JSON-RPC 2.0 §5.1 asks null only when the id cannot be
+    /// read).
+    pub(crate) fn keep_id(&mut self, i: usize, at: Range<usize>) {
+        let Some(c) = self.calls.get_mut(i).and_then(Option::as_mut) else {
+            return;
+        };
+        let bytes = self.store.bytes_mut(&mut c.buf);
+        let Some(message) = bytes.get(at.clone()) else {
+            return;
+        };
+        let Some(id) = json::get(message, b"id").filter(|id| {
+            matches!(
+                json::kind(id),
+                Some(json::Kind::String | json::Kind::Number)
+            ) && id.len() <= c.id_room
+        }) else {
+            return;
+        };
+        let span = json::span(message, id);
+        let (start, end) = (at.start + span.start, at.start + span.end);
+        bytes.copy_within(start..end, c.headers_len);
+        c.id_len = end - start;
+    }
+
     /// Marks the call's answer complete.
     pub(crate) fn finish(&mut self, i: usize) {
         if let Some(c) = self.calls.get_mut(i).and_then(Option::as_mut) {

@@ -1,37 +1,49 @@
-//! `mcpwire bridge --stdio-host (--to URL | -- /ABS/SERVER [ARGS...])`:
-//! a host that speaks only stdio reaches a server over any transport of
-//! [`Client`]: Streamable HTTP (`http://`, `https://`), the gRPC tunnel
-//! (`grpc://HOST:PORT`) or a stdio child.
+//! `mcpwire bridge (--stdio-host | --listen ADDR ...) (--to URL | -- /ABS/SERVER [ARGS...])`:
+//! a host reaches a server over any transport of [`Client`]: Streamable
+//! HTTP (`http://`, `https://`), the gRPC tunnel (`grpc://HOST:PORT`) or a
+//! stdio child.
 //!
-//! Each line of stdin is one JSON-RPC message of the host. A request is
-//! forwarded as one downstream call, unchanged but for its id: the client
-//! picks the downstream id and the bridge puts the host's back on the
-//! response, and on every `notifications/progress` of the call the host's
-//! progress token. `notifications/cancelled` drops the downstream call (the
-//! HTTP stream closed, the gRPC stream reset, or `notifications/cancelled`
-//! to a child) and nothing more is sent for that request. A call that
-//! breaks downstream is a JSON-RPC error to the host that says so; the
-//! server's own errors (version errors among them) go back as they came.
-//! Only JSON-RPC lines go to stdout; diagnostics go to stderr. At the end
-//! of stdin the calls in flight finish, then the bridge exits 0.
+//! Both host sides are one [`App::forward`] on the server engine: stdio
+//! (`--stdio-host`, the stdio binding on stdin and stdout) or the network
+//! (`--listen`: Streamable HTTP, the gRPC tunnel and the typed service on
+//! one port, a bearer token required unless `--no-auth`, Origin checked).
+//! The engine judges each host message as the binding says (envelope,
+//! `_meta`, version, mirrored headers, ids in use, cancellation); every
+//! request it admits is forwarded as one downstream call, unchanged but
+//! for its id: the client picks the downstream id, the engine puts the
+//! host's back on the response, and the bridge puts it on a listen's
+//! events and the host's progress token on every
+//! `notifications/progress`. The host's cancel (`notifications/cancelled`,
+//! its HTTP stream closed, RST_STREAM) drops the downstream call (the HTTP
+//! stream closed, the gRPC stream reset, or `notifications/cancelled` to a
+//! child). A call that breaks downstream is a JSON-RPC error to the host
+//! that says so; the server's own errors (version errors among them) go
+//! back as they came. The host's credential stays here: downstream the
+//! bridge sends `MCPWIRE_TOKEN`, if set. A stdio child that crashes fails
+//! its calls in flight and is started again (`--restart-max`,
+//! `--restart-backoff-ms`); new calls wait for it meanwhile.
+//!
+//! Only JSON-RPC goes to stdout; diagnostics go to stderr, the first a
+//! sentence naming the host side, the server side, the versions and the
+//! eras. An older-era server (2025-11-25, 2024-11-05) is served to the
+//! host as 2026-07-28: its `server/discover` is answered by the bridge from
+//! what the server's lists answer. At the end of stdin (stdio host) the
+//! calls in flight get the stdio server's grace to finish; SIGTERM ends
+//! either host side, and the child is shut down.
 
-use std::collections::HashMap;
 use std::process::ExitCode;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use mcpwire_core::grpc::Code;
 use mcpwire_core::mcp::client::stdio::{Era, EraChoice};
-use mcpwire_core::mcp::error::{INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR};
+use mcpwire_core::mcp::error::INTERNAL_ERROR;
 use mcpwire_core::mcp::meta::{KEY_SUBSCRIPTION_ID, PROTOCOL_VERSION};
 use mcpwire_tokio::{
     App, CallError, Client, ForwardRequest, HttpChannelConfig, ServerCommand, StdioChannelConfig,
     StreamMessage, ToolError,
 };
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
 
 pub const USAGE: &str = "usage: mcpwire bridge HOST-SIDE [--timeout-ms N] [RESTART] --to http[s]://HOST:PORT/PATH | grpc://HOST:PORT
        mcpwire bridge HOST-SIDE [--timeout-ms N] [RESTART] [--pass-env NAME]... -- /ABS/SERVER [ARGS...]
@@ -47,8 +59,8 @@ pub const USAGE: &str = "usage: mcpwire bridge HOST-SIDE [--timeout-ms N] [RESTA
   each request is forwarded to the server; the host's token is never sent on
   (MCPWIRE_TOKEN, if set, is the bearer token sent downstream over HTTP and gRPC)";
 
-/// The longest line read from the host; a longer one is refused.
-const MAX_LINE_BYTES: usize = 16 << 20;
+/// The host side's own request timeout: none to speak of (a year).
+const NO_HOST_TIMEOUT: Duration = Duration::from_secs(365 * 24 * 3600);
 
 /// The server side.
 enum Downstream {
@@ -201,7 +213,12 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Args, String> {
 
 /// Runs the subcommand with the arguments after `bridge`.
 pub fn main(args: impl Iterator<Item = String>) -> ExitCode {
-    let args = match parse(args) {
+    let args: Vec<String> = args.collect();
+    if args.first().is_some_and(|a| a == "-h" || a == "--help") {
+        println!("{USAGE}");
+        return ExitCode::SUCCESS;
+    }
+    let args = match parse(args.into_iter()) {
         Ok(a) => a,
         Err(e) => {
             eprintln!("mcpwire bridge: {e}\n{USAGE}");
@@ -280,16 +297,6 @@ fn redact(address: &str) -> String {
     }
 }
 
-/// A call in flight: its task, and whether it is a listen stream (which
-/// has no end of its own).
-struct Forward {
-    task: JoinHandle<()>,
-    listen: bool,
-}
-
-/// The calls in flight, by the host's id (its JSON text).
-type InFlight = Arc<Mutex<HashMap<String, Forward>>>;
-
 async fn run(args: Args) -> ExitCode {
     let (client, target) = match connect(&args.downstream, &args.restart).await {
         Ok(c) => c,
@@ -320,7 +327,25 @@ async fn run(args: Args) -> ExitCode {
                     "mcpwire bridge: warning: the server is of an older era ({older}); requests are forwarded as the client sends them, the host's lifecycle is not translated"
                 );
             }
-            stdio_host(client, args.timeout).await
+            let app = forwarding_app(client.clone(), args.timeout, None);
+            let config = mcpwire_tokio::StdioConfig {
+                // The downstream call has its own timeout (--timeout-ms,
+                // or the client's); the host side adds none.
+                request_timeout: NO_HOST_TIMEOUT,
+                ..mcpwire_tokio::StdioConfig::default()
+            };
+            let served = tokio::select! {
+                served = app.serve_stdio_with(config) => served,
+                () = shutdown_signal() => Ok(()),
+            };
+            client.close().await;
+            match served {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("mcpwire bridge: the host side failed: {e}");
+                    ExitCode::FAILURE
+                }
+            }
         }
         Host::Listen {
             addr,
@@ -372,6 +397,11 @@ async fn listen_host(
     server_side: &str,
     older: Option<String>,
 ) -> ExitCode {
+    let mut opts = opts;
+    // The downstream call has its own timeout (--timeout-ms, or the
+    // client's): its -32001 says which side gave up. The host side adds
+    // none (a gRPC host's grpc-timeout still holds).
+    opts.request_timeout = Some(NO_HOST_TIMEOUT);
     let (server, sentence) = match super::bind(addr, opts).await {
         Ok(s) => s,
         Err(e) => {
@@ -399,19 +429,7 @@ async fn listen_host(
         Some(_) => Some(Arc::new(legacy_discover(&client).await)),
         None => None,
     };
-    let downstream = client.clone();
-    let app = App::new("mcpwire-bridge", env!("CARGO_PKG_VERSION")).forward(move |request| {
-        let client = downstream.clone();
-        let discover = discover.clone();
-        async move {
-            if let Some(discover) = discover
-                && request.method() == "server/discover"
-            {
-                return Ok(Value::clone(&discover));
-            }
-            forward_request(client, request, timeout).await
-        }
-    });
+    let app = forwarding_app(client.clone(), timeout, discover);
     let served = server.serve_with_shutdown(app, shutdown_signal()).await;
     client.close().await;
     match served {
@@ -421,6 +439,24 @@ async fn listen_host(
             ExitCode::FAILURE
         }
     }
+}
+
+/// The one forwarding path of both host sides: every request the engine
+/// admits goes to the server through `client`; `discover`, when given, is
+/// the answer to `server/discover` (an older-era server has none).
+fn forwarding_app(client: Client, timeout: Option<Duration>, discover: Option<Arc<Value>>) -> App {
+    App::new("mcpwire-bridge", env!("CARGO_PKG_VERSION")).forward(move |request| {
+        let client = client.clone();
+        let discover = discover.clone();
+        async move {
+            if let Some(discover) = discover
+                && request.method() == "server/discover"
+            {
+                return Ok(Value::clone(&discover));
+            }
+            forward_request(client, request, timeout).await
+        }
+    })
 }
 
 /// The `server/discover` result of an older-era server, from what it
@@ -515,278 +551,29 @@ async fn forward_request(
     }
 }
 
-/// [`downstream_error`] as the error a forwarding handler returns.
+/// A failure of the downstream call, as the host sees it: the server's
+/// JSON-RPC code when it gave one, -32001 for a timeout, else -32603;
+/// `data.grpcStatus` (and `data.httpStatus`) say what the client saw.
 fn downstream_tool_error(transport: &str, e: &CallError) -> ToolError {
-    let response = downstream_error(Value::Null, transport, e);
-    let error = &response["error"];
-    let mut out = ToolError::new(
-        error["code"]
-            .as_i64()
-            .and_then(|c| i32::try_from(c).ok())
-            .unwrap_or(INTERNAL_ERROR),
-        error["message"].as_str().unwrap_or_default(),
-    );
-    out.data = error.get("data").cloned();
-    out
-}
-
-/// The stdio host side: JSON-RPC lines on stdin and stdout, until the end
-/// of stdin or SIGTERM.
-async fn stdio_host(client: Client, timeout: Option<Duration>) -> ExitCode {
-    let (out_tx, mut out_rx) = mpsc::unbounded_channel::<Value>();
-    let writer = tokio::spawn(async move {
-        let mut stdout = tokio::io::stdout();
-        while let Some(msg) = out_rx.recv().await {
-            let mut line = msg.to_string();
-            line.push('\n');
-            if stdout.write_all(line.as_bytes()).await.is_err() || stdout.flush().await.is_err() {
-                break;
-            }
-        }
-    });
-
-    let in_flight: InFlight = Arc::default();
-    let mut stdin = BufReader::new(tokio::io::stdin());
-    let mut line = Vec::new();
-    let mut stop = std::pin::pin!(shutdown_signal());
-    loop {
-        line.clear();
-        let read = tokio::select! {
-            read = read_line(&mut stdin, &mut line) => read,
-            () = &mut stop => {
-                // The calls in flight are dropped (each cancelled downstream).
-                let calls: Vec<_> = match in_flight.lock() {
-                    Ok(mut map) => map.drain().map(|(_, f)| f).collect(),
-                    Err(_) => Vec::new(),
-                };
-                for f in calls {
-                    f.task.abort();
-                }
-                break;
-            }
-        };
-        match read {
-            Ok(Line::Eof) => break,
-            Ok(Line::TooLong) => {
-                let _ = out_tx.send(error_response(
-                    Value::Null,
-                    INVALID_REQUEST,
-                    &format!("the line is longer than {MAX_LINE_BYTES} bytes"),
-                ));
-            }
-            Ok(Line::Read) => handle_line(&line, &client, timeout, &out_tx, &in_flight),
-            Err(e) => {
-                eprintln!("mcpwire bridge: reading stdin: {e}");
-                break;
-            }
-        }
-    }
-    // The end of stdin: the calls in flight finish (listen streams, which
-    // never do, are dropped), then the bridge ends.
-    let calls: Vec<_> = match in_flight.lock() {
-        Ok(mut map) => map.drain().map(|(_, f)| f).collect(),
-        Err(_) => Vec::new(),
-    };
-    for f in calls {
-        if f.listen {
-            f.task.abort();
-        }
-        let _ = f.task.await;
-    }
-    drop(out_tx);
-    let _ = writer.await;
-    client.close().await;
-    ExitCode::SUCCESS
-}
-
-enum Line {
-    Read,
-    TooLong,
-    Eof,
-}
-
-/// Reads one line (without its end) into `buf`, at most
-/// [`MAX_LINE_BYTES`]; the rest of a longer line is skipped.
-async fn read_line(
-    reader: &mut BufReader<tokio::io::Stdin>,
-    buf: &mut Vec<u8>,
-) -> std::io::Result<Line> {
-    let mut too_long = false;
-    loop {
-        let available = reader.fill_buf().await?;
-        if available.is_empty() {
-            return Ok(if too_long {
-                Line::TooLong
-            } else if buf.is_empty() {
-                Line::Eof
-            } else {
-                Line::Read
-            });
-        }
-        let (chunk, used, end) = match available.iter().position(|&b| b == b'\n') {
-            Some(i) => (&available[..i], i + 1, true),
-            None => (available, available.len(), false),
-        };
-        if !too_long && buf.len() + chunk.len() <= MAX_LINE_BYTES {
-            buf.extend_from_slice(chunk);
-        } else {
-            too_long = true;
-            buf.clear();
-        }
-        reader.consume(used);
-        if end {
-            if buf.last() == Some(&b'\r') {
-                buf.pop();
-            }
-            return Ok(if too_long { Line::TooLong } else { Line::Read });
-        }
-    }
-}
-
-fn error_response(id: Value, code: i32, message: &str) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
-}
-
-/// A failure of the downstream call, as the host sees it.
-fn downstream_error(id: Value, transport: &str, e: &CallError) -> Value {
     let code = match (e.diagnostics.rpc_code, e.status) {
-        (Some(code), _) => i64::from(code),
+        (Some(code), _) => code,
         // The code SDKs give a request that timed out.
         (None, Code::DeadlineExceeded) => -32001,
-        (None, _) => i64::from(INTERNAL_ERROR),
+        (None, _) => INTERNAL_ERROR,
     };
     let mut data = json!({"grpcStatus": format!("{:?}", e.status)});
     if let Some(status) = e.diagnostics.http_status {
         data["httpStatus"] = json!(status);
     }
-    json!({"jsonrpc": "2.0", "id": id, "error": {
-        "code": code,
-        "message": format!("the bridge's call to the server ({transport}) failed: {}", e.message),
-        "data": data,
-    }})
-}
-
-fn handle_line(
-    line: &[u8],
-    client: &Client,
-    timeout: Option<Duration>,
-    out: &mpsc::UnboundedSender<Value>,
-    in_flight: &InFlight,
-) {
-    if line.iter().all(u8::is_ascii_whitespace) {
-        return;
-    }
-    let mut msg: Value = match serde_json::from_slice(line) {
-        Ok(v) => v,
-        Err(e) => {
-            let _ = out.send(error_response(
-                Value::Null,
-                PARSE_ERROR,
-                &format!("not JSON: {e}"),
-            ));
-            return;
-        }
-    };
-    let Some(obj) = msg.as_object_mut() else {
-        let _ = out.send(error_response(
-            Value::Null,
-            INVALID_REQUEST,
-            "a message is a JSON object",
-        ));
-        return;
-    };
-    let id = obj.remove("id");
-    let Some(method) = obj.get("method").and_then(Value::as_str).map(str::to_owned) else {
-        if obj.contains_key("result") || obj.contains_key("error") {
-            eprintln!(
-                "mcpwire bridge: a response from the host, to no request of the bridge: dropped"
-            );
-        } else {
-            let _ = out.send(error_response(
-                id.unwrap_or(Value::Null),
-                INVALID_REQUEST,
-                "a request needs a method",
-            ));
-        }
-        return;
-    };
-    let Some(id) = id else {
-        notification(&method, msg, client, in_flight);
-        return;
-    };
-    if !(id.is_string() || id.is_number()) {
-        let _ = out.send(error_response(
-            Value::Null,
-            INVALID_REQUEST,
-            "an id is a string or a number",
-        ));
-        return;
-    }
-    let key = id.to_string();
-    let Ok(mut map) = in_flight.lock() else {
-        return;
-    };
-    map.retain(|_, f| !f.task.is_finished());
-    if map.contains_key(&key) {
-        let _ = out.send(error_response(
-            id,
-            INVALID_REQUEST,
-            "a request with this id is in flight",
-        ));
-        return;
-    }
-    let token = msg
-        .pointer("/params/_meta/progressToken")
-        .filter(|t| !t.is_null())
-        .cloned();
-    let listen = method == "subscriptions/listen";
-    let task = tokio::spawn(forward(
-        client.clone(),
-        msg,
-        id,
-        token,
-        timeout,
-        out.clone(),
-    ));
-    map.insert(key, Forward { task, listen });
-}
-
-/// A notification of the host: `notifications/cancelled` drops the call
-/// it names; the others go to the server.
-fn notification(method: &str, msg: Value, client: &Client, in_flight: &InFlight) {
-    if method == "notifications/cancelled" {
-        let Some(key) = msg.pointer("/params/requestId").map(Value::to_string) else {
-            return;
-        };
-        if let Some(f) = in_flight.lock().ok().and_then(|mut m| m.remove(&key)) {
-            // Dropping the call cancels it downstream.
-            f.task.abort();
-        }
-        return;
-    }
-    if client.transport_name() == "stdio" {
-        // The stdio client sends requests only; a notification would go
-        // out with an id.
-        eprintln!("mcpwire bridge: the host's {method} is not forwarded to a stdio server");
-        return;
-    }
-    let client = client.clone();
-    let method = method.to_owned();
-    tokio::spawn(async move {
-        let sent = match client.call(msg).await {
-            Ok(mut call) => loop {
-                match call.next().await {
-                    Ok(Some(_)) => {}
-                    Ok(None) => break Ok(()),
-                    Err(e) => break Err(e),
-                }
-            },
-            Err(e) => Err(e),
-        };
-        if let Err(e) = sent {
-            eprintln!("mcpwire bridge: the host's {method} did not reach the server: {e}");
-        }
-    });
+    let mut out = ToolError::new(
+        code,
+        format!(
+            "the bridge's call to the server ({transport}) failed: {}",
+            e.message
+        ),
+    );
+    out.data = Some(data);
+    out
 }
 
 /// The places where a message of a call names the call's id (a listen's
@@ -804,69 +591,6 @@ fn restore_id(msg: &mut Value, part: &str, id: &Value) {
     }
     if cancelled && let Some(request_id) = body.get_mut("requestId") {
         *request_id = id.clone();
-    }
-}
-
-/// One request of the host, forwarded: its notifications, then its
-/// response, each under the host's id and progress token.
-async fn forward(
-    client: Client,
-    request: Value,
-    id: Value,
-    token: Option<Value>,
-    timeout: Option<Duration>,
-    out: mpsc::UnboundedSender<Value>,
-) {
-    let transport = client.transport_name();
-    let mut call = match client.call_with_timeout(request, timeout).await {
-        Ok(c) => c,
-        Err(e) => {
-            let _ = out.send(downstream_error(id, transport, &e));
-            return;
-        }
-    };
-    loop {
-        match call.next().await {
-            Ok(Some(StreamMessage::Notification(mut n))) => {
-                if n.get("method").and_then(Value::as_str) == Some("notifications/progress") {
-                    // The host asked for no progress: none is sent to it.
-                    let Some(token) = &token else { continue };
-                    if let Some(params) = n.get_mut("params").and_then(Value::as_object_mut) {
-                        params.insert("progressToken".into(), token.clone());
-                    }
-                }
-                restore_id(&mut n, "params", &id);
-                let _ = out.send(n);
-            }
-            Ok(Some(StreamMessage::Response(mut r))) => {
-                restore_id(&mut r, "result", &id);
-                if let Some(obj) = r.as_object_mut() {
-                    obj.insert("id".into(), id);
-                    let _ = out.send(r);
-                } else {
-                    let _ = out.send(error_response(
-                        id,
-                        INTERNAL_ERROR,
-                        "the server's response is not a JSON object",
-                    ));
-                }
-                return;
-            }
-            Ok(None) => {
-                let _ = out.send(error_response(
-                    id,
-                    INTERNAL_ERROR,
-                    &format!(
-                        "the bridge's call to the server ({transport}) ended without a response"
-                    ),
-                ));
-                return;
-            }
-            Err(e) => {
-                let _ = out.send(downstream_error(id, transport, &e));
-                return;
-            }
-        }
     }
 }
 
@@ -895,6 +619,27 @@ mod tests {
             ("--stdio-host --to http://h/mcp -- /bin/s", "not both"),
             ("--stdio-host -- server", "absolute path"),
             ("--stdio-host --pass-env X --to http://h/mcp", "--pass-env"),
+            ("--listen 8080 --to http://h/mcp", "--token-file"),
+            (
+                "--listen 8080 --no-auth --token-file /nonexistent --to http://h/mcp",
+                "/nonexistent",
+            ),
+            (
+                "--listen 8080 --token secret --to http://h/mcp",
+                "process list",
+            ),
+            (
+                "--stdio-host --listen 8080 --no-auth --to http://h/mcp",
+                "not both",
+            ),
+            (
+                "--stdio-host --no-auth --to http://h/mcp",
+                "go with --listen",
+            ),
+            (
+                "--stdio-host --restart-max 2 --to http://h/mcp",
+                "go with -- /ABS/SERVER",
+            ),
             (
                 "--stdio-host --timeout-ms soon --to http://h/mcp",
                 "--timeout-ms",
@@ -903,6 +648,20 @@ mod tests {
             let err = parse(words(line)).err().unwrap_or_default();
             assert!(err.contains(why), "{line}: {err}");
         }
+    }
+
+    #[test]
+    fn a_bare_port_listens_on_loopback() {
+        let args = parse(words(
+            "--listen 8080 --no-auth --restart-max 2 --restart-backoff-ms 10 -- /bin/server",
+        ))
+        .unwrap();
+        assert!(matches!(args.host,
+            Host::Listen { addr, no_auth: true, .. } if addr == "127.0.0.1:8080"));
+        assert_eq!(args.restart.max, Some(2));
+        assert_eq!(args.restart.backoff, Some(Duration::from_millis(10)));
+        let args = parse(words("--listen 0.0.0.0:9 --no-auth --to grpc://h:1")).unwrap();
+        assert!(matches!(args.host, Host::Listen { addr, .. } if addr == "0.0.0.0:9"));
     }
 
     #[test]
