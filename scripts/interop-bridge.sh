@@ -89,25 +89,61 @@ dir=
 server_pid=
 
 # start_server NAME COMMAND...: the downstream of a row, in the background;
-# sets `server_addr` from its "listening on ADDR" line.
+# sets `server_addr` from its "listening on ADDR" line (on its stderr, or
+# its stdout when `listen_out` is 1).
+listen_out=0
 start_server() {
-    local name=$1
+    local name=$1 said=$dir/server.log
     shift
+    ((listen_out)) && said=$dir/server.out
     background "$dir/server.out" "$dir/server.log" "$@"
     server_pid=$bg_pid
-    if ! server_addr=$(wait_listening "$server_pid" "$dir/server.log" 20); then
+    if ! server_addr=$(wait_listening "$server_pid" "$said" 20); then
         note "the $name server did not start:"
         tail -n 20 "$dir/server.log" | sed 's/^/      /'
         return 1
     fi
 }
 
+# The embassy device host's network namespace (made at the first row that
+# needs it, deleted on exit): the device app on 10.77.0.2 behind a TAP
+# device, the kernel side 10.77.0.1 on a Linux bridge; the bridge under test
+# runs inside it too.
+ns=
+device_app=$root/target/release/mcpwire-device-host
+on_exit() { if [[ -n $ns ]]; then ip netns del "$ns" 2>/dev/null || true; fi; }
+# netns_why: why the namespace cannot be made here (empty when it can).
+netns_why() {
+    if [[ $(id -u) != 0 ]]; then echo "needs root (a network namespace and a TAP device)"
+    elif [[ ! -c /dev/net/tun ]]; then echo "no /dev/net/tun"
+    elif ! command -v ip >/dev/null; then echo "no ip command (iproute2)"
+    elif [[ ! -x $device_app ]]; then echo "no $device_app (cargo build --release -p mcpwire-device-host)"
+    fi
+}
+netns_up() {
+    [[ -z $ns ]] || return 0
+    ns=mcpwire-bm-$$
+    ip netns add "$ns" &&
+        ip netns exec "$ns" ip link set lo up &&
+        ip netns exec "$ns" ip link add mcpbr0 type bridge &&
+        ip netns exec "$ns" ip tuntap add dev mcptap0 mode tap &&
+        ip netns exec "$ns" ip link set mcptap0 master mcpbr0 &&
+        ip netns exec "$ns" ip link set mcptap0 up &&
+        ip netns exec "$ns" ip addr add 10.77.0.1/24 dev mcpbr0 &&
+        ip netns exec "$ns" ip link set mcpbr0 up
+}
+
 # downstream SERVER: starts the row's server; sets `to` (the bridge's
-# server side, as words), `profile` (what the host calls, JSON) and `auth`.
+# server side, as words), `in_ns` (what the bridge runs under: the
+# namespace, or nothing) and `profile` (what the host calls, JSON).
 downstream() {
     local echo='"tool": "echo", "args": {"text": "hi through the bridge"}, "text": "hi through the bridge", "bad_args": {"text": 5}'
     local slow='"slow": "progress", "slow_args": {"steps": 40, "delay_ms": 250}'
     local kill_server
+    local device='"tool": "read_sensor", "args": {}, "text": "temperature 21.500 °C",
+        "bad_tool": "slow_task", "bad_args": {"steps": 0},
+        "slow": "slow_task", "slow_args": {"steps": 100, "delay_ms": 100}'
+    in_ns=()
     case $1 in
     mcpwire-http | mcpwire-grpc)
         printf '%s\n' "$(<"$dir/token")" >"$dir/tokens"
@@ -141,10 +177,19 @@ downstream() {
         # shellcheck disable=SC2054 # the commas are QEMU's
         to=(-- "$qemu" -machine mps2-an386 -cpu cortex-m4 -nodefaults -display none -monitor none
             -serial stdio -semihosting-config enable=on,target=native -kernel "$elf")
-        profile='{"tool": "read_sensor", "args": {}, "text": "temperature 21.500 °C",
-            "bad_tool": "slow_task", "bad_args": {"steps": 0},
-            "slow": "slow_task", "slow_args": {"steps": 100, "delay_ms": 100},
-            "no_auth": "stdio: the launch is the boundary"}'
+        profile="{$device, \"no_auth\": \"stdio: the launch is the boundary\"}"
+        ;;
+    embassy-grpc)
+        netns_up || return 1
+        # The device app takes its token as an argument (a test app): its
+        # own command line is left out of the process-list check.
+        listen_out=1
+        start_server "$1" ip netns exec "$ns" "$device_app" --tap mcptap0 --address 10.77.0.2/24 \
+            --token "$(<"$dir/token")" || { listen_out=0; return 1; }
+        listen_out=0
+        to=(--to "grpc://10.77.0.2:50051")
+        in_ns=(ip netns exec "$ns")
+        profile="{$device, \"auth\": true}"
         ;;
     esac
     if [[ -n $server_pid ]]; then
@@ -164,8 +209,9 @@ downstream() {
 # signalled the wrapper, "exit PID TAG STATUS TIME"). Its arguments
 # choose the variant: --bad-token, --timeout (--timeout-ms 1500), --fault.
 wrapper() {
-    local args
+    local args prefix=
     printf -v args '%q ' "${to[@]}"
+    if ((${#in_ns[@]})); then printf -v prefix '%q ' "${in_ns[@]}"; fi
     cat >"$dir/bridge" <<EOF
 #!/usr/bin/env bash
 token_file=$dir/token tag=ok timeout=()
@@ -183,7 +229,7 @@ exec > >(tee -a "$dir/stdout")
 # closed the stdin) stops this wrapper: the bridge's own end is still
 # waited for and recorded.
 trap 'term=1 tag=\$tag,host-sigterm; echo "sigterm \${pid:-?} \$EPOCHREALTIME" >>"$dir/launches"' TERM
-"$binary" bridge --stdio-host "\${timeout[@]}" $args <&0 2>>"$dir/stderr" &
+$prefix"$binary" bridge --stdio-host "\${timeout[@]}" $args <&0 2>>"$dir/stderr" &
 pid=\$!
 echo "\$pid" >"$dir/bridge.pid"
 echo "start \$pid \$tag \$EPOCHREALTIME" >>"$dir/launches"
@@ -217,7 +263,7 @@ sample_cmdlines() {
 # --- the rows ------------------------------------------------------------------
 
 hosts=(py ts)
-servers=(mcpwire-http mcpwire-grpc pysdk-http tssdk-http mcp1-http stdio-child qemu-child)
+servers=(mcpwire-http mcpwire-grpc pysdk-http tssdk-http mcp1-http stdio-child qemu-child embassy-grpc)
 rows=()
 for host in "${hosts[@]}"; do
     for server in "${servers[@]}"; do
@@ -248,6 +294,10 @@ run_row() {
     printf '\n==> %s: %s host -> mcpwire bridge -> %s\n' "$row" "$host" "$server"
     if [[ $server == qemu-child ]] && [[ -z $qemu || ! -f $elf ]]; then
         record SKIP "$row" all "no qemu-system-arm or no firmware ELF"
+        return
+    fi
+    if [[ $server == embassy-grpc ]] && [[ -n $(netns_why) ]]; then
+        record SKIP "$row" all "$(netns_why)"
         return
     fi
     openssl rand -hex 16 | sed 's/^/mcpwire-secret-/' >"$dir/token"
@@ -289,6 +339,7 @@ run_row() {
     grep -qF -f "$dir/secrets" "$dir/stdout" && where+=(stdout)
     grep -qF -f "$dir/secrets" "$dir/stderr" && where+=("bridge log")
     cat "$dir/server.log" "$dir/server.out" 2>/dev/null | grep -qF -f "$dir/secrets" && where+=("server log")
+    if [[ -n $server_pid ]]; then sed -i "\\|^/proc/$server_pid/cmdline\$|d" "$dir/cmdline-hits"; fi
     [[ -s $dir/cmdline-hits ]] && where+=("process list: $(sort -u "$dir/cmdline-hits" | tr '\n' ' ')")
     if ((${#where[@]})); then
         record FAIL "$row" no-secret "a token in: ${where[*]}"

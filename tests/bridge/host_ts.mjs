@@ -200,7 +200,7 @@ async function disconnect() {
         );
         await within(10_000, progressed, 'the slow call sent no progress');
         execSync(p.kill, { stdio: 'ignore' });
-        const outcome = await within(10_000, call, 'the call in flight after the kill');
+        const outcome = await within(10_000, call, 'the call in flight after the kill (10 s)');
         expect(outcome.error, `the call in flight got a result: ${show(outcome)}`);
         // The next call is answered (an error or a result), not left hanging.
         const after = await within(
@@ -209,7 +209,7 @@ async function disconnect() {
                 () => 'next call: a result',
                 (e) => `next call: error ${e.code ?? e.message}`,
             ),
-            'the next call',
+            'the next call (10 s)',
         );
         return `in-flight error ${show(outcome.error.slice(0, 80))}; ${after}`;
     });
