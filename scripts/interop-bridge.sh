@@ -443,7 +443,7 @@ print(json.dumps(p))' "$profile" "$dir" "$port" "$timeout_port")
     # gRPC UNAUTHENTICATED, on the bridge's stderr or in the error the host
     # got), not some other failure. (An HTTP host checks its 401 itself.)
     if ((!net)) && grep -q "^PASS $row unauthorized" "$results" &&
-        ! cat "$dir/stderr" "$dir/stdout" | grep -qiE '401|unauthenticated'; then
+        ! grep -qiE '401|unauthenticated' "$dir/stderr" "$dir/stdout"; then
         record FAIL "$row" unauthorized "no 401 or UNAUTHENTICATED in what the bridge said"
     fi
 
@@ -452,7 +452,7 @@ print(json.dumps(p))' "$profile" "$dir" "$port" "$timeout_port")
     local where=()
     grep -qF -f "$dir/secrets" "$dir/stdout" && where+=(stdout)
     grep -qF -f "$dir/secrets" "$dir/stderr" && where+=("bridge log")
-    cat "$dir/server.log" "$dir/server.out" 2>/dev/null | grep -qF -f "$dir/secrets" && where+=("server log")
+    grep -qsF -f "$dir/secrets" "$dir/server.log" "$dir/server.out" && where+=("server log")
     if [[ -n $server_pid ]]; then sed -i "\\|^/proc/$server_pid/cmdline\$|d" "$dir/cmdline-hits"; fi
     [[ -s $dir/cmdline-hits ]] && where+=("process list: $(sort -u "$dir/cmdline-hits" | tr '\n' ' ')")
     if ((${#where[@]})); then
