@@ -34,7 +34,9 @@
 # Setup installs what is missing: mcp 2.3.0 into .venv, mcp 1.26.0 into
 # .peers/venv-mcp1, the npm packages of tests/bridge and tests/peers; builds
 # mcpwire (release, the test tools' profile) and the QEMU firmware unless
-# MCPWIRE_NO_BUILD=1. Without qemu-system-arm the QEMU rows are skipped.
+# MCPWIRE_NO_BUILD=1 (MCPWIRE_BINARY=PATH: that mcpwire instead of
+# target/release/mcpwire). Without qemu-system-arm the QEMU rows are
+# skipped, without root and /dev/net/tun the embassy ones.
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -61,7 +63,7 @@ if [[ ${MCPWIRE_NO_BUILD:-} != 1 ]]; then
         (cd tests/firmware/qemu-stdio && bounded 900 cargo build --release --quiet) || exit 2
     fi
 fi
-binary=$root/target/release/mcpwire
+binary=${MCPWIRE_BINARY:-$root/target/release/mcpwire}
 [[ -x $binary ]] || {
     echo "no $binary" >&2
     exit 2
@@ -89,28 +91,64 @@ dir=
 server_pid=
 
 # start_server NAME COMMAND...: the downstream of a row, in the background;
-# sets `server_addr` from its "listening on ADDR" line.
+# sets `server_addr` from its "listening on ADDR" line (on its stderr, or
+# its stdout when `listen_out` is 1).
+listen_out=0
 start_server() {
-    local name=$1
+    local name=$1 said=$dir/server.log
     shift
+    ((listen_out)) && said=$dir/server.out
     background "$dir/server.out" "$dir/server.log" "$@"
     server_pid=$bg_pid
-    if ! server_addr=$(wait_listening "$server_pid" "$dir/server.log" 20); then
+    if ! server_addr=$(wait_listening "$server_pid" "$said" 20); then
         note "the $name server did not start:"
         tail -n 20 "$dir/server.log" | sed 's/^/      /'
         return 1
     fi
 }
 
+# The embassy device host's network namespace (made at the first row that
+# needs it, deleted on exit): the device app on 10.77.0.2 behind a TAP
+# device, the kernel side 10.77.0.1 on a Linux bridge; the bridge under test
+# runs inside it too.
+ns=
+device_app=$root/target/release/mcpwire-device-host
+on_exit() { if [[ -n $ns ]]; then ip netns del "$ns" 2>/dev/null || true; fi; }
+# netns_why: why the namespace cannot be made here (empty when it can).
+netns_why() {
+    if [[ $(id -u) != 0 ]]; then echo "needs root (a network namespace and a TAP device)"
+    elif [[ ! -c /dev/net/tun ]]; then echo "no /dev/net/tun"
+    elif ! command -v ip >/dev/null; then echo "no ip command (iproute2)"
+    elif [[ ! -x $device_app ]]; then echo "no $device_app (cargo build --release -p mcpwire-device-host)"
+    fi
+}
+netns_up() {
+    [[ -z $ns ]] || return 0
+    ns=mcpwire-bm-$$
+    ip netns add "$ns" &&
+        ip netns exec "$ns" ip link set lo up &&
+        ip netns exec "$ns" ip link add mcpbr0 type bridge &&
+        ip netns exec "$ns" ip tuntap add dev mcptap0 mode tap &&
+        ip netns exec "$ns" ip link set mcptap0 master mcpbr0 &&
+        ip netns exec "$ns" ip link set mcptap0 up &&
+        ip netns exec "$ns" ip addr add 10.77.0.1/24 dev mcpbr0 &&
+        ip netns exec "$ns" ip link set mcpbr0 up
+}
+
 # downstream SERVER: starts the row's server; sets `to` (the bridge's
-# server side, as words), `profile` (what the host calls, JSON) and `auth`.
+# server side, as words), `in_ns` (what the bridge runs under: the
+# namespace, or nothing) and `profile` (what the host calls, JSON).
 downstream() {
     local echo='"tool": "echo", "args": {"text": "hi through the bridge"}, "text": "hi through the bridge", "bad_args": {"text": 5}'
     local slow='"slow": "progress", "slow_args": {"steps": 40, "delay_ms": 250}'
     local kill_server
+    local device='"tool": "read_sensor", "args": {}, "text": "temperature 21.500 °C",
+        "bad_tool": "slow_task", "bad_args": {"steps": 0},
+        "slow": "slow_task", "slow_args": {"steps": 100, "delay_ms": 100}'
+    in_ns=()
     case $1 in
     mcpwire-http | mcpwire-grpc)
-        printf '%s\n' "$(<"$dir/token")" >"$dir/tokens"
+        printf '%s\n' "$(<"$dir/down-token")" >"$dir/tokens"
         start_server "$1" "$binary" serve --listen 127.0.0.1:0 --token-file "$dir/tokens" --tick-ms 300 || return 1
         if [[ $1 == mcpwire-http ]]; then to=(--to "http://$server_addr/mcp"); else to=(--to "grpc://$server_addr"); fi
         profile="{$echo, $slow, \"auth\": true}"
@@ -141,10 +179,19 @@ downstream() {
         # shellcheck disable=SC2054 # the commas are QEMU's
         to=(-- "$qemu" -machine mps2-an386 -cpu cortex-m4 -nodefaults -display none -monitor none
             -serial stdio -semihosting-config enable=on,target=native -kernel "$elf")
-        profile='{"tool": "read_sensor", "args": {}, "text": "temperature 21.500 °C",
-            "bad_tool": "slow_task", "bad_args": {"steps": 0},
-            "slow": "slow_task", "slow_args": {"steps": 100, "delay_ms": 100},
-            "no_auth": "stdio: the launch is the boundary"}'
+        profile="{$device, \"no_auth\": \"stdio: the launch is the boundary\"}"
+        ;;
+    embassy-grpc)
+        netns_up || return 1
+        # The device app takes its token as an argument (a test app): its
+        # own command line is left out of the process-list check.
+        listen_out=1
+        start_server "$1" ip netns exec "$ns" "$device_app" --tap mcptap0 --address 10.77.0.2/24 \
+            --token "$(<"$dir/token")" || { listen_out=0; return 1; }
+        listen_out=0
+        to=(--to "grpc://10.77.0.2:50051")
+        in_ns=(ip netns exec "$ns")
+        profile="{$device, \"auth\": true}"
         ;;
     esac
     if [[ -n $server_pid ]]; then
@@ -164,8 +211,9 @@ downstream() {
 # signalled the wrapper, "exit PID TAG STATUS TIME"). Its arguments
 # choose the variant: --bad-token, --timeout (--timeout-ms 1500), --fault.
 wrapper() {
-    local args
+    local args prefix=
     printf -v args '%q ' "${to[@]}"
+    if ((${#in_ns[@]})); then printf -v prefix '%q ' "${in_ns[@]}"; fi
     cat >"$dir/bridge" <<EOF
 #!/usr/bin/env bash
 token_file=$dir/token tag=ok timeout=()
@@ -183,7 +231,7 @@ exec > >(tee -a "$dir/stdout")
 # closed the stdin) stops this wrapper: the bridge's own end is still
 # waited for and recorded.
 trap 'term=1 tag=\$tag,host-sigterm; echo "sigterm \${pid:-?} \$EPOCHREALTIME" >>"$dir/launches"' TERM
-"$binary" bridge --stdio-host "\${timeout[@]}" $args <&0 2>>"$dir/stderr" &
+$prefix"$binary" bridge --stdio-host "\${timeout[@]}" $args <&0 2>>"$dir/stderr" &
 pid=\$!
 echo "\$pid" >"$dir/bridge.pid"
 echo "start \$pid \$tag \$EPOCHREALTIME" >>"$dir/launches"
@@ -204,6 +252,60 @@ EOF
     chmod +x "$dir/bridge"
 }
 
+# bridgectl: $dir/bridgectl, which starts and stops the row's bridge with a
+# network host side (`--listen 127.0.0.1:PORT --token-file`), its token to
+# the server from a file; one line per launch in $dir/launches as the
+# wrapper writes them.
+#   bridgectl start TAG PORT [BRIDGE-ARG...]   (returns once it listens)
+#   bridgectl stop PORT                        (SIGTERM; returns once it ended)
+bridgectl() {
+    local args
+    printf -v args '%q ' "${to[@]}"
+    printf '%s\n' "$(<"$dir/token")" >"$dir/host-tokens"
+    cat >"$dir/bridgectl" <<EOF
+#!/usr/bin/env bash
+set -u
+case \$1 in
+start)
+    tag=\$2 port=\$3
+    shift 3
+    MCPWIRE_TOKEN=\$(<"$dir/down-token")
+    export MCPWIRE_TOKEN
+    (
+        "$binary" bridge --listen "127.0.0.1:\$port" --token-file "$dir/host-tokens" "\$@" $args \\
+            </dev/null >>"$dir/stdout" 2>>"$dir/stderr" &
+        pid=\$!
+        echo "\$pid" >"$dir/bridge-\$port.pid"
+        echo "start \$pid \$tag \$EPOCHREALTIME" >>"$dir/launches"
+        rc=0
+        wait "\$pid" || rc=\$?
+        echo "exit \$pid \$tag \$rc \$EPOCHREALTIME" >>"$dir/launches"
+    ) >/dev/null 2>&1 &
+    for ((i = 0; i < 100; i++)); do
+        if [[ -s "$dir/bridge-\$port.pid" ]] && (exec 3<>"/dev/tcp/127.0.0.1/\$port") 2>/dev/null; then
+            exit 0
+        fi
+        sleep 0.1
+    done
+    echo "the bridge on port \$port did not listen within 10 s" >&2
+    exit 1
+    ;;
+stop)
+    port=\$2
+    [[ -s "$dir/bridge-\$port.pid" ]] || exit 0
+    pid=\$(<"$dir/bridge-\$port.pid")
+    kill -TERM "\$pid" 2>/dev/null
+    for ((i = 0; i < 100; i++)); do
+        grep -q "^exit \$pid " "$dir/launches" && break
+        sleep 0.1
+    done
+    rm -f "$dir/bridge-\$port.pid"
+    ;;
+esac
+EOF
+    chmod +x "$dir/bridgectl"
+}
+
 # sample_cmdlines: while it runs, the command lines of every process that
 # hold a token, in $dir/cmdline-hits (grep reads the tokens from a file:
 # its own command line holds none).
@@ -216,12 +318,28 @@ sample_cmdlines() {
 
 # --- the rows ------------------------------------------------------------------
 
+# The bridge's network host side (`--listen`): HTTP hosts, the SDKs'
+# Streamable HTTP clients with a bearer token, to a stdio child and to the
+# gRPC tunnel. Without --listen in the bridge's usage those rows are skipped.
+net_hosts=(py-http ts-http)
+net_servers=(stdio-child mcpwire-grpc)
+listen_why=
+if [[ $("$binary" bridge 2>&1 || true) != *--listen* ]]; then
+    listen_why="this mcpwire bridge has no --listen host side yet"
+fi
+
 hosts=(py ts)
-servers=(mcpwire-http mcpwire-grpc pysdk-http tssdk-http mcp1-http stdio-child qemu-child)
-rows=()
+servers=(mcpwire-http mcpwire-grpc pysdk-http tssdk-http mcp1-http stdio-child qemu-child embassy-grpc)
+all_rows=()
 for host in "${hosts[@]}"; do
-    for server in "${servers[@]}"; do
-        row="$host>$server"
+    for server in "${servers[@]}"; do all_rows+=("$host>$server"); done
+done
+for host in "${net_hosts[@]}"; do
+    for server in "${net_servers[@]}"; do all_rows+=("$host>$server"); done
+done
+rows=()
+for row in "${all_rows[@]}"; do
+    {
         if ((${#patterns[@]})); then
             keep=0
             for p in "${patterns[@]}"; do
@@ -231,13 +349,13 @@ for host in "${hosts[@]}"; do
             ((keep)) || continue
         fi
         rows+=("$row")
-    done
+    }
 done
 
 host_command() {
     case $1 in
-    py) host_cmd=("$python" "$root/tests/bridge/host_py.py") ;;
-    ts) host_cmd=(node "$root/tests/bridge/host_ts.mjs") ;;
+    py | py-http) host_cmd=("$python" "$root/tests/bridge/host_py.py") ;;
+    ts | ts-http) host_cmd=(node "$root/tests/bridge/host_ts.mjs") ;;
     esac
 }
 
@@ -250,20 +368,66 @@ run_row() {
         record SKIP "$row" all "no qemu-system-arm or no firmware ELF"
         return
     fi
+    if [[ $server == embassy-grpc ]] && [[ -n $(netns_why) ]]; then
+        record SKIP "$row" all "$(netns_why)"
+        return
+    fi
+    local net=0
+    [[ $host == *-http ]] && net=1
+    if ((net)) && [[ -n $listen_why ]]; then
+        record SKIP "$row" all "$listen_why"
+        return
+    fi
+    # The host's token (for a stdio host: the bridge's token to the
+    # server), the bridge's token to the server, a wrong one.
     openssl rand -hex 16 | sed 's/^/mcpwire-secret-/' >"$dir/token"
     openssl rand -hex 16 | sed 's/^/mcpwire-wrong-/' >"$dir/bad-token"
-    cat "$dir/token" "$dir/bad-token" >"$dir/secrets"
+    if ((net)); then
+        openssl rand -hex 16 | sed 's/^/mcpwire-downstream-/' >"$dir/down-token"
+    else
+        cp "$dir/token" "$dir/down-token"
+    fi
+    cat "$dir/token" "$dir/bad-token" "$dir/down-token" | sort -u >"$dir/secrets"
     : >"$dir/stdout" >"$dir/stderr" >"$dir/launches" >"$dir/cmdline-hits"
     if ! downstream "$server"; then
         record FAIL "$row" setup "the server did not start"
         return
     fi
-    wrapper
     host_command "$host"
+    local target=$dir/bridge port= timeout_port=
+    if ((net)); then
+        bridgectl
+        port=$(free_port)
+        timeout_port=$(free_port)
+        if ! "$dir/bridgectl" start ok "$port" || ! "$dir/bridgectl" start timeout "$timeout_port" --timeout-ms 1500; then
+            record FAIL "$row" setup "the bridge did not start: $(tail -n 3 "$dir/stderr" | tr '\n' ' ')"
+            "$dir/bridgectl" stop "$port" || true
+            if [[ -n $server_pid ]]; then stop_pids 5 "$server_pid" || true; fi
+            return
+        fi
+        target=http
+        profile=$(python3 -c '
+import json, sys
+p = json.loads(sys.argv[1])
+d, port, tport = sys.argv[2:5]
+p.update(url=f"http://127.0.0.1:{port}/mcp", timeout_url=f"http://127.0.0.1:{tport}/mcp",
+         token_file=f"{d}/token", bad_token_file=f"{d}/bad-token",
+         restart=f"{d}/bridgectl stop {port} && {d}/bridgectl start ok {port}", auth=True)
+p.pop("no_auth", None)
+if "pgrep" in p["kill"]:
+    p["kill"] = f"kill -KILL $(pgrep -P $(cat {d}/bridge-{port}.pid))"
+print(json.dumps(p))' "$profile" "$dir" "$port" "$timeout_port")
+    else
+        wrapper
+    fi
     sample_cmdlines &
     local sampler=$!
-    bounded 150 "${host_cmd[@]}" "$row" ordinary "$dir/bridge" "$profile" >>"$results" 2>"$dir/host.err" || true
-    bounded 60 "${host_cmd[@]}" "$row" faults "$dir/bridge" "$profile" >>"$results" 2>>"$dir/host.err" || true
+    bounded 150 "${host_cmd[@]}" "$row" ordinary "$target" "$profile" >>"$results" 2>"$dir/host.err" || true
+    bounded 60 "${host_cmd[@]}" "$row" faults "$target" "$profile" >>"$results" 2>>"$dir/host.err" || true
+    if ((net)); then
+        "$dir/bridgectl" stop "$port" || true
+        "$dir/bridgectl" stop "$timeout_port" || true
+    fi
     kill "$sampler" 2>/dev/null || true
     wait "$sampler" 2>/dev/null || true
     # A check the host never reported (it crashed, or its time ran out).
@@ -277,9 +441,9 @@ run_row() {
 
     # unauthorized: what refused the wrong token is named (HTTP 401 or
     # gRPC UNAUTHENTICATED, on the bridge's stderr or in the error the host
-    # got), not some other failure.
-    if grep -q "^PASS $row unauthorized" "$results" &&
-        ! cat "$dir/stderr" "$dir/stdout" | grep -qiE '401|unauthenticated'; then
+    # got), not some other failure. (An HTTP host checks its 401 itself.)
+    if ((!net)) && grep -q "^PASS $row unauthorized" "$results" &&
+        ! grep -qiE '401|unauthenticated' "$dir/stderr" "$dir/stdout"; then
         record FAIL "$row" unauthorized "no 401 or UNAUTHENTICATED in what the bridge said"
     fi
 
@@ -288,7 +452,8 @@ run_row() {
     local where=()
     grep -qF -f "$dir/secrets" "$dir/stdout" && where+=(stdout)
     grep -qF -f "$dir/secrets" "$dir/stderr" && where+=("bridge log")
-    cat "$dir/server.log" "$dir/server.out" 2>/dev/null | grep -qF -f "$dir/secrets" && where+=("server log")
+    grep -qsF -f "$dir/secrets" "$dir/server.log" "$dir/server.out" && where+=("server log")
+    if [[ -n $server_pid ]]; then sed -i "\\|^/proc/$server_pid/cmdline\$|d" "$dir/cmdline-hits"; fi
     [[ -s $dir/cmdline-hits ]] && where+=("process list: $(sort -u "$dir/cmdline-hits" | tr '\n' ' ')")
     if ((${#where[@]})); then
         record FAIL "$row" no-secret "a token in: ${where[*]}"
@@ -296,8 +461,16 @@ run_row() {
         record PASS "$row" no-secret "$(grep -c '^start' "$dir/launches") launches, $(wc -l <"$dir/stdout") stdout lines"
     fi
 
-    # stdout-clean: every line the host read is one JSON-RPC message.
-    local bad
+    # stdout-clean: every line the host read is one JSON-RPC message (a
+    # network host side: nothing at all on stdout).
+    local bad=0
+    if ((net)); then
+        if [[ -s $dir/stdout ]]; then
+            record FAIL "$row" stdout-clean "$(wc -l <"$dir/stdout") lines on the bridge's stdout"
+        else
+            record PASS "$row" stdout-clean "nothing on stdout (diagnostics on stderr)"
+        fi
+    else
     bad=$(python3 -c '
 import json, sys
 n = 0
@@ -312,6 +485,7 @@ print(n)' "$dir/stdout")
         record PASS "$row" stdout-clean "JSON-RPC lines only"
     else
         record FAIL "$row" stdout-clean "$bad lines that are not JSON-RPC (of $(wc -l <"$dir/stdout"))"
+    fi
     fi
 
     # clean-shutdown: each launch ended; the ordinary ones with status 0.

@@ -3,10 +3,16 @@ bridge`: one row of the bridge matrix (scripts/interop-bridge.sh), the
 host's half of the transports document's minimum bridge test.
 
     python host_py.py ROW PHASE WRAPPER PROFILE-JSON
+    python host_py.py ROW PHASE http PROFILE-JSON
 
 WRAPPER is the executable the SDK launches as its stdio server; it runs
 the bridge (its arguments choose a variant: --bad-token, --timeout,
---fault). PROFILE-JSON says what the server behind the bridge offers:
+--fault). With `http`, the host is the SDK's Streamable HTTP client of a
+running `mcpwire bridge --listen` at the profile's "url" ("timeout_url"
+for the timeout check), its bearer token read from "token_file" (a wrong
+one from "bad_token_file"); "restart" is the shell command that stops the
+bridge and starts it again. PROFILE-JSON says what the server behind the
+bridge offers:
 
     {"tool": "echo", "args": {...}, "text": "expected text",
      "bad_args": {...}, "slow": "progress", "slow_args": {...},
@@ -22,6 +28,7 @@ Prints "PASS|FAIL|SKIP ROW CHECK detail" per check; exits 1 when one
 failed.
 """
 
+import contextlib
 import json
 import logging
 import subprocess
@@ -30,6 +37,8 @@ import time
 
 import anyio
 from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
 VERSION = "2026-07-28"
@@ -76,10 +85,31 @@ def texts(result):
 class Row:
     def __init__(self, name, wrapper, profile):
         self.name, self.wrapper, self.p = name, wrapper, profile
+        self.http = wrapper == "http"
         self.failed = 0
+        # The HTTP statuses the host got (HTTP hosts).
+        self.statuses = []
 
     def client(self, *variant):
-        return Client(StdioServerParameters(command=self.wrapper, args=list(variant)))
+        if not self.http:
+            return Client(StdioServerParameters(command=self.wrapper, args=list(variant)))
+        url = self.p["timeout_url"] if "--timeout" in variant else self.p["url"]
+        token = None
+        if "--no-token" not in variant:
+            with open(self.p["bad_token_file" if "--bad-token" in variant else "token_file"]) as f:
+                token = f.read().strip()
+        return self.http_client(url, token)
+
+    @contextlib.asynccontextmanager
+    async def http_client(self, url, token):
+        async def on_response(response):
+            self.statuses.append(response.status_code)
+
+        http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"} if token else None)
+        http.event_hooks = {"response": [on_response]}
+        async with http:
+            async with Client(streamable_http_client(url, http_client=http)) as c:
+                yield c
 
     def report(self, status, check, detail=""):
         if status == "FAIL":
@@ -179,6 +209,8 @@ class Row:
             return seen
 
     async def unauthorized(self):
+        if self.http:
+            return await self.unauthorized_http()
         # The bridge is given a wrong token for the server: the host must
         # see a failure, never a result.
         try:
@@ -193,11 +225,29 @@ class Row:
                 raise leaf(e) from None
             return f"connect refused: {type(leaf(e)).__name__}: {leaf(e)}"[:160]
 
+    async def unauthorized_http(self):
+        # No token, then a wrong one: the bridge's host side answers 401.
+        seen = []
+        for variant in ("--no-token", "--bad-token"):
+            self.statuses.clear()
+            try:
+                async with self.client(variant) as c:
+                    await c.list_tools()
+                raise Failed(f"{variant}: tools/list answered")
+            except Exception as e:
+                if isinstance(leaf(e), Failed):
+                    raise leaf(e) from None
+            expect(self.statuses and set(self.statuses) == {401}, f"{variant}: HTTP statuses {self.statuses}")
+            seen.append(f"{variant[2:]}: 401")
+        return ", ".join(seen)
+
     async def restart(self):
         for i in range(3):
+            if self.http:
+                subprocess.run(self.p["restart"], shell=True, check=True)
             async with self.client() as c:
                 await self.read_call(c)
-        return "3 launches"
+        return "3 restarts of the bridge" if self.http else "3 launches"
 
     async def disconnect(self):
         async with self.client("--fault") as c:
@@ -220,17 +270,22 @@ class Row:
                 with anyio.fail_after(10):
                     await started.wait()
                 subprocess.run(self.p["kill"], shell=True, check=True)
-                with anyio.fail_after(10):
+                with anyio.move_on_after(10):
                     while not outcome:
                         await anyio.sleep(0.05)
+                if not outcome:
+                    tg.cancel_scope.cancel()
+            expect(outcome, "the call in flight had no end within 10 s of the kill")
             expect("error" in outcome, f"the call in flight got a result: {outcome}")
             # The next call is answered (an error or a result), not left hanging.
-            with anyio.fail_after(10):
+            after = None
+            with anyio.move_on_after(10):
                 try:
                     await c.call_tool(self.p["tool"], self.p["args"])
                     after = "next call: a result"
                 except MCPError as e:
                     after = f"next call: error {e.code}"
+            expect(after, "the next call had no answer within 10 s")
             return f"in-flight error {outcome['error'][:80]!r}; {after}"
 
 

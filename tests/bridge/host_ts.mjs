@@ -4,20 +4,26 @@
 // TypeScript API, the client pinned to 2026-07-28.
 //
 //     node host_ts.mjs ROW PHASE WRAPPER PROFILE-JSON
+//     node host_ts.mjs ROW PHASE http PROFILE-JSON
 //
 // WRAPPER is the executable the SDK launches as its stdio server (it runs
 // the bridge; its arguments --bad-token, --timeout, --fault choose a
-// variant); PROFILE-JSON says what the server behind the bridge offers
-// (host_py.py has the fields). PHASE "ordinary": discover, tools-list,
+// variant); with `http` the host is the SDK's Streamable HTTP client of a
+// running `mcpwire bridge --listen` (the profile's url, timeout_url,
+// token_file, bad_token_file, restart: host_py.py has them). PROFILE-JSON
+// says what the server behind the bridge offers (host_py.py has the
+// fields). PHASE "ordinary": discover, tools-list,
 // read-call, malformed-args, cancel, timeout, unauthorized (when "auth"),
 // restart. PHASE "faults": disconnect.
 //
 // Prints "PASS|FAIL|SKIP ROW CHECK detail" per check; exits 1 when one
 // failed.
 
-import { execSync } from 'node:child_process';
+import { exec, execSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { promisify } from 'node:util';
 
-import { Client, ProtocolError } from '@modelcontextprotocol/client';
+import { Client, ProtocolError, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
 
 const VERSION = '2026-07-28';
@@ -29,6 +35,7 @@ function expect(cond, why) {
     if (!cond) throw new Failed(why);
 }
 
+const execAsync = promisify(exec);
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 const texts = (result) => result.content.filter((b) => b.type === 'text').map((b) => b.text);
 const show = (v) => JSON.stringify(v);
@@ -48,7 +55,26 @@ if (!profileJson) {
     process.exit(2);
 }
 const p = JSON.parse(profileJson);
+const http = wrapper === 'http';
+// The HTTP statuses the host got (an HTTP host).
+const statuses = [];
 let failed = 0;
+
+function transportFor(variant) {
+    if (!http) return new StdioClientTransport({ command: wrapper, args: variant, stderr: 'ignore' });
+    const url = variant.includes('--timeout') ? p.timeout_url : p.url;
+    const headers = {};
+    if (!variant.includes('--no-token')) {
+        const file = variant.includes('--bad-token') ? p.bad_token_file : p.token_file;
+        headers.authorization = `Bearer ${readFileSync(file, 'utf8').trim()}`;
+    }
+    const recording = async (input, init) => {
+        const response = await fetch(input, init);
+        statuses.push(response.status);
+        return response;
+    };
+    return new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers }, fetch: recording });
+}
 
 function report(status, check, detail = '') {
     if (status === 'FAIL') failed += 1;
@@ -60,7 +86,7 @@ function report(status, check, detail = '') {
 async function withClient(variant, body) {
     const client = new Client({ name: 'mcpwire-bridge-matrix', version: '0.0.0' }, { versionNegotiation: { mode: { pin: VERSION } } });
     client.onerror = () => {};
-    const transport = new StdioClientTransport({ command: wrapper, args: variant, stderr: 'ignore' });
+    const transport = transportFor(variant);
     await client.connect(transport);
     const wire = [];
     const { onmessage } = transport;
@@ -165,7 +191,29 @@ async function timeout() {
     });
 }
 
+async function unauthorizedHttp() {
+    // No token, then a wrong one: the bridge's host side answers 401.
+    const seen = [];
+    for (const variant of ['--no-token', '--bad-token']) {
+        statuses.length = 0;
+        let answered = false;
+        try {
+            await withClient([variant], async (client) => {
+                await client.listTools();
+                answered = true;
+            });
+        } catch {
+            // refused: what the statuses say is checked below
+        }
+        expect(!answered, `${variant}: tools/list answered`);
+        expect(statuses.length > 0 && statuses.every((s) => s === 401), `${variant}: HTTP statuses ${show(statuses)}`);
+        seen.push(`${variant.slice(2)}: 401`);
+    }
+    return seen.join(', ');
+}
+
 async function unauthorized() {
+    if (http) return unauthorizedHttp();
     // The bridge is given a wrong token for the server: the host must see a
     // failure, never a result.
     let listed;
@@ -186,8 +234,13 @@ async function unauthorized() {
 }
 
 async function restart() {
-    for (let i = 0; i < 3; i++) await withClient([], readCall);
-    return '3 launches';
+    for (let i = 0; i < 3; i++) {
+        // Asynchronously: the event loop must see the old bridge close its
+        // connections (a blocked loop would reuse a dead one).
+        if (http) await execAsync(p.restart, { shell: '/bin/bash' });
+        await withClient([], readCall);
+    }
+    return http ? '3 restarts of the bridge' : '3 launches';
 }
 
 async function disconnect() {
@@ -200,7 +253,7 @@ async function disconnect() {
         );
         await within(10_000, progressed, 'the slow call sent no progress');
         execSync(p.kill, { stdio: 'ignore' });
-        const outcome = await within(10_000, call, 'the call in flight after the kill');
+        const outcome = await within(10_000, call, 'the call in flight after the kill (10 s)');
         expect(outcome.error, `the call in flight got a result: ${show(outcome)}`);
         // The next call is answered (an error or a result), not left hanging.
         const after = await within(
@@ -209,7 +262,7 @@ async function disconnect() {
                 () => 'next call: a result',
                 (e) => `next call: error ${e.code ?? e.message}`,
             ),
-            'the next call',
+            'the next call (10 s)',
         );
         return `in-flight error ${show(outcome.error.slice(0, 80))}; ${after}`;
     });
