@@ -155,7 +155,7 @@ pub(super) fn members(
         let holder = if entry.group == 0 {
             Some(msg)
         } else {
-            msg.message(entry.group)
+            msg.message(u32::from(entry.group))
         };
         match holder {
             Some(h) => field(jw, m, entry, h, first)?,
@@ -191,7 +191,7 @@ fn field(
     msg: MessageRef<'_>,
     first: &mut bool,
 ) -> Result<()> {
-    let n = entry.field;
+    let n = u32::from(entry.field);
     let always = entry.flags & ALWAYS != 0;
     match entry.conv {
         Conv::Str => {
@@ -206,7 +206,7 @@ fn field(
                     .entries
                     .iter()
                     .find(|e| e.key != entry.key && m.one_of.contains(&e.key))
-                    .map_or(0, |e| e.field);
+                    .map_or(0, |e| u32::from(e.field));
                 let blob = msg.bytes(other).unwrap_or_default();
                 if !blob.is_empty() {
                     if !s.is_empty() {
