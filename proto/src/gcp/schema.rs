@@ -10,7 +10,8 @@ pub use super::desc::{EnumDesc, FieldDesc, FieldType, Label, MessageDesc};
 
 /// The enum `model_context_protocol.ProtocolVersion`.
 pub static PROTOCOL_VERSION: EnumDesc = EnumDesc {
-    name: proto_name!("model_context_protocol.ProtocolVersion"),
+    #[cfg(feature = "names")]
+    name: "model_context_protocol.ProtocolVersion",
     values: &[
         (proto_name!("VERSION_UNKNOWN"), 0),
         (proto_name!("VERSION_20250326"), 1),
@@ -22,7 +23,8 @@ pub static PROTOCOL_VERSION: EnumDesc = EnumDesc {
 
 /// The enum `model_context_protocol.ResultType`.
 pub static RESULT_TYPE: EnumDesc = EnumDesc {
-    name: proto_name!("model_context_protocol.ResultType"),
+    #[cfg(feature = "names")]
+    name: "model_context_protocol.ResultType",
     values: &[
         (proto_name!("RESULT_TYPE_UNSPECIFIED"), 0),
         (proto_name!("RESULT_TYPE_COMPLETE"), 1),
@@ -32,7 +34,8 @@ pub static RESULT_TYPE: EnumDesc = EnumDesc {
 
 /// The enum `model_context_protocol.CacheScope`.
 pub static CACHE_SCOPE: EnumDesc = EnumDesc {
-    name: proto_name!("model_context_protocol.CacheScope"),
+    #[cfg(feature = "names")]
+    name: "model_context_protocol.CacheScope",
     values: &[
         (proto_name!("CACHE_SCOPE_UNSPECIFIED"), 0),
         (proto_name!("CACHE_SCOPE_PUBLIC"), 1),
@@ -42,7 +45,8 @@ pub static CACHE_SCOPE: EnumDesc = EnumDesc {
 
 /// The enum `model_context_protocol.Role`.
 pub static ROLE: EnumDesc = EnumDesc {
-    name: proto_name!("model_context_protocol.Role"),
+    #[cfg(feature = "names")]
+    name: "model_context_protocol.Role",
     values: &[
         (proto_name!("ROLE_UNKNOWN"), 0),
         (proto_name!("ROLE_USER"), 1),
@@ -52,32 +56,37 @@ pub static ROLE: EnumDesc = EnumDesc {
 
 /// The message `model_context_protocol.InputRequest`.
 pub static INPUT_REQUEST: MessageDesc = MessageDesc {
-    name: proto_name!("model_context_protocol.InputRequest"),
+    #[cfg(feature = "names")]
+    name: "model_context_protocol.InputRequest",
     fields: &[
         FieldDesc {
             number: 8,
-            name: proto_name!("sampling_create_message"),
+            #[cfg(feature = "names")]
+            name: "sampling_create_message",
             ty: FieldType::Message(&SAMPLING_CREATE_MESSAGE_REQUEST),
             label: Label::Singular,
             deprecated: true,
         },
         FieldDesc {
             number: 9,
-            name: proto_name!("list_roots_request"),
+            #[cfg(feature = "names")]
+            name: "list_roots_request",
             ty: FieldType::Message(&LIST_ROOTS_REQUEST),
             label: Label::Singular,
             deprecated: true,
         },
         FieldDesc {
             number: 10,
-            name: proto_name!("notify_on_root_list_update"),
+            #[cfg(feature = "names")]
+            name: "notify_on_root_list_update",
             ty: FieldType::Bool,
             label: Label::Singular,
             deprecated: true,
         },
         FieldDesc {
             number: 11,
-            name: proto_name!("elicit_request"),
+            #[cfg(feature = "names")]
+            name: "elicit_request",
             ty: FieldType::Message(&ELICIT_REQUEST),
             label: Label::Singular,
             deprecated: false,
@@ -87,25 +96,29 @@ pub static INPUT_REQUEST: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.InputResponse`.
 pub static INPUT_RESPONSE: MessageDesc = MessageDesc {
-    name: proto_name!("model_context_protocol.InputResponse"),
+    #[cfg(feature = "names")]
+    name: "model_context_protocol.InputResponse",
     fields: &[
         FieldDesc {
             number: 7,
-            name: proto_name!("sampling_create_message_result"),
+            #[cfg(feature = "names")]
+            name: "sampling_create_message_result",
             ty: FieldType::Message(&SAMPLING_CREATE_MESSAGE_RESULT),
             label: Label::Singular,
             deprecated: true,
         },
         FieldDesc {
             number: 8,
-            name: proto_name!("root_list_result"),
+            #[cfg(feature = "names")]
+            name: "root_list_result",
             ty: FieldType::Message(&LIST_ROOTS_RESULT),
             label: Label::Singular,
             deprecated: true,
         },
         FieldDesc {
             number: 9,
-            name: proto_name!("elicit_result"),
+            #[cfg(feature = "names")]
+            name: "elicit_result",
             ty: FieldType::Message(&ELICIT_RESULT),
             label: Label::Singular,
             deprecated: false,
@@ -115,32 +128,37 @@ pub static INPUT_RESPONSE: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.RequestFields`.
 pub static REQUEST_FIELDS: MessageDesc = MessageDesc {
-    name: proto_name!("model_context_protocol.RequestFields"),
+    #[cfg(feature = "names")]
+    name: "model_context_protocol.RequestFields",
     fields: &[
         FieldDesc {
             number: 1,
-            name: proto_name!("metadata"),
+            #[cfg(feature = "names")]
+            name: "metadata",
             ty: FieldType::Message(&super::wkt::STRUCT),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 6,
-            name: proto_name!("input_responses"),
+            #[cfg(feature = "names")]
+            name: "input_responses",
             ty: FieldType::Map(&REQUEST_FIELDS_INPUT_RESPONSES_ENTRY),
             label: Label::Repeated,
             deprecated: false,
         },
         FieldDesc {
             number: 7,
-            name: proto_name!("resume_data"),
+            #[cfg(feature = "names")]
+            name: "resume_data",
             ty: FieldType::Message(&super::wkt::STRUCT),
             label: Label::Singular,
             deprecated: true,
         },
         FieldDesc {
             number: 8,
-            name: proto_name!("request_state"),
+            #[cfg(feature = "names")]
+            name: "request_state",
             ty: FieldType::String,
             label: Label::Optional,
             deprecated: false,
@@ -150,18 +168,21 @@ pub static REQUEST_FIELDS: MessageDesc = MessageDesc {
 
 /// The map entry `model_context_protocol.RequestFields.InputResponsesEntry`.
 pub static REQUEST_FIELDS_INPUT_RESPONSES_ENTRY: MessageDesc = MessageDesc {
-    name: proto_name!("model_context_protocol.RequestFields.InputResponsesEntry"),
+    #[cfg(feature = "names")]
+    name: "model_context_protocol.RequestFields.InputResponsesEntry",
     fields: &[
         FieldDesc {
             number: 1,
-            name: proto_name!("key"),
+            #[cfg(feature = "names")]
+            name: "key",
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: proto_name!("value"),
+            #[cfg(feature = "names")]
+            name: "value",
             ty: FieldType::Message(&INPUT_RESPONSE),
             label: Label::Singular,
             deprecated: false,
@@ -171,46 +192,53 @@ pub static REQUEST_FIELDS_INPUT_RESPONSES_ENTRY: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.ResponseFields`.
 pub static RESPONSE_FIELDS: MessageDesc = MessageDesc {
-    name: proto_name!("model_context_protocol.ResponseFields"),
+    #[cfg(feature = "names")]
+    name: "model_context_protocol.ResponseFields",
     fields: &[
         FieldDesc {
             number: 1,
-            name: proto_name!("instructions"),
+            #[cfg(feature = "names")]
+            name: "instructions",
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: proto_name!("metadata"),
+            #[cfg(feature = "names")]
+            name: "metadata",
             ty: FieldType::Message(&super::wkt::STRUCT),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 7,
-            name: proto_name!("input_requests"),
+            #[cfg(feature = "names")]
+            name: "input_requests",
             ty: FieldType::Map(&RESPONSE_FIELDS_INPUT_REQUESTS_ENTRY),
             label: Label::Repeated,
             deprecated: false,
         },
         FieldDesc {
             number: 8,
-            name: proto_name!("resume_data"),
+            #[cfg(feature = "names")]
+            name: "resume_data",
             ty: FieldType::Message(&super::wkt::STRUCT),
             label: Label::Singular,
             deprecated: true,
         },
         FieldDesc {
             number: 9,
-            name: proto_name!("result_type"),
+            #[cfg(feature = "names")]
+            name: "result_type",
             ty: FieldType::Enum(&RESULT_TYPE),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 10,
-            name: proto_name!("request_state"),
+            #[cfg(feature = "names")]
+            name: "request_state",
             ty: FieldType::String,
             label: Label::Optional,
             deprecated: false,
@@ -220,18 +248,21 @@ pub static RESPONSE_FIELDS: MessageDesc = MessageDesc {
 
 /// The map entry `model_context_protocol.ResponseFields.InputRequestsEntry`.
 pub static RESPONSE_FIELDS_INPUT_REQUESTS_ENTRY: MessageDesc = MessageDesc {
-    name: proto_name!("model_context_protocol.ResponseFields.InputRequestsEntry"),
+    #[cfg(feature = "names")]
+    name: "model_context_protocol.ResponseFields.InputRequestsEntry",
     fields: &[
         FieldDesc {
             number: 1,
-            name: proto_name!("key"),
+            #[cfg(feature = "names")]
+            name: "key",
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: proto_name!("value"),
+            #[cfg(feature = "names")]
+            name: "value",
             ty: FieldType::Message(&INPUT_REQUEST),
             label: Label::Singular,
             deprecated: false,
@@ -241,25 +272,29 @@ pub static RESPONSE_FIELDS_INPUT_REQUESTS_ENTRY: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.Annotations`.
 pub static ANNOTATIONS: MessageDesc = MessageDesc {
-    name: proto_name!("model_context_protocol.Annotations"),
+    #[cfg(feature = "names")]
+    name: "model_context_protocol.Annotations",
     fields: &[
         FieldDesc {
             number: 1,
-            name: proto_name!("audience"),
+            #[cfg(feature = "names")]
+            name: "audience",
             ty: FieldType::Enum(&ROLE),
             label: Label::Repeated,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: proto_name!("priority"),
+            #[cfg(feature = "names")]
+            name: "priority",
             ty: FieldType::Float,
             label: Label::Optional,
             deprecated: false,
         },
         FieldDesc {
             number: 3,
-            name: proto_name!("last_modified"),
+            #[cfg(feature = "names")]
+            name: "last_modified",
             ty: FieldType::String,
             label: Label::Optional,
             deprecated: false,
@@ -269,32 +304,37 @@ pub static ANNOTATIONS: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.Icon`.
 pub static ICON: MessageDesc = MessageDesc {
-    name: proto_name!("model_context_protocol.Icon"),
+    #[cfg(feature = "names")]
+    name: "model_context_protocol.Icon",
     fields: &[
         FieldDesc {
             number: 1,
-            name: proto_name!("src"),
+            #[cfg(feature = "names")]
+            name: "src",
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: proto_name!("mime_type"),
+            #[cfg(feature = "names")]
+            name: "mime_type",
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 3,
-            name: proto_name!("sizes"),
+            #[cfg(feature = "names")]
+            name: "sizes",
             ty: FieldType::String,
             label: Label::Repeated,
             deprecated: false,
         },
         FieldDesc {
             number: 4,
-            name: proto_name!("theme"),
+            #[cfg(feature = "names")]
+            name: "theme",
             ty: FieldType::Enum(&ICON_THEME),
             label: Label::Singular,
             deprecated: false,
@@ -304,7 +344,8 @@ pub static ICON: MessageDesc = MessageDesc {
 
 /// The enum `model_context_protocol.Icon.Theme`.
 pub static ICON_THEME: EnumDesc = EnumDesc {
-    name: proto_name!("model_context_protocol.Icon.Theme"),
+    #[cfg(feature = "names")]
+    name: "model_context_protocol.Icon.Theme",
     values: &[
         (proto_name!("THEME_UNSPECIFIED"), 0),
         (proto_name!("THEME_LIGHT"), 1),
@@ -314,25 +355,29 @@ pub static ICON_THEME: EnumDesc = EnumDesc {
 
 /// The message `model_context_protocol.TextContent`.
 pub static TEXT_CONTENT: MessageDesc = MessageDesc {
-    name: proto_name!("model_context_protocol.TextContent"),
+    #[cfg(feature = "names")]
+    name: "model_context_protocol.TextContent",
     fields: &[
         FieldDesc {
             number: 1,
-            name: proto_name!("text"),
+            #[cfg(feature = "names")]
+            name: "text",
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: proto_name!("annotations"),
+            #[cfg(feature = "names")]
+            name: "annotations",
             ty: FieldType::Message(&ANNOTATIONS),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 3,
-            name: proto_name!("metadata"),
+            #[cfg(feature = "names")]
+            name: "metadata",
             ty: FieldType::Message(&super::wkt::STRUCT),
             label: Label::Singular,
             deprecated: false,
@@ -342,32 +387,37 @@ pub static TEXT_CONTENT: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.ImageContent`.
 pub static IMAGE_CONTENT: MessageDesc = MessageDesc {
-    name: proto_name!("model_context_protocol.ImageContent"),
+    #[cfg(feature = "names")]
+    name: "model_context_protocol.ImageContent",
     fields: &[
         FieldDesc {
             number: 1,
-            name: proto_name!("data"),
+            #[cfg(feature = "names")]
+            name: "data",
             ty: FieldType::Bytes,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: proto_name!("mime_type"),
+            #[cfg(feature = "names")]
+            name: "mime_type",
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 3,
-            name: proto_name!("annotations"),
+            #[cfg(feature = "names")]
+            name: "annotations",
             ty: FieldType::Message(&ANNOTATIONS),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 4,
-            name: proto_name!("metadata"),
+            #[cfg(feature = "names")]
+            name: "metadata",
             ty: FieldType::Message(&super::wkt::STRUCT),
             label: Label::Singular,
             deprecated: false,
@@ -377,32 +427,37 @@ pub static IMAGE_CONTENT: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.AudioContent`.
 pub static AUDIO_CONTENT: MessageDesc = MessageDesc {
-    name: proto_name!("model_context_protocol.AudioContent"),
+    #[cfg(feature = "names")]
+    name: "model_context_protocol.AudioContent",
     fields: &[
         FieldDesc {
             number: 1,
-            name: proto_name!("data"),
+            #[cfg(feature = "names")]
+            name: "data",
             ty: FieldType::Bytes,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: proto_name!("mime_type"),
+            #[cfg(feature = "names")]
+            name: "mime_type",
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 3,
-            name: proto_name!("annotations"),
+            #[cfg(feature = "names")]
+            name: "annotations",
             ty: FieldType::Message(&ANNOTATIONS),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 4,
-            name: proto_name!("metadata"),
+            #[cfg(feature = "names")]
+            name: "metadata",
             ty: FieldType::Message(&super::wkt::STRUCT),
             label: Label::Singular,
             deprecated: false,
@@ -412,16 +467,19 @@ pub static AUDIO_CONTENT: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.ListRootsRequest`.
 pub static LIST_ROOTS_REQUEST: MessageDesc = MessageDesc {
-    name: proto_name!("model_context_protocol.ListRootsRequest"),
+    #[cfg(feature = "names")]
+    name: "model_context_protocol.ListRootsRequest",
     fields: &[],
 };
 
 /// The message `model_context_protocol.ListRootsResult`.
 pub static LIST_ROOTS_RESULT: MessageDesc = MessageDesc {
-    name: proto_name!("model_context_protocol.ListRootsResult"),
+    #[cfg(feature = "names")]
+    name: "model_context_protocol.ListRootsResult",
     fields: &[FieldDesc {
         number: 1,
-        name: proto_name!("roots"),
+        #[cfg(feature = "names")]
+        name: "roots",
         ty: FieldType::Message(&LIST_ROOTS_RESULT_ROOT),
         label: Label::Repeated,
         deprecated: false,
@@ -430,18 +488,21 @@ pub static LIST_ROOTS_RESULT: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.ListRootsResult.Root`.
 pub static LIST_ROOTS_RESULT_ROOT: MessageDesc = MessageDesc {
-    name: proto_name!("model_context_protocol.ListRootsResult.Root"),
+    #[cfg(feature = "names")]
+    name: "model_context_protocol.ListRootsResult.Root",
     fields: &[
         FieldDesc {
             number: 1,
-            name: proto_name!("uri"),
+            #[cfg(feature = "names")]
+            name: "uri",
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: proto_name!("name"),
+            #[cfg(feature = "names")]
+            name: "name",
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
@@ -451,32 +512,37 @@ pub static LIST_ROOTS_RESULT_ROOT: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.SamplingMessage`.
 pub static SAMPLING_MESSAGE: MessageDesc = MessageDesc {
-    name: proto_name!("model_context_protocol.SamplingMessage"),
+    #[cfg(feature = "names")]
+    name: "model_context_protocol.SamplingMessage",
     fields: &[
         FieldDesc {
             number: 1,
-            name: proto_name!("role"),
+            #[cfg(feature = "names")]
+            name: "role",
             ty: FieldType::Enum(&ROLE),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: proto_name!("text"),
+            #[cfg(feature = "names")]
+            name: "text",
             ty: FieldType::Message(&TEXT_CONTENT),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 3,
-            name: proto_name!("image"),
+            #[cfg(feature = "names")]
+            name: "image",
             ty: FieldType::Message(&IMAGE_CONTENT),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 4,
-            name: proto_name!("audio"),
+            #[cfg(feature = "names")]
+            name: "audio",
             ty: FieldType::Message(&AUDIO_CONTENT),
             label: Label::Singular,
             deprecated: false,
@@ -486,53 +552,61 @@ pub static SAMPLING_MESSAGE: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.SamplingCreateMessageRequest`.
 pub static SAMPLING_CREATE_MESSAGE_REQUEST: MessageDesc = MessageDesc {
-    name: proto_name!("model_context_protocol.SamplingCreateMessageRequest"),
+    #[cfg(feature = "names")]
+    name: "model_context_protocol.SamplingCreateMessageRequest",
     fields: &[
         FieldDesc {
             number: 1,
-            name: proto_name!("messages"),
+            #[cfg(feature = "names")]
+            name: "messages",
             ty: FieldType::Message(&SAMPLING_MESSAGE),
             label: Label::Repeated,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: proto_name!("model_preferences"),
+            #[cfg(feature = "names")]
+            name: "model_preferences",
             ty: FieldType::Message(&SAMPLING_CREATE_MESSAGE_REQUEST_MODEL_PREFERENCES),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 3,
-            name: proto_name!("system_prompt"),
+            #[cfg(feature = "names")]
+            name: "system_prompt",
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 4,
-            name: proto_name!("include_context"),
+            #[cfg(feature = "names")]
+            name: "include_context",
             ty: FieldType::Enum(&SAMPLING_CREATE_MESSAGE_REQUEST_INCLUDE_CONTEXT),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 5,
-            name: proto_name!("temperature"),
+            #[cfg(feature = "names")]
+            name: "temperature",
             ty: FieldType::Float,
             label: Label::Optional,
             deprecated: false,
         },
         FieldDesc {
             number: 6,
-            name: proto_name!("max_tokens"),
+            #[cfg(feature = "names")]
+            name: "max_tokens",
             ty: FieldType::Int32,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 7,
-            name: proto_name!("stop_sequence"),
+            #[cfg(feature = "names")]
+            name: "stop_sequence",
             ty: FieldType::String,
             label: Label::Repeated,
             deprecated: false,
@@ -542,7 +616,8 @@ pub static SAMPLING_CREATE_MESSAGE_REQUEST: MessageDesc = MessageDesc {
 
 /// The enum `model_context_protocol.SamplingCreateMessageRequest.IncludeContext`.
 pub static SAMPLING_CREATE_MESSAGE_REQUEST_INCLUDE_CONTEXT: EnumDesc = EnumDesc {
-    name: proto_name!("model_context_protocol.SamplingCreateMessageRequest.IncludeContext"),
+    #[cfg(feature = "names")]
+    name: "model_context_protocol.SamplingCreateMessageRequest.IncludeContext",
     values: &[
         (proto_name!("NONE"), 0),
         (proto_name!("THIS_SERVER"), 1),
@@ -552,32 +627,37 @@ pub static SAMPLING_CREATE_MESSAGE_REQUEST_INCLUDE_CONTEXT: EnumDesc = EnumDesc 
 
 /// The message `model_context_protocol.SamplingCreateMessageRequest.ModelPreferences`.
 pub static SAMPLING_CREATE_MESSAGE_REQUEST_MODEL_PREFERENCES: MessageDesc = MessageDesc {
-    name: proto_name!("model_context_protocol.SamplingCreateMessageRequest.ModelPreferences"),
+    #[cfg(feature = "names")]
+    name: "model_context_protocol.SamplingCreateMessageRequest.ModelPreferences",
     fields: &[
         FieldDesc {
             number: 1,
-            name: proto_name!("hints"),
+            #[cfg(feature = "names")]
+            name: "hints",
             ty: FieldType::Message(&SAMPLING_CREATE_MESSAGE_REQUEST_MODEL_PREFERENCES_MODEL_HINT),
             label: Label::Repeated,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: proto_name!("intelligence_priority"),
+            #[cfg(feature = "names")]
+            name: "intelligence_priority",
             ty: FieldType::Float,
             label: Label::Optional,
             deprecated: false,
         },
         FieldDesc {
             number: 3,
-            name: proto_name!("speed_priority"),
+            #[cfg(feature = "names")]
+            name: "speed_priority",
             ty: FieldType::Float,
             label: Label::Optional,
             deprecated: false,
         },
         FieldDesc {
             number: 4,
-            name: proto_name!("cost_priority"),
+            #[cfg(feature = "names")]
+            name: "cost_priority",
             ty: FieldType::Float,
             label: Label::Optional,
             deprecated: false,
@@ -588,12 +668,12 @@ pub static SAMPLING_CREATE_MESSAGE_REQUEST_MODEL_PREFERENCES: MessageDesc = Mess
 /// The message `model_context_protocol.SamplingCreateMessageRequest.ModelPreferences.ModelHint`.
 pub static SAMPLING_CREATE_MESSAGE_REQUEST_MODEL_PREFERENCES_MODEL_HINT: MessageDesc =
     MessageDesc {
-        name: proto_name!(
-            "model_context_protocol.SamplingCreateMessageRequest.ModelPreferences.ModelHint"
-        ),
+        #[cfg(feature = "names")]
+        name: "model_context_protocol.SamplingCreateMessageRequest.ModelPreferences.ModelHint",
         fields: &[FieldDesc {
             number: 1,
-            name: proto_name!("name"),
+            #[cfg(feature = "names")]
+            name: "name",
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
@@ -602,25 +682,29 @@ pub static SAMPLING_CREATE_MESSAGE_REQUEST_MODEL_PREFERENCES_MODEL_HINT: Message
 
 /// The message `model_context_protocol.SamplingCreateMessageResult`.
 pub static SAMPLING_CREATE_MESSAGE_RESULT: MessageDesc = MessageDesc {
-    name: proto_name!("model_context_protocol.SamplingCreateMessageResult"),
+    #[cfg(feature = "names")]
+    name: "model_context_protocol.SamplingCreateMessageResult",
     fields: &[
         FieldDesc {
             number: 1,
-            name: proto_name!("message"),
+            #[cfg(feature = "names")]
+            name: "message",
             ty: FieldType::Message(&SAMPLING_MESSAGE),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: proto_name!("model"),
+            #[cfg(feature = "names")]
+            name: "model",
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 3,
-            name: proto_name!("stop_reason"),
+            #[cfg(feature = "names")]
+            name: "stop_reason",
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
@@ -630,32 +714,37 @@ pub static SAMPLING_CREATE_MESSAGE_RESULT: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.PrimitiveSchemaDefinition`.
 pub static PRIMITIVE_SCHEMA_DEFINITION: MessageDesc = MessageDesc {
-    name: proto_name!("model_context_protocol.PrimitiveSchemaDefinition"),
+    #[cfg(feature = "names")]
+    name: "model_context_protocol.PrimitiveSchemaDefinition",
     fields: &[
         FieldDesc {
             number: 1,
-            name: proto_name!("string_schema"),
+            #[cfg(feature = "names")]
+            name: "string_schema",
             ty: FieldType::Message(&PRIMITIVE_SCHEMA_DEFINITION_STRING_SCHEMA),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: proto_name!("number_schema"),
+            #[cfg(feature = "names")]
+            name: "number_schema",
             ty: FieldType::Message(&PRIMITIVE_SCHEMA_DEFINITION_NUMBER_SCHEMA),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 3,
-            name: proto_name!("boolean_schema"),
+            #[cfg(feature = "names")]
+            name: "boolean_schema",
             ty: FieldType::Message(&PRIMITIVE_SCHEMA_DEFINITION_BOOLEAN_SCHEMA),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 4,
-            name: proto_name!("enum_schema"),
+            #[cfg(feature = "names")]
+            name: "enum_schema",
             ty: FieldType::Message(&PRIMITIVE_SCHEMA_DEFINITION_ENUM_SCHEMA),
             label: Label::Singular,
             deprecated: false,
@@ -665,46 +754,53 @@ pub static PRIMITIVE_SCHEMA_DEFINITION: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.PrimitiveSchemaDefinition.StringSchema`.
 pub static PRIMITIVE_SCHEMA_DEFINITION_STRING_SCHEMA: MessageDesc = MessageDesc {
-    name: proto_name!("model_context_protocol.PrimitiveSchemaDefinition.StringSchema"),
+    #[cfg(feature = "names")]
+    name: "model_context_protocol.PrimitiveSchemaDefinition.StringSchema",
     fields: &[
         FieldDesc {
             number: 1,
-            name: proto_name!("title"),
+            #[cfg(feature = "names")]
+            name: "title",
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: proto_name!("description"),
+            #[cfg(feature = "names")]
+            name: "description",
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 3,
-            name: proto_name!("min_length"),
+            #[cfg(feature = "names")]
+            name: "min_length",
             ty: FieldType::Uint64,
             label: Label::Optional,
             deprecated: false,
         },
         FieldDesc {
             number: 4,
-            name: proto_name!("max_length"),
+            #[cfg(feature = "names")]
+            name: "max_length",
             ty: FieldType::Uint64,
             label: Label::Optional,
             deprecated: false,
         },
         FieldDesc {
             number: 5,
-            name: proto_name!("format"),
+            #[cfg(feature = "names")]
+            name: "format",
             ty: FieldType::Enum(&PRIMITIVE_SCHEMA_DEFINITION_STRING_SCHEMA_FORMAT),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 6,
-            name: proto_name!("default_value"),
+            #[cfg(feature = "names")]
+            name: "default_value",
             ty: FieldType::String,
             label: Label::Optional,
             deprecated: false,
@@ -714,7 +810,8 @@ pub static PRIMITIVE_SCHEMA_DEFINITION_STRING_SCHEMA: MessageDesc = MessageDesc 
 
 /// The enum `model_context_protocol.PrimitiveSchemaDefinition.StringSchema.Format`.
 pub static PRIMITIVE_SCHEMA_DEFINITION_STRING_SCHEMA_FORMAT: EnumDesc = EnumDesc {
-    name: proto_name!("model_context_protocol.PrimitiveSchemaDefinition.StringSchema.Format"),
+    #[cfg(feature = "names")]
+    name: "model_context_protocol.PrimitiveSchemaDefinition.StringSchema.Format",
     values: &[
         (proto_name!("FORMAT_UNKNOWN"), 0),
         (proto_name!("FORMAT_EMAIL"), 1),
@@ -726,60 +823,69 @@ pub static PRIMITIVE_SCHEMA_DEFINITION_STRING_SCHEMA_FORMAT: EnumDesc = EnumDesc
 
 /// The message `model_context_protocol.PrimitiveSchemaDefinition.NumberSchema`.
 pub static PRIMITIVE_SCHEMA_DEFINITION_NUMBER_SCHEMA: MessageDesc = MessageDesc {
-    name: proto_name!("model_context_protocol.PrimitiveSchemaDefinition.NumberSchema"),
+    #[cfg(feature = "names")]
+    name: "model_context_protocol.PrimitiveSchemaDefinition.NumberSchema",
     fields: &[
         FieldDesc {
             number: 1,
-            name: proto_name!("title"),
+            #[cfg(feature = "names")]
+            name: "title",
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: proto_name!("description"),
+            #[cfg(feature = "names")]
+            name: "description",
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 3,
-            name: proto_name!("minimum"),
+            #[cfg(feature = "names")]
+            name: "minimum",
             ty: FieldType::Uint64,
             label: Label::Singular,
             deprecated: true,
         },
         FieldDesc {
             number: 4,
-            name: proto_name!("maximum"),
+            #[cfg(feature = "names")]
+            name: "maximum",
             ty: FieldType::Uint64,
             label: Label::Singular,
             deprecated: true,
         },
         FieldDesc {
             number: 5,
-            name: proto_name!("double_range"),
+            #[cfg(feature = "names")]
+            name: "double_range",
             ty: FieldType::Message(&PRIMITIVE_SCHEMA_DEFINITION_NUMBER_SCHEMA_DOUBLE_RANGE),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 6,
-            name: proto_name!("integer_range"),
+            #[cfg(feature = "names")]
+            name: "integer_range",
             ty: FieldType::Message(&PRIMITIVE_SCHEMA_DEFINITION_NUMBER_SCHEMA_INTEGER_RANGE),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 7,
-            name: proto_name!("default_number"),
+            #[cfg(feature = "names")]
+            name: "default_number",
             ty: FieldType::Double,
             label: Label::Optional,
             deprecated: false,
         },
         FieldDesc {
             number: 8,
-            name: proto_name!("default_integer"),
+            #[cfg(feature = "names")]
+            name: "default_integer",
             ty: FieldType::Int64,
             label: Label::Optional,
             deprecated: false,
@@ -789,18 +895,21 @@ pub static PRIMITIVE_SCHEMA_DEFINITION_NUMBER_SCHEMA: MessageDesc = MessageDesc 
 
 /// The message `model_context_protocol.PrimitiveSchemaDefinition.NumberSchema.DoubleRange`.
 pub static PRIMITIVE_SCHEMA_DEFINITION_NUMBER_SCHEMA_DOUBLE_RANGE: MessageDesc = MessageDesc {
-    name: proto_name!("model_context_protocol.PrimitiveSchemaDefinition.NumberSchema.DoubleRange"),
+    #[cfg(feature = "names")]
+    name: "model_context_protocol.PrimitiveSchemaDefinition.NumberSchema.DoubleRange",
     fields: &[
         FieldDesc {
             number: 1,
-            name: proto_name!("minimum"),
+            #[cfg(feature = "names")]
+            name: "minimum",
             ty: FieldType::Double,
             label: Label::Optional,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: proto_name!("maximum"),
+            #[cfg(feature = "names")]
+            name: "maximum",
             ty: FieldType::Double,
             label: Label::Optional,
             deprecated: false,
@@ -810,18 +919,21 @@ pub static PRIMITIVE_SCHEMA_DEFINITION_NUMBER_SCHEMA_DOUBLE_RANGE: MessageDesc =
 
 /// The message `model_context_protocol.PrimitiveSchemaDefinition.NumberSchema.IntegerRange`.
 pub static PRIMITIVE_SCHEMA_DEFINITION_NUMBER_SCHEMA_INTEGER_RANGE: MessageDesc = MessageDesc {
-    name: proto_name!("model_context_protocol.PrimitiveSchemaDefinition.NumberSchema.IntegerRange"),
+    #[cfg(feature = "names")]
+    name: "model_context_protocol.PrimitiveSchemaDefinition.NumberSchema.IntegerRange",
     fields: &[
         FieldDesc {
             number: 1,
-            name: proto_name!("minimum"),
+            #[cfg(feature = "names")]
+            name: "minimum",
             ty: FieldType::Int64,
             label: Label::Optional,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: proto_name!("maximum"),
+            #[cfg(feature = "names")]
+            name: "maximum",
             ty: FieldType::Int64,
             label: Label::Optional,
             deprecated: false,
@@ -831,25 +943,29 @@ pub static PRIMITIVE_SCHEMA_DEFINITION_NUMBER_SCHEMA_INTEGER_RANGE: MessageDesc 
 
 /// The message `model_context_protocol.PrimitiveSchemaDefinition.BooleanSchema`.
 pub static PRIMITIVE_SCHEMA_DEFINITION_BOOLEAN_SCHEMA: MessageDesc = MessageDesc {
-    name: proto_name!("model_context_protocol.PrimitiveSchemaDefinition.BooleanSchema"),
+    #[cfg(feature = "names")]
+    name: "model_context_protocol.PrimitiveSchemaDefinition.BooleanSchema",
     fields: &[
         FieldDesc {
             number: 1,
-            name: proto_name!("title"),
+            #[cfg(feature = "names")]
+            name: "title",
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: proto_name!("description"),
+            #[cfg(feature = "names")]
+            name: "description",
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 3,
-            name: proto_name!("default"),
+            #[cfg(feature = "names")]
+            name: "default",
             ty: FieldType::Bool,
             label: Label::Singular,
             deprecated: false,
@@ -859,46 +975,53 @@ pub static PRIMITIVE_SCHEMA_DEFINITION_BOOLEAN_SCHEMA: MessageDesc = MessageDesc
 
 /// The message `model_context_protocol.PrimitiveSchemaDefinition.EnumSchema`.
 pub static PRIMITIVE_SCHEMA_DEFINITION_ENUM_SCHEMA: MessageDesc = MessageDesc {
-    name: proto_name!("model_context_protocol.PrimitiveSchemaDefinition.EnumSchema"),
+    #[cfg(feature = "names")]
+    name: "model_context_protocol.PrimitiveSchemaDefinition.EnumSchema",
     fields: &[
         FieldDesc {
             number: 1,
-            name: proto_name!("title"),
+            #[cfg(feature = "names")]
+            name: "title",
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: proto_name!("description"),
+            #[cfg(feature = "names")]
+            name: "description",
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 3,
-            name: proto_name!("enum_list"),
+            #[cfg(feature = "names")]
+            name: "enum_list",
             ty: FieldType::String,
             label: Label::Repeated,
             deprecated: false,
         },
         FieldDesc {
             number: 4,
-            name: proto_name!("enum_names"),
+            #[cfg(feature = "names")]
+            name: "enum_names",
             ty: FieldType::String,
             label: Label::Repeated,
             deprecated: false,
         },
         FieldDesc {
             number: 5,
-            name: proto_name!("single_select"),
+            #[cfg(feature = "names")]
+            name: "single_select",
             ty: FieldType::Message(&PRIMITIVE_SCHEMA_DEFINITION_ENUM_SCHEMA_SINGLE_SELECT),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 6,
-            name: proto_name!("multi_select"),
+            #[cfg(feature = "names")]
+            name: "multi_select",
             ty: FieldType::Message(&PRIMITIVE_SCHEMA_DEFINITION_ENUM_SCHEMA_MULTI_SELECT),
             label: Label::Singular,
             deprecated: false,
@@ -908,25 +1031,29 @@ pub static PRIMITIVE_SCHEMA_DEFINITION_ENUM_SCHEMA: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.PrimitiveSchemaDefinition.EnumSchema.MultiSelect`.
 pub static PRIMITIVE_SCHEMA_DEFINITION_ENUM_SCHEMA_MULTI_SELECT: MessageDesc = MessageDesc {
-    name: proto_name!("model_context_protocol.PrimitiveSchemaDefinition.EnumSchema.MultiSelect"),
+    #[cfg(feature = "names")]
+    name: "model_context_protocol.PrimitiveSchemaDefinition.EnumSchema.MultiSelect",
     fields: &[
         FieldDesc {
             number: 1,
-            name: proto_name!("default_items"),
+            #[cfg(feature = "names")]
+            name: "default_items",
             ty: FieldType::String,
             label: Label::Repeated,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: proto_name!("min_items"),
+            #[cfg(feature = "names")]
+            name: "min_items",
             ty: FieldType::Uint32,
             label: Label::Optional,
             deprecated: false,
         },
         FieldDesc {
             number: 3,
-            name: proto_name!("max_items"),
+            #[cfg(feature = "names")]
+            name: "max_items",
             ty: FieldType::Uint32,
             label: Label::Optional,
             deprecated: false,
@@ -936,10 +1063,12 @@ pub static PRIMITIVE_SCHEMA_DEFINITION_ENUM_SCHEMA_MULTI_SELECT: MessageDesc = M
 
 /// The message `model_context_protocol.PrimitiveSchemaDefinition.EnumSchema.SingleSelect`.
 pub static PRIMITIVE_SCHEMA_DEFINITION_ENUM_SCHEMA_SINGLE_SELECT: MessageDesc = MessageDesc {
-    name: proto_name!("model_context_protocol.PrimitiveSchemaDefinition.EnumSchema.SingleSelect"),
+    #[cfg(feature = "names")]
+    name: "model_context_protocol.PrimitiveSchemaDefinition.EnumSchema.SingleSelect",
     fields: &[FieldDesc {
         number: 1,
-        name: proto_name!("default_item"),
+        #[cfg(feature = "names")]
+        name: "default_item",
         ty: FieldType::String,
         label: Label::Optional,
         deprecated: false,
@@ -948,32 +1077,37 @@ pub static PRIMITIVE_SCHEMA_DEFINITION_ENUM_SCHEMA_SINGLE_SELECT: MessageDesc = 
 
 /// The message `model_context_protocol.ElicitRequest`.
 pub static ELICIT_REQUEST: MessageDesc = MessageDesc {
-    name: proto_name!("model_context_protocol.ElicitRequest"),
+    #[cfg(feature = "names")]
+    name: "model_context_protocol.ElicitRequest",
     fields: &[
         FieldDesc {
             number: 1,
-            name: proto_name!("message"),
+            #[cfg(feature = "names")]
+            name: "message",
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: proto_name!("requested_schema"),
+            #[cfg(feature = "names")]
+            name: "requested_schema",
             ty: FieldType::Map(&ELICIT_REQUEST_REQUESTED_SCHEMA_ENTRY),
             label: Label::Repeated,
             deprecated: false,
         },
         FieldDesc {
             number: 3,
-            name: proto_name!("required_fields"),
+            #[cfg(feature = "names")]
+            name: "required_fields",
             ty: FieldType::String,
             label: Label::Repeated,
             deprecated: false,
         },
         FieldDesc {
             number: 4,
-            name: proto_name!("url_mode"),
+            #[cfg(feature = "names")]
+            name: "url_mode",
             ty: FieldType::Message(&ELICIT_REQUEST_URL_MODE),
             label: Label::Singular,
             deprecated: false,
@@ -983,18 +1117,21 @@ pub static ELICIT_REQUEST: MessageDesc = MessageDesc {
 
 /// The map entry `model_context_protocol.ElicitRequest.RequestedSchemaEntry`.
 pub static ELICIT_REQUEST_REQUESTED_SCHEMA_ENTRY: MessageDesc = MessageDesc {
-    name: proto_name!("model_context_protocol.ElicitRequest.RequestedSchemaEntry"),
+    #[cfg(feature = "names")]
+    name: "model_context_protocol.ElicitRequest.RequestedSchemaEntry",
     fields: &[
         FieldDesc {
             number: 1,
-            name: proto_name!("key"),
+            #[cfg(feature = "names")]
+            name: "key",
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: proto_name!("value"),
+            #[cfg(feature = "names")]
+            name: "value",
             ty: FieldType::Message(&PRIMITIVE_SCHEMA_DEFINITION),
             label: Label::Singular,
             deprecated: false,
@@ -1004,18 +1141,21 @@ pub static ELICIT_REQUEST_REQUESTED_SCHEMA_ENTRY: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.ElicitRequest.UrlMode`.
 pub static ELICIT_REQUEST_URL_MODE: MessageDesc = MessageDesc {
-    name: proto_name!("model_context_protocol.ElicitRequest.UrlMode"),
+    #[cfg(feature = "names")]
+    name: "model_context_protocol.ElicitRequest.UrlMode",
     fields: &[
         FieldDesc {
             number: 1,
-            name: proto_name!("id"),
+            #[cfg(feature = "names")]
+            name: "id",
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: proto_name!("url"),
+            #[cfg(feature = "names")]
+            name: "url",
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
@@ -1025,18 +1165,21 @@ pub static ELICIT_REQUEST_URL_MODE: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.ElicitResult`.
 pub static ELICIT_RESULT: MessageDesc = MessageDesc {
-    name: proto_name!("model_context_protocol.ElicitResult"),
+    #[cfg(feature = "names")]
+    name: "model_context_protocol.ElicitResult",
     fields: &[
         FieldDesc {
             number: 1,
-            name: proto_name!("type"),
+            #[cfg(feature = "names")]
+            name: "type",
             ty: FieldType::Enum(&ELICIT_RESULT_TYPE),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: proto_name!("content"),
+            #[cfg(feature = "names")]
+            name: "content",
             ty: FieldType::Message(&super::wkt::STRUCT),
             label: Label::Singular,
             deprecated: false,
@@ -1046,7 +1189,8 @@ pub static ELICIT_RESULT: MessageDesc = MessageDesc {
 
 /// The enum `model_context_protocol.ElicitResult.Type`.
 pub static ELICIT_RESULT_TYPE: EnumDesc = EnumDesc {
-    name: proto_name!("model_context_protocol.ElicitResult.Type"),
+    #[cfg(feature = "names")]
+    name: "model_context_protocol.ElicitResult.Type",
     values: &[
         (proto_name!("UNKNOWN"), 0),
         (proto_name!("TYPE_ACCEPT"), 1),
@@ -1057,67 +1201,77 @@ pub static ELICIT_RESULT_TYPE: EnumDesc = EnumDesc {
 
 /// The message `model_context_protocol.Resource`.
 pub static RESOURCE: MessageDesc = MessageDesc {
-    name: proto_name!("model_context_protocol.Resource"),
+    #[cfg(feature = "names")]
+    name: "model_context_protocol.Resource",
     fields: &[
         FieldDesc {
             number: 1,
-            name: proto_name!("uri"),
+            #[cfg(feature = "names")]
+            name: "uri",
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: proto_name!("name"),
+            #[cfg(feature = "names")]
+            name: "name",
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 7,
-            name: proto_name!("title"),
+            #[cfg(feature = "names")]
+            name: "title",
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 3,
-            name: proto_name!("description"),
+            #[cfg(feature = "names")]
+            name: "description",
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 4,
-            name: proto_name!("mime_type"),
+            #[cfg(feature = "names")]
+            name: "mime_type",
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 5,
-            name: proto_name!("annotations"),
+            #[cfg(feature = "names")]
+            name: "annotations",
             ty: FieldType::Message(&ANNOTATIONS),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 6,
-            name: proto_name!("size"),
+            #[cfg(feature = "names")]
+            name: "size",
             ty: FieldType::Uint64,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 8,
-            name: proto_name!("icons"),
+            #[cfg(feature = "names")]
+            name: "icons",
             ty: FieldType::Message(&ICON),
             label: Label::Repeated,
             deprecated: false,
         },
         FieldDesc {
             number: 9,
-            name: proto_name!("metadata"),
+            #[cfg(feature = "names")]
+            name: "metadata",
             ty: FieldType::Message(&super::wkt::STRUCT),
             label: Label::Singular,
             deprecated: false,
@@ -1127,10 +1281,12 @@ pub static RESOURCE: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.ListResourcesRequest`.
 pub static LIST_RESOURCES_REQUEST: MessageDesc = MessageDesc {
-    name: proto_name!("model_context_protocol.ListResourcesRequest"),
+    #[cfg(feature = "names")]
+    name: "model_context_protocol.ListResourcesRequest",
     fields: &[FieldDesc {
         number: 1,
-        name: proto_name!("common"),
+        #[cfg(feature = "names")]
+        name: "common",
         ty: FieldType::Message(&REQUEST_FIELDS),
         label: Label::Singular,
         deprecated: false,
@@ -1139,32 +1295,37 @@ pub static LIST_RESOURCES_REQUEST: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.ListResourcesResponse`.
 pub static LIST_RESOURCES_RESPONSE: MessageDesc = MessageDesc {
-    name: proto_name!("model_context_protocol.ListResourcesResponse"),
+    #[cfg(feature = "names")]
+    name: "model_context_protocol.ListResourcesResponse",
     fields: &[
         FieldDesc {
             number: 1,
-            name: proto_name!("common"),
+            #[cfg(feature = "names")]
+            name: "common",
             ty: FieldType::Message(&RESPONSE_FIELDS),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: proto_name!("resources"),
+            #[cfg(feature = "names")]
+            name: "resources",
             ty: FieldType::Message(&RESOURCE),
             label: Label::Repeated,
             deprecated: false,
         },
         FieldDesc {
             number: 3,
-            name: proto_name!("ttl"),
+            #[cfg(feature = "names")]
+            name: "ttl",
             ty: FieldType::Message(&super::wkt::DURATION),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 4,
-            name: proto_name!("cache_scope"),
+            #[cfg(feature = "names")]
+            name: "cache_scope",
             ty: FieldType::Enum(&CACHE_SCOPE),
             label: Label::Singular,
             deprecated: false,
@@ -1174,39 +1335,45 @@ pub static LIST_RESOURCES_RESPONSE: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.ResourceContents`.
 pub static RESOURCE_CONTENTS: MessageDesc = MessageDesc {
-    name: proto_name!("model_context_protocol.ResourceContents"),
+    #[cfg(feature = "names")]
+    name: "model_context_protocol.ResourceContents",
     fields: &[
         FieldDesc {
             number: 1,
-            name: proto_name!("uri"),
+            #[cfg(feature = "names")]
+            name: "uri",
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: proto_name!("mime_type"),
+            #[cfg(feature = "names")]
+            name: "mime_type",
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 3,
-            name: proto_name!("text"),
+            #[cfg(feature = "names")]
+            name: "text",
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 4,
-            name: proto_name!("blob"),
+            #[cfg(feature = "names")]
+            name: "blob",
             ty: FieldType::Bytes,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 5,
-            name: proto_name!("metadata"),
+            #[cfg(feature = "names")]
+            name: "metadata",
             ty: FieldType::Message(&super::wkt::STRUCT),
             label: Label::Singular,
             deprecated: false,
@@ -1216,18 +1383,21 @@ pub static RESOURCE_CONTENTS: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.ReadResourceRequest`.
 pub static READ_RESOURCE_REQUEST: MessageDesc = MessageDesc {
-    name: proto_name!("model_context_protocol.ReadResourceRequest"),
+    #[cfg(feature = "names")]
+    name: "model_context_protocol.ReadResourceRequest",
     fields: &[
         FieldDesc {
             number: 1,
-            name: proto_name!("common"),
+            #[cfg(feature = "names")]
+            name: "common",
             ty: FieldType::Message(&REQUEST_FIELDS),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: proto_name!("uri"),
+            #[cfg(feature = "names")]
+            name: "uri",
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
@@ -1237,32 +1407,37 @@ pub static READ_RESOURCE_REQUEST: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.ReadResourceResponse`.
 pub static READ_RESOURCE_RESPONSE: MessageDesc = MessageDesc {
-    name: proto_name!("model_context_protocol.ReadResourceResponse"),
+    #[cfg(feature = "names")]
+    name: "model_context_protocol.ReadResourceResponse",
     fields: &[
         FieldDesc {
             number: 1,
-            name: proto_name!("common"),
+            #[cfg(feature = "names")]
+            name: "common",
             ty: FieldType::Message(&RESPONSE_FIELDS),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: proto_name!("resource"),
+            #[cfg(feature = "names")]
+            name: "resource",
             ty: FieldType::Message(&RESOURCE_CONTENTS),
             label: Label::Repeated,
             deprecated: false,
         },
         FieldDesc {
             number: 3,
-            name: proto_name!("ttl"),
+            #[cfg(feature = "names")]
+            name: "ttl",
             ty: FieldType::Message(&super::wkt::DURATION),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 4,
-            name: proto_name!("cache_scope"),
+            #[cfg(feature = "names")]
+            name: "cache_scope",
             ty: FieldType::Enum(&CACHE_SCOPE),
             label: Label::Singular,
             deprecated: false,
@@ -1272,60 +1447,69 @@ pub static READ_RESOURCE_RESPONSE: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.ResourceTemplate`.
 pub static RESOURCE_TEMPLATE: MessageDesc = MessageDesc {
-    name: proto_name!("model_context_protocol.ResourceTemplate"),
+    #[cfg(feature = "names")]
+    name: "model_context_protocol.ResourceTemplate",
     fields: &[
         FieldDesc {
             number: 1,
-            name: proto_name!("uri_template"),
+            #[cfg(feature = "names")]
+            name: "uri_template",
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: proto_name!("name"),
+            #[cfg(feature = "names")]
+            name: "name",
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 6,
-            name: proto_name!("title"),
+            #[cfg(feature = "names")]
+            name: "title",
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 3,
-            name: proto_name!("description"),
+            #[cfg(feature = "names")]
+            name: "description",
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 4,
-            name: proto_name!("mime_type"),
+            #[cfg(feature = "names")]
+            name: "mime_type",
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 5,
-            name: proto_name!("annotations"),
+            #[cfg(feature = "names")]
+            name: "annotations",
             ty: FieldType::Message(&ANNOTATIONS),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 7,
-            name: proto_name!("icons"),
+            #[cfg(feature = "names")]
+            name: "icons",
             ty: FieldType::Message(&ICON),
             label: Label::Repeated,
             deprecated: false,
         },
         FieldDesc {
             number: 8,
-            name: proto_name!("metadata"),
+            #[cfg(feature = "names")]
+            name: "metadata",
             ty: FieldType::Message(&super::wkt::STRUCT),
             label: Label::Singular,
             deprecated: false,
@@ -1335,10 +1519,12 @@ pub static RESOURCE_TEMPLATE: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.ListResourceTemplatesRequest`.
 pub static LIST_RESOURCE_TEMPLATES_REQUEST: MessageDesc = MessageDesc {
-    name: proto_name!("model_context_protocol.ListResourceTemplatesRequest"),
+    #[cfg(feature = "names")]
+    name: "model_context_protocol.ListResourceTemplatesRequest",
     fields: &[FieldDesc {
         number: 1,
-        name: proto_name!("common"),
+        #[cfg(feature = "names")]
+        name: "common",
         ty: FieldType::Message(&REQUEST_FIELDS),
         label: Label::Singular,
         deprecated: false,
@@ -1347,32 +1533,37 @@ pub static LIST_RESOURCE_TEMPLATES_REQUEST: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.ListResourceTemplatesResponse`.
 pub static LIST_RESOURCE_TEMPLATES_RESPONSE: MessageDesc = MessageDesc {
-    name: proto_name!("model_context_protocol.ListResourceTemplatesResponse"),
+    #[cfg(feature = "names")]
+    name: "model_context_protocol.ListResourceTemplatesResponse",
     fields: &[
         FieldDesc {
             number: 1,
-            name: proto_name!("common"),
+            #[cfg(feature = "names")]
+            name: "common",
             ty: FieldType::Message(&RESPONSE_FIELDS),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: proto_name!("resource_templates"),
+            #[cfg(feature = "names")]
+            name: "resource_templates",
             ty: FieldType::Message(&RESOURCE_TEMPLATE),
             label: Label::Repeated,
             deprecated: false,
         },
         FieldDesc {
             number: 3,
-            name: proto_name!("ttl"),
+            #[cfg(feature = "names")]
+            name: "ttl",
             ty: FieldType::Message(&super::wkt::DURATION),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 4,
-            name: proto_name!("cache_scope"),
+            #[cfg(feature = "names")]
+            name: "cache_scope",
             ty: FieldType::Enum(&CACHE_SCOPE),
             label: Label::Singular,
             deprecated: false,
@@ -1382,46 +1573,53 @@ pub static LIST_RESOURCE_TEMPLATES_RESPONSE: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.Prompt`.
 pub static PROMPT: MessageDesc = MessageDesc {
-    name: proto_name!("model_context_protocol.Prompt"),
+    #[cfg(feature = "names")]
+    name: "model_context_protocol.Prompt",
     fields: &[
         FieldDesc {
             number: 1,
-            name: proto_name!("name"),
+            #[cfg(feature = "names")]
+            name: "name",
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 4,
-            name: proto_name!("title"),
+            #[cfg(feature = "names")]
+            name: "title",
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: proto_name!("description"),
+            #[cfg(feature = "names")]
+            name: "description",
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 3,
-            name: proto_name!("arguments"),
+            #[cfg(feature = "names")]
+            name: "arguments",
             ty: FieldType::Message(&PROMPT_ARGUMENT),
             label: Label::Repeated,
             deprecated: false,
         },
         FieldDesc {
             number: 5,
-            name: proto_name!("icons"),
+            #[cfg(feature = "names")]
+            name: "icons",
             ty: FieldType::Message(&ICON),
             label: Label::Repeated,
             deprecated: false,
         },
         FieldDesc {
             number: 6,
-            name: proto_name!("metadata"),
+            #[cfg(feature = "names")]
+            name: "metadata",
             ty: FieldType::Message(&super::wkt::STRUCT),
             label: Label::Singular,
             deprecated: false,
@@ -1431,32 +1629,37 @@ pub static PROMPT: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.Prompt.Argument`.
 pub static PROMPT_ARGUMENT: MessageDesc = MessageDesc {
-    name: proto_name!("model_context_protocol.Prompt.Argument"),
+    #[cfg(feature = "names")]
+    name: "model_context_protocol.Prompt.Argument",
     fields: &[
         FieldDesc {
             number: 1,
-            name: proto_name!("name"),
+            #[cfg(feature = "names")]
+            name: "name",
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 4,
-            name: proto_name!("title"),
+            #[cfg(feature = "names")]
+            name: "title",
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: proto_name!("description"),
+            #[cfg(feature = "names")]
+            name: "description",
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 3,
-            name: proto_name!("required"),
+            #[cfg(feature = "names")]
+            name: "required",
             ty: FieldType::Bool,
             label: Label::Singular,
             deprecated: false,
@@ -1466,10 +1669,12 @@ pub static PROMPT_ARGUMENT: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.ListPromptsRequest`.
 pub static LIST_PROMPTS_REQUEST: MessageDesc = MessageDesc {
-    name: proto_name!("model_context_protocol.ListPromptsRequest"),
+    #[cfg(feature = "names")]
+    name: "model_context_protocol.ListPromptsRequest",
     fields: &[FieldDesc {
         number: 1,
-        name: proto_name!("common"),
+        #[cfg(feature = "names")]
+        name: "common",
         ty: FieldType::Message(&REQUEST_FIELDS),
         label: Label::Singular,
         deprecated: false,
@@ -1478,32 +1683,37 @@ pub static LIST_PROMPTS_REQUEST: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.ListPromptsResponse`.
 pub static LIST_PROMPTS_RESPONSE: MessageDesc = MessageDesc {
-    name: proto_name!("model_context_protocol.ListPromptsResponse"),
+    #[cfg(feature = "names")]
+    name: "model_context_protocol.ListPromptsResponse",
     fields: &[
         FieldDesc {
             number: 1,
-            name: proto_name!("common"),
+            #[cfg(feature = "names")]
+            name: "common",
             ty: FieldType::Message(&RESPONSE_FIELDS),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: proto_name!("prompts"),
+            #[cfg(feature = "names")]
+            name: "prompts",
             ty: FieldType::Message(&PROMPT),
             label: Label::Repeated,
             deprecated: false,
         },
         FieldDesc {
             number: 3,
-            name: proto_name!("ttl"),
+            #[cfg(feature = "names")]
+            name: "ttl",
             ty: FieldType::Message(&super::wkt::DURATION),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 4,
-            name: proto_name!("cache_scope"),
+            #[cfg(feature = "names")]
+            name: "cache_scope",
             ty: FieldType::Enum(&CACHE_SCOPE),
             label: Label::Singular,
             deprecated: false,
@@ -1513,25 +1723,29 @@ pub static LIST_PROMPTS_RESPONSE: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.EmbeddedResource`.
 pub static EMBEDDED_RESOURCE: MessageDesc = MessageDesc {
-    name: proto_name!("model_context_protocol.EmbeddedResource"),
+    #[cfg(feature = "names")]
+    name: "model_context_protocol.EmbeddedResource",
     fields: &[
         FieldDesc {
             number: 1,
-            name: proto_name!("contents"),
+            #[cfg(feature = "names")]
+            name: "contents",
             ty: FieldType::Message(&RESOURCE_CONTENTS),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: proto_name!("annotations"),
+            #[cfg(feature = "names")]
+            name: "annotations",
             ty: FieldType::Message(&ANNOTATIONS),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 3,
-            name: proto_name!("metadata"),
+            #[cfg(feature = "names")]
+            name: "metadata",
             ty: FieldType::Message(&super::wkt::STRUCT),
             label: Label::Singular,
             deprecated: false,
@@ -1541,46 +1755,53 @@ pub static EMBEDDED_RESOURCE: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.PromptMessage`.
 pub static PROMPT_MESSAGE: MessageDesc = MessageDesc {
-    name: proto_name!("model_context_protocol.PromptMessage"),
+    #[cfg(feature = "names")]
+    name: "model_context_protocol.PromptMessage",
     fields: &[
         FieldDesc {
             number: 1,
-            name: proto_name!("role"),
+            #[cfg(feature = "names")]
+            name: "role",
             ty: FieldType::Enum(&ROLE),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: proto_name!("text"),
+            #[cfg(feature = "names")]
+            name: "text",
             ty: FieldType::Message(&TEXT_CONTENT),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 3,
-            name: proto_name!("image"),
+            #[cfg(feature = "names")]
+            name: "image",
             ty: FieldType::Message(&IMAGE_CONTENT),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 4,
-            name: proto_name!("audio"),
+            #[cfg(feature = "names")]
+            name: "audio",
             ty: FieldType::Message(&AUDIO_CONTENT),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 5,
-            name: proto_name!("embedded_resource"),
+            #[cfg(feature = "names")]
+            name: "embedded_resource",
             ty: FieldType::Message(&EMBEDDED_RESOURCE),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 6,
-            name: proto_name!("resource_link"),
+            #[cfg(feature = "names")]
+            name: "resource_link",
             ty: FieldType::Message(&RESOURCE),
             label: Label::Singular,
             deprecated: false,
@@ -1590,25 +1811,29 @@ pub static PROMPT_MESSAGE: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.GetPromptRequest`.
 pub static GET_PROMPT_REQUEST: MessageDesc = MessageDesc {
-    name: proto_name!("model_context_protocol.GetPromptRequest"),
+    #[cfg(feature = "names")]
+    name: "model_context_protocol.GetPromptRequest",
     fields: &[
         FieldDesc {
             number: 1,
-            name: proto_name!("common"),
+            #[cfg(feature = "names")]
+            name: "common",
             ty: FieldType::Message(&REQUEST_FIELDS),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: proto_name!("name"),
+            #[cfg(feature = "names")]
+            name: "name",
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 3,
-            name: proto_name!("arguments"),
+            #[cfg(feature = "names")]
+            name: "arguments",
             ty: FieldType::Map(&GET_PROMPT_REQUEST_ARGUMENTS_ENTRY),
             label: Label::Repeated,
             deprecated: false,
@@ -1618,18 +1843,21 @@ pub static GET_PROMPT_REQUEST: MessageDesc = MessageDesc {
 
 /// The map entry `model_context_protocol.GetPromptRequest.ArgumentsEntry`.
 pub static GET_PROMPT_REQUEST_ARGUMENTS_ENTRY: MessageDesc = MessageDesc {
-    name: proto_name!("model_context_protocol.GetPromptRequest.ArgumentsEntry"),
+    #[cfg(feature = "names")]
+    name: "model_context_protocol.GetPromptRequest.ArgumentsEntry",
     fields: &[
         FieldDesc {
             number: 1,
-            name: proto_name!("key"),
+            #[cfg(feature = "names")]
+            name: "key",
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: proto_name!("value"),
+            #[cfg(feature = "names")]
+            name: "value",
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
@@ -1639,25 +1867,29 @@ pub static GET_PROMPT_REQUEST_ARGUMENTS_ENTRY: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.GetPromptResponse`.
 pub static GET_PROMPT_RESPONSE: MessageDesc = MessageDesc {
-    name: proto_name!("model_context_protocol.GetPromptResponse"),
+    #[cfg(feature = "names")]
+    name: "model_context_protocol.GetPromptResponse",
     fields: &[
         FieldDesc {
             number: 1,
-            name: proto_name!("common"),
+            #[cfg(feature = "names")]
+            name: "common",
             ty: FieldType::Message(&RESPONSE_FIELDS),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: proto_name!("description"),
+            #[cfg(feature = "names")]
+            name: "description",
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 3,
-            name: proto_name!("messages"),
+            #[cfg(feature = "names")]
+            name: "messages",
             ty: FieldType::Message(&PROMPT_MESSAGE),
             label: Label::Repeated,
             deprecated: false,
@@ -1667,39 +1899,45 @@ pub static GET_PROMPT_RESPONSE: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.ToolAnnotations`.
 pub static TOOL_ANNOTATIONS: MessageDesc = MessageDesc {
-    name: proto_name!("model_context_protocol.ToolAnnotations"),
+    #[cfg(feature = "names")]
+    name: "model_context_protocol.ToolAnnotations",
     fields: &[
         FieldDesc {
             number: 1,
-            name: proto_name!("title"),
+            #[cfg(feature = "names")]
+            name: "title",
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: proto_name!("read_only_hint"),
+            #[cfg(feature = "names")]
+            name: "read_only_hint",
             ty: FieldType::Bool,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 3,
-            name: proto_name!("destructive_hint"),
+            #[cfg(feature = "names")]
+            name: "destructive_hint",
             ty: FieldType::Bool,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 4,
-            name: proto_name!("idempotent_hint"),
+            #[cfg(feature = "names")]
+            name: "idempotent_hint",
             ty: FieldType::Bool,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 5,
-            name: proto_name!("open_world_hint"),
+            #[cfg(feature = "names")]
+            name: "open_world_hint",
             ty: FieldType::Bool,
             label: Label::Singular,
             deprecated: false,
@@ -1709,60 +1947,69 @@ pub static TOOL_ANNOTATIONS: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.Tool`.
 pub static TOOL: MessageDesc = MessageDesc {
-    name: proto_name!("model_context_protocol.Tool"),
+    #[cfg(feature = "names")]
+    name: "model_context_protocol.Tool",
     fields: &[
         FieldDesc {
             number: 1,
-            name: proto_name!("name"),
+            #[cfg(feature = "names")]
+            name: "name",
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 6,
-            name: proto_name!("title"),
+            #[cfg(feature = "names")]
+            name: "title",
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: proto_name!("description"),
+            #[cfg(feature = "names")]
+            name: "description",
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 3,
-            name: proto_name!("input_schema"),
+            #[cfg(feature = "names")]
+            name: "input_schema",
             ty: FieldType::Message(&super::wkt::STRUCT),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 5,
-            name: proto_name!("output_schema"),
+            #[cfg(feature = "names")]
+            name: "output_schema",
             ty: FieldType::Message(&super::wkt::STRUCT),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 4,
-            name: proto_name!("annotations"),
+            #[cfg(feature = "names")]
+            name: "annotations",
             ty: FieldType::Message(&TOOL_ANNOTATIONS),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 7,
-            name: proto_name!("icons"),
+            #[cfg(feature = "names")]
+            name: "icons",
             ty: FieldType::Message(&ICON),
             label: Label::Repeated,
             deprecated: false,
         },
         FieldDesc {
             number: 8,
-            name: proto_name!("metadata"),
+            #[cfg(feature = "names")]
+            name: "metadata",
             ty: FieldType::Message(&super::wkt::STRUCT),
             label: Label::Singular,
             deprecated: false,
@@ -1772,10 +2019,12 @@ pub static TOOL: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.ListToolsRequest`.
 pub static LIST_TOOLS_REQUEST: MessageDesc = MessageDesc {
-    name: proto_name!("model_context_protocol.ListToolsRequest"),
+    #[cfg(feature = "names")]
+    name: "model_context_protocol.ListToolsRequest",
     fields: &[FieldDesc {
         number: 1,
-        name: proto_name!("common"),
+        #[cfg(feature = "names")]
+        name: "common",
         ty: FieldType::Message(&REQUEST_FIELDS),
         label: Label::Singular,
         deprecated: false,
@@ -1784,32 +2033,37 @@ pub static LIST_TOOLS_REQUEST: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.ListToolsResponse`.
 pub static LIST_TOOLS_RESPONSE: MessageDesc = MessageDesc {
-    name: proto_name!("model_context_protocol.ListToolsResponse"),
+    #[cfg(feature = "names")]
+    name: "model_context_protocol.ListToolsResponse",
     fields: &[
         FieldDesc {
             number: 1,
-            name: proto_name!("common"),
+            #[cfg(feature = "names")]
+            name: "common",
             ty: FieldType::Message(&RESPONSE_FIELDS),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: proto_name!("tools"),
+            #[cfg(feature = "names")]
+            name: "tools",
             ty: FieldType::Message(&TOOL),
             label: Label::Repeated,
             deprecated: false,
         },
         FieldDesc {
             number: 3,
-            name: proto_name!("ttl"),
+            #[cfg(feature = "names")]
+            name: "ttl",
             ty: FieldType::Message(&super::wkt::DURATION),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 4,
-            name: proto_name!("cache_scope"),
+            #[cfg(feature = "names")]
+            name: "cache_scope",
             ty: FieldType::Enum(&CACHE_SCOPE),
             label: Label::Singular,
             deprecated: false,
@@ -1819,18 +2073,21 @@ pub static LIST_TOOLS_RESPONSE: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.CallToolRequest`.
 pub static CALL_TOOL_REQUEST: MessageDesc = MessageDesc {
-    name: proto_name!("model_context_protocol.CallToolRequest"),
+    #[cfg(feature = "names")]
+    name: "model_context_protocol.CallToolRequest",
     fields: &[
         FieldDesc {
             number: 1,
-            name: proto_name!("common"),
+            #[cfg(feature = "names")]
+            name: "common",
             ty: FieldType::Message(&REQUEST_FIELDS),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: proto_name!("request"),
+            #[cfg(feature = "names")]
+            name: "request",
             ty: FieldType::Message(&CALL_TOOL_REQUEST_REQUEST),
             label: Label::Singular,
             deprecated: false,
@@ -1840,18 +2097,21 @@ pub static CALL_TOOL_REQUEST: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.CallToolRequest.Request`.
 pub static CALL_TOOL_REQUEST_REQUEST: MessageDesc = MessageDesc {
-    name: proto_name!("model_context_protocol.CallToolRequest.Request"),
+    #[cfg(feature = "names")]
+    name: "model_context_protocol.CallToolRequest.Request",
     fields: &[
         FieldDesc {
             number: 1,
-            name: proto_name!("name"),
+            #[cfg(feature = "names")]
+            name: "name",
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: proto_name!("arguments"),
+            #[cfg(feature = "names")]
+            name: "arguments",
             ty: FieldType::Message(&super::wkt::STRUCT),
             label: Label::Singular,
             deprecated: false,
@@ -1861,32 +2121,37 @@ pub static CALL_TOOL_REQUEST_REQUEST: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.CallToolResponse`.
 pub static CALL_TOOL_RESPONSE: MessageDesc = MessageDesc {
-    name: proto_name!("model_context_protocol.CallToolResponse"),
+    #[cfg(feature = "names")]
+    name: "model_context_protocol.CallToolResponse",
     fields: &[
         FieldDesc {
             number: 1,
-            name: proto_name!("common"),
+            #[cfg(feature = "names")]
+            name: "common",
             ty: FieldType::Message(&RESPONSE_FIELDS),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: proto_name!("content"),
+            #[cfg(feature = "names")]
+            name: "content",
             ty: FieldType::Message(&CALL_TOOL_RESPONSE_CONTENT),
             label: Label::Repeated,
             deprecated: false,
         },
         FieldDesc {
             number: 3,
-            name: proto_name!("structured_content"),
+            #[cfg(feature = "names")]
+            name: "structured_content",
             ty: FieldType::Message(&super::wkt::STRUCT),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 4,
-            name: proto_name!("is_error"),
+            #[cfg(feature = "names")]
+            name: "is_error",
             ty: FieldType::Bool,
             label: Label::Singular,
             deprecated: false,
@@ -1896,39 +2161,45 @@ pub static CALL_TOOL_RESPONSE: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.CallToolResponse.Content`.
 pub static CALL_TOOL_RESPONSE_CONTENT: MessageDesc = MessageDesc {
-    name: proto_name!("model_context_protocol.CallToolResponse.Content"),
+    #[cfg(feature = "names")]
+    name: "model_context_protocol.CallToolResponse.Content",
     fields: &[
         FieldDesc {
             number: 1,
-            name: proto_name!("text"),
+            #[cfg(feature = "names")]
+            name: "text",
             ty: FieldType::Message(&TEXT_CONTENT),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: proto_name!("image"),
+            #[cfg(feature = "names")]
+            name: "image",
             ty: FieldType::Message(&IMAGE_CONTENT),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 3,
-            name: proto_name!("audio"),
+            #[cfg(feature = "names")]
+            name: "audio",
             ty: FieldType::Message(&AUDIO_CONTENT),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 4,
-            name: proto_name!("embedded_resource"),
+            #[cfg(feature = "names")]
+            name: "embedded_resource",
             ty: FieldType::Message(&EMBEDDED_RESOURCE),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 7,
-            name: proto_name!("resource_link"),
+            #[cfg(feature = "names")]
+            name: "resource_link",
             ty: FieldType::Message(&RESOURCE),
             label: Label::Singular,
             deprecated: false,
@@ -1938,10 +2209,12 @@ pub static CALL_TOOL_RESPONSE_CONTENT: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.ResourceReference`.
 pub static RESOURCE_REFERENCE: MessageDesc = MessageDesc {
-    name: proto_name!("model_context_protocol.ResourceReference"),
+    #[cfg(feature = "names")]
+    name: "model_context_protocol.ResourceReference",
     fields: &[FieldDesc {
         number: 1,
-        name: proto_name!("uri"),
+        #[cfg(feature = "names")]
+        name: "uri",
         ty: FieldType::String,
         label: Label::Singular,
         deprecated: false,
@@ -1950,18 +2223,21 @@ pub static RESOURCE_REFERENCE: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.PromptReference`.
 pub static PROMPT_REFERENCE: MessageDesc = MessageDesc {
-    name: proto_name!("model_context_protocol.PromptReference"),
+    #[cfg(feature = "names")]
+    name: "model_context_protocol.PromptReference",
     fields: &[
         FieldDesc {
             number: 1,
-            name: proto_name!("name"),
+            #[cfg(feature = "names")]
+            name: "name",
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: proto_name!("title"),
+            #[cfg(feature = "names")]
+            name: "title",
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
@@ -1971,39 +2247,45 @@ pub static PROMPT_REFERENCE: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.CompletionRequest`.
 pub static COMPLETION_REQUEST: MessageDesc = MessageDesc {
-    name: proto_name!("model_context_protocol.CompletionRequest"),
+    #[cfg(feature = "names")]
+    name: "model_context_protocol.CompletionRequest",
     fields: &[
         FieldDesc {
             number: 1,
-            name: proto_name!("common"),
+            #[cfg(feature = "names")]
+            name: "common",
             ty: FieldType::Message(&REQUEST_FIELDS),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: proto_name!("resource_reference"),
+            #[cfg(feature = "names")]
+            name: "resource_reference",
             ty: FieldType::Message(&RESOURCE_REFERENCE),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 3,
-            name: proto_name!("prompt_reference"),
+            #[cfg(feature = "names")]
+            name: "prompt_reference",
             ty: FieldType::Message(&PROMPT_REFERENCE),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 4,
-            name: proto_name!("argument"),
+            #[cfg(feature = "names")]
+            name: "argument",
             ty: FieldType::Message(&COMPLETION_REQUEST_ARGUMENT),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 5,
-            name: proto_name!("context"),
+            #[cfg(feature = "names")]
+            name: "context",
             ty: FieldType::Message(&COMPLETION_REQUEST_CONTEXT),
             label: Label::Singular,
             deprecated: false,
@@ -2013,18 +2295,21 @@ pub static COMPLETION_REQUEST: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.CompletionRequest.Argument`.
 pub static COMPLETION_REQUEST_ARGUMENT: MessageDesc = MessageDesc {
-    name: proto_name!("model_context_protocol.CompletionRequest.Argument"),
+    #[cfg(feature = "names")]
+    name: "model_context_protocol.CompletionRequest.Argument",
     fields: &[
         FieldDesc {
             number: 1,
-            name: proto_name!("name"),
+            #[cfg(feature = "names")]
+            name: "name",
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: proto_name!("value"),
+            #[cfg(feature = "names")]
+            name: "value",
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
@@ -2034,10 +2319,12 @@ pub static COMPLETION_REQUEST_ARGUMENT: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.CompletionRequest.Context`.
 pub static COMPLETION_REQUEST_CONTEXT: MessageDesc = MessageDesc {
-    name: proto_name!("model_context_protocol.CompletionRequest.Context"),
+    #[cfg(feature = "names")]
+    name: "model_context_protocol.CompletionRequest.Context",
     fields: &[FieldDesc {
         number: 1,
-        name: proto_name!("arguments"),
+        #[cfg(feature = "names")]
+        name: "arguments",
         ty: FieldType::Map(&COMPLETION_REQUEST_CONTEXT_ARGUMENTS_ENTRY),
         label: Label::Repeated,
         deprecated: false,
@@ -2046,18 +2333,21 @@ pub static COMPLETION_REQUEST_CONTEXT: MessageDesc = MessageDesc {
 
 /// The map entry `model_context_protocol.CompletionRequest.Context.ArgumentsEntry`.
 pub static COMPLETION_REQUEST_CONTEXT_ARGUMENTS_ENTRY: MessageDesc = MessageDesc {
-    name: proto_name!("model_context_protocol.CompletionRequest.Context.ArgumentsEntry"),
+    #[cfg(feature = "names")]
+    name: "model_context_protocol.CompletionRequest.Context.ArgumentsEntry",
     fields: &[
         FieldDesc {
             number: 1,
-            name: proto_name!("key"),
+            #[cfg(feature = "names")]
+            name: "key",
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: proto_name!("value"),
+            #[cfg(feature = "names")]
+            name: "value",
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
@@ -2067,32 +2357,37 @@ pub static COMPLETION_REQUEST_CONTEXT_ARGUMENTS_ENTRY: MessageDesc = MessageDesc
 
 /// The message `model_context_protocol.CompletionResponse`.
 pub static COMPLETION_RESPONSE: MessageDesc = MessageDesc {
-    name: proto_name!("model_context_protocol.CompletionResponse"),
+    #[cfg(feature = "names")]
+    name: "model_context_protocol.CompletionResponse",
     fields: &[
         FieldDesc {
             number: 1,
-            name: proto_name!("common"),
+            #[cfg(feature = "names")]
+            name: "common",
             ty: FieldType::Message(&RESPONSE_FIELDS),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: proto_name!("values"),
+            #[cfg(feature = "names")]
+            name: "values",
             ty: FieldType::String,
             label: Label::Repeated,
             deprecated: false,
         },
         FieldDesc {
             number: 3,
-            name: proto_name!("total_matches"),
+            #[cfg(feature = "names")]
+            name: "total_matches",
             ty: FieldType::Int64,
             label: Label::Optional,
             deprecated: false,
         },
         FieldDesc {
             number: 4,
-            name: proto_name!("has_more"),
+            #[cfg(feature = "names")]
+            name: "has_more",
             ty: FieldType::Bool,
             label: Label::Singular,
             deprecated: false,

@@ -9,18 +9,21 @@ use super::desc::{EnumDesc, FieldDesc, FieldType, Label, MessageDesc};
 
 /// The message `google.protobuf.Duration`.
 pub static DURATION: MessageDesc = MessageDesc {
-    name: proto_name!("google.protobuf.Duration"),
+    #[cfg(feature = "names")]
+    name: "google.protobuf.Duration",
     fields: &[
         FieldDesc {
             number: 1,
-            name: proto_name!("seconds"),
+            #[cfg(feature = "names")]
+            name: "seconds",
             ty: FieldType::Int64,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: proto_name!("nanos"),
+            #[cfg(feature = "names")]
+            name: "nanos",
             ty: FieldType::Int32,
             label: Label::Singular,
             deprecated: false,
@@ -30,16 +33,19 @@ pub static DURATION: MessageDesc = MessageDesc {
 
 /// The enum `google.protobuf.NullValue`.
 pub static NULL_VALUE: EnumDesc = EnumDesc {
-    name: proto_name!("google.protobuf.NullValue"),
+    #[cfg(feature = "names")]
+    name: "google.protobuf.NullValue",
     values: &[(proto_name!("NULL_VALUE"), 0)],
 };
 
 /// The message `google.protobuf.Struct`.
 pub static STRUCT: MessageDesc = MessageDesc {
-    name: proto_name!("google.protobuf.Struct"),
+    #[cfg(feature = "names")]
+    name: "google.protobuf.Struct",
     fields: &[FieldDesc {
         number: 1,
-        name: proto_name!("fields"),
+        #[cfg(feature = "names")]
+        name: "fields",
         ty: FieldType::Map(&STRUCT_FIELDS_ENTRY),
         label: Label::Repeated,
         deprecated: false,
@@ -48,18 +54,21 @@ pub static STRUCT: MessageDesc = MessageDesc {
 
 /// The map entry `google.protobuf.Struct.FieldsEntry`.
 pub static STRUCT_FIELDS_ENTRY: MessageDesc = MessageDesc {
-    name: proto_name!("google.protobuf.Struct.FieldsEntry"),
+    #[cfg(feature = "names")]
+    name: "google.protobuf.Struct.FieldsEntry",
     fields: &[
         FieldDesc {
             number: 1,
-            name: proto_name!("key"),
+            #[cfg(feature = "names")]
+            name: "key",
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: proto_name!("value"),
+            #[cfg(feature = "names")]
+            name: "value",
             ty: FieldType::Message(&VALUE),
             label: Label::Singular,
             deprecated: false,
@@ -69,46 +78,53 @@ pub static STRUCT_FIELDS_ENTRY: MessageDesc = MessageDesc {
 
 /// The message `google.protobuf.Value`.
 pub static VALUE: MessageDesc = MessageDesc {
-    name: proto_name!("google.protobuf.Value"),
+    #[cfg(feature = "names")]
+    name: "google.protobuf.Value",
     fields: &[
         FieldDesc {
             number: 1,
-            name: proto_name!("null_value"),
+            #[cfg(feature = "names")]
+            name: "null_value",
             ty: FieldType::Enum(&NULL_VALUE),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 2,
-            name: proto_name!("number_value"),
+            #[cfg(feature = "names")]
+            name: "number_value",
             ty: FieldType::Double,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 3,
-            name: proto_name!("string_value"),
+            #[cfg(feature = "names")]
+            name: "string_value",
             ty: FieldType::String,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 4,
-            name: proto_name!("bool_value"),
+            #[cfg(feature = "names")]
+            name: "bool_value",
             ty: FieldType::Bool,
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 5,
-            name: proto_name!("struct_value"),
+            #[cfg(feature = "names")]
+            name: "struct_value",
             ty: FieldType::Message(&STRUCT),
             label: Label::Singular,
             deprecated: false,
         },
         FieldDesc {
             number: 6,
-            name: proto_name!("list_value"),
+            #[cfg(feature = "names")]
+            name: "list_value",
             ty: FieldType::Message(&LIST_VALUE),
             label: Label::Singular,
             deprecated: false,
@@ -118,10 +134,12 @@ pub static VALUE: MessageDesc = MessageDesc {
 
 /// The message `google.protobuf.ListValue`.
 pub static LIST_VALUE: MessageDesc = MessageDesc {
-    name: proto_name!("google.protobuf.ListValue"),
+    #[cfg(feature = "names")]
+    name: "google.protobuf.ListValue",
     fields: &[FieldDesc {
         number: 1,
-        name: proto_name!("values"),
+        #[cfg(feature = "names")]
+        name: "values",
         ty: FieldType::Message(&VALUE),
         label: Label::Repeated,
         deprecated: false,
