@@ -225,11 +225,18 @@ pub fn main(args: impl Iterator<Item = String>) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
+    // A stdio host is one connection: one thread runs it, the client and
+    // the forwarding handlers, with no wake-ups across threads (as `serve
+    // --stdio`); a network host side spreads its connections.
+    let mut builder = match args.host {
+        Host::Stdio => tokio::runtime::Builder::new_current_thread(),
+        Host::Listen { .. } => {
+            let mut b = tokio::runtime::Builder::new_multi_thread();
+            b.worker_threads(2);
+            b
+        }
+    };
+    let runtime = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("mcpwire bridge: cannot start the runtime: {e}");
