@@ -316,18 +316,24 @@ async fn run(args: Args) -> ExitCode {
         .era()
         .filter(|era| era.era != Era::Modern)
         .map(|era| format!("{} {}", era.era.describe(), era.version));
+    // Era translation: the host side stays the current era; an older
+    // server's discovery is the bridge's, from what the server answers.
+    let (translation, discover) = match &older {
+        Some(older) => (
+            format!(
+                "; the server speaks {older}: the host side stays MCP {PROTOCOL_VERSION} and its server/discover is answered from what the server reported"
+            ),
+            Some(Arc::new(legacy_discover(&client).await)),
+        ),
+        None => (String::new(), None),
+    };
+    let app = forwarding_app(client.clone(), args.timeout, discover);
     match args.host {
         Host::Stdio => {
             eprintln!(
-                "mcpwire bridge {}: host side stdio (MCP {PROTOCOL_VERSION}, JSON-RPC lines on stdin and stdout) -> server side {server_side}",
+                "mcpwire bridge {}: host side stdio (MCP {PROTOCOL_VERSION}, JSON-RPC lines on stdin and stdout) -> server side {server_side}{translation}",
                 env!("CARGO_PKG_VERSION")
             );
-            if let Some(older) = older {
-                eprintln!(
-                    "mcpwire bridge: warning: the server is of an older era ({older}); requests are forwarded as the client sends them, the host's lifecycle is not translated"
-                );
-            }
-            let app = forwarding_app(client.clone(), args.timeout, None);
             let config = mcpwire_tokio::StdioConfig {
                 // The downstream call has its own timeout (--timeout-ms,
                 // or the client's); the host side adds none.
@@ -352,16 +358,8 @@ async fn run(args: Args) -> ExitCode {
             opts,
             no_auth,
         } => {
-            listen_host(
-                client,
-                &addr,
-                opts,
-                no_auth,
-                args.timeout,
-                &server_side,
-                older,
-            )
-            .await
+            let sides = format!("MCP {PROTOCOL_VERSION} -> server side {server_side}{translation}");
+            listen_host(client, app, &addr, opts, no_auth, &sides).await
         }
     }
 }
@@ -390,12 +388,11 @@ async fn shutdown_signal() {
 /// (Streamable HTTP, the gRPC tunnel, the typed service), until SIGTERM.
 async fn listen_host(
     client: Client,
+    app: App,
     addr: &str,
     opts: super::ServeOptions,
     no_auth: bool,
-    timeout: Option<Duration>,
-    server_side: &str,
-    older: Option<String>,
+    sides: &str,
 ) -> ExitCode {
     let mut opts = opts;
     // The downstream call has its own timeout (--timeout-ms, or the
@@ -415,21 +412,10 @@ async fn listen_host(
             "mcpwire bridge: warning: --no-auth: whoever reaches {addr} uses the server through the bridge, unauthenticated"
         );
     }
-    let translation = match &older {
-        Some(older) => format!(
-            "; the server speaks {older}: the host side stays MCP {PROTOCOL_VERSION} and its server/discover is answered from what the server reported"
-        ),
-        None => String::new(),
-    };
     eprintln!(
-        "mcpwire bridge {}: host side {sentence}, MCP {PROTOCOL_VERSION} -> server side {server_side}{translation}",
+        "mcpwire bridge {}: host side {sentence}, {sides}",
         env!("CARGO_PKG_VERSION")
     );
-    let discover = match older {
-        Some(_) => Some(Arc::new(legacy_discover(&client).await)),
-        None => None,
-    };
-    let app = forwarding_app(client.clone(), timeout, discover);
     let served = server.serve_with_shutdown(app, shutdown_signal()).await;
     client.close().await;
     match served {
