@@ -435,14 +435,46 @@ fn forwarding_app(client: Client, timeout: Option<Duration>, discover: Option<Ar
         let client = client.clone();
         let discover = discover.clone();
         async move {
-            if let Some(discover) = discover
-                && request.method() == "server/discover"
-            {
+            let Some(discover) = discover else {
+                return forward_request(client, request, timeout).await;
+            };
+            // An older-era server: its discovery is the bridge's, and its
+            // results get the fields the current era requires.
+            if request.method() == "server/discover" {
                 return Ok(Value::clone(&discover));
             }
-            forward_request(client, request, timeout).await
+            let method = request.method().to_owned();
+            let mut result = forward_request(client, request, timeout).await?;
+            current_era_result(&method, &mut result);
+            Ok(result)
         }
     })
+}
+
+/// An older-era server's result of `method`, as MCP 2026-07-28 has it:
+/// `resultType` (`complete`: older eras have no other), and on the
+/// cacheable results the caching hints (stale at once, for this caller:
+/// the older server promised nothing).
+fn current_era_result(method: &str, result: &mut Value) {
+    let Some(object) = result.as_object_mut() else {
+        return;
+    };
+    object
+        .entry("resultType")
+        .or_insert_with(|| json!("complete"));
+    if matches!(
+        method,
+        "tools/list"
+            | "prompts/list"
+            | "resources/list"
+            | "resources/templates/list"
+            | "resources/read"
+    ) {
+        object.entry("ttlMs").or_insert_with(|| json!(0));
+        object
+            .entry("cacheScope")
+            .or_insert_with(|| json!("private"));
+    }
 }
 
 /// The `server/discover` result of an older-era server, from what it
@@ -469,6 +501,8 @@ async fn legacy_discover(client: &Client) -> Value {
         "resultType": "complete",
         "supportedVersions": [PROTOCOL_VERSION],
         "capabilities": capabilities,
+        "ttlMs": 0,
+        "cacheScope": "private",
         "_meta": {"io.modelcontextprotocol/serverInfo": {
             "name": "mcpwire-bridge",
             "version": env!("CARGO_PKG_VERSION"),
@@ -648,6 +682,27 @@ mod tests {
         assert_eq!(args.restart.backoff, Some(Duration::from_millis(10)));
         let args = parse(words("--listen 0.0.0.0:9 --no-auth --to grpc://h:1")).unwrap();
         assert!(matches!(args.host, Host::Listen { addr, .. } if addr == "0.0.0.0:9"));
+    }
+
+    #[test]
+    fn an_older_servers_results_get_the_current_eras_fields() {
+        let mut listed = json!({"tools": []});
+        current_era_result("tools/list", &mut listed);
+        assert_eq!(
+            listed,
+            json!({"tools": [], "resultType": "complete", "ttlMs": 0, "cacheScope": "private"})
+        );
+        let mut called = json!({"content": [], "resultType": "complete", "isError": false});
+        current_era_result("tools/call", &mut called);
+        assert_eq!(
+            called,
+            json!({"content": [], "resultType": "complete", "isError": false})
+        );
+        let mut kept = json!({"contents": [], "ttlMs": 5000, "cacheScope": "public"});
+        current_era_result("resources/read", &mut kept);
+        assert_eq!(kept["ttlMs"], 5000);
+        assert_eq!(kept["cacheScope"], "public");
+        assert_eq!(kept["resultType"], "complete");
     }
 
     #[test]
