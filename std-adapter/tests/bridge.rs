@@ -1439,6 +1439,15 @@ async fn a_stdio_host_meets_an_older_child_as_the_current_era() {
         json!({"tools": {}}),
         "{discovered}"
     );
+    // The list gets the caching hints the current era requires.
+    bridge
+        .send(request(json!("l"), "tools/list", json!({})))
+        .await;
+    let listed = bridge.recv().await;
+    assert!(listed["result"]["tools"].is_array(), "{listed}");
+    assert_eq!(listed["result"]["ttlMs"], 0, "{listed}");
+    assert_eq!(listed["result"]["cacheScope"], "private", "{listed}");
+    assert_eq!(listed["result"]["resultType"], "complete", "{listed}");
     bridge
         .send(tool_call(json!(2), "echo", json!({"text": "old"})))
         .await;
