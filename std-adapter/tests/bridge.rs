@@ -51,11 +51,19 @@ impl Bridge {
 
     /// The bridge with `MCPWIRE_TOKEN` set to `token` (or unset).
     fn spawn_with_token(args: &[&str], token: Option<&str>) -> Self {
+        Self::spawn_with_env(args, token, &[])
+    }
+
+    /// The bridge with `MCPWIRE_TOKEN` set to `token` (or unset) and `env`.
+    fn spawn_with_env(args: &[&str], token: Option<&str>, env: &[(&str, &str)]) -> Self {
         let mut command = Command::new(env!("CARGO_BIN_EXE_mcpwire"));
         match token {
             Some(t) => command.env("MCPWIRE_TOKEN", t),
             None => command.env_remove("MCPWIRE_TOKEN"),
         };
+        for (k, v) in env {
+            command.env(k, v);
+        }
         let mut child = command
             .arg("bridge")
             .arg("--stdio-host")
@@ -1393,4 +1401,57 @@ async fn a_downstream_timeout_reaches_a_network_host_as_the_bridges_failure() {
     let (status, _, _) = bridge.terminate().await;
     assert!(status.success());
     harness.stop().await;
+}
+
+#[tokio::test]
+async fn a_stdio_host_meets_an_older_child_as_the_current_era() {
+    let script =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/stdio/misbehaving_server.py");
+    let python = python();
+    let mut bridge = Bridge::spawn_with_env(
+        &[
+            "--pass-env",
+            "LEGACY",
+            "--",
+            python.to_str().unwrap(),
+            script.to_str().unwrap(),
+        ],
+        None,
+        &[("LEGACY", "1")],
+    );
+    let startup = bridge.startup_line().await;
+    assert!(
+        startup.contains("2025-11-25") && startup.contains(&format!("stays MCP {VERSION}")),
+        "{startup}"
+    );
+    bridge
+        .send(request(json!("d"), "server/discover", json!({})))
+        .await;
+    let discovered = bridge.recv().await;
+    assert_eq!(discovered["id"], "d", "{discovered}");
+    assert_eq!(
+        discovered["result"]["supportedVersions"],
+        json!([VERSION]),
+        "{discovered}"
+    );
+    assert_eq!(
+        discovered["result"]["capabilities"],
+        json!({"tools": {}}),
+        "{discovered}"
+    );
+    // The list gets the caching hints the current era requires.
+    bridge
+        .send(request(json!("l"), "tools/list", json!({})))
+        .await;
+    let listed = bridge.recv().await;
+    assert!(listed["result"]["tools"].is_array(), "{listed}");
+    assert_eq!(listed["result"]["ttlMs"], 0, "{listed}");
+    assert_eq!(listed["result"]["cacheScope"], "private", "{listed}");
+    assert_eq!(listed["result"]["resultType"], "complete", "{listed}");
+    bridge
+        .send(tool_call(json!(2), "echo", json!({"text": "old"})))
+        .await;
+    let echoed = bridge.recv().await;
+    assert_eq!(echoed["result"]["content"][0]["text"], "old", "{echoed}");
+    assert!(bridge.finish().await.success());
 }

@@ -323,18 +323,24 @@ async fn run(args: Args) -> ExitCode {
         .era()
         .filter(|era| era.era != Era::Modern)
         .map(|era| format!("{} {}", era.era.describe(), era.version));
+    // Era translation: the host side stays the current era; an older
+    // server's discovery is the bridge's, from what the server answers.
+    let (translation, discover) = match &older {
+        Some(older) => (
+            format!(
+                "; the server speaks {older}: the host side stays MCP {PROTOCOL_VERSION} and its server/discover is answered from what the server reported"
+            ),
+            Some(Arc::new(legacy_discover(&client).await)),
+        ),
+        None => (String::new(), None),
+    };
+    let app = forwarding_app(client.clone(), args.timeout, discover);
     match args.host {
         Host::Stdio => {
             eprintln!(
-                "mcpwire bridge {}: host side stdio (MCP {PROTOCOL_VERSION}, JSON-RPC lines on stdin and stdout) -> server side {server_side}",
+                "mcpwire bridge {}: host side stdio (MCP {PROTOCOL_VERSION}, JSON-RPC lines on stdin and stdout) -> server side {server_side}{translation}",
                 env!("CARGO_PKG_VERSION")
             );
-            if let Some(older) = older {
-                eprintln!(
-                    "mcpwire bridge: warning: the server is of an older era ({older}); requests are forwarded as the client sends them, the host's lifecycle is not translated"
-                );
-            }
-            let app = forwarding_app(client.clone(), args.timeout, None);
             let config = mcpwire_tokio::StdioConfig {
                 // The downstream call has its own timeout (--timeout-ms,
                 // or the client's); the host side adds none.
@@ -359,16 +365,8 @@ async fn run(args: Args) -> ExitCode {
             opts,
             no_auth,
         } => {
-            listen_host(
-                client,
-                &addr,
-                opts,
-                no_auth,
-                args.timeout,
-                &server_side,
-                older,
-            )
-            .await
+            let sides = format!("MCP {PROTOCOL_VERSION} -> server side {server_side}{translation}");
+            listen_host(client, app, &addr, opts, no_auth, &sides).await
         }
     }
 }
@@ -397,12 +395,11 @@ async fn shutdown_signal() {
 /// (Streamable HTTP, the gRPC tunnel, the typed service), until SIGTERM.
 async fn listen_host(
     client: Client,
+    app: App,
     addr: &str,
     opts: super::ServeOptions,
     no_auth: bool,
-    timeout: Option<Duration>,
-    server_side: &str,
-    older: Option<String>,
+    sides: &str,
 ) -> ExitCode {
     let mut opts = opts;
     // The downstream call has its own timeout (--timeout-ms, or the
@@ -422,21 +419,10 @@ async fn listen_host(
             "mcpwire bridge: warning: --no-auth: whoever reaches {addr} uses the server through the bridge, unauthenticated"
         );
     }
-    let translation = match &older {
-        Some(older) => format!(
-            "; the server speaks {older}: the host side stays MCP {PROTOCOL_VERSION} and its server/discover is answered from what the server reported"
-        ),
-        None => String::new(),
-    };
     eprintln!(
-        "mcpwire bridge {}: host side {sentence}, MCP {PROTOCOL_VERSION} -> server side {server_side}{translation}",
+        "mcpwire bridge {}: host side {sentence}, {sides}",
         env!("CARGO_PKG_VERSION")
     );
-    let discover = match older {
-        Some(_) => Some(Arc::new(legacy_discover(&client).await)),
-        None => None,
-    };
-    let app = forwarding_app(client.clone(), timeout, discover);
     let served = server.serve_with_shutdown(app, shutdown_signal()).await;
     client.close().await;
     match served {
@@ -456,14 +442,46 @@ fn forwarding_app(client: Client, timeout: Option<Duration>, discover: Option<Ar
         let client = client.clone();
         let discover = discover.clone();
         async move {
-            if let Some(discover) = discover
-                && request.method() == "server/discover"
-            {
+            let Some(discover) = discover else {
+                return forward_request(client, request, timeout).await;
+            };
+            // An older-era server: its discovery is the bridge's, and its
+            // results get the fields the current era requires.
+            if request.method() == "server/discover" {
                 return Ok(Value::clone(&discover));
             }
-            forward_request(client, request, timeout).await
+            let method = request.method().to_owned();
+            let mut result = forward_request(client, request, timeout).await?;
+            current_era_result(&method, &mut result);
+            Ok(result)
         }
     })
+}
+
+/// An older-era server's result of `method`, as MCP 2026-07-28 has it:
+/// `resultType` (`complete`: older eras have no other), and on the
+/// cacheable results the caching hints (stale at once, for this caller:
+/// the older server promised nothing).
+fn current_era_result(method: &str, result: &mut Value) {
+    let Some(object) = result.as_object_mut() else {
+        return;
+    };
+    object
+        .entry("resultType")
+        .or_insert_with(|| json!("complete"));
+    if matches!(
+        method,
+        "tools/list"
+            | "prompts/list"
+            | "resources/list"
+            | "resources/templates/list"
+            | "resources/read"
+    ) {
+        object.entry("ttlMs").or_insert_with(|| json!(0));
+        object
+            .entry("cacheScope")
+            .or_insert_with(|| json!("private"));
+    }
 }
 
 /// The `server/discover` result of an older-era server, from what it
@@ -490,6 +508,8 @@ async fn legacy_discover(client: &Client) -> Value {
         "resultType": "complete",
         "supportedVersions": [PROTOCOL_VERSION],
         "capabilities": capabilities,
+        "ttlMs": 0,
+        "cacheScope": "private",
         "_meta": {"io.modelcontextprotocol/serverInfo": {
             "name": "mcpwire-bridge",
             "version": env!("CARGO_PKG_VERSION"),
@@ -669,6 +689,27 @@ mod tests {
         assert_eq!(args.restart.backoff, Some(Duration::from_millis(10)));
         let args = parse(words("--listen 0.0.0.0:9 --no-auth --to grpc://h:1")).unwrap();
         assert!(matches!(args.host, Host::Listen { addr, .. } if addr == "0.0.0.0:9"));
+    }
+
+    #[test]
+    fn an_older_servers_results_get_the_current_eras_fields() {
+        let mut listed = json!({"tools": []});
+        current_era_result("tools/list", &mut listed);
+        assert_eq!(
+            listed,
+            json!({"tools": [], "resultType": "complete", "ttlMs": 0, "cacheScope": "private"})
+        );
+        let mut called = json!({"content": [], "resultType": "complete", "isError": false});
+        current_era_result("tools/call", &mut called);
+        assert_eq!(
+            called,
+            json!({"content": [], "resultType": "complete", "isError": false})
+        );
+        let mut kept = json!({"contents": [], "ttlMs": 5000, "cacheScope": "public"});
+        current_era_result("resources/read", &mut kept);
+        assert_eq!(kept["ttlMs"], 5000);
+        assert_eq!(kept["cacheScope"], "public");
+        assert_eq!(kept["resultType"], "complete");
     }
 
     #[test]
