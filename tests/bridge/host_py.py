@@ -267,8 +267,11 @@ class Row:
 
             async with anyio.create_task_group() as tg:
                 tg.start_soon(slow)
-                with anyio.fail_after(10):
+                with anyio.move_on_after(10):
                     await started.wait()
+                if not started.is_set():
+                    tg.cancel_scope.cancel()
+                    raise Failed("no progress from the slow call in 10 s")
                 subprocess.run(self.p["kill"], shell=True, check=True)
                 with anyio.move_on_after(10):
                     while not outcome:
