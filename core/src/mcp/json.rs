@@ -63,7 +63,8 @@ fn skip_value(src: &[u8], i: usize, max_depth: usize) -> Result<usize, JsonError
     if !WORDS {
         return skip_nested(src, i, max_depth);
     }
-    let i = skip_ws(src, i);
+    // White space first is rare (callers stand after it): the container
+    // walk skips it.
     match src.get(i) {
         Some(b'"') => skip_string(src, i),
         Some(b'-' | b'0'..=b'9') => skip_number(src, i),
@@ -198,7 +199,8 @@ pub(crate) fn string_stop(src: &[u8], j: usize) -> usize {
 
 /// [`string_stop`] eight octets at a time.
 fn string_stop_words(src: &[u8], mut j: usize) -> usize {
-    while let Some(word) = src.get(j..).and_then(<[u8]>::first_chunk::<8>) {
+    let (words, _) = src.get(j..).unwrap_or_default().as_chunks::<8>();
+    for word in words {
         let special = special_octets(u64::from_le_bytes(*word));
         if special != 0 {
             return j + (special.trailing_zeros() / 8) as usize;
@@ -284,11 +286,8 @@ fn skip_string_escaped(src: &[u8], i: usize) -> Result<(usize, bool), JsonError>
     // Eight octets at a time to the first that ends, escapes or breaks the
     // string: the usual string ends there, at its closing quote.
     let mut j = i + 1;
-    while let Some(word) = src
-        .get(j..)
-        .and_then(<[u8]>::first_chunk::<8>)
-        .filter(|_| WORDS)
-    {
+    let rest = src.get(j..).filter(|_| WORDS).unwrap_or_default();
+    for word in rest.as_chunks::<8>().0 {
         let special = special_octets(u64::from_le_bytes(*word));
         if special != 0 {
             j += (special.trailing_zeros() / 8) as usize;
