@@ -32,10 +32,12 @@
 #   MCPWIRE_BENCH_PYTHON    "0" to leave the Python SDK server out (it needs
 #                           mcp==2.3.0 in .venv, installed when missing)
 #   MCPWIRE_BENCH_OUT       also write the report to this file
-#   MCPWIRE_BENCH_BRIDGE    "0" to leave out the bridge rows: the stdio
-#                           scenarios through `mcpwire bridge --stdio-host`
-#                           to our gRPC server (the bridge's own CPU per
-#                           forwarded call, beside the direct stdio call)
+#   MCPWIRE_BENCH_BRIDGE    "0" to leave out the bridge columns: the gRPC
+#                           scenarios through `mcpwire bridge --listen` and
+#                           the stdio ones through `mcpwire bridge
+#                           --stdio-host`, both to our gRPC server (the
+#                           bridge's own CPU per forwarded call, beside the
+#                           direct call)
 #
 # Without the package mcpwire-tonic-peer (mcpwire-rmcp-peer) in the
 # workspace, or with MCPWIRE_BENCH_ONLY=mcpwire, our server is measured
@@ -157,6 +159,11 @@ if want grpc || want http; then
 fi
 if $with_tonic; then
     start --server tonic "$bin/tonic-tunnel-server"
+fi
+# The same gRPC calls through `mcpwire bridge --listen` to our server (the
+# CPU measured is the bridge's alone; latency is both hops).
+if want grpc && [[ ${MCPWIRE_BENCH_BRIDGE:-1} != 0 && -n $bridge_to ]]; then
+    start --server bridge-grpc "$bin/mcpwire" bridge --no-auth --to "grpc://$bridge_to"
 fi
 if want http && $with_rmcp; then
     start --http-server rmcp "$bin/rmcp-http-server"

@@ -225,17 +225,11 @@ pub fn main(args: impl Iterator<Item = String>) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    // A stdio host is one connection: one thread runs it, the client and
-    // the forwarding handlers, with no wake-ups across threads (as `serve
-    // --stdio`); a network host side spreads its connections.
-    let mut builder = match args.host {
-        Host::Stdio => tokio::runtime::Builder::new_current_thread(),
-        Host::Listen { .. } => {
-            let mut b = tokio::runtime::Builder::new_multi_thread();
-            b.worker_threads(2);
-            b
-        }
-    };
+    // One thread runs the host side, the client and the forwarding
+    // handlers: every call crosses from one to the other, and on one
+    // thread that is a poll, not a wake-up across threads (the downstream
+    // is one connection in any case).
+    let mut builder = tokio::runtime::Builder::new_current_thread();
     let runtime = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -419,6 +413,8 @@ async fn listen_host(
             "mcpwire bridge: warning: --no-auth: whoever reaches {addr} uses the server through the bridge, unauthenticated"
         );
     }
+    // The line scripts wait for, as `mcpwire serve` prints it.
+    eprintln!("listening on {sentence}");
     eprintln!(
         "mcpwire bridge {}: host side {sentence}, {sides}",
         env!("CARGO_PKG_VERSION")
