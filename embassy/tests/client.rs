@@ -12,14 +12,12 @@
     clippy::indexing_slicing
 )]
 
-use core::convert::Infallible;
-
 use embassy_futures::block_on;
 use embassy_futures::select::{Either, select};
 use embassy_sync::blocking_mutex::raw::CriticalSectionRawMutex;
 use embassy_sync::pipe::Pipe;
 use embassy_time::{Duration, with_timeout};
-use embedded_io_async::{ErrorType, Read, Write};
+use embedded_io_async::{Read, Write};
 use mcpwire_core::drive::{self, Feed};
 use mcpwire_core::grpc::Code;
 use mcpwire_core::h2::InlineStorage;
@@ -27,15 +25,16 @@ use mcpwire_core::mcp::client::ClientConfig;
 use mcpwire_core::mcp::registry::{Registry, ToolInfo};
 use mcpwire_core::mcp::server::{Server as Engine, ServerConfig, ServerEvent};
 use mcpwire_core::mcp::{CallStore, SlabStore};
-use mcpwire_core::time::Instant;
 use mcpwire_embassy::client::{self, Client, ClientError, Staged, Step};
 use serde_json::{Value, json};
 
 mod support;
 
-use support::{INFO, request};
+use support::{INFO, now, request};
 
 type Wire = Pipe<CriticalSectionRawMutex, 4096>;
+/// One end of the connection: reads one pipe, writes the other.
+type End<'p> = support::End<'p, 4096>;
 type ClientEngine = mcpwire_core::mcp::client::Client<
     SlabStore<8192, 4>,
     2,
@@ -45,32 +44,6 @@ type ClientEngine = mcpwire_core::mcp::client::Client<
     2048,
 >;
 type ServerEngine = Engine<'static, Refusing, 4, 4096, 16384>;
-
-/// One end of the connection: reads one pipe, writes the other.
-struct End<'p> {
-    rx: &'p Wire,
-    tx: &'p Wire,
-}
-
-impl ErrorType for End<'_> {
-    type Error = Infallible;
-}
-
-impl Read for End<'_> {
-    async fn read(&mut self, buf: &mut [u8]) -> Result<usize, Infallible> {
-        Ok(self.rx.read(buf).await)
-    }
-}
-
-impl Write for End<'_> {
-    async fn write(&mut self, buf: &[u8]) -> Result<usize, Infallible> {
-        Ok(self.tx.write(buf).await)
-    }
-
-    async fn flush(&mut self) -> Result<(), Infallible> {
-        Ok(())
-    }
-}
 
 const ECHO: ToolInfo<'static> = ToolInfo {
     name: "echo",
@@ -125,10 +98,6 @@ impl CallStore for Refusing {
     fn put(&mut self, buf: Self::Buf) {
         self.inner.put(buf)
     }
-}
-
-fn now() -> Instant {
-    Instant::from_micros(embassy_time::Instant::now().as_micros())
 }
 
 /// Answers every tool call `echo`'s way (its `params` as text), keeping

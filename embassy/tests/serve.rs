@@ -12,61 +12,30 @@
     clippy::indexing_slicing
 )]
 
-use core::convert::Infallible;
-
 use embassy_futures::block_on;
 use embassy_futures::select::{Either3, select3};
 use embassy_sync::blocking_mutex::raw::CriticalSectionRawMutex;
 use embassy_sync::pipe::Pipe;
 use embassy_time::{Duration, with_timeout};
-use embedded_io_async::{ErrorType, Read, Write};
+use embedded_io_async::{Read, Write};
 use mcpwire_core::h2::{self, Connection, ErrorCode, Event, Role, StreamRef};
 use mcpwire_core::hpack::Field;
 use mcpwire_core::mcp::meta::PROTOCOL_VERSION as VERSION;
 use mcpwire_core::mcp::server::{Failure, TUNNEL_PATH};
-use mcpwire_core::time::Instant;
 use mcpwire_embassy::{Config, Server, SlabStore};
 use mcpwire_proto::tunnel::JsonRpcMessage;
 use serde_json::{Value, json};
 
 mod support;
 
-use support::{Count, INFO, Sleep, request};
+use support::{Count, INFO, Sleep, now, request};
 
 type Wire = Pipe<CriticalSectionRawMutex, 8192>;
+/// One end of the connection: reads one pipe, writes the other.
+type End<'p> = support::End<'p, 8192>;
 type Client = Connection<4, 4096, 16384, 16>;
 /// One handler slot, 256 octets of arguments.
 type Mcp = Server<'static, (Count, Sleep), 1, 256, 1024>;
-
-/// One end of the connection: reads one pipe, writes the other.
-struct End<'p> {
-    rx: &'p Wire,
-    tx: &'p Wire,
-}
-
-impl ErrorType for End<'_> {
-    type Error = Infallible;
-}
-
-impl Read for End<'_> {
-    async fn read(&mut self, buf: &mut [u8]) -> Result<usize, Infallible> {
-        Ok(self.rx.read(buf).await)
-    }
-}
-
-impl Write for End<'_> {
-    async fn write(&mut self, buf: &[u8]) -> Result<usize, Infallible> {
-        Ok(self.tx.write(buf).await)
-    }
-
-    async fn flush(&mut self) -> Result<(), Infallible> {
-        Ok(())
-    }
-}
-
-fn now() -> Instant {
-    Instant::from_micros(embassy_time::Instant::now().as_micros())
-}
 
 /// A tunnel client: one call at a time, its messages as JSON.
 struct Tunnel<'p> {

@@ -11,56 +11,26 @@
     clippy::indexing_slicing
 )]
 
-use core::convert::Infallible;
-
 use embassy_futures::block_on;
 use embassy_futures::select::{Either3, select3};
 use embassy_sync::blocking_mutex::raw::CriticalSectionRawMutex;
 use embassy_sync::pipe::Pipe;
 use embassy_time::{Duration, with_timeout};
-use embedded_io_async::{ErrorType, Read, Write};
+use embedded_io_async::{Read, Write};
 use mcpwire_core::h2::{self, Connection, Event, Role, StreamRef};
 use mcpwire_core::hpack::Field;
-use mcpwire_core::time::Instant;
 use mcpwire_embassy::{Config, Server, SlabStore};
 use mcpwire_proto::gcp::Rpc;
 
 mod support;
 
-use support::{Count, INFO, Sleep};
+use support::{Count, INFO, Sleep, now};
 
 type Wire = Pipe<CriticalSectionRawMutex, 8192>;
+/// One end of the connection: reads one pipe, writes the other.
+type End<'p> = support::End<'p, 8192>;
 type Client = Connection<4, 4096, 16384, 16>;
 type Mcp = Server<'static, (Count, Sleep), 1, 256, 1024>;
-
-struct End<'p> {
-    rx: &'p Wire,
-    tx: &'p Wire,
-}
-
-impl ErrorType for End<'_> {
-    type Error = Infallible;
-}
-
-impl Read for End<'_> {
-    async fn read(&mut self, buf: &mut [u8]) -> Result<usize, Infallible> {
-        Ok(self.rx.read(buf).await)
-    }
-}
-
-impl Write for End<'_> {
-    async fn write(&mut self, buf: &[u8]) -> Result<usize, Infallible> {
-        Ok(self.tx.write(buf).await)
-    }
-
-    async fn flush(&mut self) -> Result<(), Infallible> {
-        Ok(())
-    }
-}
-
-fn now() -> Instant {
-    Instant::from_micros(embassy_time::Instant::now().as_micros())
-}
 
 /// What one unary call got back: every header field of its header
 /// blocks, and its response messages without their gRPC prefixes.
