@@ -286,17 +286,25 @@ fn skip_string_escaped(src: &[u8], i: usize) -> Result<(usize, bool), JsonError>
     // Eight octets at a time to the first that ends, escapes or breaks the
     // string: the usual string ends there, at its closing quote.
     let mut j = i + 1;
-    let rest = src.get(j..).filter(|_| WORDS).unwrap_or_default();
-    for word in rest.as_chunks::<8>().0 {
-        let special = special_octets(u64::from_le_bytes(*word));
-        if special != 0 {
-            j += (special.trailing_zeros() / 8) as usize;
-            if src.get(j) == Some(&b'"') {
-                return Ok((j + 1, false));
+    if WORDS {
+        let words = src.get(j..).unwrap_or_default().as_chunks::<8>().0;
+        let mut stop = None;
+        for word in words {
+            let special = special_octets(u64::from_le_bytes(*word));
+            if special != 0 {
+                stop = Some(j + (special.trailing_zeros() / 8) as usize);
+                break;
             }
-            break;
+            j += 8;
         }
-        j += 8;
+        // The last few octets of the message, one at a time.
+        j = match stop {
+            Some(stop) => stop,
+            None => string_stop_octets(src, j),
+        };
+        if src.get(j) == Some(&b'"') {
+            return Ok((j + 1, false));
+        }
     }
     string_rest(src, j, false)
 }

@@ -258,35 +258,58 @@ pub fn error_data<'o>(e: &RpcError, params: Option<&[u8]>, out: &'o mut [u8]) ->
 /// search). One pass, eight octets at a time to each `-` (rarer than the
 /// `x`) or backslash.
 fn may_annotate(schema: &[u8]) -> bool {
-    const KEY: &[u8] = b"x-mcp-header";
+    if json::WORDS {
+        may_annotate_words(schema)
+    } else {
+        may_annotate_octets(schema)
+    }
+}
+
+/// [`may_annotate`] one octet at a time (less code, for small targets).
+fn may_annotate_octets(schema: &[u8]) -> bool {
+    (0..schema.len()).any(|at| schema[at] == b'\\' || annotation_key_at(schema, at))
+}
+
+/// Whether the `-` at `at` is the one of an `x-mcp-header`.
+fn annotation_key_at(schema: &[u8], at: usize) -> bool {
+    at > 0 && schema[at - 1..].starts_with(b"x-mcp-header")
+}
+
+/// [`may_annotate`] eight octets at a time.
+fn may_annotate_words(schema: &[u8]) -> bool {
     const LO: u64 = 0x0101_0101_0101_0101;
     const HI: u64 = 0x8080_8080_8080_8080;
     let mut i = 0;
-    while i < schema.len() {
-        let at = match schema.get(i..).and_then(<[u8]>::first_chunk::<8>) {
-            Some(word) => {
-                let w = u64::from_le_bytes(*word);
-                // The lowest flagged octet is a `-` or a backslash (both
-                // below 0x80: a borrow only runs upwards from a real one).
-                let dash = (w ^ (LO * u64::from(b'-'))).wrapping_sub(LO);
-                let backslash = (w ^ (LO * u64::from(b'\\'))).wrapping_sub(LO);
-                let found = (dash | backslash) & !w & HI;
-                if found == 0 {
-                    i += 8;
-                    continue;
-                }
-                i + (found.trailing_zeros() / 8) as usize
+    loop {
+        let rest = schema.get(i..).unwrap_or_default();
+        let (words, tail) = rest.as_chunks::<8>();
+        let mut at = None;
+        for (k, word) in words.iter().enumerate() {
+            let w = u64::from_le_bytes(*word);
+            // The lowest flagged octet is a `-` or a backslash (both below
+            // 0x80: a borrow only runs upwards from a real one).
+            let dash = (w ^ (LO * u64::from(b'-'))).wrapping_sub(LO);
+            let backslash = (w ^ (LO * u64::from(b'\\'))).wrapping_sub(LO);
+            let found = (dash | backslash) & !w & HI;
+            if found != 0 {
+                at = Some(i + k * 8 + (found.trailing_zeros() / 8) as usize);
+                break;
             }
-            // The last few octets, one at a time.
-            None => i,
+        }
+        // The last few octets, one at a time.
+        let at = match at {
+            Some(at) => at,
+            None => match tail.iter().position(|&b| b == b'-' || b == b'\\') {
+                Some(p) => schema.len() - tail.len() + p,
+                None => return false,
+            },
         };
         match schema.get(at) {
             Some(b'\\') => return true,
-            Some(b'-') if at > 0 && schema[at - 1..].starts_with(KEY) => return true,
+            Some(b'-') if annotation_key_at(schema, at) => return true,
             _ => i = at + 1,
         }
     }
-    false
 }
 
 #[cfg(test)]
@@ -352,6 +375,7 @@ mod tests {
                 "{:?}",
                 std::string::String::from_utf8_lossy(&base)
             );
+            assert!(!may_annotate_words(&base) && !may_annotate_octets(&base));
             for at in 0..=len {
                 for insert in [&b"x-mcp-header"[..], b"\\", b"x-mcp-heade", b"x"] {
                     let mut s = base.clone();
@@ -362,6 +386,8 @@ mod tests {
                         "{:?}",
                         std::string::String::from_utf8_lossy(&s)
                     );
+                    assert_eq!(may_annotate_words(&s), naive(&s));
+                    assert_eq!(may_annotate_octets(&s), naive(&s));
                 }
             }
         }
