@@ -5,10 +5,14 @@
 #
 #   ./scripts/interop-bridge.sh [ROW-PATTERN...]
 #
-# A row is HOST>SERVER. Hosts (they launch the bridge as their stdio
+# A row is HOST>SERVER. Stdio hosts (they launch the bridge as their stdio
 # server): py (the Python SDK mcp 2.3.0's stdio client,
 # tests/bridge/host_py.py) and ts (the TypeScript SDK
-# @modelcontextprotocol/client 2.4.0's, tests/bridge/host_ts.mjs).
+# @modelcontextprotocol/client 2.4.0's, tests/bridge/host_ts.mjs). Network
+# hosts of `mcpwire bridge --listen` (a bearer token; skipped while the
+# bridge has no --listen): py-http and ts-http (the same SDKs' Streamable
+# HTTP clients) to stdio-child and mcpwire-grpc, and grpc (mcpwire's Client
+# on the tunnel, tests/bridge/host_grpc.sh) to pysdk-http and stdio-child.
 # Servers: mcpwire-http and mcpwire-grpc (`mcpwire serve`, a bearer token
 # required), pysdk-http (mcp 2.3.0, tests/peers/sdk_server.py), tssdk-http
 # (@modelcontextprotocol/server 2.4.0, tests/peers/ts_server.mjs),
@@ -320,9 +324,13 @@ sample_cmdlines() {
 
 # The bridge's network host side (`--listen`): HTTP hosts, the SDKs'
 # Streamable HTTP clients with a bearer token, to a stdio child and to the
-# gRPC tunnel. Without --listen in the bridge's usage those rows are skipped.
-net_hosts=(py-http ts-http)
-net_servers=(stdio-child mcpwire-grpc)
+# gRPC tunnel; a gRPC host, mcpwire's Client on the tunnel (`mcpwire call
+# --server`, tests/bridge/host_grpc.sh), to the Python SDK's HTTP server
+# and to a stdio child. Without --listen in the bridge's usage those rows
+# are skipped.
+net_hosts=(py-http ts-http grpc)
+declare -A net_servers=([py-http]="stdio-child mcpwire-grpc" [ts-http]="stdio-child mcpwire-grpc"
+    [grpc]="pysdk-http stdio-child")
 listen_why=
 if [[ $("$binary" bridge 2>&1 || true) != *--listen* ]]; then
     listen_why="this mcpwire bridge has no --listen host side yet"
@@ -335,7 +343,7 @@ for host in "${hosts[@]}"; do
     for server in "${servers[@]}"; do all_rows+=("$host>$server"); done
 done
 for host in "${net_hosts[@]}"; do
-    for server in "${net_servers[@]}"; do all_rows+=("$host>$server"); done
+    for server in ${net_servers[$host]}; do all_rows+=("$host>$server"); done
 done
 rows=()
 for row in "${all_rows[@]}"; do
@@ -356,6 +364,7 @@ host_command() {
     case $1 in
     py | py-http) host_cmd=("$python" "$root/tests/bridge/host_py.py") ;;
     ts | ts-http) host_cmd=(node "$root/tests/bridge/host_ts.mjs") ;;
+    grpc) host_cmd=(env MCPWIRE_BIN="$binary" bash "$root/tests/bridge/host_grpc.sh") ;;
     esac
 }
 
@@ -373,7 +382,7 @@ run_row() {
         return
     fi
     local net=0
-    [[ $host == *-http ]] && net=1
+    one_of "$host" "${net_hosts[@]}" && net=1
     if ((net)) && [[ -n $listen_why ]]; then
         record SKIP "$row" all "$listen_why"
         return
