@@ -32,6 +32,10 @@
 #   MCPWIRE_BENCH_PYTHON    "0" to leave the Python SDK server out (it needs
 #                           mcp==2.3.0 in .venv, installed when missing)
 #   MCPWIRE_BENCH_OUT       also write the report to this file
+#   MCPWIRE_BENCH_BRIDGE    "0" to leave out the bridge rows: the stdio
+#                           scenarios through `mcpwire bridge --stdio-host`
+#                           to our gRPC server (the bridge's own CPU per
+#                           forwarded call, beside the direct stdio call)
 #
 # Without the package mcpwire-tonic-peer (mcpwire-rmcp-peer) in the
 # workspace, or with MCPWIRE_BENCH_ONLY=mcpwire, our server is measured
@@ -138,8 +142,10 @@ start() {
 }
 
 # Ours first in each binding: the ratio column is first / second.
+bridge_to=
 if want grpc || want http; then
     start --server mcpwire "$bin/mcpwire" serve
+    bridge_to=$started_addr
     if ! want grpc; then
         servers=()
     fi
@@ -171,6 +177,11 @@ if want stdio; then
     fi
     if $with_python; then
         servers+=(--stdio-server "python=$python $root/tests/peers/sdk_server.py --stdio")
+    fi
+    # A stdio host's calls forwarded by the bridge to `mcpwire serve` over
+    # the gRPC tunnel: the CPU measured is the bridge's alone.
+    if [[ ${MCPWIRE_BENCH_BRIDGE:-1} != 0 && -n $bridge_to ]]; then
+        servers+=(--stdio-server "bridge-grpc=$bin/mcpwire bridge --stdio-host --to grpc://$bridge_to")
     fi
 fi
 scenarios=()

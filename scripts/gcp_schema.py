@@ -103,10 +103,11 @@ class Gen:
                 e = self.enums[full][0]
                 out.append("/// The enum `%s`." % full)
                 out.append("pub static %s: EnumDesc = EnumDesc {" % name)
+                out.append('    #[cfg(feature = "names")]')
                 out.append('    name: "%s",' % full)
                 out.append("    values: &[")
                 for v in e.value:
-                    out.append('        ("%s", %d),' % (v.name, v.number))
+                    out.append('        (proto_name!("%s"), %d),' % (v.name, v.number))
                 out.append("    ],")
                 out.append("};")
                 out.append("")
@@ -115,11 +116,13 @@ class Gen:
             what = "map entry" if m.options.map_entry else "message"
             out.append("/// The %s `%s`." % (what, full))
             out.append("pub static %s: MessageDesc = MessageDesc {" % name)
+            out.append('    #[cfg(feature = "names")]')
             out.append('    name: "%s",' % full)
             out.append("    fields: &[")
             for f in m.field:
                 out.append("        FieldDesc {")
                 out.append("            number: %d," % f.number)
+                out.append('            #[cfg(feature = "names")]')
                 out.append('            name: "%s",' % f.name)
                 out.append("            ty: %s," % self.field_type(f, here))
                 out.append("            label: %s," % self.label(f))

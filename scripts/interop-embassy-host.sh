@@ -4,7 +4,9 @@
 # @grpc/grpc-js (tests/grpc/device.js), by our tokio Channel
 # (mcpwire-device-probe) and by the embassy client (mcpwire-device-client:
 # the core's Caller on its own embassy-net stack): discover, tools/list, the
-# tools, progress, cancel, deadlines, concurrent calls. On the same port,
+# tools, progress, cancel, deadlines, concurrent calls; the typed binding
+# (the app built with feature `typed`) by grpc-js (tests/grpc/typed.js,
+# its device-* scenarios). On the same port,
 # Streamable HTTP over HTTP/1.1: the official Python SDK (mcp 2.3.0, its
 # Streamable HTTP client pinned to 2026-07-28: tests/grpc/device_http.py)
 # lists the tools and calls them, one with progress; curl sends a raw POST
@@ -85,7 +87,7 @@ python_venv mcp==2.3.0 || exit 2
 python=$root/.venv/bin/python
 if [[ ${MCPWIRE_NO_BUILD:-} != 1 ]]; then
     note "cargo build --release -p mcpwire-device-host"
-    quietly "${cargo_tools[@]}" build --release -p mcpwire-device-host --bins || exit 2
+    quietly "${cargo_tools[@]}" build --release -p mcpwire-device-host --features typed --bins || exit 2
 fi
 app=$root/target/release/mcpwire-device-host
 probe=$root/target/release/mcpwire-device-probe
@@ -168,6 +170,19 @@ for s in discover tools-list read-sensor toggle progress cancel deadline concurr
         report true grpc-js "$s" "$line"
     else
         report false grpc-js "$s" "exit $rc: $line $(tail -n 5 "$work/run.err" | tr '\n' ' ')"
+    fi
+done
+
+printf '\n==> grpc-js, typed binding (tests/grpc/typed.js) -> %s:%s\n' "$device" "$port"
+for s in device-list-tools device-read-sensor device-progress device-deadline device-cancel \
+    device-no-resources unknown-tool; do
+    rc=0
+    bounded 60 ip netns exec "$ns" node "$dir/typed.js" "$device:$port" "$s" >"$work/run.out" 2>"$work/run.err" || rc=$?
+    line=$(tail -n 1 "$work/run.out")
+    if ((rc == 0)); then
+        report true grpc-js-typed "$s" "$line"
+    else
+        report false grpc-js-typed "$s" "exit $rc: $line $(tail -n 5 "$work/run.err" | tr '\n' ' ')"
     fi
 done
 

@@ -1019,3 +1019,160 @@ fn forty_calls_cancelled_while_their_answers_are_in_flight() {
         assert_eq!(p.client.store().live, 0, "every buffer back");
     });
 }
+
+/// The typed binding (feature `typed`): the same client engine, its calls
+/// sent over a [`Binding`](mcpwire_core::mcp::client::Binding), against
+/// the same server engine (which serves the typed RPCs beside the tunnel),
+/// under every split of the byte streams.
+#[cfg(feature = "typed")]
+mod typed {
+    use super::*;
+    use mcpwire_core::mcp::client::Binding;
+
+    impl Pair {
+        fn call_on(&mut self, binding: Binding, body: &str) -> Result<CallId, StartError> {
+            self.client
+                .call_on(binding, body.as_bytes(), None, self.now)
+        }
+    }
+
+    #[test]
+    fn a_typed_tool_call_answers_as_the_tunnel_without_its_notifications() {
+        each_split(|| {
+            let mut p = Pair::new();
+            let body = tools_call(2, "echo", r#"{"text":"hi"}"#);
+            let c = p.call_on(Binding::TypedOrTunnel, &body).unwrap();
+            p.run();
+            assert_eq!(p.server.app.requests.len(), 1);
+            let req = &p.server.app.requests[0];
+            assert_eq!(req.method, "tools/call");
+            assert!(
+                req.params.contains(r#""arguments":{"text":"hi"}"#),
+                "{req:?}"
+            );
+            let call = req.call;
+            // The typed binding drops what relates to the request.
+            let _ = p.server.notify(
+                call,
+                "notifications/progress",
+                br#"{"progressToken":1,"progress":1}"#,
+            );
+            p.run();
+            p.server
+                .endpoint
+                .respond(call, br#"{"content":[{"type":"text","text":"hi"}]}"#)
+                .unwrap();
+            p.run();
+            let seen = p.seen(c);
+            assert!(seen.notifications.is_empty(), "{seen:?}");
+            assert!(seen.failed.is_none(), "{seen:?}");
+            let r = seen.response.expect("a response");
+            assert!(
+                r.starts_with(r#"{"jsonrpc":"2.0","id":2,"result":{"#),
+                "{r}"
+            );
+            let result = json::get(r.as_bytes(), b"result").unwrap();
+            let content = json::get(result, b"content").unwrap();
+            let first = json::elements(content).next().unwrap();
+            assert_eq!(json::get(first, b"text"), Some(&br#""hi""#[..]));
+            assert!(seen.ended);
+        });
+    }
+
+    #[test]
+    fn a_request_the_messages_cannot_carry_never_leaves() {
+        each_split(|| {
+            let mut p = Pair::new();
+            p.run();
+            let before = p.up.total();
+            let cursor = format!(
+                r#"{{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{{"cursor":"2",{META}}}}}"#
+            );
+            let discover = format!(
+                r#"{{"jsonrpc":"2.0","id":4,"method":"server/discover","params":{{{META}}}}}"#
+            );
+            for (binding, body) in [
+                (Binding::TypedOrTunnel, cursor.as_str()),
+                (Binding::Typed, cursor.as_str()),
+                // No RPC, and no fallback.
+                (Binding::Typed, discover.as_str()),
+            ] {
+                let e = p.call_on(binding, body).unwrap_err();
+                assert!(
+                    matches!(e, StartError::Invalid(r) if r.code == -32600),
+                    "{body}: {e:?}"
+                );
+            }
+            p.run();
+            assert_eq!(p.up.total(), before);
+            assert!(p.server.app.requests.is_empty());
+        });
+    }
+
+    #[test]
+    fn an_error_in_the_trailers_carries_the_applications_id() {
+        each_split(|| {
+            let mut p = Pair::new();
+            let c = p
+                .call_on(Binding::Typed, &tools_call(8, "nope", "{}"))
+                .unwrap();
+            p.run();
+            let seen = p.seen(c);
+            let f = seen.failed.expect("failed");
+            assert_eq!(f.0, -32602, "{f:?}");
+            assert!(
+                f.3.starts_with(r#"{"jsonrpc":"2.0","id":8,"error":"#),
+                "{f:?}"
+            );
+            assert_eq!(f.5, Some(Code::InvalidArgument));
+            assert!(!f.6, "the server's error, not the transport's");
+            assert!(seen.ended);
+        });
+    }
+
+    #[test]
+    fn a_method_without_an_rpc_goes_over_the_tunnel() {
+        each_split(|| {
+            let mut p = Pair::new();
+            let body = r#"{"jsonrpc":"2.0","id":"e","method":"x/ext","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
+            let c = p.call_on(Binding::TypedOrTunnel, body).unwrap();
+            p.run();
+            // The tunnel's in-band answer: an error response message with
+            // the request's id.
+            let f = p.seen(c).failed.expect("failed");
+            assert_eq!(f.0, -32601, "{f:?}");
+            assert!(
+                f.3.starts_with(r#"{"jsonrpc":"2.0","id":"e","error":"#),
+                "{f:?}"
+            );
+        });
+    }
+
+    #[test]
+    fn the_clients_deadline_resets_a_typed_call() {
+        each_split(|| {
+            let mut p = Pair::new();
+            let c = p
+                .client
+                .call_on(
+                    Binding::Typed,
+                    tools_call(6, "echo", r#"{"text":"slow"}"#).as_bytes(),
+                    Some(Duration::from_millis(100)),
+                    p.now,
+                )
+                .unwrap();
+            p.run();
+            assert_eq!(p.server.app.requests.len(), 1);
+            p.now = Instant::from_millis(100);
+            p.client.handle_timeout(p.now);
+            p.run();
+            let seen = p.seen(c);
+            assert_eq!(seen.failed.unwrap().5, Some(Code::DeadlineExceeded));
+            assert!(
+                p.server.app.events.iter().any(|e| e.contains("Reset")),
+                "{:?}",
+                p.server.app.events
+            );
+        });
+    }
+}

@@ -476,3 +476,67 @@ fn a_cancellation_gets_through_when_every_call_is_taken() {
         assert_eq!(ids, ["3", "2"]);
     }
 }
+
+/// A forwarding registry: every admitted request, whatever its method,
+/// is the application's, named by its method; a listen has no default
+/// deadline; the checks still answer what they refuse.
+#[test]
+fn a_forwarding_registry_hands_every_request_to_the_application() {
+    let config = StdioConfig {
+        request_timeout: Duration::from_millis(50),
+        ..StdioConfig::default()
+    };
+    let forward = Registry {
+        forward: true,
+        ..registry(&[])
+    };
+    let mut p = Stdio::with(Split::Whole, SlabStore::<4096, 8>::new(), forward, config);
+    p.send(request("1", "server/discover", "").as_bytes());
+    p.send(request("2", "subscriptions/listen", r#""notifications":{}"#).as_bytes());
+    p.send(request("3", "x-vendor/thing", r#""a":1"#).as_bytes());
+    let calls: Vec<CallId> = p.server.app.requests.iter().map(|r| r.0).collect();
+    assert_eq!(calls.len(), 3);
+    let seen: Vec<(String, bool)> = calls
+        .iter()
+        .map(|&c| {
+            let r = p.server.request(c).unwrap();
+            assert!(matches!(r.kind, RequestKind::Forward { .. }));
+            (r.method().to_owned(), r.deadline.is_some())
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("server/discover".to_owned(), true),
+            ("subscriptions/listen".to_owned(), false),
+            ("x-vendor/thing".to_owned(), true),
+        ]
+    );
+    // Nothing was answered by the engine itself.
+    assert!(p.lines().is_empty(), "{:?}", p.lines());
+    // Past the deadline: the two calls time out, the listen goes on.
+    p.now = Instant::from_millis(60);
+    p.server.handle_timeout(p.now);
+    p.run();
+    let timed_out: Vec<String> = p.lines().iter().map(|l| id_of(l)).collect();
+    assert_eq!(timed_out, ["1", "3"]);
+    p.server.notify(calls[1], "notifications/x", b"{}").unwrap();
+    p.run();
+    assert_eq!(p.lines().len(), 3);
+    // A bad version is the binding's answer still; an invalid message
+    // keeps its id.
+    p.send(
+        b"{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"tools/list\",\"params\":{\"_meta\":{\"io.modelcontextprotocol/protocolVersion\":\"1999-01-01\",\"io.modelcontextprotocol/clientCapabilities\":{}}}}\n",
+    );
+    p.send(b"{\"jsonrpc\":\"1.0\",\"id\":5,\"method\":\"tools/list\"}\n");
+    let lines = p.lines();
+    let tail: Vec<(String, Option<i64>)> = lines[3..]
+        .iter()
+        .map(|l| (id_of(l), error_code(l)))
+        .collect();
+    assert_eq!(
+        tail,
+        [("4".into(), Some(-32022)), ("5".into(), Some(-32600))],
+        "{lines:#?}"
+    );
+}

@@ -155,6 +155,11 @@ struct Pair {
 
 impl Pair {
     fn new() -> Self {
+        Pair::with_tools(&TOOLS)
+    }
+
+    /// A pair whose server offers `tools` (and nothing else).
+    fn with_tools(tools: &'static [ToolInfo<'static>]) -> Self {
         Pair {
             client: H2Client {
                 conn: Client::new(Role::Client, Config::default(), Instant::ZERO),
@@ -162,7 +167,7 @@ impl Pair {
             },
             server: Side {
                 endpoint: Server::new(
-                    registry(&TOOLS),
+                    registry(tools),
                     ServerConfig::default(),
                     SlabStore::new(),
                     Instant::ZERO,
@@ -366,5 +371,53 @@ fn a_long_error_message_is_cut_and_leaves_out_mcp_error_bin() {
         let text = std::str::from_utf8(&out[..n]).unwrap();
         assert!(!text.is_empty() && text.len() <= 1024, "{}", text.len());
         assert!(text.chars().all(|c| c == '\u{e9}'));
+    });
+}
+
+/// List merging (grpc-binding "list responses merged from up to 1024
+/// pages"; typed binding digest §7 step 7) has nothing to merge here: the
+/// engine answers the four list methods itself from the static registry,
+/// every entry in one result without `nextCursor`, and never hands a list
+/// method to the application (`route` gives handlers only tools/call,
+/// resources/read, prompts/get and completion/complete; `Echo` panics on
+/// any other request). So a ListTools of many tools is one response with
+/// all of them, and a list whose registry is empty is -32601, not a
+/// handler's page.
+#[test]
+fn a_list_is_answered_whole_by_the_engine_never_paged_by_a_handler() {
+    const COUNT: usize = 60;
+    let tools: &'static [ToolInfo<'static>] = Box::leak(
+        (0..COUNT)
+            .map(|i| ToolInfo {
+                name: Box::leak(format!("tool_{i:02}").into_boxed_str()),
+                title: None,
+                description: "One of many.",
+                input_schema: r#"{"type":"object"}"#,
+            })
+            .collect::<Vec<_>>()
+            .into_boxed_slice(),
+    );
+    each_split(|| {
+        let mut p = Pair::with_tools(tools);
+        let list = p.call(Rpc::ListTools, &[], &[]);
+        let prompts = p.call(Rpc::ListPrompts, &[], &[]);
+        p.run();
+        let seen = &p.client.seen[&list];
+        assert_eq!(seen.get("grpc-status"), Some("0"), "{seen:?}");
+        let messages = seen.messages();
+        assert_eq!(messages.len(), 1, "one response message");
+        let result = result_json(Rpc::ListTools, messages[0]);
+        let names: Vec<String> = json::elements(json::get(result.as_bytes(), b"tools").unwrap())
+            .map(|t| {
+                let name = json::get(t, b"name").unwrap();
+                String::from_utf8(name[1..name.len() - 1].to_vec()).unwrap()
+            })
+            .collect();
+        let want: Vec<String> = (0..COUNT).map(|i| format!("tool_{i:02}")).collect();
+        assert_eq!(names, want, "every tool, in order, in one page");
+        let seen = &p.client.seen[&prompts];
+        assert_eq!(seen.blocks.len(), 1, "trailers only: {seen:?}");
+        assert_eq!(seen.get("grpc-status"), Some("12"));
+        assert_eq!(seen.get("mcp-error-code"), Some("-32601"));
     });
 }

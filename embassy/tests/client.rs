@@ -89,6 +89,7 @@ fn registry() -> Registry<'static> {
         prompts: &[],
         listen: false,
         completions: false,
+        forward: false,
     }
 }
 

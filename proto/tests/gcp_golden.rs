@@ -9,6 +9,8 @@
 //!
 //! Each is written with [`Writer`] (which must give protoc's bytes), then
 //! validated and read back with [`MessageRef`].
+// Its failure messages name the messages and fields: feature `names`.
+#![cfg(feature = "names")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use mcpwire_proto::DecodeError;

@@ -13,6 +13,8 @@
 //! - arbitrary bytes never panic the validation nor the accessors.
 //!
 //! Plus the bounds: `Value` kinds, nesting depth and element count.
+// Its failure messages name the messages and fields: feature `names`.
+#![cfg(feature = "names")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::ptr;

@@ -19,6 +19,7 @@
 //! generated from it), [`link`] (a running handler's link to its call, the
 //! one type shared with the `server` module).
 
+mod forward;
 mod handler;
 pub(crate) mod link;
 mod result;
@@ -38,6 +39,7 @@ use mcpwire_core::mcp::server::{ListChange, Request, RequestKind};
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
+pub use forward::ForwardRequest;
 pub use handler::{CompletionRequest, LogLevel, PromptGet, ResourceRead, ToolCall};
 use handler::{RawParams, check_raw};
 use link::Link;
@@ -57,6 +59,7 @@ type ResourceFn =
 type PromptFn = dyn Fn(PromptGet) -> BoxFuture<Result<PromptResult, ToolError>> + Send + Sync;
 type CompleteFn =
     dyn Fn(CompletionRequest) -> BoxFuture<Result<Completion, ToolError>> + Send + Sync;
+type ForwardFn = dyn Fn(ForwardRequest) -> BoxFuture<Result<Value, ToolError>> + Send + Sync;
 /// A running handler: the JSON text of its result, or its error.
 pub(crate) type Work = BoxFuture<Result<Vec<u8>, ToolError>>;
 
@@ -152,6 +155,7 @@ pub struct App {
     prompts: Vec<Prompt>,
     completion: Option<Arc<CompleteFn>>,
     listen: Option<broadcast::Sender<ListenEvent>>,
+    forward: Option<Arc<ForwardFn>>,
     /// `,"_meta":{serverInfo}}`: what ends every handler's result.
     result_meta: Arc<[u8]>,
 }
@@ -182,6 +186,7 @@ impl std::fmt::Debug for App {
             )
             .field("completion", &self.completion.is_some())
             .field("listen", &self.listen.is_some())
+            .field("forward", &self.forward.is_some())
             .finish()
     }
 }
@@ -205,6 +210,7 @@ impl App {
             prompts: Vec::new(),
             completion: None,
             listen: None,
+            forward: None,
             result_meta: result_meta.into(),
         }
     }
@@ -440,6 +446,25 @@ impl App {
         self
     }
 
+    /// Forwards every request to `handler` (a bridge): the engine still
+    /// checks each request's envelope, `_meta`, protocol version and
+    /// mirrored headers, then hands it over whatever its method, even
+    /// `server/discover`, the list methods and `subscriptions/listen`
+    /// (which the engine answers itself otherwise). The handler sends
+    /// notifications with [`ForwardRequest::notify`] and returns the
+    /// result object, sent as it is (no `serverInfo` added), or the
+    /// JSON-RPC error. Cancellation drops its future. The tools,
+    /// resources, prompts, completion and listen source of the app are
+    /// not served then.
+    pub fn forward<F, Fut>(mut self, handler: F) -> Self
+    where
+        F: Fn(ForwardRequest) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Value, ToolError>> + Send + 'static,
+    {
+        self.forward = Some(Arc::new(move |request| Box::pin(handler(request))));
+        self
+    }
+
     /// The engine's registry, built once per server.
     ///
     /// The engine borrows its descriptions for `'static` (a firmware keeps
@@ -510,6 +535,7 @@ impl App {
             prompts: Box::leak(prompts.into_boxed_slice()),
             listen: self.listen.is_some(),
             completions: self.completion.is_some(),
+            forward: self.forward.is_some(),
         };
         registry.check()?;
         Ok(registry)
@@ -525,6 +551,18 @@ impl App {
     /// what the registry offers, so only a registry built elsewhere gets
     /// here).
     pub(crate) fn handle(&self, request: &Request<'_>, link: Link) -> Option<Work> {
+        if let RequestKind::Forward { .. } = request.kind {
+            let work = self.forward.as_ref()?(ForwardRequest::new(request, link));
+            return Some(Box::pin(async move {
+                let result = work.await?;
+                if !result.is_object() {
+                    return Err(ToolError::internal(
+                        "the forwarded result is not a JSON object",
+                    ));
+                }
+                Ok(json_bytes(&result))
+            }));
+        }
         if let Err(e) = check_raw(request.params, &request.index) {
             return Some(Box::pin(async move { Err(e) }));
         }
@@ -556,7 +594,7 @@ impl App {
         }
         let params: Value = serde_json::from_slice(request.params).unwrap_or(Value::Null);
         Some(match request.kind {
-            RequestKind::CallTool { .. } => return None,
+            RequestKind::CallTool { .. } | RequestKind::Forward { .. } => return None,
             RequestKind::ReadResource { uri } => {
                 let uri: String = serde_json::from_slice(uri).unwrap_or_default();
                 let found = self

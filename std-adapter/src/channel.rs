@@ -16,6 +16,18 @@
 //! connection going away could not send again goes to the next connection,
 //! once.
 //!
+//! With [`ChannelConfig::mode`] set to [`GrpcMode::Typed`], the requests
+//! whose method has an RPC of the typed binding (`tools/list`,
+//! `tools/call`, `resources/list`, `resources/read`,
+//! `resources/templates/list`, `prompts/list`, `prompts/get`,
+//! `completion/complete`) go as the unary RPCs of
+//! `model_context_protocol.Mcp` on the same connection, and come back as
+//! the same JSON-RPC responses and errors; the other methods
+//! (`server/discover`, `subscriptions/listen`, notifications, extension
+//! methods) go over the tunnel. The typed binding drops the notifications
+//! of a request (progress), and refuses what its messages cannot carry
+//! before a byte goes out (a [`CallError`] with `rpc_code` -32600).
+//!
 //! A connection runs [`MAX_CONCURRENT_CALLS`] calls at a time (more wait
 //! their turn), and a call's request and each message of its response are
 //! at most [`ChannelConfig::max_message_bytes`] octets (4 MiB by default).
@@ -55,7 +67,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use mcpwire_core::grpc::Code;
-use mcpwire_core::mcp::client::ClientConfig;
+use mcpwire_core::mcp::client::{Binding, ClientConfig};
 use mcpwire_core::mcp::error::INVALID_REQUEST;
 use mcpwire_core::mcp::meta::{KEY_CLIENT_CAPABILITIES, KEY_PROTOCOL_VERSION};
 use serde_json::{Value, json};
@@ -99,6 +111,34 @@ pub struct ChannelConfig {
     /// before it goes out, a larger response message fails its call, both
     /// with RESOURCE_EXHAUSTED. Default 4 MiB.
     pub max_message_bytes: usize,
+    /// Which binding the calls use: the tunnel (the default), or the
+    /// typed RPCs with the tunnel for the methods that have none.
+    pub mode: GrpcMode,
+}
+
+/// Which gRPC binding a [`Channel`]'s calls go over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum GrpcMode {
+    /// Every request as a call of `/mcp.zig.transport.v1.Mcp/Call`.
+    #[default]
+    Tunnel,
+    /// The typed binding (`model_context_protocol.Mcp`): a request whose
+    /// method has one of the eight RPCs goes as that unary RPC, its
+    /// `params` transcoded into the request message (one the messages
+    /// cannot carry is refused with -32600 before a byte goes out), and
+    /// its answer comes back as the JSON-RPC response the tunnel gives.
+    /// `server/discover`, `subscriptions/listen`, notifications and
+    /// extension methods go over the tunnel on the same connection.
+    Typed,
+}
+
+impl GrpcMode {
+    fn binding(self) -> Binding {
+        match self {
+            Self::Tunnel => Binding::Tunnel,
+            Self::Typed => Binding::TypedOrTunnel,
+        }
+    }
 }
 
 impl ChannelConfig {
@@ -111,6 +151,7 @@ impl ChannelConfig {
             request_timeout: DEFAULT_TIMEOUT,
             client_capabilities: json!({}),
             max_message_bytes: DEFAULT_MAX_MESSAGE,
+            mode: GrpcMode::Tunnel,
         }
     }
 }
@@ -454,6 +495,7 @@ impl CallStream {
                 body: self.body.clone(),
                 deadline: self.deadline,
                 tool_call: self.tool_call,
+                binding: self.channel.inner.config.mode.binding(),
                 events: etx,
                 accepted: atx,
             };

@@ -29,7 +29,7 @@ use crate::channel::calls::typed_helpers;
 use crate::channel::typed::{call_tool_result, named_params, result_of};
 use crate::channel::{CallStream, StreamMessage};
 use crate::{
-    CallError, CallToolResult, Channel, ChannelConfig, EraInfo, HttpCall, HttpChannel,
+    CallError, CallToolResult, Channel, ChannelConfig, EraInfo, GrpcMode, HttpCall, HttpChannel,
     HttpChannelConfig, HttpLinkConfig, StdioCall, StdioChannel, StdioChannelConfig, Stopped,
 };
 
@@ -111,7 +111,9 @@ impl ClientCall {
 }
 
 impl Client {
-    /// A client of the gRPC tunnel behind `channel`.
+    /// A client of the gRPC server behind `channel`: the tunnel, or the
+    /// typed binding with the tunnel fallback when its
+    /// [`mode`](ChannelConfig::mode) is [`GrpcMode::Typed`].
     pub fn grpc(channel: Channel) -> Self {
         Self {
             transport: Transport::Grpc(channel),
@@ -272,6 +274,9 @@ impl Client {
     /// The transport, in words.
     pub fn transport_name(&self) -> &'static str {
         match &self.transport {
+            Transport::Grpc(c) if c.config().mode == GrpcMode::Typed => {
+                "gRPC typed binding (tunnel fallback)"
+            }
             Transport::Grpc(_) => "gRPC tunnel",
             Transport::Http(_) => "Streamable HTTP",
             Transport::Line(_) => "stdio",

@@ -5,6 +5,11 @@
 //! Each scenario runs over both network transports: the transports
 //! document's minimum bridge test (discovery, a tool list and a read-only
 //! call, malformed input, progress, a cancel, a server that dies).
+//!
+//! Then `mcpwire bridge --listen` as a network host sees it: our Client
+//! over Streamable HTTP or the gRPC tunnel, the bridge before a network
+//! server or a stdio child; its token, Origin check, cancellation, child
+//! restarts, and an older-era server.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
@@ -15,6 +20,8 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use common::{Harness, VERSION};
+use mcpwire_core::mcp::client::stdio::EraChoice;
+use mcpwire_tokio::{CallError, Channel, ChannelConfig, Client, HttpChannelConfig, StreamMessage};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
@@ -44,11 +51,19 @@ impl Bridge {
 
     /// The bridge with `MCPWIRE_TOKEN` set to `token` (or unset).
     fn spawn_with_token(args: &[&str], token: Option<&str>) -> Self {
+        Self::spawn_with_env(args, token, &[])
+    }
+
+    /// The bridge with `MCPWIRE_TOKEN` set to `token` (or unset) and `env`.
+    fn spawn_with_env(args: &[&str], token: Option<&str>, env: &[(&str, &str)]) -> Self {
         let mut command = Command::new(env!("CARGO_BIN_EXE_mcpwire"));
         match token {
             Some(t) => command.env("MCPWIRE_TOKEN", t),
             None => command.env_remove("MCPWIRE_TOKEN"),
         };
+        for (k, v) in env {
+            command.env(k, v);
+        }
         let mut child = command
             .arg("bridge")
             .arg("--stdio-host")
@@ -563,5 +578,880 @@ async fn a_stdio_child_that_crashes_is_a_failed_call_then_the_next_child_answers
     let echoed = bridge.recv().await;
     assert_eq!(echoed["id"], "e", "{echoed}");
     assert!(echoed.get("result").is_some(), "{echoed}");
+    assert!(bridge.finish().await.success());
+}
+
+// The network host sides: `mcpwire bridge --listen`, reached by our
+// Client over Streamable HTTP or the gRPC tunnel.
+
+const HOST_TOKEN: &str = "host-side-token-93ac";
+
+/// A bridge listening on a free loopback port.
+struct Listening {
+    child: Child,
+    addr: String,
+    /// Its stderr before the startup sentence, and that sentence.
+    startup: Vec<String>,
+    stderr: Lines<BufReader<ChildStderr>>,
+    _dir: TempDir,
+}
+
+/// A directory removed at drop (the token file lives there).
+struct TempDir(PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn temp_dir() -> TempDir {
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "mcpwire-bridge-test-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    TempDir(dir)
+}
+
+impl Listening {
+    /// `mcpwire bridge --listen 127.0.0.1:0 --token-file F` (or
+    /// `--no-auth` when `auth` is false), then `args` (the server side),
+    /// with `env` set.
+    async fn spawn(auth: bool, args: &[&str], env: &[(&str, &str)]) -> Self {
+        let dir = temp_dir();
+        let file = dir.0.join("tokens");
+        std::fs::write(&file, format!("# the host's token\n{HOST_TOKEN} host\n")).unwrap();
+        let mut command = Command::new(env!("CARGO_BIN_EXE_mcpwire"));
+        command.env_remove("MCPWIRE_TOKEN");
+        for (k, v) in env {
+            command.env(k, v);
+        }
+        command.args(["bridge", "--listen", "127.0.0.1:0"]);
+        if auth {
+            command.arg("--token-file").arg(&file);
+        } else {
+            command.arg("--no-auth");
+        }
+        let mut child = command
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let mut stderr = BufReader::new(child.stderr.take().unwrap()).lines();
+        let mut startup = Vec::new();
+        let addr = loop {
+            let line = tokio::time::timeout(PATIENCE, stderr.next_line())
+                .await
+                .expect("the startup sentence in time")
+                .unwrap()
+                .unwrap_or_else(|| panic!("the bridge ended before listening: {startup:?}"));
+            startup.push(line.clone());
+            if let Some(rest) = line.split_once("host side ").map(|(_, r)| r)
+                && line.starts_with("mcpwire bridge ")
+            {
+                break rest.split(' ').next().unwrap().to_owned();
+            }
+        };
+        Self {
+            child,
+            addr,
+            startup,
+            stderr,
+            _dir: dir,
+        }
+    }
+
+    fn sentence(&self) -> &str {
+        self.startup.last().unwrap()
+    }
+
+    /// Our Client as the host, over `transport`, with `token`.
+    async fn host(&self, transport: Transport, token: Option<&str>) -> Result<Client, CallError> {
+        match transport {
+            Transport::Http => {
+                let mut config = HttpChannelConfig::new(format!("http://{}/mcp", self.addr));
+                config.bearer = token.map(str::to_owned);
+                Client::http(config, EraChoice::Probe).await
+            }
+            Transport::Grpc => {
+                let mut config = ChannelConfig::new(self.addr.clone());
+                if let Some(t) = token {
+                    config
+                        .extra_metadata
+                        .push(("authorization".into(), format!("Bearer {t}")));
+                }
+                Ok(Client::grpc(Channel::with_config(config)))
+            }
+        }
+    }
+
+    /// SIGTERM; the exit status, stdout and the rest of stderr.
+    async fn terminate(mut self) -> (std::process::ExitStatus, String, String) {
+        let pid = self.child.id().unwrap().to_string();
+        let killed = std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap();
+        assert!(killed.success());
+        let status = tokio::time::timeout(PATIENCE, self.child.wait())
+            .await
+            .expect("the bridge ends at SIGTERM")
+            .unwrap();
+        let mut out = String::new();
+        if let Some(mut stdout) = self.child.stdout.take() {
+            use tokio::io::AsyncReadExt;
+            stdout.read_to_string(&mut out).await.unwrap();
+        }
+        let mut err = self.startup.join("\n");
+        while let Ok(Some(line)) = self.stderr.next_line().await {
+            err.push('\n');
+            err.push_str(&line);
+        }
+        (status, out, err)
+    }
+}
+
+/// `mcpwire serve --stdio` as a stdio server.
+fn serve_stdio() -> [&'static str; 4] {
+    ["--", env!("CARGO_BIN_EXE_mcpwire"), "serve", "--stdio"]
+}
+
+/// Discovery, a tool list, a call, a server error, progress: through the
+/// bridge, as the host sees them.
+async fn the_minimum_through(host: &Client, label: &str) {
+    let discovered = host
+        .request("server/discover", json!({}))
+        .await
+        .unwrap_or_else(|e| panic!("{label}: {e}"));
+    assert_eq!(
+        discovered["result"]["supportedVersions"],
+        json!([VERSION]),
+        "{label}: {discovered}"
+    );
+    let listed = host.request("tools/list", json!({})).await.unwrap();
+    let names: Vec<_> = listed["result"]["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{label}: {listed}"))
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(names.contains(&"echo".to_owned()), "{label}: {names:?}");
+    let echoed = host
+        .request(
+            "tools/call",
+            json!({"name": "echo", "arguments": {"text": "across"}}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        echoed["result"]["content"][0]["text"], "across",
+        "{label}: {echoed}"
+    );
+    // The result is the server's, not rewritten: its serverInfo is the
+    // server's, not the bridge's.
+    assert_ne!(
+        echoed["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "mcpwire-bridge",
+        "{label}: {echoed}"
+    );
+    let unknown = host
+        .request(
+            "tools/call",
+            json!({"name": "no_such_tool", "arguments": {}}),
+        )
+        .await;
+    let code = match unknown {
+        Ok(r) => r["error"]["code"].as_i64(),
+        Err(e) => e.diagnostics.rpc_code.map(i64::from),
+    };
+    assert_eq!(code, Some(-32602), "{label}");
+
+    let mut call = host
+        .call(json!({"jsonrpc": "2.0", "method": "tools/call", "params": {
+            "name": "progress", "arguments": {"steps": 2, "delay_ms": 10},
+            "_meta": {"progressToken": "host-progress"}}}))
+        .await
+        .unwrap();
+    let mut steps = 0;
+    loop {
+        match call.next().await.unwrap() {
+            Some(StreamMessage::Notification(n)) => {
+                assert_eq!(n["method"], "notifications/progress", "{label}: {n}");
+                steps += 1;
+            }
+            Some(StreamMessage::Response(r)) => {
+                assert_eq!(
+                    r["result"]["content"][0]["text"], "done after 2 steps",
+                    "{label}: {r}"
+                );
+                break;
+            }
+            None => panic!("{label}: no response"),
+        }
+    }
+    assert_eq!(steps, 2, "{label}");
+}
+
+#[tokio::test]
+async fn network_hosts_reach_network_and_stdio_servers() {
+    for (host, downstream) in [
+        (Transport::Http, Some(Transport::Grpc)),
+        (Transport::Http, None),
+        (Transport::Grpc, Some(Transport::Http)),
+        (Transport::Grpc, None),
+    ] {
+        let label = format!("{host:?} host -> {downstream:?} server (None: stdio)");
+        let harness = server().await;
+        let server_url;
+        let args: Vec<&str> = match downstream {
+            Some(t) => {
+                server_url = url(&harness, t);
+                vec!["--to", &server_url]
+            }
+            None => serve_stdio().into(),
+        };
+        let bridge = Listening::spawn(true, &args, &[]).await;
+        let sentence = bridge.sentence().to_owned();
+        assert!(
+            sentence.contains(VERSION)
+                && sentence.contains("gRPC and Streamable HTTP at /mcp")
+                && sentence.contains("1 bearer token(s)")
+                && sentence.contains(match downstream {
+                    Some(Transport::Http) => "server side Streamable HTTP",
+                    Some(Transport::Grpc) => "server side gRPC tunnel",
+                    None => "server side stdio",
+                }),
+            "{label}: {sentence}"
+        );
+        assert!(bridge.addr.starts_with("127.0.0.1:"), "{label}");
+        let client = bridge.host(host, Some(HOST_TOKEN)).await.unwrap();
+        the_minimum_through(&client, &label).await;
+        client.close().await;
+        let (status, out, err) = bridge.terminate().await;
+        assert!(status.success(), "{label}: {err}");
+        assert!(out.is_empty(), "{label}: {out}");
+        assert!(!err.contains(HOST_TOKEN), "{label}: {err}");
+        harness.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn a_host_without_the_token_is_refused() {
+    let harness = server().await;
+    let bridge = Listening::spawn(true, &["--to", &url(&harness, Transport::Grpc)], &[]).await;
+    for token in [None, Some("not-the-token")] {
+        // Over HTTP the era probe meets the 401.
+        let e = bridge.host(Transport::Http, token).await.unwrap_err();
+        assert_eq!(e.diagnostics.http_status, Some(401), "{token:?}: {e}");
+        // Over gRPC the call is UNAUTHENTICATED.
+        let grpc = bridge.host(Transport::Grpc, token).await.unwrap();
+        let e = grpc.request("tools/list", json!({})).await.unwrap_err();
+        assert_eq!(e.status, mcpwire_core::grpc::Code::Unauthenticated, "{e}");
+    }
+    let (status, _, _) = bridge.terminate().await;
+    assert!(status.success());
+    harness.stop().await;
+}
+
+/// The status line of a raw HTTP/1.1 POST to the bridge's endpoint.
+async fn post_status(addr: &str, extra_headers: &str) -> String {
+    use tokio::io::AsyncReadExt;
+    let body = request(json!(1), "tools/list", json!({})).to_string();
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nMcp-Protocol-Version: {VERSION}\r\n\
+         Mcp-Method: tools/list\r\n{extra_headers}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(PATIENCE, stream.read_to_end(&mut answer)).await;
+    let text = String::from_utf8_lossy(&answer);
+    text.lines().next().unwrap_or_default().to_owned()
+}
+
+#[tokio::test]
+async fn a_foreign_origin_is_refused_and_a_local_one_served() {
+    let harness = server().await;
+    let bridge = Listening::spawn(true, &["--to", &url(&harness, Transport::Grpc)], &[]).await;
+    let auth = format!("Authorization: Bearer {HOST_TOKEN}\r\n");
+    let foreign = post_status(
+        &bridge.addr,
+        &format!("{auth}Origin: http://evil.example\r\n"),
+    )
+    .await;
+    assert!(foreign.contains(" 403"), "{foreign}");
+    let local = post_status(
+        &bridge.addr,
+        &format!("{auth}Origin: http://127.0.0.1:{}\r\n", harness.addr.port()),
+    )
+    .await;
+    assert!(local.contains(" 200"), "{local}");
+    let no_token = post_status(&bridge.addr, "").await;
+    assert!(no_token.contains(" 401"), "{no_token}");
+    let (status, _, _) = bridge.terminate().await;
+    assert!(status.success());
+    harness.stop().await;
+}
+
+#[tokio::test]
+async fn no_auth_is_a_choice_with_a_warning() {
+    let harness = server().await;
+    let bridge = Listening::spawn(false, &["--to", &url(&harness, Transport::Http)], &[]).await;
+    let startup = bridge.startup.join("\n");
+    assert!(
+        startup.contains("warning: --no-auth") && startup.contains("no authentication"),
+        "{startup}"
+    );
+    let client = bridge.host(Transport::Http, None).await.unwrap();
+    let listed = client.request("tools/list", json!({})).await.unwrap();
+    assert!(listed["result"]["tools"].is_array(), "{listed}");
+    client.close().await;
+    let (status, _, _) = bridge.terminate().await;
+    assert!(status.success());
+    harness.stop().await;
+
+    // Neither a token file nor --no-auth: the bridge does not start.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mcpwire"))
+        .args([
+            "bridge",
+            "--listen",
+            "127.0.0.1:0",
+            "--to",
+            "grpc://127.0.0.1:1",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--token-file"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // A token on the command line is refused (the process list shows it).
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mcpwire"))
+        .args([
+            "bridge",
+            "--listen",
+            "127.0.0.1:0",
+            "--token",
+            HOST_TOKEN,
+            "--to",
+            "grpc://127.0.0.1:1",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[tokio::test]
+async fn a_hosts_cancel_reaches_the_server() {
+    // HTTP host (its stream closed) -> gRPC server; gRPC host (RST_STREAM)
+    // -> HTTP server.
+    for (host, downstream) in [
+        (Transport::Http, Transport::Grpc),
+        (Transport::Grpc, Transport::Http),
+    ] {
+        let harness = server().await;
+        let counters = harness.counters.clone();
+        let bridge = Listening::spawn(true, &["--to", &url(&harness, downstream)], &[]).await;
+        let client = bridge.host(host, Some(HOST_TOKEN)).await.unwrap();
+        let call = client
+            .call(request(
+                json!(1),
+                "tools/call",
+                json!({"name": "counted_sleep", "arguments": {"ms": 5000}}),
+            ))
+            .await
+            .unwrap();
+        assert!(
+            common::eventually_every(Duration::from_millis(10), PATIENCE, || {
+                counters.started.load(Ordering::SeqCst) == 1
+            })
+            .await,
+            "{host:?}: the server's handler started"
+        );
+        drop(call);
+        assert!(
+            common::eventually_every(Duration::from_millis(10), PATIENCE, || {
+                counters.dropped.load(Ordering::SeqCst) == 1
+            })
+            .await,
+            "{host:?} -> {downstream:?}: the server's handler was dropped"
+        );
+        assert_eq!(counters.finished.load(Ordering::SeqCst), 0, "{host:?}");
+        client.close().await;
+        let (status, _, _) = bridge.terminate().await;
+        assert!(status.success());
+        harness.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn a_crashing_child_fails_its_call_and_is_restarted_twice() {
+    let script =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/stdio/misbehaving_server.py");
+    let python = python();
+    let bridge = Listening::spawn(
+        true,
+        &[
+            "--restart-backoff-ms",
+            "20",
+            "--",
+            python.to_str().unwrap(),
+            script.to_str().unwrap(),
+        ],
+        &[],
+    )
+    .await;
+    let client = bridge
+        .host(Transport::Http, Some(HOST_TOKEN))
+        .await
+        .unwrap();
+    for round in 0..2 {
+        let crash = client
+            .request("tools/call", json!({"name": "crash", "arguments": {}}))
+            .await;
+        let failed = match crash {
+            Ok(r) => r["error"].clone(),
+            Err(e) => json!({"code": e.diagnostics.rpc_code, "message": e.message}),
+        };
+        assert!(
+            failed["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("the bridge's call to the server")),
+            "round {round}: {failed}"
+        );
+        let echoed = client
+            .request(
+                "tools/call",
+                json!({"name": "echo", "arguments": {"text": "back"}}),
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            echoed["result"]["content"][0]["text"], "back",
+            "round {round}: {echoed}"
+        );
+    }
+    client.close().await;
+    let (status, _, err) = bridge.terminate().await;
+    assert!(status.success(), "{err}");
+    assert_eq!(err.matches("restarting the server").count(), 2, "{err}");
+}
+
+#[tokio::test]
+async fn the_hosts_token_stays_at_the_bridge() {
+    // The server accepts the host's token: were the bridge to pass it on,
+    // the call would succeed. Without MCPWIRE_TOKEN it is refused.
+    let counters = std::sync::Arc::new(common::Counters::default());
+    let server = mcpwire_tokio::Server::bind("127.0.0.1:0")
+        .await
+        .unwrap()
+        .with_auth(mcpwire_tokio::BearerTokens::new([
+            (HOST_TOKEN, "host"),
+            (SECRET, "bridge"),
+        ]));
+    let harness = common::serve(
+        server,
+        common::app(&counters, Duration::from_secs(3600)),
+        counters,
+    );
+    let target = url(&harness, Transport::Grpc);
+    let bridge = Listening::spawn(true, &["--to", &target], &[]).await;
+    let client = bridge
+        .host(Transport::Grpc, Some(HOST_TOKEN))
+        .await
+        .unwrap();
+    let refused = client.request("tools/list", json!({})).await;
+    let text = format!("{refused:?}");
+    assert!(text.contains("Unauthenticated"), "{text}");
+    client.close().await;
+    let (_, out, err) = bridge.terminate().await;
+    assert!(
+        !out.contains(HOST_TOKEN) && !err.contains(HOST_TOKEN),
+        "{err}"
+    );
+
+    // With MCPWIRE_TOKEN the bridge's own credential goes downstream.
+    let bridge = Listening::spawn(true, &["--to", &target], &[("MCPWIRE_TOKEN", SECRET)]).await;
+    let client = bridge
+        .host(Transport::Grpc, Some(HOST_TOKEN))
+        .await
+        .unwrap();
+    let listed = client.request("tools/list", json!({})).await.unwrap();
+    assert!(listed["result"]["tools"].is_array(), "{listed}");
+    client.close().await;
+    let (status, out, err) = bridge.terminate().await;
+    assert!(status.success());
+    for secret in [HOST_TOKEN, SECRET] {
+        assert!(!out.contains(secret) && !err.contains(secret), "{err}");
+    }
+    harness.stop().await;
+}
+
+#[tokio::test]
+async fn an_older_server_is_served_to_the_host_as_the_current_era() {
+    let script =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/stdio/misbehaving_server.py");
+    let python = python();
+    let bridge = Listening::spawn(
+        true,
+        &[
+            "--pass-env",
+            "LEGACY",
+            "--",
+            python.to_str().unwrap(),
+            script.to_str().unwrap(),
+        ],
+        &[("LEGACY", "1")],
+    )
+    .await;
+    let sentence = bridge.sentence().to_owned();
+    assert!(
+        sentence.contains("2025-11-25") && sentence.contains(&format!("stays MCP {VERSION}")),
+        "{sentence}"
+    );
+    let client = bridge
+        .host(Transport::Http, Some(HOST_TOKEN))
+        .await
+        .unwrap();
+    let discovered = client.request("server/discover", json!({})).await.unwrap();
+    assert_eq!(
+        discovered["result"]["supportedVersions"],
+        json!([VERSION]),
+        "{discovered}"
+    );
+    assert_eq!(
+        discovered["result"]["capabilities"],
+        json!({"tools": {}}),
+        "{discovered}"
+    );
+    let echoed = client
+        .request(
+            "tools/call",
+            json!({"name": "echo", "arguments": {"text": "old"}}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(echoed["result"]["content"][0]["text"], "old", "{echoed}");
+    client.close().await;
+    let (status, _, _) = bridge.terminate().await;
+    assert!(status.success());
+}
+
+#[tokio::test]
+async fn a_network_hosts_listen_stream_is_the_servers() {
+    for (host, downstream) in [
+        (Transport::Http, Transport::Grpc),
+        (Transport::Grpc, Transport::Http),
+    ] {
+        let harness = common::start_on_with_tick("127.0.0.1:0", Duration::from_millis(50)).await;
+        let bridge = Listening::spawn(true, &["--to", &url(&harness, downstream)], &[]).await;
+        let client = bridge.host(host, Some(HOST_TOKEN)).await.unwrap();
+        let mut listen = client
+            .call(request(
+                json!("L"),
+                "subscriptions/listen",
+                json!({"notifications": {"toolsListChanged": true}}),
+            ))
+            .await
+            .unwrap();
+        let mut methods = Vec::new();
+        while methods.len() < 3 {
+            let msg = tokio::time::timeout(PATIENCE, listen.next())
+                .await
+                .expect("the stream goes on")
+                .unwrap();
+            match msg {
+                Some(StreamMessage::Notification(n)) => {
+                    assert!(
+                        n["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"].is_string()
+                            || n["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"]
+                                .is_number(),
+                        "{host:?}: {n}"
+                    );
+                    methods.push(n["method"].as_str().unwrap().to_owned());
+                }
+                other => panic!("{host:?}: {other:?}"),
+            }
+        }
+        assert_eq!(
+            methods,
+            [
+                "notifications/subscriptions/acknowledged",
+                "notifications/tools/list_changed",
+                "notifications/tools/list_changed"
+            ],
+            "{host:?}"
+        );
+        drop(listen);
+        client.close().await;
+        let (status, _, _) = bridge.terminate().await;
+        assert!(status.success());
+        harness.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn the_child_gets_only_the_environment_it_is_given() {
+    let script =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/stdio/misbehaving_server.py");
+    let python = python();
+    let bridge = Listening::spawn(
+        true,
+        &[
+            "--pass-env",
+            "BRIDGE_TEST_PASSED",
+            "--",
+            python.to_str().unwrap(),
+            script.to_str().unwrap(),
+        ],
+        &[
+            ("BRIDGE_TEST_PASSED", "1"),
+            ("BRIDGE_TEST_KEPT", "1"),
+            ("MCPWIRE_TOKEN", SECRET),
+        ],
+    )
+    .await;
+    let client = bridge
+        .host(Transport::Grpc, Some(HOST_TOKEN))
+        .await
+        .unwrap();
+    let env = client
+        .request("tools/call", json!({"name": "env", "arguments": {}}))
+        .await
+        .unwrap();
+    let names = env["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert_eq!(names, "BRIDGE_TEST_PASSED", "{env}");
+    client.close().await;
+    let (status, _, _) = bridge.terminate().await;
+    assert!(status.success());
+}
+
+#[cfg(feature = "tls")]
+#[tokio::test]
+async fn the_network_host_side_speaks_tls() {
+    use rcgen::{
+        BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair,
+        KeyUsagePurpose,
+    };
+    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca.distinguished_name
+        .push(DnType::CommonName, "mcpwire bridge test CA");
+    ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    let ca = CertifiedIssuer::self_signed(ca, KeyPair::generate().unwrap()).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let leaf = CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()])
+        .unwrap()
+        .signed_by(&key, &ca)
+        .unwrap();
+    let dir = temp_dir();
+    let (cert_file, key_file) = (dir.0.join("cert.pem"), dir.0.join("key.pem"));
+    std::fs::write(&cert_file, leaf.pem()).unwrap();
+    std::fs::write(&key_file, key.serialize_pem()).unwrap();
+
+    let harness = server().await;
+    let target = url(&harness, Transport::Grpc);
+    let bridge = Listening::spawn(
+        true,
+        &[
+            "--tls-cert",
+            cert_file.to_str().unwrap(),
+            "--tls-key",
+            key_file.to_str().unwrap(),
+            "--to",
+            &target,
+        ],
+        &[],
+    )
+    .await;
+    assert!(bridge.sentence().contains("TLS"), "{}", bridge.sentence());
+    let mut config = HttpChannelConfig::new(format!("https://{}/mcp", bridge.addr));
+    config.bearer = Some(HOST_TOKEN.to_owned());
+    config.tls = Some(mcpwire_tokio::ClientTlsConfig::with_pem_roots(ca.pem().as_bytes()).unwrap());
+    let client = Client::http(config, EraChoice::Probe).await.unwrap();
+    let echoed = client
+        .request(
+            "tools/call",
+            json!({"name": "echo", "arguments": {"text": "sealed"}}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(echoed["result"]["content"][0]["text"], "sealed", "{echoed}");
+    client.close().await;
+    let (status, _, _) = bridge.terminate().await;
+    assert!(status.success());
+    harness.stop().await;
+}
+
+/// The typed gRPC service of the bridge's port: a typed `CallTool`, as a
+/// typed gRPC client sends it, forwarded to an HTTP server; the result
+/// comes back as a typed message.
+#[tokio::test]
+async fn the_typed_service_is_forwarded_too() {
+    use bytes::{Bytes, BytesMut};
+    use mcpwire_core::mcp::typed;
+    use mcpwire_proto::gcp::Rpc;
+
+    let harness = server().await;
+    let bridge = Listening::spawn(true, &["--to", &url(&harness, Transport::Http)], &[]).await;
+    let params = json!({"name": "echo", "arguments": {"text": "typed"}});
+    let mut message = vec![0u8; 1 << 16];
+    let n = typed::request_to_proto(Rpc::CallTool, params.to_string().as_bytes(), &mut message)
+        .unwrap();
+    let mut framed = vec![0u8];
+    framed.extend_from_slice(&(n as u32).to_be_bytes());
+    framed.extend_from_slice(&message[..n]);
+    let send = common::connect(bridge.addr.parse().unwrap()).await;
+    let mut ready = send.ready().await.unwrap();
+    let request = http::Request::builder()
+        .method("POST")
+        .uri(format!("http://127.0.0.1{}", Rpc::CallTool.path()))
+        .header("content-type", "application/grpc+proto")
+        .header("te", "trailers")
+        .header("authorization", format!("Bearer {HOST_TOKEN}"))
+        .body(())
+        .unwrap();
+    let (response, mut stream) = ready.send_request(request, false).unwrap();
+    stream.send_data(Bytes::from(framed), true).unwrap();
+    let response = tokio::time::timeout(PATIENCE, response)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let mut body = response.into_body();
+    let mut buf = BytesMut::new();
+    while let Some(chunk) = body.data().await {
+        let chunk = chunk.unwrap();
+        let _ = body.flow_control().release_capacity(chunk.len());
+        buf.extend_from_slice(&chunk);
+    }
+    let trailers = body.trailers().await.unwrap().unwrap_or_default();
+    assert_eq!(
+        trailers.get("grpc-status").map(|v| v.to_str().unwrap()),
+        Some("0"),
+        "{trailers:?}"
+    );
+    assert!(buf.len() > 5, "one response message");
+    let len = u32::from_be_bytes([buf[1], buf[2], buf[3], buf[4]]) as usize;
+    let mut out = vec![0u8; 1 << 16];
+    let n = typed::result_to_json(Rpc::CallTool, &buf[5..5 + len], &mut out).unwrap();
+    let result: Value = serde_json::from_slice(&out[..n]).unwrap();
+    assert_eq!(result["content"][0]["text"], "typed", "{result}");
+    let (status, _, _) = bridge.terminate().await;
+    assert!(status.success());
+    harness.stop().await;
+}
+
+#[tokio::test]
+async fn a_downstream_timeout_reaches_a_network_host_as_the_bridges_failure() {
+    let harness = server().await;
+    let counters = harness.counters.clone();
+    let bridge = Listening::spawn(
+        true,
+        &[
+            "--timeout-ms",
+            "300",
+            "--to",
+            &url(&harness, Transport::Grpc),
+        ],
+        &[],
+    )
+    .await;
+    let client = bridge
+        .host(Transport::Http, Some(HOST_TOKEN))
+        .await
+        .unwrap();
+    let answer = client
+        .request(
+            "tools/call",
+            json!({"name": "counted_sleep", "arguments": {"ms": 5000}}),
+        )
+        .await;
+    let error = match answer {
+        Ok(r) => r["error"].clone(),
+        Err(e) => json!({"code": e.diagnostics.rpc_code, "message": e.message}),
+    };
+    assert_eq!(error["code"], -32001, "{error}");
+    assert!(
+        error["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("the bridge's call to the server")),
+        "{error}"
+    );
+    assert!(
+        common::eventually_every(Duration::from_millis(10), PATIENCE, || {
+            counters.dropped.load(Ordering::SeqCst) == 1
+        })
+        .await,
+        "the server's handler ended"
+    );
+    assert_eq!(counters.finished.load(Ordering::SeqCst), 0);
+    client.close().await;
+    let (status, _, _) = bridge.terminate().await;
+    assert!(status.success());
+    harness.stop().await;
+}
+
+#[tokio::test]
+async fn a_stdio_host_meets_an_older_child_as_the_current_era() {
+    let script =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/stdio/misbehaving_server.py");
+    let python = python();
+    let mut bridge = Bridge::spawn_with_env(
+        &[
+            "--pass-env",
+            "LEGACY",
+            "--",
+            python.to_str().unwrap(),
+            script.to_str().unwrap(),
+        ],
+        None,
+        &[("LEGACY", "1")],
+    );
+    let startup = bridge.startup_line().await;
+    assert!(
+        startup.contains("2025-11-25") && startup.contains(&format!("stays MCP {VERSION}")),
+        "{startup}"
+    );
+    bridge
+        .send(request(json!("d"), "server/discover", json!({})))
+        .await;
+    let discovered = bridge.recv().await;
+    assert_eq!(discovered["id"], "d", "{discovered}");
+    assert_eq!(
+        discovered["result"]["supportedVersions"],
+        json!([VERSION]),
+        "{discovered}"
+    );
+    assert_eq!(
+        discovered["result"]["capabilities"],
+        json!({"tools": {}}),
+        "{discovered}"
+    );
+    // The list gets the caching hints the current era requires.
+    bridge
+        .send(request(json!("l"), "tools/list", json!({})))
+        .await;
+    let listed = bridge.recv().await;
+    assert!(listed["result"]["tools"].is_array(), "{listed}");
+    assert_eq!(listed["result"]["ttlMs"], 0, "{listed}");
+    assert_eq!(listed["result"]["cacheScope"], "private", "{listed}");
+    assert_eq!(listed["result"]["resultType"], "complete", "{listed}");
+    bridge
+        .send(tool_call(json!(2), "echo", json!({"text": "old"})))
+        .await;
+    let echoed = bridge.recv().await;
+    assert_eq!(echoed["result"]["content"][0]["text"], "old", "{echoed}");
     assert!(bridge.finish().await.success());
 }

@@ -7,7 +7,10 @@
 //
 // Scenarios: list-tools, call-tool, unknown-tool, input-required, progress,
 // list-resources, read-resource, list-resource-templates, list-prompts,
-// get-prompt, complete, deadline, cancel. Prints one JSON
+// get-prompt, complete, deadline, cancel; against the device app
+// (scripts/interop-embassy-host.sh): device-list-tools, device-read-sensor,
+// device-progress, device-deadline, device-cancel, device-no-resources,
+// and unknown-tool. Prints one JSON
 // line of observations; exit 0 = the expectations hold, 1 = not (`reason`),
 // 2 = usage.
 'use strict';
@@ -309,7 +312,109 @@ const scenarios = {
     if (obs.after !== 'after') return { ok: false, reason: 'no answer after the cancel', ...obs };
     return { ok: true, ...obs };
   },
+
+  // The device app (examples/device-tools, served by mcpwire-embassy with
+  // feature `typed`): its three tools, no resources or prompts.
+  async 'device-list-tools'(client) {
+    const { err, response } = await unary(client, 'ListTools', {});
+    if (err) return { ok: false, reason: `error ${STATUS_NAME[err.code]}: ${err.details}` };
+    const names = (response.tools || []).map((t) => t.name);
+    const obs = { names, resultType: response.common && response.common.result_type };
+    if (names.join() !== 'read_sensor,toggle_output,slow_task') return { ok: false, reason: 'not the device tools', ...obs };
+    if (obs.resultType !== 'RESULT_TYPE_COMPLETE') return { ok: false, reason: 'result_type not COMPLETE', ...obs };
+    return { ok: true, ...obs };
+  },
+
+  async 'device-read-sensor'(client) {
+    const { err, response } = await unary(
+      client,
+      'CallTool',
+      { request: { name: 'read_sensor', arguments: struct({}) } },
+      header('mcp_tool', 'read_sensor'),
+    );
+    if (err) return { ok: false, reason: `error ${STATUS_NAME[err.code]}: ${err.details}` };
+    const fields = (response.structured_content && response.structured_content.fields) || {};
+    const mc = fields.millicelsius && fields.millicelsius.numberValue;
+    const obs = { text: firstText(response), millicelsius: mc };
+    if (!/^temperature -?\d+\.\d{3} °C$/.test(obs.text || '')) return { ok: false, reason: 'text is not a temperature', ...obs };
+    if (!Number.isInteger(mc)) return { ok: false, reason: 'structured_content has no integer millicelsius', ...obs };
+    return { ok: true, ...obs };
+  },
+
+  // slow_task's progress is dropped; its one response arrives.
+  async 'device-progress'(client) {
+    const { err, response } = await unary(client, 'CallTool', {
+      common: { metadata: struct({ progressToken: 'p1' }) },
+      request: { name: 'slow_task', arguments: struct({ steps: 3, delay_ms: 10 }) },
+    });
+    if (err) return { ok: false, reason: `error ${STATUS_NAME[err.code]}: ${err.details}` };
+    const obs = { text: firstText(response), isError: response.is_error === true };
+    if (obs.isError || obs.text !== 'done after 3 steps') return { ok: false, reason: 'not the result', ...obs };
+    return { ok: true, ...obs };
+  },
+
+  // More deadlines and cancels than the device has handler slots, then a
+  // call that completes: every cancelled tool freed its slot.
+  async 'device-deadline'(client) {
+    const rounds = [];
+    for (let i = 0; i < 4; i++) {
+      const started = Date.now();
+      const { err } = await unary(
+        client,
+        'CallTool',
+        { request: { name: 'slow_task', arguments: struct({ steps: 50, delay_ms: 100 }) } },
+        new grpc.Metadata(),
+        300,
+      );
+      rounds.push({ status: err && STATUS_NAME[err.code], elapsedMs: Date.now() - started });
+    }
+    const obs = { rounds };
+    if (rounds.some((r) => r.status !== 'DEADLINE_EXCEEDED' || r.elapsedMs > 2000)) {
+      return { ok: false, reason: 'a call did not end with DEADLINE_EXCEEDED in time', ...obs };
+    }
+    return afterwards(client, obs);
+  },
+
+  async 'device-cancel'(client) {
+    const rounds = [];
+    for (let i = 0; i < 4; i++) {
+      const started = Date.now();
+      const err = await new Promise((resolve) => {
+        const call = client.CallTool(
+          { request: { name: 'slow_task', arguments: struct({ steps: 50, delay_ms: 100 }) } },
+          new grpc.Metadata(),
+          { deadline: Date.now() + 10000 },
+          (e) => resolve(e),
+        );
+        setTimeout(() => call.cancel(), 200);
+      });
+      rounds.push({ status: err && STATUS_NAME[err.code], elapsedMs: Date.now() - started });
+    }
+    const obs = { rounds };
+    if (rounds.some((r) => r.status !== 'CANCELLED' || r.elapsedMs > 2000)) {
+      return { ok: false, reason: 'a call did not end CANCELLED in time', ...obs };
+    }
+    return afterwards(client, obs);
+  },
+
+  // No resources on the device: resources/list has no route, -32601.
+  async 'device-no-resources'(client) {
+    const { err, response } = await unary(client, 'ListResources', {});
+    if (!err) return { ok: false, reason: 'the call succeeded', resources: response.resources };
+    const obs = errorTrailers(err, grpc.status.UNIMPLEMENTED, -32601);
+    return { ok: !obs.reason, ...obs };
+  },
 };
+
+// The device's slow_task completes after the rounds of `obs`.
+async function afterwards(client, obs) {
+  const after = await unary(client, 'CallTool', {
+    request: { name: 'slow_task', arguments: struct({ steps: 1, delay_ms: 0 }) },
+  });
+  obs.after = after.err ? STATUS_NAME[after.err.code] : firstText(after.response);
+  if (obs.after !== 'done after 1 steps') return { ok: false, reason: 'no answer afterwards', ...obs };
+  return { ok: true, ...obs };
+}
 
 async function main() {
   const [addr, scenario] = process.argv.slice(2);

@@ -60,6 +60,7 @@ pub fn registry<'r>(tools: &'r [ToolInfo<'r>]) -> Registry<'r> {
         prompts: &[],
         listen: false,
         completions: false,
+        forward: false,
     }
 }
 

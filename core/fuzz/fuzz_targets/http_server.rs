@@ -39,6 +39,7 @@ const REGISTRY: Registry<'static> = Registry {
     prompts: &[],
     listen: true,
     completions: false,
+    forward: false,
 };
 
 #[derive(Arbitrary, Debug)]

@@ -105,6 +105,7 @@ fuzz_target!(|input: Input| {
         prompts: &[],
         listen: input.listen,
         completions: false,
+        forward: false,
     };
     let config = ServerConfig {
         authorize: input.authorize,

@@ -58,8 +58,13 @@ fn skip_ws(src: &[u8], mut i: usize) -> usize {
 /// so the depth limit is the only bound on nesting and the stack stays flat.
 #[cfg_attr(not(target_os = "none"), inline(always))]
 fn skip_value(src: &[u8], i: usize, max_depth: usize) -> Result<usize, JsonError> {
-    // Most values are strings and numbers: no container state for them.
-    let i = skip_ws(src, i);
+    // Most values are strings and numbers: no container state for them
+    // (on hosts; a small build has one way for every value).
+    if !WORDS {
+        return skip_nested(src, i, max_depth);
+    }
+    // White space first is rare (callers stand after it): the container
+    // walk skips it.
     match src.get(i) {
         Some(b'"') => skip_string(src, i),
         Some(b'-' | b'0'..=b'9') => skip_number(src, i),
@@ -158,13 +163,14 @@ fn literal(src: &[u8], i: usize, word: &[u8]) -> Result<usize, JsonError> {
 fn special_octets(w: u64) -> u64 {
     const LO: u64 = 0x0101_0101_0101_0101;
     const HI: u64 = 0x8080_8080_8080_8080;
-    // A byte of `v` is zero (or, for `w - 0x20`, below 0x20) where the
-    // subtraction borrows into a high bit that `w` has clear: `"` and `\\`
-    // have their high bit clear too, so one `!w & HI` serves all three.
-    let quote = (w ^ (LO * u64::from(b'"'))).wrapping_sub(LO);
+    // A byte borrows into its high bit in `v - c` where it is below `c`
+    // (and its own high bit, which `!w` masks, is clear). With bit 1 of
+    // every byte flipped, `"` (0x22) becomes 0x20 and the control
+    // characters stay below 0x20, while no other byte falls below 0x21: one
+    // subtraction finds both; `\\` is the byte that is 0 after `^ 0x5c`.
+    let quote_or_control = (w ^ (LO * 0x02)).wrapping_sub(LO * 0x21);
     let backslash = (w ^ (LO * u64::from(b'\\'))).wrapping_sub(LO);
-    let control = w.wrapping_sub(LO * 0x20);
-    (quote | backslash | control) & !w & HI
+    (quote_or_control | backslash) & !w & HI
 }
 
 /// Whether none of the eight octets in `w` ends or escapes a string or is
@@ -174,15 +180,43 @@ fn plain_word(w: u64) -> bool {
     special_octets(w) == 0
 }
 
+/// Whether the scanner looks at eight octets at a time (64-bit hosts, where
+/// a word holds eight and the request check is most of a call's work) or
+/// one at a time (32-bit targets such as a microcontroller: smaller code,
+/// and flash is what is scarce there).
+pub(crate) const WORDS: bool = cfg!(target_pointer_width = "64");
+
 /// The offset of the first octet at or after `j` that ends or escapes a
-/// string or is a control character, eight octets at a time (or the end).
-pub(crate) fn string_stop(src: &[u8], mut j: usize) -> usize {
-    while let Some(word) = src.get(j..).and_then(<[u8]>::first_chunk::<8>) {
+/// string or is a control character (or the end).
+#[cfg_attr(not(target_os = "none"), inline(always))]
+pub(crate) fn string_stop(src: &[u8], j: usize) -> usize {
+    if WORDS {
+        string_stop_words(src, j)
+    } else {
+        string_stop_octets(src, j)
+    }
+}
+
+/// [`string_stop`] eight octets at a time.
+fn string_stop_words(src: &[u8], mut j: usize) -> usize {
+    let (words, _) = src.get(j..).unwrap_or_default().as_chunks::<8>();
+    for word in words {
         let special = special_octets(u64::from_le_bytes(*word));
         if special != 0 {
             return j + (special.trailing_zeros() / 8) as usize;
         }
         j += 8;
+    }
+    string_stop_octets(src, j)
+}
+
+/// [`string_stop`] one octet at a time.
+fn string_stop_octets(src: &[u8], mut j: usize) -> usize {
+    while let Some(&b) = src.get(j) {
+        if b == b'"' || b == b'\\' || b < 0x20 {
+            break;
+        }
+        j += 1;
     }
     j
 }
@@ -252,7 +286,8 @@ fn skip_string_escaped(src: &[u8], i: usize) -> Result<(usize, bool), JsonError>
     // Eight octets at a time to the first that ends, escapes or breaks the
     // string: the usual string ends there, at its closing quote.
     let mut j = i + 1;
-    while let Some(word) = src.get(j..).and_then(<[u8]>::first_chunk::<8>) {
+    let rest = src.get(j..).filter(|_| WORDS).unwrap_or_default();
+    for word in rest.as_chunks::<8>().0 {
         let special = special_octets(u64::from_le_bytes(*word));
         if special != 0 {
             j += (special.trailing_zeros() / 8) as usize;
@@ -267,8 +302,9 @@ fn skip_string_escaped(src: &[u8], i: usize) -> Result<(usize, bool), JsonError>
 }
 
 /// The end of a string from `j`, the first octet of it that may end,
-/// escape or break it (or the last eight), and whether it has an escape.
-#[inline(never)]
+/// escape or break it, and whether it has an escape. Out of line on hosts
+/// (strings with escapes are rare there).
+#[cfg_attr(not(target_os = "none"), inline(never))]
 fn string_rest(src: &[u8], mut j: usize, mut escaped: bool) -> Result<(usize, bool), JsonError> {
     loop {
         j = string_stop(src, j);
@@ -651,7 +687,8 @@ pub fn unescape<'o>(raw: &[u8], out: &'o mut [u8]) -> Option<&'o [u8]> {
 pub fn str_eq(raw: &[u8], text: &[u8]) -> bool {
     // The usual string: quotes at both ends (nothing to trim), as long as
     // `text` once they are off, so equal only without an escape.
-    if let [b'"', inner @ .., b'"'] = raw
+    if WORDS
+        && let [b'"', inner @ .., b'"'] = raw
         && inner.len() == text.len()
     {
         return bytes_eq(inner, text) && !has_backslash(text);
@@ -732,18 +769,21 @@ pub fn str_plain(raw: &[u8]) -> Option<&[u8]> {
 }
 
 /// `a == b`, without a call for the short slices of keys, methods and
-/// versions: up to 16 octets are two overlapping word compares.
+/// versions: up to 16 octets are two overlapping compares of 8 or of 4.
 #[cfg_attr(not(target_os = "none"), inline(always))]
 pub(crate) fn bytes_eq(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
     }
-    if a.len() > 16 {
+    if !WORDS || a.len() > 16 {
         return a == b;
     }
     match (a.first_chunk::<8>(), b.first_chunk::<8>()) {
         (Some(a0), Some(b0)) => a0 == b0 && a.last_chunk::<8>() == b.last_chunk::<8>(),
-        _ => a.iter().zip(b).all(|(x, y)| x == y),
+        _ => match (a.first_chunk::<4>(), b.first_chunk::<4>()) {
+            (Some(a0), Some(b0)) => a0 == b0 && a.last_chunk::<4>() == b.last_chunk::<4>(),
+            _ => a.iter().zip(b).all(|(x, y)| x == y),
+        },
     }
 }
 
@@ -752,6 +792,16 @@ pub(crate) fn bytes_eq(a: &[u8], b: &[u8]) -> bool {
 // the few octets of a method or a version.
 #[allow(clippy::manual_contains)]
 fn has_backslash(s: &[u8]) -> bool {
+    // Up to sixteen octets: two overlapping words on hosts.
+    if WORDS
+        && s.len() <= 16
+        && let (Some(a), Some(b)) = (s.first_chunk::<8>(), s.last_chunk::<8>())
+    {
+        const LO: u64 = 0x0101_0101_0101_0101;
+        const HI: u64 = 0x8080_8080_8080_8080;
+        let found = |w: u64| (w ^ (LO * u64::from(b'\\'))).wrapping_sub(LO) & !w & HI != 0;
+        return found(u64::from_le_bytes(*a)) || found(u64::from_le_bytes(*b));
+    }
     s.iter().any(|&b| b == b'\\')
 }
 
@@ -764,8 +814,8 @@ struct Unescaped<'a> {
 impl Unescaped<'_> {
     fn hex4(&self, at: usize) -> Option<u32> {
         let h = self.src.get(at..at + 4)?;
-        let s = core::str::from_utf8(h).ok()?;
-        u32::from_str_radix(s, 16).ok()
+        h.iter()
+            .try_fold(0, |v, &b| Some(v << 4 | char::from(b).to_digit(16)?))
     }
 
     fn next_char(&mut self) -> Option<char> {
@@ -984,6 +1034,14 @@ mod tests {
             // The scan jumps to the first special octet, not a later one.
             let first = w.iter().position(|&b| !plain(b)).unwrap_or(8);
             assert_eq!(string_stop(&w, 0), first, "{w:?}");
+            // Both ways of scanning, over a word and a part of one.
+            let two = [x.to_le_bytes(), (x >> 3).to_le_bytes()].concat();
+            for from in 0..two.len() {
+                let first = two[from..].iter().position(|&b| !plain(b));
+                let first = first.map_or(two.len(), |p| from + p);
+                assert_eq!(string_stop_words(&two, from), first, "{two:?} {from}");
+                assert_eq!(string_stop_octets(&two, from), first, "{two:?} {from}");
+            }
         }
     }
 
@@ -1001,6 +1059,22 @@ mod tests {
                 let mut b = a.to_vec();
                 b[at] ^= 0x20;
                 assert!(!bytes_eq(a, &b), "{len} {at}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_backslash_is_found_at_every_place() {
+        for len in 0..=24 {
+            let plain: std::vec::Vec<u8> = (0..len).map(|i| b'a' + i).collect();
+            assert!(!has_backslash(&plain), "{len}");
+            for at in 0..usize::from(len) {
+                let mut s = plain.clone();
+                s[at] = b'\\';
+                assert!(has_backslash(&s), "{len} {at}");
+                // Octets a borrow could turn into a false find.
+                s[at] = b'\\' - 1;
+                assert!(!has_backslash(&s), "{len} {at}");
             }
         }
     }

@@ -70,7 +70,8 @@ impl<'a> HeaderText<'a> {
 pub fn header_eq(header: &[u8], raw: &[u8]) -> Result<bool, RpcError> {
     // The usual case: the header repeats the string's octets, which have
     // no escape, and is plain printable ASCII, so it reads as raw text.
-    if let [b'"', inner @ .., b'"'] = raw
+    if json::WORDS
+        && let [b'"', inner @ .., b'"'] = raw
         && json::bytes_eq(inner, header)
         && is_plain_text(header)
     {
@@ -83,12 +84,36 @@ pub fn header_eq(header: &[u8], raw: &[u8]) -> Result<bool, RpcError> {
 /// string: printable ASCII without a backslash, no space at either end,
 /// not the sentinel's shape.
 fn is_plain_text(value: &[u8]) -> bool {
-    value
-        .iter()
-        .all(|&b| (0x20..=0x7e).contains(&b) && b != b'\\')
+    printable_no_backslash(value)
         && value.first() != Some(&b' ')
         && value.last() != Some(&b' ')
         && !(value.starts_with(SENTINEL_START) && value.ends_with(SENTINEL_END))
+}
+
+/// Whether every octet of `value` is printable ASCII (0x20 to 0x7e) and
+/// none is a backslash: up to sixteen octets by two overlapping words on
+/// hosts.
+fn printable_no_backslash(value: &[u8]) -> bool {
+    if json::WORDS
+        && value.len() <= 16
+        && let (Some(a), Some(b)) = (value.first_chunk::<8>(), value.last_chunk::<8>())
+    {
+        const LO: u64 = 0x0101_0101_0101_0101;
+        const HI: u64 = 0x8080_8080_8080_8080;
+        // Flags (high bits, any of them a real one: a borrow only runs
+        // upwards from an octet below 0x20 or a backslash) the octets
+        // below 0x20, from 0x7f up, and the backslashes.
+        let bad = |w: u64| {
+            let control = w.wrapping_sub(LO * 0x20) & !w;
+            let high = ((w & !HI).wrapping_add(LO) | w) & HI;
+            let backslash = (w ^ (LO * u64::from(b'\\'))).wrapping_sub(LO) & !w;
+            (control | backslash) & HI | high
+        };
+        return bad(u64::from_le_bytes(*a)) | bad(u64::from_le_bytes(*b)) == 0;
+    }
+    value
+        .iter()
+        .all(|&b| (0x20..=0x7e).contains(&b) && b != b'\\')
 }
 
 /// Decodes a mirrored header value into `out`: surrounding spaces and tabs
@@ -523,6 +548,25 @@ fn has_annotation(node: &[u8], nesting: usize) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_printable_test_by_words_agrees_with_the_octet_test() {
+        let octets = |v: &[u8]| v.iter().all(|&b| (0x20..=0x7e).contains(&b) && b != b'\\');
+        for len in 0..=20 {
+            for at in 0..len {
+                for b in 0..=255u8 {
+                    let mut v = std::vec![b'a'; len];
+                    v[at] = b;
+                    assert_eq!(printable_no_backslash(&v), octets(&v), "{v:?}");
+                    // Beside an octet a borrow runs out of.
+                    if at + 1 < len {
+                        v[at + 1] = b' ';
+                        assert_eq!(printable_no_backslash(&v), octets(&v), "{v:?}");
+                    }
+                }
+            }
+        }
+    }
 
     #[test]
     fn value_codec_examples_from_the_spec() {

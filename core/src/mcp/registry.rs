@@ -74,6 +74,13 @@ pub struct Registry<'r> {
     pub listen: bool,
     /// The server answers `completion/complete`.
     pub completions: bool,
+    /// Every checked request goes to the application as
+    /// [`RequestKind::Forward`](super::server::RequestKind::Forward),
+    /// whatever its method (`server/discover`, the list methods and
+    /// `subscriptions/listen` among them): a bridge answers them from the
+    /// server it forwards to. The envelope, `_meta`, version and mirrored
+    /// header checks still run first; the lists above are not served.
+    pub forward: bool,
 }
 
 /// Why a registry cannot be served.
@@ -367,6 +374,30 @@ mod tests {
             }],
             listen: true,
             completions: false,
+            forward: false,
+        }
+    }
+
+    /// A list result is one complete page, without `nextCursor` (so the
+    /// typed binding never has pages to merge).
+    #[test]
+    fn a_list_result_is_one_page_without_next_cursor() {
+        let r = registry();
+        let mut buf = [0u8; 2048];
+        for write in [
+            Registry::write_tools_list as fn(&Registry<'static>, &mut JsonWriter<'_>),
+            Registry::write_resources_list,
+            Registry::write_templates_list,
+            Registry::write_prompts_list,
+        ] {
+            let mut w = JsonWriter::new(&mut buf);
+            write(&r, &mut w);
+            let text = w.finish().unwrap();
+            assert_eq!(json::get(text, b"nextCursor"), None);
+            assert!(json::str_eq(
+                json::get(text, b"resultType").unwrap(),
+                b"complete"
+            ));
         }
     }
 

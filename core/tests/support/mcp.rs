@@ -48,6 +48,7 @@ pub fn registry(tools: &'static [ToolInfo<'static>]) -> Registry<'static> {
         prompts: &[],
         listen: false,
         completions: false,
+        forward: false,
     }
 }
 

@@ -6,7 +6,9 @@
 /// A protobuf message: its full name and its fields in declaration order.
 #[derive(Debug)]
 pub struct MessageDesc {
-    /// The full name, package included: `model_context_protocol.Tool`.
+    /// The full name, package included: `model_context_protocol.Tool`
+    /// (feature `names`).
+    #[cfg(feature = "names")]
     pub name: &'static str,
     /// The fields, in the order the `.proto` file declares them.
     pub fields: &'static [FieldDesc],
@@ -19,12 +21,14 @@ impl MessageDesc {
     }
 
     /// The field named `name` (the `.proto` name, snake case).
+    #[cfg(feature = "names")]
     pub fn field_named(&self, name: &str) -> Option<&'static FieldDesc> {
         self.fields.iter().find(|f| f.name == name)
     }
 
     /// The name after the package and enclosing messages: `Request` for
     /// `model_context_protocol.CallToolRequest.Request`.
+    #[cfg(feature = "names")]
     pub fn short_name(&self) -> &'static str {
         self.name.rsplit('.').next().unwrap_or(self.name)
     }
@@ -35,7 +39,8 @@ impl MessageDesc {
 pub struct FieldDesc {
     /// The field number, 1 to 2^29 - 1.
     pub number: u32,
-    /// The `.proto` name, snake case.
+    /// The `.proto` name, snake case (feature `names`).
+    #[cfg(feature = "names")]
     pub name: &'static str,
     /// The value's type.
     pub ty: FieldType,
@@ -127,7 +132,9 @@ pub enum Label {
 /// A protobuf enum: its full name and its values.
 #[derive(Debug)]
 pub struct EnumDesc {
-    /// The full name, package included: `model_context_protocol.Role`.
+    /// The full name, package included: `model_context_protocol.Role`
+    /// (feature `names`).
+    #[cfg(feature = "names")]
     pub name: &'static str,
     /// `(name, number)` of each value, in declaration order.
     pub values: &'static [(&'static str, i32)],

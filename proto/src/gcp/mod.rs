@@ -16,6 +16,22 @@
 //! What the fields mean in JSON-RPC terms (the mapping of the binding) is the
 //! core's business; this module only knows protobuf.
 
+/// The `.proto` name of an [`EnumDesc`] value: the text with feature
+/// `names`, else `""` (the wire never needs it; the `name` fields of the
+/// descriptors exist only with the feature).
+#[cfg(feature = "names")]
+macro_rules! proto_name {
+    ($name:literal) => {
+        $name
+    };
+}
+#[cfg(not(feature = "names"))]
+macro_rules! proto_name {
+    ($name:literal) => {
+        ""
+    };
+}
+
 mod desc;
 pub mod schema;
 mod view;

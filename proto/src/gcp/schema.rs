@@ -10,48 +10,58 @@ pub use super::desc::{EnumDesc, FieldDesc, FieldType, Label, MessageDesc};
 
 /// The enum `model_context_protocol.ProtocolVersion`.
 pub static PROTOCOL_VERSION: EnumDesc = EnumDesc {
+    #[cfg(feature = "names")]
     name: "model_context_protocol.ProtocolVersion",
     values: &[
-        ("VERSION_UNKNOWN", 0),
-        ("VERSION_20250326", 1),
-        ("VERSION_20250618", 2),
-        ("VERSION_20251125", 3),
-        ("VERSION_20260728", 4),
+        (proto_name!("VERSION_UNKNOWN"), 0),
+        (proto_name!("VERSION_20250326"), 1),
+        (proto_name!("VERSION_20250618"), 2),
+        (proto_name!("VERSION_20251125"), 3),
+        (proto_name!("VERSION_20260728"), 4),
     ],
 };
 
 /// The enum `model_context_protocol.ResultType`.
 pub static RESULT_TYPE: EnumDesc = EnumDesc {
+    #[cfg(feature = "names")]
     name: "model_context_protocol.ResultType",
     values: &[
-        ("RESULT_TYPE_UNSPECIFIED", 0),
-        ("RESULT_TYPE_COMPLETE", 1),
-        ("RESULT_TYPE_INPUT_REQUIRED", 2),
+        (proto_name!("RESULT_TYPE_UNSPECIFIED"), 0),
+        (proto_name!("RESULT_TYPE_COMPLETE"), 1),
+        (proto_name!("RESULT_TYPE_INPUT_REQUIRED"), 2),
     ],
 };
 
 /// The enum `model_context_protocol.CacheScope`.
 pub static CACHE_SCOPE: EnumDesc = EnumDesc {
+    #[cfg(feature = "names")]
     name: "model_context_protocol.CacheScope",
     values: &[
-        ("CACHE_SCOPE_UNSPECIFIED", 0),
-        ("CACHE_SCOPE_PUBLIC", 1),
-        ("CACHE_SCOPE_PRIVATE", 2),
+        (proto_name!("CACHE_SCOPE_UNSPECIFIED"), 0),
+        (proto_name!("CACHE_SCOPE_PUBLIC"), 1),
+        (proto_name!("CACHE_SCOPE_PRIVATE"), 2),
     ],
 };
 
 /// The enum `model_context_protocol.Role`.
 pub static ROLE: EnumDesc = EnumDesc {
+    #[cfg(feature = "names")]
     name: "model_context_protocol.Role",
-    values: &[("ROLE_UNKNOWN", 0), ("ROLE_USER", 1), ("ROLE_ASSISTANT", 2)],
+    values: &[
+        (proto_name!("ROLE_UNKNOWN"), 0),
+        (proto_name!("ROLE_USER"), 1),
+        (proto_name!("ROLE_ASSISTANT"), 2),
+    ],
 };
 
 /// The message `model_context_protocol.InputRequest`.
 pub static INPUT_REQUEST: MessageDesc = MessageDesc {
+    #[cfg(feature = "names")]
     name: "model_context_protocol.InputRequest",
     fields: &[
         FieldDesc {
             number: 8,
+            #[cfg(feature = "names")]
             name: "sampling_create_message",
             ty: FieldType::Message(&SAMPLING_CREATE_MESSAGE_REQUEST),
             label: Label::Singular,
@@ -59,6 +69,7 @@ pub static INPUT_REQUEST: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 9,
+            #[cfg(feature = "names")]
             name: "list_roots_request",
             ty: FieldType::Message(&LIST_ROOTS_REQUEST),
             label: Label::Singular,
@@ -66,6 +77,7 @@ pub static INPUT_REQUEST: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 10,
+            #[cfg(feature = "names")]
             name: "notify_on_root_list_update",
             ty: FieldType::Bool,
             label: Label::Singular,
@@ -73,6 +85,7 @@ pub static INPUT_REQUEST: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 11,
+            #[cfg(feature = "names")]
             name: "elicit_request",
             ty: FieldType::Message(&ELICIT_REQUEST),
             label: Label::Singular,
@@ -83,10 +96,12 @@ pub static INPUT_REQUEST: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.InputResponse`.
 pub static INPUT_RESPONSE: MessageDesc = MessageDesc {
+    #[cfg(feature = "names")]
     name: "model_context_protocol.InputResponse",
     fields: &[
         FieldDesc {
             number: 7,
+            #[cfg(feature = "names")]
             name: "sampling_create_message_result",
             ty: FieldType::Message(&SAMPLING_CREATE_MESSAGE_RESULT),
             label: Label::Singular,
@@ -94,6 +109,7 @@ pub static INPUT_RESPONSE: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 8,
+            #[cfg(feature = "names")]
             name: "root_list_result",
             ty: FieldType::Message(&LIST_ROOTS_RESULT),
             label: Label::Singular,
@@ -101,6 +117,7 @@ pub static INPUT_RESPONSE: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 9,
+            #[cfg(feature = "names")]
             name: "elicit_result",
             ty: FieldType::Message(&ELICIT_RESULT),
             label: Label::Singular,
@@ -111,10 +128,12 @@ pub static INPUT_RESPONSE: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.RequestFields`.
 pub static REQUEST_FIELDS: MessageDesc = MessageDesc {
+    #[cfg(feature = "names")]
     name: "model_context_protocol.RequestFields",
     fields: &[
         FieldDesc {
             number: 1,
+            #[cfg(feature = "names")]
             name: "metadata",
             ty: FieldType::Message(&super::wkt::STRUCT),
             label: Label::Singular,
@@ -122,6 +141,7 @@ pub static REQUEST_FIELDS: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 6,
+            #[cfg(feature = "names")]
             name: "input_responses",
             ty: FieldType::Map(&REQUEST_FIELDS_INPUT_RESPONSES_ENTRY),
             label: Label::Repeated,
@@ -129,6 +149,7 @@ pub static REQUEST_FIELDS: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 7,
+            #[cfg(feature = "names")]
             name: "resume_data",
             ty: FieldType::Message(&super::wkt::STRUCT),
             label: Label::Singular,
@@ -136,6 +157,7 @@ pub static REQUEST_FIELDS: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 8,
+            #[cfg(feature = "names")]
             name: "request_state",
             ty: FieldType::String,
             label: Label::Optional,
@@ -146,10 +168,12 @@ pub static REQUEST_FIELDS: MessageDesc = MessageDesc {
 
 /// The map entry `model_context_protocol.RequestFields.InputResponsesEntry`.
 pub static REQUEST_FIELDS_INPUT_RESPONSES_ENTRY: MessageDesc = MessageDesc {
+    #[cfg(feature = "names")]
     name: "model_context_protocol.RequestFields.InputResponsesEntry",
     fields: &[
         FieldDesc {
             number: 1,
+            #[cfg(feature = "names")]
             name: "key",
             ty: FieldType::String,
             label: Label::Singular,
@@ -157,6 +181,7 @@ pub static REQUEST_FIELDS_INPUT_RESPONSES_ENTRY: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 2,
+            #[cfg(feature = "names")]
             name: "value",
             ty: FieldType::Message(&INPUT_RESPONSE),
             label: Label::Singular,
@@ -167,10 +192,12 @@ pub static REQUEST_FIELDS_INPUT_RESPONSES_ENTRY: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.ResponseFields`.
 pub static RESPONSE_FIELDS: MessageDesc = MessageDesc {
+    #[cfg(feature = "names")]
     name: "model_context_protocol.ResponseFields",
     fields: &[
         FieldDesc {
             number: 1,
+            #[cfg(feature = "names")]
             name: "instructions",
             ty: FieldType::String,
             label: Label::Singular,
@@ -178,6 +205,7 @@ pub static RESPONSE_FIELDS: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 2,
+            #[cfg(feature = "names")]
             name: "metadata",
             ty: FieldType::Message(&super::wkt::STRUCT),
             label: Label::Singular,
@@ -185,6 +213,7 @@ pub static RESPONSE_FIELDS: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 7,
+            #[cfg(feature = "names")]
             name: "input_requests",
             ty: FieldType::Map(&RESPONSE_FIELDS_INPUT_REQUESTS_ENTRY),
             label: Label::Repeated,
@@ -192,6 +221,7 @@ pub static RESPONSE_FIELDS: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 8,
+            #[cfg(feature = "names")]
             name: "resume_data",
             ty: FieldType::Message(&super::wkt::STRUCT),
             label: Label::Singular,
@@ -199,6 +229,7 @@ pub static RESPONSE_FIELDS: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 9,
+            #[cfg(feature = "names")]
             name: "result_type",
             ty: FieldType::Enum(&RESULT_TYPE),
             label: Label::Singular,
@@ -206,6 +237,7 @@ pub static RESPONSE_FIELDS: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 10,
+            #[cfg(feature = "names")]
             name: "request_state",
             ty: FieldType::String,
             label: Label::Optional,
@@ -216,10 +248,12 @@ pub static RESPONSE_FIELDS: MessageDesc = MessageDesc {
 
 /// The map entry `model_context_protocol.ResponseFields.InputRequestsEntry`.
 pub static RESPONSE_FIELDS_INPUT_REQUESTS_ENTRY: MessageDesc = MessageDesc {
+    #[cfg(feature = "names")]
     name: "model_context_protocol.ResponseFields.InputRequestsEntry",
     fields: &[
         FieldDesc {
             number: 1,
+            #[cfg(feature = "names")]
             name: "key",
             ty: FieldType::String,
             label: Label::Singular,
@@ -227,6 +261,7 @@ pub static RESPONSE_FIELDS_INPUT_REQUESTS_ENTRY: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 2,
+            #[cfg(feature = "names")]
             name: "value",
             ty: FieldType::Message(&INPUT_REQUEST),
             label: Label::Singular,
@@ -237,10 +272,12 @@ pub static RESPONSE_FIELDS_INPUT_REQUESTS_ENTRY: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.Annotations`.
 pub static ANNOTATIONS: MessageDesc = MessageDesc {
+    #[cfg(feature = "names")]
     name: "model_context_protocol.Annotations",
     fields: &[
         FieldDesc {
             number: 1,
+            #[cfg(feature = "names")]
             name: "audience",
             ty: FieldType::Enum(&ROLE),
             label: Label::Repeated,
@@ -248,6 +285,7 @@ pub static ANNOTATIONS: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 2,
+            #[cfg(feature = "names")]
             name: "priority",
             ty: FieldType::Float,
             label: Label::Optional,
@@ -255,6 +293,7 @@ pub static ANNOTATIONS: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 3,
+            #[cfg(feature = "names")]
             name: "last_modified",
             ty: FieldType::String,
             label: Label::Optional,
@@ -265,10 +304,12 @@ pub static ANNOTATIONS: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.Icon`.
 pub static ICON: MessageDesc = MessageDesc {
+    #[cfg(feature = "names")]
     name: "model_context_protocol.Icon",
     fields: &[
         FieldDesc {
             number: 1,
+            #[cfg(feature = "names")]
             name: "src",
             ty: FieldType::String,
             label: Label::Singular,
@@ -276,6 +317,7 @@ pub static ICON: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 2,
+            #[cfg(feature = "names")]
             name: "mime_type",
             ty: FieldType::String,
             label: Label::Singular,
@@ -283,6 +325,7 @@ pub static ICON: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 3,
+            #[cfg(feature = "names")]
             name: "sizes",
             ty: FieldType::String,
             label: Label::Repeated,
@@ -290,6 +333,7 @@ pub static ICON: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 4,
+            #[cfg(feature = "names")]
             name: "theme",
             ty: FieldType::Enum(&ICON_THEME),
             label: Label::Singular,
@@ -300,20 +344,23 @@ pub static ICON: MessageDesc = MessageDesc {
 
 /// The enum `model_context_protocol.Icon.Theme`.
 pub static ICON_THEME: EnumDesc = EnumDesc {
+    #[cfg(feature = "names")]
     name: "model_context_protocol.Icon.Theme",
     values: &[
-        ("THEME_UNSPECIFIED", 0),
-        ("THEME_LIGHT", 1),
-        ("THEME_DARK", 2),
+        (proto_name!("THEME_UNSPECIFIED"), 0),
+        (proto_name!("THEME_LIGHT"), 1),
+        (proto_name!("THEME_DARK"), 2),
     ],
 };
 
 /// The message `model_context_protocol.TextContent`.
 pub static TEXT_CONTENT: MessageDesc = MessageDesc {
+    #[cfg(feature = "names")]
     name: "model_context_protocol.TextContent",
     fields: &[
         FieldDesc {
             number: 1,
+            #[cfg(feature = "names")]
             name: "text",
             ty: FieldType::String,
             label: Label::Singular,
@@ -321,6 +368,7 @@ pub static TEXT_CONTENT: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 2,
+            #[cfg(feature = "names")]
             name: "annotations",
             ty: FieldType::Message(&ANNOTATIONS),
             label: Label::Singular,
@@ -328,6 +376,7 @@ pub static TEXT_CONTENT: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 3,
+            #[cfg(feature = "names")]
             name: "metadata",
             ty: FieldType::Message(&super::wkt::STRUCT),
             label: Label::Singular,
@@ -338,10 +387,12 @@ pub static TEXT_CONTENT: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.ImageContent`.
 pub static IMAGE_CONTENT: MessageDesc = MessageDesc {
+    #[cfg(feature = "names")]
     name: "model_context_protocol.ImageContent",
     fields: &[
         FieldDesc {
             number: 1,
+            #[cfg(feature = "names")]
             name: "data",
             ty: FieldType::Bytes,
             label: Label::Singular,
@@ -349,6 +400,7 @@ pub static IMAGE_CONTENT: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 2,
+            #[cfg(feature = "names")]
             name: "mime_type",
             ty: FieldType::String,
             label: Label::Singular,
@@ -356,6 +408,7 @@ pub static IMAGE_CONTENT: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 3,
+            #[cfg(feature = "names")]
             name: "annotations",
             ty: FieldType::Message(&ANNOTATIONS),
             label: Label::Singular,
@@ -363,6 +416,7 @@ pub static IMAGE_CONTENT: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 4,
+            #[cfg(feature = "names")]
             name: "metadata",
             ty: FieldType::Message(&super::wkt::STRUCT),
             label: Label::Singular,
@@ -373,10 +427,12 @@ pub static IMAGE_CONTENT: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.AudioContent`.
 pub static AUDIO_CONTENT: MessageDesc = MessageDesc {
+    #[cfg(feature = "names")]
     name: "model_context_protocol.AudioContent",
     fields: &[
         FieldDesc {
             number: 1,
+            #[cfg(feature = "names")]
             name: "data",
             ty: FieldType::Bytes,
             label: Label::Singular,
@@ -384,6 +440,7 @@ pub static AUDIO_CONTENT: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 2,
+            #[cfg(feature = "names")]
             name: "mime_type",
             ty: FieldType::String,
             label: Label::Singular,
@@ -391,6 +448,7 @@ pub static AUDIO_CONTENT: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 3,
+            #[cfg(feature = "names")]
             name: "annotations",
             ty: FieldType::Message(&ANNOTATIONS),
             label: Label::Singular,
@@ -398,6 +456,7 @@ pub static AUDIO_CONTENT: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 4,
+            #[cfg(feature = "names")]
             name: "metadata",
             ty: FieldType::Message(&super::wkt::STRUCT),
             label: Label::Singular,
@@ -408,15 +467,18 @@ pub static AUDIO_CONTENT: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.ListRootsRequest`.
 pub static LIST_ROOTS_REQUEST: MessageDesc = MessageDesc {
+    #[cfg(feature = "names")]
     name: "model_context_protocol.ListRootsRequest",
     fields: &[],
 };
 
 /// The message `model_context_protocol.ListRootsResult`.
 pub static LIST_ROOTS_RESULT: MessageDesc = MessageDesc {
+    #[cfg(feature = "names")]
     name: "model_context_protocol.ListRootsResult",
     fields: &[FieldDesc {
         number: 1,
+        #[cfg(feature = "names")]
         name: "roots",
         ty: FieldType::Message(&LIST_ROOTS_RESULT_ROOT),
         label: Label::Repeated,
@@ -426,10 +488,12 @@ pub static LIST_ROOTS_RESULT: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.ListRootsResult.Root`.
 pub static LIST_ROOTS_RESULT_ROOT: MessageDesc = MessageDesc {
+    #[cfg(feature = "names")]
     name: "model_context_protocol.ListRootsResult.Root",
     fields: &[
         FieldDesc {
             number: 1,
+            #[cfg(feature = "names")]
             name: "uri",
             ty: FieldType::String,
             label: Label::Singular,
@@ -437,6 +501,7 @@ pub static LIST_ROOTS_RESULT_ROOT: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 2,
+            #[cfg(feature = "names")]
             name: "name",
             ty: FieldType::String,
             label: Label::Singular,
@@ -447,10 +512,12 @@ pub static LIST_ROOTS_RESULT_ROOT: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.SamplingMessage`.
 pub static SAMPLING_MESSAGE: MessageDesc = MessageDesc {
+    #[cfg(feature = "names")]
     name: "model_context_protocol.SamplingMessage",
     fields: &[
         FieldDesc {
             number: 1,
+            #[cfg(feature = "names")]
             name: "role",
             ty: FieldType::Enum(&ROLE),
             label: Label::Singular,
@@ -458,6 +525,7 @@ pub static SAMPLING_MESSAGE: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 2,
+            #[cfg(feature = "names")]
             name: "text",
             ty: FieldType::Message(&TEXT_CONTENT),
             label: Label::Singular,
@@ -465,6 +533,7 @@ pub static SAMPLING_MESSAGE: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 3,
+            #[cfg(feature = "names")]
             name: "image",
             ty: FieldType::Message(&IMAGE_CONTENT),
             label: Label::Singular,
@@ -472,6 +541,7 @@ pub static SAMPLING_MESSAGE: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 4,
+            #[cfg(feature = "names")]
             name: "audio",
             ty: FieldType::Message(&AUDIO_CONTENT),
             label: Label::Singular,
@@ -482,10 +552,12 @@ pub static SAMPLING_MESSAGE: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.SamplingCreateMessageRequest`.
 pub static SAMPLING_CREATE_MESSAGE_REQUEST: MessageDesc = MessageDesc {
+    #[cfg(feature = "names")]
     name: "model_context_protocol.SamplingCreateMessageRequest",
     fields: &[
         FieldDesc {
             number: 1,
+            #[cfg(feature = "names")]
             name: "messages",
             ty: FieldType::Message(&SAMPLING_MESSAGE),
             label: Label::Repeated,
@@ -493,6 +565,7 @@ pub static SAMPLING_CREATE_MESSAGE_REQUEST: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 2,
+            #[cfg(feature = "names")]
             name: "model_preferences",
             ty: FieldType::Message(&SAMPLING_CREATE_MESSAGE_REQUEST_MODEL_PREFERENCES),
             label: Label::Singular,
@@ -500,6 +573,7 @@ pub static SAMPLING_CREATE_MESSAGE_REQUEST: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 3,
+            #[cfg(feature = "names")]
             name: "system_prompt",
             ty: FieldType::String,
             label: Label::Singular,
@@ -507,6 +581,7 @@ pub static SAMPLING_CREATE_MESSAGE_REQUEST: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 4,
+            #[cfg(feature = "names")]
             name: "include_context",
             ty: FieldType::Enum(&SAMPLING_CREATE_MESSAGE_REQUEST_INCLUDE_CONTEXT),
             label: Label::Singular,
@@ -514,6 +589,7 @@ pub static SAMPLING_CREATE_MESSAGE_REQUEST: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 5,
+            #[cfg(feature = "names")]
             name: "temperature",
             ty: FieldType::Float,
             label: Label::Optional,
@@ -521,6 +597,7 @@ pub static SAMPLING_CREATE_MESSAGE_REQUEST: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 6,
+            #[cfg(feature = "names")]
             name: "max_tokens",
             ty: FieldType::Int32,
             label: Label::Singular,
@@ -528,6 +605,7 @@ pub static SAMPLING_CREATE_MESSAGE_REQUEST: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 7,
+            #[cfg(feature = "names")]
             name: "stop_sequence",
             ty: FieldType::String,
             label: Label::Repeated,
@@ -538,16 +616,23 @@ pub static SAMPLING_CREATE_MESSAGE_REQUEST: MessageDesc = MessageDesc {
 
 /// The enum `model_context_protocol.SamplingCreateMessageRequest.IncludeContext`.
 pub static SAMPLING_CREATE_MESSAGE_REQUEST_INCLUDE_CONTEXT: EnumDesc = EnumDesc {
+    #[cfg(feature = "names")]
     name: "model_context_protocol.SamplingCreateMessageRequest.IncludeContext",
-    values: &[("NONE", 0), ("THIS_SERVER", 1), ("ALL_SERVERS", 2)],
+    values: &[
+        (proto_name!("NONE"), 0),
+        (proto_name!("THIS_SERVER"), 1),
+        (proto_name!("ALL_SERVERS"), 2),
+    ],
 };
 
 /// The message `model_context_protocol.SamplingCreateMessageRequest.ModelPreferences`.
 pub static SAMPLING_CREATE_MESSAGE_REQUEST_MODEL_PREFERENCES: MessageDesc = MessageDesc {
+    #[cfg(feature = "names")]
     name: "model_context_protocol.SamplingCreateMessageRequest.ModelPreferences",
     fields: &[
         FieldDesc {
             number: 1,
+            #[cfg(feature = "names")]
             name: "hints",
             ty: FieldType::Message(&SAMPLING_CREATE_MESSAGE_REQUEST_MODEL_PREFERENCES_MODEL_HINT),
             label: Label::Repeated,
@@ -555,6 +640,7 @@ pub static SAMPLING_CREATE_MESSAGE_REQUEST_MODEL_PREFERENCES: MessageDesc = Mess
         },
         FieldDesc {
             number: 2,
+            #[cfg(feature = "names")]
             name: "intelligence_priority",
             ty: FieldType::Float,
             label: Label::Optional,
@@ -562,6 +648,7 @@ pub static SAMPLING_CREATE_MESSAGE_REQUEST_MODEL_PREFERENCES: MessageDesc = Mess
         },
         FieldDesc {
             number: 3,
+            #[cfg(feature = "names")]
             name: "speed_priority",
             ty: FieldType::Float,
             label: Label::Optional,
@@ -569,6 +656,7 @@ pub static SAMPLING_CREATE_MESSAGE_REQUEST_MODEL_PREFERENCES: MessageDesc = Mess
         },
         FieldDesc {
             number: 4,
+            #[cfg(feature = "names")]
             name: "cost_priority",
             ty: FieldType::Float,
             label: Label::Optional,
@@ -580,9 +668,11 @@ pub static SAMPLING_CREATE_MESSAGE_REQUEST_MODEL_PREFERENCES: MessageDesc = Mess
 /// The message `model_context_protocol.SamplingCreateMessageRequest.ModelPreferences.ModelHint`.
 pub static SAMPLING_CREATE_MESSAGE_REQUEST_MODEL_PREFERENCES_MODEL_HINT: MessageDesc =
     MessageDesc {
+        #[cfg(feature = "names")]
         name: "model_context_protocol.SamplingCreateMessageRequest.ModelPreferences.ModelHint",
         fields: &[FieldDesc {
             number: 1,
+            #[cfg(feature = "names")]
             name: "name",
             ty: FieldType::String,
             label: Label::Singular,
@@ -592,10 +682,12 @@ pub static SAMPLING_CREATE_MESSAGE_REQUEST_MODEL_PREFERENCES_MODEL_HINT: Message
 
 /// The message `model_context_protocol.SamplingCreateMessageResult`.
 pub static SAMPLING_CREATE_MESSAGE_RESULT: MessageDesc = MessageDesc {
+    #[cfg(feature = "names")]
     name: "model_context_protocol.SamplingCreateMessageResult",
     fields: &[
         FieldDesc {
             number: 1,
+            #[cfg(feature = "names")]
             name: "message",
             ty: FieldType::Message(&SAMPLING_MESSAGE),
             label: Label::Singular,
@@ -603,6 +695,7 @@ pub static SAMPLING_CREATE_MESSAGE_RESULT: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 2,
+            #[cfg(feature = "names")]
             name: "model",
             ty: FieldType::String,
             label: Label::Singular,
@@ -610,6 +703,7 @@ pub static SAMPLING_CREATE_MESSAGE_RESULT: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 3,
+            #[cfg(feature = "names")]
             name: "stop_reason",
             ty: FieldType::String,
             label: Label::Singular,
@@ -620,10 +714,12 @@ pub static SAMPLING_CREATE_MESSAGE_RESULT: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.PrimitiveSchemaDefinition`.
 pub static PRIMITIVE_SCHEMA_DEFINITION: MessageDesc = MessageDesc {
+    #[cfg(feature = "names")]
     name: "model_context_protocol.PrimitiveSchemaDefinition",
     fields: &[
         FieldDesc {
             number: 1,
+            #[cfg(feature = "names")]
             name: "string_schema",
             ty: FieldType::Message(&PRIMITIVE_SCHEMA_DEFINITION_STRING_SCHEMA),
             label: Label::Singular,
@@ -631,6 +727,7 @@ pub static PRIMITIVE_SCHEMA_DEFINITION: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 2,
+            #[cfg(feature = "names")]
             name: "number_schema",
             ty: FieldType::Message(&PRIMITIVE_SCHEMA_DEFINITION_NUMBER_SCHEMA),
             label: Label::Singular,
@@ -638,6 +735,7 @@ pub static PRIMITIVE_SCHEMA_DEFINITION: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 3,
+            #[cfg(feature = "names")]
             name: "boolean_schema",
             ty: FieldType::Message(&PRIMITIVE_SCHEMA_DEFINITION_BOOLEAN_SCHEMA),
             label: Label::Singular,
@@ -645,6 +743,7 @@ pub static PRIMITIVE_SCHEMA_DEFINITION: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 4,
+            #[cfg(feature = "names")]
             name: "enum_schema",
             ty: FieldType::Message(&PRIMITIVE_SCHEMA_DEFINITION_ENUM_SCHEMA),
             label: Label::Singular,
@@ -655,10 +754,12 @@ pub static PRIMITIVE_SCHEMA_DEFINITION: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.PrimitiveSchemaDefinition.StringSchema`.
 pub static PRIMITIVE_SCHEMA_DEFINITION_STRING_SCHEMA: MessageDesc = MessageDesc {
+    #[cfg(feature = "names")]
     name: "model_context_protocol.PrimitiveSchemaDefinition.StringSchema",
     fields: &[
         FieldDesc {
             number: 1,
+            #[cfg(feature = "names")]
             name: "title",
             ty: FieldType::String,
             label: Label::Singular,
@@ -666,6 +767,7 @@ pub static PRIMITIVE_SCHEMA_DEFINITION_STRING_SCHEMA: MessageDesc = MessageDesc 
         },
         FieldDesc {
             number: 2,
+            #[cfg(feature = "names")]
             name: "description",
             ty: FieldType::String,
             label: Label::Singular,
@@ -673,6 +775,7 @@ pub static PRIMITIVE_SCHEMA_DEFINITION_STRING_SCHEMA: MessageDesc = MessageDesc 
         },
         FieldDesc {
             number: 3,
+            #[cfg(feature = "names")]
             name: "min_length",
             ty: FieldType::Uint64,
             label: Label::Optional,
@@ -680,6 +783,7 @@ pub static PRIMITIVE_SCHEMA_DEFINITION_STRING_SCHEMA: MessageDesc = MessageDesc 
         },
         FieldDesc {
             number: 4,
+            #[cfg(feature = "names")]
             name: "max_length",
             ty: FieldType::Uint64,
             label: Label::Optional,
@@ -687,6 +791,7 @@ pub static PRIMITIVE_SCHEMA_DEFINITION_STRING_SCHEMA: MessageDesc = MessageDesc 
         },
         FieldDesc {
             number: 5,
+            #[cfg(feature = "names")]
             name: "format",
             ty: FieldType::Enum(&PRIMITIVE_SCHEMA_DEFINITION_STRING_SCHEMA_FORMAT),
             label: Label::Singular,
@@ -694,6 +799,7 @@ pub static PRIMITIVE_SCHEMA_DEFINITION_STRING_SCHEMA: MessageDesc = MessageDesc 
         },
         FieldDesc {
             number: 6,
+            #[cfg(feature = "names")]
             name: "default_value",
             ty: FieldType::String,
             label: Label::Optional,
@@ -704,22 +810,25 @@ pub static PRIMITIVE_SCHEMA_DEFINITION_STRING_SCHEMA: MessageDesc = MessageDesc 
 
 /// The enum `model_context_protocol.PrimitiveSchemaDefinition.StringSchema.Format`.
 pub static PRIMITIVE_SCHEMA_DEFINITION_STRING_SCHEMA_FORMAT: EnumDesc = EnumDesc {
+    #[cfg(feature = "names")]
     name: "model_context_protocol.PrimitiveSchemaDefinition.StringSchema.Format",
     values: &[
-        ("FORMAT_UNKNOWN", 0),
-        ("FORMAT_EMAIL", 1),
-        ("FORMAT_URI", 2),
-        ("FORMAT_DATE", 3),
-        ("FORMAT_DATE_TIME", 4),
+        (proto_name!("FORMAT_UNKNOWN"), 0),
+        (proto_name!("FORMAT_EMAIL"), 1),
+        (proto_name!("FORMAT_URI"), 2),
+        (proto_name!("FORMAT_DATE"), 3),
+        (proto_name!("FORMAT_DATE_TIME"), 4),
     ],
 };
 
 /// The message `model_context_protocol.PrimitiveSchemaDefinition.NumberSchema`.
 pub static PRIMITIVE_SCHEMA_DEFINITION_NUMBER_SCHEMA: MessageDesc = MessageDesc {
+    #[cfg(feature = "names")]
     name: "model_context_protocol.PrimitiveSchemaDefinition.NumberSchema",
     fields: &[
         FieldDesc {
             number: 1,
+            #[cfg(feature = "names")]
             name: "title",
             ty: FieldType::String,
             label: Label::Singular,
@@ -727,6 +836,7 @@ pub static PRIMITIVE_SCHEMA_DEFINITION_NUMBER_SCHEMA: MessageDesc = MessageDesc 
         },
         FieldDesc {
             number: 2,
+            #[cfg(feature = "names")]
             name: "description",
             ty: FieldType::String,
             label: Label::Singular,
@@ -734,6 +844,7 @@ pub static PRIMITIVE_SCHEMA_DEFINITION_NUMBER_SCHEMA: MessageDesc = MessageDesc 
         },
         FieldDesc {
             number: 3,
+            #[cfg(feature = "names")]
             name: "minimum",
             ty: FieldType::Uint64,
             label: Label::Singular,
@@ -741,6 +852,7 @@ pub static PRIMITIVE_SCHEMA_DEFINITION_NUMBER_SCHEMA: MessageDesc = MessageDesc 
         },
         FieldDesc {
             number: 4,
+            #[cfg(feature = "names")]
             name: "maximum",
             ty: FieldType::Uint64,
             label: Label::Singular,
@@ -748,6 +860,7 @@ pub static PRIMITIVE_SCHEMA_DEFINITION_NUMBER_SCHEMA: MessageDesc = MessageDesc 
         },
         FieldDesc {
             number: 5,
+            #[cfg(feature = "names")]
             name: "double_range",
             ty: FieldType::Message(&PRIMITIVE_SCHEMA_DEFINITION_NUMBER_SCHEMA_DOUBLE_RANGE),
             label: Label::Singular,
@@ -755,6 +868,7 @@ pub static PRIMITIVE_SCHEMA_DEFINITION_NUMBER_SCHEMA: MessageDesc = MessageDesc 
         },
         FieldDesc {
             number: 6,
+            #[cfg(feature = "names")]
             name: "integer_range",
             ty: FieldType::Message(&PRIMITIVE_SCHEMA_DEFINITION_NUMBER_SCHEMA_INTEGER_RANGE),
             label: Label::Singular,
@@ -762,6 +876,7 @@ pub static PRIMITIVE_SCHEMA_DEFINITION_NUMBER_SCHEMA: MessageDesc = MessageDesc 
         },
         FieldDesc {
             number: 7,
+            #[cfg(feature = "names")]
             name: "default_number",
             ty: FieldType::Double,
             label: Label::Optional,
@@ -769,6 +884,7 @@ pub static PRIMITIVE_SCHEMA_DEFINITION_NUMBER_SCHEMA: MessageDesc = MessageDesc 
         },
         FieldDesc {
             number: 8,
+            #[cfg(feature = "names")]
             name: "default_integer",
             ty: FieldType::Int64,
             label: Label::Optional,
@@ -779,10 +895,12 @@ pub static PRIMITIVE_SCHEMA_DEFINITION_NUMBER_SCHEMA: MessageDesc = MessageDesc 
 
 /// The message `model_context_protocol.PrimitiveSchemaDefinition.NumberSchema.DoubleRange`.
 pub static PRIMITIVE_SCHEMA_DEFINITION_NUMBER_SCHEMA_DOUBLE_RANGE: MessageDesc = MessageDesc {
+    #[cfg(feature = "names")]
     name: "model_context_protocol.PrimitiveSchemaDefinition.NumberSchema.DoubleRange",
     fields: &[
         FieldDesc {
             number: 1,
+            #[cfg(feature = "names")]
             name: "minimum",
             ty: FieldType::Double,
             label: Label::Optional,
@@ -790,6 +908,7 @@ pub static PRIMITIVE_SCHEMA_DEFINITION_NUMBER_SCHEMA_DOUBLE_RANGE: MessageDesc =
         },
         FieldDesc {
             number: 2,
+            #[cfg(feature = "names")]
             name: "maximum",
             ty: FieldType::Double,
             label: Label::Optional,
@@ -800,10 +919,12 @@ pub static PRIMITIVE_SCHEMA_DEFINITION_NUMBER_SCHEMA_DOUBLE_RANGE: MessageDesc =
 
 /// The message `model_context_protocol.PrimitiveSchemaDefinition.NumberSchema.IntegerRange`.
 pub static PRIMITIVE_SCHEMA_DEFINITION_NUMBER_SCHEMA_INTEGER_RANGE: MessageDesc = MessageDesc {
+    #[cfg(feature = "names")]
     name: "model_context_protocol.PrimitiveSchemaDefinition.NumberSchema.IntegerRange",
     fields: &[
         FieldDesc {
             number: 1,
+            #[cfg(feature = "names")]
             name: "minimum",
             ty: FieldType::Int64,
             label: Label::Optional,
@@ -811,6 +932,7 @@ pub static PRIMITIVE_SCHEMA_DEFINITION_NUMBER_SCHEMA_INTEGER_RANGE: MessageDesc 
         },
         FieldDesc {
             number: 2,
+            #[cfg(feature = "names")]
             name: "maximum",
             ty: FieldType::Int64,
             label: Label::Optional,
@@ -821,10 +943,12 @@ pub static PRIMITIVE_SCHEMA_DEFINITION_NUMBER_SCHEMA_INTEGER_RANGE: MessageDesc 
 
 /// The message `model_context_protocol.PrimitiveSchemaDefinition.BooleanSchema`.
 pub static PRIMITIVE_SCHEMA_DEFINITION_BOOLEAN_SCHEMA: MessageDesc = MessageDesc {
+    #[cfg(feature = "names")]
     name: "model_context_protocol.PrimitiveSchemaDefinition.BooleanSchema",
     fields: &[
         FieldDesc {
             number: 1,
+            #[cfg(feature = "names")]
             name: "title",
             ty: FieldType::String,
             label: Label::Singular,
@@ -832,6 +956,7 @@ pub static PRIMITIVE_SCHEMA_DEFINITION_BOOLEAN_SCHEMA: MessageDesc = MessageDesc
         },
         FieldDesc {
             number: 2,
+            #[cfg(feature = "names")]
             name: "description",
             ty: FieldType::String,
             label: Label::Singular,
@@ -839,6 +964,7 @@ pub static PRIMITIVE_SCHEMA_DEFINITION_BOOLEAN_SCHEMA: MessageDesc = MessageDesc
         },
         FieldDesc {
             number: 3,
+            #[cfg(feature = "names")]
             name: "default",
             ty: FieldType::Bool,
             label: Label::Singular,
@@ -849,10 +975,12 @@ pub static PRIMITIVE_SCHEMA_DEFINITION_BOOLEAN_SCHEMA: MessageDesc = MessageDesc
 
 /// The message `model_context_protocol.PrimitiveSchemaDefinition.EnumSchema`.
 pub static PRIMITIVE_SCHEMA_DEFINITION_ENUM_SCHEMA: MessageDesc = MessageDesc {
+    #[cfg(feature = "names")]
     name: "model_context_protocol.PrimitiveSchemaDefinition.EnumSchema",
     fields: &[
         FieldDesc {
             number: 1,
+            #[cfg(feature = "names")]
             name: "title",
             ty: FieldType::String,
             label: Label::Singular,
@@ -860,6 +988,7 @@ pub static PRIMITIVE_SCHEMA_DEFINITION_ENUM_SCHEMA: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 2,
+            #[cfg(feature = "names")]
             name: "description",
             ty: FieldType::String,
             label: Label::Singular,
@@ -867,6 +996,7 @@ pub static PRIMITIVE_SCHEMA_DEFINITION_ENUM_SCHEMA: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 3,
+            #[cfg(feature = "names")]
             name: "enum_list",
             ty: FieldType::String,
             label: Label::Repeated,
@@ -874,6 +1004,7 @@ pub static PRIMITIVE_SCHEMA_DEFINITION_ENUM_SCHEMA: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 4,
+            #[cfg(feature = "names")]
             name: "enum_names",
             ty: FieldType::String,
             label: Label::Repeated,
@@ -881,6 +1012,7 @@ pub static PRIMITIVE_SCHEMA_DEFINITION_ENUM_SCHEMA: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 5,
+            #[cfg(feature = "names")]
             name: "single_select",
             ty: FieldType::Message(&PRIMITIVE_SCHEMA_DEFINITION_ENUM_SCHEMA_SINGLE_SELECT),
             label: Label::Singular,
@@ -888,6 +1020,7 @@ pub static PRIMITIVE_SCHEMA_DEFINITION_ENUM_SCHEMA: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 6,
+            #[cfg(feature = "names")]
             name: "multi_select",
             ty: FieldType::Message(&PRIMITIVE_SCHEMA_DEFINITION_ENUM_SCHEMA_MULTI_SELECT),
             label: Label::Singular,
@@ -898,10 +1031,12 @@ pub static PRIMITIVE_SCHEMA_DEFINITION_ENUM_SCHEMA: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.PrimitiveSchemaDefinition.EnumSchema.MultiSelect`.
 pub static PRIMITIVE_SCHEMA_DEFINITION_ENUM_SCHEMA_MULTI_SELECT: MessageDesc = MessageDesc {
+    #[cfg(feature = "names")]
     name: "model_context_protocol.PrimitiveSchemaDefinition.EnumSchema.MultiSelect",
     fields: &[
         FieldDesc {
             number: 1,
+            #[cfg(feature = "names")]
             name: "default_items",
             ty: FieldType::String,
             label: Label::Repeated,
@@ -909,6 +1044,7 @@ pub static PRIMITIVE_SCHEMA_DEFINITION_ENUM_SCHEMA_MULTI_SELECT: MessageDesc = M
         },
         FieldDesc {
             number: 2,
+            #[cfg(feature = "names")]
             name: "min_items",
             ty: FieldType::Uint32,
             label: Label::Optional,
@@ -916,6 +1052,7 @@ pub static PRIMITIVE_SCHEMA_DEFINITION_ENUM_SCHEMA_MULTI_SELECT: MessageDesc = M
         },
         FieldDesc {
             number: 3,
+            #[cfg(feature = "names")]
             name: "max_items",
             ty: FieldType::Uint32,
             label: Label::Optional,
@@ -926,9 +1063,11 @@ pub static PRIMITIVE_SCHEMA_DEFINITION_ENUM_SCHEMA_MULTI_SELECT: MessageDesc = M
 
 /// The message `model_context_protocol.PrimitiveSchemaDefinition.EnumSchema.SingleSelect`.
 pub static PRIMITIVE_SCHEMA_DEFINITION_ENUM_SCHEMA_SINGLE_SELECT: MessageDesc = MessageDesc {
+    #[cfg(feature = "names")]
     name: "model_context_protocol.PrimitiveSchemaDefinition.EnumSchema.SingleSelect",
     fields: &[FieldDesc {
         number: 1,
+        #[cfg(feature = "names")]
         name: "default_item",
         ty: FieldType::String,
         label: Label::Optional,
@@ -938,10 +1077,12 @@ pub static PRIMITIVE_SCHEMA_DEFINITION_ENUM_SCHEMA_SINGLE_SELECT: MessageDesc = 
 
 /// The message `model_context_protocol.ElicitRequest`.
 pub static ELICIT_REQUEST: MessageDesc = MessageDesc {
+    #[cfg(feature = "names")]
     name: "model_context_protocol.ElicitRequest",
     fields: &[
         FieldDesc {
             number: 1,
+            #[cfg(feature = "names")]
             name: "message",
             ty: FieldType::String,
             label: Label::Singular,
@@ -949,6 +1090,7 @@ pub static ELICIT_REQUEST: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 2,
+            #[cfg(feature = "names")]
             name: "requested_schema",
             ty: FieldType::Map(&ELICIT_REQUEST_REQUESTED_SCHEMA_ENTRY),
             label: Label::Repeated,
@@ -956,6 +1098,7 @@ pub static ELICIT_REQUEST: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 3,
+            #[cfg(feature = "names")]
             name: "required_fields",
             ty: FieldType::String,
             label: Label::Repeated,
@@ -963,6 +1106,7 @@ pub static ELICIT_REQUEST: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 4,
+            #[cfg(feature = "names")]
             name: "url_mode",
             ty: FieldType::Message(&ELICIT_REQUEST_URL_MODE),
             label: Label::Singular,
@@ -973,10 +1117,12 @@ pub static ELICIT_REQUEST: MessageDesc = MessageDesc {
 
 /// The map entry `model_context_protocol.ElicitRequest.RequestedSchemaEntry`.
 pub static ELICIT_REQUEST_REQUESTED_SCHEMA_ENTRY: MessageDesc = MessageDesc {
+    #[cfg(feature = "names")]
     name: "model_context_protocol.ElicitRequest.RequestedSchemaEntry",
     fields: &[
         FieldDesc {
             number: 1,
+            #[cfg(feature = "names")]
             name: "key",
             ty: FieldType::String,
             label: Label::Singular,
@@ -984,6 +1130,7 @@ pub static ELICIT_REQUEST_REQUESTED_SCHEMA_ENTRY: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 2,
+            #[cfg(feature = "names")]
             name: "value",
             ty: FieldType::Message(&PRIMITIVE_SCHEMA_DEFINITION),
             label: Label::Singular,
@@ -994,10 +1141,12 @@ pub static ELICIT_REQUEST_REQUESTED_SCHEMA_ENTRY: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.ElicitRequest.UrlMode`.
 pub static ELICIT_REQUEST_URL_MODE: MessageDesc = MessageDesc {
+    #[cfg(feature = "names")]
     name: "model_context_protocol.ElicitRequest.UrlMode",
     fields: &[
         FieldDesc {
             number: 1,
+            #[cfg(feature = "names")]
             name: "id",
             ty: FieldType::String,
             label: Label::Singular,
@@ -1005,6 +1154,7 @@ pub static ELICIT_REQUEST_URL_MODE: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 2,
+            #[cfg(feature = "names")]
             name: "url",
             ty: FieldType::String,
             label: Label::Singular,
@@ -1015,10 +1165,12 @@ pub static ELICIT_REQUEST_URL_MODE: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.ElicitResult`.
 pub static ELICIT_RESULT: MessageDesc = MessageDesc {
+    #[cfg(feature = "names")]
     name: "model_context_protocol.ElicitResult",
     fields: &[
         FieldDesc {
             number: 1,
+            #[cfg(feature = "names")]
             name: "type",
             ty: FieldType::Enum(&ELICIT_RESULT_TYPE),
             label: Label::Singular,
@@ -1026,6 +1178,7 @@ pub static ELICIT_RESULT: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 2,
+            #[cfg(feature = "names")]
             name: "content",
             ty: FieldType::Message(&super::wkt::STRUCT),
             label: Label::Singular,
@@ -1036,21 +1189,24 @@ pub static ELICIT_RESULT: MessageDesc = MessageDesc {
 
 /// The enum `model_context_protocol.ElicitResult.Type`.
 pub static ELICIT_RESULT_TYPE: EnumDesc = EnumDesc {
+    #[cfg(feature = "names")]
     name: "model_context_protocol.ElicitResult.Type",
     values: &[
-        ("UNKNOWN", 0),
-        ("TYPE_ACCEPT", 1),
-        ("TYPE_DECLINE", 2),
-        ("TYPE_CANCEL", 3),
+        (proto_name!("UNKNOWN"), 0),
+        (proto_name!("TYPE_ACCEPT"), 1),
+        (proto_name!("TYPE_DECLINE"), 2),
+        (proto_name!("TYPE_CANCEL"), 3),
     ],
 };
 
 /// The message `model_context_protocol.Resource`.
 pub static RESOURCE: MessageDesc = MessageDesc {
+    #[cfg(feature = "names")]
     name: "model_context_protocol.Resource",
     fields: &[
         FieldDesc {
             number: 1,
+            #[cfg(feature = "names")]
             name: "uri",
             ty: FieldType::String,
             label: Label::Singular,
@@ -1058,6 +1214,7 @@ pub static RESOURCE: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 2,
+            #[cfg(feature = "names")]
             name: "name",
             ty: FieldType::String,
             label: Label::Singular,
@@ -1065,6 +1222,7 @@ pub static RESOURCE: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 7,
+            #[cfg(feature = "names")]
             name: "title",
             ty: FieldType::String,
             label: Label::Singular,
@@ -1072,6 +1230,7 @@ pub static RESOURCE: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 3,
+            #[cfg(feature = "names")]
             name: "description",
             ty: FieldType::String,
             label: Label::Singular,
@@ -1079,6 +1238,7 @@ pub static RESOURCE: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 4,
+            #[cfg(feature = "names")]
             name: "mime_type",
             ty: FieldType::String,
             label: Label::Singular,
@@ -1086,6 +1246,7 @@ pub static RESOURCE: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 5,
+            #[cfg(feature = "names")]
             name: "annotations",
             ty: FieldType::Message(&ANNOTATIONS),
             label: Label::Singular,
@@ -1093,6 +1254,7 @@ pub static RESOURCE: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 6,
+            #[cfg(feature = "names")]
             name: "size",
             ty: FieldType::Uint64,
             label: Label::Singular,
@@ -1100,6 +1262,7 @@ pub static RESOURCE: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 8,
+            #[cfg(feature = "names")]
             name: "icons",
             ty: FieldType::Message(&ICON),
             label: Label::Repeated,
@@ -1107,6 +1270,7 @@ pub static RESOURCE: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 9,
+            #[cfg(feature = "names")]
             name: "metadata",
             ty: FieldType::Message(&super::wkt::STRUCT),
             label: Label::Singular,
@@ -1117,9 +1281,11 @@ pub static RESOURCE: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.ListResourcesRequest`.
 pub static LIST_RESOURCES_REQUEST: MessageDesc = MessageDesc {
+    #[cfg(feature = "names")]
     name: "model_context_protocol.ListResourcesRequest",
     fields: &[FieldDesc {
         number: 1,
+        #[cfg(feature = "names")]
         name: "common",
         ty: FieldType::Message(&REQUEST_FIELDS),
         label: Label::Singular,
@@ -1129,10 +1295,12 @@ pub static LIST_RESOURCES_REQUEST: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.ListResourcesResponse`.
 pub static LIST_RESOURCES_RESPONSE: MessageDesc = MessageDesc {
+    #[cfg(feature = "names")]
     name: "model_context_protocol.ListResourcesResponse",
     fields: &[
         FieldDesc {
             number: 1,
+            #[cfg(feature = "names")]
             name: "common",
             ty: FieldType::Message(&RESPONSE_FIELDS),
             label: Label::Singular,
@@ -1140,6 +1308,7 @@ pub static LIST_RESOURCES_RESPONSE: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 2,
+            #[cfg(feature = "names")]
             name: "resources",
             ty: FieldType::Message(&RESOURCE),
             label: Label::Repeated,
@@ -1147,6 +1316,7 @@ pub static LIST_RESOURCES_RESPONSE: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 3,
+            #[cfg(feature = "names")]
             name: "ttl",
             ty: FieldType::Message(&super::wkt::DURATION),
             label: Label::Singular,
@@ -1154,6 +1324,7 @@ pub static LIST_RESOURCES_RESPONSE: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 4,
+            #[cfg(feature = "names")]
             name: "cache_scope",
             ty: FieldType::Enum(&CACHE_SCOPE),
             label: Label::Singular,
@@ -1164,10 +1335,12 @@ pub static LIST_RESOURCES_RESPONSE: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.ResourceContents`.
 pub static RESOURCE_CONTENTS: MessageDesc = MessageDesc {
+    #[cfg(feature = "names")]
     name: "model_context_protocol.ResourceContents",
     fields: &[
         FieldDesc {
             number: 1,
+            #[cfg(feature = "names")]
             name: "uri",
             ty: FieldType::String,
             label: Label::Singular,
@@ -1175,6 +1348,7 @@ pub static RESOURCE_CONTENTS: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 2,
+            #[cfg(feature = "names")]
             name: "mime_type",
             ty: FieldType::String,
             label: Label::Singular,
@@ -1182,6 +1356,7 @@ pub static RESOURCE_CONTENTS: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 3,
+            #[cfg(feature = "names")]
             name: "text",
             ty: FieldType::String,
             label: Label::Singular,
@@ -1189,6 +1364,7 @@ pub static RESOURCE_CONTENTS: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 4,
+            #[cfg(feature = "names")]
             name: "blob",
             ty: FieldType::Bytes,
             label: Label::Singular,
@@ -1196,6 +1372,7 @@ pub static RESOURCE_CONTENTS: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 5,
+            #[cfg(feature = "names")]
             name: "metadata",
             ty: FieldType::Message(&super::wkt::STRUCT),
             label: Label::Singular,
@@ -1206,10 +1383,12 @@ pub static RESOURCE_CONTENTS: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.ReadResourceRequest`.
 pub static READ_RESOURCE_REQUEST: MessageDesc = MessageDesc {
+    #[cfg(feature = "names")]
     name: "model_context_protocol.ReadResourceRequest",
     fields: &[
         FieldDesc {
             number: 1,
+            #[cfg(feature = "names")]
             name: "common",
             ty: FieldType::Message(&REQUEST_FIELDS),
             label: Label::Singular,
@@ -1217,6 +1396,7 @@ pub static READ_RESOURCE_REQUEST: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 2,
+            #[cfg(feature = "names")]
             name: "uri",
             ty: FieldType::String,
             label: Label::Singular,
@@ -1227,10 +1407,12 @@ pub static READ_RESOURCE_REQUEST: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.ReadResourceResponse`.
 pub static READ_RESOURCE_RESPONSE: MessageDesc = MessageDesc {
+    #[cfg(feature = "names")]
     name: "model_context_protocol.ReadResourceResponse",
     fields: &[
         FieldDesc {
             number: 1,
+            #[cfg(feature = "names")]
             name: "common",
             ty: FieldType::Message(&RESPONSE_FIELDS),
             label: Label::Singular,
@@ -1238,6 +1420,7 @@ pub static READ_RESOURCE_RESPONSE: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 2,
+            #[cfg(feature = "names")]
             name: "resource",
             ty: FieldType::Message(&RESOURCE_CONTENTS),
             label: Label::Repeated,
@@ -1245,6 +1428,7 @@ pub static READ_RESOURCE_RESPONSE: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 3,
+            #[cfg(feature = "names")]
             name: "ttl",
             ty: FieldType::Message(&super::wkt::DURATION),
             label: Label::Singular,
@@ -1252,6 +1436,7 @@ pub static READ_RESOURCE_RESPONSE: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 4,
+            #[cfg(feature = "names")]
             name: "cache_scope",
             ty: FieldType::Enum(&CACHE_SCOPE),
             label: Label::Singular,
@@ -1262,10 +1447,12 @@ pub static READ_RESOURCE_RESPONSE: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.ResourceTemplate`.
 pub static RESOURCE_TEMPLATE: MessageDesc = MessageDesc {
+    #[cfg(feature = "names")]
     name: "model_context_protocol.ResourceTemplate",
     fields: &[
         FieldDesc {
             number: 1,
+            #[cfg(feature = "names")]
             name: "uri_template",
             ty: FieldType::String,
             label: Label::Singular,
@@ -1273,6 +1460,7 @@ pub static RESOURCE_TEMPLATE: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 2,
+            #[cfg(feature = "names")]
             name: "name",
             ty: FieldType::String,
             label: Label::Singular,
@@ -1280,6 +1468,7 @@ pub static RESOURCE_TEMPLATE: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 6,
+            #[cfg(feature = "names")]
             name: "title",
             ty: FieldType::String,
             label: Label::Singular,
@@ -1287,6 +1476,7 @@ pub static RESOURCE_TEMPLATE: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 3,
+            #[cfg(feature = "names")]
             name: "description",
             ty: FieldType::String,
             label: Label::Singular,
@@ -1294,6 +1484,7 @@ pub static RESOURCE_TEMPLATE: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 4,
+            #[cfg(feature = "names")]
             name: "mime_type",
             ty: FieldType::String,
             label: Label::Singular,
@@ -1301,6 +1492,7 @@ pub static RESOURCE_TEMPLATE: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 5,
+            #[cfg(feature = "names")]
             name: "annotations",
             ty: FieldType::Message(&ANNOTATIONS),
             label: Label::Singular,
@@ -1308,6 +1500,7 @@ pub static RESOURCE_TEMPLATE: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 7,
+            #[cfg(feature = "names")]
             name: "icons",
             ty: FieldType::Message(&ICON),
             label: Label::Repeated,
@@ -1315,6 +1508,7 @@ pub static RESOURCE_TEMPLATE: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 8,
+            #[cfg(feature = "names")]
             name: "metadata",
             ty: FieldType::Message(&super::wkt::STRUCT),
             label: Label::Singular,
@@ -1325,9 +1519,11 @@ pub static RESOURCE_TEMPLATE: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.ListResourceTemplatesRequest`.
 pub static LIST_RESOURCE_TEMPLATES_REQUEST: MessageDesc = MessageDesc {
+    #[cfg(feature = "names")]
     name: "model_context_protocol.ListResourceTemplatesRequest",
     fields: &[FieldDesc {
         number: 1,
+        #[cfg(feature = "names")]
         name: "common",
         ty: FieldType::Message(&REQUEST_FIELDS),
         label: Label::Singular,
@@ -1337,10 +1533,12 @@ pub static LIST_RESOURCE_TEMPLATES_REQUEST: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.ListResourceTemplatesResponse`.
 pub static LIST_RESOURCE_TEMPLATES_RESPONSE: MessageDesc = MessageDesc {
+    #[cfg(feature = "names")]
     name: "model_context_protocol.ListResourceTemplatesResponse",
     fields: &[
         FieldDesc {
             number: 1,
+            #[cfg(feature = "names")]
             name: "common",
             ty: FieldType::Message(&RESPONSE_FIELDS),
             label: Label::Singular,
@@ -1348,6 +1546,7 @@ pub static LIST_RESOURCE_TEMPLATES_RESPONSE: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 2,
+            #[cfg(feature = "names")]
             name: "resource_templates",
             ty: FieldType::Message(&RESOURCE_TEMPLATE),
             label: Label::Repeated,
@@ -1355,6 +1554,7 @@ pub static LIST_RESOURCE_TEMPLATES_RESPONSE: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 3,
+            #[cfg(feature = "names")]
             name: "ttl",
             ty: FieldType::Message(&super::wkt::DURATION),
             label: Label::Singular,
@@ -1362,6 +1562,7 @@ pub static LIST_RESOURCE_TEMPLATES_RESPONSE: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 4,
+            #[cfg(feature = "names")]
             name: "cache_scope",
             ty: FieldType::Enum(&CACHE_SCOPE),
             label: Label::Singular,
@@ -1372,10 +1573,12 @@ pub static LIST_RESOURCE_TEMPLATES_RESPONSE: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.Prompt`.
 pub static PROMPT: MessageDesc = MessageDesc {
+    #[cfg(feature = "names")]
     name: "model_context_protocol.Prompt",
     fields: &[
         FieldDesc {
             number: 1,
+            #[cfg(feature = "names")]
             name: "name",
             ty: FieldType::String,
             label: Label::Singular,
@@ -1383,6 +1586,7 @@ pub static PROMPT: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 4,
+            #[cfg(feature = "names")]
             name: "title",
             ty: FieldType::String,
             label: Label::Singular,
@@ -1390,6 +1594,7 @@ pub static PROMPT: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 2,
+            #[cfg(feature = "names")]
             name: "description",
             ty: FieldType::String,
             label: Label::Singular,
@@ -1397,6 +1602,7 @@ pub static PROMPT: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 3,
+            #[cfg(feature = "names")]
             name: "arguments",
             ty: FieldType::Message(&PROMPT_ARGUMENT),
             label: Label::Repeated,
@@ -1404,6 +1610,7 @@ pub static PROMPT: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 5,
+            #[cfg(feature = "names")]
             name: "icons",
             ty: FieldType::Message(&ICON),
             label: Label::Repeated,
@@ -1411,6 +1618,7 @@ pub static PROMPT: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 6,
+            #[cfg(feature = "names")]
             name: "metadata",
             ty: FieldType::Message(&super::wkt::STRUCT),
             label: Label::Singular,
@@ -1421,10 +1629,12 @@ pub static PROMPT: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.Prompt.Argument`.
 pub static PROMPT_ARGUMENT: MessageDesc = MessageDesc {
+    #[cfg(feature = "names")]
     name: "model_context_protocol.Prompt.Argument",
     fields: &[
         FieldDesc {
             number: 1,
+            #[cfg(feature = "names")]
             name: "name",
             ty: FieldType::String,
             label: Label::Singular,
@@ -1432,6 +1642,7 @@ pub static PROMPT_ARGUMENT: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 4,
+            #[cfg(feature = "names")]
             name: "title",
             ty: FieldType::String,
             label: Label::Singular,
@@ -1439,6 +1650,7 @@ pub static PROMPT_ARGUMENT: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 2,
+            #[cfg(feature = "names")]
             name: "description",
             ty: FieldType::String,
             label: Label::Singular,
@@ -1446,6 +1658,7 @@ pub static PROMPT_ARGUMENT: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 3,
+            #[cfg(feature = "names")]
             name: "required",
             ty: FieldType::Bool,
             label: Label::Singular,
@@ -1456,9 +1669,11 @@ pub static PROMPT_ARGUMENT: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.ListPromptsRequest`.
 pub static LIST_PROMPTS_REQUEST: MessageDesc = MessageDesc {
+    #[cfg(feature = "names")]
     name: "model_context_protocol.ListPromptsRequest",
     fields: &[FieldDesc {
         number: 1,
+        #[cfg(feature = "names")]
         name: "common",
         ty: FieldType::Message(&REQUEST_FIELDS),
         label: Label::Singular,
@@ -1468,10 +1683,12 @@ pub static LIST_PROMPTS_REQUEST: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.ListPromptsResponse`.
 pub static LIST_PROMPTS_RESPONSE: MessageDesc = MessageDesc {
+    #[cfg(feature = "names")]
     name: "model_context_protocol.ListPromptsResponse",
     fields: &[
         FieldDesc {
             number: 1,
+            #[cfg(feature = "names")]
             name: "common",
             ty: FieldType::Message(&RESPONSE_FIELDS),
             label: Label::Singular,
@@ -1479,6 +1696,7 @@ pub static LIST_PROMPTS_RESPONSE: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 2,
+            #[cfg(feature = "names")]
             name: "prompts",
             ty: FieldType::Message(&PROMPT),
             label: Label::Repeated,
@@ -1486,6 +1704,7 @@ pub static LIST_PROMPTS_RESPONSE: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 3,
+            #[cfg(feature = "names")]
             name: "ttl",
             ty: FieldType::Message(&super::wkt::DURATION),
             label: Label::Singular,
@@ -1493,6 +1712,7 @@ pub static LIST_PROMPTS_RESPONSE: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 4,
+            #[cfg(feature = "names")]
             name: "cache_scope",
             ty: FieldType::Enum(&CACHE_SCOPE),
             label: Label::Singular,
@@ -1503,10 +1723,12 @@ pub static LIST_PROMPTS_RESPONSE: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.EmbeddedResource`.
 pub static EMBEDDED_RESOURCE: MessageDesc = MessageDesc {
+    #[cfg(feature = "names")]
     name: "model_context_protocol.EmbeddedResource",
     fields: &[
         FieldDesc {
             number: 1,
+            #[cfg(feature = "names")]
             name: "contents",
             ty: FieldType::Message(&RESOURCE_CONTENTS),
             label: Label::Singular,
@@ -1514,6 +1736,7 @@ pub static EMBEDDED_RESOURCE: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 2,
+            #[cfg(feature = "names")]
             name: "annotations",
             ty: FieldType::Message(&ANNOTATIONS),
             label: Label::Singular,
@@ -1521,6 +1744,7 @@ pub static EMBEDDED_RESOURCE: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 3,
+            #[cfg(feature = "names")]
             name: "metadata",
             ty: FieldType::Message(&super::wkt::STRUCT),
             label: Label::Singular,
@@ -1531,10 +1755,12 @@ pub static EMBEDDED_RESOURCE: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.PromptMessage`.
 pub static PROMPT_MESSAGE: MessageDesc = MessageDesc {
+    #[cfg(feature = "names")]
     name: "model_context_protocol.PromptMessage",
     fields: &[
         FieldDesc {
             number: 1,
+            #[cfg(feature = "names")]
             name: "role",
             ty: FieldType::Enum(&ROLE),
             label: Label::Singular,
@@ -1542,6 +1768,7 @@ pub static PROMPT_MESSAGE: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 2,
+            #[cfg(feature = "names")]
             name: "text",
             ty: FieldType::Message(&TEXT_CONTENT),
             label: Label::Singular,
@@ -1549,6 +1776,7 @@ pub static PROMPT_MESSAGE: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 3,
+            #[cfg(feature = "names")]
             name: "image",
             ty: FieldType::Message(&IMAGE_CONTENT),
             label: Label::Singular,
@@ -1556,6 +1784,7 @@ pub static PROMPT_MESSAGE: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 4,
+            #[cfg(feature = "names")]
             name: "audio",
             ty: FieldType::Message(&AUDIO_CONTENT),
             label: Label::Singular,
@@ -1563,6 +1792,7 @@ pub static PROMPT_MESSAGE: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 5,
+            #[cfg(feature = "names")]
             name: "embedded_resource",
             ty: FieldType::Message(&EMBEDDED_RESOURCE),
             label: Label::Singular,
@@ -1570,6 +1800,7 @@ pub static PROMPT_MESSAGE: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 6,
+            #[cfg(feature = "names")]
             name: "resource_link",
             ty: FieldType::Message(&RESOURCE),
             label: Label::Singular,
@@ -1580,10 +1811,12 @@ pub static PROMPT_MESSAGE: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.GetPromptRequest`.
 pub static GET_PROMPT_REQUEST: MessageDesc = MessageDesc {
+    #[cfg(feature = "names")]
     name: "model_context_protocol.GetPromptRequest",
     fields: &[
         FieldDesc {
             number: 1,
+            #[cfg(feature = "names")]
             name: "common",
             ty: FieldType::Message(&REQUEST_FIELDS),
             label: Label::Singular,
@@ -1591,6 +1824,7 @@ pub static GET_PROMPT_REQUEST: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 2,
+            #[cfg(feature = "names")]
             name: "name",
             ty: FieldType::String,
             label: Label::Singular,
@@ -1598,6 +1832,7 @@ pub static GET_PROMPT_REQUEST: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 3,
+            #[cfg(feature = "names")]
             name: "arguments",
             ty: FieldType::Map(&GET_PROMPT_REQUEST_ARGUMENTS_ENTRY),
             label: Label::Repeated,
@@ -1608,10 +1843,12 @@ pub static GET_PROMPT_REQUEST: MessageDesc = MessageDesc {
 
 /// The map entry `model_context_protocol.GetPromptRequest.ArgumentsEntry`.
 pub static GET_PROMPT_REQUEST_ARGUMENTS_ENTRY: MessageDesc = MessageDesc {
+    #[cfg(feature = "names")]
     name: "model_context_protocol.GetPromptRequest.ArgumentsEntry",
     fields: &[
         FieldDesc {
             number: 1,
+            #[cfg(feature = "names")]
             name: "key",
             ty: FieldType::String,
             label: Label::Singular,
@@ -1619,6 +1856,7 @@ pub static GET_PROMPT_REQUEST_ARGUMENTS_ENTRY: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 2,
+            #[cfg(feature = "names")]
             name: "value",
             ty: FieldType::String,
             label: Label::Singular,
@@ -1629,10 +1867,12 @@ pub static GET_PROMPT_REQUEST_ARGUMENTS_ENTRY: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.GetPromptResponse`.
 pub static GET_PROMPT_RESPONSE: MessageDesc = MessageDesc {
+    #[cfg(feature = "names")]
     name: "model_context_protocol.GetPromptResponse",
     fields: &[
         FieldDesc {
             number: 1,
+            #[cfg(feature = "names")]
             name: "common",
             ty: FieldType::Message(&RESPONSE_FIELDS),
             label: Label::Singular,
@@ -1640,6 +1880,7 @@ pub static GET_PROMPT_RESPONSE: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 2,
+            #[cfg(feature = "names")]
             name: "description",
             ty: FieldType::String,
             label: Label::Singular,
@@ -1647,6 +1888,7 @@ pub static GET_PROMPT_RESPONSE: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 3,
+            #[cfg(feature = "names")]
             name: "messages",
             ty: FieldType::Message(&PROMPT_MESSAGE),
             label: Label::Repeated,
@@ -1657,10 +1899,12 @@ pub static GET_PROMPT_RESPONSE: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.ToolAnnotations`.
 pub static TOOL_ANNOTATIONS: MessageDesc = MessageDesc {
+    #[cfg(feature = "names")]
     name: "model_context_protocol.ToolAnnotations",
     fields: &[
         FieldDesc {
             number: 1,
+            #[cfg(feature = "names")]
             name: "title",
             ty: FieldType::String,
             label: Label::Singular,
@@ -1668,6 +1912,7 @@ pub static TOOL_ANNOTATIONS: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 2,
+            #[cfg(feature = "names")]
             name: "read_only_hint",
             ty: FieldType::Bool,
             label: Label::Singular,
@@ -1675,6 +1920,7 @@ pub static TOOL_ANNOTATIONS: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 3,
+            #[cfg(feature = "names")]
             name: "destructive_hint",
             ty: FieldType::Bool,
             label: Label::Singular,
@@ -1682,6 +1928,7 @@ pub static TOOL_ANNOTATIONS: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 4,
+            #[cfg(feature = "names")]
             name: "idempotent_hint",
             ty: FieldType::Bool,
             label: Label::Singular,
@@ -1689,6 +1936,7 @@ pub static TOOL_ANNOTATIONS: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 5,
+            #[cfg(feature = "names")]
             name: "open_world_hint",
             ty: FieldType::Bool,
             label: Label::Singular,
@@ -1699,10 +1947,12 @@ pub static TOOL_ANNOTATIONS: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.Tool`.
 pub static TOOL: MessageDesc = MessageDesc {
+    #[cfg(feature = "names")]
     name: "model_context_protocol.Tool",
     fields: &[
         FieldDesc {
             number: 1,
+            #[cfg(feature = "names")]
             name: "name",
             ty: FieldType::String,
             label: Label::Singular,
@@ -1710,6 +1960,7 @@ pub static TOOL: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 6,
+            #[cfg(feature = "names")]
             name: "title",
             ty: FieldType::String,
             label: Label::Singular,
@@ -1717,6 +1968,7 @@ pub static TOOL: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 2,
+            #[cfg(feature = "names")]
             name: "description",
             ty: FieldType::String,
             label: Label::Singular,
@@ -1724,6 +1976,7 @@ pub static TOOL: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 3,
+            #[cfg(feature = "names")]
             name: "input_schema",
             ty: FieldType::Message(&super::wkt::STRUCT),
             label: Label::Singular,
@@ -1731,6 +1984,7 @@ pub static TOOL: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 5,
+            #[cfg(feature = "names")]
             name: "output_schema",
             ty: FieldType::Message(&super::wkt::STRUCT),
             label: Label::Singular,
@@ -1738,6 +1992,7 @@ pub static TOOL: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 4,
+            #[cfg(feature = "names")]
             name: "annotations",
             ty: FieldType::Message(&TOOL_ANNOTATIONS),
             label: Label::Singular,
@@ -1745,6 +2000,7 @@ pub static TOOL: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 7,
+            #[cfg(feature = "names")]
             name: "icons",
             ty: FieldType::Message(&ICON),
             label: Label::Repeated,
@@ -1752,6 +2008,7 @@ pub static TOOL: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 8,
+            #[cfg(feature = "names")]
             name: "metadata",
             ty: FieldType::Message(&super::wkt::STRUCT),
             label: Label::Singular,
@@ -1762,9 +2019,11 @@ pub static TOOL: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.ListToolsRequest`.
 pub static LIST_TOOLS_REQUEST: MessageDesc = MessageDesc {
+    #[cfg(feature = "names")]
     name: "model_context_protocol.ListToolsRequest",
     fields: &[FieldDesc {
         number: 1,
+        #[cfg(feature = "names")]
         name: "common",
         ty: FieldType::Message(&REQUEST_FIELDS),
         label: Label::Singular,
@@ -1774,10 +2033,12 @@ pub static LIST_TOOLS_REQUEST: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.ListToolsResponse`.
 pub static LIST_TOOLS_RESPONSE: MessageDesc = MessageDesc {
+    #[cfg(feature = "names")]
     name: "model_context_protocol.ListToolsResponse",
     fields: &[
         FieldDesc {
             number: 1,
+            #[cfg(feature = "names")]
             name: "common",
             ty: FieldType::Message(&RESPONSE_FIELDS),
             label: Label::Singular,
@@ -1785,6 +2046,7 @@ pub static LIST_TOOLS_RESPONSE: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 2,
+            #[cfg(feature = "names")]
             name: "tools",
             ty: FieldType::Message(&TOOL),
             label: Label::Repeated,
@@ -1792,6 +2054,7 @@ pub static LIST_TOOLS_RESPONSE: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 3,
+            #[cfg(feature = "names")]
             name: "ttl",
             ty: FieldType::Message(&super::wkt::DURATION),
             label: Label::Singular,
@@ -1799,6 +2062,7 @@ pub static LIST_TOOLS_RESPONSE: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 4,
+            #[cfg(feature = "names")]
             name: "cache_scope",
             ty: FieldType::Enum(&CACHE_SCOPE),
             label: Label::Singular,
@@ -1809,10 +2073,12 @@ pub static LIST_TOOLS_RESPONSE: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.CallToolRequest`.
 pub static CALL_TOOL_REQUEST: MessageDesc = MessageDesc {
+    #[cfg(feature = "names")]
     name: "model_context_protocol.CallToolRequest",
     fields: &[
         FieldDesc {
             number: 1,
+            #[cfg(feature = "names")]
             name: "common",
             ty: FieldType::Message(&REQUEST_FIELDS),
             label: Label::Singular,
@@ -1820,6 +2086,7 @@ pub static CALL_TOOL_REQUEST: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 2,
+            #[cfg(feature = "names")]
             name: "request",
             ty: FieldType::Message(&CALL_TOOL_REQUEST_REQUEST),
             label: Label::Singular,
@@ -1830,10 +2097,12 @@ pub static CALL_TOOL_REQUEST: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.CallToolRequest.Request`.
 pub static CALL_TOOL_REQUEST_REQUEST: MessageDesc = MessageDesc {
+    #[cfg(feature = "names")]
     name: "model_context_protocol.CallToolRequest.Request",
     fields: &[
         FieldDesc {
             number: 1,
+            #[cfg(feature = "names")]
             name: "name",
             ty: FieldType::String,
             label: Label::Singular,
@@ -1841,6 +2110,7 @@ pub static CALL_TOOL_REQUEST_REQUEST: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 2,
+            #[cfg(feature = "names")]
             name: "arguments",
             ty: FieldType::Message(&super::wkt::STRUCT),
             label: Label::Singular,
@@ -1851,10 +2121,12 @@ pub static CALL_TOOL_REQUEST_REQUEST: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.CallToolResponse`.
 pub static CALL_TOOL_RESPONSE: MessageDesc = MessageDesc {
+    #[cfg(feature = "names")]
     name: "model_context_protocol.CallToolResponse",
     fields: &[
         FieldDesc {
             number: 1,
+            #[cfg(feature = "names")]
             name: "common",
             ty: FieldType::Message(&RESPONSE_FIELDS),
             label: Label::Singular,
@@ -1862,6 +2134,7 @@ pub static CALL_TOOL_RESPONSE: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 2,
+            #[cfg(feature = "names")]
             name: "content",
             ty: FieldType::Message(&CALL_TOOL_RESPONSE_CONTENT),
             label: Label::Repeated,
@@ -1869,6 +2142,7 @@ pub static CALL_TOOL_RESPONSE: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 3,
+            #[cfg(feature = "names")]
             name: "structured_content",
             ty: FieldType::Message(&super::wkt::STRUCT),
             label: Label::Singular,
@@ -1876,6 +2150,7 @@ pub static CALL_TOOL_RESPONSE: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 4,
+            #[cfg(feature = "names")]
             name: "is_error",
             ty: FieldType::Bool,
             label: Label::Singular,
@@ -1886,10 +2161,12 @@ pub static CALL_TOOL_RESPONSE: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.CallToolResponse.Content`.
 pub static CALL_TOOL_RESPONSE_CONTENT: MessageDesc = MessageDesc {
+    #[cfg(feature = "names")]
     name: "model_context_protocol.CallToolResponse.Content",
     fields: &[
         FieldDesc {
             number: 1,
+            #[cfg(feature = "names")]
             name: "text",
             ty: FieldType::Message(&TEXT_CONTENT),
             label: Label::Singular,
@@ -1897,6 +2174,7 @@ pub static CALL_TOOL_RESPONSE_CONTENT: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 2,
+            #[cfg(feature = "names")]
             name: "image",
             ty: FieldType::Message(&IMAGE_CONTENT),
             label: Label::Singular,
@@ -1904,6 +2182,7 @@ pub static CALL_TOOL_RESPONSE_CONTENT: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 3,
+            #[cfg(feature = "names")]
             name: "audio",
             ty: FieldType::Message(&AUDIO_CONTENT),
             label: Label::Singular,
@@ -1911,6 +2190,7 @@ pub static CALL_TOOL_RESPONSE_CONTENT: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 4,
+            #[cfg(feature = "names")]
             name: "embedded_resource",
             ty: FieldType::Message(&EMBEDDED_RESOURCE),
             label: Label::Singular,
@@ -1918,6 +2198,7 @@ pub static CALL_TOOL_RESPONSE_CONTENT: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 7,
+            #[cfg(feature = "names")]
             name: "resource_link",
             ty: FieldType::Message(&RESOURCE),
             label: Label::Singular,
@@ -1928,9 +2209,11 @@ pub static CALL_TOOL_RESPONSE_CONTENT: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.ResourceReference`.
 pub static RESOURCE_REFERENCE: MessageDesc = MessageDesc {
+    #[cfg(feature = "names")]
     name: "model_context_protocol.ResourceReference",
     fields: &[FieldDesc {
         number: 1,
+        #[cfg(feature = "names")]
         name: "uri",
         ty: FieldType::String,
         label: Label::Singular,
@@ -1940,10 +2223,12 @@ pub static RESOURCE_REFERENCE: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.PromptReference`.
 pub static PROMPT_REFERENCE: MessageDesc = MessageDesc {
+    #[cfg(feature = "names")]
     name: "model_context_protocol.PromptReference",
     fields: &[
         FieldDesc {
             number: 1,
+            #[cfg(feature = "names")]
             name: "name",
             ty: FieldType::String,
             label: Label::Singular,
@@ -1951,6 +2236,7 @@ pub static PROMPT_REFERENCE: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 2,
+            #[cfg(feature = "names")]
             name: "title",
             ty: FieldType::String,
             label: Label::Singular,
@@ -1961,10 +2247,12 @@ pub static PROMPT_REFERENCE: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.CompletionRequest`.
 pub static COMPLETION_REQUEST: MessageDesc = MessageDesc {
+    #[cfg(feature = "names")]
     name: "model_context_protocol.CompletionRequest",
     fields: &[
         FieldDesc {
             number: 1,
+            #[cfg(feature = "names")]
             name: "common",
             ty: FieldType::Message(&REQUEST_FIELDS),
             label: Label::Singular,
@@ -1972,6 +2260,7 @@ pub static COMPLETION_REQUEST: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 2,
+            #[cfg(feature = "names")]
             name: "resource_reference",
             ty: FieldType::Message(&RESOURCE_REFERENCE),
             label: Label::Singular,
@@ -1979,6 +2268,7 @@ pub static COMPLETION_REQUEST: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 3,
+            #[cfg(feature = "names")]
             name: "prompt_reference",
             ty: FieldType::Message(&PROMPT_REFERENCE),
             label: Label::Singular,
@@ -1986,6 +2276,7 @@ pub static COMPLETION_REQUEST: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 4,
+            #[cfg(feature = "names")]
             name: "argument",
             ty: FieldType::Message(&COMPLETION_REQUEST_ARGUMENT),
             label: Label::Singular,
@@ -1993,6 +2284,7 @@ pub static COMPLETION_REQUEST: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 5,
+            #[cfg(feature = "names")]
             name: "context",
             ty: FieldType::Message(&COMPLETION_REQUEST_CONTEXT),
             label: Label::Singular,
@@ -2003,10 +2295,12 @@ pub static COMPLETION_REQUEST: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.CompletionRequest.Argument`.
 pub static COMPLETION_REQUEST_ARGUMENT: MessageDesc = MessageDesc {
+    #[cfg(feature = "names")]
     name: "model_context_protocol.CompletionRequest.Argument",
     fields: &[
         FieldDesc {
             number: 1,
+            #[cfg(feature = "names")]
             name: "name",
             ty: FieldType::String,
             label: Label::Singular,
@@ -2014,6 +2308,7 @@ pub static COMPLETION_REQUEST_ARGUMENT: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 2,
+            #[cfg(feature = "names")]
             name: "value",
             ty: FieldType::String,
             label: Label::Singular,
@@ -2024,9 +2319,11 @@ pub static COMPLETION_REQUEST_ARGUMENT: MessageDesc = MessageDesc {
 
 /// The message `model_context_protocol.CompletionRequest.Context`.
 pub static COMPLETION_REQUEST_CONTEXT: MessageDesc = MessageDesc {
+    #[cfg(feature = "names")]
     name: "model_context_protocol.CompletionRequest.Context",
     fields: &[FieldDesc {
         number: 1,
+        #[cfg(feature = "names")]
         name: "arguments",
         ty: FieldType::Map(&COMPLETION_REQUEST_CONTEXT_ARGUMENTS_ENTRY),
         label: Label::Repeated,
@@ -2036,10 +2333,12 @@ pub static COMPLETION_REQUEST_CONTEXT: MessageDesc = MessageDesc {
 
 /// The map entry `model_context_protocol.CompletionRequest.Context.ArgumentsEntry`.
 pub static COMPLETION_REQUEST_CONTEXT_ARGUMENTS_ENTRY: MessageDesc = MessageDesc {
+    #[cfg(feature = "names")]
     name: "model_context_protocol.CompletionRequest.Context.ArgumentsEntry",
     fields: &[
         FieldDesc {
             number: 1,
+            #[cfg(feature = "names")]
             name: "key",
             ty: FieldType::String,
             label: Label::Singular,
@@ -2047,6 +2346,7 @@ pub static COMPLETION_REQUEST_CONTEXT_ARGUMENTS_ENTRY: MessageDesc = MessageDesc
         },
         FieldDesc {
             number: 2,
+            #[cfg(feature = "names")]
             name: "value",
             ty: FieldType::String,
             label: Label::Singular,
@@ -2057,10 +2357,12 @@ pub static COMPLETION_REQUEST_CONTEXT_ARGUMENTS_ENTRY: MessageDesc = MessageDesc
 
 /// The message `model_context_protocol.CompletionResponse`.
 pub static COMPLETION_RESPONSE: MessageDesc = MessageDesc {
+    #[cfg(feature = "names")]
     name: "model_context_protocol.CompletionResponse",
     fields: &[
         FieldDesc {
             number: 1,
+            #[cfg(feature = "names")]
             name: "common",
             ty: FieldType::Message(&RESPONSE_FIELDS),
             label: Label::Singular,
@@ -2068,6 +2370,7 @@ pub static COMPLETION_RESPONSE: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 2,
+            #[cfg(feature = "names")]
             name: "values",
             ty: FieldType::String,
             label: Label::Repeated,
@@ -2075,6 +2378,7 @@ pub static COMPLETION_RESPONSE: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 3,
+            #[cfg(feature = "names")]
             name: "total_matches",
             ty: FieldType::Int64,
             label: Label::Optional,
@@ -2082,6 +2386,7 @@ pub static COMPLETION_RESPONSE: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 4,
+            #[cfg(feature = "names")]
             name: "has_more",
             ty: FieldType::Bool,
             label: Label::Singular,

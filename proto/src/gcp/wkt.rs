@@ -9,10 +9,12 @@ use super::desc::{EnumDesc, FieldDesc, FieldType, Label, MessageDesc};
 
 /// The message `google.protobuf.Duration`.
 pub static DURATION: MessageDesc = MessageDesc {
+    #[cfg(feature = "names")]
     name: "google.protobuf.Duration",
     fields: &[
         FieldDesc {
             number: 1,
+            #[cfg(feature = "names")]
             name: "seconds",
             ty: FieldType::Int64,
             label: Label::Singular,
@@ -20,6 +22,7 @@ pub static DURATION: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 2,
+            #[cfg(feature = "names")]
             name: "nanos",
             ty: FieldType::Int32,
             label: Label::Singular,
@@ -30,15 +33,18 @@ pub static DURATION: MessageDesc = MessageDesc {
 
 /// The enum `google.protobuf.NullValue`.
 pub static NULL_VALUE: EnumDesc = EnumDesc {
+    #[cfg(feature = "names")]
     name: "google.protobuf.NullValue",
-    values: &[("NULL_VALUE", 0)],
+    values: &[(proto_name!("NULL_VALUE"), 0)],
 };
 
 /// The message `google.protobuf.Struct`.
 pub static STRUCT: MessageDesc = MessageDesc {
+    #[cfg(feature = "names")]
     name: "google.protobuf.Struct",
     fields: &[FieldDesc {
         number: 1,
+        #[cfg(feature = "names")]
         name: "fields",
         ty: FieldType::Map(&STRUCT_FIELDS_ENTRY),
         label: Label::Repeated,
@@ -48,10 +54,12 @@ pub static STRUCT: MessageDesc = MessageDesc {
 
 /// The map entry `google.protobuf.Struct.FieldsEntry`.
 pub static STRUCT_FIELDS_ENTRY: MessageDesc = MessageDesc {
+    #[cfg(feature = "names")]
     name: "google.protobuf.Struct.FieldsEntry",
     fields: &[
         FieldDesc {
             number: 1,
+            #[cfg(feature = "names")]
             name: "key",
             ty: FieldType::String,
             label: Label::Singular,
@@ -59,6 +67,7 @@ pub static STRUCT_FIELDS_ENTRY: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 2,
+            #[cfg(feature = "names")]
             name: "value",
             ty: FieldType::Message(&VALUE),
             label: Label::Singular,
@@ -69,10 +78,12 @@ pub static STRUCT_FIELDS_ENTRY: MessageDesc = MessageDesc {
 
 /// The message `google.protobuf.Value`.
 pub static VALUE: MessageDesc = MessageDesc {
+    #[cfg(feature = "names")]
     name: "google.protobuf.Value",
     fields: &[
         FieldDesc {
             number: 1,
+            #[cfg(feature = "names")]
             name: "null_value",
             ty: FieldType::Enum(&NULL_VALUE),
             label: Label::Singular,
@@ -80,6 +91,7 @@ pub static VALUE: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 2,
+            #[cfg(feature = "names")]
             name: "number_value",
             ty: FieldType::Double,
             label: Label::Singular,
@@ -87,6 +99,7 @@ pub static VALUE: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 3,
+            #[cfg(feature = "names")]
             name: "string_value",
             ty: FieldType::String,
             label: Label::Singular,
@@ -94,6 +107,7 @@ pub static VALUE: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 4,
+            #[cfg(feature = "names")]
             name: "bool_value",
             ty: FieldType::Bool,
             label: Label::Singular,
@@ -101,6 +115,7 @@ pub static VALUE: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 5,
+            #[cfg(feature = "names")]
             name: "struct_value",
             ty: FieldType::Message(&STRUCT),
             label: Label::Singular,
@@ -108,6 +123,7 @@ pub static VALUE: MessageDesc = MessageDesc {
         },
         FieldDesc {
             number: 6,
+            #[cfg(feature = "names")]
             name: "list_value",
             ty: FieldType::Message(&LIST_VALUE),
             label: Label::Singular,
@@ -118,9 +134,11 @@ pub static VALUE: MessageDesc = MessageDesc {
 
 /// The message `google.protobuf.ListValue`.
 pub static LIST_VALUE: MessageDesc = MessageDesc {
+    #[cfg(feature = "names")]
     name: "google.protobuf.ListValue",
     fields: &[FieldDesc {
         number: 1,
+        #[cfg(feature = "names")]
         name: "values",
         ty: FieldType::Message(&VALUE),
         label: Label::Repeated,

@@ -3,6 +3,8 @@
 //! was cancelled). The `server` module reads these messages and hands them
 //! to the engine; the handler side never sees the engine.
 
+use std::borrow::Cow;
+
 use mcpwire_core::mcp::server::{CallId, Failure};
 use tokio::sync::watch;
 
@@ -20,7 +22,7 @@ pub(crate) struct Outgoing {
 #[derive(Debug)]
 pub(crate) enum Message {
     Notify {
-        method: &'static str,
+        method: Cow<'static, str>,
         params: Vec<u8>,
     },
     Result(Vec<u8>),
@@ -75,8 +77,11 @@ impl Link {
     }
 
     /// Sends a notification whose params are JSON text already.
-    pub(crate) async fn notify_raw(&self, method: &'static str, params: Vec<u8>) {
-        let message = Message::Notify { method, params };
+    pub(crate) async fn notify_raw(&self, method: impl Into<Cow<'static, str>>, params: Vec<u8>) {
+        let message = Message::Notify {
+            method: method.into(),
+            params,
+        };
         let _ = self
             .out
             .send(Outgoing {

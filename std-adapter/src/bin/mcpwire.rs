@@ -52,6 +52,8 @@ const USAGE: &str = "usage: mcpwire serve [--listen ADDR]   (default 127.0.0.1:5
          -v prints the era, versions, URL, status and content type to stderr
        mcpwire bridge --stdio-host --to http[s]://HOST:PORT/PATH | grpc://HOST:PORT   a stdio host reaches that server
        mcpwire bridge --stdio-host [--pass-env NAME]... -- /ABS/SERVER [ARGS...]   ... or a stdio child
+       mcpwire bridge --listen [ADDR:]PORT (--token-file FILE | --no-auth) [--tls-cert PEM --tls-key PEM] (--to URL | -- /ABS/SERVER ...)
+         network hosts (Streamable HTTP, gRPC) reach that server; `mcpwire bridge --help` for more
          (requests forwarded with their ids, progress and cancellation; diagnostics on stderr)
        mcpwire conformance-client URL   the driver the MCP conformance suite runs per client scenario
          (MCP_CONFORMANCE_SCENARIO names it, MCP_CONFORMANCE_CONTEXT carries its data)";
@@ -212,6 +214,8 @@ struct ServeOptions {
     /// `--allow-host`: names besides loopback; `*` for any.
     allowed_hosts: Vec<String>,
     http_path: Option<String>,
+    /// How long a request may run (the server's default when `None`).
+    request_timeout: Option<Duration>,
 }
 
 impl ServeOptions {
@@ -247,6 +251,7 @@ impl ServeOptions {
         mcpwire_tokio::ServerConfig {
             http_path: self.http_path.clone().unwrap_or(defaults.http_path.clone()),
             allowed_hosts,
+            request_timeout: self.request_timeout.unwrap_or(defaults.request_timeout),
             ..defaults
         }
     }
@@ -305,12 +310,9 @@ impl ServeOptions {
     }
 }
 
-async fn serve(
-    listen: &str,
-    opts: ServeOptions,
-    fixtures: Fixtures,
-    tick: Duration,
-) -> std::io::Result<()> {
+/// The server the options name, bound to `listen`, and a sentence of
+/// what it serves (address, path, TLS, how many tokens; never a token).
+async fn bind(listen: &str, opts: ServeOptions) -> std::io::Result<(Server, String)> {
     use std::io::{Error, ErrorKind};
     let mut server = match (&opts.tls_cert, &opts.tls_key) {
         (None, None) => Server::bind(listen).await?,
@@ -342,8 +344,8 @@ async fn serve(
         server = server.with_auth(mcpwire_tokio::BearerTokens::new(opts.tokens));
     }
     // The tokens themselves are never printed.
-    eprintln!(
-        "listening on {} (gRPC and Streamable HTTP at {path}; {}; {})",
+    let sentence = format!(
+        "{} (gRPC and Streamable HTTP at {path}; {}; {})",
         server.local_addr()?,
         if secured {
             "TLS, ALPN h2 or http/1.1"
@@ -356,6 +358,17 @@ async fn serve(
             "no authentication".to_owned()
         },
     );
+    Ok((server, sentence))
+}
+
+async fn serve(
+    listen: &str,
+    opts: ServeOptions,
+    fixtures: Fixtures,
+    tick: Duration,
+) -> std::io::Result<()> {
+    let (server, sentence) = bind(listen, opts).await?;
+    eprintln!("listening on {sentence}");
     let app = fixtures.app(tick)?;
     server
         .serve_with_shutdown(app, async {

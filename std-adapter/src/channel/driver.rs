@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use mcpwire_core::drive::{self, Endpoint, Feed, Step};
 use mcpwire_core::mcp::client::{
-    CallId, Client, ClientConfig, ClientEvent, Diagnostics as CoreDiagnostics, StartError,
+    Binding, CallId, Client, ClientConfig, ClientEvent, Diagnostics as CoreDiagnostics, StartError,
 };
 
 use crate::clock::now;
@@ -71,6 +71,8 @@ pub(crate) enum Command {
         deadline: Option<tokio::time::Instant>,
         /// A `tools/call`: a re-list may teach the engine new schemas.
         tool_call: bool,
+        /// The tunnel, or the typed RPC of the method.
+        binding: Binding,
         events: mpsc::UnboundedSender<CallMsg>,
         accepted: oneshot::Sender<Result<(), Refusal>>,
     },
@@ -229,6 +231,7 @@ struct Waiting {
     body: Vec<u8>,
     deadline: Option<tokio::time::Instant>,
     tool_call: bool,
+    binding: Binding,
     events: mpsc::UnboundedSender<CallMsg>,
     /// Not yet answered: the call has not waited.
     accepted: Option<oneshot::Sender<Result<(), Refusal>>>,
@@ -274,6 +277,7 @@ impl Task {
                 body,
                 deadline,
                 tool_call,
+                binding,
                 events,
                 accepted,
             } => {
@@ -282,6 +286,7 @@ impl Task {
                     body,
                     deadline,
                     tool_call,
+                    binding,
                     events,
                     accepted: Some(accepted),
                 });
@@ -312,7 +317,7 @@ impl Task {
             let timeout = w
                 .deadline
                 .map(|d| d.saturating_duration_since(tokio::time::Instant::now()));
-            let refusal = match self.engine.call(&w.body, timeout, now()) {
+            let refusal = match self.engine.call_on(w.binding, &w.body, timeout, now()) {
                 Ok(call) => {
                     if w.answer(Ok(())) {
                         self.keys.insert(w.key, call);

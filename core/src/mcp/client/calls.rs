@@ -78,6 +78,8 @@ pub(super) struct Active {
     pub(super) mode: Mode,
     pub(super) tool_call: bool,
     pub(super) tools_list: bool,
+    /// The typed RPC the call goes as; `None` on the tunnel.
+    pub(super) typed: Option<mcpwire_proto::gcp::Rpc>,
     pub(super) decoder: MessageDecoder,
     /// Where the message being read starts in `rx`.
     pub(super) msg_start: usize,

@@ -41,6 +41,26 @@
 //! PERMISSION_DENIED. The connection remembers [`REMEMBERED_RESETS`]
 //! streams it reset, as the binding says.
 //!
+//! # The typed binding
+//!
+//! With the `typed` feature, `Client::call_on` sends a call over a
+//! `Binding`: a request whose method has an RPC of
+//! `model_context_protocol.Mcp` (the eight of
+//! [`mcpwire_proto::gcp::Rpc`]) goes as that unary RPC (typed binding
+//! digest §10). Its `params` are transcoded into the request message
+//! before a stream opens (a request the mapping refuses, of the wrong
+//! shape or with what the messages cannot carry, a cursor, a key without
+//! a field, an unsafe integer, gets -32600 and nothing is sent); the head
+//! carries the RPC's path, `grpc-timeout`, `mcp-protocol-version`, the
+//! RPC's routing key and the metadata, but no mirrored headers. The one
+//! response message stands only with trailers `grpc-status: 0` (a second
+//! message, or trailers without a status, fail the call as INTERNAL); it
+//! is handed out as the JSON-RPC response the tunnel gives, with the
+//! request's id. Errors come from the trailers in the binding's order, as
+//! on the tunnel. Deadlines, cancels and refused streams are the tunnel
+//! call's. A method without an RPC is refused (`Binding::Typed`) or sent
+//! over the tunnel (`Binding::TypedOrTunnel`).
+//!
 //! # The run loop
 //!
 //! The HTTP/2 connection's: feed input with [`Client::recv`] until
@@ -70,7 +90,8 @@
 //! the texts they stand for, `calls` a call's slot and state, `cache` the
 //! annotation cache and the re-list, `request` the request head and frame,
 //! `response` what comes back on a stream, [`metadata`] the binding's
-//! metadata rules without a connection.
+//! metadata rules without a connection, `typed` the typed binding's
+//! request message and response.
 
 mod cache;
 mod calls;
@@ -82,6 +103,8 @@ pub mod metadata;
 mod request;
 mod response;
 pub mod stdio;
+#[cfg(feature = "typed")]
+mod typed;
 
 use core::time::Duration;
 
@@ -96,6 +119,8 @@ pub type DeviceClient<S> = Client<S, 4, 4096, 2048>;
 pub type HostClient<S, B> = Client<S, 32, 4096, 16384, B>;
 pub use events::{CallId, ClientEvent, Diagnostics, Failure, StartError};
 pub use metadata::{CallOutcome, error_from_trailers, mirror_headers};
+#[cfg(feature = "typed")]
+pub use typed::Binding;
 
 use cache::Cache;
 use calls::{
@@ -103,7 +128,7 @@ use calls::{
     release,
 };
 use events::{Queue, Queued};
-use request::{FRAME_ROOM, Head, OwnedMeta, build_head, frame_into, tool_name};
+use request::{FRAME_ROOM, Framed, Head, OwnedMeta, build_head, frame_into, tool_name};
 
 use super::error::{INVALID_REQUEST, RpcError};
 use super::json;
@@ -115,6 +140,7 @@ use crate::h2::{
 };
 use crate::records::Records;
 use crate::time::Instant;
+use mcpwire_proto::gcp::Rpc;
 
 /// Everything but the connection, so that the connection's events (which
 /// borrow it) can be handled.
@@ -304,22 +330,61 @@ impl<
         timeout: Option<Duration>,
         now: Instant,
     ) -> Result<CallId, StartError> {
+        self.start(body, timeout, now, None)
+    }
+
+    /// [`Client::call`] over `binding`: with the typed binding, a request
+    /// whose method has an RPC of `model_context_protocol.Mcp` is that
+    /// unary RPC (its `params` transcoded before a stream opens: a request
+    /// the messages cannot carry is refused with -32600), and its response
+    /// comes back as the JSON-RPC response the tunnel gives, with the
+    /// request's id; errors are read from the trailers in the binding's
+    /// order, as on the tunnel. A method without an RPC is refused
+    /// ([`Binding::Typed`]) or goes over the tunnel
+    /// ([`Binding::TypedOrTunnel`]).
+    #[cfg(feature = "typed")]
+    pub fn call_on(
+        &mut self,
+        binding: Binding,
+        body: &[u8],
+        timeout: Option<Duration>,
+        now: Instant,
+    ) -> Result<CallId, StartError> {
+        let method = json::get(body, b"method").unwrap_or(b"");
+        let rpc = binding.rpc_for(method).map_err(StartError::Invalid)?;
+        self.start(body, timeout, now, rpc)
+    }
+
+    fn start(
+        &mut self,
+        body: &[u8],
+        timeout: Option<Duration>,
+        now: Instant,
+        rpc: Option<Rpc>,
+    ) -> Result<CallId, StartError> {
         self.now = now;
         if !self.accepts_calls() {
             return Err(StartError::Closed);
         }
         // Every rule on the body and the head, before a byte goes out.
-        let mut room = [0u8; BUF];
-        let mut head = Head::new(&mut room);
-        build_head(
-            &mut head,
-            &self.config,
-            self.st.owned_meta(),
-            self.st.cache_schema(body),
-            body,
-            None,
-        )
-        .map_err(StartError::Invalid)?;
+        if rpc.is_none() {
+            let mut room = [0u8; BUF];
+            let mut head = Head::new(&mut room);
+            build_head(
+                &mut head,
+                &self.config,
+                self.st.owned_meta(),
+                self.st.cache_schema(body),
+                body,
+                None,
+            )
+            .map_err(StartError::Invalid)?;
+        } else if json::validate(body, json::DEFAULT_MAX_DEPTH).is_err() {
+            return Err(StartError::Invalid(RpcError::new(
+                INVALID_REQUEST,
+                "not a JSON-RPC request",
+            )));
+        }
         if json::get(body, b"id").is_some_and(|id| json::trim(id).len() > calls::MAX_ID) {
             return Err(StartError::Invalid(RpcError::new(
                 INVALID_REQUEST,
@@ -336,20 +401,16 @@ impl<
             .position(|s| s.active.is_none())
             .or((slots < CALLS).then_some(slots))
             .ok_or(StartError::Busy)?;
-        let needed = FRAME_ROOM + body.len();
-        if needed > self.st.store.max_len() || needed - PREFIX_LEN > self.st.max_message {
-            return Err(StartError::TooLarge { needed });
-        }
-        let mut buf = self.st.store.take(needed).ok_or(StartError::Busy)?;
-        let framed = frame_into(self.st.store.bytes_mut(&mut buf), 0, |w| {
-            w.raw(body);
-        });
-        let frame_len = match framed {
-            Ok(f) => f,
-            Err(needed) => {
-                self.st.store.put(buf);
-                return Err(StartError::TooLarge { needed });
-            }
+        let Framed {
+            buf,
+            frame,
+            json: json_at,
+        } = match rpc {
+            None => self.frame_tunnel(body)?,
+            #[cfg(feature = "typed")]
+            Some(rpc) => typed::frame_request(&mut self.st.store, rpc, body, self.st.max_message)?,
+            #[cfg(not(feature = "typed"))]
+            Some(_) => return Err(StartError::Closed),
         };
         if index == slots && !self.st.slots.grow_to(slots + 1) {
             self.st.store.put(buf);
@@ -357,8 +418,6 @@ impl<
         }
         let slot = &mut self.st.slots[index];
         slot.req = Some(buf);
-        let json_at = (frame_len.0, frame_len.1);
-        let frame = (0, frame_len.1);
         let deadline = match (timeout, listen) {
             (None, true) => None,
             (t, _) => Some(now.saturating_add(t.unwrap_or(self.config.request_timeout))),
@@ -373,7 +432,10 @@ impl<
             orig_json: json_at,
             deadline,
             mode: Mode::Call,
-            tool_call: json::str_eq(method, b"tools/call"),
+            // A typed call has no mirrored headers to read again after a
+            // -32020.
+            tool_call: rpc.is_none() && json::str_eq(method, b"tools/call"),
+            typed: rpc,
             tools_list: json::str_eq(method, b"tools/list"),
             decoder: MessageDecoder::new(self.st.max_message),
             msg_start: 0,
@@ -388,6 +450,30 @@ impl<
         let call = self.st.call_id(index);
         self.pump();
         Ok(call)
+    }
+
+    /// The framed `JsonRpcMessage` of a tunnel call in a buffer of the
+    /// store: the buffer, where the frame lies and where its JSON lies.
+    fn frame_tunnel(&mut self, body: &[u8]) -> Result<Framed<S::Buf>, StartError> {
+        let needed = FRAME_ROOM + body.len();
+        if needed > self.st.store.max_len() || needed - PREFIX_LEN > self.st.max_message {
+            return Err(StartError::TooLarge { needed });
+        }
+        let mut buf = self.st.store.take(needed).ok_or(StartError::Busy)?;
+        let framed = frame_into(self.st.store.bytes_mut(&mut buf), 0, |w| {
+            w.raw(body);
+        });
+        match framed {
+            Ok((json, end)) => Ok(Framed {
+                buf,
+                frame: (0, end),
+                json: (json, end),
+            }),
+            Err(needed) => {
+                self.st.store.put(buf);
+                Err(StartError::TooLarge { needed })
+            }
+        }
     }
 
     /// Stops a call: RST_STREAM(CANCEL) when its stream is open. No event
@@ -593,9 +679,30 @@ impl<
                 }
                 let mut room = [0u8; BUF];
                 let mut head = Head::new(&mut room);
-                let schema = self.st.cache.get(tool_name(body).unwrap_or(b""));
                 let owned = OwnedMeta::of(&self.st.store, &self.st.owned_meta);
-                if let Err(e) = build_head(&mut head, &self.config, owned, schema, body, left) {
+                let built = match a.typed {
+                    None => {
+                        let schema = self.st.cache.get(tool_name(body).unwrap_or(b""));
+                        build_head(&mut head, &self.config, owned, schema, body, left)
+                    }
+                    #[cfg(feature = "typed")]
+                    Some(rpc) => {
+                        let req = bytes(&self.st.store, &slot.req);
+                        let message = req.get(a.frame.0 + PREFIX_LEN..a.frame.1).unwrap_or(b"");
+                        request::build_typed_head(
+                            &mut head,
+                            &self.config,
+                            owned,
+                            rpc,
+                            body,
+                            message,
+                            left,
+                        )
+                    }
+                    #[cfg(not(feature = "typed"))]
+                    Some(_) => Err(RpcError::new(INVALID_REQUEST, "no typed binding")),
+                };
+                if let Err(e) = built {
                     a.reset_owed = true;
                     fail_rpc(&mut self.st.store, slot, e);
                     continue;

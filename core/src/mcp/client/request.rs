@@ -30,6 +30,15 @@ pub(super) fn tool_name(body: &[u8]) -> Option<&[u8]> {
     json::get(json::get(body, b"params")?, b"name").map(json::trim)
 }
 
+/// A call's request in its buffer from the store: where the framed
+/// message lies, and where the JSON-RPC request's text lies (inside the
+/// frame on the tunnel, after it on the typed binding).
+pub(super) struct Framed<T> {
+    pub(super) buf: T,
+    pub(super) frame: (usize, usize),
+    pub(super) json: (usize, usize),
+}
+
 /// Writes a framed `JsonRpcMessage` whose JSON `body` writes, at `at` in
 /// `buf`: returns where the JSON lies and where the frame ends, or the
 /// room it needed.
@@ -221,20 +230,18 @@ impl<'a> OwnedMeta<'a> {
     }
 }
 
-/// The request head of a call: the gRPC fields, `grpc-timeout` with the
-/// time `left`, the configured metadata and the headers mirrored from
-/// `body` (with the tool's cached `schema`).
-pub(super) fn build_head(
+/// The gRPC fields of a request head for `path`, with `grpc-timeout` of
+/// the time `left`.
+fn push_grpc_fields(
     head: &mut Head<'_>,
     config: &ClientConfig,
     owned: OwnedMeta<'_>,
-    schema: Option<&[u8]>,
-    body: &[u8],
+    path: &[u8],
     left: Option<Duration>,
-) -> Result<(), RpcError> {
+) {
     head.push(b":method", b"POST", false);
     head.push(b":scheme", config.scheme.as_bytes(), false);
-    head.push(b":path", TUNNEL_PATH, false);
+    head.push(b":path", path, false);
     let authority = owned.authority().unwrap_or(config.authority.as_bytes());
     head.push(b":authority", authority, false);
     head.push(b"content-type", b"application/grpc+proto", false);
@@ -243,6 +250,15 @@ pub(super) fn build_head(
         let mut text = [0u8; 10];
         head.push(b"grpc-timeout", timeout::format(left, &mut text), false);
     }
+}
+
+/// The configured and the run-time metadata (names in lowercase, an
+/// `authorization` value never indexed).
+fn push_metadata(
+    head: &mut Head<'_>,
+    config: &ClientConfig,
+    owned: OwnedMeta<'_>,
+) -> Result<(), RpcError> {
     let fixed = config
         .metadata
         .iter()
@@ -258,10 +274,10 @@ pub(super) fn build_head(
         let sensitive = dst == b"authorization";
         head.push(&lower[..name.len()], value, sensitive);
     }
-    mirror_fields(body, schema, |n, v| {
-        head.push_mirror(n, v);
-        Ok(())
-    })?;
+    Ok(())
+}
+
+fn check_room(head: &Head<'_>) -> Result<(), RpcError> {
     if head.full {
         return Err(RpcError::new(
             INVALID_REQUEST,
@@ -269,4 +285,58 @@ pub(super) fn build_head(
         ));
     }
     Ok(())
+}
+
+/// The request head of a call: the gRPC fields, `grpc-timeout` with the
+/// time `left`, the configured metadata and the headers mirrored from
+/// `body` (with the tool's cached `schema`).
+pub(super) fn build_head(
+    head: &mut Head<'_>,
+    config: &ClientConfig,
+    owned: OwnedMeta<'_>,
+    schema: Option<&[u8]>,
+    body: &[u8],
+    left: Option<Duration>,
+) -> Result<(), RpcError> {
+    push_grpc_fields(head, config, owned, TUNNEL_PATH, left);
+    push_metadata(head, config, owned)?;
+    mirror_fields(body, schema, |n, v| {
+        head.push_mirror(n, v);
+        Ok(())
+    })?;
+    check_room(head)
+}
+
+/// The request head of a typed call of `rpc` (typed binding digest §10):
+/// the gRPC fields on the RPC's path, `grpc-timeout` with the time `left`,
+/// `mcp-protocol-version` (the request's, else the client's), the routing
+/// key of the RPC when the request `message` has a value for it that is
+/// visible ASCII or space, then the configured metadata.
+#[cfg(feature = "typed")]
+pub(super) fn build_typed_head(
+    head: &mut Head<'_>,
+    config: &ClientConfig,
+    owned: OwnedMeta<'_>,
+    rpc: mcpwire_proto::gcp::Rpc,
+    body: &[u8],
+    message: &[u8],
+    left: Option<Duration>,
+) -> Result<(), RpcError> {
+    use crate::mcp::meta::{KEY_PROTOCOL_VERSION, PROTOCOL_VERSION};
+    push_grpc_fields(head, config, owned, rpc.path().as_bytes(), left);
+    let version = json::get(body, b"params")
+        .and_then(|p| json::get(p, b"_meta"))
+        .and_then(|m| json::get(m, KEY_PROTOCOL_VERSION))
+        .and_then(json::str_plain)
+        .filter(|v| mirror::is_plain_value(v))
+        .unwrap_or(PROTOCOL_VERSION.as_bytes());
+    head.push(b"mcp-protocol-version", version, false);
+    if let Some(key) = rpc.routing_key()
+        && let Ok(Some(value)) = crate::mcp::typed::routing_value(rpc, message)
+        && value.bytes().all(|b| (0x20..0x7f).contains(&b))
+    {
+        head.push(key.as_bytes(), value.as_bytes(), false);
+    }
+    push_metadata(head, config, owned)?;
+    check_room(head)
 }

@@ -77,6 +77,12 @@ impl<S: CallStore, R: Records<Slot<S::Buf>>, const CACHE: usize> State<S, R, CAC
                         continue;
                     };
                     a.msg_start = start + len;
+                    if a.typed.is_some() {
+                        // The one response message, protobuf: turned into
+                        // JSON once the trailers say it stands.
+                        a.response = Some((start, start + len));
+                        continue;
+                    }
                     let message = &rx[start..start + len];
                     let Some(at) = JsonRpcMessage::decode(message)
                         .ok()
@@ -240,12 +246,37 @@ impl<S: CallStore, R: Records<Slot<S::Buf>>, const CACHE: usize> State<S, R, CAC
         a.reset_owed = a.sent < a.frame.1 - a.frame.0;
         let status = trailers.and_then(|t| t.get(b"grpc-status").and_then(Code::parse));
         a.diagnostics.grpc_status = status;
-        if let Some(at) = a.response {
+        let http = a.diagnostics.http_status;
+        #[cfg(feature = "typed")]
+        if let (Some(rpc), Some(msg)) = (a.typed, a.response) {
+            // A typed response stands only with trailers `grpc-status: 0`
+            // (digest §1, §10); other trailers are read as an error below.
+            if trailers.is_none() || status.is_none() {
+                fail_transport(
+                    &mut self.store,
+                    slot,
+                    Code::Internal,
+                    b"the response ended without grpc-status",
+                    http,
+                );
+                return;
+            }
+            if status == Some(Code::Ok) {
+                match super::typed::response_json(&mut self.store, slot, rpc, msg) {
+                    Ok(at) => self.outcome(i, false, at),
+                    Err(why) => fail_transport(&mut self.store, slot, Code::Internal, why, http),
+                }
+                return;
+            }
+        }
+        let Some(a) = slot.active.as_mut() else {
+            return;
+        };
+        if let Some(at) = a.response.filter(|_| a.typed.is_none()) {
             // A complete response is kept, whatever the status.
             self.outcome(i, false, at);
             return;
         }
-        let http = a.diagnostics.http_status;
         if !a.decoder.is_idle() {
             fail_transport(
                 &mut self.store,

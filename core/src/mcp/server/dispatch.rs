@@ -29,6 +29,9 @@ pub enum Route {
     Handle(HandlerRef),
     /// `subscriptions/listen`: the engine keeps the stream.
     Listen,
+    /// A forwarding registry ([`Registry::forward`]): the application
+    /// answers whatever the method.
+    Forward,
     /// A JSON-RPC error answered in band (the request was understood, but
     /// names nothing the server has).
     Reject(RpcError),
@@ -160,6 +163,9 @@ pub fn route_indexed(
     params: Option<&[u8]>,
     index: &ParamsIndex,
 ) -> Route {
+    if registry.forward {
+        return Route::Forward;
+    }
     let resources = !registry.resources.is_empty() || !registry.templates.is_empty();
     let builtin = match method {
         b"server/discover" => Some(Builtin::Discover),
@@ -249,7 +255,8 @@ pub fn error_data<'o>(e: &RpcError, params: Option<&[u8]>, out: &'o mut [u8]) ->
 
 /// Whether an input schema may hold an `x-mcp-header` annotation: it has
 /// the key's text, or a backslash (an escaped key hides from the byte
-/// search). One pass, eight octets at a time to each `x` or backslash.
+/// search). One pass, eight octets at a time to each `-` (rarer than the
+/// `x`) or backslash.
 fn may_annotate(schema: &[u8]) -> bool {
     const KEY: &[u8] = b"x-mcp-header";
     const LO: u64 = 0x0101_0101_0101_0101;
@@ -259,11 +266,11 @@ fn may_annotate(schema: &[u8]) -> bool {
         let at = match schema.get(i..).and_then(<[u8]>::first_chunk::<8>) {
             Some(word) => {
                 let w = u64::from_le_bytes(*word);
-                // The lowest flagged octet is an `x` or a backslash (both
+                // The lowest flagged octet is a `-` or a backslash (both
                 // below 0x80: a borrow only runs upwards from a real one).
-                let x = (w ^ (LO * u64::from(b'x'))).wrapping_sub(LO);
+                let dash = (w ^ (LO * u64::from(b'-'))).wrapping_sub(LO);
                 let backslash = (w ^ (LO * u64::from(b'\\'))).wrapping_sub(LO);
-                let found = (x | backslash) & !w & HI;
+                let found = (dash | backslash) & !w & HI;
                 if found == 0 {
                     i += 8;
                     continue;
@@ -275,7 +282,7 @@ fn may_annotate(schema: &[u8]) -> bool {
         };
         match schema.get(at) {
             Some(b'\\') => return true,
-            Some(b'x') if schema[at..].starts_with(KEY) => return true,
+            Some(b'-') if at > 0 && schema[at - 1..].starts_with(KEY) => return true,
             _ => i = at + 1,
         }
     }
@@ -285,6 +292,55 @@ fn may_annotate(schema: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mcp::registry::ServerInfo;
+
+    #[test]
+    fn a_forwarding_registry_hands_every_method_over_after_the_checks() {
+        let registry = Registry {
+            info: ServerInfo {
+                name: "bridge",
+                version: "1",
+                instructions: None,
+            },
+            tools: &[],
+            resources: &[],
+            templates: &[],
+            prompts: &[],
+            listen: false,
+            completions: false,
+            forward: true,
+        };
+        let params = br#"{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}"#;
+        for method in [
+            &b"server/discover"[..],
+            b"tools/list",
+            b"tools/call",
+            b"subscriptions/listen",
+            b"x-vendor/anything",
+        ] {
+            assert_eq!(route(&registry, method, Some(params)), Route::Forward);
+        }
+        // The binding's checks still come first.
+        let old = br#"{"_meta":{"io.modelcontextprotocol/protocolVersion":"1999-01-01","io.modelcontextprotocol/clientCapabilities":{}}}"#;
+        let e = check::<crate::h2::HeaderList<'_>>(
+            &registry,
+            b"tools/list",
+            b"\"tools/list\"",
+            Some(old),
+            None,
+        );
+        assert_eq!(e.map_err(|e| e.code), Err(UNSUPPORTED_PROTOCOL_VERSION));
+        assert!(
+            check::<crate::h2::HeaderList<'_>>(
+                &registry,
+                b"tools/list",
+                b"\"tools/list\"",
+                None,
+                None
+            )
+            .is_err()
+        );
+    }
 
     #[test]
     fn the_annotation_search_finds_the_key_or_a_backslash_anywhere() {

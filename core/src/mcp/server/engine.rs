@@ -508,6 +508,20 @@ where
                 Dispatched::Handed
             }
             Route::Listen => self.start_listen(i),
+            Route::Forward => {
+                let listen = method_text == b"subscriptions/listen";
+                if let Some(c) = self.calls[i].as_mut() {
+                    c.index = spans.index;
+                    c.handler = Some(Handler::Forward { method });
+                    c.notice = Some(Notice::Request);
+                    // A listen stream has no end of its own: no default
+                    // deadline, as when the engine keeps it.
+                    if listen && !c.explicit_deadline {
+                        c.deadline = None;
+                    }
+                }
+                Dispatched::Handed
+            }
         }
     }
 
@@ -662,7 +676,7 @@ where
         let bytes = self.store.bytes(&c.buf);
         let params = c.params_at().map_or(&b"{}"[..], |r| &bytes[r]);
         Some(Request {
-            kind: c.handler?.kind(&self.registry, params, &c.index),
+            kind: c.handler?.kind(&self.registry, bytes, params, &c.index),
             id: &bytes[c.id_at()],
             params,
             meta: RequestMeta::from_index(params, &c.index).ok()?,
@@ -960,6 +974,32 @@ where
         if let Some(c) = self.calls.get_mut(i).and_then(Option::as_mut) {
             c.id_len = 0;
         }
+    }
+
+    /// Keeps the `id` of call `i`'s invalid message at `at`, when it has a
+    /// string or number one that fits: its error names the request it
+    /// answers (JSON-RPC 2.0 §5.1 asks null only when the id cannot be
+    /// read).
+    pub(crate) fn keep_id(&mut self, i: usize, at: Range<usize>) {
+        let Some(c) = self.calls.get_mut(i).and_then(Option::as_mut) else {
+            return;
+        };
+        let bytes = self.store.bytes_mut(&mut c.buf);
+        let Some(message) = bytes.get(at.clone()) else {
+            return;
+        };
+        let Some(id) = json::get(message, b"id").filter(|id| {
+            matches!(
+                json::kind(id),
+                Some(json::Kind::String | json::Kind::Number)
+            ) && id.len() <= c.id_room
+        }) else {
+            return;
+        };
+        let span = json::span(message, id);
+        let (start, end) = (at.start + span.start, at.start + span.end);
+        bytes.copy_within(start..end, c.headers_len);
+        c.id_len = end - start;
     }
 
     /// Marks the call's answer complete.

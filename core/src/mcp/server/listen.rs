@@ -228,6 +228,7 @@ mod tests {
             prompts: &[],
             listen,
             completions: false,
+            forward: false,
         }
     }
 

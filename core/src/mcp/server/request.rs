@@ -37,6 +37,15 @@ pub enum RequestKind<'a> {
     },
     /// `completion/complete`: read `params`.
     Complete,
+    /// Any request of a forwarding registry
+    /// ([`Registry::forward`](super::super::registry::Registry::forward)),
+    /// checked but not routed: the application answers it as the server it
+    /// forwards to does.
+    Forward {
+        /// The JSON-RPC method (its text, unescaped when it had no escape;
+        /// a method with an escape is given raw, without its quotes).
+        method: &'a str,
+    },
 }
 
 /// A request for the application. Its slices are borrowed from the engine
@@ -64,14 +73,15 @@ pub struct Request<'a> {
     pub principal: Option<&'a str>,
 }
 
-impl Request<'_> {
+impl<'a> Request<'a> {
     /// The JSON-RPC method of the request.
-    pub fn method(&self) -> &'static str {
+    pub fn method(&self) -> &'a str {
         match self.kind {
             RequestKind::CallTool { .. } => "tools/call",
             RequestKind::ReadResource { .. } => "resources/read",
             RequestKind::GetPrompt { .. } => "prompts/get",
             RequestKind::Complete => "completion/complete",
+            RequestKind::Forward { method } => method,
         }
     }
 
@@ -88,6 +98,11 @@ pub(crate) enum Handler {
     Resource,
     Prompt(u16),
     Complete,
+    /// Forwarded: the method's text lies at this range of the call's
+    /// buffer.
+    Forward {
+        method: (usize, usize),
+    },
 }
 
 impl Handler {
@@ -95,6 +110,7 @@ impl Handler {
     pub(crate) fn kind<'a>(
         self,
         registry: &Registry<'a>,
+        bytes: &'a [u8],
         params: &'a [u8],
         index: &ParamsIndex,
     ) -> RequestKind<'a> {
@@ -120,6 +136,12 @@ impl Handler {
                 }
             }
             Self::Complete => RequestKind::Complete,
+            Self::Forward { method: (a, b) } => RequestKind::Forward {
+                method: bytes
+                    .get(a..b)
+                    .and_then(|m| core::str::from_utf8(m).ok())
+                    .unwrap_or(""),
+            },
         }
     }
 }

@@ -432,7 +432,13 @@ impl<'r, S: CallStore, const CALLS: usize> StdioServer<'r, S, CALLS> {
         // One parse: its spans serve the checks here and the engine's.
         let spans = match self.engine.parse(i, at.clone()) {
             Some(Ok(spans)) => spans,
-            Some(Err(e)) => return self.answer(i, e),
+            Some(Err(e)) => {
+                // A message that is JSON, but not a valid request.
+                if e.code == INVALID_REQUEST {
+                    self.engine.keep_id(i, at);
+                }
+                return self.answer(i, e);
+            }
             None => return,
         };
         match spans {

@@ -20,9 +20,13 @@ fn key(jw: &mut J<'_>, first: &mut bool, key: &str) {
     *first = false;
 }
 
-/// A short text buffer for `core::fmt` number formatting.
+/// Room for any finite double's `Display` text: 309 integer digits, or
+/// "0." and 323 zeros before the last digits of the smallest subnormal.
+const DIGITS: usize = 344;
+
+/// A text buffer for `core::fmt` number formatting.
 struct Digits {
-    buf: [u8; 48],
+    buf: [u8; DIGITS],
     len: usize,
 }
 
@@ -71,17 +75,49 @@ where
         return Ok(());
     }
     let mut d = Digits {
-        buf: [0; 48],
+        buf: [0; DIGITS],
         len: 0,
     };
-    let res = if plain {
-        write!(d, "{x}")
+    write!(d, "{x}").map_err(|_| TypedError::Invalid("a number too long to write"))?;
+    let text = d.buf.get(..d.len).unwrap_or_default();
+    if plain {
+        jw.raw(text);
     } else {
-        write!(d, "{x:e}")
-    };
-    res.map_err(|_| TypedError::Invalid("a number too long to write"))?;
-    jw.raw(d.buf.get(..d.len).unwrap_or_default());
+        exponent(jw, text);
+    }
     Ok(())
+}
+
+/// Rewrites the `Display` text of a float outside the plain range (a whole
+/// number of more than 16 digits, or `0.000000…`) with an exponent, as
+/// `{:e}` writes it: the same shortest digits, so `core`'s exponent
+/// formatting stays out of the firmware.
+fn exponent(jw: &mut J<'_>, text: &[u8]) {
+    let (sign, body) = match text.split_first() {
+        Some((b'-', rest)) => (&b"-"[..], rest),
+        _ => (&b""[..], text),
+    };
+    let (digits, exp) = match body.iter().position(|&b| b == b'.') {
+        // 0.000ddd: the exponent counts the zeros after the point.
+        Some(dot) => {
+            let frac = body.get(dot + 1..).unwrap_or_default();
+            let zeros = frac.iter().take_while(|&&b| b == b'0').count();
+            (frac.get(zeros..).unwrap_or_default(), -(zeros as i64) - 1)
+        }
+        // ddd000: the shortest digits, then zeros.
+        None => {
+            let end = body.iter().rposition(|&b| b != b'0').map_or(0, |i| i + 1);
+            (body.get(..end).unwrap_or_default(), body.len() as i64 - 1)
+        }
+    };
+    jw.raw(sign);
+    if let Some((first, rest)) = digits.split_first() {
+        jw.raw(core::slice::from_ref(first));
+        if !rest.is_empty() {
+            jw.raw(b".").raw(rest);
+        }
+    }
+    jw.raw(b"e").int(exp);
 }
 
 fn text(jw: &mut J<'_>, bytes: &[u8]) {
@@ -155,7 +191,7 @@ pub(super) fn members(
         let holder = if entry.group == 0 {
             Some(msg)
         } else {
-            msg.message(entry.group)
+            msg.message(u32::from(entry.group))
         };
         match holder {
             Some(h) => field(jw, m, entry, h, first)?,
@@ -191,7 +227,7 @@ fn field(
     msg: MessageRef<'_>,
     first: &mut bool,
 ) -> Result<()> {
-    let n = entry.field;
+    let n = u32::from(entry.field);
     let always = entry.flags & ALWAYS != 0;
     match entry.conv {
         Conv::Str => {
@@ -206,7 +242,7 @@ fn field(
                     .entries
                     .iter()
                     .find(|e| e.key != entry.key && m.one_of.contains(&e.key))
-                    .map_or(0, |e| e.field);
+                    .map_or(0, |e| u32::from(e.field));
                 let blob = msg.bytes(other).unwrap_or_default();
                 if !blob.is_empty() {
                     if !s.is_empty() {
@@ -570,4 +606,52 @@ pub(super) fn result(jw: &mut J<'_>, m: &Mapping, msg: MessageRef<'_>) -> Result
     }
     jw.raw(b"}");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::format;
+    use std::string::String;
+
+    fn written(x: impl core::fmt::Display) -> String {
+        let mut out = [0u8; DIGITS + 8];
+        let mut jw = JsonWriter::new(&mut out);
+        exponent(&mut jw, format!("{x}").as_bytes());
+        String::from_utf8(jw.finish().unwrap().to_vec()).unwrap()
+    }
+
+    /// The rewrite gives `{:e}`'s text for the floats outside the plain
+    /// range: the extremes, and a spread of bit patterns of both widths.
+    #[test]
+    fn exponent_text_is_what_lower_exp_writes() {
+        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut doubles = std::vec![f64::MAX, f64::MIN_POSITIVE, 5e-324, -1.5e-7, 1e300, 9.5e15];
+        let mut floats = std::vec![f32::MAX, f32::MIN_POSITIVE, 1e-45, -1.5e-7, 3e38, 1.6e16];
+        for _ in 0..20_000 {
+            doubles.push(f64::from_bits(next()));
+            floats.push(f32::from_bits(next() as u32));
+        }
+        let mut checked = 0;
+        for x in doubles {
+            if x.is_finite() && x != 0.0 && !(1e-6..SAFE).contains(&x.abs()) {
+                assert_eq!(written(x), format!("{x:e}"), "{x:?}");
+                checked += 1;
+            }
+        }
+        for x in floats {
+            let wide = f64::from(x.abs());
+            if x.is_finite() && x != 0.0 && !(1e-6..SAFE).contains(&wide) {
+                assert_eq!(written(x), format!("{x:e}"), "{x:?}");
+                checked += 1;
+            }
+        }
+        assert!(checked > 20_000, "{checked}");
+    }
 }

@@ -20,9 +20,9 @@ pub(super) static STRING_SCHEMA: Mapping = mapping(
     &[
         e("title", 1, Conv::Str),
         e("description", 2, Conv::Str),
-        e("minLength", 3, Conv::UintOpt(SAFE_U64)),
-        e("maxLength", 4, Conv::UintOpt(SAFE_U64)),
-        e("format", 5, Conv::Enum(FORMATS)),
+        e("minLength", 3, Conv::UintOpt(&SAFE_U64)),
+        e("maxLength", 4, Conv::UintOpt(&SAFE_U64)),
+        e("format", 5, Conv::Enum(&FORMATS)),
         e("default", 6, Conv::StrOpt),
     ],
 );

@@ -246,7 +246,7 @@ pub(super) fn members(
             .entries
             .iter()
             .enumerate()
-            .any(|(i, e)| e.group == group.field && present & (1 << i) != 0);
+            .any(|(i, e)| u32::from(e.group) == group.field && present & (1 << i) != 0);
         if !(group.always || any) {
             continue;
         }
@@ -254,7 +254,7 @@ pub(super) fn members(
         let nested = begin(w, group.field)?;
         for (key, value) in json::members(obj) {
             if let Some((_, entry)) = find(m, key)
-                && entry.group == group.field
+                && u32::from(entry.group) == group.field
                 && !is_null(value)
             {
                 field(w, entry, value, inner)?;
@@ -276,7 +276,7 @@ pub(super) fn members(
 /// One member `v` (not null) as the field of `entry`, in a message at
 /// level `depth`.
 fn field(w: &mut W<'_>, entry: &Entry, v: &[u8], depth: usize) -> Result<()> {
-    let n = entry.field;
+    let n = u32::from(entry.field);
     match entry.conv {
         Conv::Str => {
             expect(v, Kind::String, "expected a string")?;
@@ -315,7 +315,7 @@ fn field(w: &mut W<'_>, entry: &Entry, v: &[u8], depth: usize) -> Result<()> {
         Conv::F64Opt => w.double(n, number(v)?),
         Conv::UintOpt(max) => {
             let x = integer(v)?;
-            if x < 0 || x.unsigned_abs() > max {
+            if x < 0 || x.unsigned_abs() > *max {
                 return Err(TypedError::Unexpressible(
                     "an integer beyond the field's range",
                 ));

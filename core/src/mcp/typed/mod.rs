@@ -195,6 +195,30 @@ pub fn result_to_json(rpc: Rpc, message: &[u8], out: &mut [u8]) -> Result<usize>
     finish_json(jw)
 }
 
+/// Client: the RPC's response message as the whole JSON-RPC response to
+/// the request `id` (raw JSON), `{"jsonrpc":"2.0","id":…,"result":…}`,
+/// written by `jw`; running out of room shows in `jw.finish()`.
+pub fn write_response(rpc: Rpc, id: &[u8], message: &[u8], jw: &mut JsonWriter<'_>) -> Result<()> {
+    let msg = parse(rpc.response(), message)?;
+    let mut outcome = Ok(());
+    super::envelope::write_result(jw, id, |w| {
+        outcome = decode::result(w, table::result(rpc), msg);
+    });
+    outcome
+}
+
+/// The reason a client gives for refusing to send a request the mapping
+/// fails on (it goes out as -32600 before a byte is sent).
+pub const fn refusal_reason(e: &TypedError) -> &'static str {
+    match e {
+        TypedError::Json => "params is not a JSON object",
+        TypedError::Invalid(why) | TypedError::Unexpressible(why) => why,
+        TypedError::Missing(_) => "a member the MCP request requires is missing",
+        TypedError::Malformed(_) => "malformed protobuf",
+        TypedError::BufferTooSmall { .. } => "the request message is too large",
+    }
+}
+
 /// The value the routing metadata of `rpc` (§2, [`Rpc::routing_key`])
 /// carries for the encoded request `message`: the tool's name (`CallTool`),
 /// the prompt's name (`GetPrompt`), the resource's URI (`ReadResource`),

@@ -23,8 +23,9 @@ pub(super) enum Conv {
     /// `optional double`.
     F64Opt,
     /// `optional uint64` / `optional uint32`: a non-negative integer up to
-    /// the bound; decoded when present.
-    UintOpt(u64),
+    /// the bound; decoded when present. (Behind a reference: no 8-octet
+    /// payload makes every table entry 8-aligned.)
+    UintOpt(&'static u64),
     /// `optional float`: a finite number; decoded as the shortest text of
     /// the `f32`.
     F32Opt,
@@ -48,9 +49,9 @@ pub(super) enum Conv {
     StrList,
     /// An enum ↔ one of the names; 0 is never decoded (absent), an unknown
     /// number is invalid.
-    Enum(&'static [(&'static str, i32)]),
+    Enum(&'static Names),
     /// A packed `repeated` enum ↔ an array of names.
-    EnumList(&'static [(&'static str, i32)]),
+    EnumList(&'static Names),
     /// `map<string, string>` ↔ an object of strings; decoded when non-empty.
     StrMap,
     /// A repeated message of content members ↔ an array of content blocks.
@@ -72,6 +73,10 @@ pub(super) enum Conv {
     Common,
 }
 
+/// An enum's MCP names and numbers (a thin reference to it keeps [`Conv`]
+/// at two words).
+pub(super) type Names = &'static [(&'static str, i32)];
+
 /// The entry is required: absent (or `null`) is [`Missing`](super::TypedError::Missing).
 pub(super) const REQ: u8 = 1;
 /// Decoded even when empty: `""`, `[]`.
@@ -82,13 +87,14 @@ pub(super) const ALWAYS: u8 = 2;
 pub(super) struct Entry {
     /// The JSON key.
     pub key: &'static str,
-    /// The field number, in the message of `group` (0: the message itself).
-    pub field: u32,
+    /// The field number, in the message of `group` (0: the message itself);
+    /// one octet, as `group`: the tables are flash.
+    pub field: u8,
     pub conv: Conv,
     pub flags: u8,
     /// The sub-message of the mapped message that holds the field (`common`,
     /// `request`), or 0.
-    pub group: u32,
+    pub group: u8,
     /// When decoding finds the field empty or absent: this error text
     /// (invalid), e.g. "Missing tool name".
     pub missing: &'static str,
@@ -120,10 +126,16 @@ pub(super) struct Union {
     pub members: &'static [(&'static str, u32, &'static Mapping)],
 }
 
+/// A field number of the tables (all below 256; checked at compile time).
+const fn small(n: u32) -> u8 {
+    assert!(n < 256, "a field number above 255");
+    n as u8
+}
+
 pub(super) const fn e(key: &'static str, field: u32, conv: Conv) -> Entry {
     Entry {
         key,
-        field,
+        field: small(field),
         conv,
         flags: 0,
         group: 0,
@@ -134,7 +146,7 @@ pub(super) const fn e(key: &'static str, field: u32, conv: Conv) -> Entry {
 pub(super) const fn req(key: &'static str, field: u32, conv: Conv) -> Entry {
     Entry {
         key,
-        field,
+        field: small(field),
         conv,
         flags: REQ | ALWAYS,
         group: 0,
@@ -143,7 +155,10 @@ pub(super) const fn req(key: &'static str, field: u32, conv: Conv) -> Entry {
 }
 
 pub(super) const fn grouped(group: u32, entry: Entry) -> Entry {
-    Entry { group, ..entry }
+    Entry {
+        group: small(group),
+        ..entry
+    }
 }
 
 const fn missing(text: &'static str, entry: Entry) -> Entry {
@@ -171,7 +186,7 @@ const ACTIONS: &[(&str, i32)] = &[("accept", 1), ("decline", 2), ("cancel", 3)];
 pub(super) static ANNOTATIONS: Mapping = mapping(
     &schema::ANNOTATIONS,
     &[
-        e("audience", 1, Conv::EnumList(ROLES)),
+        e("audience", 1, Conv::EnumList(&ROLES)),
         e("priority", 2, Conv::F32Opt),
         e("lastModified", 3, Conv::StrOpt),
     ],
@@ -183,7 +198,7 @@ static ICON: Mapping = mapping(
         req("src", 1, Conv::Str),
         e("mimeType", 2, Conv::Str),
         e("sizes", 3, Conv::StrList),
-        e("theme", 4, Conv::Enum(THEMES)),
+        e("theme", 4, Conv::Enum(&THEMES)),
     ],
 );
 
@@ -350,7 +365,7 @@ static SAMPLING_CONTENT: Union = Union {
 static PROMPT_MESSAGE: Mapping = mapping(
     &schema::PROMPT_MESSAGE,
     &[
-        req("role", 1, Conv::Enum(ROLES)),
+        req("role", 1, Conv::Enum(&ROLES)),
         req("content", 0, Conv::Block(&PROMPT_CONTENT)),
     ],
 );
@@ -358,7 +373,7 @@ static PROMPT_MESSAGE: Mapping = mapping(
 static SAMPLING_MESSAGE: Mapping = mapping(
     &schema::SAMPLING_MESSAGE,
     &[
-        req("role", 1, Conv::Enum(ROLES)),
+        req("role", 1, Conv::Enum(&ROLES)),
         req("content", 0, Conv::Block(&SAMPLING_CONTENT)),
     ],
 );
@@ -385,7 +400,7 @@ pub(super) static SAMPLING_REQUEST: Mapping = mapping(
         req("messages", 1, Conv::List(&SAMPLING_MESSAGE)),
         e("modelPreferences", 2, Conv::Msg(&MODEL_PREFERENCES)),
         e("systemPrompt", 3, Conv::Str),
-        e("includeContext", 4, Conv::Enum(INCLUDE_CONTEXT)),
+        e("includeContext", 4, Conv::Enum(&INCLUDE_CONTEXT)),
         e("temperature", 5, Conv::F32Opt),
         req("maxTokens", 6, Conv::Int32),
         e("stopSequences", 7, Conv::StrList),
@@ -397,7 +412,7 @@ pub(super) static SAMPLING_REQUEST: Mapping = mapping(
 pub(super) static SAMPLING_RESULT: Mapping = Mapping {
     desc: &schema::SAMPLING_CREATE_MESSAGE_RESULT,
     entries: &[
-        grouped(1, req("role", 1, Conv::Enum(ROLES))),
+        grouped(1, req("role", 1, Conv::Enum(&ROLES))),
         grouped(1, req("content", 0, Conv::Block(&SAMPLING_CONTENT))),
         req("model", 2, Conv::Str),
         e("stopReason", 3, Conv::Str),
@@ -424,7 +439,7 @@ pub(super) static ROOTS_RESULT: Mapping = mapping(
 pub(super) static ELICIT_RESULT: Mapping = mapping(
     &schema::ELICIT_RESULT,
     &[
-        req("action", 1, Conv::Enum(ACTIONS)),
+        req("action", 1, Conv::Enum(&ACTIONS)),
         e("content", 2, Conv::Object),
     ],
 );
@@ -559,7 +574,7 @@ pub(super) fn request(rpc: Rpc) -> &'static Mapping {
 const TTL: Entry = e("ttlMs", 3, Conv::Ttl);
 const RESULT_META: Entry = e("_meta", 0, Conv::Common);
 const RESULT_TYPE: Entry = e("resultType", 0, Conv::Common);
-const CACHE_SCOPE: Entry = e("cacheScope", 4, Conv::Enum(CACHE_SCOPES));
+const CACHE_SCOPE: Entry = e("cacheScope", 4, Conv::Enum(&CACHE_SCOPES));
 
 static LIST_TOOLS_RESULT: Mapping = mapping(
     &schema::LIST_TOOLS_RESPONSE,
@@ -691,8 +706,8 @@ mod tests {
         }
         seen.push(m);
         for entry in m.entries {
-            let desc = holder(m, entry.group);
-            let field = desc.field(entry.field);
+            let desc = holder(m, u32::from(entry.group));
+            let field = desc.field(u32::from(entry.field));
             let name = desc.name;
             let key = entry.key;
             let ty = field.map(|f| f.ty);
@@ -708,7 +723,7 @@ mod tests {
                 Conv::F64Opt => assert!(matches!(ty, Some(FieldType::Double)), "{name}.{key}"),
                 Conv::UintOpt(max) => assert!(
                     matches!(
-                        (ty, max),
+                        (ty, *max),
                         (Some(FieldType::Uint64), 0x20_0000_0000_0000)
                             | (Some(FieldType::Uint32), 0xffff_ffff)
                     ),
@@ -738,7 +753,7 @@ mod tests {
                     let Some(FieldType::Enum(en)) = ty else {
                         panic!("{name}.{key}: not an enum");
                     };
-                    for (_, n) in values {
+                    for (_, n) in values.iter() {
                         assert!(en.name_of(*n).is_some(), "{name}.{key} = {n}");
                     }
                 }

@@ -1,44 +1,66 @@
-//! `mcpwire bridge --stdio-host (--to URL | -- /ABS/SERVER [ARGS...])`:
-//! a host that speaks only stdio reaches a server over any transport of
-//! [`Client`]: Streamable HTTP (`http://`, `https://`), the gRPC tunnel
-//! (`grpc://HOST:PORT`) or a stdio child.
+//! `mcpwire bridge (--stdio-host | --listen ADDR ...) (--to URL | -- /ABS/SERVER [ARGS...])`:
+//! a host reaches a server over any transport of [`Client`]: Streamable
+//! HTTP (`http://`, `https://`), the gRPC tunnel (`grpc://HOST:PORT`) or a
+//! stdio child.
 //!
-//! Each line of stdin is one JSON-RPC message of the host. A request is
-//! forwarded as one downstream call, unchanged but for its id: the client
-//! picks the downstream id and the bridge puts the host's back on the
-//! response, and on every `notifications/progress` of the call the host's
-//! progress token. `notifications/cancelled` drops the downstream call (the
-//! HTTP stream closed, the gRPC stream reset, or `notifications/cancelled`
-//! to a child) and nothing more is sent for that request. A call that
-//! breaks downstream is a JSON-RPC error to the host that says so; the
-//! server's own errors (version errors among them) go back as they came.
-//! Only JSON-RPC lines go to stdout; diagnostics go to stderr. At the end
-//! of stdin the calls in flight finish, then the bridge exits 0.
+//! Both host sides are one [`App::forward`] on the server engine: stdio
+//! (`--stdio-host`, the stdio binding on stdin and stdout) or the network
+//! (`--listen`: Streamable HTTP, the gRPC tunnel and the typed service on
+//! one port, a bearer token required unless `--no-auth`, Origin checked).
+//! The engine judges each host message as the binding says (envelope,
+//! `_meta`, version, mirrored headers, ids in use, cancellation); every
+//! request it admits is forwarded as one downstream call, unchanged but
+//! for its id: the client picks the downstream id, the engine puts the
+//! host's back on the response, and the bridge puts it on a listen's
+//! events and the host's progress token on every
+//! `notifications/progress`. The host's cancel (`notifications/cancelled`,
+//! its HTTP stream closed, RST_STREAM) drops the downstream call (the HTTP
+//! stream closed, the gRPC stream reset, or `notifications/cancelled` to a
+//! child). A call that breaks downstream is a JSON-RPC error to the host
+//! that says so; the server's own errors (version errors among them) go
+//! back as they came. The host's credential stays here: downstream the
+//! bridge sends `MCPWIRE_TOKEN`, if set. A stdio child that crashes fails
+//! its calls in flight and is started again (`--restart-max`,
+//! `--restart-backoff-ms`); new calls wait for it meanwhile.
+//!
+//! Only JSON-RPC goes to stdout; diagnostics go to stderr, the first a
+//! sentence naming the host side, the server side, the versions and the
+//! eras. An older-era server (2025-11-25, 2024-11-05) is served to the
+//! host as 2026-07-28: its `server/discover` is answered by the bridge from
+//! what the server's lists answer. At the end of stdin (stdio host) the
+//! calls in flight get the stdio server's grace to finish; SIGTERM ends
+//! either host side, and the child is shut down.
 
-use std::collections::HashMap;
 use std::process::ExitCode;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use mcpwire_core::grpc::Code;
 use mcpwire_core::mcp::client::stdio::{Era, EraChoice};
-use mcpwire_core::mcp::error::{INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR};
+use mcpwire_core::mcp::error::INTERNAL_ERROR;
 use mcpwire_core::mcp::meta::{KEY_SUBSCRIPTION_ID, PROTOCOL_VERSION};
 use mcpwire_tokio::{
-    CallError, Client, HttpChannelConfig, ServerCommand, StdioChannelConfig, StreamMessage,
+    App, CallError, Client, ForwardRequest, HttpChannelConfig, ServerCommand, StdioChannelConfig,
+    StreamMessage, ToolError,
 };
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
 
-pub const USAGE: &str = "usage: mcpwire bridge --stdio-host [--timeout-ms N] --to http[s]://HOST:PORT/PATH | grpc://HOST:PORT
-       mcpwire bridge --stdio-host [--timeout-ms N] [--pass-env NAME]... -- /ABS/SERVER [ARGS...]
-         the host speaks MCP over stdin/stdout; each request is forwarded to the server
-         (MCPWIRE_TOKEN, if set, is the bearer token sent downstream over HTTP and gRPC)";
+pub const USAGE: &str = "usage: mcpwire bridge HOST-SIDE [--timeout-ms N] [RESTART] --to http[s]://HOST:PORT/PATH | grpc://HOST:PORT
+       mcpwire bridge HOST-SIDE [--timeout-ms N] [RESTART] [--pass-env NAME]... -- /ABS/SERVER [ARGS...]
+  HOST-SIDE is one of
+         --stdio-host   the host speaks MCP over stdin/stdout
+         --listen [ADDR:]PORT (--token-file FILE | --no-auth) [--tls-cert PEM --tls-key PEM]
+              [--allow-host NAME]... [--http-path PATH]
+           the host reaches Streamable HTTP (at /mcp), the gRPC tunnel and the typed gRPC service
+           on that port (127.0.0.1 unless ADDR says otherwise); a bearer token of FILE is required
+           unless --no-auth; an Origin that is not allowed is refused (403)
+  RESTART (a stdio server): [--restart-max N] starts in a row that may fail (default 5),
+         [--restart-backoff-ms N] the first wait before a restart (default 100, doubling up to 5 s)
+  each request is forwarded to the server; the host's token is never sent on
+  (MCPWIRE_TOKEN, if set, is the bearer token sent downstream over HTTP and gRPC)";
 
-/// The longest line read from the host; a longer one is refused.
-const MAX_LINE_BYTES: usize = 16 << 20;
+/// The host side's own request timeout: none to speak of (a year).
+const NO_HOST_TIMEOUT: Duration = Duration::from_secs(365 * 24 * 3600);
 
 /// The server side.
 enum Downstream {
@@ -49,22 +71,69 @@ enum Downstream {
     },
 }
 
+/// The host side.
+enum Host {
+    Stdio,
+    /// `--listen`: the network server, its options (tokens, TLS, hosts).
+    Listen {
+        addr: String,
+        opts: super::ServeOptions,
+        no_auth: bool,
+    },
+}
+
+/// How a stdio server is restarted after a crash.
+#[derive(Default)]
+struct Restart {
+    max: Option<u32>,
+    backoff: Option<Duration>,
+}
+
 struct Args {
+    host: Host,
     downstream: Downstream,
     timeout: Option<Duration>,
+    restart: Restart,
 }
 
 fn parse(args: impl Iterator<Item = String>) -> Result<Args, String> {
     let mut stdio_host = false;
+    let mut listen = None;
+    let mut no_auth = false;
+    let mut opts = super::ServeOptions::default();
+    let mut restart = Restart::default();
     let mut to = None;
     let mut command = None;
     let mut pass_env = Vec::new();
     let mut timeout = None;
     let mut args = args.into_iter();
     while let Some(arg) = args.next() {
+        if super::ServeOptions::takes(&arg) {
+            if arg.split('=').next() == Some("--token") {
+                return Err(
+                    "a token on the command line is seen in the process list: use --token-file"
+                        .into(),
+                );
+            }
+            opts.take(&arg, &mut args)?;
+            continue;
+        }
         let mut value = |name: &str| args.next().ok_or(format!("{name} needs a value"));
         match arg.as_str() {
             "--stdio-host" => stdio_host = true,
+            "--listen" => listen = Some(value("--listen")?),
+            "--no-auth" => no_auth = true,
+            "--restart-max" => {
+                let v = value("--restart-max")?;
+                restart.max = Some(v.parse().map_err(|_| format!("bad --restart-max {v}"))?);
+            }
+            "--restart-backoff-ms" => {
+                let v = value("--restart-backoff-ms")?;
+                let ms: u64 = v
+                    .parse()
+                    .map_err(|_| format!("bad --restart-backoff-ms {v}"))?;
+                restart.backoff = Some(Duration::from_millis(ms));
+            }
             "--to" => to = Some(value("--to")?),
             "--pass-env" => pass_env.push(value("--pass-env")?),
             "--timeout-ms" => {
@@ -79,9 +148,36 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Args, String> {
             other => return Err(format!("unknown argument {other}")),
         }
     }
-    if !stdio_host {
-        return Err("the host side is needed: --stdio-host".into());
-    }
+    let host = match (stdio_host, listen) {
+        (true, Some(_)) => return Err("one host side: --stdio-host or --listen, not both".into()),
+        (false, None) => return Err("the host side is needed: --stdio-host or --listen".into()),
+        (true, None) => {
+            if opts.is_set() || no_auth {
+                return Err("--token-file, --no-auth, --tls-*, --allow-host and --http-path go with --listen".into());
+            }
+            Host::Stdio
+        }
+        (false, Some(addr)) => {
+            match (opts.tokens.is_empty(), no_auth) {
+                (true, false) => {
+                    return Err("--listen needs --token-file FILE (or --no-auth, which lets anyone who reaches the port in)".into());
+                }
+                (false, true) => return Err("either --token-file or --no-auth, not both".into()),
+                _ => {}
+            }
+            // A port alone binds loopback.
+            let addr = if addr.parse::<u16>().is_ok() {
+                format!("127.0.0.1:{addr}")
+            } else {
+                addr
+            };
+            Host::Listen {
+                addr,
+                opts,
+                no_auth,
+            }
+        }
+    };
     let downstream = match (to, command) {
         (Some(_), Some(_)) => return Err("either --to URL or -- /ABS/SERVER, not both".into()),
         (None, None) => return Err("the server side is needed: --to URL or -- /ABS/SERVER".into()),
@@ -102,26 +198,45 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Args, String> {
             Downstream::Child { command, pass_env }
         }
     };
+    if matches!(downstream, Downstream::Address(_))
+        && (restart.max.is_some() || restart.backoff.is_some())
+    {
+        return Err("--restart-max and --restart-backoff-ms go with -- /ABS/SERVER".into());
+    }
     Ok(Args {
+        host,
         downstream,
         timeout,
+        restart,
     })
 }
 
 /// Runs the subcommand with the arguments after `bridge`.
 pub fn main(args: impl Iterator<Item = String>) -> ExitCode {
-    let args = match parse(args) {
+    let args: Vec<String> = args.collect();
+    if args.first().is_some_and(|a| a == "-h" || a == "--help") {
+        println!("{USAGE}");
+        return ExitCode::SUCCESS;
+    }
+    let args = match parse(args.into_iter()) {
         Ok(a) => a,
         Err(e) => {
             eprintln!("mcpwire bridge: {e}\n{USAGE}");
             return ExitCode::from(2);
         }
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
+    // A stdio host is one connection: one thread runs it, the client and
+    // the forwarding handlers, with no wake-ups across threads (as `serve
+    // --stdio`); a network host side spreads its connections.
+    let mut builder = match args.host {
+        Host::Stdio => tokio::runtime::Builder::new_current_thread(),
+        Host::Listen { .. } => {
+            let mut b = tokio::runtime::Builder::new_multi_thread();
+            b.worker_threads(2);
+            b
+        }
+    };
+    let runtime = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("mcpwire bridge: cannot start the runtime: {e}");
@@ -131,7 +246,10 @@ pub fn main(args: impl Iterator<Item = String>) -> ExitCode {
     runtime.block_on(run(args))
 }
 
-async fn connect(downstream: &Downstream) -> Result<(Client, String), CallError> {
+async fn connect(
+    downstream: &Downstream,
+    restart: &Restart,
+) -> Result<(Client, String), CallError> {
     let token = std::env::var("MCPWIRE_TOKEN").ok();
     match downstream {
         Downstream::Address(url) if url.starts_with("http://") || url.starts_with("https://") => {
@@ -161,7 +279,14 @@ async fn connect(downstream: &Downstream) -> Result<(Client, String), CallError>
             for name in pass_env {
                 server = server.pass_env(name.clone());
             }
-            let client = Client::stdio(StdioChannelConfig::new(server)).await?;
+            let mut config = StdioChannelConfig::new(server);
+            if let Some(max) = restart.max {
+                config.max_restarts = max;
+            }
+            if let Some(backoff) = restart.backoff {
+                config.restart_backoff = backoff;
+            }
+            let client = Client::stdio(config).await?;
             Ok((client, program))
         }
     }
@@ -179,18 +304,8 @@ fn redact(address: &str) -> String {
     }
 }
 
-/// A call in flight: its task, and whether it is a listen stream (which
-/// has no end of its own).
-struct Forward {
-    task: JoinHandle<()>,
-    listen: bool,
-}
-
-/// The calls in flight, by the host's id (its JSON text).
-type InFlight = Arc<Mutex<HashMap<String, Forward>>>;
-
 async fn run(args: Args) -> ExitCode {
-    let (client, target) = match connect(&args.downstream).await {
+    let (client, target) = match connect(&args.downstream, &args.restart).await {
         Ok(c) => c,
         Err(e) => {
             eprintln!("mcpwire bridge: cannot reach the server: {e}");
@@ -204,259 +319,288 @@ async fn run(args: Args) -> ExitCode {
             client.transport_name()
         ),
     };
-    eprintln!(
-        "mcpwire bridge {}: host side stdio (MCP {PROTOCOL_VERSION}, JSON-RPC lines on stdin and stdout) -> server side {server_side}",
-        env!("CARGO_PKG_VERSION")
-    );
+    let older = client
+        .era()
+        .filter(|era| era.era != Era::Modern)
+        .map(|era| format!("{} {}", era.era.describe(), era.version));
+    // Era translation: the host side stays the current era; an older
+    // server's discovery is the bridge's, from what the server answers.
+    let (translation, discover) = match &older {
+        Some(older) => (
+            format!(
+                "; the server speaks {older}: the host side stays MCP {PROTOCOL_VERSION} and its server/discover is answered from what the server reported"
+            ),
+            Some(Arc::new(legacy_discover(&client).await)),
+        ),
+        None => (String::new(), None),
+    };
+    let app = forwarding_app(client.clone(), args.timeout, discover);
+    match args.host {
+        Host::Stdio => {
+            eprintln!(
+                "mcpwire bridge {}: host side stdio (MCP {PROTOCOL_VERSION}, JSON-RPC lines on stdin and stdout) -> server side {server_side}{translation}",
+                env!("CARGO_PKG_VERSION")
+            );
+            let config = mcpwire_tokio::StdioConfig {
+                // The downstream call has its own timeout (--timeout-ms,
+                // or the client's); the host side adds none.
+                request_timeout: NO_HOST_TIMEOUT,
+                ..mcpwire_tokio::StdioConfig::default()
+            };
+            let served = tokio::select! {
+                served = app.serve_stdio_with(config) => served,
+                () = shutdown_signal() => Ok(()),
+            };
+            client.close().await;
+            match served {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("mcpwire bridge: the host side failed: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        Host::Listen {
+            addr,
+            opts,
+            no_auth,
+        } => {
+            let sides = format!("MCP {PROTOCOL_VERSION} -> server side {server_side}{translation}");
+            listen_host(client, app, &addr, opts, no_auth, &sides).await
+        }
+    }
+}
 
-    if let Some(era) = client.era()
-        && era.era != Era::Modern
+/// Completes at SIGTERM or Ctrl-C (never, when neither can be watched).
+async fn shutdown_signal() {
+    #[cfg(unix)]
     {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = term.recv() => {}
+                r = tokio::signal::ctrl_c() => if r.is_err() {
+                    term.recv().await;
+                },
+            }
+            return;
+        }
+    }
+    if tokio::signal::ctrl_c().await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
+/// The network host side: one forwarding app on the server of `opts`
+/// (Streamable HTTP, the gRPC tunnel, the typed service), until SIGTERM.
+async fn listen_host(
+    client: Client,
+    app: App,
+    addr: &str,
+    opts: super::ServeOptions,
+    no_auth: bool,
+    sides: &str,
+) -> ExitCode {
+    let mut opts = opts;
+    // The downstream call has its own timeout (--timeout-ms, or the
+    // client's): its -32001 says which side gave up. The host side adds
+    // none (a gRPC host's grpc-timeout still holds).
+    opts.request_timeout = Some(NO_HOST_TIMEOUT);
+    let (server, sentence) = match super::bind(addr, opts).await {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("mcpwire bridge: cannot listen on {addr}: {e}");
+            client.close().await;
+            return ExitCode::FAILURE;
+        }
+    };
+    if no_auth {
         eprintln!(
-            "mcpwire bridge: warning: the server is of an older era ({}); requests are forwarded as the client sends them, the host's lifecycle is not translated",
-            era.era.describe()
+            "mcpwire bridge: warning: --no-auth: whoever reaches {addr} uses the server through the bridge, unauthenticated"
         );
     }
-
-    let (out_tx, mut out_rx) = mpsc::unbounded_channel::<Value>();
-    let writer = tokio::spawn(async move {
-        let mut stdout = tokio::io::stdout();
-        while let Some(msg) = out_rx.recv().await {
-            let mut line = msg.to_string();
-            line.push('\n');
-            if stdout.write_all(line.as_bytes()).await.is_err() || stdout.flush().await.is_err() {
-                break;
-            }
-        }
-    });
-
-    let in_flight: InFlight = Arc::default();
-    let mut stdin = BufReader::new(tokio::io::stdin());
-    let mut line = Vec::new();
-    loop {
-        line.clear();
-        match read_line(&mut stdin, &mut line).await {
-            Ok(Line::Eof) => break,
-            Ok(Line::TooLong) => {
-                let _ = out_tx.send(error_response(
-                    Value::Null,
-                    INVALID_REQUEST,
-                    &format!("the line is longer than {MAX_LINE_BYTES} bytes"),
-                ));
-            }
-            Ok(Line::Read) => handle_line(&line, &client, args.timeout, &out_tx, &in_flight),
-            Err(e) => {
-                eprintln!("mcpwire bridge: reading stdin: {e}");
-                break;
-            }
-        }
-    }
-    // The end of stdin: the calls in flight finish (listen streams, which
-    // never do, are dropped), then the bridge ends.
-    let calls: Vec<_> = match in_flight.lock() {
-        Ok(mut map) => map.drain().map(|(_, f)| f).collect(),
-        Err(_) => Vec::new(),
-    };
-    for f in calls {
-        if f.listen {
-            f.task.abort();
-        }
-        let _ = f.task.await;
-    }
-    drop(out_tx);
-    let _ = writer.await;
+    eprintln!(
+        "mcpwire bridge {}: host side {sentence}, {sides}",
+        env!("CARGO_PKG_VERSION")
+    );
+    let served = server.serve_with_shutdown(app, shutdown_signal()).await;
     client.close().await;
-    ExitCode::SUCCESS
-}
-
-enum Line {
-    Read,
-    TooLong,
-    Eof,
-}
-
-/// Reads one line (without its end) into `buf`, at most
-/// [`MAX_LINE_BYTES`]; the rest of a longer line is skipped.
-async fn read_line(
-    reader: &mut BufReader<tokio::io::Stdin>,
-    buf: &mut Vec<u8>,
-) -> std::io::Result<Line> {
-    let mut too_long = false;
-    loop {
-        let available = reader.fill_buf().await?;
-        if available.is_empty() {
-            return Ok(if too_long {
-                Line::TooLong
-            } else if buf.is_empty() {
-                Line::Eof
-            } else {
-                Line::Read
-            });
-        }
-        let (chunk, used, end) = match available.iter().position(|&b| b == b'\n') {
-            Some(i) => (&available[..i], i + 1, true),
-            None => (available, available.len(), false),
-        };
-        if !too_long && buf.len() + chunk.len() <= MAX_LINE_BYTES {
-            buf.extend_from_slice(chunk);
-        } else {
-            too_long = true;
-            buf.clear();
-        }
-        reader.consume(used);
-        if end {
-            if buf.last() == Some(&b'\r') {
-                buf.pop();
-            }
-            return Ok(if too_long { Line::TooLong } else { Line::Read });
+    match served {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("mcpwire bridge: the host side failed: {e}");
+            ExitCode::FAILURE
         }
     }
 }
 
-fn error_response(id: Value, code: i32, message: &str) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+/// The one forwarding path of both host sides: every request the engine
+/// admits goes to the server through `client`; `discover`, when given, is
+/// the answer to `server/discover` (an older-era server has none).
+fn forwarding_app(client: Client, timeout: Option<Duration>, discover: Option<Arc<Value>>) -> App {
+    App::new("mcpwire-bridge", env!("CARGO_PKG_VERSION")).forward(move |request| {
+        let client = client.clone();
+        let discover = discover.clone();
+        async move {
+            let Some(discover) = discover else {
+                return forward_request(client, request, timeout).await;
+            };
+            // An older-era server: its discovery is the bridge's, and its
+            // results get the fields the current era requires.
+            if request.method() == "server/discover" {
+                return Ok(Value::clone(&discover));
+            }
+            let method = request.method().to_owned();
+            let mut result = forward_request(client, request, timeout).await?;
+            current_era_result(&method, &mut result);
+            Ok(result)
+        }
+    })
 }
 
-/// A failure of the downstream call, as the host sees it.
-fn downstream_error(id: Value, transport: &str, e: &CallError) -> Value {
+/// An older-era server's result of `method`, as MCP 2026-07-28 has it:
+/// `resultType` (`complete`: older eras have no other), and on the
+/// cacheable results the caching hints (stale at once, for this caller:
+/// the older server promised nothing).
+fn current_era_result(method: &str, result: &mut Value) {
+    let Some(object) = result.as_object_mut() else {
+        return;
+    };
+    object
+        .entry("resultType")
+        .or_insert_with(|| json!("complete"));
+    if matches!(
+        method,
+        "tools/list"
+            | "prompts/list"
+            | "resources/list"
+            | "resources/templates/list"
+            | "resources/read"
+    ) {
+        object.entry("ttlMs").or_insert_with(|| json!(0));
+        object
+            .entry("cacheScope")
+            .or_insert_with(|| json!("private"));
+    }
+}
+
+/// The `server/discover` result of an older-era server, from what it
+/// reported: the lists it answers become its capabilities; the version is
+/// the host side's.
+async fn legacy_discover(client: &Client) -> Value {
+    let mut capabilities = serde_json::Map::new();
+    for (method, capability) in [
+        ("tools/list", "tools"),
+        ("resources/list", "resources"),
+        ("prompts/list", "prompts"),
+    ] {
+        let params = json!({"_meta": {
+            "io.modelcontextprotocol/protocolVersion": PROTOCOL_VERSION,
+            "io.modelcontextprotocol/clientCapabilities": {},
+        }});
+        if let Ok(answer) = client.request(method, params).await
+            && answer.get("result").is_some()
+        {
+            capabilities.insert(capability.into(), json!({}));
+        }
+    }
+    json!({
+        "resultType": "complete",
+        "supportedVersions": [PROTOCOL_VERSION],
+        "capabilities": capabilities,
+        "ttlMs": 0,
+        "cacheScope": "private",
+        "_meta": {"io.modelcontextprotocol/serverInfo": {
+            "name": "mcpwire-bridge",
+            "version": env!("CARGO_PKG_VERSION"),
+        }},
+    })
+}
+
+/// One request of the network host, forwarded: its notifications, then
+/// its result or error, under the host's id and progress token (the
+/// engine puts the id on the answer).
+async fn forward_request(
+    client: Client,
+    request: ForwardRequest,
+    timeout: Option<Duration>,
+) -> Result<Value, ToolError> {
+    let transport = client.transport_name();
+    let id = request.id().clone();
+    let token = request.progress_token().cloned();
+    let mut call = client
+        .call_with_timeout(request.message(), timeout)
+        .await
+        .map_err(|e| downstream_tool_error(transport, &e))?;
+    loop {
+        match call.next().await {
+            Ok(Some(StreamMessage::Notification(mut n))) => {
+                let Some(method) = n.get("method").and_then(Value::as_str).map(str::to_owned)
+                else {
+                    continue;
+                };
+                if method == "notifications/progress" {
+                    let Some(token) = &token else { continue };
+                    if let Some(params) = n.get_mut("params").and_then(Value::as_object_mut) {
+                        params.insert("progressToken".into(), token.clone());
+                    }
+                }
+                restore_id(&mut n, "params", &id);
+                let params = n.get("params").cloned().unwrap_or_else(|| json!({}));
+                request.notify(&method, &params).await;
+            }
+            Ok(Some(StreamMessage::Response(mut r))) => {
+                restore_id(&mut r, "result", &id);
+                if let Some(result) = r.get_mut("result") {
+                    return Ok(result.take());
+                }
+                let error = r.get("error");
+                let code = error
+                    .and_then(|e| e.get("code"))
+                    .and_then(Value::as_i64)
+                    .and_then(|c| i32::try_from(c).ok())
+                    .unwrap_or(INTERNAL_ERROR);
+                let message = error
+                    .and_then(|e| e.get("message"))
+                    .and_then(Value::as_str)
+                    .unwrap_or("the server's error has no message");
+                let mut e = ToolError::new(code, message);
+                e.data = error.and_then(|e| e.get("data")).cloned();
+                return Err(e);
+            }
+            Ok(None) => {
+                return Err(ToolError::internal(format!(
+                    "the bridge's call to the server ({transport}) ended without a response"
+                )));
+            }
+            Err(e) => return Err(downstream_tool_error(transport, &e)),
+        }
+    }
+}
+
+/// A failure of the downstream call, as the host sees it: the server's
+/// JSON-RPC code when it gave one, -32001 for a timeout, else -32603;
+/// `data.grpcStatus` (and `data.httpStatus`) say what the client saw.
+fn downstream_tool_error(transport: &str, e: &CallError) -> ToolError {
     let code = match (e.diagnostics.rpc_code, e.status) {
-        (Some(code), _) => i64::from(code),
+        (Some(code), _) => code,
         // The code SDKs give a request that timed out.
         (None, Code::DeadlineExceeded) => -32001,
-        (None, _) => i64::from(INTERNAL_ERROR),
+        (None, _) => INTERNAL_ERROR,
     };
     let mut data = json!({"grpcStatus": format!("{:?}", e.status)});
     if let Some(status) = e.diagnostics.http_status {
         data["httpStatus"] = json!(status);
     }
-    json!({"jsonrpc": "2.0", "id": id, "error": {
-        "code": code,
-        "message": format!("the bridge's call to the server ({transport}) failed: {}", e.message),
-        "data": data,
-    }})
-}
-
-fn handle_line(
-    line: &[u8],
-    client: &Client,
-    timeout: Option<Duration>,
-    out: &mpsc::UnboundedSender<Value>,
-    in_flight: &InFlight,
-) {
-    if line.iter().all(u8::is_ascii_whitespace) {
-        return;
-    }
-    let mut msg: Value = match serde_json::from_slice(line) {
-        Ok(v) => v,
-        Err(e) => {
-            let _ = out.send(error_response(
-                Value::Null,
-                PARSE_ERROR,
-                &format!("not JSON: {e}"),
-            ));
-            return;
-        }
-    };
-    let Some(obj) = msg.as_object_mut() else {
-        let _ = out.send(error_response(
-            Value::Null,
-            INVALID_REQUEST,
-            "a message is a JSON object",
-        ));
-        return;
-    };
-    let id = obj.remove("id");
-    let Some(method) = obj.get("method").and_then(Value::as_str).map(str::to_owned) else {
-        if obj.contains_key("result") || obj.contains_key("error") {
-            eprintln!(
-                "mcpwire bridge: a response from the host, to no request of the bridge: dropped"
-            );
-        } else {
-            let _ = out.send(error_response(
-                id.unwrap_or(Value::Null),
-                INVALID_REQUEST,
-                "a request needs a method",
-            ));
-        }
-        return;
-    };
-    let Some(id) = id else {
-        notification(&method, msg, client, in_flight);
-        return;
-    };
-    if !(id.is_string() || id.is_number()) {
-        let _ = out.send(error_response(
-            Value::Null,
-            INVALID_REQUEST,
-            "an id is a string or a number",
-        ));
-        return;
-    }
-    let key = id.to_string();
-    let Ok(mut map) = in_flight.lock() else {
-        return;
-    };
-    map.retain(|_, f| !f.task.is_finished());
-    if map.contains_key(&key) {
-        let _ = out.send(error_response(
-            id,
-            INVALID_REQUEST,
-            "a request with this id is in flight",
-        ));
-        return;
-    }
-    let token = msg
-        .pointer("/params/_meta/progressToken")
-        .filter(|t| !t.is_null())
-        .cloned();
-    let listen = method == "subscriptions/listen";
-    let task = tokio::spawn(forward(
-        client.clone(),
-        msg,
-        id,
-        token,
-        timeout,
-        out.clone(),
-    ));
-    map.insert(key, Forward { task, listen });
-}
-
-/// A notification of the host: `notifications/cancelled` drops the call
-/// it names; the others go to the server.
-fn notification(method: &str, msg: Value, client: &Client, in_flight: &InFlight) {
-    if method == "notifications/cancelled" {
-        let Some(key) = msg.pointer("/params/requestId").map(Value::to_string) else {
-            return;
-        };
-        if let Some(f) = in_flight.lock().ok().and_then(|mut m| m.remove(&key)) {
-            // Dropping the call cancels it downstream.
-            f.task.abort();
-        }
-        return;
-    }
-    if client.transport_name() == "stdio" {
-        // The stdio client sends requests only; a notification would go
-        // out with an id.
-        eprintln!("mcpwire bridge: the host's {method} is not forwarded to a stdio server");
-        return;
-    }
-    let client = client.clone();
-    let method = method.to_owned();
-    tokio::spawn(async move {
-        let sent = match client.call(msg).await {
-            Ok(mut call) => loop {
-                match call.next().await {
-                    Ok(Some(_)) => {}
-                    Ok(None) => break Ok(()),
-                    Err(e) => break Err(e),
-                }
-            },
-            Err(e) => Err(e),
-        };
-        if let Err(e) = sent {
-            eprintln!("mcpwire bridge: the host's {method} did not reach the server: {e}");
-        }
-    });
+    let mut out = ToolError::new(
+        code,
+        format!(
+            "the bridge's call to the server ({transport}) failed: {}",
+            e.message
+        ),
+    );
+    out.data = Some(data);
+    out
 }
 
 /// The places where a message of a call names the call's id (a listen's
@@ -474,69 +618,6 @@ fn restore_id(msg: &mut Value, part: &str, id: &Value) {
     }
     if cancelled && let Some(request_id) = body.get_mut("requestId") {
         *request_id = id.clone();
-    }
-}
-
-/// One request of the host, forwarded: its notifications, then its
-/// response, each under the host's id and progress token.
-async fn forward(
-    client: Client,
-    request: Value,
-    id: Value,
-    token: Option<Value>,
-    timeout: Option<Duration>,
-    out: mpsc::UnboundedSender<Value>,
-) {
-    let transport = client.transport_name();
-    let mut call = match client.call_with_timeout(request, timeout).await {
-        Ok(c) => c,
-        Err(e) => {
-            let _ = out.send(downstream_error(id, transport, &e));
-            return;
-        }
-    };
-    loop {
-        match call.next().await {
-            Ok(Some(StreamMessage::Notification(mut n))) => {
-                if n.get("method").and_then(Value::as_str) == Some("notifications/progress") {
-                    // The host asked for no progress: none is sent to it.
-                    let Some(token) = &token else { continue };
-                    if let Some(params) = n.get_mut("params").and_then(Value::as_object_mut) {
-                        params.insert("progressToken".into(), token.clone());
-                    }
-                }
-                restore_id(&mut n, "params", &id);
-                let _ = out.send(n);
-            }
-            Ok(Some(StreamMessage::Response(mut r))) => {
-                restore_id(&mut r, "result", &id);
-                if let Some(obj) = r.as_object_mut() {
-                    obj.insert("id".into(), id);
-                    let _ = out.send(r);
-                } else {
-                    let _ = out.send(error_response(
-                        id,
-                        INTERNAL_ERROR,
-                        "the server's response is not a JSON object",
-                    ));
-                }
-                return;
-            }
-            Ok(None) => {
-                let _ = out.send(error_response(
-                    id,
-                    INTERNAL_ERROR,
-                    &format!(
-                        "the bridge's call to the server ({transport}) ended without a response"
-                    ),
-                ));
-                return;
-            }
-            Err(e) => {
-                let _ = out.send(downstream_error(id, transport, &e));
-                return;
-            }
-        }
     }
 }
 
@@ -565,6 +646,27 @@ mod tests {
             ("--stdio-host --to http://h/mcp -- /bin/s", "not both"),
             ("--stdio-host -- server", "absolute path"),
             ("--stdio-host --pass-env X --to http://h/mcp", "--pass-env"),
+            ("--listen 8080 --to http://h/mcp", "--token-file"),
+            (
+                "--listen 8080 --no-auth --token-file /nonexistent --to http://h/mcp",
+                "/nonexistent",
+            ),
+            (
+                "--listen 8080 --token secret --to http://h/mcp",
+                "process list",
+            ),
+            (
+                "--stdio-host --listen 8080 --no-auth --to http://h/mcp",
+                "not both",
+            ),
+            (
+                "--stdio-host --no-auth --to http://h/mcp",
+                "go with --listen",
+            ),
+            (
+                "--stdio-host --restart-max 2 --to http://h/mcp",
+                "go with -- /ABS/SERVER",
+            ),
             (
                 "--stdio-host --timeout-ms soon --to http://h/mcp",
                 "--timeout-ms",
@@ -573,6 +675,41 @@ mod tests {
             let err = parse(words(line)).err().unwrap_or_default();
             assert!(err.contains(why), "{line}: {err}");
         }
+    }
+
+    #[test]
+    fn a_bare_port_listens_on_loopback() {
+        let args = parse(words(
+            "--listen 8080 --no-auth --restart-max 2 --restart-backoff-ms 10 -- /bin/server",
+        ))
+        .unwrap();
+        assert!(matches!(args.host,
+            Host::Listen { addr, no_auth: true, .. } if addr == "127.0.0.1:8080"));
+        assert_eq!(args.restart.max, Some(2));
+        assert_eq!(args.restart.backoff, Some(Duration::from_millis(10)));
+        let args = parse(words("--listen 0.0.0.0:9 --no-auth --to grpc://h:1")).unwrap();
+        assert!(matches!(args.host, Host::Listen { addr, .. } if addr == "0.0.0.0:9"));
+    }
+
+    #[test]
+    fn an_older_servers_results_get_the_current_eras_fields() {
+        let mut listed = json!({"tools": []});
+        current_era_result("tools/list", &mut listed);
+        assert_eq!(
+            listed,
+            json!({"tools": [], "resultType": "complete", "ttlMs": 0, "cacheScope": "private"})
+        );
+        let mut called = json!({"content": [], "resultType": "complete", "isError": false});
+        current_era_result("tools/call", &mut called);
+        assert_eq!(
+            called,
+            json!({"content": [], "resultType": "complete", "isError": false})
+        );
+        let mut kept = json!({"contents": [], "ttlMs": 5000, "cacheScope": "public"});
+        current_era_result("resources/read", &mut kept);
+        assert_eq!(kept["ttlMs"], 5000);
+        assert_eq!(kept["cacheScope"], "public");
+        assert_eq!(kept["resultType"], "complete");
     }
 
     #[test]

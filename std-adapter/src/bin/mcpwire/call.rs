@@ -3,6 +3,9 @@
 //! N]`: one request over the tunnel binding (cleartext HTTP/2, or TLS with
 //! ALPN `h2` trusting the platform's roots or those of a PEM file); the
 //! result JSON goes to stdout, progress (with `--progress`) to stderr.
+//! `--typed` sends `list` and `tool` as RPCs of the typed binding
+//! (`model_context_protocol.Mcp`) and `discover` over the tunnel
+//! ([`mcpwire_tokio::GrpcMode::Typed`]).
 //! With `--stdio [-v] ... -- /abs/server [ARGS...]` the request goes to a
 //! stdio server launched as a child (the words after `--`); `-v` prints
 //! the era, the versions and whether a fallback happened to stderr.
@@ -19,10 +22,11 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use mcpwire_core::mcp::client::stdio::EraChoice;
-use mcpwire_tokio::{Channel, ChannelConfig, Client, ClientCall, StreamMessage};
+use mcpwire_tokio::{Channel, ChannelConfig, Client, ClientCall, GrpcMode, StreamMessage};
 use serde_json::{Value, json};
 
-pub const USAGE: &str = "usage: mcpwire call [--server ADDR | grpc://ADDR] [--tls | --tls-ca PEM] [--tls-server-name NAME] discover | list | tool NAME [JSON-ARGS] [--progress] [--timeout-ms N]   (default 127.0.0.1:50051, cleartext)
+pub const USAGE: &str = "usage: mcpwire call [--server ADDR | grpc://ADDR] [--typed] [--tls | --tls-ca PEM] [--tls-server-name NAME] discover | list | tool NAME [JSON-ARGS] [--progress] [--timeout-ms N]   (default 127.0.0.1:50051, cleartext;
+         --typed: the typed gRPC binding, with the tunnel for discover)
        mcpwire call --stdio [-v] [--era probe|modern|legacy] [--pass-env NAME]... [--inherit-env] [--cwd DIR]
          discover | list | tool NAME [JSON-ARGS] [--progress] [--timeout-ms N] -- /ABS/SERVER [ARGS...]
          (the child gets an empty environment but the --pass-env names; MCPWIRE_TOKEN goes to it as MCPWIRE_TOKEN)
@@ -69,6 +73,8 @@ struct Args {
     verbose: bool,
     /// `--http1` / `--http2` (HTTP).
     http2: mcpwire_tokio::Http2Mode,
+    /// `--typed` (gRPC): the typed binding, the tunnel as its fallback.
+    typed: bool,
 }
 
 fn era_choice(v: &str) -> Result<EraChoice, String> {
@@ -91,6 +97,7 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Args, String> {
     let mut http_era = None;
     let mut verbose = false;
     let mut http2 = None;
+    let mut typed = false;
     let mut args = args.peekable();
     while let Some(arg) = args.next() {
         if let Some(s) = stdio.as_mut() {
@@ -145,6 +152,7 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Args, String> {
                 timeout = Some(Duration::from_millis(ms));
             }
             "--progress" => progress = true,
+            "--typed" => typed = true,
             "-v" => verbose = true,
             "--era" => {
                 let v = inline
@@ -227,6 +235,9 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Args, String> {
         }
         tls.on = https;
     }
+    if typed && (http.is_some() || stdio.is_some()) {
+        return Err("--typed goes with a gRPC server".into());
+    }
     if http2.is_some() && http.is_none() {
         return Err("--http1 and --http2 go with a URL".into());
     }
@@ -241,6 +252,7 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Args, String> {
         http_era: http_era.unwrap_or_default(),
         verbose,
         http2: http2.unwrap_or_default(),
+        typed,
         stdio,
         server,
         method: method.to_owned(),
@@ -375,9 +387,12 @@ async fn run_http(args: Args) -> ExitCode {
     code
 }
 
-/// The gRPC tunnel: one request.
+/// The gRPC tunnel (or the typed binding): one request.
 async fn run(args: Args) -> ExitCode {
     let mut config = ChannelConfig::new(args.server.clone());
+    if args.typed {
+        config.mode = GrpcMode::Typed;
+    }
     if let Ok(token) = std::env::var("MCPWIRE_TOKEN") {
         config
             .extra_metadata

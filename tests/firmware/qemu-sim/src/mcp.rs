@@ -87,6 +87,7 @@ const REGISTRY: Registry<'static> = Registry {
     prompts: &[],
     listen: false,
     completions: false,
+    forward: false,
 };
 
 /// `params._meta` of every request.

@@ -297,9 +297,21 @@ impl<
         };
         let wrapped = ERROR_RESPONSE_START.len() + obj.len() + 1;
         let bin_room = base64::encoded_len(wrapped);
+        // Room sized by the message itself (its JSON text is no shorter
+        // than its octets), so that a device's small call buffer still
+        // holds a short error's mcp-error-bin.
+        let Some(buf) = self.engine.buffer(i, 0) else {
+            return;
+        };
+        let raw_len = buf
+            .get(obj.clone())
+            .and_then(|e| json::get(e, b"message"))
+            .map_or(0, <[u8]>::len);
+        let text_room = TEXT_ROOM.min(raw_len);
+        let message_room = 3 * text_room.min(MAX_GRPC_MESSAGE);
         // The message first (a small store keeps it), then the response
         // for mcp-error-bin and its base64 when they are small enough.
-        let mut want = obj.end + TEXT_ROOM + 3 * MAX_GRPC_MESSAGE;
+        let mut want = obj.end + text_room + message_room;
         if bin_room <= MAX_ERROR_BIN {
             want += wrapped + bin_room;
         }
@@ -321,7 +333,7 @@ impl<
         let status = crate::mcp::error::grpc_code(code);
         // The message's text (its first TEXT_ROOM octets: grpc-message
         // keeps 1024 at most), then percent-encoded.
-        let (text, rest) = rest.split_at_mut(TEXT_ROOM.min(rest.len()));
+        let (text, rest) = rest.split_at_mut(text_room.min(rest.len()));
         let mut text_len = 0;
         if let Some(m) = json::get(error, b"message") {
             json::unescape_each(m, |piece| {
@@ -330,7 +342,7 @@ impl<
                 text_len += n;
             });
         }
-        let (message, rest) = rest.split_at_mut((3 * MAX_GRPC_MESSAGE).min(rest.len()));
+        let (message, rest) = rest.split_at_mut(message_room.min(rest.len()));
         let msg_len = super::end::grpc_message(&text[..text_len], message);
         let (response, bin) = rest.split_at_mut(wrapped.min(rest.len()));
         let mut bin_len = None;
