@@ -31,7 +31,10 @@
 # (the token reached neither the host's stdout, the bridge's or the
 # server's log, nor any process's command line, sampled while the row ran),
 # stdout-clean (only JSON-RPC lines), clean-shutdown (every launch ended,
-# status 0 at the end of its stdin). One line per check, "PASS|FAIL|SKIP
+# status 0 at the end of its stdin); on py>mcpwire-http and py>mcpwire-grpc
+# also sdk-scenarios (the Python SDK's stdio scenarios of
+# tests/stdio/sdk_client.py through the bridge: progress, listen, multi
+# round-trip calls, eof-exit...). One line per check, "PASS|FAIL|SKIP
 # ROW CHECK detail", then a table; exit status 1 when a check failed, 2 on
 # a setup error.
 #
@@ -310,6 +313,43 @@ EOF
     chmod +x "$dir/bridgectl"
 }
 
+# sdk_scenarios: the Python SDK's own stdio scenarios
+# (tests/stdio/sdk_client.py: discover, tools-list, progress, cancel,
+# tool-error, listen, the fixture set's multi round-trip calls, errors and
+# listen, eof-exit) through the bridge to the row's `mcpwire serve`, and to
+# a second one serving the conformance fixtures when the SDK asks for
+# `--fixtures`; one check, sdk-scenarios.
+sdk_scenarios() {
+    local row=$1 fx_pid fx_addr fx_to
+    background "$dir/fixtures.out" "$dir/fixtures.log" "$binary" serve --listen 127.0.0.1:0 \
+        --token-file "$dir/tokens" --fixtures conformance
+    fx_pid=$bg_pid
+    if ! fx_addr=$(wait_listening "$fx_pid" "$dir/fixtures.log" 20); then
+        record FAIL "$row" sdk-scenarios "the fixtures server did not start"
+        return
+    fi
+    if [[ ${to[1]} == grpc://* ]]; then fx_to=grpc://$fx_addr; else fx_to=http://$fx_addr/mcp; fi
+    cat >"$dir/sdk-bridge" <<EOF
+#!/usr/bin/env bash
+to=${to[1]}
+for arg in "\$@"; do [[ \$arg == --fixtures ]] && to=$fx_to; done
+MCPWIRE_TOKEN=\$(<"$dir/token")
+export MCPWIRE_TOKEN
+exec > >(tee -a "$dir/stdout")
+exec "$binary" bridge --stdio-host --to "\$to" 2>>"$dir/stderr"
+EOF
+    chmod +x "$dir/sdk-bridge"
+    bounded 300 "$python" "$root/tests/stdio/sdk_client.py" "$dir/sdk-bridge" >"$dir/sdk.out" 2>&1 || true
+    stop_pids 5 "$fx_pid" || true
+    local summary
+    summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$dir/sdk.out" | tail -n 1)
+    if [[ $summary == *", 0 failed" ]]; then
+        record PASS "$row" sdk-scenarios "$summary: $(awk '/^ok / {printf "%s ", $2}' "$dir/sdk.out")"
+    else
+        record FAIL "$row" sdk-scenarios "${summary:-no summary}: $(grep '^FAILED' "$dir/sdk.out" | cut -c1-120 | tr '\n' ' ')"
+    fi
+}
+
 # sample_cmdlines: while it runs, the command lines of every process that
 # hold a token, in $dir/cmdline-hits (grep reads the tokens from a file:
 # its own command line holds none).
@@ -432,6 +472,9 @@ print(json.dumps(p))' "$profile" "$dir" "$port" "$timeout_port")
     sample_cmdlines &
     local sampler=$!
     bounded 150 "${host_cmd[@]}" "$row" ordinary "$target" "$profile" >>"$results" 2>"$dir/host.err" || true
+    if [[ $host == py ]] && one_of "$server" mcpwire-http mcpwire-grpc; then
+        sdk_scenarios "$row"
+    fi
     bounded 60 "${host_cmd[@]}" "$row" faults "$target" "$profile" >>"$results" 2>>"$dir/host.err" || true
     if ((net)); then
         "$dir/bridgectl" stop "$port" || true
@@ -538,7 +581,7 @@ for row in "${rows[@]}"; do run_row "$row"; done
 # --- the table -----------------------------------------------------------------
 
 checks=(discover tools-list read-call malformed-args cancel timeout unauthorized restart disconnect
-    no-secret stdout-clean clean-shutdown)
+    no-secret stdout-clean clean-shutdown sdk-scenarios)
 printf '\n==> bridge matrix (mcpwire %s, %s, %d s)\n' "$bridge_version" "$(date -u +%Y-%m-%d)" $((SECONDS - start))
 printf '%-22s' row
 for c in "${checks[@]}"; do printf ' %-5.5s' "$c"; done
