@@ -66,6 +66,11 @@ elf=$root/target/thumbv7em-none-eabihf/release/mcpwire-qemu-stdio
 qemu=$(command -v qemu-system-arm || true)
 if [[ ${MCPWIRE_NO_BUILD:-} != 1 ]]; then
     bounded 1800 "${cargo_tools[@]}" build --release -p mcpwire-tokio --bin mcpwire --quiet || exit 2
+    if [[ $(id -u) == 0 && -c /dev/net/tun ]]; then
+        # The embassy device app of the embassy-grpc rows.
+        bounded 1800 "${cargo_tools[@]}" build --release -p mcpwire-device-host --bin mcpwire-device-host \
+            --quiet || exit 2
+    fi
     if [[ -n $qemu ]]; then
         (cd tests/firmware/qemu-stdio && bounded 900 cargo build --release --quiet) || exit 2
     fi
