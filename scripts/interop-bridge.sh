@@ -5,10 +5,14 @@
 #
 #   ./scripts/interop-bridge.sh [ROW-PATTERN...]
 #
-# A row is HOST>SERVER. Hosts (they launch the bridge as their stdio
+# A row is HOST>SERVER. Stdio hosts (they launch the bridge as their stdio
 # server): py (the Python SDK mcp 2.3.0's stdio client,
 # tests/bridge/host_py.py) and ts (the TypeScript SDK
-# @modelcontextprotocol/client 2.4.0's, tests/bridge/host_ts.mjs).
+# @modelcontextprotocol/client 2.4.0's, tests/bridge/host_ts.mjs). Network
+# hosts of `mcpwire bridge --listen` (a bearer token; skipped while the
+# bridge has no --listen): py-http and ts-http (the same SDKs' Streamable
+# HTTP clients) to stdio-child and mcpwire-grpc, and grpc (mcpwire's Client
+# on the tunnel, tests/bridge/host_grpc.sh) to pysdk-http and stdio-child.
 # Servers: mcpwire-http and mcpwire-grpc (`mcpwire serve`, a bearer token
 # required), pysdk-http (mcp 2.3.0, tests/peers/sdk_server.py), tssdk-http
 # (@modelcontextprotocol/server 2.4.0, tests/peers/ts_server.mjs),
@@ -27,7 +31,10 @@
 # (the token reached neither the host's stdout, the bridge's or the
 # server's log, nor any process's command line, sampled while the row ran),
 # stdout-clean (only JSON-RPC lines), clean-shutdown (every launch ended,
-# status 0 at the end of its stdin). One line per check, "PASS|FAIL|SKIP
+# status 0 at the end of its stdin); on py>mcpwire-http and py>mcpwire-grpc
+# also sdk-scenarios (the Python SDK's stdio scenarios of
+# tests/stdio/sdk_client.py through the bridge: progress, listen, multi
+# round-trip calls, eof-exit...). One line per check, "PASS|FAIL|SKIP
 # ROW CHECK detail", then a table; exit status 1 when a check failed, 2 on
 # a setup error.
 #
@@ -59,6 +66,11 @@ elf=$root/target/thumbv7em-none-eabihf/release/mcpwire-qemu-stdio
 qemu=$(command -v qemu-system-arm || true)
 if [[ ${MCPWIRE_NO_BUILD:-} != 1 ]]; then
     bounded 1800 "${cargo_tools[@]}" build --release -p mcpwire-tokio --bin mcpwire --quiet || exit 2
+    if [[ $(id -u) == 0 && -c /dev/net/tun ]]; then
+        # The embassy device app of the embassy-grpc rows.
+        bounded 1800 "${cargo_tools[@]}" build --release -p mcpwire-device-host --bin mcpwire-device-host \
+            --quiet || exit 2
+    fi
     if [[ -n $qemu ]]; then
         (cd tests/firmware/qemu-stdio && bounded 900 cargo build --release --quiet) || exit 2
     fi
@@ -306,6 +318,43 @@ EOF
     chmod +x "$dir/bridgectl"
 }
 
+# sdk_scenarios: the Python SDK's own stdio scenarios
+# (tests/stdio/sdk_client.py: discover, tools-list, progress, cancel,
+# tool-error, listen, the fixture set's multi round-trip calls, errors and
+# listen, eof-exit) through the bridge to the row's `mcpwire serve`, and to
+# a second one serving the conformance fixtures when the SDK asks for
+# `--fixtures`; one check, sdk-scenarios.
+sdk_scenarios() {
+    local row=$1 fx_pid fx_addr fx_to
+    background "$dir/fixtures.out" "$dir/fixtures.log" "$binary" serve --listen 127.0.0.1:0 \
+        --token-file "$dir/tokens" --fixtures conformance
+    fx_pid=$bg_pid
+    if ! fx_addr=$(wait_listening "$fx_pid" "$dir/fixtures.log" 20); then
+        record FAIL "$row" sdk-scenarios "the fixtures server did not start"
+        return
+    fi
+    if [[ ${to[1]} == grpc://* ]]; then fx_to=grpc://$fx_addr; else fx_to=http://$fx_addr/mcp; fi
+    cat >"$dir/sdk-bridge" <<EOF
+#!/usr/bin/env bash
+to=${to[1]}
+for arg in "\$@"; do [[ \$arg == --fixtures ]] && to=$fx_to; done
+MCPWIRE_TOKEN=\$(<"$dir/token")
+export MCPWIRE_TOKEN
+exec > >(tee -a "$dir/stdout")
+exec "$binary" bridge --stdio-host --to "\$to" 2>>"$dir/stderr"
+EOF
+    chmod +x "$dir/sdk-bridge"
+    bounded 300 "$python" "$root/tests/stdio/sdk_client.py" "$dir/sdk-bridge" >"$dir/sdk.out" 2>&1 || true
+    stop_pids 5 "$fx_pid" || true
+    local summary
+    summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$dir/sdk.out" | tail -n 1)
+    if [[ $summary == *", 0 failed" ]]; then
+        record PASS "$row" sdk-scenarios "$summary: $(awk '/^ok / {printf "%s ", $2}' "$dir/sdk.out")"
+    else
+        record FAIL "$row" sdk-scenarios "${summary:-no summary}: $(grep '^FAILED' "$dir/sdk.out" | cut -c1-120 | tr '\n' ' ')"
+    fi
+}
+
 # sample_cmdlines: while it runs, the command lines of every process that
 # hold a token, in $dir/cmdline-hits (grep reads the tokens from a file:
 # its own command line holds none).
@@ -320,9 +369,13 @@ sample_cmdlines() {
 
 # The bridge's network host side (`--listen`): HTTP hosts, the SDKs'
 # Streamable HTTP clients with a bearer token, to a stdio child and to the
-# gRPC tunnel. Without --listen in the bridge's usage those rows are skipped.
-net_hosts=(py-http ts-http)
-net_servers=(stdio-child mcpwire-grpc)
+# gRPC tunnel; a gRPC host, mcpwire's Client on the tunnel (`mcpwire call
+# --server`, tests/bridge/host_grpc.sh), to the Python SDK's HTTP server
+# and to a stdio child. Without --listen in the bridge's usage those rows
+# are skipped.
+net_hosts=(py-http ts-http grpc)
+declare -A net_servers=([py-http]="stdio-child mcpwire-grpc" [ts-http]="stdio-child mcpwire-grpc"
+    [grpc]="pysdk-http stdio-child")
 listen_why=
 if [[ $("$binary" bridge 2>&1 || true) != *--listen* ]]; then
     listen_why="this mcpwire bridge has no --listen host side yet"
@@ -335,7 +388,7 @@ for host in "${hosts[@]}"; do
     for server in "${servers[@]}"; do all_rows+=("$host>$server"); done
 done
 for host in "${net_hosts[@]}"; do
-    for server in "${net_servers[@]}"; do all_rows+=("$host>$server"); done
+    for server in ${net_servers[$host]}; do all_rows+=("$host>$server"); done
 done
 rows=()
 for row in "${all_rows[@]}"; do
@@ -356,6 +409,7 @@ host_command() {
     case $1 in
     py | py-http) host_cmd=("$python" "$root/tests/bridge/host_py.py") ;;
     ts | ts-http) host_cmd=(node "$root/tests/bridge/host_ts.mjs") ;;
+    grpc) host_cmd=(env MCPWIRE_BIN="$binary" bash "$root/tests/bridge/host_grpc.sh") ;;
     esac
 }
 
@@ -373,7 +427,7 @@ run_row() {
         return
     fi
     local net=0
-    [[ $host == *-http ]] && net=1
+    one_of "$host" "${net_hosts[@]}" && net=1
     if ((net)) && [[ -n $listen_why ]]; then
         record SKIP "$row" all "$listen_why"
         return
@@ -423,6 +477,9 @@ print(json.dumps(p))' "$profile" "$dir" "$port" "$timeout_port")
     sample_cmdlines &
     local sampler=$!
     bounded 150 "${host_cmd[@]}" "$row" ordinary "$target" "$profile" >>"$results" 2>"$dir/host.err" || true
+    if [[ $host == py ]] && one_of "$server" mcpwire-http mcpwire-grpc; then
+        sdk_scenarios "$row"
+    fi
     bounded 60 "${host_cmd[@]}" "$row" faults "$target" "$profile" >>"$results" 2>>"$dir/host.err" || true
     if ((net)); then
         "$dir/bridgectl" stop "$port" || true
@@ -529,7 +586,7 @@ for row in "${rows[@]}"; do run_row "$row"; done
 # --- the table -----------------------------------------------------------------
 
 checks=(discover tools-list read-call malformed-args cancel timeout unauthorized restart disconnect
-    no-secret stdout-clean clean-shutdown)
+    no-secret stdout-clean clean-shutdown sdk-scenarios)
 printf '\n==> bridge matrix (mcpwire %s, %s, %d s)\n' "$bridge_version" "$(date -u +%Y-%m-%d)" $((SECONDS - start))
 printf '%-22s' row
 for c in "${checks[@]}"; do printf ' %-5.5s' "$c"; done
