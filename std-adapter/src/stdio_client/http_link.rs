@@ -246,16 +246,13 @@ async fn initialize(
             return None;
         }
     };
-    let answer = match exchange(shared, &req[..n], body).await {
+    let answer = match exchange(shared, &req[..n], body, notes).await {
         Ok(a) => a,
         Err(e) => {
             shared.fatal(e);
             return None;
         }
     };
-    for m in &answer.notifications {
-        let _ = notes.send(Note::Message(m.clone()));
-    }
     match era::initialize(&answer.judgement, answer.status, &answer.buf) {
         InitializeVerdict::Session { version } => {
             let version = json::str_plain(version)
@@ -263,7 +260,7 @@ async fn initialize(
                 .unwrap_or_default();
             let id = answer.session.clone();
             if let Judgement::Response { len, .. } = answer.judgement {
-                let _ = notes.send(Note::Message(answer.buf[..len].to_vec()));
+                let _ = notes.send(Note::Message(one_line(&answer.buf[..len])));
             }
             Some((Shape::Session { id, version }, None))
         }
@@ -490,29 +487,24 @@ async fn post_line(
         }
         return;
     }
-    match exchange(&shared, &req[..n], &body).await {
-        Ok(answer) => {
-            for m in answer.notifications {
-                let _ = notes.send(Note::Message(m));
+    match exchange(&shared, &req[..n], &body, &notes).await {
+        Ok(answer) => match answer.judgement {
+            Judgement::Response { len, .. } => {
+                let _ = notes.send(Note::Message(one_line(&answer.buf[..len])));
             }
-            match answer.judgement {
-                Judgement::Response { len, .. } => {
-                    let _ = notes.send(Note::Message(answer.buf[..len].to_vec()));
-                }
-                Judgement::Accepted | Judgement::Notification { .. } => {}
-                Judgement::Failed(f) if f.status == 404 => {
-                    shared.log("the server ended the session (404): a new one starts");
-                    let _ = notes.send(Note::End);
-                }
-                Judgement::Failed(f) => {
-                    shared.log(&format!(
-                        "POST {path} answered HTTP {}: {}; the link ends",
-                        f.status, f.reason
-                    ));
-                    let _ = notes.send(Note::End);
-                }
+            Judgement::Accepted | Judgement::Notification { .. } => {}
+            Judgement::Failed(f) if f.status == 404 => {
+                shared.log("the server ended the session (404): a new one starts");
+                let _ = notes.send(Note::End);
             }
-        }
+            Judgement::Failed(f) => {
+                shared.log(&format!(
+                    "POST {path} answered HTTP {}: {}; the link ends",
+                    f.status, f.reason
+                ));
+                let _ = notes.send(Note::End);
+            }
+        },
         Err(e) => {
             shared.log(&format!("POST {path}: {e}; the link ends"));
             let _ = notes.send(Note::End);
@@ -526,19 +518,25 @@ struct Answer {
     status: u16,
     /// The final message (`buf[..len]` of the judgement).
     buf: Vec<u8>,
-    /// Notifications that came before it, in order.
-    notifications: Vec<Vec<u8>>,
     session: Option<String>,
 }
 
-/// Sends `request` (carrying `body`) and reads its whole answer.
-async fn exchange(shared: &Shared, request: &[u8], body: &[u8]) -> Result<Answer, String> {
+/// Sends `request` (carrying `body`) and reads its whole answer; each
+/// notification of an SSE answer goes to `notes` as soon as its event is
+/// parsed (progress arrives while the call runs, and a cancel can follow
+/// it), the final message stays in the [`Answer`].
+async fn exchange(
+    shared: &Shared,
+    request: &[u8],
+    body: &[u8],
+    notes: &mpsc::UnboundedSender<Note>,
+) -> Result<Answer, String> {
     let mut reader = ResponseReader::new(body).map_err(|e| e.message.to_owned())?;
     let mut ex = Exchange::open(&shared.target.authority, request)
         .await
         .map_err(|e| format!("{}: {e}", shared.target.authority))?;
     let mut buf = vec![0u8; shared.max_message];
-    let (mut status, mut session, mut notifications) = (0, None, Vec::new());
+    let (mut status, mut session) = (0, None);
     let mut last = None;
     while last.is_none() {
         let ev = ex.next().await?;
@@ -560,7 +558,7 @@ async fn exchange(shared: &Shared, request: &[u8], body: &[u8]) -> Result<Answer
                     data = &data[step.consumed..];
                     match step.judgement {
                         Some(Judgement::Notification { len }) => {
-                            notifications.push(buf[..len].to_vec());
+                            let _ = notes.send(Note::Message(one_line(&buf[..len])));
                         }
                         other => j = other,
                     }
@@ -575,7 +573,6 @@ async fn exchange(shared: &Shared, request: &[u8], body: &[u8]) -> Result<Answer
         judgement: last.unwrap_or(Judgement::Accepted),
         status,
         buf,
-        notifications,
         session,
     })
 }
