@@ -287,15 +287,40 @@ fn skip_string_escaped(src: &[u8], i: usize) -> Result<(usize, bool), JsonError>
     // string: the usual string ends there, at its closing quote.
     let mut j = i + 1;
     if WORDS {
-        let words = src.get(j..).unwrap_or_default().as_chunks::<8>().0;
+        let rest = src.get(j..).unwrap_or_default();
         let mut stop = None;
-        for word in words {
+        // Keys end in their first word; longer strings go on by two.
+        if let Some(word) = rest.first_chunk::<8>() {
             let special = special_octets(u64::from_le_bytes(*word));
             if special != 0 {
                 stop = Some(j + (special.trailing_zeros() / 8) as usize);
-                break;
+            } else {
+                j += 8;
+                for pair in rest[8..].as_chunks::<16>().0 {
+                    let v = u128::from_le_bytes(*pair);
+                    let (a, b) = (special_octets(v as u64), special_octets((v >> 64) as u64));
+                    if a | b != 0 {
+                        let at = if a != 0 {
+                            a.trailing_zeros()
+                        } else {
+                            64 + b.trailing_zeros()
+                        };
+                        stop = Some(j + (at / 8) as usize);
+                        break;
+                    }
+                    j += 16;
+                }
+                if stop.is_none()
+                    && let Some(word) = src.get(j..).and_then(<[u8]>::first_chunk::<8>)
+                {
+                    let special = special_octets(u64::from_le_bytes(*word));
+                    if special != 0 {
+                        stop = Some(j + (special.trailing_zeros() / 8) as usize);
+                    } else {
+                        j += 8;
+                    }
+                }
             }
-            j += 8;
         }
         // The last few octets of the message, one at a time.
         j = match stop {
@@ -1067,6 +1092,30 @@ mod tests {
                 let mut b = a.to_vec();
                 b[at] ^= 0x20;
                 assert!(!bytes_eq(a, &b), "{len} {at}");
+            }
+        }
+    }
+
+    #[test]
+    fn strings_of_every_length_end_where_the_octet_walk_ends_them() {
+        for len in 0..48 {
+            for pos in 0..=len {
+                for special in [&b"\""[..], b"\\n", b"\\u00e9", b"\x01", b"\\"] {
+                    for after in 0..10 {
+                        let mut doc = std::vec![b'"'];
+                        doc.extend(std::iter::repeat_n(b'a', pos));
+                        doc.extend_from_slice(special);
+                        doc.extend(std::iter::repeat_n(b'b', len - pos));
+                        doc.push(b'"');
+                        doc.extend(std::iter::repeat_n(b'}', after));
+                        assert_eq!(
+                            skip_string_escaped(&doc, 0),
+                            string_rest(&doc, 1, false),
+                            "{:?}",
+                            core::str::from_utf8(&doc)
+                        );
+                    }
+                }
             }
         }
     }
