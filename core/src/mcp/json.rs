@@ -726,6 +726,13 @@ pub fn str_eq(raw: &[u8], text: &[u8]) -> bool {
     {
         return bytes_eq(inner, text) && !has_backslash(text);
     }
+    str_eq_walk(raw, text)
+}
+
+/// [`str_eq`] of any raw string: trimmed, escapes resolved. Out of line on
+/// hosts, where [`str_eq`]'s usual case is inlined.
+#[cfg_attr(not(target_os = "none"), inline(never))]
+fn str_eq_walk(raw: &[u8], text: &[u8]) -> bool {
     let Some(inner) = trim(raw)
         .strip_prefix(b"\"")
         .and_then(|s| s.strip_suffix(b"\""))
