@@ -173,6 +173,19 @@ fn special_octets(w: u64) -> u64 {
     (quote_or_control | backslash) & !w & HI
 }
 
+/// How many of the octets of `w` (little-endian) are ASCII digits before
+/// the first that is not.
+fn leading_digits(w: u64) -> usize {
+    const LO: u64 = 0x0101_0101_0101_0101;
+    const HI: u64 = 0x8080_8080_8080_8080;
+    // Below `0`: a borrow into a clear high bit (the lowest is exact);
+    // above `9`: the low seven bits reach 0x3a without a carry out, or the
+    // high bit is set (exact at every octet).
+    let below = w.wrapping_sub(LO * 0x30) & !w;
+    let above = (w & !HI).wrapping_add(LO * (0x80 - 0x3a)) | w;
+    ((below | above) & HI).trailing_zeros() as usize / 8
+}
+
 /// Whether none of the eight octets in `w` ends or escapes a string or is
 /// a control character.
 #[cfg(test)]
@@ -369,6 +382,9 @@ fn skip_number(src: &[u8], i: usize) -> Result<usize, JsonError> {
     match src.get(j) {
         Some(b'0') => j += 1,
         Some(b'1'..=b'9') => {
+            if WORDS && let Some(word) = src.get(j..).and_then(<[u8]>::first_chunk::<8>) {
+                j += leading_digits(u64::from_le_bytes(*word));
+            }
             while let Some(b'0'..=b'9') = src.get(j) {
                 j += 1;
             }
@@ -1122,6 +1138,20 @@ mod tests {
                             core::str::from_utf8(&doc)
                         );
                     }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn leading_digits_by_word_agree_with_the_octets() {
+        for at in 0..8 {
+            for b in 0..=255u8 {
+                for fill in [b'0', b'5', b'9'] {
+                    let mut w = [fill; 8];
+                    w[at] = b;
+                    let want = w.iter().take_while(|c| c.is_ascii_digit()).count();
+                    assert_eq!(leading_digits(u64::from_le_bytes(w)), want, "{w:?}");
                 }
             }
         }
