@@ -173,6 +173,19 @@ fn special_octets(w: u64) -> u64 {
     (quote_or_control | backslash) & !w & HI
 }
 
+/// How many of the octets of `w` (little-endian) are ASCII digits before
+/// the first that is not.
+fn leading_digits(w: u64) -> usize {
+    const LO: u64 = 0x0101_0101_0101_0101;
+    const HI: u64 = 0x8080_8080_8080_8080;
+    // Below `0`: a borrow into a clear high bit (the lowest is exact);
+    // above `9`: the low seven bits reach 0x3a without a carry out, or the
+    // high bit is set (exact at every octet).
+    let below = w.wrapping_sub(LO * 0x30) & !w;
+    let above = (w & !HI).wrapping_add(LO * (0x80 - 0x3a)) | w;
+    ((below | above) & HI).trailing_zeros() as usize / 8
+}
+
 /// Whether none of the eight octets in `w` ends or escapes a string or is
 /// a control character.
 #[cfg(test)]
@@ -287,15 +300,40 @@ fn skip_string_escaped(src: &[u8], i: usize) -> Result<(usize, bool), JsonError>
     // string: the usual string ends there, at its closing quote.
     let mut j = i + 1;
     if WORDS {
-        let words = src.get(j..).unwrap_or_default().as_chunks::<8>().0;
+        let rest = src.get(j..).unwrap_or_default();
         let mut stop = None;
-        for word in words {
+        // Keys end in their first word; longer strings go on by two.
+        if let Some(word) = rest.first_chunk::<8>() {
             let special = special_octets(u64::from_le_bytes(*word));
             if special != 0 {
                 stop = Some(j + (special.trailing_zeros() / 8) as usize);
-                break;
+            } else {
+                j += 8;
+                for pair in rest[8..].as_chunks::<16>().0 {
+                    let v = u128::from_le_bytes(*pair);
+                    let (a, b) = (special_octets(v as u64), special_octets((v >> 64) as u64));
+                    if a | b != 0 {
+                        let at = if a != 0 {
+                            a.trailing_zeros()
+                        } else {
+                            64 + b.trailing_zeros()
+                        };
+                        stop = Some(j + (at / 8) as usize);
+                        break;
+                    }
+                    j += 16;
+                }
+                if stop.is_none()
+                    && let Some(word) = src.get(j..).and_then(<[u8]>::first_chunk::<8>)
+                {
+                    let special = special_octets(u64::from_le_bytes(*word));
+                    if special != 0 {
+                        stop = Some(j + (special.trailing_zeros() / 8) as usize);
+                    } else {
+                        j += 8;
+                    }
+                }
             }
-            j += 8;
         }
         // The last few octets of the message, one at a time.
         j = match stop {
@@ -344,6 +382,9 @@ fn skip_number(src: &[u8], i: usize) -> Result<usize, JsonError> {
     match src.get(j) {
         Some(b'0') => j += 1,
         Some(b'1'..=b'9') => {
+            if WORDS && let Some(word) = src.get(j..).and_then(<[u8]>::first_chunk::<8>) {
+                j += leading_digits(u64::from_le_bytes(*word));
+            }
             while let Some(b'0'..=b'9') = src.get(j) {
                 j += 1;
             }
@@ -701,6 +742,13 @@ pub fn str_eq(raw: &[u8], text: &[u8]) -> bool {
     {
         return bytes_eq(inner, text) && !has_backslash(text);
     }
+    str_eq_walk(raw, text)
+}
+
+/// [`str_eq`] of any raw string: trimmed, escapes resolved. Out of line on
+/// hosts, where [`str_eq`]'s usual case is inlined.
+#[cfg_attr(not(target_os = "none"), inline(never))]
+fn str_eq_walk(raw: &[u8], text: &[u8]) -> bool {
     let Some(inner) = trim(raw)
         .strip_prefix(b"\"")
         .and_then(|s| s.strip_suffix(b"\""))
@@ -1067,6 +1115,44 @@ mod tests {
                 let mut b = a.to_vec();
                 b[at] ^= 0x20;
                 assert!(!bytes_eq(a, &b), "{len} {at}");
+            }
+        }
+    }
+
+    #[test]
+    fn strings_of_every_length_end_where_the_octet_walk_ends_them() {
+        for len in 0..48 {
+            for pos in 0..=len {
+                for special in [&b"\""[..], b"\\n", b"\\u00e9", b"\x01", b"\\"] {
+                    for after in 0..10 {
+                        let mut doc = std::vec![b'"'];
+                        doc.extend(std::iter::repeat_n(b'a', pos));
+                        doc.extend_from_slice(special);
+                        doc.extend(std::iter::repeat_n(b'b', len - pos));
+                        doc.push(b'"');
+                        doc.extend(std::iter::repeat_n(b'}', after));
+                        assert_eq!(
+                            skip_string_escaped(&doc, 0),
+                            string_rest(&doc, 1, false),
+                            "{:?}",
+                            core::str::from_utf8(&doc)
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn leading_digits_by_word_agree_with_the_octets() {
+        for at in 0..8 {
+            for b in 0..=255u8 {
+                for fill in [b'0', b'5', b'9'] {
+                    let mut w = [fill; 8];
+                    w[at] = b;
+                    let want = w.iter().take_while(|c| c.is_ascii_digit()).count();
+                    assert_eq!(leading_digits(u64::from_le_bytes(w)), want, "{w:?}");
+                }
             }
         }
     }

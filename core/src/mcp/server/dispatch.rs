@@ -279,30 +279,54 @@ fn annotation_key_at(schema: &[u8], at: usize) -> bool {
 fn may_annotate_words(schema: &[u8]) -> bool {
     const LO: u64 = 0x0101_0101_0101_0101;
     const HI: u64 = 0x8080_8080_8080_8080;
+    // The `-` and backslash octets of `w` as high bits; the lowest is exact
+    // (both are below 0x80: a borrow only runs upwards from a real one).
+    let flags = |w: u64| {
+        let dash = (w ^ (LO * u64::from(b'-'))).wrapping_sub(LO);
+        let backslash = (w ^ (LO * u64::from(b'\\'))).wrapping_sub(LO);
+        (dash | backslash) & !w & HI
+    };
+    let first = |w: u64| (flags(w).trailing_zeros() / 8) as usize;
     let mut i = 0;
     loop {
         let rest = schema.get(i..).unwrap_or_default();
-        let (words, tail) = rest.as_chunks::<8>();
+        let (pairs, _) = rest.as_chunks::<16>();
+        let mut k = 0;
         let mut at = None;
-        for (k, word) in words.iter().enumerate() {
-            let w = u64::from_le_bytes(*word);
-            // The lowest flagged octet is a `-` or a backslash (both below
-            // 0x80: a borrow only runs upwards from a real one).
-            let dash = (w ^ (LO * u64::from(b'-'))).wrapping_sub(LO);
-            let backslash = (w ^ (LO * u64::from(b'\\'))).wrapping_sub(LO);
-            let found = (dash | backslash) & !w & HI;
-            if found != 0 {
-                at = Some(i + k * 8 + (found.trailing_zeros() / 8) as usize);
+        for pair in pairs {
+            let v = u128::from_le_bytes(*pair);
+            let (a, b) = (v as u64, (v >> 64) as u64);
+            if flags(a) | flags(b) != 0 {
+                at = Some(if flags(a) != 0 {
+                    first(a)
+                } else {
+                    8 + first(b)
+                });
                 break;
             }
+            k += 16;
         }
-        // The last few octets, one at a time.
+        // The last octets (fewer than 16): a word, then the last word of
+        // the schema, whose octets before them were found clean.
         let at = match at {
-            Some(at) => at,
-            None => match tail.iter().position(|&b| b == b'-' || b == b'\\') {
-                Some(p) => schema.len() - tail.len() + p,
-                None => return false,
-            },
+            Some(at) => i + k + at,
+            None => {
+                let left = &rest[k..];
+                match (left.first_chunk::<8>(), rest.last_chunk::<8>()) {
+                    (Some(w), _) if flags(u64::from_le_bytes(*w)) != 0 => {
+                        i + k + first(u64::from_le_bytes(*w))
+                    }
+                    (_, Some(w)) if flags(u64::from_le_bytes(*w)) != 0 => {
+                        schema.len() - 8 + first(u64::from_le_bytes(*w))
+                    }
+                    (_, Some(_)) => return false,
+                    // Fewer than eight octets in all.
+                    (_, None) => match rest.iter().position(|&b| b == b'-' || b == b'\\') {
+                        Some(p) => i + p,
+                        None => return false,
+                    },
+                }
+            }
         };
         match schema.get(at) {
             Some(b'\\') => return true,
