@@ -516,16 +516,104 @@ async fn legacy_discover(client: &Client) -> Value {
 /// One request of the network host, forwarded: its notifications, then
 /// its result or error, under the host's id and progress token (the
 /// engine puts the id on the answer).
+/// When the caller cannot page ([`ForwardRequest::whole_list`]), a list's
+/// pages are followed and merged into one result.
 async fn forward_request(
     client: Client,
     request: ForwardRequest,
+    timeout: Option<Duration>,
+) -> Result<Value, ToolError> {
+    let first = forward_call(&client, &request, request.message(), timeout).await?;
+    let key = list_key(request.method());
+    match key {
+        Some(key) if request.whole_list() => {
+            merge_pages(first, key, |cursor| {
+                let mut message = request.message();
+                if let Some(params) = message.get_mut("params").and_then(Value::as_object_mut) {
+                    params.insert("cursor".into(), Value::String(cursor));
+                }
+                forward_call(&client, &request, message, timeout)
+            })
+            .await
+        }
+        _ => Ok(first),
+    }
+}
+
+/// Most pages merged into one list (typed binding §7 step 7); a cursor
+/// left after them stays on the result, which the binding then refuses.
+const MAX_LIST_PAGES: usize = 1024;
+
+/// The array a list method's result carries.
+fn list_key(method: &str) -> Option<&'static str> {
+    match method {
+        "tools/list" => Some("tools"),
+        "resources/list" => Some("resources"),
+        "resources/templates/list" => Some("resourceTemplates"),
+        "prompts/list" => Some("prompts"),
+        _ => None,
+    }
+}
+
+/// Follows `first`'s `nextCursor` through `next` (the same request with
+/// that cursor), appending each page's `key` array to `first`'s, up to
+/// [`MAX_LIST_PAGES`] pages in all. The first page's other members stay.
+async fn merge_pages<F, Fut>(mut merged: Value, key: &str, mut next: F) -> Result<Value, ToolError>
+where
+    F: FnMut(String) -> Fut,
+    Fut: Future<Output = Result<Value, ToolError>>,
+{
+    for _ in 1..MAX_LIST_PAGES {
+        let Some(object) = merged.as_object_mut() else {
+            break;
+        };
+        let cursor = match object.get("nextCursor") {
+            Some(Value::String(c)) => c.clone(),
+            Some(Value::Null) => {
+                object.remove("nextCursor");
+                break;
+            }
+            _ => break,
+        };
+        let mut page = next(cursor).await?;
+        let items = match page.get_mut(key).map(Value::take) {
+            Some(Value::Array(items)) => items,
+            None => Vec::new(),
+            Some(_) => {
+                return Err(ToolError::internal(format!(
+                    "a page of the server's list has no `{key}` array"
+                )));
+            }
+        };
+        match object.get_mut(key) {
+            Some(Value::Array(list)) => list.extend(items),
+            _ => {
+                return Err(ToolError::internal(format!(
+                    "the server's list has no `{key}` array"
+                )));
+            }
+        }
+        match page.get_mut("nextCursor").map(Value::take) {
+            Some(cursor) => object.insert("nextCursor".into(), cursor),
+            None => object.remove("nextCursor"),
+        };
+    }
+    Ok(merged)
+}
+
+/// One downstream call: its notifications go to the host (under the host's
+/// id and progress token); its result or error is the answer.
+async fn forward_call(
+    client: &Client,
+    request: &ForwardRequest,
+    message: Value,
     timeout: Option<Duration>,
 ) -> Result<Value, ToolError> {
     let transport = client.transport_name();
     let id = request.id().clone();
     let token = request.progress_token().cloned();
     let mut call = client
-        .call_with_timeout(request.message(), timeout)
+        .call_with_timeout(message, timeout)
         .await
         .map_err(|e| downstream_tool_error(transport, &e))?;
     loop {
