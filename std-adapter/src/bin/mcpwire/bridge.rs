@@ -52,6 +52,7 @@ pub const USAGE: &str = "usage: mcpwire bridge HOST-SIDE [--timeout-ms N] [RESTA
          --listen [ADDR:]PORT (--token-file FILE | --no-auth) [--tls-cert PEM --tls-key PEM]
               [--allow-host NAME]... [--http-path PATH]
            the host reaches Streamable HTTP (at /mcp), the gRPC tunnel and the typed gRPC service
+           (whose lists have no cursor: the server's pages are merged, up to 1024)
            on that port (127.0.0.1 unless ADDR says otherwise); a bearer token of FILE is required
            unless --no-auth; an Origin that is not allowed is refused (403)
   RESTART (a stdio server): [--restart-max N] starts in a row that may fail (default 5),
@@ -555,9 +556,10 @@ fn list_key(method: &str) -> Option<&'static str> {
     }
 }
 
-/// Follows `first`'s `nextCursor` through `next` (the same request with
-/// that cursor), appending each page's `key` array to `first`'s, up to
-/// [`MAX_LIST_PAGES`] pages in all. The first page's other members stay.
+/// Follows the first page's `nextCursor` through `next` (the same request
+/// with that cursor), appending each page's `key` array to `merged`'s (the
+/// first page), up to [`MAX_LIST_PAGES`] pages in all. The first page's
+/// other members stay; `nextCursor` is the last page's (none at the end).
 async fn merge_pages<F, Fut>(mut merged: Value, key: &str, mut next: F) -> Result<Value, ToolError>
 where
     F: FnMut(String) -> Fut,
@@ -708,6 +710,47 @@ fn restore_id(msg: &mut Value, part: &str, id: &Value) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `merge_pages` over `pages` (the pages after the first), noting the
+    /// cursors it asked for.
+    async fn merged(first: Value, pages: Vec<Value>) -> (Result<Value, ToolError>, Vec<String>) {
+        let asked = std::sync::Mutex::new(Vec::new());
+        let pages = std::sync::Mutex::new(pages.into_iter());
+        let result = merge_pages(first, "prompts", |cursor| {
+            asked.lock().unwrap().push(cursor);
+            let page = pages.lock().unwrap().next();
+            async move { page.ok_or_else(|| ToolError::internal("no more pages")) }
+        })
+        .await;
+        (result, asked.into_inner().unwrap())
+    }
+
+    #[tokio::test]
+    async fn pages_are_joined_until_the_cursor_ends() {
+        let (result, asked) = merged(
+            json!({"prompts": [{"name": "a"}], "nextCursor": "c1", "ttlMs": 5}),
+            vec![
+                json!({"prompts": [{"name": "b"}], "nextCursor": "c2", "ttlMs": 9}),
+                json!({"prompts": [], "nextCursor": null}),
+            ],
+        )
+        .await;
+        assert_eq!(
+            result.unwrap(),
+            json!({"prompts": [{"name": "a"}, {"name": "b"}], "ttlMs": 5})
+        );
+        assert_eq!(asked, ["c1", "c2"]);
+        // A page without the list's array is the server's fault.
+        let (result, _) = merged(
+            json!({"prompts": [], "nextCursor": "c1"}),
+            vec![json!({"prompts": {}})],
+        )
+        .await;
+        assert_eq!(result.unwrap_err().code, INTERNAL_ERROR);
+        // A failed page fails the list.
+        let (result, _) = merged(json!({"prompts": [], "nextCursor": "c1"}), vec![]).await;
+        assert_eq!(result.unwrap_err().message, "no more pages");
+    }
 
     fn words(line: &str) -> impl Iterator<Item = String> {
         line.split_whitespace()
