@@ -10,7 +10,7 @@ use mcpwire_core::grpc::{base64, percent, write_prefix};
 use mcpwire_core::h2::{Config, Connection, Event, Role, StreamRef};
 use mcpwire_core::hpack::Field;
 use mcpwire_core::mcp::json;
-use mcpwire_core::mcp::registry::ToolInfo;
+use mcpwire_core::mcp::registry::{Registry, ToolInfo};
 use mcpwire_core::mcp::server::{RequestKind, ServerConfig, ServerEvent};
 use mcpwire_core::mcp::typed;
 use mcpwire_core::mcp::{CallStore, SlabStore};
@@ -105,9 +105,13 @@ impl mcpwire_core::drive::Endpoint for H2Client {
 }
 
 /// The application: `echo` answers its text at once, after a progress
-/// notification (which the typed binding drops).
+/// notification (which the typed binding drops). A forwarded request is
+/// noted (its method and whether the caller wants the whole list) and
+/// answered with an empty result of its kind.
 #[derive(Debug, Default)]
-struct Echo;
+struct Echo {
+    forwarded: Vec<(String, bool)>,
+}
 
 impl<S: CallStore> App<Server<S>> for Echo {
     fn take_events(&mut self, server: &mut Server<S>) {
@@ -116,6 +120,18 @@ impl<S: CallStore> App<Server<S>> for Echo {
                 continue;
             };
             let request = server.request(call).unwrap();
+            if let RequestKind::Forward { method, whole_list } = request.kind {
+                let result: &[u8] = match method {
+                    "tools/list" => br#"{"tools":[]}"#,
+                    "resources/list" => br#"{"resources":[]}"#,
+                    "resources/templates/list" => br#"{"resourceTemplates":[]}"#,
+                    "prompts/list" => br#"{"prompts":[]}"#,
+                    _ => br#"{"content":[]}"#,
+                };
+                self.forwarded.push((method.to_owned(), whole_list));
+                server.respond(call, result).unwrap();
+                continue;
+            }
             assert!(matches!(request.kind, RequestKind::CallTool { .. }));
             let args = json::get(request.params, b"arguments").unwrap();
             let text = json::get(args, b"text").unwrap().to_vec();
@@ -160,6 +176,18 @@ impl Pair {
 
     /// A pair whose server offers `tools` (and nothing else).
     fn with_tools(tools: &'static [ToolInfo<'static>]) -> Self {
+        Pair::with_registry(registry(tools))
+    }
+
+    /// A pair whose server forwards every request to its application.
+    fn forwarding() -> Self {
+        Pair::with_registry(Registry {
+            forward: true,
+            ..registry(&TOOLS)
+        })
+    }
+
+    fn with_registry(registry: Registry<'static>) -> Self {
         Pair {
             client: H2Client {
                 conn: Client::new(Role::Client, Config::default(), Instant::ZERO),
@@ -167,12 +195,12 @@ impl Pair {
             },
             server: Side {
                 endpoint: Server::new(
-                    registry(tools),
+                    registry,
                     ServerConfig::default(),
                     SlabStore::new(),
                     Instant::ZERO,
                 ),
-                app: Echo,
+                app: Echo::default(),
             },
             up: Pipe::new(split()),
             down: Pipe::new(split()),
@@ -419,5 +447,48 @@ fn a_list_is_answered_whole_by_the_engine_never_paged_by_a_handler() {
         assert_eq!(seen.blocks.len(), 1, "trailers only: {seen:?}");
         assert_eq!(seen.get("grpc-status"), Some("12"));
         assert_eq!(seen.get("mcp-error-code"), Some("-32601"));
+    });
+}
+
+/// A forwarding application hears that a typed list RPC's caller cannot
+/// page (its messages have no cursor): the list is to be answered whole.
+/// Other typed RPCs do not ask it.
+#[test]
+fn a_forwarded_typed_list_asks_for_the_whole_list() {
+    each_split(|| {
+        let mut p = Pair::forwarding();
+        let calls = [
+            (Rpc::ListTools, encode(Rpc::ListTools, "{}")),
+            (Rpc::ListResources, encode(Rpc::ListResources, "{}")),
+            (
+                Rpc::ListResourceTemplates,
+                encode(Rpc::ListResourceTemplates, "{}"),
+            ),
+            (Rpc::ListPrompts, encode(Rpc::ListPrompts, "{}")),
+            (
+                Rpc::CallTool,
+                encode(Rpc::CallTool, r#"{"name":"echo","arguments":{}}"#),
+            ),
+        ];
+        let streams: Vec<StreamRef> = calls
+            .iter()
+            .map(|(rpc, message)| p.call(*rpc, message, &[]))
+            .collect();
+        p.run();
+        for s in &streams {
+            let seen = &p.client.seen[s];
+            assert_eq!(seen.get("grpc-status"), Some("0"), "{seen:?}");
+        }
+        let mut forwarded = p.server.app.forwarded.clone();
+        forwarded.sort();
+        let want = [
+            ("prompts/list", true),
+            ("resources/list", true),
+            ("resources/templates/list", true),
+            ("tools/call", false),
+            ("tools/list", true),
+        ];
+        let want: Vec<(String, bool)> = want.iter().map(|(m, w)| (m.to_string(), *w)).collect();
+        assert_eq!(forwarded, want);
     });
 }

@@ -1455,3 +1455,141 @@ async fn a_stdio_host_meets_an_older_child_as_the_current_era() {
     assert_eq!(echoed["result"]["content"][0]["text"], "old", "{echoed}");
     assert!(bridge.finish().await.success());
 }
+
+/// A typed gRPC call on `addr` (with the host's token): the result as
+/// JSON when there was a response message, and the trailers.
+async fn typed_call(
+    addr: &str,
+    rpc: mcpwire_proto::gcp::Rpc,
+    params: Value,
+) -> (Option<Value>, http::HeaderMap) {
+    use bytes::{Bytes, BytesMut};
+    use mcpwire_core::mcp::typed;
+
+    let mut message = vec![0u8; 1 << 16];
+    let n = typed::request_to_proto(rpc, params.to_string().as_bytes(), &mut message).unwrap();
+    let mut framed = vec![0u8];
+    framed.extend_from_slice(&(n as u32).to_be_bytes());
+    framed.extend_from_slice(&message[..n]);
+    let send = common::connect(addr.parse().unwrap()).await;
+    let mut ready = send.ready().await.unwrap();
+    let request = http::Request::builder()
+        .method("POST")
+        .uri(format!("http://127.0.0.1{}", rpc.path()))
+        .header("content-type", "application/grpc+proto")
+        .header("te", "trailers")
+        .header("authorization", format!("Bearer {HOST_TOKEN}"))
+        .body(())
+        .unwrap();
+    let (response, mut stream) = ready.send_request(request, false).unwrap();
+    stream.send_data(Bytes::from(framed), true).unwrap();
+    let response = tokio::time::timeout(PATIENCE, response)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    // A trailers-only answer carries its status in the headers.
+    let head = response.headers().clone();
+    let mut body = response.into_body();
+    let mut buf = BytesMut::new();
+    while let Some(chunk) = tokio::time::timeout(PATIENCE, body.data()).await.unwrap() {
+        let chunk = chunk.unwrap();
+        let _ = body.flow_control().release_capacity(chunk.len());
+        buf.extend_from_slice(&chunk);
+    }
+    let trailers = body.trailers().await.unwrap().unwrap_or(head);
+    if buf.len() < 5 {
+        return (None, trailers);
+    }
+    let len = u32::from_be_bytes([buf[1], buf[2], buf[3], buf[4]]) as usize;
+    let mut out = vec![0u8; 1 << 20];
+    let n = typed::result_to_json(rpc, &buf[5..5 + len], &mut out).unwrap();
+    (Some(serde_json::from_slice(&out[..n]).unwrap()), trailers)
+}
+
+/// A typed list RPC cannot page: the bridge follows the server's
+/// `nextCursor` and answers the whole list; the tunnel's JSON-RPC
+/// `tools/list` still gets the server's first page and its cursor.
+#[tokio::test]
+async fn a_typed_list_on_the_bridge_is_the_servers_pages_merged() {
+    use mcpwire_proto::gcp::Rpc;
+
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/bridge/paging_server.py");
+    let python = python();
+    let bridge = Listening::spawn(
+        true,
+        &["--", python.to_str().unwrap(), script.to_str().unwrap()],
+        &[],
+    )
+    .await;
+    let (result, trailers) = typed_call(&bridge.addr, Rpc::ListTools, json!({})).await;
+    assert_eq!(
+        trailers.get("grpc-status").map(|v| v.to_str().unwrap()),
+        Some("0"),
+        "{trailers:?}"
+    );
+    let result = result.expect("one response message");
+    let names: Vec<_> = result["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{result}"))
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(names, ["t0", "t1", "t2", "t3", "t4"], "{result}");
+    assert!(result.get("nextCursor").is_none(), "{result}");
+
+    let client = bridge
+        .host(Transport::Grpc, Some(HOST_TOKEN))
+        .await
+        .unwrap();
+    let listed = client.request("tools/list", json!({})).await.unwrap();
+    assert_eq!(
+        listed["result"]["tools"],
+        json!([
+            {"name": "t0", "inputSchema": {"type": "object"}},
+            {"name": "t1", "inputSchema": {"type": "object"}},
+        ]),
+        "{listed}"
+    );
+    assert_eq!(listed["result"]["nextCursor"], "2", "{listed}");
+    client.close().await;
+    let (status, _, _) = bridge.terminate().await;
+    assert!(status.success());
+}
+
+/// A server whose cursor never ends: the bridge asks for 1024 pages, then
+/// the typed list fails with -32603 (INTERNAL).
+#[tokio::test]
+async fn a_typed_list_of_more_than_1024_pages_fails() {
+    use mcpwire_proto::gcp::Rpc;
+
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/bridge/paging_server.py");
+    let python = python();
+    let dir = temp_dir();
+    let count = dir.0.join("pages");
+    let bridge = Listening::spawn(
+        true,
+        &[
+            "--",
+            python.to_str().unwrap(),
+            script.to_str().unwrap(),
+            "endless",
+            count.to_str().unwrap(),
+        ],
+        &[],
+    )
+    .await;
+    let (result, trailers) = typed_call(&bridge.addr, Rpc::ListTools, json!({})).await;
+    assert!(result.is_none(), "{result:?}");
+    let header = |name: &str| trailers.get(name).map(|v| v.to_str().unwrap().to_owned());
+    assert_eq!(header("grpc-status").as_deref(), Some("13"), "{trailers:?}");
+    assert_eq!(
+        header("mcp-error-code").as_deref(),
+        Some("-32603"),
+        "{trailers:?}"
+    );
+    let pages = std::fs::read_to_string(&count).unwrap();
+    assert_eq!(pages.lines().count(), 1024);
+    let (status, _, _) = bridge.terminate().await;
+    assert!(status.success());
+}

@@ -3,7 +3,7 @@
 //! the handler's notifications and answer go back unchanged. A bridge is
 //! one: it answers each request as the server it forwards to does.
 
-use mcpwire_core::mcp::server::Request;
+use mcpwire_core::mcp::server::{Request, RequestKind};
 use serde_json::{Value, json};
 
 use super::link::Link;
@@ -18,6 +18,7 @@ pub struct ForwardRequest {
     id: Value,
     params: Value,
     principal: Option<String>,
+    whole_list: bool,
     link: Link,
 }
 
@@ -30,6 +31,13 @@ impl ForwardRequest {
             // The engine validated the request: `params` is JSON.
             params: serde_json::from_slice(request.params).unwrap_or_else(|_| json!({})),
             principal: request.principal.map(str::to_owned),
+            whole_list: matches!(
+                request.kind,
+                RequestKind::Forward {
+                    whole_list: true,
+                    ..
+                }
+            ),
             link,
         }
     }
@@ -59,6 +67,13 @@ impl ForwardRequest {
     /// What the host's authorization named, when authorization is on.
     pub fn principal(&self) -> Option<&str> {
         self.principal.as_deref()
+    }
+
+    /// The caller cannot page (a typed binding's list RPC): the answer to a
+    /// list method is to be the whole list, the server's pages followed
+    /// and their arrays joined, without `nextCursor`.
+    pub fn whole_list(&self) -> bool {
+        self.whole_list
     }
 
     /// The request as a JSON-RPC message without an id (a client picks

@@ -512,7 +512,10 @@ where
                 let listen = method_text == b"subscriptions/listen";
                 if let Some(c) = self.calls[i].as_mut() {
                     c.index = spans.index;
-                    c.handler = Some(Handler::Forward { method });
+                    c.handler = Some(Handler::Forward {
+                        method,
+                        whole_list: false,
+                    });
                     c.notice = Some(Notice::Request);
                     // A listen stream has no end of its own: no default
                     // deadline, as when the engine keeps it.
@@ -1000,6 +1003,21 @@ where
         let (start, end) = (at.start + span.start, at.start + span.end);
         bytes.copy_within(start..end, c.headers_len);
         c.id_len = end - start;
+    }
+
+    /// Marks forwarded call `i` as one whose caller cannot page: its
+    /// handler is to answer a list whole
+    /// ([`RequestKind::Forward`](super::request::RequestKind::Forward)).
+    #[cfg(feature = "typed")]
+    pub(crate) fn want_whole_list(&mut self, i: usize) {
+        if let Some(Handler::Forward { whole_list, .. }) = self
+            .calls
+            .get_mut(i)
+            .and_then(Option::as_mut)
+            .and_then(|c| c.handler.as_mut())
+        {
+            *whole_list = true;
+        }
     }
 
     /// Marks the call's answer complete.

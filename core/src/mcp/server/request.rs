@@ -45,6 +45,10 @@ pub enum RequestKind<'a> {
         /// The JSON-RPC method (its text, unescaped when it had no escape;
         /// a method with an escape is given raw, without its quotes).
         method: &'a str,
+        /// The caller cannot page: a typed binding's list RPC (its
+        /// messages have no cursor). The answer is to be the whole list,
+        /// its pages merged, without `nextCursor` (typed binding §8).
+        whole_list: bool,
     },
 }
 
@@ -81,7 +85,7 @@ impl<'a> Request<'a> {
             RequestKind::ReadResource { .. } => "resources/read",
             RequestKind::GetPrompt { .. } => "prompts/get",
             RequestKind::Complete => "completion/complete",
-            RequestKind::Forward { method } => method,
+            RequestKind::Forward { method, .. } => method,
         }
     }
 
@@ -99,9 +103,10 @@ pub(crate) enum Handler {
     Prompt(u16),
     Complete,
     /// Forwarded: the method's text lies at this range of the call's
-    /// buffer.
+    /// buffer; `whole_list` as in [`RequestKind::Forward`].
     Forward {
         method: (usize, usize),
+        whole_list: bool,
     },
 }
 
@@ -136,11 +141,15 @@ impl Handler {
                 }
             }
             Self::Complete => RequestKind::Complete,
-            Self::Forward { method: (a, b) } => RequestKind::Forward {
+            Self::Forward {
+                method: (a, b),
+                whole_list,
+            } => RequestKind::Forward {
                 method: bytes
                     .get(a..b)
                     .and_then(|m| core::str::from_utf8(m).ok())
                     .unwrap_or(""),
+                whole_list,
             },
         }
     }

@@ -52,6 +52,7 @@ pub const USAGE: &str = "usage: mcpwire bridge HOST-SIDE [--timeout-ms N] [RESTA
          --listen [ADDR:]PORT (--token-file FILE | --no-auth) [--tls-cert PEM --tls-key PEM]
               [--allow-host NAME]... [--http-path PATH]
            the host reaches Streamable HTTP (at /mcp), the gRPC tunnel and the typed gRPC service
+           (whose lists have no cursor: the server's pages are merged, up to 1024)
            on that port (127.0.0.1 unless ADDR says otherwise); a bearer token of FILE is required
            unless --no-auth; an Origin that is not allowed is refused (403)
   RESTART (a stdio server): [--restart-max N] starts in a row that may fail (default 5),
@@ -516,16 +517,105 @@ async fn legacy_discover(client: &Client) -> Value {
 /// One request of the network host, forwarded: its notifications, then
 /// its result or error, under the host's id and progress token (the
 /// engine puts the id on the answer).
+/// When the caller cannot page ([`ForwardRequest::whole_list`]), a list's
+/// pages are followed and merged into one result.
 async fn forward_request(
     client: Client,
     request: ForwardRequest,
+    timeout: Option<Duration>,
+) -> Result<Value, ToolError> {
+    let first = forward_call(&client, &request, request.message(), timeout).await?;
+    let key = list_key(request.method());
+    match key {
+        Some(key) if request.whole_list() => {
+            merge_pages(first, key, |cursor| {
+                let mut message = request.message();
+                if let Some(params) = message.get_mut("params").and_then(Value::as_object_mut) {
+                    params.insert("cursor".into(), Value::String(cursor));
+                }
+                forward_call(&client, &request, message, timeout)
+            })
+            .await
+        }
+        _ => Ok(first),
+    }
+}
+
+/// Most pages merged into one list (typed binding §7 step 7); a cursor
+/// left after them stays on the result, which the binding then refuses.
+const MAX_LIST_PAGES: usize = 1024;
+
+/// The array a list method's result carries.
+fn list_key(method: &str) -> Option<&'static str> {
+    match method {
+        "tools/list" => Some("tools"),
+        "resources/list" => Some("resources"),
+        "resources/templates/list" => Some("resourceTemplates"),
+        "prompts/list" => Some("prompts"),
+        _ => None,
+    }
+}
+
+/// Follows the first page's `nextCursor` through `next` (the same request
+/// with that cursor), appending each page's `key` array to `merged`'s (the
+/// first page), up to [`MAX_LIST_PAGES`] pages in all. The first page's
+/// other members stay; `nextCursor` is the last page's (none at the end).
+async fn merge_pages<F, Fut>(mut merged: Value, key: &str, mut next: F) -> Result<Value, ToolError>
+where
+    F: FnMut(String) -> Fut,
+    Fut: Future<Output = Result<Value, ToolError>>,
+{
+    for _ in 1..MAX_LIST_PAGES {
+        let Some(object) = merged.as_object_mut() else {
+            break;
+        };
+        let cursor = match object.get("nextCursor") {
+            Some(Value::String(c)) => c.clone(),
+            Some(Value::Null) => {
+                object.remove("nextCursor");
+                break;
+            }
+            _ => break,
+        };
+        let mut page = next(cursor).await?;
+        let items = match page.get_mut(key).map(Value::take) {
+            Some(Value::Array(items)) => items,
+            None => Vec::new(),
+            Some(_) => {
+                return Err(ToolError::internal(format!(
+                    "a page of the server's list has no `{key}` array"
+                )));
+            }
+        };
+        match object.get_mut(key) {
+            Some(Value::Array(list)) => list.extend(items),
+            _ => {
+                return Err(ToolError::internal(format!(
+                    "the server's list has no `{key}` array"
+                )));
+            }
+        }
+        match page.get_mut("nextCursor").map(Value::take) {
+            Some(cursor) => object.insert("nextCursor".into(), cursor),
+            None => object.remove("nextCursor"),
+        };
+    }
+    Ok(merged)
+}
+
+/// One downstream call: its notifications go to the host (under the host's
+/// id and progress token); its result or error is the answer.
+async fn forward_call(
+    client: &Client,
+    request: &ForwardRequest,
+    message: Value,
     timeout: Option<Duration>,
 ) -> Result<Value, ToolError> {
     let transport = client.transport_name();
     let id = request.id().clone();
     let token = request.progress_token().cloned();
     let mut call = client
-        .call_with_timeout(request.message(), timeout)
+        .call_with_timeout(message, timeout)
         .await
         .map_err(|e| downstream_tool_error(transport, &e))?;
     loop {
@@ -620,6 +710,47 @@ fn restore_id(msg: &mut Value, part: &str, id: &Value) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `merge_pages` over `pages` (the pages after the first), noting the
+    /// cursors it asked for.
+    async fn merged(first: Value, pages: Vec<Value>) -> (Result<Value, ToolError>, Vec<String>) {
+        let asked = std::sync::Mutex::new(Vec::new());
+        let pages = std::sync::Mutex::new(pages.into_iter());
+        let result = merge_pages(first, "prompts", |cursor| {
+            asked.lock().unwrap().push(cursor);
+            let page = pages.lock().unwrap().next();
+            async move { page.ok_or_else(|| ToolError::internal("no more pages")) }
+        })
+        .await;
+        (result, asked.into_inner().unwrap())
+    }
+
+    #[tokio::test]
+    async fn pages_are_joined_until_the_cursor_ends() {
+        let (result, asked) = merged(
+            json!({"prompts": [{"name": "a"}], "nextCursor": "c1", "ttlMs": 5}),
+            vec![
+                json!({"prompts": [{"name": "b"}], "nextCursor": "c2", "ttlMs": 9}),
+                json!({"prompts": [], "nextCursor": null}),
+            ],
+        )
+        .await;
+        assert_eq!(
+            result.unwrap(),
+            json!({"prompts": [{"name": "a"}, {"name": "b"}], "ttlMs": 5})
+        );
+        assert_eq!(asked, ["c1", "c2"]);
+        // A page without the list's array is the server's fault.
+        let (result, _) = merged(
+            json!({"prompts": [], "nextCursor": "c1"}),
+            vec![json!({"prompts": {}})],
+        )
+        .await;
+        assert_eq!(result.unwrap_err().code, INTERNAL_ERROR);
+        // A failed page fails the list.
+        let (result, _) = merged(json!({"prompts": [], "nextCursor": "c1"}), vec![]).await;
+        assert_eq!(result.unwrap_err().message, "no more pages");
+    }
 
     fn words(line: &str) -> impl Iterator<Item = String> {
         line.split_whitespace()

@@ -45,6 +45,14 @@ pub(super) fn rpc(path: &[u8]) -> Option<Result<Rpc, ()>> {
         .then(|| Rpc::from_path(path).ok_or(()))
 }
 
+/// A list RPC: its response is the whole list (§8).
+const fn is_list(rpc: Rpc) -> bool {
+    matches!(
+        rpc,
+        Rpc::ListResources | Rpc::ListResourceTemplates | Rpc::ListPrompts | Rpc::ListTools
+    )
+}
+
 /// The request message's name, for -32700's text.
 const fn request_name(rpc: Rpc) -> &'static str {
     match rpc {
@@ -242,7 +250,13 @@ impl<
             Dispatched::Protocol(e) => self.end_with_error(i, e),
             Dispatched::Notification | Dispatched::Failed => self.drop_call(i),
             Dispatched::Written => self.flush(i),
-            Dispatched::Handed => {}
+            Dispatched::Handed => {
+                // The messages have no cursor: a forwarding app merges the
+                // pages itself (§8).
+                if is_list(rpc) {
+                    self.engine.want_whole_list(i);
+                }
+            }
         }
     }
 
