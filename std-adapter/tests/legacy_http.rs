@@ -245,7 +245,8 @@ async fn the_one_client_falls_back_to_each_older_shape_and_says_why() {
 /// `initialize` opens session `s1`, a notification gets 202, `tools/call`
 /// answers on an SSE stream with one `notifications/progress` event, then
 /// waits for `release` (at most 5 s) before its result. Every message it
-/// receives goes to `seen`.
+/// receives goes to `seen`, and `{"closed": ID}` when the client closes
+/// the stream of request ID before its result.
 struct Scripted {
     addr: String,
     release: std::sync::Arc<tokio::sync::Notify>,
@@ -345,7 +346,15 @@ async fn scripted_2025() -> Scripted {
                 if s.write_all(first.as_bytes()).await.is_err() {
                     return;
                 }
-                let _ = tokio::time::timeout(Duration::from_secs(5), rel.notified()).await;
+                let mut probe = [0u8; 1];
+                tokio::select! {
+                    _ = tokio::time::timeout(Duration::from_secs(5), rel.notified()) => {}
+                    // The client closed the stream before the result.
+                    _ = s.read(&mut probe) => {
+                        let _ = seen.send(json!({"closed": id}));
+                        return;
+                    }
+                }
                 let result = json!({
                     "jsonrpc": "2.0",
                     "id": id,
@@ -399,10 +408,10 @@ async fn a_2025_session_progress_arrives_before_the_result_is_sent() {
     channel.shutdown().await;
 }
 
-/// A call dropped after its first progress is cancelled: the 2025 shape
-/// has no per-request stream to close that would mean a cancel (a
-/// disconnect is not one), so the server gets `notifications/cancelled`
-/// for the call's id.
+/// A call dropped after its first progress is cancelled: in the 2025
+/// shape a disconnect is no cancel, so the server gets
+/// `notifications/cancelled` for the call's id, and then the request's
+/// stream is closed (its answer is no longer wanted).
 #[tokio::test]
 async fn a_2025_session_call_dropped_after_its_progress_is_cancelled() {
     let mut server = scripted_2025().await;
@@ -431,6 +440,11 @@ async fn a_2025_session_call_dropped_after_its_progress_is_cancelled() {
     .await
     .expect("notifications/cancelled reaches the server while the call still runs");
     assert_eq!(cancelled["params"]["requestId"], id, "{cancelled}");
+    let closed = tokio::time::timeout(Duration::from_secs(3), server.seen.recv())
+        .await
+        .expect("the request's stream is closed after the cancel")
+        .unwrap();
+    assert_eq!(closed, json!({"closed": id}));
     server.release.notify_one();
     channel.shutdown().await;
 }
