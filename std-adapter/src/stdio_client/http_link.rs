@@ -21,6 +21,7 @@
 //! the link with the reason in `fatal` (for the handshake) or on stderr:
 //! the engine then fails the calls in flight, as for a crashed child.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -36,7 +37,7 @@ use mcpwire_core::mcp::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
+use tokio::task::{AbortHandle, JoinHandle};
 
 /// Where the server is: `http://AUTHORITY/TARGET`.
 #[derive(Debug, Clone)]
@@ -169,6 +170,9 @@ async fn run(
     let (notes_tx, mut notes) = mpsc::unbounded_channel::<Note>();
     let mut shape = Shape::Unknown;
     let mut stream: Option<JoinHandle<()>> = None;
+    // The 2025 shape: the POSTs whose answers are still read, by the
+    // request's id (its JSON text).
+    let mut in_flight: HashMap<String, AbortHandle> = HashMap::new();
     loop {
         tokio::select! {
             line = lines.recv() => {
@@ -192,7 +196,26 @@ async fn run(
                     Shape::HttpSse { post } => (post.clone(), None),
                     Shape::Unknown => continue,
                 };
-                tokio::spawn(post_line(Arc::clone(&shared), path, session, body, notes_tx.clone()));
+                if session.is_none() {
+                    tokio::spawn(post_line(Arc::clone(&shared), path, session, body, notes_tx.clone()));
+                    continue;
+                }
+                in_flight.retain(|_, task| !task.is_finished());
+                let (request, cancelled) = ids_of(&body);
+                let post = post_line(Arc::clone(&shared), path, session, body, notes_tx.clone());
+                // A cancelled request's answer is no longer wanted: once
+                // the server has the cancel, its stream is closed too (a
+                // disconnect alone is no cancel in this era).
+                let stale = cancelled.and_then(|id| in_flight.remove(&id));
+                let task = tokio::spawn(async move {
+                    post.await;
+                    if let Some(stale) = stale {
+                        stale.abort();
+                    }
+                });
+                if let Some(id) = request {
+                    in_flight.insert(id, task.abort_handle());
+                }
             }
             note = notes.recv() => match note {
                 Some(Note::Message(mut m)) => {
@@ -430,6 +453,24 @@ async fn read_stream(
             }
         }
     }
+}
+
+/// A line's request id and, for `notifications/cancelled`, the id it
+/// cancels, each as its JSON text.
+fn ids_of(line: &[u8]) -> (Option<String>, Option<String>) {
+    let Ok(serde_json::Value::Object(m)) = serde_json::from_slice(line) else {
+        return (None, None);
+    };
+    let request = m
+        .get("method")
+        .and(m.get("id"))
+        .map(serde_json::Value::to_string);
+    let cancelled = (m.get("method").and_then(serde_json::Value::as_str)
+        == Some("notifications/cancelled"))
+    .then(|| m.get("params").and_then(|p| p.get("requestId")))
+    .flatten()
+    .map(serde_json::Value::to_string);
+    (request, cancelled)
 }
 
 /// An event's data as one line: a JSON text's line breaks can only be
