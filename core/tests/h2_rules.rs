@@ -237,6 +237,55 @@ fn ping_is_answered_with_ack_and_the_same_payload<St: Rule>() {
     });
 }
 
+fn a_ping_of_ours_is_written_once_and_its_ack_reported<St: Rule>() {
+    both(|split| {
+        let mut p = client::<St>(split);
+        assert!(p.conn.send_ping(*b"keep0001"));
+        // One PING of ours waits at a time.
+        assert!(!p.conn.send_ping(*b"keep0002"));
+        p.flush();
+        assert_eq!(
+            p.take(),
+            vec![Rx::Ping {
+                ack: false,
+                payload: *b"keep0001"
+            }]
+        );
+        // Written: the next one can be queued.
+        assert!(p.conn.send_ping(*b"keep0002"));
+        p.flush();
+        assert_eq!(p.take().len(), 1);
+        // The acknowledgement is reported with the payload and not
+        // answered; an acknowledgement of a PING never sent (RFC 9113 §6.7
+        // asks nothing of it) is reported the same way, for the
+        // application to tell apart, and the connection goes on.
+        p.send(&Cl::frame(Frame::Ping {
+            ack: true,
+            payload: *b"keep0002",
+        }));
+        p.send(&Cl::frame(Frame::Ping {
+            ack: true,
+            payload: *b"stray!!!",
+        }));
+        assert!(p.take().is_empty());
+        assert_eq!(
+            p.take_events(),
+            vec![
+                Ev::PingAck {
+                    payload: *b"keep0002"
+                },
+                Ev::PingAck {
+                    payload: *b"stray!!!"
+                }
+            ]
+        );
+        p.assert_alive();
+        // Over: no PING is queued.
+        p.conn.abort(ErrorCode::NO_ERROR, "done");
+        assert!(!p.conn.send_ping(*b"keep0003"));
+    });
+}
+
 // ---------------------------------------------------------------------------
 // Frame sizes (binding: wrong lengths are connection errors FRAME_SIZE_ERROR)
 // ---------------------------------------------------------------------------
@@ -1878,6 +1927,7 @@ each_storage!(
     settings_ack_timeout_sends_goaway_settings_timeout,
     client_refuses_enable_push_1_from_a_server,
     ping_is_answered_with_ack_and_the_same_payload,
+    a_ping_of_ours_is_written_once_and_its_ack_reported,
     control_frames_of_the_wrong_length_are_frame_size_errors,
     frames_over_max_frame_size_are_frame_size_errors,
     data_on_stream_0_is_a_protocol_error,

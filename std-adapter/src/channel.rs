@@ -67,6 +67,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use mcpwire_core::grpc::Code;
+pub use mcpwire_core::mcp::client::Keepalive;
 use mcpwire_core::mcp::client::{Binding, ClientConfig};
 use mcpwire_core::mcp::error::INVALID_REQUEST;
 use mcpwire_core::mcp::meta::{KEY_CLIENT_CAPABILITIES, KEY_PROTOCOL_VERSION};
@@ -114,6 +115,15 @@ pub struct ChannelConfig {
     /// Which binding the calls use: the tunnel (the default), or the
     /// typed RPCs with the tunnel for the methods that have none.
     pub mode: GrpcMode,
+    /// HTTP/2 keepalive PINGs (gRPC's `GRPC_ARG_KEEPALIVE_TIME_MS` and
+    /// `GRPC_ARG_KEEPALIVE_TIMEOUT_MS`): after `interval` without a frame
+    /// from the server while calls are open (or always, `while_idle`) a
+    /// PING goes out, and when nothing comes back within `timeout` the
+    /// connection counts as dead: its calls fail with UNAVAILABLE
+    /// ("keepalive timeout: the peer stopped answering pings") and the
+    /// next call connects anew. It finds a server that died without
+    /// closing the connection. `None` (the default) sends no PING.
+    pub keepalive: Option<Keepalive>,
 }
 
 /// Which gRPC binding a [`Channel`]'s calls go over.
@@ -152,6 +162,7 @@ impl ChannelConfig {
             client_capabilities: json!({}),
             max_message_bytes: DEFAULT_MAX_MESSAGE,
             mode: GrpcMode::Tunnel,
+            keepalive: None,
         }
     }
 }
@@ -276,12 +287,12 @@ impl Channel {
     }
 
     pub fn with_config(config: ChannelConfig) -> Self {
-        #[allow(unused_mut)]
         let mut engine = driver::client_config(config.request_timeout, config.max_message_bytes);
         #[cfg(feature = "tls")]
         if config.tls.is_some() {
             engine.scheme = "https";
         }
+        engine.keepalive = config.keepalive;
         Self {
             inner: Arc::new(Inner {
                 config,

@@ -78,6 +78,8 @@ pub(super) struct ControlQueue {
     settings_acks_owed: u8,
     ping_acks: [[u8; 8]; PING_ACK_QUEUE],
     ping_acks_len: u8,
+    /// A PING of ours (`Connection::send_ping`) not written yet.
+    ping: Option<[u8; 8]>,
     /// RST_STREAM for streams without a slot, or that did not fit the
     /// transmit buffer.
     refusals: [(u32, ErrorCode); REFUSAL_QUEUE],
@@ -92,6 +94,7 @@ impl ControlQueue {
             settings_acks_owed: 0,
             ping_acks: [[0; 8]; PING_ACK_QUEUE],
             ping_acks_len: 0,
+            ping: None,
             refusals: [(0, ErrorCode::NO_ERROR); REFUSAL_QUEUE],
             refusals_len: 0,
             goaway: None,
@@ -103,6 +106,7 @@ impl ControlQueue {
         self.send_preface
             || self.settings_acks_owed > 0
             || self.ping_acks_len > 0
+            || self.ping.is_some()
             || self.goaway.is_some()
             || self.refusals_len > 0
     }
@@ -140,6 +144,21 @@ impl<
     B: Storage<BUF>,
 > Connection<STREAMS, TABLE, BUF, RESETS, B>
 {
+    /// Queues a PING with `payload` (RFC 9113 §6.7), written by the next
+    /// `poll_transmit` after the answers owed to the peer. The peer's
+    /// acknowledgement comes back as [`Event::PingAck`](super::Event::PingAck)
+    /// with the same payload; the connection reports every acknowledgement
+    /// it reads, so match the payload to tell yours from a stray one.
+    /// False when the connection is over or a PING of ours is still
+    /// waiting to be written.
+    pub fn send_ping(&mut self, payload: [u8; 8]) -> bool {
+        if matches!(self.state, State::Failed | State::Closed) || self.control.ping.is_some() {
+            return false;
+        }
+        self.control.ping = Some(payload);
+        true
+    }
+
     /// A fixed-size unit of the current frame was read: a SETTINGS
     /// parameter, or the payload of PING, RST_STREAM, WINDOW_UPDATE,
     /// PRIORITY, or GOAWAY without its debug data.
@@ -327,7 +346,8 @@ impl<
     }
 
     /// Writes the owed control frames in order: preface and SETTINGS,
-    /// SETTINGS acknowledgements, PING acknowledgements, GOAWAY, RST_STREAM.
+    /// SETTINGS acknowledgements, PING acknowledgements, our PING, GOAWAY,
+    /// RST_STREAM.
     /// Returns false when `poll_transmit` must stop here: `out` is full, or
     /// an error GOAWAY went out, after which nothing else is sent.
     pub(super) fn put_owed_control(&mut self, out: &mut [u8], w: &mut usize) -> bool {
@@ -365,6 +385,14 @@ impl<
             q.ping_acks_len -= 1;
             let mut frame = [0u8; HEADER_LEN + 8];
             let _ = frame::write_header(&mut frame, 8, FrameType::PING, flags::ACK, 0);
+            frame[HEADER_LEN..].copy_from_slice(&payload);
+            if !self.put_control(out, w, &frame) {
+                return false;
+            }
+        }
+        if let Some(payload) = self.control.ping.take() {
+            let mut frame = [0u8; HEADER_LEN + 8];
+            let _ = frame::write_header(&mut frame, 8, FrameType::PING, 0, 0);
             frame[HEADER_LEN..].copy_from_slice(&payload);
             if !self.put_control(out, w, &frame) {
                 return false;

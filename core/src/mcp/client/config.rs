@@ -28,6 +28,9 @@ pub struct ClientConfig {
     /// The largest message a call sends or takes (also capped by the call
     /// store's largest buffer). Default 4 MiB.
     pub max_message_bytes: usize,
+    /// Keepalive PINGs that find a peer gone silent; `None` (the default)
+    /// sends none.
+    pub keepalive: Option<super::Keepalive>,
 }
 
 impl Default for ClientConfig {
@@ -39,6 +42,7 @@ impl Default for ClientConfig {
             request_timeout: Duration::from_secs(60),
             metadata: &[],
             max_message_bytes: 4 << 20,
+            keepalive: None,
         }
     }
 }

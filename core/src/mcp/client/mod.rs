@@ -99,6 +99,7 @@ pub mod config;
 pub mod era;
 pub mod events;
 pub mod http;
+mod keepalive;
 pub mod metadata;
 mod request;
 mod response;
@@ -118,6 +119,7 @@ pub type DeviceClient<S> = Client<S, 4, 4096, 2048>;
 /// frame buffers in the storage `B` (on the heap in the tokio driver).
 pub type HostClient<S, B> = Client<S, 32, 4096, 16384, B>;
 pub use events::{CallId, ClientEvent, Diagnostics, Failure, StartError};
+pub use keepalive::Keepalive;
 pub use metadata::{CallOutcome, error_from_trailers, mirror_headers};
 #[cfg(feature = "typed")]
 pub use typed::Binding;
@@ -128,6 +130,7 @@ use calls::{
     release,
 };
 use events::{Queue, Queued};
+use keepalive::{Due, KEEPALIVE_FAILURE, Pinger};
 use request::{FRAME_ROOM, Framed, Head, OwnedMeta, build_head, frame_into, tool_name};
 
 use super::error::{INVALID_REQUEST, RpcError};
@@ -162,6 +165,10 @@ struct State<S: CallStore, R, const CACHE: usize> {
     /// buffer of the store (see [`OwnedMeta`]), with the length of its
     /// contents (the buffer may be longer).
     owned_meta: Option<(S::Buf, usize)>,
+    /// Keepalive PINGs.
+    pinger: Pinger,
+    /// Why this end ended the connection, for the calls it fails.
+    close_message: Option<&'static [u8]>,
 }
 
 impl<S: CallStore, R, const CACHE: usize> State<S, R, CACHE> {
@@ -237,6 +244,8 @@ impl<
                 closed_told: false,
                 going_away: false,
                 owned_meta: None,
+                pinger: Pinger::new(config.keepalive, now),
+                close_message: None,
             },
         }
     }
@@ -512,6 +521,9 @@ impl<
         self.st.new_round();
         let chunk = &input[..input.len().min(RECV_CHUNK)];
         let r = self.conn.recv(chunk, now);
+        if r.consumed > 0 {
+            self.st.pinger.heard(now);
+        }
         if let Some(d) = r.data {
             self.conn.release_data(d.stream, d.bytes.len());
             self.st.on_data(d.stream, d.bytes, d.end_stream);
@@ -537,17 +549,23 @@ impl<
             .filter(|a| a.terminal.is_none())
             .filter_map(|a| a.deadline)
             .min();
-        match (self.conn.poll_timeout(), calls) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        let ping = self.st.pinger.deadline().filter(|_| !self.conn.is_closed());
+        [self.conn.poll_timeout(), calls, ping]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// Lets time pass: a call past its deadline is reset and fails with
-    /// DEADLINE_EXCEEDED.
+    /// DEADLINE_EXCEEDED; with [`ClientConfig::keepalive`], a PING goes out
+    /// after the interval without input, and when it stays unanswered past
+    /// the timeout the connection ends (GOAWAY, then closed) and every open
+    /// call fails with UNAVAILABLE, "keepalive timeout: the peer stopped
+    /// answering pings".
     pub fn handle_timeout(&mut self, now: Instant) {
         self.now = now;
         self.conn.handle_timeout(now);
+        self.keepalive(now);
         for slot in self.st.slots.iter_mut() {
             let Some(a) = slot.active.as_mut() else {
                 continue;
@@ -619,14 +637,52 @@ impl<
                 Event::Closed { stream } => self.st.on_closed(stream),
                 Event::ConnectionClosed { error } => self.st.on_connection_closed(error),
                 Event::GoAway { .. } => self.st.going_away = true,
-                Event::SendReady { .. } | Event::StreamsAvailable | Event::PingAck { .. } => {}
+                Event::PingAck { payload } => self.st.pinger.acked(payload, self.now),
+                Event::SendReady { .. } | Event::StreamsAvailable => {}
             }
         }
+    }
+
+    /// Sends the keepalive PING when due, or ends the connection when it
+    /// went unanswered.
+    fn keepalive(&mut self, now: Instant) {
+        self.track_keepalive();
+        match self.st.pinger.due(now) {
+            Due::Nothing => {}
+            Due::Ping(payload) => {
+                let queued = self.conn.send_ping(payload);
+                self.st.pinger.pinged(queued, now);
+            }
+            Due::Expired => {
+                self.st.close_message = Some(KEEPALIVE_FAILURE);
+                self.conn.abort(ErrorCode::NO_ERROR, "keepalive timeout");
+                self.st.pinger.update(false, now);
+            }
+        }
+    }
+
+    /// Keepalive runs while calls are open (or always, `while_idle`) on a
+    /// live connection.
+    fn track_keepalive(&mut self) {
+        let open = !self.conn.is_closed()
+            && self.st.closed.is_none()
+            && self
+                .st
+                .slots
+                .iter()
+                .filter_map(|s| s.active.as_ref())
+                .any(|a| a.terminal.is_none());
+        self.st.pinger.update(open, self.now);
     }
 
     /// Moves every call forward: resets owed, relists and retries to start,
     /// heads and bodies to send.
     fn pump(&mut self) {
+        self.pump_calls();
+        self.track_keepalive();
+    }
+
+    fn pump_calls(&mut self) {
         for i in 0..self.st.slots.len() {
             let slot = &mut self.st.slots[i];
             let Some(a) = slot.active.as_mut() else {

@@ -225,7 +225,7 @@ impl<S: CallStore, R: Records<Slot<S::Buf>>, const CACHE: usize> State<S, R, CAC
                     &mut self.store,
                     slot,
                     Code::Unavailable,
-                    b"the connection closed",
+                    self.close_message.unwrap_or(b"the connection closed"),
                     http,
                 );
                 if unsent {
