@@ -58,4 +58,4 @@ pub use stdio_client::{
     StdioChannelConfig, Stopped,
 };
 #[cfg(feature = "tls")]
-pub use tls::{ClientTlsConfig, TlsConfig};
+pub use tls::{ClientTlsConfig, TlsConfig, crypto_provider};

@@ -26,6 +26,17 @@ use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
 
+/// The crypto provider of every TLS configuration here: rustls's `ring`
+/// provider (its default cipher suites and key exchange groups). rustls
+/// 0.23.48 deprecates it because `ring` has no post-quantum key exchange
+/// (X25519MLKEM768, which its `aws-lc-rs` provider has); `ring` stays the
+/// choice here, a much smaller build than the AWS-LC C library.
+pub fn crypto_provider() -> Arc<rustls::crypto::CryptoProvider> {
+    #[allow(deprecated)]
+    let provider = rustls::crypto::ring::default_provider();
+    Arc::new(provider)
+}
+
 /// HTTP/2: the gRPC tunnel, and Streamable HTTP.
 pub const ALPN_H2: &[u8] = b"h2";
 /// HTTP/1.1: Streamable HTTP only (gRPC needs HTTP/2).
@@ -57,7 +68,7 @@ impl TlsConfig {
         }
         let key = PrivateKeyDer::from_pem_slice(key_pem)
             .map_err(|e| invalid(format!("the private key: {e}")))?;
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let provider = crypto_provider();
         let config = ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .map_err(|e| invalid(format!("TLS versions: {e}")))?
@@ -157,7 +168,7 @@ impl ClientTlsConfig {
     }
 
     fn with_roots(roots: RootCertStore) -> io::Result<Self> {
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let provider = crypto_provider();
         let config = ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .map_err(|e| invalid(format!("TLS versions: {e}")))?

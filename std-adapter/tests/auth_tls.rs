@@ -228,7 +228,7 @@ mod tls {
     fn connector(ca: CertificateDer<'static>, alpn: &[&[u8]]) -> TlsConnector {
         let mut roots = RootCertStore::empty();
         roots.add(ca).unwrap();
-        let provider = Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
+        let provider = mcpwire_tokio::crypto_provider();
         let mut config = ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .unwrap()

@@ -124,7 +124,7 @@ async fn tls_server_without_alpn(chain: &str, key: &str) -> std::net::SocketAddr
         .collect::<Result<Vec<_>, _>>()
         .unwrap();
     let key = PrivateKeyDer::from_pem_slice(key.as_bytes()).unwrap();
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let provider = mcpwire_tokio::crypto_provider();
     let config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .unwrap()
