@@ -220,7 +220,8 @@ downstream() {
 # bridge with the row's token (from a file: never an argument), its stdout
 # copied to $dir/stdout, its stderr to $dir/stderr, one line per launch in
 # $dir/launches ("start PID TAG TIME", "sigterm PID TIME" when the host
-# signalled the wrapper, "exit PID TAG STATUS TIME"). Its arguments
+# signalled the wrapper, "exit PID TAG STATUS TIME", and "gone PID TIME"
+# from a watcher that outlives a killed wrapper). Its arguments
 # choose the variant: --bad-token, --timeout (--timeout-ms 1500), --fault.
 wrapper() {
     local args prefix=
@@ -247,6 +248,11 @@ $prefix"$binary" bridge --stdio-host "\${timeout[@]}" $args <&0 2>>"$dir/stderr"
 pid=\$!
 echo "\$pid" >"$dir/bridge.pid"
 echo "start \$pid \$tag \$EPOCHREALTIME" >>"$dir/launches"
+# When the bridge is gone, even if the host killed this wrapper first.
+(
+    while kill -0 "\$pid" 2>/dev/null; do sleep 0.05; done
+    echo "gone \$pid \$EPOCHREALTIME" >>"$dir/launches"
+) </dev/null >/dev/null 2>&1 &
 while :; do
     term=0 rc=0
     wait "\$pid" || rc=\$?
@@ -550,11 +556,14 @@ print(n)' "$dir/stdout")
     why=$(awk '
         $1 == "start" { started[$2] = $3 }
         $1 == "exit" { ended[$2] = $4 }
-        $1 == "sigterm" { signalled[$2] = 1 }
+        $1 == "sigterm" { signalled[$2] = $3 }
+        $1 == "gone" { gone[$2] = $3 }
         END {
             for (p in started) {
                 if (!(p in ended)) {
-                    printf "pid %s (%s) never ended%s; ", p, started[p], signalled[p] ? " (the host sent SIGTERM)" : ""
+                    printf "pid %s (%s) had no recorded end%s%s; ", p, started[p],
+                        signalled[p] ? " (the host sent SIGTERM, then killed the wrapper)" : "",
+                        (p in gone) ? sprintf(": the bridge ended %.1f s after %s", gone[p] - (signalled[p] ? signalled[p] : gone[p]), signalled[p] ? "the SIGTERM" : "") : ": the bridge never ended"
                     continue
                 }
                 if ((started[p] == "ok" || started[p] == "timeout") && ended[p] != 0)
