@@ -664,7 +664,11 @@ impl Exchange {
             return Ok(None);
         }
         loop {
-            if !self.pending.is_empty() {
+            // Asked even with nothing pending: a response whose body is
+            // empty (a 202, a DELETE's 200 with length 0) ends right after
+            // its head, without another octet from a server that keeps the
+            // connection open.
+            {
                 let r = self.conn.recv(&self.pending);
                 let ev = match r.event.clone() {
                     None => None,
