@@ -120,7 +120,8 @@ enum State {
 /// [`Connection::recv`], [`Connection::recv_eof`] and
 /// [`Connection::handle_timeout`]; the application acts through
 /// [`Connection::open_stream`], `send_headers`, `send_data`, `reset`,
-/// `release_data`, `go_away` and `abort`. Output comes out of three polls:
+/// `release_data`, `send_ping`, `go_away` and `abort`. Output comes out of
+/// three polls:
 ///
 /// - [`Connection::poll_event`]: drain it until `None` after **every** call
 ///   on the connection, polls included (`poll_transmit` can free room that
