@@ -21,7 +21,10 @@
 //! back as they came. The host's credential stays here: downstream the
 //! bridge sends `MCPWIRE_TOKEN`, if set. A stdio child that crashes fails
 //! its calls in flight and is started again (`--restart-max`,
-//! `--restart-backoff-ms`); new calls wait for it meanwhile.
+//! `--restart-backoff-ms`); new calls wait for it meanwhile. A gRPC server
+//! that goes silent without closing (no FIN from a board switched off) is
+//! found by keepalive PINGs (`--keepalive-ms`, 5 s by default): the calls
+//! in flight fail UNAVAILABLE instead of waiting for their deadlines.
 //!
 //! Only JSON-RPC goes to stdout; diagnostics go to stderr, the first a
 //! sentence naming the host side, the server side, the versions and the
@@ -55,6 +58,8 @@ pub const USAGE: &str = "usage: mcpwire bridge HOST-SIDE [--timeout-ms N] [RESTA
            (whose lists have no cursor: the server's pages are merged, up to 1024)
            on that port (127.0.0.1 unless ADDR says otherwise); a bearer token of FILE is required
            unless --no-auth; an Origin that is not allowed is refused (403)
+  --keepalive-ms N (a gRPC server): a PING after N ms without a frame during a call, the calls
+         failed if N ms more pass without an answer (default 5000; 0: no pings)
   RESTART (a stdio server): [--restart-max N] starts in a row that may fail (default 5),
          [--restart-backoff-ms N] the first wait before a restart (default 100, doubling up to 5 s)
   each request is forwarded to the server; the host's token is never sent on
@@ -95,7 +100,22 @@ struct Args {
     downstream: Downstream,
     timeout: Option<Duration>,
     restart: Restart,
+    /// The gRPC server side's keepalive PING interval (and its wait for
+    /// the answer); `None` with `--keepalive-ms 0`.
+    keepalive: Option<Duration>,
 }
+
+/// A gRPC server that stops answering (a board switched off, a host gone
+/// behind a NAT) sends no FIN: without pings the calls in flight would
+/// wait for their deadlines. Every 5 s of silence during a call a PING
+/// goes out, and 5 s without an answer fail the calls (UNAVAILABLE).
+const DEFAULT_KEEPALIVE: Duration = Duration::from_secs(5);
+
+/// A stdio child's shutdown: its stdin closed, then SIGTERM after this
+/// long, then SIGKILL after as long again, so the bridge itself ends well
+/// within the second that hosts grant a server they stop (the TypeScript
+/// SDK's SIGTERM, then SIGKILL after 1 s).
+const CHILD_STOP_WAIT: Duration = Duration::from_millis(400);
 
 fn parse(args: impl Iterator<Item = String>) -> Result<Args, String> {
     let mut stdio_host = false;
@@ -107,6 +127,7 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Args, String> {
     let mut command = None;
     let mut pass_env = Vec::new();
     let mut timeout = None;
+    let mut keepalive = Some(DEFAULT_KEEPALIVE);
     let mut args = args.into_iter();
     while let Some(arg) = args.next() {
         if super::ServeOptions::takes(&arg) {
@@ -141,6 +162,11 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Args, String> {
                 let v = value("--timeout-ms")?;
                 let ms: u64 = v.parse().map_err(|_| format!("bad --timeout-ms {v}"))?;
                 timeout = Some(Duration::from_millis(ms));
+            }
+            "--keepalive-ms" => {
+                let v = value("--keepalive-ms")?;
+                let ms: u64 = v.parse().map_err(|_| format!("bad --keepalive-ms {v}"))?;
+                keepalive = (ms > 0).then(|| Duration::from_millis(ms));
             }
             "--" => {
                 command = Some(args.by_ref().collect::<Vec<_>>());
@@ -209,6 +235,7 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Args, String> {
         downstream,
         timeout,
         restart,
+        keepalive,
     })
 }
 
@@ -244,6 +271,7 @@ pub fn main(args: impl Iterator<Item = String>) -> ExitCode {
 async fn connect(
     downstream: &Downstream,
     restart: &Restart,
+    keepalive: Option<Duration>,
 ) -> Result<(Client, String), CallError> {
     let token = std::env::var("MCPWIRE_TOKEN").ok();
     match downstream {
@@ -254,16 +282,20 @@ async fn connect(
             Ok((client, redact(url)))
         }
         Downstream::Address(addr) => {
-            let client = match (addr.strip_prefix("grpc://"), token) {
-                (Some(authority), Some(token)) => {
+            let client = match addr.strip_prefix("grpc://") {
+                Some(authority) => {
                     let mut config =
                         mcpwire_tokio::ChannelConfig::new(authority.trim_end_matches('/'));
-                    config
-                        .extra_metadata
-                        .push(("authorization".into(), format!("Bearer {token}")));
+                    if let Some(token) = token {
+                        config
+                            .extra_metadata
+                            .push(("authorization".into(), format!("Bearer {token}")));
+                    }
+                    config.keepalive =
+                        keepalive.map(|every| mcpwire_tokio::Keepalive::new(every, every));
                     Client::grpc(mcpwire_tokio::Channel::with_config(config))
                 }
-                _ => Client::connect(addr).await?,
+                None => Client::connect(addr).await?,
             };
             Ok((client, redact(addr)))
         }
@@ -275,6 +307,8 @@ async fn connect(
                 server = server.pass_env(name.clone());
             }
             let mut config = StdioChannelConfig::new(server);
+            config.close_wait = CHILD_STOP_WAIT;
+            config.term_wait = CHILD_STOP_WAIT;
             if let Some(max) = restart.max {
                 config.max_restarts = max;
             }
@@ -300,7 +334,7 @@ fn redact(address: &str) -> String {
 }
 
 async fn run(args: Args) -> ExitCode {
-    let (client, target) = match connect(&args.downstream, &args.restart).await {
+    let (client, target) = match connect(&args.downstream, &args.restart, args.keepalive).await {
         Ok(c) => c,
         Err(e) => {
             eprintln!("mcpwire bridge: cannot reach the server: {e}");
@@ -802,6 +836,28 @@ mod tests {
             let err = parse(words(line)).err().unwrap_or_default();
             assert!(err.contains(why), "{line}: {err}");
         }
+    }
+
+    #[test]
+    fn a_grpc_server_side_pings_every_5_s_unless_told_otherwise() {
+        let default = parse(words("--stdio-host --to grpc://127.0.0.1:1")).unwrap();
+        assert_eq!(default.keepalive, Some(Duration::from_secs(5)));
+        let set = parse(words(
+            "--stdio-host --keepalive-ms 250 --to grpc://127.0.0.1:1",
+        ))
+        .unwrap();
+        assert_eq!(set.keepalive, Some(Duration::from_millis(250)));
+        let off = parse(words(
+            "--stdio-host --keepalive-ms 0 --to grpc://127.0.0.1:1",
+        ))
+        .unwrap();
+        assert_eq!(off.keepalive, None);
+        assert!(
+            parse(words(
+                "--stdio-host --keepalive-ms soon --to grpc://127.0.0.1:1"
+            ))
+            .is_err()
+        );
     }
 
     #[test]
