@@ -68,7 +68,9 @@ if [[ ${MCPWIRE_NO_BUILD:-} != 1 ]]; then
     bounded 1800 "${cargo_tools[@]}" build --release -p mcpwire-tokio --bin mcpwire --quiet || exit 2
     if [[ $(id -u) == 0 && -c /dev/net/tun ]]; then
         # The embassy device app of the embassy-grpc rows.
-        bounded 1800 "${cargo_tools[@]}" build --release -p mcpwire-device-host --bin mcpwire-device-host \
+        # As interop-embassy-host.sh builds it (feature typed, every bin):
+        # the embassy step then finds it built.
+        bounded 1800 "${cargo_tools[@]}" build --release -p mcpwire-device-host --features typed --bins \
             --quiet || exit 2
     fi
     if [[ -n $qemu ]]; then
@@ -201,7 +203,10 @@ downstream() {
         start_server "$1" ip netns exec "$ns" "$device_app" --tap mcptap0 --address 10.77.0.2/24 \
             --token "$(<"$dir/token")" || { listen_out=0; return 1; }
         listen_out=0
-        to=(--to "grpc://10.77.0.2:50051")
+        # A device killed behind its TAP sends no FIN: the bridge's
+        # keepalive PINGs (2 s here, 5 s by default) find it gone within
+        # the disconnect check's 10 s.
+        to=(--keepalive-ms 2000 --to "grpc://10.77.0.2:50051")
         in_ns=(ip netns exec "$ns")
         profile="{$device, \"auth\": true}"
         ;;

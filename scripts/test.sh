@@ -187,9 +187,12 @@ step_http() {
     # made by the script above) through the stdio engine's HTTP link.
     MCPWIRE_MCP1_PYTHON="$PWD/.peers/venv-mcp1/bin/python" bounded 900 \
         cargo test -p mcpwire-tokio --test legacy_http -- --ignored || rc=1
-    # `mcpwire bridge --stdio-host`: the Python SDK's stdio client through
-    # the bridge to `mcpwire serve` over HTTP and over gRPC.
-    MCPWIRE_NO_BUILD=1 bounded 900 ./scripts/interop-bridge.sh || rc=1
+    # The bridge matrix: the Python and TypeScript SDK clients (stdio and
+    # Streamable HTTP) and our gRPC client as hosts of `mcpwire bridge`, to
+    # `mcpwire serve`, the SDK servers, mcp 1.26, a stdio child, the QEMU
+    # UART firmware and the embassy device app (the script builds those
+    # two as their own steps later find them).
+    bounded 1200 ./scripts/interop-bridge.sh || rc=1
     return "$rc"
 }
 

@@ -59,7 +59,8 @@ pub const USAGE: &str = "usage: mcpwire bridge HOST-SIDE [--timeout-ms N] [RESTA
            on that port (127.0.0.1 unless ADDR says otherwise); a bearer token of FILE is required
            unless --no-auth; an Origin that is not allowed is refused (403)
   --keepalive-ms N (a gRPC server): a PING after N ms without a frame during a call, the calls
-         failed if N ms more pass without an answer (default 5000; 0: no pings)
+         failed if N ms more pass without an answer (default 5000; 0: no pings; a server built on
+         grpc-core refuses pings more often than every 5 minutes during a silent call by default)
   RESTART (a stdio server): [--restart-max N] starts in a row that may fail (default 5),
          [--restart-backoff-ms N] the first wait before a restart (default 100, doubling up to 5 s)
   each request is forwarded to the server; the host's token is never sent on
