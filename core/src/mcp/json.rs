@@ -289,6 +289,7 @@ fn skip_quoted(src: &[u8], i: usize) -> Option<usize> {
     }
 }
 
+#[cfg_attr(not(target_os = "none"), inline(always))]
 fn skip_string(src: &[u8], i: usize) -> Result<usize, JsonError> {
     skip_string_escaped(src, i).map(|(end, _)| end)
 }
