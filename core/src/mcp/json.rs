@@ -289,6 +289,7 @@ fn skip_quoted(src: &[u8], i: usize) -> Option<usize> {
     }
 }
 
+#[cfg_attr(not(target_os = "none"), inline(always))]
 fn skip_string(src: &[u8], i: usize) -> Result<usize, JsonError> {
     skip_string_escaped(src, i).map(|(end, _)| end)
 }
@@ -820,7 +821,11 @@ pub fn span(whole: &[u8], part: &[u8]) -> core::ops::Range<usize> {
 
 /// The unescaped string, borrowed when it has no escapes.
 pub fn str_plain(raw: &[u8]) -> Option<&[u8]> {
-    let inner = trim(raw).strip_prefix(b"\"")?.strip_suffix(b"\"")?;
+    // A value the scanner handed out has nothing to trim.
+    let inner = match raw {
+        [b'"', inner @ .., b'"'] if WORDS => inner,
+        _ => trim(raw).strip_prefix(b"\"")?.strip_suffix(b"\"")?,
+    };
     (!has_backslash(inner)).then_some(inner)
 }
 
