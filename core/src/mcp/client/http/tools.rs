@@ -1,5 +1,5 @@
 //! The `x-mcp-header` rules of a `tools/call` over HTTP (MCP 2026-07-28
-//! §5.5.4), the same as the gRPC client's ([`cache`](super::super::cache)):
+//! §5.5.4), the same as the gRPC client's (its annotation cache):
 //! which tools of a `tools/list` result the client keeps (and whose schema
 //! it mirrors from), and when a call is sent again after the server
 //! refused its headers. The schema store itself is the driver's.

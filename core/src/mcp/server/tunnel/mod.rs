@@ -121,7 +121,7 @@ type TunnelEngine<'r, S, FB, const BUF: usize, const STREAMS: usize> = Engine<
 /// that gives each call its buffer while it lasts (which bounds a request
 /// and each message of its response) and the [`Storage`] `FB` of the
 /// connection's buffers and records (inline by default; see
-/// [`h2::storage`]). The connection remembers [`RESETS`] reset streams.
+/// [`h2::storage`]). The connection remembers `RESETS` reset streams.
 /// [`super::DeviceServer`] and [`super::HostServer`] name tested sizes.
 pub struct Server<
     'r,
