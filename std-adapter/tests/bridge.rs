@@ -177,6 +177,25 @@ async fn server() -> Harness {
     common::start_on_with_tick("127.0.0.1:0", Duration::from_secs(3600)).await
 }
 
+/// The bridge's arguments for a Python script of the repository as its
+/// stdio child: `flags`, then `-- PYTHON SCRIPT ARGS...`.
+fn python_child(flags: &[&str], script: &str, args: &[&str]) -> Vec<String> {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(script);
+    let mut all: Vec<String> = flags.iter().map(|f| (*f).to_owned()).collect();
+    all.push("--".into());
+    all.push(python().to_str().unwrap().to_owned());
+    all.push(script.to_str().unwrap().to_owned());
+    all.extend(args.iter().map(|a| (*a).to_owned()));
+    all
+}
+
+/// `args` as the `&str`s the spawn helpers take.
+fn refs(args: &[String]) -> Vec<&str> {
+    args.iter().map(String::as_str).collect()
+}
+
 #[tokio::test]
 async fn discover_list_and_call_keep_the_hosts_ids() {
     for transport in BOTH {
@@ -559,10 +578,8 @@ fn python() -> PathBuf {
 
 #[tokio::test]
 async fn a_stdio_child_that_crashes_is_a_failed_call_then_the_next_child_answers() {
-    let script =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/stdio/misbehaving_server.py");
-    let python = python();
-    let mut bridge = Bridge::spawn(&["--", python.to_str().unwrap(), script.to_str().unwrap()]);
+    let child = python_child(&[], "tests/stdio/misbehaving_server.py", &[]);
+    let mut bridge = Bridge::spawn(&refs(&child));
     let startup = bridge.startup_line().await;
     assert!(
         startup.contains("host side stdio") && startup.contains("server side stdio"),
@@ -995,21 +1012,12 @@ async fn a_hosts_cancel_reaches_the_server() {
 
 #[tokio::test]
 async fn a_crashing_child_fails_its_call_and_is_restarted_twice() {
-    let script =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/stdio/misbehaving_server.py");
-    let python = python();
-    let bridge = Listening::spawn(
-        true,
-        &[
-            "--restart-backoff-ms",
-            "20",
-            "--",
-            python.to_str().unwrap(),
-            script.to_str().unwrap(),
-        ],
+    let child = python_child(
+        &["--restart-backoff-ms", "20"],
+        "tests/stdio/misbehaving_server.py",
         &[],
-    )
-    .await;
+    );
+    let bridge = Listening::spawn(true, &refs(&child), &[]).await;
     let client = bridge
         .host(Transport::Http, Some(HOST_TOKEN))
         .await
@@ -1098,21 +1106,12 @@ async fn the_hosts_token_stays_at_the_bridge() {
 
 #[tokio::test]
 async fn an_older_server_is_served_to_the_host_as_the_current_era() {
-    let script =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/stdio/misbehaving_server.py");
-    let python = python();
-    let bridge = Listening::spawn(
-        true,
-        &[
-            "--pass-env",
-            "LEGACY",
-            "--",
-            python.to_str().unwrap(),
-            script.to_str().unwrap(),
-        ],
-        &[("LEGACY", "1")],
-    )
-    .await;
+    let child = python_child(
+        &["--pass-env", "LEGACY"],
+        "tests/stdio/misbehaving_server.py",
+        &[],
+    );
+    let bridge = Listening::spawn(true, &refs(&child), &[("LEGACY", "1")]).await;
     let sentence = bridge.sentence().to_owned();
     assert!(
         sentence.contains("2025-11-25") && sentence.contains(&format!("stays MCP {VERSION}")),
@@ -1201,18 +1200,14 @@ async fn a_network_hosts_listen_stream_is_the_servers() {
 
 #[tokio::test]
 async fn the_child_gets_only_the_environment_it_is_given() {
-    let script =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/stdio/misbehaving_server.py");
-    let python = python();
+    let child = python_child(
+        &["--pass-env", "BRIDGE_TEST_PASSED"],
+        "tests/stdio/misbehaving_server.py",
+        &[],
+    );
     let bridge = Listening::spawn(
         true,
-        &[
-            "--pass-env",
-            "BRIDGE_TEST_PASSED",
-            "--",
-            python.to_str().unwrap(),
-            script.to_str().unwrap(),
-        ],
+        &refs(&child),
         &[
             ("BRIDGE_TEST_PASSED", "1"),
             ("BRIDGE_TEST_KEPT", "1"),
@@ -1405,20 +1400,12 @@ async fn a_downstream_timeout_reaches_a_network_host_as_the_bridges_failure() {
 
 #[tokio::test]
 async fn a_stdio_host_meets_an_older_child_as_the_current_era() {
-    let script =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/stdio/misbehaving_server.py");
-    let python = python();
-    let mut bridge = Bridge::spawn_with_env(
-        &[
-            "--pass-env",
-            "LEGACY",
-            "--",
-            python.to_str().unwrap(),
-            script.to_str().unwrap(),
-        ],
-        None,
-        &[("LEGACY", "1")],
+    let child = python_child(
+        &["--pass-env", "LEGACY"],
+        "tests/stdio/misbehaving_server.py",
+        &[],
     );
+    let mut bridge = Bridge::spawn_with_env(&refs(&child), None, &[("LEGACY", "1")]);
     let startup = bridge.startup_line().await;
     assert!(
         startup.contains("2025-11-25") && startup.contains(&format!("stays MCP {VERSION}")),
@@ -1514,14 +1501,8 @@ async fn typed_call(
 async fn a_typed_list_on_the_bridge_is_the_servers_pages_merged() {
     use mcpwire_proto::gcp::Rpc;
 
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/bridge/paging_server.py");
-    let python = python();
-    let bridge = Listening::spawn(
-        true,
-        &["--", python.to_str().unwrap(), script.to_str().unwrap()],
-        &[],
-    )
-    .await;
+    let child = python_child(&[], "tests/bridge/paging_server.py", &[]);
+    let bridge = Listening::spawn(true, &refs(&child), &[]).await;
     let (result, trailers) = typed_call(&bridge.addr, Rpc::ListTools, json!({})).await;
     assert_eq!(
         trailers.get("grpc-status").map(|v| v.to_str().unwrap()),
@@ -1563,22 +1544,14 @@ async fn a_typed_list_on_the_bridge_is_the_servers_pages_merged() {
 async fn a_typed_list_of_more_than_1024_pages_fails() {
     use mcpwire_proto::gcp::Rpc;
 
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/bridge/paging_server.py");
-    let python = python();
     let dir = temp_dir();
     let count = dir.0.join("pages");
-    let bridge = Listening::spawn(
-        true,
-        &[
-            "--",
-            python.to_str().unwrap(),
-            script.to_str().unwrap(),
-            "endless",
-            count.to_str().unwrap(),
-        ],
+    let child = python_child(
         &[],
-    )
-    .await;
+        "tests/bridge/paging_server.py",
+        &["endless", count.to_str().unwrap()],
+    );
+    let bridge = Listening::spawn(true, &refs(&child), &[]).await;
     let (result, trailers) = typed_call(&bridge.addr, Rpc::ListTools, json!({})).await;
     assert!(result.is_none(), "{result:?}");
     let header = |name: &str| trailers.get(name).map(|v| v.to_str().unwrap().to_owned());
