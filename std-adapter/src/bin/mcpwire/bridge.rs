@@ -381,14 +381,7 @@ async fn run(args: Args) -> ExitCode {
                 served = app.serve_stdio_with(config) => served,
                 () = shutdown_signal() => Ok(()),
             };
-            client.close().await;
-            match served {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("mcpwire bridge: the host side failed: {e}");
-                    ExitCode::FAILURE
-                }
-            }
+            finish(client, served).await
         }
         Host::Listen {
             addr,
@@ -456,6 +449,12 @@ async fn listen_host(
         env!("CARGO_PKG_VERSION")
     );
     let served = server.serve_with_shutdown(app, shutdown_signal()).await;
+    finish(client, served).await
+}
+
+/// The end of either host side: the server side closed (a child stopped,
+/// a session deleted), then the exit status of how the host side ended.
+async fn finish(client: Client, served: std::io::Result<()>) -> ExitCode {
     client.close().await;
     match served {
         Ok(()) => ExitCode::SUCCESS,
