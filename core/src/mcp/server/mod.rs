@@ -91,7 +91,7 @@ pub use http::{Allowed, HttpConfig, HttpServer};
 pub use listen::ListChange;
 pub use request::{Request, RequestKind};
 pub use stdio::{StdioConfig, StdioServer};
-pub use tunnel::{Server, TUNNEL_PATH};
+pub use tunnel::{Server, TUNNEL_PATH, TYPED_RPCS};
 
 use crate::h2::{self, ConnectionError};
 

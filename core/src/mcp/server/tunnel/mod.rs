@@ -62,6 +62,12 @@ use crate::time::Instant;
 use mcpwire_proto::tunnel::{self, JsonRpcMessage};
 use typed::Rpc;
 
+/// Whether this build serves the typed binding's RPCs (feature `typed`):
+/// without it a typed path is UNIMPLEMENTED, as any path not served. A
+/// crate that depends on the core learns here what feature unification
+/// chose.
+pub const TYPED_RPCS: bool = cfg!(feature = "typed");
+
 /// The path of the tunnel method.
 pub const TUNNEL_PATH: &[u8] = tunnel::CALL_PATH.as_bytes();
 
