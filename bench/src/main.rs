@@ -207,6 +207,10 @@ struct Options {
     strict: bool,
 }
 
+/// Servers side by side in one binding's table: ours, two that a user
+/// would pick instead, and ours behind `mcpwire bridge`.
+const MAX_SERVERS: usize = 4;
+
 fn valid_name(name: &str) -> bool {
     !name.is_empty() && !name.contains(char::is_whitespace) && !name.contains(',')
 }
@@ -352,8 +356,11 @@ fn parse_options(mut args: impl Iterator<Item = String>) -> Result<Options, Stri
     if o.servers.is_empty() && o.http_servers.is_empty() && o.stdio_servers.is_empty() {
         return Err("give a --server, --http-server or --stdio-server".into());
     }
-    if o.servers.len() > 3 || o.http_servers.len() > 3 || o.stdio_servers.len() > 3 {
-        return Err("at most three servers of each binding".into());
+    if [o.servers.len(), o.http_servers.len(), o.stdio_servers.len()]
+        .iter()
+        .any(|&n| n > MAX_SERVERS)
+    {
+        return Err(format!("at most {MAX_SERVERS} servers of each binding"));
     }
     for s in &o.scenarios {
         let missing = match s.binding() {
