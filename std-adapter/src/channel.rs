@@ -71,7 +71,7 @@ pub use mcpwire_core::mcp::client::Keepalive;
 use mcpwire_core::mcp::client::{Binding, ClientConfig};
 use mcpwire_core::mcp::error::INVALID_REQUEST;
 use mcpwire_core::mcp::meta::{KEY_CLIENT_CAPABILITIES, KEY_PROTOCOL_VERSION};
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 use tokio::sync::{mpsc, oneshot};
 
 use driver::{CallMsg, Command, ConnHandle, Refusal, Schemas};
@@ -349,32 +349,11 @@ impl Channel {
         mut request: Value,
         timeout: Option<Duration>,
     ) -> Result<CallStream, CallError> {
-        let Some(obj) = request.as_object_mut() else {
-            return Err(CallError::invalid_request("a request is a JSON object"));
-        };
-        let method = obj
-            .get("method")
-            .and_then(Value::as_str)
-            .map(str::to_owned)
-            .ok_or_else(|| CallError::invalid_request("a request needs a method"))?;
-        obj.entry("jsonrpc").or_insert_with(|| json!("2.0"));
-        let notification = method.starts_with("notifications/");
-        if !notification && !obj.contains_key("id") {
-            let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
-            obj.insert("id".into(), json!(id));
-        }
-        let params = obj.entry("params").or_insert_with(|| json!({}));
-        let Some(params) = params.as_object_mut() else {
-            return Err(CallError::invalid_request("params is not an object"));
-        };
-        let meta = params.entry("_meta").or_insert_with(|| json!({}));
-        let Some(meta) = meta.as_object_mut() else {
-            return Err(CallError::invalid_request("params._meta is not an object"));
-        };
-        meta.entry(key(KEY_PROTOCOL_VERSION))
-            .or_insert_with(|| json!(PROTOCOL_VERSION));
-        meta.entry(key(KEY_CLIENT_CAPABILITIES))
-            .or_insert_with(|| self.inner.config.client_capabilities.clone());
+        let (method, _) = complete_request(
+            &mut request,
+            &self.inner.next_id,
+            &self.inner.config.client_capabilities,
+        )?;
         let listen = method == "subscriptions/listen";
         let deadline = (!listen).then(|| {
             tokio::time::Instant::now() + timeout.unwrap_or(self.inner.config.request_timeout)
@@ -693,6 +672,43 @@ fn refusal_error(r: Refusal) -> CallError {
             format!("the framed request needs {needed} octets, more than max_message_bytes"),
         ),
     }
+}
+
+/// Completes a JSON-RPC message as every channel sends it: `jsonrpc`, an
+/// `id` for a request without one (from `next_id`), and in `params._meta`
+/// the protocol version and `capabilities` where absent. Gives its method
+/// and its `_meta` (for what a transport adds).
+pub(crate) fn complete_request<'r>(
+    request: &'r mut Value,
+    next_id: &AtomicU64,
+    capabilities: &Value,
+) -> Result<(String, &'r mut Map<String, Value>), CallError> {
+    let Some(obj) = request.as_object_mut() else {
+        return Err(CallError::invalid_request("a request is a JSON object"));
+    };
+    let method = obj
+        .get("method")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        .ok_or_else(|| CallError::invalid_request("a request needs a method"))?;
+    obj.entry("jsonrpc").or_insert_with(|| json!("2.0"));
+    if !method.starts_with("notifications/") && !obj.contains_key("id") {
+        let id = next_id.fetch_add(1, Ordering::Relaxed);
+        obj.insert("id".into(), json!(id));
+    }
+    let params = obj.entry("params").or_insert_with(|| json!({}));
+    let Some(params) = params.as_object_mut() else {
+        return Err(CallError::invalid_request("params is not an object"));
+    };
+    let meta = params.entry("_meta").or_insert_with(|| json!({}));
+    let Some(meta) = meta.as_object_mut() else {
+        return Err(CallError::invalid_request("params._meta is not an object"));
+    };
+    meta.entry(key(KEY_PROTOCOL_VERSION))
+        .or_insert_with(|| json!(PROTOCOL_VERSION));
+    meta.entry(key(KEY_CLIENT_CAPABILITIES))
+        .or_insert_with(|| capabilities.clone());
+    Ok((method, meta))
 }
 
 /// A `_meta` key of the core's, as a JSON object key.

@@ -68,7 +68,7 @@ use mcpwire_core::mcp::client::http::{
     Endpoint, HttpFailure, Judgement, RequestError, ResponseReader, ToolSchema, judge_schema,
     relist_and_retry, write_post,
 };
-use mcpwire_core::mcp::meta::{KEY_CLIENT_CAPABILITIES, KEY_PROTOCOL_VERSION, PROTOCOL_VERSION};
+use mcpwire_core::mcp::meta::KEY_PROTOCOL_VERSION;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{Semaphore, mpsc};
@@ -311,35 +311,16 @@ impl HttpChannel {
         mut request: Value,
         timeout: Option<Duration>,
     ) -> Result<HttpCall, CallError> {
-        let Some(obj) = request.as_object_mut() else {
-            return Err(CallError::invalid_request("a request is a JSON object"));
-        };
-        let method = obj
-            .get("method")
-            .and_then(Value::as_str)
-            .map(str::to_owned)
-            .ok_or_else(|| CallError::invalid_request("a request needs a method"))?;
-        obj.entry("jsonrpc").or_insert_with(|| json!("2.0"));
-        if !method.starts_with("notifications/") && !obj.contains_key("id") {
-            let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
-            obj.insert("id".into(), json!(id));
-        }
-        let params = obj.entry("params").or_insert_with(|| json!({}));
-        let Some(params) = params.as_object_mut() else {
-            return Err(CallError::invalid_request("params is not an object"));
-        };
-        let meta = params.entry("_meta").or_insert_with(|| json!({}));
-        let Some(meta) = meta.as_object_mut() else {
-            return Err(CallError::invalid_request("params._meta is not an object"));
-        };
+        let (method, meta) = crate::channel::complete_request(
+            &mut request,
+            &self.inner.next_id,
+            &self.inner.config.client_capabilities,
+        )?;
         let version = meta
-            .entry(key(KEY_PROTOCOL_VERSION))
-            .or_insert_with(|| json!(PROTOCOL_VERSION))
-            .as_str()
+            .get(&key(KEY_PROTOCOL_VERSION))
+            .and_then(Value::as_str)
             .unwrap_or_default()
             .to_owned();
-        meta.entry(key(KEY_CLIENT_CAPABILITIES))
-            .or_insert_with(|| self.inner.config.client_capabilities.clone());
         if let Some(info) = &self.inner.config.client_info {
             meta.entry(CLIENT_INFO).or_insert_with(|| info.clone());
         }

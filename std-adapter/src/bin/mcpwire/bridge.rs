@@ -42,6 +42,7 @@ use mcpwire_core::grpc::Code;
 use mcpwire_core::mcp::client::stdio::{Era, EraChoice};
 use mcpwire_core::mcp::error::INTERNAL_ERROR;
 use mcpwire_core::mcp::meta::{KEY_SUBSCRIPTION_ID, PROTOCOL_VERSION};
+use mcpwire_tokio::channel::MAX_LIST_PAGES;
 use mcpwire_tokio::{
     App, CallError, Client, ForwardRequest, HttpChannelConfig, ServerCommand, StdioChannelConfig,
     StreamMessage, ToolError,
@@ -575,10 +576,6 @@ async fn forward_request(
     }
 }
 
-/// Most pages merged into one list (typed binding §7 step 7); a cursor
-/// left after them stays on the result, which the binding then refuses.
-const MAX_LIST_PAGES: usize = 1024;
-
 /// The array a list method's result carries.
 fn list_key(method: &str) -> Option<&'static str> {
     match method {
@@ -592,8 +589,10 @@ fn list_key(method: &str) -> Option<&'static str> {
 
 /// Follows the first page's `nextCursor` through `next` (the same request
 /// with that cursor), appending each page's `key` array to `merged`'s (the
-/// first page), up to [`MAX_LIST_PAGES`] pages in all. The first page's
-/// other members stay; `nextCursor` is the last page's (none at the end).
+/// first page), up to [`MAX_LIST_PAGES`] pages in all (typed binding §7
+/// step 7; the client's own list helpers read as many). The first page's
+/// other members stay; `nextCursor` is the last page's (none at the end):
+/// a cursor left after them stays, and the typed binding refuses it.
 async fn merge_pages<F, Fut>(mut merged: Value, key: &str, mut next: F) -> Result<Value, ToolError>
 where
     F: FnMut(String) -> Fut,
