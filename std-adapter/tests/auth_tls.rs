@@ -196,10 +196,6 @@ async fn auth_off_means_no_principal() {
 mod tls {
     use std::sync::Arc;
 
-    use rcgen::{
-        BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair,
-        KeyUsagePurpose,
-    };
     use tokio::io::{AsyncRead, AsyncWrite};
     use tokio_rustls::TlsConnector;
     use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName};
@@ -208,21 +204,16 @@ mod tls {
     use super::*;
     use common::PATH;
 
-    /// A throwaway CA, and a certificate for localhost and 127.0.0.1 it
-    /// signed: (CA DER, server chain PEM, server key PEM).
+    /// [`common::certificates`] with the CA as DER: (CA, server chain PEM,
+    /// server key PEM).
     fn certificates() -> (CertificateDer<'static>, String, String) {
-        let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
-        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        ca.distinguished_name
-            .push(DnType::CommonName, "mcpwire test CA");
-        ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-        let ca = CertifiedIssuer::self_signed(ca, KeyPair::generate().unwrap()).unwrap();
-        let key = KeyPair::generate().unwrap();
-        let leaf = CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()])
-            .unwrap()
-            .signed_by(&key, &ca)
-            .unwrap();
-        (ca.der().clone(), leaf.pem(), key.serialize_pem())
+        use tokio_rustls::rustls::pki_types::pem::PemObject;
+        let (ca, chain, key) = common::certificates();
+        (
+            CertificateDer::from_pem_slice(ca.as_bytes()).unwrap(),
+            chain,
+            key,
+        )
     }
 
     fn connector(ca: CertificateDer<'static>, alpn: &[&[u8]]) -> TlsConnector {

@@ -1235,25 +1235,11 @@ async fn the_child_gets_only_the_environment_it_is_given() {
 #[cfg(feature = "tls")]
 #[tokio::test]
 async fn the_network_host_side_speaks_tls() {
-    use rcgen::{
-        BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair,
-        KeyUsagePurpose,
-    };
-    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca.distinguished_name
-        .push(DnType::CommonName, "mcpwire bridge test CA");
-    ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-    let ca = CertifiedIssuer::self_signed(ca, KeyPair::generate().unwrap()).unwrap();
-    let key = KeyPair::generate().unwrap();
-    let leaf = CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()])
-        .unwrap()
-        .signed_by(&key, &ca)
-        .unwrap();
+    let (ca, chain, key) = common::certificates();
     let dir = temp_dir();
     let (cert_file, key_file) = (dir.0.join("cert.pem"), dir.0.join("key.pem"));
-    std::fs::write(&cert_file, leaf.pem()).unwrap();
-    std::fs::write(&key_file, key.serialize_pem()).unwrap();
+    std::fs::write(&cert_file, chain).unwrap();
+    std::fs::write(&key_file, key).unwrap();
 
     let harness = server().await;
     let target = url(&harness, Transport::Grpc);
@@ -1273,7 +1259,7 @@ async fn the_network_host_side_speaks_tls() {
     assert!(bridge.sentence().contains("TLS"), "{}", bridge.sentence());
     let mut config = HttpChannelConfig::new(format!("https://{}/mcp", bridge.addr));
     config.bearer = Some(HOST_TOKEN.to_owned());
-    config.tls = Some(mcpwire_tokio::ClientTlsConfig::with_pem_roots(ca.pem().as_bytes()).unwrap());
+    config.tls = Some(mcpwire_tokio::ClientTlsConfig::with_pem_roots(ca.as_bytes()).unwrap());
     let client = Client::http(config, EraChoice::Probe).await.unwrap();
     let echoed = client
         .request(

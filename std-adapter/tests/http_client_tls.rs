@@ -19,27 +19,9 @@ use std::time::Duration;
 use common::{Counters, Harness, eventually_every};
 use mcpwire_core::grpc::Code;
 use mcpwire_tokio::{ClientTlsConfig, Http2Mode, HttpChannel, HttpChannelConfig, Server};
-use rcgen::{
-    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair, KeyUsagePurpose,
-};
 use serde_json::json;
 
-/// A throwaway CA and a certificate for localhost and 127.0.0.1 it signed:
-/// (CA PEM, server chain PEM, server key PEM).
-fn certificates() -> (String, String, String) {
-    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca.distinguished_name
-        .push(DnType::CommonName, "mcpwire test CA");
-    ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-    let ca = CertifiedIssuer::self_signed(ca, KeyPair::generate().unwrap()).unwrap();
-    let key = KeyPair::generate().unwrap();
-    let leaf = CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()])
-        .unwrap()
-        .signed_by(&key, &ca)
-        .unwrap();
-    (ca.pem(), leaf.pem(), key.serialize_pem())
-}
+use common::certificates;
 
 /// The demo app (plus `counted_sleep`) over TLS on 127.0.0.1:0, and the
 /// CA that signed its certificate.
