@@ -391,17 +391,19 @@ async fn a_2025_session_progress_arrives_before_the_result_is_sent() {
 /// shape a disconnect is no cancel, so the server gets
 /// `notifications/cancelled` for the call's id, and then the request's
 /// stream is closed (its answer is no longer wanted).
-#[tokio::test]
-async fn a_2025_session_call_dropped_after_its_progress_is_cancelled() {
-    let mut server = scripted_2025().await;
-    let channel = StdioChannel::connect(config(format!("http://{}/mcp", server.addr)))
-        .await
-        .unwrap();
+/// Starts a slow call on `channel`, waits for its first message (a
+/// notification: `progress` says which), drops the call and waits until
+/// the server `seen` gets `notifications/cancelled` for its id; gives the id.
+async fn cancel_after_progress(
+    channel: &StdioChannel,
+    seen: &mut tokio::sync::mpsc::UnboundedReceiver<serde_json::Value>,
+    progress: &str,
+) -> serde_json::Value {
     let mut call = channel.call(slow_call()).await.unwrap();
     let id = call.id().clone();
     let first = tokio::time::timeout(Duration::from_secs(3), call.next())
         .await
-        .expect("the progress arrives while the result is held back")
+        .expect(progress)
         .unwrap();
     assert!(
         matches!(first, Some(mcpwire_tokio::StreamMessage::Notification(_))),
@@ -410,7 +412,7 @@ async fn a_2025_session_call_dropped_after_its_progress_is_cancelled() {
     drop(call);
     let cancelled = tokio::time::timeout(Duration::from_secs(3), async {
         loop {
-            let m = server.seen.recv().await.expect("the server runs");
+            let m = seen.recv().await.expect("the server runs");
             if m["method"] == "notifications/cancelled" {
                 return m;
             }
@@ -419,6 +421,21 @@ async fn a_2025_session_call_dropped_after_its_progress_is_cancelled() {
     .await
     .expect("notifications/cancelled reaches the server while the call still runs");
     assert_eq!(cancelled["params"]["requestId"], id, "{cancelled}");
+    id
+}
+
+#[tokio::test]
+async fn a_2025_session_call_dropped_after_its_progress_is_cancelled() {
+    let mut server = scripted_2025().await;
+    let channel = StdioChannel::connect(config(format!("http://{}/mcp", server.addr)))
+        .await
+        .unwrap();
+    let id = cancel_after_progress(
+        &channel,
+        &mut server.seen,
+        "the progress arrives while the result is held back",
+    )
+    .await;
     let closed = tokio::time::timeout(Duration::from_secs(3), server.seen.recv())
         .await
         .expect("the request's stream is closed after the cancel")
@@ -575,28 +592,12 @@ async fn a_2024_http_sse_progress_arrives_before_the_result_and_a_drop_cancels()
     };
     assert_eq!(r["result"]["content"][0]["text"], "done", "{r}");
 
-    let mut call = channel.call(slow_call()).await.unwrap();
-    let id = call.id().clone();
-    let first = tokio::time::timeout(Duration::from_secs(3), call.next())
-        .await
-        .expect("the second call's progress arrives")
-        .unwrap();
-    assert!(
-        matches!(first, Some(mcpwire_tokio::StreamMessage::Notification(_))),
-        "{first:?}"
-    );
-    drop(call);
-    let cancelled = tokio::time::timeout(Duration::from_secs(3), async {
-        loop {
-            let m = server.seen.recv().await.expect("the server runs");
-            if m["method"] == "notifications/cancelled" {
-                return m;
-            }
-        }
-    })
-    .await
-    .expect("notifications/cancelled reaches the server while the call still runs");
-    assert_eq!(cancelled["params"]["requestId"], id, "{cancelled}");
+    cancel_after_progress(
+        &channel,
+        &mut server.seen,
+        "the second call's progress arrives",
+    )
+    .await;
     server.release.notify_one();
     channel.shutdown().await;
 }
