@@ -173,6 +173,9 @@ async fn run(
     // The 2025 shape: the POSTs whose answers are still read, by the
     // request's id (its JSON text).
     let mut in_flight: HashMap<String, AbortHandle> = HashMap::new();
+    // The finished POSTs leave the map when it has grown to this size (and
+    // the bound doubles past what is left): not one scan per line.
+    let mut prune_at = 64;
     loop {
         tokio::select! {
             line = lines.recv() => {
@@ -200,7 +203,10 @@ async fn run(
                     tokio::spawn(post_line(Arc::clone(&shared), path, session, body, notes_tx.clone()));
                     continue;
                 }
-                in_flight.retain(|_, task| !task.is_finished());
+                if in_flight.len() >= prune_at {
+                    in_flight.retain(|_, task| !task.is_finished());
+                    prune_at = (in_flight.len() * 2).max(64);
+                }
                 let (request, cancelled) = ids_of(&body);
                 let post = post_line(Arc::clone(&shared), path, session, body, notes_tx.clone());
                 // A cancelled request's answer is no longer wanted: once
