@@ -125,8 +125,7 @@ fn write_string(w: &mut Out<'_>, s: &[u8]) {
         integer::write(w, coded, 7, 0x80);
         match w.reserve(coded) {
             Some(dst) => {
-                let mut exact = Out::new(dst);
-                huffman::write(&mut exact, s);
+                huffman::write(dst, s);
                 w.advance(coded);
             }
             None => w.advance(coded),

@@ -17,7 +17,7 @@
 //! [`FAST_TABLE_BYTES`]; the encoder's table of codes is
 //! [`ENCODE_TABLE_BYTES`].
 
-use super::{DecodeError, EncodeError, out::Out};
+use super::{DecodeError, EncodeError};
 
 /// Code length of every symbol, 0..=255 and EOS (256), from RFC 7541 Appendix B.
 const LENGTHS: [u8; 257] = [
@@ -213,14 +213,53 @@ pub fn encoded_len(src: &[u8]) -> usize {
 /// Huffman-codes `src` into `out`, padding with the high bits of EOS.
 /// Returns the octets written.
 pub fn encode(src: &[u8], out: &mut [u8]) -> Result<usize, EncodeError> {
-    let mut w = Out::new(out);
-    write(&mut w, src);
-    w.finish()
+    let n = encoded_len(src);
+    let dst = out
+        .get_mut(..n)
+        .ok_or(EncodeError::BufferTooSmall { needed: n })?;
+    write(dst, src);
+    Ok(n)
 }
 
-pub(super) fn write(w: &mut Out<'_>, src: &[u8]) {
+/// Huffman-codes `src` into `dst`, which is [`encoded_len`] octets long,
+/// padding with the high bits of EOS. With `huffman-fast` the code goes out
+/// 32 bits at a time, one store per word; without it (less flash), an octet
+/// at a time.
+#[cfg(feature = "huffman-fast")]
+pub(super) fn write(dst: &mut [u8], src: &[u8]) {
     let mut acc: u64 = 0;
     let mut bits: u32 = 0;
+    let mut at = 0;
+    for &b in src {
+        let len = u32::from(LENGTHS[usize::from(b)]);
+        acc = (acc << len) | u64::from(CODES[usize::from(b)]);
+        bits += len;
+        // At most 31 + 30 bits are pending here; flush a whole word.
+        if bits >= 32 {
+            bits -= 32;
+            let word = (acc >> bits) as u32;
+            if let Some(d) = dst.get_mut(at..at + 4) {
+                d.copy_from_slice(&word.to_be_bytes());
+            }
+            at += 4;
+        }
+    }
+    // The last 0..=31 bits, padded with ones to whole octets.
+    let pad = bits.wrapping_neg() % 8;
+    let total = bits + pad;
+    let tail = (((acc << pad) | ((1 << pad) - 1)) << (64 - total).min(63)) >> 32;
+    let n = (total / 8) as usize;
+    if let Some(d) = dst.get_mut(at..at + n) {
+        d.copy_from_slice(&(tail as u32).to_be_bytes()[..n]);
+    }
+}
+
+/// See the `huffman-fast` version.
+#[cfg(not(feature = "huffman-fast"))]
+pub(super) fn write(dst: &mut [u8], src: &[u8]) {
+    let mut acc: u64 = 0;
+    let mut bits: u32 = 0;
+    let mut out = dst.iter_mut();
     for &b in src {
         let len = u32::from(LENGTHS[usize::from(b)]);
         acc = (acc << len) | u64::from(CODES[usize::from(b)]);
@@ -228,12 +267,16 @@ pub(super) fn write(w: &mut Out<'_>, src: &[u8]) {
         // At most 7 + 30 bits are pending here; flush whole octets.
         while bits >= 8 {
             bits -= 8;
-            w.push((acc >> bits) as u8);
+            if let Some(o) = out.next() {
+                *o = (acc >> bits) as u8;
+            }
         }
     }
-    if bits > 0 {
+    if bits > 0
+        && let Some(o) = out.next()
+    {
         let pad = 8 - bits;
-        w.push(((acc << pad) as u8) | ((1u8 << pad) - 1));
+        *o = ((acc << pad) as u8) | ((1u8 << pad) - 1);
     }
 }
 
