@@ -12,7 +12,13 @@ mod shared;
 
 fn bench(c: &mut Criterion) {
     let tools = shared::tools();
-    let registry = shared::registry(&tools);
+    let registry = match shared::registry(&tools) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("the request's tools are invalid: {e:?}");
+            return;
+        }
+    };
     let request = shared::echo_request(100);
     let headers = shared::Headers(shared::HEADERS);
     let mut group = c.benchmark_group("request_check");

@@ -18,7 +18,7 @@ use mcpwire_core::time::Instant;
 mod support;
 
 use mcpwire_sim::{Pipe, exchange};
-use support::mcp::{App, META, Server, Side, VecStore, each_split, registry, split};
+use support::mcp::{App, META, Server, Side, VecStore, checked, each_split, registry, split};
 
 type Client = Connection<8, 4096, 16384, 16>;
 
@@ -177,7 +177,7 @@ impl Pair {
 
 impl<S: CallStore> Pair<S> {
     fn with(store: S, config: ServerConfig) -> Self {
-        Self::serving(store, config, registry(&TOOLS))
+        Self::serving(store, config, checked(registry(&TOOLS)))
     }
 
     fn serving(store: S, config: ServerConfig, registry: Registry<'static>) -> Self {

@@ -183,6 +183,7 @@ impl Pair {
     fn forwarding() -> Self {
         Pair::with_registry(Registry {
             forward: true,
+            plain_schemas: Default::default(),
             ..registry(&TOOLS)
         })
     }

@@ -63,6 +63,7 @@ fn registry() -> Registry<'static> {
         listen: false,
         completions: false,
         forward: false,
+        plain_schemas: Default::default(),
     }
 }
 

@@ -11,7 +11,13 @@ fn main() {
         .and_then(|a| a.parse().ok())
         .unwrap_or(100_000);
     let tools = shared::tools();
-    let registry = shared::registry(&tools);
+    let registry = match shared::registry(&tools) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("the request's tools are invalid: {e:?}");
+            std::process::exit(1);
+        }
+    };
     let request = shared::echo_request(100);
     let headers = shared::Headers(shared::HEADERS);
     let mut ok = 0u64;

@@ -4,7 +4,7 @@
 
 use mcpwire_core::mcp::envelope::{RequestSpans, Spans};
 use mcpwire_core::mcp::mirror::HeaderSource;
-use mcpwire_core::mcp::registry::{Registry, ServerInfo, ToolInfo};
+use mcpwire_core::mcp::registry::{Registry, RegistryError, ServerInfo, ToolInfo};
 use mcpwire_core::mcp::server::dispatch::{self, Route};
 
 /// The gRPC request headers the load tool sends with it.
@@ -47,8 +47,9 @@ pub fn tools() -> [ToolInfo<'static>; 2] {
     ]
 }
 
-pub fn registry<'r>(tools: &'r [ToolInfo<'r>]) -> Registry<'r> {
-    Registry {
+/// Checked, as a server checks its registry before serving.
+pub fn registry<'r>(tools: &'r [ToolInfo<'r>]) -> Result<Registry<'r>, RegistryError<'r>> {
+    let mut registry = Registry {
         info: ServerInfo {
             name: "bench",
             version: "0",
@@ -61,7 +62,10 @@ pub fn registry<'r>(tools: &'r [ToolInfo<'r>]) -> Registry<'r> {
         listen: false,
         completions: false,
         forward: false,
-    }
+        plain_schemas: Default::default(),
+    };
+    registry.check()?;
+    Ok(registry)
 }
 
 /// The load tool's `echo` request with a text of `text_bytes` (its

@@ -12,7 +12,7 @@ use core::time::Duration;
 use libfuzzer_sys::fuzz_target;
 use mcpwire_core::mcp::SlabStore;
 use mcpwire_core::mcp::auth::Decision;
-use mcpwire_core::mcp::registry::{Registry, ServerInfo, ToolInfo};
+use mcpwire_core::mcp::registry::{PlainSchemas, Registry, ServerInfo, ToolInfo};
 use mcpwire_core::mcp::server::{
     Failure, HttpConfig, HttpServer, ListChange, ServerEngine, ServerEvent,
 };
@@ -40,6 +40,7 @@ const REGISTRY: Registry<'static> = Registry {
     listen: true,
     completions: false,
     forward: false,
+    plain_schemas: PlainSchemas::NONE,
 };
 
 #[derive(Arbitrary, Debug)]

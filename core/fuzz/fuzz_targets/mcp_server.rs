@@ -106,6 +106,7 @@ fuzz_target!(|input: Input| {
         listen: input.listen,
         completions: false,
         forward: false,
+        plain_schemas: Default::default(),
     };
     let config = ServerConfig {
         authorize: input.authorize,

@@ -68,6 +68,8 @@ fn skip_value(src: &[u8], i: usize, max_depth: usize) -> Result<usize, JsonError
     match src.get(i) {
         Some(b'"') => skip_string(src, i),
         Some(b'-' | b'0'..=b'9') => skip_number(src, i),
+        // An empty object (capabilities often are): no container walk.
+        Some(b'{') if src.get(i + 1) == Some(&b'}') && max_depth > 0 => Ok(i + 2),
         _ => skip_nested(src, i, max_depth),
     }
 }
@@ -549,6 +551,7 @@ impl<'a> ObjectScan<'a> {
     }
 
     /// Reads the members left, validating them.
+    #[cfg_attr(not(target_os = "none"), inline(always))]
     pub fn finish(&mut self) -> Result<(), JsonError> {
         while self.key()?.is_some() {
             self.value()?;
@@ -820,6 +823,7 @@ pub fn span(whole: &[u8], part: &[u8]) -> core::ops::Range<usize> {
 }
 
 /// The unescaped string, borrowed when it has no escapes.
+#[cfg_attr(not(target_os = "none"), inline(always))]
 pub fn str_plain(raw: &[u8]) -> Option<&[u8]> {
     // A value the scanner handed out has nothing to trim.
     let inner = match raw {
@@ -862,6 +866,16 @@ fn has_backslash(s: &[u8]) -> bool {
         const HI: u64 = 0x8080_8080_8080_8080;
         let found = |w: u64| (w ^ (LO * u64::from(b'\\'))).wrapping_sub(LO) & !w & HI != 0;
         return found(u64::from_le_bytes(*a)) || found(u64::from_le_bytes(*b));
+    }
+    // Four to seven (a tool's name): two overlapping halves.
+    if WORDS
+        && s.len() < 8
+        && let (Some(a), Some(b)) = (s.first_chunk::<4>(), s.last_chunk::<4>())
+    {
+        const LO: u32 = 0x0101_0101;
+        const HI: u32 = 0x8080_8080;
+        let found = |w: u32| (w ^ (LO * u32::from(b'\\'))).wrapping_sub(LO) & !w & HI != 0;
+        return found(u32::from_le_bytes(*a)) || found(u32::from_le_bytes(*b));
     }
     s.iter().any(|&b| b == b'\\')
 }

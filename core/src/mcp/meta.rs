@@ -95,6 +95,7 @@ pub(crate) enum ParamsKey {
 }
 
 impl ParamsKey {
+    #[cfg_attr(not(target_os = "none"), inline(always))]
     pub(crate) fn of(key: json::Key<'_>) -> Option<Self> {
         if key.is(b"_meta") {
             Some(Self::Meta)

@@ -81,6 +81,32 @@ pub struct Registry<'r> {
     /// server it forwards to. The envelope, `_meta`, version and mirrored
     /// header checks still run first; the lists above are not served.
     pub forward: bool,
+    /// The tools whose input schema has no `x-mcp-header` annotation, as
+    /// [`check`](Self::check) found them: a call to one of them skips its
+    /// schema in the mirrored-header check. Start from the default, which
+    /// knows none (every call reads its tool's schema).
+    pub plain_schemas: PlainSchemas,
+}
+
+/// Which tools of a registry, by index, have an input schema without an
+/// `x-mcp-header` annotation (the first 64; a later tool's schema is read
+/// at each call). Only [`Registry::check`] marks a tool, and the marks
+/// hold for the tool list it checked: a registry built by hand, or given
+/// other tools after its check, reads every schema.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PlainSchemas {
+    bits: u64,
+    /// The address and length of the tool list checked.
+    tools: (usize, usize),
+}
+
+impl PlainSchemas {
+    /// No tool marked (every schema is read): what a registry built by hand
+    /// starts with, usable in a `const` registry.
+    pub const NONE: Self = Self {
+        bits: 0,
+        tools: (0, 0),
+    };
 }
 
 /// Why a registry cannot be served.
@@ -106,8 +132,10 @@ pub const MAX_ANNOTATIONS: usize = 8;
 pub const MAX_CLIENT_ANNOTATIONS: usize = 16;
 
 impl<'r> Registry<'r> {
-    /// Checks the schemas and annotations once, before serving.
-    pub fn check(&self) -> Result<(), RegistryError<'r>> {
+    /// Checks the schemas and annotations once, before serving, and notes
+    /// which schemas have no annotation ([`plain_schemas`](Self::plain_schemas)).
+    pub fn check(&mut self) -> Result<(), RegistryError<'r>> {
+        let mut plain = 0u64;
         for (i, t) in self.tools.iter().enumerate() {
             let schema = t.input_schema.as_bytes();
             if json::validate(schema, json::DEFAULT_MAX_DEPTH).is_err()
@@ -115,17 +143,54 @@ impl<'r> Registry<'r> {
             {
                 return Err(RegistryError::InvalidSchema { tool: t.name });
             }
-            Annotations::<'_, MAX_ANNOTATIONS>::collect(schema).map_err(|error| {
-                RegistryError::InvalidAnnotation {
-                    tool: t.name,
-                    error,
-                }
-            })?;
+            let annotations =
+                Annotations::<'_, MAX_ANNOTATIONS>::collect(schema).map_err(|error| {
+                    RegistryError::InvalidAnnotation {
+                        tool: t.name,
+                        error,
+                    }
+                })?;
             if self.tools[..i].iter().any(|o| o.name == t.name) {
                 return Err(RegistryError::DuplicateTool { tool: t.name });
             }
+            if i < 64 && annotations.is_empty() {
+                plain |= 1 << i;
+            }
         }
+        self.plain_schemas = PlainSchemas {
+            bits: plain,
+            tools: (self.tools.as_ptr() as usize, self.tools.len()),
+        };
         Ok(())
+    }
+
+    /// The marks of [`check`](Self::check), if they are of these tools.
+    /// None on a small target: its few tools' schemas are searched at each
+    /// call, with less code.
+    fn plain_bits(&self) -> u64 {
+        let p = self.plain_schemas;
+        if json::WORDS && p.tools == (self.tools.as_ptr() as usize, self.tools.len()) {
+            p.bits
+        } else {
+            0
+        }
+    }
+
+    /// Whether tool `index`'s schema is known to have no annotation.
+    pub fn schema_is_plain(&self, index: usize) -> bool {
+        index < 64 && (self.plain_bits() >> index) & 1 == 1
+    }
+
+    /// Whether no tool's schema has an annotation, as far as known.
+    pub fn no_schema_annotated(&self) -> bool {
+        self.tools.len() <= 64 && self.plain_bits().count_ones() as usize == self.tools.len()
+    }
+
+    /// The index of the tool called `name` (a raw JSON string).
+    pub fn tool_index(&self, name: &[u8]) -> Option<usize> {
+        self.tools
+            .iter()
+            .position(|t| json::str_eq(name, t.name.as_bytes()))
     }
 
     /// The tool called `name` (a raw JSON string).
@@ -375,6 +440,7 @@ mod tests {
             listen: true,
             completions: false,
             forward: false,
+            plain_schemas: Default::default(),
         }
     }
 
@@ -382,8 +448,14 @@ mod tests {
     /// `nextCursor` (so the typed binding never has pages to merge).
     #[test]
     fn lists_are_valid_json_with_what_was_registered() {
-        let r = registry();
+        let mut r = registry();
         assert_eq!(r.check(), Ok(()));
+        // `echo` has no annotation, `lookup` has one.
+        assert!(r.schema_is_plain(0) && !r.schema_is_plain(1) && !r.no_schema_annotated());
+        // Marks of other tools do not hold.
+        let plain = [TOOLS[0]];
+        let other = Registry { tools: &plain, ..r };
+        assert!(!other.schema_is_plain(0) && !other.no_schema_annotated());
         let mut buf = [0u8; 2048];
         for write in [
             Registry::write_tools_list as fn(&Registry<'static>, &mut JsonWriter<'_>),
@@ -431,13 +503,13 @@ mod tests {
             description: "",
             input_schema: "[1]",
         }];
-        let r = Registry {
+        let mut r = Registry {
             tools: &bad,
             ..registry()
         };
         assert_eq!(r.check(), Err(RegistryError::InvalidSchema { tool: "x" }));
         let dup = [TOOLS[0], TOOLS[0]];
-        let r = Registry {
+        let mut r = Registry {
             tools: &dup,
             ..registry()
         };

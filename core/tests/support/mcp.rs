@@ -34,7 +34,8 @@ pub const fn lookup(input_schema: &'static str) -> ToolInfo<'static> {
     }
 }
 
-/// The test server's registry, with these tools and nothing else.
+/// The test server's registry, with these tools and nothing else; not
+/// checked (some tests serve an invalid tool on purpose): see [`checked`].
 pub fn registry(tools: &'static [ToolInfo<'static>]) -> Registry<'static> {
     Registry {
         info: ServerInfo {
@@ -49,7 +50,14 @@ pub fn registry(tools: &'static [ToolInfo<'static>]) -> Registry<'static> {
         listen: false,
         completions: false,
         forward: false,
+        plain_schemas: Default::default(),
     }
+}
+
+/// `registry`, checked as a server checks its registry before serving.
+pub fn checked(mut registry: Registry<'static>) -> Registry<'static> {
+    registry.check().expect("the test tools are valid");
+    registry
 }
 
 /// The `_meta` member every request carries (without braces around it).

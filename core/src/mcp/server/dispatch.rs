@@ -131,13 +131,17 @@ pub fn check_indexed<H: HeaderSource + ?Sized>(
         None => None,
     };
     let arguments = ParamsIndex::get(p, &index.arguments).filter(|_| is_tool_call);
-    let tool = is_tool_call
-        .then(|| name.and_then(|n| registry.tool(n)))
+    // No lookup at all when no tool is annotated.
+    let tool = (is_tool_call && !registry.no_schema_annotated())
+        .then(|| name.and_then(|n| registry.tool_index(n)))
         .flatten();
-    // Most schemas have no annotation: skip the walk for them (an escaped
-    // key would hide from the byte search, so a schema with a backslash is
+    // Most schemas have no annotation: the registry's check marked them,
+    // and a byte search skips the walk for the others that have none (an
+    // escaped key would hide from it, so a schema with a backslash is
     // walked).
     let annotations = tool
+        .filter(|&i| !registry.schema_is_plain(i))
+        .and_then(|i| registry.tools.get(i))
         .map(|t| t.input_schema.as_bytes())
         .filter(|schema| may_annotate(schema))
         .and_then(|schema| Annotations::<'_, MAX_ANNOTATIONS>::collect(schema).ok());
@@ -339,7 +343,7 @@ fn may_annotate_words(schema: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mcp::registry::ServerInfo;
+    use crate::mcp::registry::{ServerInfo, ToolInfo};
 
     #[test]
     fn a_forwarding_registry_hands_every_method_over_after_the_checks() {
@@ -356,6 +360,7 @@ mod tests {
             listen: false,
             completions: false,
             forward: true,
+            plain_schemas: Default::default(),
         };
         let params = br#"{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}"#;
         for method in [
@@ -387,6 +392,86 @@ mod tests {
             )
             .is_err()
         );
+    }
+
+    /// Request headers as a list of fields.
+    struct Fields<'a>(&'a [(&'a [u8], &'a [u8])]);
+
+    impl HeaderSource for Fields<'_> {
+        fn header(&self, name: &[u8]) -> Option<&[u8]> {
+            self.0.iter().find(|(n, _)| *n == name).map(|(_, v)| *v)
+        }
+
+        fn find_header(&self, matches: &mut dyn FnMut(&[u8]) -> bool) -> Option<&[u8]> {
+            self.0.iter().find(|(n, _)| matches(n)).map(|(_, v)| *v)
+        }
+    }
+
+    /// The registry's check marks the schemas without annotation; an
+    /// annotated tool is held to its `mcp-param` header whether the
+    /// registry was checked or not, and a plain one never is.
+    #[test]
+    fn annotated_tools_need_their_header_in_checked_and_unchecked_registries() {
+        let tools = [
+            ToolInfo {
+                name: "plain",
+                title: None,
+                description: "",
+                input_schema: r#"{"type":"object","properties":{"region":{"type":"string"}}}"#,
+            },
+            ToolInfo {
+                name: "lookup",
+                title: None,
+                description: "",
+                input_schema: r#"{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"}}}"#,
+            },
+        ];
+        let unchecked = Registry {
+            info: ServerInfo {
+                name: "s",
+                version: "1",
+                instructions: None,
+            },
+            tools: &tools,
+            resources: &[],
+            templates: &[],
+            prompts: &[],
+            listen: false,
+            completions: false,
+            forward: false,
+            plain_schemas: Default::default(),
+        };
+        let mut checked = unchecked;
+        checked.check().unwrap();
+        assert!(checked.schema_is_plain(0) && !checked.schema_is_plain(1));
+        for registry in [&unchecked, &checked] {
+            for (tool, param, ok) in [
+                ("plain", None, true),
+                ("lookup", None, false),
+                ("lookup", Some(&b"eu"[..]), true),
+                ("lookup", Some(b"us"), false),
+            ] {
+                let params = std::format!(
+                    r#"{{"_meta":{{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{{}}}},"name":"{tool}","arguments":{{"region":"eu"}}}}"#
+                );
+                let mut fields: std::vec::Vec<(&[u8], &[u8])> = std::vec![
+                    (b"mcp-protocol-version", b"2026-07-28"),
+                    (b"mcp-method", b"tools/call"),
+                    (b"mcp-name", tool.as_bytes()),
+                ];
+                if let Some(v) = param {
+                    fields.push((b"mcp-param-region", v));
+                }
+                let result = check(
+                    registry,
+                    b"tools/call",
+                    b"\"tools/call\"",
+                    Some(params.as_bytes()),
+                    Some(&Fields(&fields)),
+                );
+                assert_eq!(result.is_ok(), ok, "{tool} {param:?}: {result:?}");
+            }
+        }
     }
 
     #[test]

@@ -229,6 +229,7 @@ mod tests {
             listen,
             completions: false,
             forward: false,
+            plain_schemas: Default::default(),
         }
     }
 
