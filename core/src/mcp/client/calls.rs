@@ -4,6 +4,7 @@
 //! JSON-RPC error written into its own buffers.
 
 use super::events::Diagnostics;
+use super::metadata::Located;
 use crate::grpc::{Code, MessageDecoder};
 use crate::h2::StreamRef;
 use crate::mcp::error::{INTERNAL_ERROR, RpcError, code_for_status};
@@ -78,6 +79,8 @@ pub(super) struct Active {
     pub(super) mode: Mode,
     pub(super) tool_call: bool,
     pub(super) tools_list: bool,
+    /// Where the request's mirrored parts lie in its JSON (a tunnel call's).
+    pub(super) located: Option<Located>,
     /// The typed RPC the call goes as; `None` on the tunnel.
     pub(super) typed: Option<mcpwire_proto::gcp::Rpc>,
     pub(super) decoder: MessageDecoder,
@@ -85,6 +88,8 @@ pub(super) struct Active {
     pub(super) msg_start: usize,
     /// The response message, in `rx`.
     pub(super) response: Option<(usize, usize)>,
+    /// The `error` member of a tunnel call's response, in `rx`.
+    pub(super) response_error: Option<(usize, usize)>,
     pub(super) diagnostics: Diagnostics,
     /// The response's `www-authenticate`, when it fits.
     pub(super) auth: ([u8; MAX_AUTH], Option<u16>),
@@ -152,6 +157,7 @@ pub(super) fn reopen(a: &mut Active, mode: Mode, max_message: usize) {
     a.decoder = MessageDecoder::new(max_message);
     a.msg_start = 0;
     a.response = None;
+    a.response_error = None;
     // Whether a refused stream was retried stays known to the end.
     a.diagnostics = Diagnostics {
         retried: a.diagnostics.retried,

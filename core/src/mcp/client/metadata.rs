@@ -5,12 +5,15 @@
 
 use crate::grpc::{Code, base64, percent};
 use crate::h2::HeaderList;
+use crate::mcp::envelope::{RequestSpans, Spans};
 use crate::mcp::error::{INVALID_REQUEST, RpcError, code_for_status};
 use crate::mcp::json::{self, MAX_SAFE_INTEGER};
-use crate::mcp::meta::KEY_PROTOCOL_VERSION;
+use crate::mcp::meta::{KEY_PROTOCOL_VERSION, ParamsIndex};
 use crate::mcp::mirror::{self, Annotations, ParamType};
 use crate::mcp::registry::MAX_CLIENT_ANNOTATIONS;
 use crate::mcp::writer::JsonWriter;
+
+use super::calls::offset_in;
 
 /// Room of [`mirror_headers`] for a value it must unescape or encode.
 const MAX_VALUE: usize = 512;
@@ -47,7 +50,7 @@ where
 {
     let mut text = [0u8; MAX_VALUE];
     let mut encoded = [0u8; MAX_VALUE * 2];
-    mirror_fields(body, input_schema, |name, value| {
+    mirror_fields(&Mirrored::locate(body)?, input_schema, |name, value| {
         let raw = match value {
             MirrorValue::Text(t) => t,
             MirrorValue::Json(raw) => raw,
@@ -68,38 +71,130 @@ where
     })
 }
 
-/// The headers of [`mirror_headers`], each value as the body holds it.
+/// Where a request's [`Mirrored`] parts lie in its body: kept from the
+/// start of a call so that the head sent later is built without walking
+/// the body again.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Located {
+    id: Option<(usize, usize)>,
+    method: (usize, usize),
+    version: Option<(usize, usize)>,
+    name: Option<(usize, usize)>,
+    arguments: Option<(usize, usize)>,
+}
+
+/// The parts of a request body that its head mirrors, as raw JSON.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Mirrored<'a> {
+    /// The raw `id`, when there is one.
+    pub(super) id: Option<&'a [u8]>,
+    /// The raw `method` string.
+    pub(super) method: &'a [u8],
+    /// `params._meta["io.modelcontextprotocol/protocolVersion"]`.
+    version: Option<&'a [u8]>,
+    /// `params.name` or `params.uri` (by the method), a JSON string.
+    name: Option<&'a [u8]>,
+    /// `params.arguments`.
+    arguments: Option<&'a [u8]>,
+}
+
+impl<'a> Mirrored<'a> {
+    /// Validates `body` and finds its parts: a JSON-RPC request in the one
+    /// walk that validates it (the server engine's index); anything else
+    /// that is JSON with a `method`, member by member as before.
+    pub(super) fn locate(body: &'a [u8]) -> Result<Self, RpcError> {
+        if let Ok(Spans::Request(spans)) = RequestSpans::parse(body, json::DEFAULT_MAX_DEPTH)
+            && let Some(text) = spans.method.clone()
+            && let Some(method) = body.get(text.start.wrapping_sub(1)..text.end + 1)
+        {
+            let params = spans.params.and_then(|p| body.get(p)).unwrap_or_default();
+            let index = &spans.index;
+            let name = match mirror::name_member(&body[text]) {
+                Some(b"uri") => ParamsIndex::get(params, &index.uri),
+                Some(_) => ParamsIndex::get(params, &index.name),
+                None => None,
+            };
+            return Ok(Self {
+                id: body.get(spans.id),
+                method,
+                version: ParamsIndex::get(params, &index.protocol_version),
+                name: name.filter(|v| json::kind(v) == Some(json::Kind::String)),
+                arguments: ParamsIndex::get(params, &index.arguments),
+            });
+        }
+        const INVALID: RpcError =
+            RpcError::new(INVALID_REQUEST, "not a JSON-RPC request with params._meta");
+        json::validate(body, json::DEFAULT_MAX_DEPTH).map_err(|_| INVALID)?;
+        let [id, method, params] = json::get_all(body, [b"id", b"method", b"params"]);
+        let method = method.ok_or(INVALID)?;
+        let params = params.unwrap_or_default();
+        let [meta, name, uri, arguments] =
+            json::get_all(params, [b"_meta", b"name", b"uri", b"arguments"]);
+        let name = match mirror::name_member(json::str_plain(method).unwrap_or(b"")) {
+            Some(b"uri") => uri,
+            Some(_) => name,
+            None => None,
+        };
+        Ok(Self {
+            id,
+            method,
+            version: meta.and_then(|m| json::get(m, KEY_PROTOCOL_VERSION)),
+            name: name.filter(|v| json::kind(v) == Some(json::Kind::String)),
+            arguments,
+        })
+    }
+
+    /// Where the parts lie in `body`, the slice they were found in.
+    pub(super) fn spans(&self, body: &[u8]) -> Located {
+        let at = |part: &[u8]| offset_in(body, part, 0);
+        Located {
+            id: self.id.map(at),
+            method: at(self.method),
+            version: self.version.map(at),
+            name: self.name.map(at),
+            arguments: self.arguments.map(at),
+        }
+    }
+
+    /// The parts that [`Mirrored::spans`] found in the same `body`.
+    pub(super) fn at(body: &'a [u8], spans: &Located) -> Self {
+        let get = |(start, end): (usize, usize)| body.get(start..end).unwrap_or_default();
+        Self {
+            id: spans.id.map(get),
+            method: get(spans.method),
+            version: spans.version.map(get),
+            name: spans.name.map(get),
+            arguments: spans.arguments.map(get),
+        }
+    }
+
+    /// The raw `params.name` of a `tools/call`.
+    pub(super) fn tool_name(&self) -> Option<&'a [u8]> {
+        json::str_eq(self.method, b"tools/call")
+            .then_some(self.name)
+            .flatten()
+            .map(json::trim)
+    }
+}
+
+/// The headers of [`mirror_headers`] for the request `body`'s parts, each
+/// value as the body holds it.
 pub(super) fn mirror_fields<F>(
-    body: &[u8],
+    body: &Mirrored<'_>,
     input_schema: Option<&[u8]>,
     mut emit: F,
 ) -> Result<(), RpcError>
 where
     F: FnMut(&[u8], MirrorValue<'_>) -> Result<(), RpcError>,
 {
-    const INVALID: RpcError =
-        RpcError::new(INVALID_REQUEST, "not a JSON-RPC request with params._meta");
-    json::validate(body, json::DEFAULT_MAX_DEPTH).map_err(|_| INVALID)?;
-    let method = json::get(body, b"method").ok_or(INVALID)?;
-    let params = json::get(body, b"params");
-    if let Some(version) = params
-        .and_then(|p| json::get(p, b"_meta"))
-        .and_then(|m| json::get(m, KEY_PROTOCOL_VERSION))
-    {
+    if let Some(version) = body.version {
         emit(b"mcp-protocol-version", MirrorValue::Json(version))?;
     }
-    emit(b"mcp-method", MirrorValue::Json(method))?;
-    let method_text = json::str_plain(method).unwrap_or(b"");
-    let name = mirror::name_member(method_text)
-        .and_then(|member| params.and_then(|p| json::get(p, member)))
-        .filter(|v| json::kind(v) == Some(json::Kind::String));
-    if let Some(name) = name {
+    emit(b"mcp-method", MirrorValue::Json(body.method))?;
+    if let Some(name) = body.name {
         emit(b"mcp-name", MirrorValue::Json(name))?;
     }
-    let (Some(schema), Some(arguments)) = (
-        input_schema,
-        params.and_then(|p| json::get(p, b"arguments")),
-    ) else {
+    let (Some(schema), Some(arguments)) = (input_schema, body.arguments) else {
         return Ok(());
     };
     let annotations = Annotations::<'_, MAX_CLIENT_ANNOTATIONS>::collect(schema)
@@ -325,6 +420,51 @@ mod tests {
             headers(&unsafe_int, Some(schema)).unwrap_err().code,
             INVALID_REQUEST
         );
+    }
+
+    /// A JSON-RPC request's parts are found in its validating walk; a body
+    /// that is not one (no `jsonrpc`, an escaped method, a duplicate key)
+    /// member by member: the same headers either way.
+    #[test]
+    fn both_ways_of_finding_the_parts_mirror_the_same() {
+        let schema = r#"{"type":"object","properties":{"q":{"type":"string","x-mcp-header":"Q"}}}"#;
+        let request = std::format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"arguments":{{"q":"v"}},{META},"name":"t"}}}}"#
+        );
+        let located = Mirrored::locate(request.as_bytes()).unwrap();
+        assert_eq!(located.id, Some(&b"1"[..]));
+        assert_eq!(located.tool_name(), Some(&br#""t""#[..]));
+        let want = headers(&request, Some(schema)).unwrap();
+        assert_eq!(want.len(), 4, "{want:?}");
+        for other in [
+            request.replace(r#""jsonrpc":"2.0","#, ""),
+            request.replace(r#""id":1,"#, r#""id":1,"id":2,"#),
+        ] {
+            assert!(
+                !matches!(
+                    RequestSpans::parse(other.as_bytes(), json::DEFAULT_MAX_DEPTH),
+                    Ok(Spans::Request(RequestSpans {
+                        method: Some(_),
+                        ..
+                    }))
+                ),
+                "{other}"
+            );
+            let got = headers(&other, Some(schema)).unwrap();
+            assert_eq!(got, want, "{other}");
+        }
+        // An escaped method is sent as its text (and names no member).
+        let escaped = request.replace("tools/call", r"tools\/call");
+        let got = headers(&escaped, Some(schema)).unwrap();
+        assert_eq!(got[1], ("mcp-method".into(), "tools/call".into()));
+        assert!(!got.iter().any(|(n, _)| n == "mcp-name"), "{got:?}");
+        // A resource's uri is its name header; not JSON is refused.
+        let read = std::format!(
+            r#"{{"jsonrpc":"2.0","id":2,"method":"resources/read","params":{{"uri":"a://b","name":"x",{META}}}}}"#
+        );
+        let h = headers(&read, None).unwrap();
+        assert_eq!(h[2], ("mcp-name".into(), "a://b".into()));
+        assert_eq!(headers("{", None).unwrap_err().code, INVALID_REQUEST);
     }
 
     #[test]

@@ -131,7 +131,8 @@ use calls::{
 };
 use events::{Queue, Queued};
 use keepalive::{Due, KEEPALIVE_FAILURE, Pinger};
-use request::{FRAME_ROOM, Framed, Head, OwnedMeta, build_head, frame_into, tool_name};
+use metadata::Mirrored;
+use request::{FRAME_ROOM, Framed, Head, OwnedMeta, build_head, frame_into};
 
 use super::error::{INVALID_REQUEST, RpcError};
 use super::json;
@@ -144,6 +145,32 @@ use crate::h2::{
 use crate::records::Records;
 use crate::time::Instant;
 use mcpwire_proto::gcp::Rpc;
+
+/// Room for a request head (its names and values as text) that most
+/// calls' heads fit in: it is built there first, and in all of the
+/// connection's `BUF` only when it does not fit, so that a call does not
+/// have `BUF` octets zeroed twice (its check, its send).
+const HEAD_ROOM: usize = 1024;
+
+/// Builds a request head with `build` in a room of [`HEAD_ROOM`] (or `BUF`
+/// when that is less), again in all of `BUF` only when it did not fit (the
+/// usual head fits: a call does not have `BUF` zeroed for it), and hands the
+/// head and the outcome of `build` to `then`.
+fn with_head<const BUF: usize, R>(
+    build: impl Fn(&mut Head<'_>) -> Result<(), RpcError>,
+    then: impl FnOnce(&Head<'_>, Result<(), RpcError>) -> R,
+) -> R {
+    let mut small = [0u8; HEAD_ROOM];
+    let mut large: [u8; BUF];
+    let mut head = Head::new(&mut small[..HEAD_ROOM.min(BUF)]);
+    let mut built = build(&mut head);
+    if head.is_full() && BUF > HEAD_ROOM {
+        large = [0u8; BUF];
+        head = Head::new(&mut large);
+        built = build(&mut head);
+    }
+    then(&head, built)
+}
 
 /// Everything but the connection, so that the connection's events (which
 /// borrow it) can be handled.
@@ -359,8 +386,15 @@ impl<
         timeout: Option<Duration>,
         now: Instant,
     ) -> Result<CallId, StartError> {
-        let method = json::get(body, b"method").unwrap_or(b"");
-        let rpc = binding.rpc_for(method).map_err(StartError::Invalid)?;
+        // The tunnel has no use for the method here: `start` finds it in
+        // the walk that checks the body.
+        let rpc = match binding {
+            Binding::Tunnel => None,
+            _ => {
+                let method = json::get(body, b"method").unwrap_or(b"");
+                binding.rpc_for(method).map_err(StartError::Invalid)?
+            }
+        };
         self.start(body, timeout, now, rpc)
     }
 
@@ -376,31 +410,36 @@ impl<
             return Err(StartError::Closed);
         }
         // Every rule on the body and the head, before a byte goes out.
-        if rpc.is_none() {
-            let mut room = [0u8; BUF];
-            let mut head = Head::new(&mut room);
-            build_head(
-                &mut head,
-                &self.config,
-                self.st.owned_meta(),
-                self.st.cache_schema(body),
-                body,
-                None,
-            )
-            .map_err(StartError::Invalid)?;
+        let (id, method, located) = if rpc.is_none() {
+            let parts = Mirrored::locate(body).map_err(StartError::Invalid)?;
+            let schema = parts.tool_name().and_then(|name| self.st.cache.get(name));
+            let build = |head: &mut Head<'_>| {
+                build_head(
+                    head,
+                    &self.config,
+                    self.st.owned_meta(),
+                    schema,
+                    &parts,
+                    None,
+                )
+            };
+            with_head::<BUF, _>(build, |_, built| built).map_err(StartError::Invalid)?;
+            (parts.id, parts.method, Some(parts.spans(body)))
         } else if json::validate(body, json::DEFAULT_MAX_DEPTH).is_err() {
             return Err(StartError::Invalid(RpcError::new(
                 INVALID_REQUEST,
                 "not a JSON-RPC request",
             )));
-        }
-        if json::get(body, b"id").is_some_and(|id| json::trim(id).len() > calls::MAX_ID) {
+        } else {
+            let [id, method] = json::get_all(body, [b"id", b"method"]);
+            (id, method.unwrap_or(b""), None)
+        };
+        if id.is_some_and(|id| json::trim(id).len() > calls::MAX_ID) {
             return Err(StartError::Invalid(RpcError::new(
                 INVALID_REQUEST,
                 "JSON-RPC id longer than 128 octets",
             )));
         }
-        let method = json::get(body, b"method").unwrap_or(b"");
         let listen = json::str_eq(method, b"subscriptions/listen");
         let slots = self.st.slots.len();
         let index = self
@@ -440,6 +479,7 @@ impl<
             orig_frame: frame,
             orig_json: json_at,
             deadline,
+            located,
             mode: Mode::Call,
             // A typed call has no mirrored headers to read again after a
             // -32020.
@@ -449,6 +489,7 @@ impl<
             decoder: MessageDecoder::new(self.st.max_message),
             msg_start: 0,
             response: None,
+            response_error: None,
             diagnostics: Diagnostics::default(),
             auth: ([0; MAX_AUTH], None),
             reset_owed: false,
@@ -733,20 +774,37 @@ impl<
                     );
                     continue;
                 }
-                let mut room = [0u8; BUF];
-                let mut head = Head::new(&mut room);
                 let owned = OwnedMeta::of(&self.st.store, &self.st.owned_meta);
-                let built = match a.typed {
-                    None => {
-                        let schema = self.st.cache.get(tool_name(body).unwrap_or(b""));
-                        build_head(&mut head, &self.config, owned, schema, body, left)
+                let typed = a.typed;
+                // The body was checked when the call started, and where its
+                // parts lie kept; a re-list's body is walked for its own (the
+                // head is built twice only when it needs the larger room).
+                let located = a.located.filter(|_| a.json == a.orig_json);
+                let parts = match (typed, located) {
+                    (Some(_), _) => Ok(None),
+                    (None, Some(spans)) => Ok(Some(Mirrored::at(body, &spans))),
+                    (None, None) => Mirrored::locate(body).map(Some),
+                };
+                let parts = match parts {
+                    Ok(parts) => parts,
+                    Err(e) => {
+                        a.reset_owed = true;
+                        fail_rpc(&mut self.st.store, slot, e);
+                        continue;
                     }
+                };
+                let build = |head: &mut Head<'_>| match (typed, &parts) {
+                    (None, Some(parts)) => {
+                        let schema = parts.tool_name().and_then(|name| self.st.cache.get(name));
+                        build_head(head, &self.config, owned, schema, parts, left)
+                    }
+                    (None, None) => Err(RpcError::new(INVALID_REQUEST, "not a request")),
                     #[cfg(feature = "typed")]
-                    Some(rpc) => {
+                    (Some(rpc), _) => {
                         let req = bytes(&self.st.store, &slot.req);
                         let message = req.get(a.frame.0 + PREFIX_LEN..a.frame.1).unwrap_or(b"");
                         request::build_typed_head(
-                            &mut head,
+                            head,
                             &self.config,
                             owned,
                             rpc,
@@ -756,14 +814,21 @@ impl<
                         )
                     }
                     #[cfg(not(feature = "typed"))]
-                    Some(_) => Err(RpcError::new(INVALID_REQUEST, "no typed binding")),
+                    (Some(_), _) => Err(RpcError::new(INVALID_REQUEST, "no typed binding")),
                 };
-                if let Err(e) = built {
-                    a.reset_owed = true;
-                    fail_rpc(&mut self.st.store, slot, e);
-                    continue;
-                }
-                match self.conn.send_headers(stream, head.fields(), false) {
+                let conn = &mut self.conn;
+                let sent = with_head::<BUF, _>(build, |head, built| {
+                    built.map(|()| conn.send_headers(stream, head.fields(), false))
+                });
+                let sent = match sent {
+                    Ok(sent) => sent,
+                    Err(e) => {
+                        a.reset_owed = true;
+                        fail_rpc(&mut self.st.store, slot, e);
+                        continue;
+                    }
+                };
+                match sent {
                     Ok(()) => {
                         a.head_sent = true;
                         a.diagnostics.retried |= a.resent;
@@ -827,10 +892,6 @@ impl<S: CallStore, R: Records<Slot<S::Buf>>, const CACHE: usize> State<S, R, CAC
                 .as_ref()
                 .is_some_and(|a| a.wire == Wire::Open(stream))
         })
-    }
-
-    fn cache_schema(&self, body: &[u8]) -> Option<&[u8]> {
-        self.cache.get(tool_name(body)?)
     }
 
     /// A new `recv`: notifications not taken are dropped (and the one

@@ -5,7 +5,7 @@
 use core::time::Duration;
 
 use super::config::ClientConfig;
-use super::metadata::{MirrorValue, mirror_fields};
+use super::metadata::{MirrorValue, Mirrored, mirror_fields};
 use crate::grpc::{PREFIX_LEN, timeout, write_prefix};
 use crate::hpack::Field;
 use crate::mcp::error::{INVALID_REQUEST, RpcError};
@@ -20,15 +20,6 @@ use mcpwire_proto::tunnel::JsonRpcMessage;
 const MAX_FIELDS: usize = 32;
 /// Room for a message's two prefixes (gRPC, protobuf field) before its JSON.
 pub(super) const FRAME_ROOM: usize = PREFIX_LEN + JsonRpcMessage::MAX_PREFIX_LEN;
-
-/// The raw `params.name` of a `tools/call` body.
-pub(super) fn tool_name(body: &[u8]) -> Option<&[u8]> {
-    let method = json::get(body, b"method")?;
-    if !json::str_eq(method, b"tools/call") {
-        return None;
-    }
-    json::get(json::get(body, b"params")?, b"name").map(json::trim)
-}
 
 /// A call's request in its buffer from the store: where the framed
 /// message lies, and where the JSON-RPC request's text lies (inside the
@@ -86,6 +77,11 @@ impl<'b> Head<'b> {
             n: 0,
             full: false,
         }
+    }
+
+    /// A field did not fit: the head needs more room.
+    pub(super) fn is_full(&self) -> bool {
+        self.full
     }
 
     fn push(&mut self, name: &[u8], value: &[u8], sensitive: bool) {
@@ -289,13 +285,13 @@ fn check_room(head: &Head<'_>) -> Result<(), RpcError> {
 
 /// The request head of a call: the gRPC fields, `grpc-timeout` with the
 /// time `left`, the configured metadata and the headers mirrored from
-/// `body` (with the tool's cached `schema`).
+/// the request `body` (with the tool's cached `schema`).
 pub(super) fn build_head(
     head: &mut Head<'_>,
     config: &ClientConfig,
     owned: OwnedMeta<'_>,
     schema: Option<&[u8]>,
-    body: &[u8],
+    body: &Mirrored<'_>,
     left: Option<Duration>,
 ) -> Result<(), RpcError> {
     push_grpc_fields(head, config, owned, TUNNEL_PATH, left);

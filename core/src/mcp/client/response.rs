@@ -98,7 +98,10 @@ impl<S: CallStore, R: Records<Slot<S::Buf>>, const CACHE: usize> State<S, R, CAC
                         return;
                     };
                     let text = &rx[at.0..at.1];
-                    if json::get(text, b"method").is_some() && json::get(text, b"id").is_none() {
+                    // One walk finds what tells a notification from the
+                    // response, and the response's error for its outcome.
+                    let [method, id, error] = json::get_all(text, [b"method", b"id", b"error"]);
+                    if method.is_some() && id.is_none() {
                         if !matches!(a.mode, Mode::Relist(_)) {
                             let call = CallId {
                                 index: i as u16,
@@ -108,6 +111,7 @@ impl<S: CallStore, R: Records<Slot<S::Buf>>, const CACHE: usize> State<S, R, CAC
                         }
                     } else {
                         a.response = Some(at);
+                        a.response_error = error.map(|e| offset_in(text, e, at.0));
                     }
                 }
                 Err(e) => {
@@ -394,8 +398,12 @@ impl<S: CallStore, R: Records<Slot<S::Buf>>, const CACHE: usize> State<S, R, CAC
             } else {
                 bytes(&self.store, &slot.rx)
             };
-            let text = text.get(at.0..at.1).unwrap_or(b"");
-            let error = json::get(text, b"error");
+            // A tunnel response's error was found when it arrived.
+            let error = if !in_req && a.typed.is_none() && a.response == Some(at) {
+                a.response_error.and_then(|e| text.get(e.0..e.1))
+            } else {
+                json::get(text.get(at.0..at.1).unwrap_or(b""), b"error")
+            };
             let code = error
                 .and_then(|e| json::get(e, b"code"))
                 .and_then(json::as_i64);
