@@ -212,6 +212,45 @@ fn tool_calls_run_concurrently_and_answer_by_id() {
     }
 }
 
+/// A handler's result or notification given as pretty-printed JSON text
+/// (a forwarded server's, say) still leaves as one line each, its strings
+/// untouched.
+#[test]
+fn pretty_printed_results_and_notifications_leave_as_one_line() {
+    for split in Split::ALL {
+        let mut p = Stdio::new(split);
+        let call = request(
+            "7",
+            "tools/call",
+            r#""name":"echo","arguments":{"text":"a"}"#,
+        );
+        p.send(call.as_bytes());
+        let id = p.server.app.requests[0].0;
+        p.server
+            .notify(
+                id,
+                "notifications/progress",
+                b"{\n  \"progressToken\": \"t\",\r\n  \"progress\": 1\n}",
+            )
+            .unwrap();
+        p.run();
+        p.answer(
+            id,
+            "{\n  \"content\": [\n    {\"type\": \"text\", \"text\": \"two\\nlines\"}\n  ]\n}\n",
+        );
+        let lines = p.lines();
+        assert_eq!(lines.len(), 2, "{split:?} {lines:?}");
+        assert!(lines[0].contains("notifications/progress"), "{}", lines[0]);
+        let progress = json::get(lines[0].as_bytes(), b"params").unwrap();
+        assert_eq!(json::get(progress, b"progress"), Some(&b"1"[..]));
+        assert_eq!(id_of(&lines[1]), "7");
+        let result = json::get(lines[1].as_bytes(), b"result").unwrap();
+        let content = json::get(result, b"content").unwrap();
+        let first = json::elements(content).next().unwrap();
+        assert_eq!(json::get(first, b"text"), Some(&br#""two\nlines""#[..]));
+    }
+}
+
 #[test]
 fn a_cancelled_request_stops_its_handler_and_gets_no_response() {
     for split in Split::ALL {
@@ -488,6 +527,7 @@ fn a_forwarding_registry_hands_every_request_to_the_application() {
     };
     let forward = Registry {
         forward: true,
+        plain_schemas: Default::default(),
         ..registry(&[])
     };
     let mut p = Stdio::with(Split::Whole, SlabStore::<4096, 8>::new(), forward, config);

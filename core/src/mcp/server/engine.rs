@@ -50,6 +50,10 @@ pub(crate) trait Framing {
     /// Writes the framing of a message of `len` octets into `head` (`ROOM`
     /// octets just before it); returns where the framing starts in `head`.
     fn frame(head: &mut [u8], len: usize) -> usize;
+    /// Each message must be one line: raw JSON that a handler or a
+    /// forwarded result brought may be pretty-printed, and its line breaks
+    /// (white space between tokens in valid JSON) become spaces.
+    const ONE_LINE: bool = false;
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -910,8 +914,11 @@ where
         };
         let body_at = c.body;
         let bytes = self.store.bytes_mut(&mut c.buf);
-        let start = F::frame(&mut bytes[body_at..body_at + room], len);
         let end = body_at + room + len;
+        if F::ONE_LINE {
+            crate::http1::write::sse_one_line(&mut bytes[body_at + room..end]);
+        }
+        let start = F::frame(&mut bytes[body_at..body_at + room], len);
         bytes[end..end + tail].copy_from_slice(F::TAIL);
         c.out_pos = body_at + start;
         c.out_end = end + tail;

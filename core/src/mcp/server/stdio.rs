@@ -80,6 +80,7 @@ struct LineFraming;
 impl Framing for LineFraming {
     const ROOM: usize = 0;
     const TAIL: &'static [u8] = b"\n";
+    const ONE_LINE: bool = true;
 
     fn frame(_: &mut [u8], _: usize) -> usize {
         0
