@@ -10,45 +10,58 @@
 //! allocating and zeroing `BUF` octets each time.
 
 use std::cell::RefCell;
+use std::thread::LocalKey;
 
 use mcpwire_core::h2::{FrameBuffer, Storage};
 use mcpwire_core::records::Records;
 
-/// Buffers kept for reuse per thread (of any one size: 8 KiB each for the
-/// server's connections, so at most 128 KiB per thread).
-const FREE_LIST: usize = 16;
+/// Buffers kept for reuse per thread, in each free list (the HTTP/2
+/// buffers here: 8 KiB each for the server's connections, 16 KiB for a
+/// client's, so at most 256 KiB per thread; the call store's buffers).
+pub(crate) const FREE_LIST: usize = 16;
+
+/// A per-thread list of buffers given back, for the next user on the thread.
+pub(crate) type FreeList<T> = RefCell<Vec<T>>;
+
+/// The buffer given back last to this thread's `list` that `fits`; the
+/// others stay for their users (a server's connections and a client's
+/// share a thread in a bridge).
+pub(crate) fn take_from<T>(
+    list: &'static LocalKey<FreeList<T>>,
+    fits: impl Fn(&T) -> bool,
+) -> Option<T> {
+    list.try_with(|f| {
+        let mut f = f.borrow_mut();
+        let at = f.iter().rposition(fits)?;
+        Some(f.swap_remove(at))
+    })
+    .ok()
+    .flatten()
+}
+
+/// Gives `buf` back to this thread's `list`, or to the allocator when the
+/// list holds [`FREE_LIST`] already.
+pub(crate) fn give_to<T>(list: &'static LocalKey<FreeList<T>>, buf: T) {
+    let _ = list.try_with(|f| {
+        let mut f = f.borrow_mut();
+        if f.len() < FREE_LIST {
+            f.push(buf);
+        }
+    });
+}
 
 thread_local! {
-    static FREE: RefCell<Vec<Box<[u8]>>> = const { RefCell::new(Vec::new()) };
+    static FREE: FreeList<Box<[u8]>> = const { RefCell::new(Vec::new()) };
 }
 
 /// A buffer of `len` octets from this thread's free list, else a new one.
 fn take(len: usize) -> Box<[u8]> {
-    let reused = FREE
-        .try_with(|f| {
-            let mut f = f.borrow_mut();
-            // Another size is of no use here: let it go.
-            while let Some(b) = f.pop() {
-                if b.len() == len {
-                    return Some(b);
-                }
-            }
-            None
-        })
-        .ok()
-        .flatten();
-    reused.unwrap_or_else(|| vec![0; len].into_boxed_slice())
+    take_from(&FREE, |b| b.len() == len).unwrap_or_else(|| vec![0; len].into_boxed_slice())
 }
 
-/// Gives a buffer back to this thread's free list, or to the allocator when
-/// the list is full.
+/// Gives a buffer back to this thread's free list.
 fn give(b: Box<[u8]>) {
-    let _ = FREE.try_with(|f| {
-        let mut f = f.borrow_mut();
-        if f.len() < FREE_LIST {
-            f.push(b);
-        }
-    });
+    give_to(&FREE, b);
 }
 
 /// [`Storage`] on the heap, taken on demand and given back when empty.

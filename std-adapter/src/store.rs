@@ -1,8 +1,25 @@
 //! The call store of the tokio driver: each call's buffer is a `Vec<u8>`
 //! that holds what the call uses (its request head and message, then each
-//! outgoing message), up to a limit, and is freed when the call ends.
+//! outgoing message), up to a limit. When the call ends a small buffer goes
+//! to a per-thread free list for the next call, so that a call of the usual
+//! size takes no allocation and no free; a larger one is freed.
+
+use std::cell::RefCell;
 
 use mcpwire_core::mcp::CallStore;
+
+use crate::storage::{FreeList, give_to, take_from};
+
+/// The largest buffer kept for reuse (so at most 256 KiB per thread).
+const KEEP: usize = 16 * 1024;
+/// The least room a new buffer gets: a call's buffer is often taken small
+/// and grown to its message, and this is what the usual message needs
+/// without a reallocation.
+const MIN_ROOM: usize = 1024;
+
+thread_local! {
+    static FREE: FreeList<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
 
 /// Heap buffers for calls, each at most `max_len` octets.
 #[derive(Debug, Clone, Copy)]
@@ -25,7 +42,21 @@ impl CallStore for HeapStore {
     }
 
     fn take(&mut self, len: usize) -> Option<Vec<u8>> {
-        (len <= self.max_len).then(|| vec![0; len])
+        if len > self.max_len {
+            return None;
+        }
+        Some(match take_from(&FREE, |b| b.capacity() >= len) {
+            Some(mut buf) => {
+                buf.clear();
+                buf.resize(len, 0);
+                buf
+            }
+            None => {
+                let mut buf = Vec::with_capacity(len.max(MIN_ROOM).min(self.max_len));
+                buf.resize(len, 0);
+                buf
+            }
+        })
     }
 
     fn grow(&mut self, buf: &mut Vec<u8>, len: usize) -> bool {
@@ -49,7 +80,11 @@ impl CallStore for HeapStore {
         buf
     }
 
-    fn put(&mut self, _: Vec<u8>) {}
+    fn put(&mut self, buf: Vec<u8>) {
+        if buf.capacity() <= KEEP {
+            give_to(&FREE, buf);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -109,6 +109,7 @@ impl H2Handle {
             alive: Arc::clone(&alive),
             read_any: false,
             http1_answer: false,
+            scratch: vec![0; TRANSMIT_CHUNK].into_boxed_slice(),
         };
         tokio::spawn(task.run(stream, rx));
         Self {
@@ -217,6 +218,9 @@ struct Task {
     read_any: bool,
     /// They began as an HTTP/1.x response: not an HTTP/2 server.
     http1_answer: bool,
+    /// Where the connection writes its output, zeroed once (not `out`
+    /// grown and zeroed at every turn).
+    scratch: Box<[u8]>,
 }
 
 impl Task {
@@ -456,10 +460,8 @@ impl Pump for Task {
         self.start_and_send();
         self.drain_events();
         while out.len() < limit && self.conn.wants_transmit() {
-            let start = out.len();
-            out.resize(start + TRANSMIT_CHUNK, 0);
-            let n = self.conn.poll_transmit(&mut out[start..]);
-            out.truncate(start + n);
+            let n = self.conn.poll_transmit(&mut self.scratch);
+            out.extend_from_slice(&self.scratch[..n]);
             self.drain_events();
             // Room made: waiting bodies go on.
             self.start_and_send();

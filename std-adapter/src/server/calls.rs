@@ -130,20 +130,18 @@ impl Calls {
             self.insert(call, running);
             return;
         }
-        let handle = tokio::spawn(work);
-        running.task = Some(handle.abort_handle());
-        // A watcher turns the handler's end (or its panic) into the answer;
-        // an aborted handler answers nothing (the engine already ended the
-        // call).
+        // One task runs the handler and sends its answer (or, when it
+        // panicked, the engine's words); an aborted handler answers nothing
+        // (the engine already ended the call).
         let out = self.tx.clone();
-        tokio::spawn(async move {
-            let message = match handle.await {
+        let handle = tokio::spawn(async move {
+            let message = match CatchUnwind(work).await {
                 Ok(answer) => Message::answer(answer),
-                Err(e) if e.is_panic() => Message::Failed(Failure::HandlerFailed),
-                Err(_) => return,
+                Err(_) => Message::Failed(Failure::HandlerFailed),
             };
             let _ = out.send(Outgoing { call, message }).await;
         });
+        running.task = Some(handle.abort_handle());
         self.insert(call, running);
     }
 
@@ -296,6 +294,23 @@ fn send<E: ServerEngine + ?Sized>(engine: &mut E, call: CallId, msg: &mut Messag
             // A result too large: the engine answered it itself.
             Message::Result(_) | Message::Failed(_) => Sent::Ended,
         },
+    }
+}
+
+/// A future whose panic is its output (`Err`), as a task's `JoinError`
+/// would say it, without a second task to watch the first.
+struct CatchUnwind<F>(F);
+
+impl<F: Future + Unpin> Future for CatchUnwind<F> {
+    type Output = std::thread::Result<F::Output>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let fut = Pin::new(&mut self.0);
+        match std::panic::catch_unwind(AssertUnwindSafe(|| fut.poll(cx))) {
+            Ok(Poll::Ready(v)) => Poll::Ready(Ok(v)),
+            Ok(Poll::Pending) => Poll::Pending,
+            Err(panic) => Poll::Ready(Err(panic)),
+        }
     }
 }
 
