@@ -96,13 +96,27 @@ where
                 written += r?;
             }
             cmd = rx.recv(), if commands_open => match cmd {
-                Some(cmd) => pump.command(cmd),
+                Some(cmd) => {
+                    pump.command(cmd);
+                    // The commands queued meanwhile as well, before the
+                    // output is written: calls started together (a
+                    // bridge's batch of requests) go out in one write; at
+                    // most a bounded batch, so reading and writing go on
+                    // while commands keep coming.
+                    for _ in 1..COMMAND_BATCH {
+                        let Ok(cmd) = rx.try_recv() else { break };
+                        pump.command(cmd);
+                    }
+                }
                 None => commands_open = false,
             },
             () = timer.fired(), if timer.is_set() => pump.handle_timeout(),
         }
     }
 }
+
+/// Commands taken in one turn of the loop before it reads and writes.
+const COMMAND_BATCH: usize = 64;
 
 /// Shuts the write half down, ignoring errors (the peer may be gone).
 pub(crate) async fn shutdown<W: AsyncWrite + Unpin>(wr: &mut W) {
