@@ -104,6 +104,12 @@ record() {
 dir=
 server_pid=
 
+# show_tail N FILE: FILE's last N lines, indented, without a line that
+# holds one of the row's test tokens.
+show_tail() {
+    tail -n "$1" "$2" | grep -vF -f "$dir/secrets" | sed 's/^/      /' || true
+}
+
 # start_server NAME COMMAND...: the downstream of a row, in the background;
 # sets `server_addr` from its "listening on ADDR" line (on its stderr, or
 # its stdout when `listen_out` is 1).
@@ -595,11 +601,17 @@ print(n)' "$dir/stdout")
         sed 's/^/      /' "$dir/launches"
     fi
     if grep -q "^FAIL $row " "$results"; then
+        # What each side said, for a failure seen once in CI: the test
+        # tokens are left out (lines holding one are dropped).
         note "the bridge's stderr (last lines):"
-        tail -n 8 "$dir/stderr" | sed 's/^/      /'
+        show_tail 30 "$dir/stderr"
         if [[ -s $dir/host.err ]]; then
             note "the host's stderr (last lines):"
-            tail -n 8 "$dir/host.err" | sed 's/^/      /'
+            show_tail 12 "$dir/host.err"
+        fi
+        if [[ -s $dir/server.log ]]; then
+            note "the server's log (last lines):"
+            show_tail 20 "$dir/server.log"
         fi
     fi
     # The bridge's own account of the direction, for the table.

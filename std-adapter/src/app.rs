@@ -39,7 +39,7 @@ use mcpwire_core::mcp::server::{ListChange, Request, RequestKind};
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
-pub use forward::ForwardRequest;
+pub use forward::{ForwardRequest, ForwardResult, RawResult};
 pub use handler::{CompletionRequest, LogLevel, PromptGet, ResourceRead, ToolCall};
 use handler::{RawParams, check_raw};
 use link::Link;
@@ -59,7 +59,8 @@ type ResourceFn =
 type PromptFn = dyn Fn(PromptGet) -> BoxFuture<Result<PromptResult, ToolError>> + Send + Sync;
 type CompleteFn =
     dyn Fn(CompletionRequest) -> BoxFuture<Result<Completion, ToolError>> + Send + Sync;
-type ForwardFn = dyn Fn(ForwardRequest) -> BoxFuture<Result<Value, ToolError>> + Send + Sync;
+/// A forwarding handler, its answer turned into the result's JSON text.
+type ForwardFn = dyn Fn(ForwardRequest) -> Work + Send + Sync;
 /// A running handler: the JSON text of its result, or its error.
 pub(crate) type Work = BoxFuture<Result<Vec<u8>, ToolError>>;
 
@@ -453,15 +454,25 @@ impl App {
     /// (which the engine answers itself otherwise). The handler sends
     /// notifications with [`ForwardRequest::notify`] and returns the
     /// result object, sent as it is (no `serverInfo` added), or the
-    /// JSON-RPC error. Cancellation drops its future. The tools,
-    /// resources, prompts, completion and listen source of the app are
-    /// not served then.
-    pub fn forward<F, Fut>(mut self, handler: F) -> Self
+    /// JSON-RPC error. The result is a [`Value`] or, as a client handed it
+    /// over, its JSON text ([`ForwardResult::raw`]). Cancellation drops
+    /// its future. The tools, resources, prompts, completion and listen
+    /// source of the app are not served then.
+    pub fn forward<F, Fut, R>(mut self, handler: F) -> Self
     where
         F: Fn(ForwardRequest) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<Value, ToolError>> + Send + 'static,
+        Fut: Future<Output = Result<R, ToolError>> + Send + 'static,
+        R: Into<ForwardResult> + 'static,
     {
-        self.forward = Some(Arc::new(move |request| Box::pin(handler(request))));
+        self.forward = Some(Arc::new(move |request| {
+            let work = handler(request);
+            Box::pin(async move {
+                work.await?
+                    .into()
+                    .into_bytes()
+                    .ok_or_else(|| ToolError::internal("the forwarded result is not a JSON object"))
+            })
+        }));
         self
     }
 
@@ -523,7 +534,7 @@ impl App {
                 }
             })
             .collect();
-        let registry = Registry {
+        let mut registry = Registry {
             info: ServerInfo {
                 name: leak(&self.name),
                 version: leak(&self.version),
@@ -536,6 +547,7 @@ impl App {
             listen: self.listen.is_some(),
             completions: self.completion.is_some(),
             forward: self.forward.is_some(),
+            plain_schemas: Default::default(),
         };
         registry.check()?;
         Ok(registry)
@@ -552,16 +564,7 @@ impl App {
     /// here).
     pub(crate) fn handle(&self, request: &Request<'_>, link: Link) -> Option<Work> {
         if let RequestKind::Forward { .. } = request.kind {
-            let work = self.forward.as_ref()?(ForwardRequest::new(request, link));
-            return Some(Box::pin(async move {
-                let result = work.await?;
-                if !result.is_object() {
-                    return Err(ToolError::internal(
-                        "the forwarded result is not a JSON object",
-                    ));
-                }
-                Ok(json_bytes(&result))
-            }));
+            return Some(self.forward.as_ref()?(ForwardRequest::new(request, link)));
         }
         if let Err(e) = check_raw(request.params, &request.index) {
             return Some(Box::pin(async move { Err(e) }));

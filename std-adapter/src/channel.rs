@@ -62,8 +62,9 @@ pub(crate) mod typed;
 
 use std::collections::HashMap;
 use std::fmt;
+use std::io::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use mcpwire_core::grpc::Code;
@@ -253,6 +254,16 @@ pub enum StreamMessage {
     Response(Value),
 }
 
+/// One message of a call's response stream as JSON text, as the client
+/// engine validated it ([`CallStream::next_raw`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RawMessage {
+    /// A notification related to the request (progress, listen events).
+    Notification(Vec<u8>),
+    /// The JSON-RPC response (a result or an error); the last message.
+    Response(Vec<u8>),
+}
+
 /// One connection per channel, many concurrent calls on it. Cheap to clone:
 /// clones share the connection and the schema cache.
 #[derive(Clone)]
@@ -365,14 +376,69 @@ impl Channel {
             tool_call: method == "tools/call",
             tools_list: method == "tools/list",
             id: request.get("id").cloned().unwrap_or(Value::Null),
-            body,
-            request,
+            body: body.into(),
+            request: OnceLock::from(request),
             deadline,
             resent: false,
             attempt: None,
             finished: false,
         };
-        stream.start().await?;
+        stream.start(true).await?;
+        Ok(stream)
+    }
+
+    /// [`Channel::call_with_timeout`] of `method` with `params` as JSON
+    /// text, sent as it is: `params` must be a valid JSON object whose
+    /// `_meta` carries the protocol version and the client capabilities
+    /// (a request a server engine admitted), else it is completed as
+    /// [`Channel::call`] completes a request. The call is handed to the
+    /// connection without waiting for it to be taken: a refusal is the
+    /// error of [`CallStream::next`] or [`CallStream::next_raw`].
+    pub async fn call_raw(
+        &self,
+        method: &str,
+        params: &[u8],
+        meta_complete: bool,
+        timeout: Option<Duration>,
+    ) -> Result<CallStream, CallError> {
+        let trimmed = params.trim_ascii();
+        if !meta_complete || trimmed.first() != Some(&b'{') {
+            let params: Value = serde_json::from_slice(params)
+                .map_err(|_| CallError::invalid_request("params is not JSON"))?;
+            let request = json!({"jsonrpc": "2.0", "method": method, "params": params});
+            return self.call_with_timeout(request, timeout).await;
+        }
+        let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
+        let listen = method == "subscriptions/listen";
+        let deadline = (!listen).then(|| {
+            tokio::time::Instant::now() + timeout.unwrap_or(self.inner.config.request_timeout)
+        });
+        // The fixed text is 45 octets and the id at most 20 digits, so the
+        // usual body (a method that needs no escape) fills it without a
+        // reallocation.
+        let mut body = Vec::with_capacity(65 + method.len() + trimmed.len());
+        body.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+        // Writing into a `Vec` does not fail.
+        let _ = write!(body, "{id}");
+        body.extend_from_slice(b",\"method\":");
+        serde_json::to_writer(&mut body, method)
+            .map_err(|e| CallError::invalid_request(&e.to_string()))?;
+        body.extend_from_slice(b",\"params\":");
+        body.extend_from_slice(trimmed);
+        body.push(b'}');
+        let mut stream = CallStream {
+            channel: self.clone(),
+            tool_call: method == "tools/call",
+            tools_list: method == "tools/list",
+            id: Value::from(id),
+            body: body.into(),
+            request: OnceLock::new(),
+            deadline,
+            resent: false,
+            attempt: None,
+            finished: false,
+        };
+        stream.start(false).await?;
         Ok(stream)
     }
 
@@ -388,14 +454,20 @@ impl Channel {
             #[cfg(feature = "tls")]
             tls: self.inner.config.tls.as_ref(),
         };
-        let h = ConnHandle::connect(dial, self.inner.engine, Arc::clone(&self.inner.schemas))
-            .await
-            .map_err(|e| {
-                CallError::new(
-                    Code::Unavailable,
-                    format!("connect to {}: {e}", self.inner.config.addr),
-                )
-            })?;
+        // Boxed: the connect's future (TLS's state among it) is large, and
+        // every call's future would carry room for it.
+        let h = Box::pin(ConnHandle::connect(
+            dial,
+            self.inner.engine,
+            Arc::clone(&self.inner.schemas),
+        ))
+        .await
+        .map_err(|e| {
+            CallError::new(
+                Code::Unavailable,
+                format!("connect to {}: {e}", self.inner.config.addr),
+            )
+        })?;
         *slot = Some(h.clone());
         Ok(h)
     }
@@ -445,8 +517,10 @@ pub struct CallStream {
     tool_call: bool,
     tools_list: bool,
     id: Value,
-    request: Value,
-    body: Vec<u8>,
+    /// The request as a tree, parsed from `body` when asked for.
+    request: OnceLock<Value>,
+    /// The request's JSON text (shared with the connection task).
+    body: Arc<[u8]>,
     deadline: Option<tokio::time::Instant>,
     /// The call was sent again on a new connection (once).
     resent: bool,
@@ -462,12 +536,15 @@ impl CallStream {
 
     /// The request as sent.
     pub fn request(&self) -> &Value {
-        &self.request
+        self.request
+            .get_or_init(|| serde_json::from_slice(&self.body).unwrap_or(Value::Null))
     }
 
     /// Hands the call to the connection (a new one when the current one is
     /// gone). The call may wait there for a free slot; its deadline runs.
-    async fn start(&mut self) -> Result<(), CallError> {
+    /// With `confirm`, it waits for the connection to take it (or say why
+    /// not); without, a refusal comes as the call's first event.
+    async fn start(&mut self, confirm: bool) -> Result<(), CallError> {
         if self
             .deadline
             .is_some_and(|d| d <= tokio::time::Instant::now())
@@ -479,10 +556,15 @@ impl CallStream {
             let conn = self.channel.connection(fresh).await?;
             let key = self.channel.inner.next_key.fetch_add(1, Ordering::Relaxed);
             let (etx, erx) = mpsc::unbounded_channel();
-            let (atx, arx) = oneshot::channel();
+            let (atx, arx) = if confirm {
+                let (atx, arx) = oneshot::channel();
+                (Some(atx), Some(arx))
+            } else {
+                (None, None)
+            };
             let cmd = Command::Start {
                 key,
-                body: self.body.clone(),
+                body: Arc::clone(&self.body),
                 deadline: self.deadline,
                 tool_call: self.tool_call,
                 binding: self.channel.inner.config.mode.binding(),
@@ -490,7 +572,10 @@ impl CallStream {
                 accepted: atx,
             };
             let answer = if conn.tx.send(cmd).is_ok() {
-                arx.await.unwrap_or(Err(Refusal::Gone))
+                match arx {
+                    Some(arx) => arx.await.unwrap_or(Err(Refusal::Gone)),
+                    None => Ok(()),
+                }
             } else {
                 Err(Refusal::Gone)
             };
@@ -515,6 +600,25 @@ impl CallStream {
     /// `Ok(None)` after the response (or at the end of a notification's
     /// empty stream).
     pub async fn next(&mut self) -> Result<Option<StreamMessage>, CallError> {
+        let max = self.channel.inner.config.max_message_bytes;
+        let r = match self.next_raw().await? {
+            None => return Ok(None),
+            Some(RawMessage::Notification(json)) => self
+                .parse(&json, max)
+                .map(|v| Some(StreamMessage::Notification(v))),
+            Some(RawMessage::Response(json)) => self
+                .parse(&json, max)
+                .map(|v| Some(StreamMessage::Response(v))),
+        };
+        if r.is_err() {
+            self.finished = true;
+        }
+        r
+    }
+
+    /// [`CallStream::next`] as the JSON text of each message, as the
+    /// client engine validated it (not parsed here).
+    pub async fn next_raw(&mut self) -> Result<Option<RawMessage>, CallError> {
         let r = self.next_inner().await;
         if r.is_err() {
             self.finished = true;
@@ -522,7 +626,7 @@ impl CallStream {
         r
     }
 
-    async fn next_inner(&mut self) -> Result<Option<StreamMessage>, CallError> {
+    async fn next_inner(&mut self) -> Result<Option<RawMessage>, CallError> {
         loop {
             if self.finished {
                 return Ok(None);
@@ -547,17 +651,18 @@ impl CallStream {
             let max = self.channel.inner.config.max_message_bytes;
             match msg {
                 CallMsg::Notification(json) => {
-                    let value = self.parse(&json, max)?;
-                    return Ok(Some(StreamMessage::Notification(value)));
+                    self.check_size(&json, max)?;
+                    return Ok(Some(RawMessage::Notification(json)));
                 }
                 CallMsg::Response(json) => {
                     attempt.done = true;
-                    let value = self.parse(&json, max)?;
+                    self.check_size(&json, max)?;
                     if self.tools_list {
+                        let value = self.parse(&json, max)?;
                         self.channel.learn_tools(&value);
                     }
                     self.finished = true;
-                    return Ok(Some(StreamMessage::Response(value)));
+                    return Ok(Some(RawMessage::Response(json)));
                 }
                 CallMsg::Failed {
                     response,
@@ -568,9 +673,9 @@ impl CallStream {
                     attempt.done = true;
                     if !diagnostics.transport {
                         // The server's JSON-RPC error: the response.
-                        let value = self.parse(&response, max)?;
+                        self.check_size(&response, max)?;
                         self.finished = true;
-                        return Ok(Some(StreamMessage::Response(value)));
+                        return Ok(Some(RawMessage::Response(response)));
                     }
                     if diagnostics.refused && !diagnostics.retried && !self.resent {
                         // Never processed, and the engine could not send it
@@ -579,7 +684,7 @@ impl CallStream {
                         // engine already retried is not sent a third time.
                         self.resent = true;
                         self.attempt = None;
-                        self.start().await?;
+                        self.start(false).await?;
                         continue;
                     }
                     let text = serde_json::from_slice::<String>(&message)
@@ -602,7 +707,7 @@ impl CallStream {
                         // It waited on a connection that went away.
                         self.resent = true;
                         self.attempt = None;
-                        self.start().await?;
+                        self.start(false).await?;
                         continue;
                     }
                     return Err(refusal_error(r));
@@ -611,9 +716,9 @@ impl CallStream {
         }
     }
 
-    /// A message of the call as JSON; one over the configured maximum
-    /// ends the call with RESOURCE_EXHAUSTED.
-    fn parse(&mut self, json: &[u8], max: usize) -> Result<Value, CallError> {
+    /// A message over the configured maximum ends the call with
+    /// RESOURCE_EXHAUSTED.
+    fn check_size(&mut self, json: &[u8], max: usize) -> Result<(), CallError> {
         if json.len() > max {
             self.cancel();
             return Err(CallError::new(
@@ -621,6 +726,13 @@ impl CallStream {
                 format!("a message of {} octets is over {max}", json.len()),
             ));
         }
+        Ok(())
+    }
+
+    /// A message of the call as JSON; one over the configured maximum
+    /// ends the call with RESOURCE_EXHAUSTED.
+    fn parse(&mut self, json: &[u8], max: usize) -> Result<Value, CallError> {
+        self.check_size(json, max)?;
         serde_json::from_slice(json).map_err(|_| {
             self.cancel();
             CallError::new(Code::Internal, "a message is not JSON")

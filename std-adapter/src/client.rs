@@ -27,7 +27,7 @@ use serde_json::{Map, Value, json};
 
 use crate::channel::calls::typed_helpers;
 use crate::channel::typed::{call_tool_result, named_params, result_of};
-use crate::channel::{CallStream, StreamMessage};
+use crate::channel::{CallStream, RawMessage, StreamMessage};
 use crate::{
     CallError, CallToolResult, Channel, ChannelConfig, EraInfo, GrpcMode, HttpCall, HttpChannel,
     HttpChannelConfig, HttpLinkConfig, StdioCall, StdioChannel, StdioChannelConfig, Stopped,
@@ -91,6 +91,24 @@ impl ClientCall {
             Self::Http(c) => c.next().await,
             Self::Line(c) => c.next().await,
         }
+    }
+
+    /// [`ClientCall::next`] as JSON text: over gRPC each message as the
+    /// client engine validated it, not parsed here; over the other
+    /// transports the message written back as text.
+    pub async fn next_raw(&mut self) -> Result<Option<RawMessage>, CallError> {
+        // The other transports' futures are boxed: a forwarding handler's
+        // state stays as small as the gRPC call's.
+        let message = match self {
+            Self::Grpc(c) => return c.next_raw().await,
+            Self::Http(c) => Box::pin(c.next()).await?,
+            Self::Line(c) => Box::pin(c.next()).await?,
+        };
+        let text = |v: &Value| serde_json::to_vec(v).unwrap_or_default();
+        Ok(message.map(|m| match m {
+            StreamMessage::Notification(n) => RawMessage::Notification(text(&n)),
+            StreamMessage::Response(r) => RawMessage::Response(text(&r)),
+        }))
     }
 
     /// Waits for the response, skipping notifications.
@@ -307,6 +325,30 @@ impl Client {
                 ClientCall::Line(c.call_with_timeout(request, timeout).await?)
             }
         })
+    }
+
+    /// Starts a call of `method` with `params` as JSON text (a JSON
+    /// object); `meta_complete` says that its `_meta` has the protocol
+    /// version and the client capabilities (as a request a server engine
+    /// admitted has). Over gRPC the text is sent as it is
+    /// ([`Channel::call_raw`]); the other transports parse it. Read the
+    /// answer with [`ClientCall::next_raw`] (or [`ClientCall::next`]).
+    pub async fn call_raw(
+        &self,
+        method: &str,
+        params: &[u8],
+        meta_complete: bool,
+        timeout: Option<Duration>,
+    ) -> Result<ClientCall, CallError> {
+        if let Transport::Grpc(c) = &self.transport {
+            return Ok(ClientCall::Grpc(
+                c.call_raw(method, params, meta_complete, timeout).await?,
+            ));
+        }
+        let params: Value = serde_json::from_slice(params)
+            .map_err(|_| CallError::invalid_request("params is not JSON"))?;
+        let request = json!({"jsonrpc": "2.0", "method": method, "params": params});
+        Box::pin(self.call_with_timeout(request, timeout)).await
     }
 
     /// [`Client::call_with_timeout`] with the transport's timeout.

@@ -38,16 +38,16 @@ mod store;
 mod tls;
 
 pub use app::{
-    App, Completion, CompletionRequest, Content, ForwardRequest, ListenEvent, LogLevel, PromptGet,
-    PromptMessage, PromptResult, ResourceContent, ResourceRead, Role, Schema, StateSeal, ToolCall,
-    ToolError, ToolResult,
+    App, Completion, CompletionRequest, Content, ForwardRequest, ForwardResult, ListenEvent,
+    LogLevel, PromptGet, PromptMessage, PromptResult, RawResult, ResourceContent, ResourceRead,
+    Role, Schema, StateSeal, ToolCall, ToolError, ToolResult,
 };
 #[cfg(feature = "schemars")]
 pub use app::{IntoToolResult, Structured};
 pub use auth::{Auth, AuthDecision, BearerTokens};
 pub use channel::{
     CallDiagnostics, CallError, CallStream, CallToolResult, Channel, ChannelConfig, GrpcMode,
-    JsonRpcError, Keepalive, StreamMessage, Tool,
+    JsonRpcError, Keepalive, RawMessage, StreamMessage, Tool,
 };
 pub use client::{Client, ClientCall};
 pub use http_channel::{Http2Mode, HttpCall, HttpChannel, HttpChannelConfig, HttpFacts};

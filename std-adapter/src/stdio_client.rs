@@ -25,10 +25,14 @@
 //!   [`StdioChannelConfig::restart_backoff`] up to
 //!   [`StdioChannelConfig::max_backoff`]; after
 //!   [`StdioChannelConfig::max_restarts`] failed starts in a row the
-//!   channel gives up and every call fails). While it restarts, **new calls
-//!   wait** (bounded by their own timeout) and start once the new child is
-//!   ready; `subscriptions/listen` calls are sent again to the new child
-//!   (the stream goes on; the server keeps no state).
+//!   channel gives up and every call fails at once with the reason).
+//!   While it restarts (from the crash until the new child is ready), new
+//!   calls wait (bounded by their own timeout) and start once the new
+//!   child is ready, or, with
+//!   [`StdioChannelConfig::refuse_while_restarting`], fail at once with
+//!   UNAVAILABLE and "the server is restarting (attempt N of M)";
+//!   `subscriptions/listen` calls are sent again to the new child (the
+//!   stream goes on; the server keeps no state).
 //! - A call past its timeout fails with DEADLINE_EXCEEDED and the child
 //!   gets `notifications/cancelled`; so does a call whose [`StdioCall`] is
 //!   dropped before its response.
@@ -171,6 +175,13 @@ pub struct StdioChannelConfig {
     /// Starts in a row that may fail (the child exits before it is
     /// ready, or cannot be spawned) before the channel gives up. Default 5.
     pub max_restarts: u32,
+    /// While the server restarts (from its crash until the new child is
+    /// ready), a new call fails at once with UNAVAILABLE and "the server
+    /// is restarting (attempt N of M)", and so do calls that waited for a
+    /// turn; off (the default), they wait for the new child, each bounded
+    /// by its timeout. A bridge refuses: its host learns at once and
+    /// chooses when to try again.
+    pub refuse_while_restarting: bool,
     /// After closing the child's stdin, how long to wait for it to exit
     /// before SIGTERM. Default 2 s.
     pub close_wait: Duration,
@@ -210,6 +221,7 @@ impl StdioChannelConfig {
             restart_backoff: Duration::from_millis(100),
             max_backoff: Duration::from_secs(5),
             max_restarts: 5,
+            refuse_while_restarting: false,
             close_wait: Duration::from_secs(2),
             term_wait: Duration::from_secs(2),
             stderr_prefix: format!("[{name}] "),

@@ -21,7 +21,10 @@ use std::time::Duration;
 
 use common::{Harness, VERSION};
 use mcpwire_core::mcp::client::stdio::EraChoice;
-use mcpwire_tokio::{CallError, Channel, ChannelConfig, Client, HttpChannelConfig, StreamMessage};
+use mcpwire_core::mcp::json;
+use mcpwire_tokio::{
+    CallError, Channel, ChannelConfig, Client, HttpChannelConfig, RawMessage, StreamMessage,
+};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
@@ -121,12 +124,17 @@ impl Bridge {
 
     /// The next line of stdout, which must be JSON.
     async fn recv(&mut self) -> Value {
-        let line = tokio::time::timeout(PATIENCE, self.stdout.next_line())
+        let line = self.recv_line().await;
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("stdout line {line:?}: {e}"))
+    }
+
+    /// The next line of stdout, as it came.
+    async fn recv_line(&mut self) -> String {
+        tokio::time::timeout(PATIENCE, self.stdout.next_line())
             .await
             .expect("the bridge answered in time")
             .unwrap()
-            .expect("the bridge's stdout is open");
-        serde_json::from_str(&line).unwrap_or_else(|e| panic!("stdout line {line:?}: {e}"))
+            .expect("the bridge's stdout is open")
     }
 
     async fn startup_line(&mut self) -> String {
@@ -260,6 +268,44 @@ async fn discover_list_and_call_keep_the_hosts_ids() {
         assert!(bridge.finish().await.success(), "{transport:?}");
         harness.stop().await;
     }
+}
+
+/// Over the gRPC tunnel a result goes from the server to the host as the
+/// server wrote it (its members in their order, not re-serialised): the
+/// text of a direct call's result, under the host's id.
+#[tokio::test]
+async fn a_result_reaches_the_host_as_the_server_wrote_it() {
+    let harness = server().await;
+    let arguments = json!({"text": "as written: caf\u{e9}"});
+    let params = tool_call(json!(0), "echo", arguments.clone())["params"].to_string();
+    let direct = Channel::new(harness.addr.to_string());
+    let mut call = direct
+        .call_raw("tools/call", params.as_bytes(), true, None)
+        .await
+        .unwrap();
+    let Some(RawMessage::Response(answer)) = call.next_raw().await.unwrap() else {
+        panic!("no response to the direct call");
+    };
+    let expected = json::get(&answer, b"result").unwrap().to_vec();
+
+    let mut bridge = Bridge::to(&harness, Transport::Grpc);
+    bridge
+        .send(tool_call(json!("raw-1"), "echo", arguments))
+        .await;
+    let line = bridge.recv_line().await;
+    assert_eq!(
+        json::get(line.as_bytes(), b"id"),
+        Some(&b"\"raw-1\""[..]),
+        "{line}"
+    );
+    assert_eq!(
+        json::get(line.as_bytes(), b"result"),
+        Some(expected.as_slice()),
+        "{line}\n{}",
+        String::from_utf8_lossy(&expected)
+    );
+    assert!(bridge.finish().await.success());
+    harness.stop().await;
 }
 
 #[tokio::test]
@@ -576,9 +622,44 @@ fn python() -> PathBuf {
     PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
 }
 
+/// The backoff of the restart tests: a call refused during it is answered
+/// well before it ends (a call that waited for the new child would not be).
+const BACKOFF: Duration = Duration::from_millis(2000);
+
+/// A `tools/call` of `echo` sent every 100 ms with ids `{prefix}0`,
+/// `{prefix}1`... until one has a result (the new child is ready), which
+/// it returns; every answer before it must be the restart's refusal.
+async fn echo_until_answered(bridge: &mut Bridge, prefix: &str) -> Value {
+    let start = tokio::time::Instant::now();
+    for n in 0.. {
+        assert!(start.elapsed() < PATIENCE, "the child is not back");
+        let id = format!("{prefix}{n}");
+        bridge
+            .send(tool_call(json!(id), "echo", json!({"text": "again"})))
+            .await;
+        let answer = bridge.recv().await;
+        assert_eq!(answer["id"], id, "{answer}");
+        if answer.get("result").is_some() {
+            return answer;
+        }
+        assert!(
+            answer["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("the server is restarting")),
+            "{answer}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    unreachable!()
+}
+
 #[tokio::test]
-async fn a_stdio_child_that_crashes_is_a_failed_call_then_the_next_child_answers() {
-    let child = python_child(&[], "tests/stdio/misbehaving_server.py", &[]);
+async fn a_stdio_child_that_crashes_fails_its_call_refuses_new_ones_then_the_next_child_answers() {
+    let child = python_child(
+        &["--restart-max", "1", "--restart-backoff-ms", "2000"],
+        "tests/stdio/misbehaving_server.py",
+        &[],
+    );
     let mut bridge = Bridge::spawn(&refs(&child));
     let startup = bridge.startup_line().await;
     assert!(
@@ -589,13 +670,64 @@ async fn a_stdio_child_that_crashes_is_a_failed_call_then_the_next_child_answers
     let failed = bridge.recv().await;
     assert_eq!(failed["id"], "c", "{failed}");
     assert_eq!(failed["error"]["code"], -32603, "{failed}");
+    // During the backoff: refused at once, not served by the next child.
+    let sent = tokio::time::Instant::now();
     bridge
-        .send(tool_call(json!("e"), "echo", json!({"text": "again"})))
+        .send(tool_call(json!("r"), "echo", json!({"text": "early"})))
         .await;
-    let echoed = bridge.recv().await;
-    assert_eq!(echoed["id"], "e", "{echoed}");
-    assert!(echoed.get("result").is_some(), "{echoed}");
-    assert!(bridge.finish().await.success());
+    let refused = bridge.recv().await;
+    assert!(
+        sent.elapsed() < BACKOFF / 2,
+        "the refusal took {:?}",
+        sent.elapsed()
+    );
+    assert_eq!(refused["id"], "r", "{refused}");
+    assert_eq!(refused["error"]["code"], -32603, "{refused}");
+    assert_eq!(
+        refused["error"]["data"]["grpcStatus"], "Unavailable",
+        "{refused}"
+    );
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("the server is restarting (attempt 1 of 1)")),
+        "{refused}"
+    );
+    // After it, the next child answers.
+    let echoed = echo_until_answered(&mut bridge, "e").await;
+    assert_eq!(echoed["result"]["content"][0]["text"], "again", "{echoed}");
+    assert!(
+        sent.elapsed() >= BACKOFF / 2,
+        "answered after {:?}",
+        sent.elapsed()
+    );
+    // Its one restart spent, the next crash ends the restarts: every call
+    // fails at once, saying so.
+    bridge
+        .send(tool_call(json!("c2"), "crash", json!({})))
+        .await;
+    let failed = bridge.recv().await;
+    assert_eq!(failed["id"], "c2", "{failed}");
+    assert_eq!(failed["error"]["code"], -32603, "{failed}");
+    for id in ["g1", "g2"] {
+        let sent = tokio::time::Instant::now();
+        bridge
+            .send(tool_call(json!(id), "echo", json!({"text": "late"})))
+            .await;
+        let gone = bridge.recv().await;
+        assert!(sent.elapsed() < BACKOFF / 2, "{:?}", sent.elapsed());
+        assert_eq!(gone["id"], id, "{gone}");
+        assert_eq!(gone["error"]["code"], -32603, "{gone}");
+        assert!(
+            gone["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("the server did not stay up after its one restart")),
+            "{gone}"
+        );
+    }
+    let (status, _, err) = bridge.finish_with_output().await;
+    assert!(status.success(), "{err}");
+    assert_eq!(err.matches("restarting the server").count(), 1, "{err}");
 }
 
 // The network host sides: `mcpwire bridge --listen`, reached by our
@@ -1010,45 +1142,101 @@ async fn a_hosts_cancel_reaches_the_server() {
     }
 }
 
+/// A host's `tools/call` of `name`: its error (code and message), or
+/// `None` for a result.
+async fn call_error(client: &Client, name: &str, text: &str) -> Option<Value> {
+    let answer = client
+        .request(
+            "tools/call",
+            json!({"name": name, "arguments": {"text": text}}),
+        )
+        .await;
+    match answer {
+        Ok(r) if r.get("result").is_some() => {
+            assert_eq!(r["result"]["content"][0]["text"], text, "{r}");
+            None
+        }
+        Ok(r) => Some(r["error"].clone()),
+        Err(e) => Some(json!({"code": e.diagnostics.rpc_code, "message": e.message})),
+    }
+}
+
 #[tokio::test]
-async fn a_crashing_child_fails_its_call_and_is_restarted_twice() {
+async fn a_crashing_child_fails_its_call_refuses_new_ones_and_is_restarted_twice() {
     let child = python_child(
-        &["--restart-backoff-ms", "20"],
+        &["--restart-backoff-ms", "2000"],
         "tests/stdio/misbehaving_server.py",
         &[],
     );
     let bridge = Listening::spawn(true, &refs(&child), &[]).await;
-    let client = bridge
-        .host(Transport::Http, Some(HOST_TOKEN))
-        .await
-        .unwrap();
-    for round in 0..2 {
-        let crash = client
-            .request("tools/call", json!({"name": "crash", "arguments": {}}))
-            .await;
-        let failed = match crash {
-            Ok(r) => r["error"].clone(),
-            Err(e) => json!({"code": e.diagnostics.rpc_code, "message": e.message}),
-        };
+    // A round over each host binding: Streamable HTTP, then the gRPC
+    // tunnel.
+    for (round, transport) in BOTH.into_iter().enumerate() {
+        let client = bridge.host(transport, Some(HOST_TOKEN)).await.unwrap();
+        let failed = call_error(&client, "crash", "")
+            .await
+            .expect("the crash fails");
         assert!(
             failed["message"]
                 .as_str()
                 .is_some_and(|m| m.contains("the bridge's call to the server")),
-            "round {round}: {failed}"
+            "{transport:?}: {failed}"
         );
-        let echoed = client
-            .request(
-                "tools/call",
-                json!({"name": "echo", "arguments": {"text": "back"}}),
-            )
+        let sent = tokio::time::Instant::now();
+        let refused = call_error(&client, "echo", "early")
             .await
-            .unwrap();
-        assert_eq!(
-            echoed["result"]["content"][0]["text"], "back",
-            "round {round}: {echoed}"
+            .expect("refused while restarting");
+        assert!(
+            sent.elapsed() < BACKOFF / 2,
+            "{transport:?}: {:?}",
+            sent.elapsed()
         );
+        assert_eq!(refused["code"], -32603, "{transport:?}: {refused}");
+        // The second crash within the stable time is the second start in
+        // a row.
+        let attempt = format!("the server is restarting (attempt {} of 5)", round + 1);
+        assert!(
+            refused["message"]
+                .as_str()
+                .is_some_and(|m| m.contains(&attempt)),
+            "{transport:?}: {refused}"
+        );
+        // The typed service says the same in its trailers (INTERNAL and
+        // -32603, as the binding maps an error that is not the caller's).
+        let (result, trailers) = typed_call(
+            &bridge.addr,
+            mcpwire_proto::gcp::Rpc::CallTool,
+            json!({"name": "echo", "arguments": {"text": "typed"}}),
+        )
+        .await;
+        assert!(result.is_none(), "{transport:?}: {result:?}");
+        let header = |name: &str| trailers.get(name).map(|v| v.to_str().unwrap().to_owned());
+        assert_eq!(header("grpc-status").as_deref(), Some("13"), "{trailers:?}");
+        assert_eq!(
+            header("mcp-error-code").as_deref(),
+            Some("-32603"),
+            "{trailers:?}"
+        );
+        assert!(
+            header("grpc-message").is_some_and(|m| m.contains("restarting")),
+            "{trailers:?}"
+        );
+        let start = tokio::time::Instant::now();
+        while let Some(refused) = call_error(&client, "echo", "back").await {
+            assert!(
+                start.elapsed() < PATIENCE,
+                "{transport:?}: the child is not back"
+            );
+            assert!(
+                refused["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("the server is restarting")),
+                "{transport:?}: {refused}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        client.close().await;
     }
-    client.close().await;
     let (status, _, err) = bridge.terminate().await;
     assert!(status.success(), "{err}");
     assert_eq!(err.matches("restarting the server").count(), 2, "{err}");

@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 
 use mcpwire_core::grpc::Code;
 use mcpwire_core::mcp::client::stdio::Era;
-use mcpwire_tokio::{ServerCommand, StdioChannel, StdioChannelConfig, Stopped, StreamMessage};
+use mcpwire_tokio::{
+    ServerCommand, StdioCall, StdioChannel, StdioChannelConfig, Stopped, StreamMessage,
+};
 use serde_json::json;
 
 /// The Python interpreter itself (not a shim, which needs the
@@ -263,18 +265,10 @@ async fn a_relative_executable_is_refused() {
     assert!(e.message.contains("absolute path"), "{e}");
 }
 
-#[tokio::test]
-async fn a_listen_stream_is_sent_again_to_the_restarted_child() {
-    let marker = temp("crashed-listen");
-    let channel = StdioChannel::connect(python_server(&[("CRASH_FILE", marker.to_str().unwrap())]))
-        .await
-        .unwrap();
-    let mut listen = channel
-        .call(json!({"method": "subscriptions/listen", "id": "L1",
-            "params": {"notifications": {"toolsListChanged": true}}}))
-        .await
-        .unwrap();
-    let method = |m: Option<StreamMessage>| match m {
+/// The method of a notification on listen stream L1, which must carry its
+/// subscription id.
+fn listen_method(m: Option<StreamMessage>) -> String {
+    match m {
         Some(StreamMessage::Notification(n)) => {
             assert_eq!(
                 n["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
@@ -283,24 +277,90 @@ async fn a_listen_stream_is_sent_again_to_the_restarted_child() {
             n["method"].as_str().unwrap().to_owned()
         }
         other => panic!("{other:?}"),
-    };
+    }
+}
+
+/// Opens listen stream L1 for tool list changes and reads its
+/// acknowledgement and the server's first change.
+async fn listen_for_tool_changes(channel: &StdioChannel) -> StdioCall {
+    let mut listen = channel
+        .call(json!({"method": "subscriptions/listen", "id": "L1",
+            "params": {"notifications": {"toolsListChanged": true}}}))
+        .await
+        .unwrap();
     assert_eq!(
-        method(listen.next().await.unwrap()),
+        listen_method(listen.next().await.unwrap()),
         "notifications/subscriptions/acknowledged"
     );
     assert_eq!(
-        method(listen.next().await.unwrap()),
+        listen_method(listen.next().await.unwrap()),
         "notifications/tools/list_changed"
     );
+    listen
+}
+
+#[tokio::test]
+async fn a_listen_stream_is_sent_again_to_the_restarted_child() {
+    let marker = temp("crashed-listen");
+    let channel = StdioChannel::connect(python_server(&[("CRASH_FILE", marker.to_str().unwrap())]))
+        .await
+        .unwrap();
+    let mut listen = listen_for_tool_changes(&channel).await;
     channel.call_tool("crash", json!({})).await.unwrap_err();
     // The same stream: the new child acknowledges the listen sent again.
     let next = tokio::time::timeout(Duration::from_secs(10), listen.next())
         .await
         .unwrap();
     assert_eq!(
-        method(next.unwrap()),
+        listen_method(next.unwrap()),
         "notifications/subscriptions/acknowledged"
     );
+    assert_eq!(channel.restarts(), 1);
+    drop(listen);
+    channel.shutdown().await;
+    let _ = std::fs::remove_file(marker);
+}
+
+#[tokio::test]
+async fn refusing_while_restarting_fails_new_calls_at_once_and_keeps_a_listen_stream() {
+    let marker = temp("crashed-refuse");
+    let mut config = python_server(&[("CRASH_FILE", marker.to_str().unwrap())]);
+    config.refuse_while_restarting = true;
+    config.restart_backoff = Duration::from_millis(1500);
+    config.max_restarts = 2;
+    let channel = StdioChannel::connect(config).await.unwrap();
+    let mut listen = listen_for_tool_changes(&channel).await;
+    channel.call_tool("crash", json!({})).await.unwrap_err();
+    // Within the backoff: refused at once, saying why.
+    let sent = tokio::time::Instant::now();
+    let e = channel
+        .call_tool("echo", json!({"text": "early"}))
+        .await
+        .unwrap_err();
+    assert!(
+        sent.elapsed() < Duration::from_millis(750),
+        "{:?}",
+        sent.elapsed()
+    );
+    assert_eq!(e.status, Code::Unavailable, "{e}");
+    assert!(
+        e.message
+            .contains("the server is restarting (attempt 1 of 2)"),
+        "{e}"
+    );
+    // The listen stream is no new call: the new child acknowledges it.
+    let next = tokio::time::timeout(Duration::from_secs(10), listen.next())
+        .await
+        .unwrap();
+    assert_eq!(
+        listen_method(next.unwrap()),
+        "notifications/subscriptions/acknowledged"
+    );
+    let r = channel
+        .call_tool("echo", json!({"text": "again"}))
+        .await
+        .unwrap();
+    assert_eq!(r.text(), "again");
     assert_eq!(channel.restarts(), 1);
     drop(listen);
     channel.shutdown().await;

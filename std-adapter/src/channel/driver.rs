@@ -19,6 +19,7 @@
 //! channel's schema cache carried from one connection to the next.
 
 use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -63,10 +64,11 @@ const TRANSMIT_CHUNK: usize = 16 << 10;
 pub(crate) enum Command {
     /// Start a call of one JSON-RPC request (its text). `accepted` answers
     /// at once: the engine took it, or it waits for a free slot (a refusal
-    /// then comes as [`CallMsg::Refused`]), or why not.
+    /// then comes as [`CallMsg::Refused`]), or why not; without it, a
+    /// refusal comes as [`CallMsg::Refused`] in any case.
     Start {
         key: u64,
-        body: Vec<u8>,
+        body: Arc<[u8]>,
         /// The call's deadline; `None` for none (`subscriptions/listen`).
         deadline: Option<tokio::time::Instant>,
         /// A `tools/call`: a re-list may teach the engine new schemas.
@@ -74,7 +76,7 @@ pub(crate) enum Command {
         /// The tunnel, or the typed RPC of the method.
         binding: Binding,
         events: mpsc::UnboundedSender<CallMsg>,
-        accepted: oneshot::Sender<Result<(), Refusal>>,
+        accepted: Option<oneshot::Sender<Result<(), Refusal>>>,
     },
     /// Stop the call (RST_STREAM CANCEL), or drop it if it waits.
     Cancel { key: u64 },
@@ -182,12 +184,13 @@ impl ConnHandle {
         let alive = Arc::new(AtomicBool::new(true));
         let mut task = Task {
             engine,
-            calls: HashMap::new(),
-            keys: HashMap::new(),
+            calls: LocalMap::default(),
+            keys: LocalMap::default(),
             waiting: VecDeque::new(),
             alive: Arc::clone(&alive),
             schemas,
             synced: Vec::new(),
+            scratch: vec![0; TRANSMIT_CHUNK].into_boxed_slice(),
         };
         task.synced = task.cache_fingerprint();
         tokio::spawn(task.run(socket, rx));
@@ -228,7 +231,7 @@ impl Live {
 #[derive(Debug)]
 struct Waiting {
     key: u64,
-    body: Vec<u8>,
+    body: Arc<[u8]>,
     deadline: Option<tokio::time::Instant>,
     tool_call: bool,
     binding: Binding,
@@ -257,16 +260,47 @@ impl Waiting {
     }
 }
 
+/// Hashes the task's own keys (the engine's call ids, the handles' keys;
+/// never a peer's input, so no flooding to guard against) with a multiply
+/// per word instead of SipHash: a few hashes per call.
+#[derive(Default)]
+struct LocalHasher(u64);
+
+impl Hasher for LocalHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    fn write_u16(&mut self, n: u16) {
+        self.write_u64(u64::from(n));
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+}
+
+type LocalMap<K, V> = HashMap<K, V, BuildHasherDefault<LocalHasher>>;
+
 struct Task {
     engine: Box<Engine>,
-    calls: HashMap<CallId, Live>,
-    keys: HashMap<u64, CallId>,
+    calls: LocalMap<CallId, Live>,
+    keys: LocalMap<u64, CallId>,
     /// Calls waiting for a slot, oldest first.
     waiting: VecDeque<Waiting>,
     alive: Arc<AtomicBool>,
     schemas: Schemas,
     /// The engine's cache as last copied into `schemas`.
     synced: Vec<u8>,
+    /// Where the engine writes its output, zeroed once (not `out` grown
+    /// and zeroed at every turn).
+    scratch: Box<[u8]>,
 }
 
 impl Task {
@@ -288,7 +322,7 @@ impl Task {
                     tool_call,
                     binding,
                     events,
-                    accepted: Some(accepted),
+                    accepted,
                 });
                 self.start_waiting();
             }
@@ -449,10 +483,8 @@ impl Task {
         // Calls that ended since the last turn freed their slots.
         self.start_waiting();
         while out.len() < limit && self.engine.wants_transmit() {
-            let start = out.len();
-            out.resize(start + TRANSMIT_CHUNK, 0);
-            let n = drive::fill(&mut *self.engine, &mut out[start..]);
-            out.truncate(start + n);
+            let n = drive::fill(&mut *self.engine, &mut self.scratch);
+            out.extend_from_slice(&self.scratch[..n]);
             self.drain_events();
             self.start_waiting();
             if n == 0 {
@@ -522,8 +554,18 @@ impl Task {
         // Commands that raced the end: refuse them so callers reconnect.
         rx.close();
         while let Ok(cmd) = rx.try_recv() {
-            if let Command::Start { accepted, .. } = cmd {
-                let _ = accepted.send(Err(Refusal::Gone));
+            if let Command::Start {
+                accepted, events, ..
+            } = cmd
+            {
+                match accepted {
+                    Some(accepted) => {
+                        let _ = accepted.send(Err(Refusal::Gone));
+                    }
+                    None => {
+                        let _ = events.send(CallMsg::Refused(Refusal::Gone));
+                    }
+                }
             }
         }
         pump::shutdown(&mut wr).await;

@@ -95,6 +95,11 @@ struct Supervisor {
     failed: Option<String>,
     /// A restart is owed, after this wait.
     restart: Option<Duration>,
+    /// The next child is started at this instant (the backoff).
+    restart_at: Option<Instant>,
+    /// From a crash until the next child is ready: the start under way
+    /// (counted as `attempts`).
+    restarting: bool,
     /// Failed starts in a row.
     attempts: u32,
     ready_tx: Option<oneshot::Sender<Result<(), CallError>>>,
@@ -137,6 +142,8 @@ pub(super) fn spawn(
         ready: false,
         failed: None,
         restart: None,
+        restart_at: None,
+        restarting: false,
         attempts: 0,
         ready_tx: Some(ready_tx),
         era,
@@ -153,6 +160,8 @@ enum Wake {
     Command(Option<Command>),
     Read(std::io::Result<usize>),
     Timer,
+    /// The backoff before a restart ended.
+    Relaunch,
 }
 
 impl Supervisor {
@@ -239,13 +248,16 @@ impl Supervisor {
         loop {
             self.pump().await;
             if let Some(wait) = self.restart.take() {
-                self.relaunch(wait).await;
+                self.schedule_restart(wait).await;
                 continue;
             }
             let timer = self
                 .core
                 .poll_timeout()
                 .map(|t| self.epoch + Duration::from_micros(t.as_micros()));
+            // The backoff is a timer of this loop, not a sleep: commands
+            // (new calls refused, cancels) are read while it runs.
+            let backoff = self.restart_at;
             let wake = {
                 let read = async {
                     match self.child.as_mut() {
@@ -259,10 +271,17 @@ impl Supervisor {
                         None => std::future::pending().await,
                     }
                 };
+                let backoff = async {
+                    match backoff {
+                        Some(t) => tokio::time::sleep_until(t).await,
+                        None => std::future::pending().await,
+                    }
+                };
                 tokio::select! {
                     c = rx.recv() => Wake::Command(c),
                     r = read => Wake::Read(r),
                     () = sleep => Wake::Timer,
+                    () = backoff => Wake::Relaunch,
                 }
             };
             match wake {
@@ -291,6 +310,10 @@ impl Supervisor {
                     let now = self.now();
                     self.core.handle_timeout(now);
                 }
+                Wake::Relaunch => {
+                    self.restart_at = None;
+                    self.relaunch();
+                }
             }
         }
     }
@@ -306,6 +329,10 @@ impl Supervisor {
             } => {
                 if let Some(why) = &self.failed {
                     let _ = events.send(Msg::Error(error(Code::Unavailable, why.clone())));
+                    return;
+                }
+                if self.restarting && self.config.refuse_while_restarting {
+                    let _ = events.send(Msg::Error(self.restarting_error()));
                     return;
                 }
                 self.calls.insert(
@@ -518,6 +545,7 @@ impl Supervisor {
         for e in self.calls.values_mut() {
             e.reopen = false;
         }
+        self.restarting = false;
         if let Some(tx) = self.ready_tx.take() {
             let _ = tx.send(Ok(()));
         }
@@ -573,20 +601,67 @@ impl Supervisor {
         self.restart = Some(wait);
     }
 
-    /// Starts a fresh child after `wait` (new calls wait meanwhile).
-    async fn relaunch(&mut self, wait: Duration) {
+    /// A fresh child is owed: stops the old one, counts the start, and
+    /// sets the backoff's end (or gives up). From here until the new child
+    /// is ready the channel is restarting: with
+    /// [`StdioChannelConfig::refuse_while_restarting`] new calls, and calls
+    /// that waited for a turn, fail at once; otherwise they wait.
+    async fn schedule_restart(&mut self, wait: Duration) {
         if let Some(r) = self.child.take() {
             stop(r, Duration::from_millis(200), Duration::from_millis(200)).await;
         }
         self.attempts += 1;
         if self.attempts > self.config.max_restarts {
-            self.give_up(format!(
-                "the server failed {} starts in a row; the channel gave up",
-                self.attempts - 1
-            ));
+            let why = match self.config.max_restarts {
+                0 => "the server stopped and restarts are off: the channel gave up".to_owned(),
+                1 => "the server did not stay up after its one restart: the channel gave up"
+                    .to_owned(),
+                n => format!(
+                    "the server did not stay up after {n} restarts in a row: the channel gave up"
+                ),
+            };
+            self.log(&why);
+            self.give_up(why);
             return;
         }
-        tokio::time::sleep(wait).await;
+        self.restarting = true;
+        if self.config.refuse_while_restarting {
+            self.refuse_waiting();
+        }
+        self.restart_at = Some(Instant::now() + wait);
+    }
+
+    /// The refusal of a call while the server restarts.
+    fn restarting_error(&self) -> CallError {
+        error(
+            Code::Unavailable,
+            format!(
+                "the server is restarting (attempt {} of {}); new calls are refused until it is back",
+                self.attempts, self.config.max_restarts
+            ),
+        )
+    }
+
+    /// Fails the calls that wait for a turn (none of them reached the
+    /// child); a listen stream waits to be sent again.
+    fn refuse_waiting(&mut self) {
+        let refused: Vec<u64> = self
+            .queued
+            .iter()
+            .copied()
+            .filter(|k| self.calls.get(k).is_some_and(|e| !e.reopen))
+            .collect();
+        for key in refused {
+            if let Some(e) = self.calls.remove(&key) {
+                let _ = e.events.send(Msg::Error(self.restarting_error()));
+            }
+        }
+        let calls = &self.calls;
+        self.queued.retain(|k| calls.contains_key(k));
+    }
+
+    /// Starts the fresh child at the end of the backoff.
+    fn relaunch(&mut self) {
         self.log(&format!(
             "restarting the server (start {} in a row)",
             self.attempts
@@ -614,6 +689,8 @@ impl Supervisor {
     fn give_up(&mut self, why: String) {
         self.failed = Some(why.clone());
         self.ready = false;
+        self.restarting = false;
+        self.restart_at = None;
         if let Some(tx) = self.ready_tx.take() {
             let _ = tx.send(Err(error(Code::Unavailable, why.clone())));
         }

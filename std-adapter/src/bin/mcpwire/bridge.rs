@@ -21,7 +21,13 @@
 //! back as they came. The host's credential stays here: downstream the
 //! bridge sends `MCPWIRE_TOKEN`, if set. A stdio child that crashes fails
 //! its calls in flight and is started again (`--restart-max`,
-//! `--restart-backoff-ms`); new calls wait for it meanwhile. A gRPC server
+//! `--restart-backoff-ms`); until the new child is ready the bridge takes
+//! no new work: a call is refused at once, -32603 "the server is
+//! restarting (attempt N of M)" with `data.grpcStatus` `Unavailable` (over
+//! Streamable HTTP a JSON-RPC error like any other, as the transports
+//! document names no HTTP status for it; over the typed service INTERNAL
+//! with `mcp-error-code`), and the host chooses when to try again. After
+//! the last start fails every call fails at once, saying so. A gRPC server
 //! that goes silent without closing (no FIN from a board switched off) is
 //! found by keepalive PINGs (`--keepalive-ms`, 5 s by default): the calls
 //! in flight fail UNAVAILABLE instead of waiting for their deadlines.
@@ -41,11 +47,12 @@ use std::time::Duration;
 use mcpwire_core::grpc::Code;
 use mcpwire_core::mcp::client::stdio::{Era, EraChoice};
 use mcpwire_core::mcp::error::INTERNAL_ERROR;
+use mcpwire_core::mcp::json;
 use mcpwire_core::mcp::meta::{KEY_SUBSCRIPTION_ID, PROTOCOL_VERSION};
 use mcpwire_tokio::channel::MAX_LIST_PAGES;
 use mcpwire_tokio::{
-    App, CallError, Client, ForwardRequest, HttpChannelConfig, ServerCommand, StdioChannelConfig,
-    StreamMessage, ToolError,
+    App, CallError, Client, ForwardRequest, ForwardResult, HttpChannelConfig, RawMessage,
+    ServerCommand, StdioChannelConfig, ToolError,
 };
 use serde_json::{Value, json};
 
@@ -63,7 +70,10 @@ pub const USAGE: &str = "usage: mcpwire bridge HOST-SIDE [--timeout-ms N] [RESTA
          failed if N ms more pass without an answer (default 5000; 0: no pings; a server built on
          grpc-core refuses pings more often than every 5 minutes during a silent call by default)
   RESTART (a stdio server): [--restart-max N] starts in a row that may fail (default 5),
-         [--restart-backoff-ms N] the first wait before a restart (default 100, doubling up to 5 s)
+         [--restart-backoff-ms N] the first wait before a restart (default 100, doubling up to 5 s);
+         the calls in flight at a crash fail, and until the new child is ready every new call is
+         refused at once (-32603 \"the server is restarting (attempt N of M)\"); after the last
+         start fails, every call fails at once
   each request is forwarded to the server; the host's token is never sent on
   (MCPWIRE_TOKEN, if set, is the bearer token sent downstream over HTTP and gRPC)";
 
@@ -317,6 +327,8 @@ async fn connect(
             if let Some(backoff) = restart.backoff {
                 config.restart_backoff = backoff;
             }
+            // The bridge recipe: no new work while the child restarts.
+            config.refuse_while_restarting = true;
             let client = Client::stdio(config).await?;
             Ok((client, program))
         }
@@ -470,24 +482,37 @@ async fn finish(client: Client, served: std::io::Result<()>) -> ExitCode {
 /// admits goes to the server through `client`; `discover`, when given, is
 /// the answer to `server/discover` (an older-era server has none).
 fn forwarding_app(client: Client, timeout: Option<Duration>, discover: Option<Arc<Value>>) -> App {
+    // One client for every call: a clone of `Client` copies its era's
+    // strings.
+    let client = Arc::new(client);
     App::new("mcpwire-bridge", env!("CARGO_PKG_VERSION")).forward(move |request| {
-        let client = client.clone();
+        let client = Arc::clone(&client);
         let discover = discover.clone();
         async move {
             let Some(discover) = discover else {
-                return forward_request(client, request, timeout).await;
+                return forward_request(&client, request, timeout).await;
             };
             // An older-era server: its discovery is the bridge's, and its
             // results get the fields the current era requires.
             if request.method() == "server/discover" {
-                return Ok(Value::clone(&discover));
+                return Ok(ForwardResult::Value(Value::clone(&discover)));
             }
             let method = request.method().to_owned();
-            let mut result = forward_request(client, request, timeout).await?;
+            let mut result = into_value(forward_request(&client, request, timeout).await?)?;
             current_era_result(&method, &mut result);
-            Ok(result)
+            Ok(result.into())
         }
     })
+}
+
+/// A result as a tree (its text parsed: the era's fields and the pages
+/// of a whole list are added to it).
+fn into_value(result: ForwardResult) -> Result<Value, ToolError> {
+    match result {
+        ForwardResult::Value(v) => Ok(v),
+        ForwardResult::Raw(raw) => serde_json::from_slice(raw.as_bytes())
+            .map_err(|_| ToolError::internal("the server's result is not JSON")),
+    }
 }
 
 /// An older-era server's result of `method`, as MCP 2026-07-28 has it:
@@ -555,22 +580,24 @@ async fn legacy_discover(client: &Client) -> Value {
 /// When the caller cannot page ([`ForwardRequest::whole_list`]), a list's
 /// pages are followed and merged into one result.
 async fn forward_request(
-    client: Client,
+    client: &Client,
     request: ForwardRequest,
     timeout: Option<Duration>,
-) -> Result<Value, ToolError> {
-    let first = forward_call(&client, &request, request.message(), timeout).await?;
+) -> Result<ForwardResult, ToolError> {
+    let first = forward_call(client, &request, None, timeout).await?;
     let key = list_key(request.method());
     match key {
         Some(key) if request.whole_list() => {
-            merge_pages(first, key, |cursor| {
+            let merged = merge_pages(into_value(first)?, key, |cursor| {
                 let mut message = request.message();
                 if let Some(params) = message.get_mut("params").and_then(Value::as_object_mut) {
                     params.insert("cursor".into(), Value::String(cursor));
                 }
-                forward_call(&client, &request, message, timeout)
+                let page = forward_call(client, &request, Some(message), timeout);
+                async move { into_value(page.await?) }
             })
-            .await
+            .await?;
+            Ok(merged.into())
         }
         _ => Ok(first),
     }
@@ -637,55 +664,77 @@ where
 }
 
 /// One downstream call: its notifications go to the host (under the host's
-/// id and progress token); its result or error is the answer.
+/// id and progress token); its result or error is the answer. The call is
+/// the host's request as it came (its `params` text sent on as it is),
+/// or `message` instead (a page of a whole list). A result is handed back
+/// as the text the client engine validated, unless a subscription id in
+/// it must become the host's.
 async fn forward_call(
     client: &Client,
     request: &ForwardRequest,
-    message: Value,
+    message: Option<Value>,
     timeout: Option<Duration>,
-) -> Result<Value, ToolError> {
+) -> Result<ForwardResult, ToolError> {
     let transport = client.transport_name();
-    let id = request.id().clone();
-    let token = request.progress_token().cloned();
-    let mut call = client
-        .call_with_timeout(message, timeout)
-        .await
-        .map_err(|e| downstream_tool_error(transport, &e))?;
+    let call = match message {
+        None => {
+            client
+                .call_raw(
+                    request.method(),
+                    request.raw_params(),
+                    request.meta_complete(),
+                    timeout,
+                )
+                .await
+        }
+        // A page of a whole list (boxed: the future of any transport's
+        // call is larger than the gRPC call's of the usual path).
+        Some(message) => Box::pin(client.call_with_timeout(message, timeout)).await,
+    };
+    let mut call = call.map_err(|e| downstream_tool_error(transport, &e))?;
+    let listen = request.method() == "subscriptions/listen";
     loop {
-        match call.next().await {
-            Ok(Some(StreamMessage::Notification(mut n))) => {
+        match call.next_raw().await {
+            Ok(Some(RawMessage::Notification(text))) => {
+                // The client engine validated it.
+                let Ok(mut n) = serde_json::from_slice::<Value>(&text) else {
+                    continue;
+                };
                 let Some(method) = n.get("method").and_then(Value::as_str).map(str::to_owned)
                 else {
                     continue;
                 };
                 if method == "notifications/progress" {
-                    let Some(token) = &token else { continue };
+                    let Some(token) = request.progress_token() else {
+                        continue;
+                    };
                     if let Some(params) = n.get_mut("params").and_then(Value::as_object_mut) {
                         params.insert("progressToken".into(), token.clone());
                     }
                 }
-                restore_id(&mut n, "params", &id);
-                let params = n.get("params").cloned().unwrap_or_else(|| json!({}));
+                restore_id(&mut n, "params", request.id());
+                let params = n.get_mut("params").map_or_else(|| json!({}), Value::take);
                 request.notify(&method, &params).await;
             }
-            Ok(Some(StreamMessage::Response(mut r))) => {
-                restore_id(&mut r, "result", &id);
-                if let Some(result) = r.get_mut("result") {
-                    return Ok(result.take());
+            Ok(Some(RawMessage::Response(text))) => {
+                if !listen && let Some(result) = raw_result(text.as_slice()) {
+                    let range = json::span(&text, result);
+                    let mut text = text;
+                    text.truncate(range.end);
+                    text.drain(..range.start);
+                    if let Some(result) = ForwardResult::raw(text) {
+                        return Ok(result);
+                    }
+                    return Err(ToolError::internal(
+                        "the forwarded result is not a JSON object",
+                    ));
                 }
-                let error = r.get("error");
-                let code = error
-                    .and_then(|e| e.get("code"))
-                    .and_then(Value::as_i64)
-                    .and_then(|c| i32::try_from(c).ok())
-                    .unwrap_or(INTERNAL_ERROR);
-                let message = error
-                    .and_then(|e| e.get("message"))
-                    .and_then(Value::as_str)
-                    .unwrap_or("the server's error has no message");
-                let mut e = ToolError::new(code, message);
-                e.data = error.and_then(|e| e.get("data")).cloned();
-                return Err(e);
+                let Ok(mut r) = serde_json::from_slice::<Value>(&text) else {
+                    return Err(ToolError::internal(format!(
+                        "the bridge's call to the server ({transport}) got a response that is not JSON"
+                    )));
+                };
+                return response_value(&mut r, request.id());
             }
             Ok(None) => {
                 return Err(ToolError::internal(format!(
@@ -695,6 +744,40 @@ async fn forward_call(
             Err(e) => return Err(downstream_tool_error(transport, &e)),
         }
     }
+}
+
+/// The `result` of a response's text, when it can go to the host as it
+/// is: a result object without a subscription id in its `_meta` (that id
+/// is the downstream call's, the host's replaces it).
+fn raw_result(response: &[u8]) -> Option<&[u8]> {
+    let result = json::get(response, b"result")?;
+    // Every `_meta` member: a duplicate one is not left to chance.
+    let subscription = json::members(result).any(|(key, meta)| {
+        json::str_eq(key, b"_meta") && json::get(meta, KEY_SUBSCRIPTION_ID.as_bytes()).is_some()
+    });
+    (!subscription).then_some(result)
+}
+
+/// A response as a tree: its result (the host's id in place of the
+/// downstream call's), or its error.
+fn response_value(r: &mut Value, id: &Value) -> Result<ForwardResult, ToolError> {
+    restore_id(r, "result", id);
+    if let Some(result) = r.get_mut("result") {
+        return Ok(ForwardResult::Value(result.take()));
+    }
+    let error = r.get("error");
+    let code = error
+        .and_then(|e| e.get("code"))
+        .and_then(Value::as_i64)
+        .and_then(|c| i32::try_from(c).ok())
+        .unwrap_or(INTERNAL_ERROR);
+    let message = error
+        .and_then(|e| e.get("message"))
+        .and_then(Value::as_str)
+        .unwrap_or("the server's error has no message");
+    let mut e = ToolError::new(code, message);
+    e.data = error.and_then(|e| e.get("data")).cloned();
+    Err(e)
 }
 
 /// A failure of the downstream call, as the host sees it: the server's
@@ -902,6 +985,22 @@ mod tests {
         );
         assert_eq!(redact("grpc://127.0.0.1:50051"), "grpc://127.0.0.1:50051");
         assert_eq!(redact("http://h/mcp?a=b@c"), "http://h/mcp?a=b@c");
+    }
+
+    #[test]
+    fn a_result_goes_on_as_its_text_unless_it_names_a_subscription() {
+        let response = br#"{"jsonrpc":"2.0","id":7,"result":{"z":1,"a":[2.50]}}"#;
+        assert_eq!(raw_result(response), Some(&br#"{"z":1,"a":[2.50]}"#[..]));
+        let listening = br#"{"jsonrpc":"2.0","id":7,"result":{"_meta":{"io.modelcontextprotocol/subscriptionId":7}}}"#;
+        assert_eq!(raw_result(listening), None);
+        let second = br#"{"jsonrpc":"2.0","id":7,"result":{"_meta":{},"_meta":{"io.modelcontextprotocol/subscriptionId":7}}}"#;
+        assert_eq!(raw_result(second), None);
+        let error = br#"{"jsonrpc":"2.0","id":7,"error":{"code":-32601,"message":"no"}}"#;
+        assert_eq!(raw_result(error), None);
+        // The error goes back as the server's.
+        let mut error: Value = serde_json::from_slice(error).unwrap();
+        let e = response_value(&mut error, &json!("h")).unwrap_err();
+        assert_eq!((e.code, e.message.as_str()), (-32601, "no"));
     }
 
     #[test]
