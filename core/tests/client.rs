@@ -79,19 +79,28 @@ impl<S: CallStore, const C: usize> App<Client<S, C, 4096, 16384>> for ClientApp 
         while let Some(e) = client.poll_event() {
             let s = |b: &[u8]| String::from_utf8(b.to_vec()).unwrap();
             match e {
-                ClientEvent::Notification { call } => self
-                    .seen
-                    .entry(call)
-                    .or_default()
-                    .notifications
-                    .push(s(client.message(call).unwrap())),
+                ClientEvent::Notification { call } => {
+                    assert_eq!(client.result(call), None, "a notification has no result");
+                    self.seen
+                        .entry(call)
+                        .or_default()
+                        .notifications
+                        .push(s(client.message(call).unwrap()))
+                }
                 ClientEvent::Response { call } => {
-                    self.seen.entry(call).or_default().response =
-                        Some(s(client.message(call).unwrap()))
+                    // The result the engine hands over is the response's.
+                    let message = client.message(call).unwrap();
+                    let parsed: serde_json::Value = serde_json::from_slice(message).unwrap();
+                    let result = client
+                        .result(call)
+                        .map(|r| serde_json::from_slice(r).unwrap());
+                    assert_eq!(result.as_ref(), parsed.get("result"), "{}", s(message));
+                    self.seen.entry(call).or_default().response = Some(s(message))
                 }
                 ClientEvent::Failed { call } => {
                     let error = client.failure(call).unwrap();
                     assert_eq!(client.message(call), Some(error.response));
+                    assert_eq!(client.result(call), None, "an error has no result");
                     let seen = self.seen.entry(call).or_default();
                     seen.refused = error.diagnostics.refused;
                     seen.retried = error.diagnostics.retried;
@@ -108,6 +117,7 @@ impl<S: CallStore, const C: usize> App<Client<S, C, 4096, 16384>> for ClientApp 
                 }
                 ClientEvent::Ended { call } => {
                     assert_eq!(client.message(call), None, "the call is dead");
+                    assert_eq!(client.result(call), None, "the call is dead");
                     self.seen.entry(call).or_default().ended = true
                 }
                 ClientEvent::Warning { call, reason } => self

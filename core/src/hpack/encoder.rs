@@ -70,12 +70,27 @@ impl Encoder {
     where
         I: IntoIterator<Item = Field<'f>>,
     {
+        self.encode_with(fields, out, None)
+    }
+
+    /// [`encode`](Self::encode), taking the string literals `literals` kept
+    /// from earlier blocks instead of coding them again, and keeping the
+    /// ones it codes (never a never-indexed field's).
+    pub fn encode_with<'f, I>(
+        &mut self,
+        fields: I,
+        out: &mut [u8],
+        mut literals: Option<&mut (dyn Literals + '_)>,
+    ) -> Result<usize, EncodeError>
+    where
+        I: IntoIterator<Item = Field<'f>>,
+    {
         let mut w = Out::new(out);
         if self.update_pending {
             integer::write(&mut w, self.table_size, 5, 0x20);
         }
         for field in fields {
-            write_field(&mut w, &field);
+            write_field(&mut w, &field, literals.as_deref_mut());
         }
         let n = w.finish()?;
         self.update_pending = false;
@@ -92,7 +107,7 @@ impl Encoder {
             integer::write(&mut w, self.table_size, 5, 0x20);
         }
         for field in fields {
-            write_field(&mut w, &field);
+            write_field(&mut w, &field, None);
         }
         match w.finish() {
             Ok(n) | Err(EncodeError::BufferTooSmall { needed: n }) => n,
@@ -100,7 +115,7 @@ impl Encoder {
     }
 }
 
-fn write_field(w: &mut Out<'_>, field: &Field<'_>) {
+fn write_field(w: &mut Out<'_>, field: &Field<'_>, mut literals: Option<&mut (dyn Literals + '_)>) {
     let sensitive = field.never_indexed || SENSITIVE_NAMES.contains(&field.name);
     // Literal without indexing (§6.2.2) or never indexed (§6.2.3).
     let flags = if sensitive { 0x10 } else { 0x00 };
@@ -108,13 +123,136 @@ fn write_field(w: &mut Out<'_>, field: &Field<'_>) {
         Match::Full(index) if !sensitive => integer::write(w, index, 7, 0x80),
         Match::Full(index) | Match::Name(index) => {
             integer::write(w, index, 4, flags);
-            write_string(w, field.value);
+            // A credential is not kept.
+            let literals = literals.filter(|_| !sensitive);
+            write_kept(w, field.value, literals);
         }
         Match::None => {
             w.push(flags);
-            write_string(w, field.name);
-            write_string(w, field.value);
+            write_kept(w, field.name, literals.as_deref_mut());
+            write_kept(w, field.value, literals.filter(|_| !sensitive));
         }
+    }
+}
+
+/// A string literal, as kept in `literals` or coded (and then kept).
+fn write_kept(w: &mut Out<'_>, s: &[u8], literals: Option<&mut (dyn Literals + '_)>) {
+    let Some(literals) = literals else {
+        return write_string(w, s);
+    };
+    if let Some(literal) = literals.get(s) {
+        return w.extend(literal);
+    }
+    let start = w.len();
+    write_string(w, s);
+    if let Some(literal) = w.written(start) {
+        literals.keep(s, literal);
+    }
+}
+
+/// String literals an encoder keeps as coded, for the next blocks
+/// ([`Encoder::encode_with`]).
+pub trait Literals {
+    /// The literal (length prefix and octets, as §5.2 writes it) kept for
+    /// the string `s`.
+    fn get(&mut self, s: &[u8]) -> Option<&[u8]>;
+    /// Keeps `literal`, the coding of `s`, when there is room for it.
+    fn keep(&mut self, s: &[u8], literal: &[u8]);
+}
+
+/// Up to `N` string literals of at most `LEN` octets, coded: a client
+/// sends the same names and values (`:path`, `content-type`,
+/// `mcp-protocol-version`, ...) on every request, and codes each once.
+/// A literal used since the last eviction stays (the clock algorithm): a
+/// value that differs on every request (`grpc-timeout`) takes one slot in
+/// turn and leaves the others.
+#[derive(Debug, Clone)]
+pub struct LiteralCache<const N: usize, const LEN: usize> {
+    slots: [KeptLiteral<LEN>; N],
+    hand: usize,
+    /// The slot of the last string found.
+    last: usize,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct KeptLiteral<const LEN: usize> {
+    string: [u8; LEN],
+    string_len: u8,
+    literal: [u8; LEN],
+    literal_len: u8,
+    used: bool,
+}
+
+impl<const N: usize, const LEN: usize> LiteralCache<N, LEN> {
+    /// An empty cache.
+    pub const fn new() -> Self {
+        Self {
+            slots: [KeptLiteral {
+                string: [0; LEN],
+                string_len: 0,
+                literal: [0; LEN],
+                literal_len: 0,
+                used: false,
+            }; N],
+            hand: 0,
+            last: 0,
+        }
+    }
+}
+
+impl<const N: usize, const LEN: usize> LiteralCache<N, LEN> {
+    /// Whether strings of `len` octets are kept: short ones code fast
+    /// enough, long ones do not fit.
+    fn keeps(len: usize) -> bool {
+        N > 0 && (4..=LEN.min(255)).contains(&len)
+    }
+}
+
+impl<const N: usize, const LEN: usize> Default for LiteralCache<N, LEN> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<const N: usize, const LEN: usize> Literals for LiteralCache<N, LEN> {
+    fn get(&mut self, s: &[u8]) -> Option<&[u8]> {
+        if !Self::keeps(s.len()) {
+            return None;
+        }
+        // Blocks repeat their fields in the same order: the search starts
+        // after the last string found, where the next one usually is.
+        let matches = |k: &KeptLiteral<LEN>| {
+            k.literal_len > 0 && usize::from(k.string_len) == s.len() && k.string[..s.len()] == *s
+        };
+        let at = (0..N)
+            .map(|k| (self.last + 1 + k) % N)
+            .find(|&at| matches(&self.slots[at]))?;
+        self.last = at;
+        let slot = &mut self.slots[at];
+        slot.used = true;
+        Some(&slot.literal[..usize::from(slot.literal_len)])
+    }
+
+    fn keep(&mut self, s: &[u8], literal: &[u8]) {
+        if !Self::keeps(s.len()) || literal.len() > LEN.min(255) {
+            return;
+        }
+        // The first slot not used since the hand last passed it.
+        let mut at = self.hand % N;
+        for _ in 0..N {
+            if !self.slots[at].used {
+                break;
+            }
+            self.slots[at].used = false;
+            at = (at + 1) % N;
+        }
+        let slot = &mut self.slots[at];
+        slot.string[..s.len()].copy_from_slice(s);
+        slot.string_len = s.len() as u8;
+        slot.literal[..literal.len()].copy_from_slice(literal);
+        slot.literal_len = literal.len() as u8;
+        slot.used = false;
+        self.hand = (at + 1) % N;
     }
 }
 
@@ -171,6 +309,93 @@ mod tests {
             .encode([Field::new(b":method", b"GET")], &mut out)
             .unwrap();
         assert_eq!(&out[..n], &[0x82]);
+    }
+
+    /// A cache that counts what it is asked, around the real one.
+    struct Counting<'c> {
+        cache: &'c mut LiteralCache<8, 64>,
+        hits: usize,
+        kept: std::vec::Vec<std::vec::Vec<u8>>,
+    }
+
+    impl Literals for Counting<'_> {
+        fn get(&mut self, s: &[u8]) -> Option<&[u8]> {
+            let found = self.cache.get(s);
+            self.hits += usize::from(found.is_some());
+            found
+        }
+        fn keep(&mut self, s: &[u8], literal: &[u8]) {
+            self.kept.push(s.to_vec());
+            self.cache.keep(s, literal);
+        }
+    }
+
+    /// Blocks coded with kept literals are the blocks coded without; the
+    /// request head's constant strings stay kept while a value that
+    /// changes every time takes one slot in turn; a credential is never
+    /// kept.
+    #[test]
+    fn kept_literals_code_the_same_blocks_and_keep_the_repeated_strings() {
+        let mut cache = LiteralCache::<8, 64>::new();
+        let mut plain = Encoder::new();
+        let mut cached = Encoder::new();
+        let timeouts = [
+            &b"29999m"[..],
+            b"29998m",
+            b"1S",
+            b"29997m",
+            b"29996m",
+            b"5000m",
+        ];
+        for (round, timeout) in timeouts.iter().enumerate() {
+            let fields = [
+                Field::new(b":method", b"POST"),
+                Field::new(b":path", b"/model_context_protocol.Mcp/Tunnel"),
+                Field::new(b"content-type", b"application/grpc+proto"),
+                Field::new(b"grpc-timeout", timeout),
+                Field::new(b"authorization", b"Bearer secret-token"),
+                Field::sensitive(b"x-api-key", b"another-secret"),
+            ];
+            let (mut a, mut b) = ([0u8; 256], [0u8; 256]);
+            let n = plain.encode(fields, &mut a).unwrap();
+            let mut counting = Counting {
+                cache: &mut cache,
+                hits: 0,
+                kept: std::vec::Vec::new(),
+            };
+            let m = cached
+                .encode_with(fields, &mut b, Some(&mut counting))
+                .unwrap();
+            assert_eq!(a[..n], b[..m], "round {round}");
+            let Counting { hits, kept, .. } = counting;
+            for secret in [&b"Bearer secret-token"[..], b"another-secret"] {
+                assert!(!kept.iter().any(|k| k == secret), "a credential was kept");
+            }
+            if round == 0 {
+                assert_eq!(hits, 0);
+            } else {
+                // Path, content type, grpc-timeout and x-api-key names hit;
+                // the timeout value is new each round.
+                assert_eq!(hits, 4, "round {round}");
+                assert_eq!(kept, [timeout.to_vec()], "round {round}");
+            }
+        }
+        // A block too large for its buffer keeps nothing it did not write
+        // whole, and the next block is still the plain coding.
+        let long = [Field::new(
+            b"x-long-value",
+            b"abcdefghijklmnopqrstuvwxyz0123456789",
+        )];
+        let mut small = [0u8; 8];
+        assert!(
+            cached
+                .encode_with(long, &mut small, Some(&mut cache))
+                .is_err()
+        );
+        let (mut a, mut b) = ([0u8; 64], [0u8; 64]);
+        let n = plain.encode(long, &mut a).unwrap();
+        let m = cached.encode_with(long, &mut b, Some(&mut cache)).unwrap();
+        assert_eq!(a[..n], b[..m]);
     }
 
     #[test]

@@ -44,6 +44,18 @@ impl<'a> Out<'a> {
         self.len += n;
     }
 
+    /// The octets written so far.
+    #[inline]
+    pub(super) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// What was written from `start` on, when all of it fit.
+    #[inline]
+    pub(super) fn written(&self, start: usize) -> Option<&[u8]> {
+        self.buf.get(start..self.len)
+    }
+
     pub(super) fn finish(self) -> Result<usize, EncodeError> {
         if self.len <= self.buf.len() {
             Ok(self.len)

@@ -646,6 +646,37 @@ pub fn get_all<'a, const N: usize>(obj: &'a [u8], keys: [&[u8]; N]) -> [Option<&
     found
 }
 
+/// [`validate`] and [`get_all`] in one walk: checks that `src` is exactly
+/// one JSON value and, when it is an object, finds the first member of
+/// each key while it validates (each octet is looked at once).
+pub fn validate_get_all<'a, const N: usize>(
+    src: &'a [u8],
+    keys: [&[u8]; N],
+    max_depth: usize,
+) -> Result<[Option<&'a [u8]>; N], JsonError> {
+    let start = skip_ws(src, 0);
+    let mut found = [None; N];
+    if src.get(start) != Some(&b'{') {
+        validate(src, max_depth)?;
+        return Ok(found);
+    }
+    let mut scan = ObjectScan::new(src, start, max_depth)?;
+    while let Some(key) = scan.key()? {
+        let value = scan.value()?;
+        if let Some(i) = keys.iter().position(|k| key.is(k))
+            && found[i].is_none()
+        {
+            found[i] = Some(value);
+        }
+    }
+    let end = skip_ws(src, scan.end());
+    if end == src.len() {
+        Ok(found)
+    } else {
+        Err(JsonError::Syntax(end))
+    }
+}
+
 /// The elements of an array that [`validate`] accepted.
 pub fn elements(arr: &[u8]) -> Elements<'_> {
     let arr = trim(arr);
@@ -1083,6 +1114,38 @@ mod tests {
             let _ = members(bad).count();
             let _ = elements(bad).count();
         }
+    }
+
+    /// The one-walk check and lookup gives what the two walks give, and
+    /// refuses what `validate` refuses.
+    #[test]
+    fn validate_get_all_is_validate_then_get_all() {
+        let docs: [&[u8]; 12] = [
+            br#"{"jsonrpc":"2.0","id":7,"result":{"content":[]}}"#,
+            br#" { "id" : "a" , "error" : {"code":-1} , "id" : 2 } "#,
+            br#"{"\u0069d":1,"method":"x"}"#,
+            br#"{"method":"notifications/progress","params":{}}"#,
+            b"[1,2]",
+            b"3",
+            b"{}",
+            br#"{"id":1}x"#,
+            br#"{"id":1,}"#,
+            br#"{"id":[1,2}"#,
+            br#"{"id" 1}"#,
+            b"",
+        ];
+        let keys = [&b"id"[..], b"method", b"error"];
+        for doc in docs {
+            let two = validate(doc, DEFAULT_MAX_DEPTH).map(|()| get_all(doc, keys));
+            let one = validate_get_all(doc, keys, DEFAULT_MAX_DEPTH);
+            assert_eq!(one.is_ok(), two.is_ok(), "{:?}", core::str::from_utf8(doc));
+            if let (Ok(one), Ok(two)) = (one, two) {
+                assert_eq!(one, two, "{:?}", core::str::from_utf8(doc));
+            }
+        }
+        // Too deep is refused as `validate` refuses it.
+        assert!(validate_get_all(br#"{"a":[[[1]]]}"#, keys, 3).is_err());
+        assert!(validate_get_all(br#"{"a":[[1]]}"#, keys, 3).is_ok());
     }
 
     #[test]

@@ -366,7 +366,7 @@ impl<
         if self.role == Role::Server && kind == HeadersKind::Request {
             let id = self.streams.get(slot).map_or(0, |s| s.id);
             let fields = [Field::new(b":status", b"431")];
-            if self.write_headers_frames(id, fields, true).is_ok() {
+            if self.write_headers_frames(id, fields, true, None).is_ok() {
                 if !end_stream {
                     self.write_rst_in_order(id, ErrorCode::NO_ERROR);
                 }

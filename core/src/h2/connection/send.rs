@@ -54,6 +54,22 @@ impl<
     where
         I: IntoIterator<Item = Field<'f>>,
     {
+        self.send_headers_with(stream, fields, end_stream, None)
+    }
+
+    /// [`send_headers`](Self::send_headers), the block coded with the
+    /// string literals `literals` keeps (a client's request heads repeat
+    /// most of their names and values: see [`hpack::LiteralCache`]).
+    pub fn send_headers_with<'f, I>(
+        &mut self,
+        stream: StreamRef,
+        fields: I,
+        end_stream: bool,
+        literals: Option<&mut (dyn hpack::Literals + '_)>,
+    ) -> Result<(), StreamError>
+    where
+        I: IntoIterator<Item = Field<'f>>,
+    {
         if self.streams.quiet(stream) {
             return Ok(());
         }
@@ -81,7 +97,7 @@ impl<
             }
             id = self.streams.next_local_id;
         }
-        if let Err(e) = self.write_headers_frames(id, fields, end_stream) {
+        if let Err(e) = self.write_headers_frames(id, fields, end_stream, literals) {
             if e == StreamError::TransmitFull
                 && let Some(st) = self.streams.get_mut(slot)
             {
@@ -134,6 +150,7 @@ impl<
         id: u32,
         fields: I,
         end_stream: bool,
+        literals: Option<&mut (dyn hpack::Literals + '_)>,
     ) -> Result<(), StreamError>
     where
         I: IntoIterator<Item = Field<'f>>,
@@ -152,10 +169,11 @@ impl<
         let room = limit.saturating_sub(body);
         let continuation_room = room / (max + HEADER_LEN) * HEADER_LEN;
         let encode_end = body + room - continuation_room;
-        let n = match self
-            .encoder
-            .encode(fields, &mut tx[body.min(encode_end)..encode_end])
-        {
+        let n = match self.encoder.encode_with(
+            fields,
+            &mut tx[body.min(encode_end)..encode_end],
+            literals,
+        ) {
             Ok(n) => n,
             Err(hpack::EncodeError::BufferTooSmall { needed }) => {
                 let frames = needed.div_ceil(max).max(1);

@@ -90,6 +90,8 @@ pub(super) struct Active {
     pub(super) response: Option<(usize, usize)>,
     /// The `error` member of a tunnel call's response, in `rx`.
     pub(super) response_error: Option<(usize, usize)>,
+    /// The `result` member of a tunnel call's response, in `rx`.
+    pub(super) response_result: Option<(usize, usize)>,
     pub(super) diagnostics: Diagnostics,
     /// The response's `www-authenticate`, when it fits.
     pub(super) auth: ([u8; MAX_AUTH], Option<u16>),
@@ -158,6 +160,7 @@ pub(super) fn reopen(a: &mut Active, mode: Mode, max_message: usize) {
     a.msg_start = 0;
     a.response = None;
     a.response_error = None;
+    a.response_result = None;
     // Whether a refused stream was retried stays known to the end.
     a.diagnostics = Diagnostics {
         retried: a.diagnostics.retried,

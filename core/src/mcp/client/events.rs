@@ -238,6 +238,26 @@ impl<S: CallStore, R: Records<Slot<S::Buf>>, const CACHE: usize> State<S, R, CAC
         bytes(&self.store, buf).get(t.at.0..t.at.1)
     }
 
+    /// The `result` member of `call`'s response, once its `Response` was
+    /// handed out (a tunnel call's as its arrival found it).
+    pub(super) fn result(&self, call: CallId) -> Option<&[u8]> {
+        let i = self.slot_of(call)?;
+        let slot = &self.slots[i];
+        if matches!(self.lent, Some(Queued::Notification { call: c, .. }) if c == call) {
+            return None;
+        }
+        let a = slot.active.as_ref()?;
+        let t = a.terminal.as_ref()?;
+        if !t.delivered || t.kind != Kind::Response {
+            return None;
+        }
+        let text = bytes(&self.store, if t.in_req { &slot.req } else { &slot.rx });
+        if !t.in_req && a.typed.is_none() && a.response == Some(t.at) {
+            return a.response_result.and_then(|r| text.get(r.0..r.1));
+        }
+        json::get(text.get(t.at.0..t.at.1)?, b"result")
+    }
+
     /// The failure of `call`, once its `Failed` was handed out.
     pub(super) fn failure(&self, call: CallId) -> Option<Failure<'_>> {
         let i = self.slot_of(call)?;

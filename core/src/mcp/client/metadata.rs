@@ -124,8 +124,9 @@ impl<'a> Mirrored<'a> {
         }
         const INVALID: RpcError =
             RpcError::new(INVALID_REQUEST, "not a JSON-RPC request with params._meta");
-        json::validate(body, json::DEFAULT_MAX_DEPTH).map_err(|_| INVALID)?;
-        let [id, method, params] = json::get_all(body, [b"id", b"method", b"params"]);
+        let [id, method, params] =
+            json::validate_get_all(body, [b"id", b"method", b"params"], json::DEFAULT_MAX_DEPTH)
+                .map_err(|_| INVALID)?;
         let method = method.ok_or(INVALID)?;
         let params = params.unwrap_or_default();
         let [meta, name, uri, arguments] =

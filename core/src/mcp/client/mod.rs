@@ -142,6 +142,7 @@ use crate::h2::{
     self, Connection, ConnectionError, ErrorCode, Event, HeaderList, InlineStorage, Storage,
     StreamError, StreamRef,
 };
+use crate::hpack;
 use crate::records::Records;
 use crate::time::Instant;
 use mcpwire_proto::gcp::Rpc;
@@ -221,7 +222,14 @@ pub struct Client<
     config: ClientConfig,
     now: Instant,
     st: State<S, B::Records<Slot<S::Buf>, CALLS>, CACHE>,
+    /// The request heads' names and values, coded once (none kept on a
+    /// small target, where the RAM is dearer than the coding).
+    literals: hpack::LiteralCache<LITERAL_SLOTS, 64>,
 }
+
+/// String literals of request heads kept coded: every name and value of a
+/// usual tunnel call's head fits.
+const LITERAL_SLOTS: usize = if json::WORDS { 16 } else { 0 };
 
 impl<
     S: CallStore,
@@ -274,6 +282,7 @@ impl<
                 pinger: Pinger::new(config.keepalive, now),
                 close_message: None,
             },
+            literals: hpack::LiteralCache::new(),
         }
     }
 
@@ -425,13 +434,15 @@ impl<
             };
             with_head::<BUF, _>(build, |_, built| built).map_err(StartError::Invalid)?;
             (parts.id, parts.method, Some(parts.spans(body)))
-        } else if json::validate(body, json::DEFAULT_MAX_DEPTH).is_err() {
-            return Err(StartError::Invalid(RpcError::new(
-                INVALID_REQUEST,
-                "not a JSON-RPC request",
-            )));
         } else {
-            let [id, method] = json::get_all(body, [b"id", b"method"]);
+            let [id, method] = json::validate_get_all(
+                body,
+                [b"id", b"method"],
+                json::DEFAULT_MAX_DEPTH,
+            )
+            .map_err(|_| {
+                StartError::Invalid(RpcError::new(INVALID_REQUEST, "not a JSON-RPC request"))
+            })?;
             (id, method.unwrap_or(b""), None)
         };
         if id.is_some_and(|id| json::trim(id).len() > calls::MAX_ID) {
@@ -490,6 +501,7 @@ impl<
             msg_start: 0,
             response: None,
             response_error: None,
+            response_result: None,
             diagnostics: Diagnostics::default(),
             auth: ([0; MAX_AUTH], None),
             reset_owed: false,
@@ -647,6 +659,13 @@ impl<
     /// failure). `None` for a dead call or before either.
     pub fn message(&self, call: CallId) -> Option<&[u8]> {
         self.st.message(call)
+    }
+
+    /// The `result` member of the [`message`](Self::message) of `call`'s
+    /// [`ClientEvent::Response`] (found as the response arrived), until its
+    /// `Ended`; `None` for a notification or an error response.
+    pub fn result(&self, call: CallId) -> Option<&[u8]> {
+        self.st.result(call)
     }
 
     /// The JSON-RPC error of `call`, after its [`ClientEvent::Failed`] and
@@ -817,8 +836,11 @@ impl<
                     (Some(_), _) => Err(RpcError::new(INVALID_REQUEST, "no typed binding")),
                 };
                 let conn = &mut self.conn;
+                let literals = &mut self.literals;
                 let sent = with_head::<BUF, _>(build, |head, built| {
-                    built.map(|()| conn.send_headers(stream, head.fields(), false))
+                    built.map(|()| {
+                        conn.send_headers_with(stream, head.fields(), false, Some(literals))
+                    })
                 });
                 let sent = match sent {
                     Ok(sent) => sent,

@@ -84,10 +84,17 @@ impl<S: CallStore, R: Records<Slot<S::Buf>>, const CACHE: usize> State<S, R, CAC
                         continue;
                     }
                     let message = &rx[start..start + len];
-                    let Some(at) = JsonRpcMessage::decode(message)
-                        .ok()
-                        .filter(|j| json::validate(j, json::DEFAULT_MAX_DEPTH).is_ok())
-                        .map(|j| offset_in(message, j, start))
+                    // One walk checks the text and finds what tells a
+                    // notification from the response, and the response's
+                    // error for its outcome (and its result, for the
+                    // caller).
+                    let keys = [&b"method"[..], b"id", b"error", b"result"];
+                    let Some((at, [method, id, error, result])) =
+                        JsonRpcMessage::decode(message).ok().and_then(|j| {
+                            let found =
+                                json::validate_get_all(j, keys, json::DEFAULT_MAX_DEPTH).ok()?;
+                            Some((offset_in(message, j, start), found))
+                        })
                     else {
                         abort(
                             &mut self.store,
@@ -97,10 +104,6 @@ impl<S: CallStore, R: Records<Slot<S::Buf>>, const CACHE: usize> State<S, R, CAC
                         );
                         return;
                     };
-                    let text = &rx[at.0..at.1];
-                    // One walk finds what tells a notification from the
-                    // response, and the response's error for its outcome.
-                    let [method, id, error] = json::get_all(text, [b"method", b"id", b"error"]);
                     if method.is_some() && id.is_none() {
                         if !matches!(a.mode, Mode::Relist(_)) {
                             let call = CallId {
@@ -111,7 +114,8 @@ impl<S: CallStore, R: Records<Slot<S::Buf>>, const CACHE: usize> State<S, R, CAC
                         }
                     } else {
                         a.response = Some(at);
-                        a.response_error = error.map(|e| offset_in(text, e, at.0));
+                        a.response_error = error.map(|e| offset_in(message, e, start));
+                        a.response_result = result.map(|r| offset_in(message, r, start));
                     }
                 }
                 Err(e) => {
