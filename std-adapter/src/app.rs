@@ -464,15 +464,18 @@ impl App {
         Fut: Future<Output = Result<R, ToolError>> + Send + 'static,
         R: Into<ForwardResult> + 'static,
     {
-        self.forward = Some(Arc::new(move |request| {
-            let work = handler(request);
-            Box::pin(async move {
-                work.await?
-                    .into()
-                    .into_bytes()
-                    .ok_or_else(|| ToolError::internal("the forwarded result is not a JSON object"))
-            })
-        }));
+        // The handler's future is made inside the boxed one (one copy of
+        // it, not a moved one beside the one awaited).
+        let handler = Arc::new(handler);
+        self.forward =
+            Some(Arc::new(move |request| {
+                let handler = Arc::clone(&handler);
+                Box::pin(async move {
+                    handler(request).await?.into().into_bytes().ok_or_else(|| {
+                        ToolError::internal("the forwarded result is not a JSON object")
+                    })
+                })
+            }));
         self
     }
 

@@ -63,6 +63,7 @@ pub(crate) mod typed;
 use std::collections::HashMap;
 use std::fmt;
 use std::io::Write as _;
+use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
@@ -71,6 +72,7 @@ use mcpwire_core::grpc::Code;
 pub use mcpwire_core::mcp::client::Keepalive;
 use mcpwire_core::mcp::client::{Binding, ClientConfig};
 use mcpwire_core::mcp::error::INVALID_REQUEST;
+use mcpwire_core::mcp::json;
 use mcpwire_core::mcp::meta::{KEY_CLIENT_CAPABILITIES, KEY_PROTOCOL_VERSION};
 use serde_json::{Map, Value, json};
 use tokio::sync::{mpsc, oneshot};
@@ -261,7 +263,56 @@ pub enum RawMessage {
     /// A notification related to the request (progress, listen events).
     Notification(Vec<u8>),
     /// The JSON-RPC response (a result or an error); the last message.
-    Response(Vec<u8>),
+    Response(RawResponse),
+}
+
+/// A JSON-RPC response as its text, and where its `result` lies in it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawResponse {
+    text: Vec<u8>,
+    result: Option<Range<usize>>,
+}
+
+impl RawResponse {
+    /// A response's text, valid JSON (as a client engine checked it, or
+    /// as written from a tree); its `result` is looked up here.
+    pub fn new(text: Vec<u8>) -> Self {
+        let result = json::get(&text, b"result").map(|r| json::span(&text, r));
+        Self { text, result }
+    }
+
+    /// `text` with its `result` where the client engine found it.
+    pub(crate) fn located(text: Vec<u8>, result: Option<Range<usize>>) -> Self {
+        let result = result.filter(|r| text.get(r.clone()).is_some());
+        Self { text, result }
+    }
+
+    /// The whole response.
+    pub fn text(&self) -> &[u8] {
+        &self.text
+    }
+
+    /// The `result` member's value; `None` for an error response.
+    pub fn result(&self) -> Option<&[u8]> {
+        self.text.get(self.result.clone()?)
+    }
+
+    /// The whole response, owned.
+    pub fn into_text(self) -> Vec<u8> {
+        self.text
+    }
+
+    /// The `result` member's value, owned (the text around it dropped),
+    /// or the whole response back when it has none.
+    pub fn into_result(self) -> Result<Vec<u8>, Self> {
+        let Some(range) = self.result.clone() else {
+            return Err(self);
+        };
+        let mut text = self.text;
+        text.truncate(range.end);
+        text.drain(..range.start);
+        Ok(text)
+    }
 }
 
 /// One connection per channel, many concurrent calls on it. Cheap to clone:
@@ -606,8 +657,8 @@ impl CallStream {
             Some(RawMessage::Notification(json)) => self
                 .parse(&json, max)
                 .map(|v| Some(StreamMessage::Notification(v))),
-            Some(RawMessage::Response(json)) => self
-                .parse(&json, max)
+            Some(RawMessage::Response(response)) => self
+                .parse(response.text(), max)
                 .map(|v| Some(StreamMessage::Response(v))),
         };
         if r.is_err() {
@@ -654,7 +705,7 @@ impl CallStream {
                     self.check_size(&json, max)?;
                     return Ok(Some(RawMessage::Notification(json)));
                 }
-                CallMsg::Response(json) => {
+                CallMsg::Response(json, result) => {
                     attempt.done = true;
                     self.check_size(&json, max)?;
                     if self.tools_list {
@@ -662,7 +713,9 @@ impl CallStream {
                         self.channel.learn_tools(&value);
                     }
                     self.finished = true;
-                    return Ok(Some(RawMessage::Response(json)));
+                    return Ok(Some(RawMessage::Response(RawResponse::located(
+                        json, result,
+                    ))));
                 }
                 CallMsg::Failed {
                     response,
@@ -675,7 +728,9 @@ impl CallStream {
                         // The server's JSON-RPC error: the response.
                         self.check_size(&response, max)?;
                         self.finished = true;
-                        return Ok(Some(RawMessage::Response(response)));
+                        return Ok(Some(RawMessage::Response(RawResponse::located(
+                            response, None,
+                        ))));
                     }
                     if diagnostics.refused && !diagnostics.retried && !self.resent {
                         // Never processed, and the engine could not send it

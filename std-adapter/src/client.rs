@@ -27,7 +27,7 @@ use serde_json::{Map, Value, json};
 
 use crate::channel::calls::typed_helpers;
 use crate::channel::typed::{call_tool_result, named_params, result_of};
-use crate::channel::{CallStream, RawMessage, StreamMessage};
+use crate::channel::{CallStream, RawMessage, RawResponse, StreamMessage};
 use crate::{
     CallError, CallToolResult, Channel, ChannelConfig, EraInfo, GrpcMode, HttpCall, HttpChannel,
     HttpChannelConfig, HttpLinkConfig, StdioCall, StdioChannel, StdioChannelConfig, Stopped,
@@ -107,7 +107,7 @@ impl ClientCall {
         let text = |v: &Value| serde_json::to_vec(v).unwrap_or_default();
         Ok(message.map(|m| match m {
             StreamMessage::Notification(n) => RawMessage::Notification(text(&n)),
-            StreamMessage::Response(r) => RawMessage::Response(text(&r)),
+            StreamMessage::Response(r) => RawMessage::Response(RawResponse::new(text(&r))),
         }))
     }
 

@@ -47,7 +47,7 @@ pub use app::{IntoToolResult, Structured};
 pub use auth::{Auth, AuthDecision, BearerTokens};
 pub use channel::{
     CallDiagnostics, CallError, CallStream, CallToolResult, Channel, ChannelConfig, GrpcMode,
-    JsonRpcError, Keepalive, RawMessage, StreamMessage, Tool,
+    JsonRpcError, Keepalive, RawMessage, RawResponse, StreamMessage, Tool,
 };
 pub use client::{Client, ClientCall};
 pub use http_channel::{Http2Mode, HttpCall, HttpChannel, HttpChannelConfig, HttpFacts};

@@ -29,6 +29,7 @@ use mcpwire_core::drive::{self, Endpoint, Feed, Step};
 use mcpwire_core::mcp::client::{
     Binding, CallId, Client, ClientConfig, ClientEvent, Diagnostics as CoreDiagnostics, StartError,
 };
+use mcpwire_core::mcp::json;
 
 use crate::clock::now;
 use crate::pump::{self, Pump};
@@ -99,8 +100,9 @@ pub(crate) enum Refusal {
 #[derive(Debug)]
 pub(crate) enum CallMsg {
     Notification(Vec<u8>),
-    /// The response, with a `result`.
-    Response(Vec<u8>),
+    /// The response, with a `result` (where it lies in the text, as the
+    /// engine found it).
+    Response(Vec<u8>, Option<std::ops::Range<usize>>),
     /// The JSON-RPC error response (the server's, or synthesized for a
     /// transport failure: see `diagnostics.transport`); `message` is the
     /// raw JSON string of `error.message`.
@@ -392,7 +394,11 @@ impl Task {
             let text = |call| engine.message(call).unwrap_or_default().to_vec();
             let (call, msg) = match event {
                 ClientEvent::Notification { call } => (call, CallMsg::Notification(text(call))),
-                ClientEvent::Response { call } => (call, CallMsg::Response(text(call))),
+                ClientEvent::Response { call } => {
+                    let message = engine.message(call).unwrap_or_default();
+                    let result = engine.result(call).map(|r| json::span(message, r));
+                    (call, CallMsg::Response(message.to_vec(), result))
+                }
                 ClientEvent::Failed { call } => {
                     let Some(error) = engine.failure(call) else {
                         continue;
@@ -427,7 +433,7 @@ impl Task {
                 continue;
             };
             match msg {
-                CallMsg::Response(_) | CallMsg::Failed { .. } if tool_call => self.sync_schemas(),
+                CallMsg::Response(..) | CallMsg::Failed { .. } if tool_call => self.sync_schemas(),
                 _ => {}
             }
             if matches!(msg, CallMsg::Ended) {

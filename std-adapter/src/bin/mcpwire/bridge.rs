@@ -52,7 +52,7 @@ use mcpwire_core::mcp::meta::{KEY_SUBSCRIPTION_ID, PROTOCOL_VERSION};
 use mcpwire_tokio::channel::MAX_LIST_PAGES;
 use mcpwire_tokio::{
     App, CallError, Client, ForwardRequest, ForwardResult, HttpChannelConfig, RawMessage,
-    ServerCommand, StdioChannelConfig, ToolError,
+    RawResponse, ServerCommand, StdioChannelConfig, ToolError,
 };
 use serde_json::{Value, json};
 
@@ -588,14 +588,15 @@ async fn forward_request(
     let key = list_key(request.method());
     match key {
         Some(key) if request.whole_list() => {
-            let merged = merge_pages(into_value(first)?, key, |cursor| {
+            // Boxed: the usual call's future stays small.
+            let merged = Box::pin(merge_pages(into_value(first)?, key, |cursor| {
                 let mut message = request.message();
                 if let Some(params) = message.get_mut("params").and_then(Value::as_object_mut) {
                     params.insert("cursor".into(), Value::String(cursor));
                 }
                 let page = forward_call(client, &request, Some(message), timeout);
                 async move { into_value(page.await?) }
-            })
+            }))
             .await?;
             Ok(merged.into())
         }
@@ -716,20 +717,20 @@ async fn forward_call(
                 let params = n.get_mut("params").map_or_else(|| json!({}), Value::take);
                 request.notify(&method, &params).await;
             }
-            Ok(Some(RawMessage::Response(text))) => {
-                if !listen && let Some(result) = raw_result(text.as_slice()) {
-                    let range = json::span(&text, result);
-                    let mut text = text;
-                    text.truncate(range.end);
-                    text.drain(..range.start);
-                    if let Some(result) = ForwardResult::raw(text) {
-                        return Ok(result);
+            Ok(Some(RawMessage::Response(response))) => {
+                let response = if listen {
+                    response
+                } else {
+                    match raw_result(response) {
+                        Ok(text) => {
+                            return ForwardResult::raw(text).ok_or_else(|| {
+                                ToolError::internal("the forwarded result is not a JSON object")
+                            });
+                        }
+                        Err(response) => response,
                     }
-                    return Err(ToolError::internal(
-                        "the forwarded result is not a JSON object",
-                    ));
-                }
-                let Ok(mut r) = serde_json::from_slice::<Value>(&text) else {
+                };
+                let Ok(mut r) = serde_json::from_slice::<Value>(response.text()) else {
                     return Err(ToolError::internal(format!(
                         "the bridge's call to the server ({transport}) got a response that is not JSON"
                     )));
@@ -746,16 +747,28 @@ async fn forward_call(
     }
 }
 
-/// The `result` of a response's text, when it can go to the host as it
-/// is: a result object without a subscription id in its `_meta` (that id
-/// is the downstream call's, the host's replaces it).
-fn raw_result(response: &[u8]) -> Option<&[u8]> {
-    let result = json::get(response, b"result")?;
-    // Every `_meta` member: a duplicate one is not left to chance.
-    let subscription = json::members(result).any(|(key, meta)| {
-        json::str_eq(key, b"_meta") && json::get(meta, KEY_SUBSCRIPTION_ID.as_bytes()).is_some()
+/// The `result` of a response as its text, when it can go to the host as
+/// it is: a result without a subscription id in its `_meta` (that id is
+/// the downstream call's, the host's replaces it); else the response back.
+fn raw_result(response: RawResponse) -> Result<Vec<u8>, RawResponse> {
+    if response.result().is_some_and(names_subscription) {
+        return Err(response);
+    }
+    response.into_result()
+}
+
+/// Whether a result's `_meta` carries a subscription id.
+fn names_subscription(result: &[u8]) -> bool {
+    // Every `_meta` member: a duplicate one is not left to chance. A result
+    // whose text has neither `_meta` nor an escape (which could spell it)
+    // has none: no walk.
+    let may_have_meta = result.iter().enumerate().any(|(at, &b)| {
+        b == b'\\' || (b == b'_' && result.get(at..).is_some_and(|r| r.starts_with(b"_meta")))
     });
-    (!subscription).then_some(result)
+    may_have_meta
+        && json::members(result).any(|(key, meta)| {
+            json::str_eq(key, b"_meta") && json::get(meta, KEY_SUBSCRIPTION_ID.as_bytes()).is_some()
+        })
 }
 
 /// A response as a tree: its result (the host's id in place of the
@@ -989,14 +1002,24 @@ mod tests {
 
     #[test]
     fn a_result_goes_on_as_its_text_unless_it_names_a_subscription() {
+        let raw = |text: &[u8]| raw_result(RawResponse::new(text.to_vec())).ok();
         let response = br#"{"jsonrpc":"2.0","id":7,"result":{"z":1,"a":[2.50]}}"#;
-        assert_eq!(raw_result(response), Some(&br#"{"z":1,"a":[2.50]}"#[..]));
+        assert_eq!(
+            raw(response).as_deref(),
+            Some(&br#"{"z":1,"a":[2.50]}"#[..])
+        );
         let listening = br#"{"jsonrpc":"2.0","id":7,"result":{"_meta":{"io.modelcontextprotocol/subscriptionId":7}}}"#;
-        assert_eq!(raw_result(listening), None);
+        assert_eq!(raw(listening), None);
         let second = br#"{"jsonrpc":"2.0","id":7,"result":{"_meta":{},"_meta":{"io.modelcontextprotocol/subscriptionId":7}}}"#;
-        assert_eq!(raw_result(second), None);
+        assert_eq!(raw(second), None);
+        // A key spelt with an escape is the same key.
+        let escaped = br#"{"jsonrpc":"2.0","id":7,"result":{"\u005fmeta":{"io.modelcontextprotocol/subscriptionId":7}}}"#;
+        assert_eq!(raw(escaped), None);
+        let text =
+            br#"{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"_met"}]}}"#;
+        assert!(raw(text).is_some());
         let error = br#"{"jsonrpc":"2.0","id":7,"error":{"code":-32601,"message":"no"}}"#;
-        assert_eq!(raw_result(error), None);
+        assert_eq!(raw(error), None);
         // The error goes back as the server's.
         let mut error: Value = serde_json::from_slice(error).unwrap();
         let e = response_value(&mut error, &json!("h")).unwrap_err();
