@@ -58,6 +58,7 @@
 
 pub(crate) mod calls;
 mod driver;
+mod mailbox;
 pub(crate) mod typed;
 
 use std::collections::HashMap;
@@ -554,7 +555,7 @@ impl Channel {
 struct Attempt {
     key: u64,
     conn: mpsc::UnboundedSender<Command>,
-    events: mpsc::UnboundedReceiver<CallMsg>,
+    events: mailbox::Receiver<CallMsg>,
     /// The connection ended the call: nothing to cancel.
     done: bool,
 }
@@ -606,7 +607,7 @@ impl CallStream {
         loop {
             let conn = self.channel.connection(fresh).await?;
             let key = self.channel.inner.next_key.fetch_add(1, Ordering::Relaxed);
-            let (etx, erx) = mpsc::unbounded_channel();
+            let (etx, erx) = mailbox::mailbox();
             let (atx, arx) = if confirm {
                 let (atx, arx) = oneshot::channel();
                 (Some(atx), Some(arx))

@@ -31,6 +31,7 @@ use mcpwire_core::mcp::client::{
 };
 use mcpwire_core::mcp::json;
 
+use super::mailbox;
 use crate::clock::now;
 use crate::pump::{self, Pump};
 use crate::storage::HeapStorage;
@@ -76,7 +77,7 @@ pub(crate) enum Command {
         tool_call: bool,
         /// The tunnel, or the typed RPC of the method.
         binding: Binding,
-        events: mpsc::UnboundedSender<CallMsg>,
+        events: mailbox::Sender<CallMsg>,
         accepted: Option<oneshot::Sender<Result<(), Refusal>>>,
     },
     /// Stop the call (RST_STREAM CANCEL), or drop it if it waits.
@@ -218,7 +219,7 @@ pub(crate) fn client_config(request_timeout: Duration, max_message_bytes: usize)
 #[derive(Debug)]
 struct Live {
     key: u64,
-    events: mpsc::UnboundedSender<CallMsg>,
+    events: mailbox::Sender<CallMsg>,
     tool_call: bool,
 }
 
@@ -237,7 +238,7 @@ struct Waiting {
     deadline: Option<tokio::time::Instant>,
     tool_call: bool,
     binding: Binding,
-    events: mpsc::UnboundedSender<CallMsg>,
+    events: mailbox::Sender<CallMsg>,
     /// Not yet answered: the call has not waited.
     accepted: Option<oneshot::Sender<Result<(), Refusal>>>,
 }
