@@ -50,6 +50,8 @@ pub(super) struct Calls {
     slots: Vec<Option<(CallId, Running)>>,
     app: Arc<App>,
     tx: outbox::Sender<Outgoing>,
+    /// Handlers started in a task since the connection last asked.
+    started_tasks: usize,
 }
 
 impl Calls {
@@ -65,7 +67,15 @@ impl Calls {
             slots: Vec::new(),
             app,
             tx,
+            started_tasks: 0,
         }
+    }
+
+    /// How many handlers went on in a task (they did not answer when
+    /// first run) since the last time this was asked: a connection lets
+    /// them run before it takes more requests.
+    pub(super) fn take_started_tasks(&mut self) -> usize {
+        std::mem::take(&mut self.started_tasks)
     }
 
     /// Acts on an engine event: starts, cancels or flushes a call's
@@ -142,6 +152,7 @@ impl Calls {
             let _ = out.send(Outgoing { call, message }).await;
         });
         running.task = Some(handle.abort_handle());
+        self.started_tasks += 1;
         self.insert(call, running);
     }
 

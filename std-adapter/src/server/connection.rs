@@ -43,6 +43,9 @@ pub(super) const QUEUE: usize = 256;
 /// Room in a call's buffers beyond its largest message (the framing).
 pub(super) const BUF_SLACK: usize = 64 << 10;
 
+/// Requests whose handlers went on in tasks, taken before those run.
+const REQUESTS_PER_TURN: usize = 4;
+
 // The read and transmit buffers of the connections a worker thread runs.
 // Input is fed to the engine as soon as it is read, and output is kept
 // only while the socket does not take it, so an idle connection holds no
@@ -190,15 +193,18 @@ impl<E: ConnectionEngine> Conn<E> {
             let _ = stop.changed().await;
         };
         tokio::pin!(stop_signal);
+        let mut turn_over = false;
         loop {
             if written == out.len() {
                 // Everything went out: an idle connection holds no buffer.
                 out = Vec::new();
                 written = 0;
             }
-            if !self.pending.is_empty() {
+            // After a turn that ended for the handlers it started in tasks,
+            // they run (this task yields once) before the rest is fed.
+            if !self.pending.is_empty() && !turn_over {
                 let input = std::mem::take(&mut self.pending);
-                self.feed(&input, &mut out)?;
+                turn_over = self.feed(&input, &mut out)?;
             }
             if eof && !eof_told && self.pending.is_empty() {
                 eof_told = true;
@@ -220,7 +226,7 @@ impl<E: ConnectionEngine> Conn<E> {
                     Ok(0) => eof = true,
                     // The octets are in this thread's buffer until the
                     // next await: feed them now.
-                    Ok(n) => READ.with_borrow(|b| self.feed(&b[..n], &mut out))?,
+                    Ok(n) => turn_over = READ.with_borrow(|b| self.feed(&b[..n], &mut out))?,
                     Err(e) => return Err(e),
                 },
                 r = wr.write(&out[written..]), if written < out.len() => {
@@ -238,6 +244,7 @@ impl<E: ConnectionEngine> Conn<E> {
                     self.engine.handle_timeout(now());
                     self.drain_events();
                 }
+                () = tokio::task::yield_now(), if turn_over => turn_over = false,
                 () = &mut stop_signal, if !stopping => {
                     stopping = true;
                     // GOAWAY (the client opens no new call here) and the
@@ -251,23 +258,33 @@ impl<E: ConnectionEngine> Conn<E> {
         Ok(())
     }
 
-    /// Feeds `input` to the engine until it is consumed or the engine
-    /// waits for an answer (what is left is kept in `pending`).
-    fn feed(&mut self, input: &[u8], out: &mut Vec<u8>) -> io::Result<()> {
+    /// Feeds `input` to the engine until it is consumed, the engine waits
+    /// for an answer, or [`REQUESTS_PER_TURN`] requests started handlers
+    /// that wait (their tasks run before more is taken: a forwarding
+    /// handler's request leaves while the next ones are read). What is
+    /// left is kept in `pending`; `true` when the turn ended for the
+    /// handlers' sake.
+    fn feed(&mut self, input: &[u8], out: &mut Vec<u8>) -> io::Result<bool> {
         let mut feed = Feed::new(input);
+        let mut started = 0;
         loop {
             let step = feed.step(&mut *self.engine, now());
             self.drain_events();
+            started += self.calls.take_started_tasks();
             match step {
+                Step::Consumed if started >= REQUESTS_PER_TURN && !feed.rest().is_empty() => {
+                    self.pending.extend_from_slice(feed.rest());
+                    return Ok(true);
+                }
                 Step::Consumed => {}
                 // The engine waits for its output to go out first.
                 Step::Transmit => self.transmit(out, usize::MAX),
-                Step::Done => return Ok(()),
+                Step::Done => return Ok(false),
                 // A request waits for the one before it (HTTP/1.1): keep
                 // the rest, read nothing more until it is taken.
                 Step::Wait => {
                     self.pending.extend_from_slice(feed.rest());
-                    return Ok(());
+                    return Ok(false);
                 }
                 Step::Stuck => {
                     return Err(io::Error::other(format!(

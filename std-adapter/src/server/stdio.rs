@@ -249,8 +249,13 @@ impl Stdio {
         let mut grace_timer: Option<Pin<Box<Sleep>>> = None;
         let mut timer = Timer::new();
         let mut listen = ListenSource::default();
+        let mut turn_over = false;
         loop {
-            self.pump()?;
+            // After a turn that ended for the handlers it started in tasks,
+            // they run (this task yields once) before the next lines.
+            if !turn_over {
+                turn_over = self.pump()?;
+            }
             if input_ended && !eof_told && self.pending.is_empty() {
                 eof_told = true;
                 self.engine.recv_eof();
@@ -321,6 +326,7 @@ impl Stdio {
                     self.engine.handle_timeout(now());
                     self.drain_events();
                 }
+                () = tokio::task::yield_now(), if turn_over => turn_over = false,
                 () = expired(&mut grace_timer) => break,
             }
         }
@@ -342,46 +348,73 @@ impl Stdio {
     }
 
     /// Feeds the pending input and transmits, as long as either goes on
-    /// (an answer written frees a call, which lets more input in).
-    fn pump(&mut self) -> io::Result<()> {
+    /// (an answer written frees a call, which lets more input in); `true`
+    /// when it stopped with input left for the handlers it started in
+    /// tasks to run first.
+    fn pump(&mut self) -> io::Result<bool> {
         loop {
-            let fed = self.feed()?;
+            let (fed, turn_over) = self.feed()?;
             let sent = self.transmit(WRITE_HIGH);
+            if turn_over {
+                return Ok(true);
+            }
             if self.pending.is_empty() || !(fed || sent > 0) {
-                return Ok(());
+                return Ok(false);
             }
         }
     }
 
-    /// Feeds the pending input until it is consumed or the engine waits;
-    /// whether any was consumed.
-    fn feed(&mut self) -> io::Result<bool> {
-        if self.pending.is_empty() {
-            return Ok(false);
-        }
+    /// Feeds the pending input, [`LINES_PER_TURN`] lines at a time, until
+    /// it is consumed, the engine waits, or some of the lines fed started
+    /// a handler that waits (its task runs before more lines are taken: a
+    /// forwarding handler's request leaves while the next ones are read).
+    /// Returns whether any input was consumed, and whether the turn ended
+    /// for the handlers' sake.
+    fn feed(&mut self) -> io::Result<(bool, bool)> {
         let input = std::mem::take(&mut self.pending);
-        let mut feed = Feed::new(&input);
-        let result = loop {
-            let step = feed.step(&mut *self.engine, now());
-            self.drain_events();
-            match step {
-                Step::Consumed => {}
-                Step::Transmit => {
-                    self.transmit(usize::MAX);
+        let mut at = 0;
+        let mut turn_over = false;
+        let mut result = Ok(());
+        while at < input.len() {
+            let rest = &input[at..];
+            let turn = rest
+                .iter()
+                .enumerate()
+                .filter(|&(_, &b)| b == b'\n')
+                .nth(LINES_PER_TURN - 1)
+                .map_or(rest.len(), |(end, _)| end + 1);
+            let mut feed = Feed::new(&rest[..turn]);
+            let stop = loop {
+                let step = feed.step(&mut *self.engine, now());
+                self.drain_events();
+                match step {
+                    Step::Consumed => {}
+                    Step::Transmit => {
+                        self.transmit(usize::MAX);
+                    }
+                    Step::Done => break false,
+                    Step::Wait => break true,
+                    Step::Stuck => {
+                        result = Err(io::Error::other(format!(
+                            "the stdio engine takes no input ({} octets left)",
+                            feed.rest().len()
+                        )));
+                        break true;
+                    }
                 }
-                Step::Done | Step::Wait => break Ok(()),
-                Step::Stuck => {
-                    break Err(io::Error::other(format!(
-                        "the stdio engine takes no input ({} octets left)",
-                        feed.rest().len()
-                    )));
-                }
+            };
+            at += turn - feed.rest().len();
+            if stop {
+                break;
             }
-        };
-        let used = input.len() - feed.rest().len();
+            if self.calls.take_started_tasks() > 0 && at < input.len() {
+                turn_over = true;
+                break;
+            }
+        }
         self.pending = input;
-        self.pending.drain(..used);
-        result.map(|()| used > 0)
+        self.pending.drain(..at);
+        result.map(|()| (at > 0, turn_over))
     }
 
     /// Appends what the engine has to send to the output, up to `limit`
@@ -412,6 +445,9 @@ impl Stdio {
         }
     }
 }
+
+/// Lines fed to the engine before the handlers they started in tasks run.
+const LINES_PER_TURN: usize = 4;
 
 /// Completes when the grace timer, once set, expires.
 async fn expired(timer: &mut Option<Pin<Box<Sleep>>>) {
