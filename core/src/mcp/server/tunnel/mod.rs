@@ -144,7 +144,13 @@ pub struct Server<
     /// The Streamable HTTP endpoint's path.
     http_path: &'r str,
     origins: crate::mcp::server::http::wire::Allowed<'r>,
+    /// The `content-type` value and the `grpc-status` name of every
+    /// answer, coded once (on 64-bit hosts).
+    literals: crate::hpack::LiteralCache<ANSWER_LITERALS, 24>,
 }
+
+/// String literals of the usual answer's head and trailers kept coded.
+const ANSWER_LITERALS: usize = if crate::mcp::json::WORDS { 2 } else { 0 };
 
 impl<S: CallStore, const STREAMS: usize, const TABLE: usize, const BUF: usize, FB: Storage<BUF>>
     core::fmt::Debug for Server<'_, S, STREAMS, TABLE, BUF, FB>
@@ -195,6 +201,7 @@ impl<
             now,
             http_path: "/mcp",
             origins: crate::mcp::server::http::wire::Allowed::Loopback,
+            literals: crate::hpack::LiteralCache::new(),
         }
     }
 
@@ -434,7 +441,12 @@ impl<
             // head waits for the message.
             let head_due = c.x.typed.is_none() || c.writing();
             if !c.x.head_sent && head_due {
-                match self.conn.send_headers(stream, response::HEAD, false) {
+                let literals = (ANSWER_LITERALS > 0)
+                    .then_some(&mut self.literals as &mut dyn crate::hpack::Literals);
+                match self
+                    .conn
+                    .send_headers_with(stream, response::HEAD, false, literals)
+                {
                     Ok(()) => c.x.head_sent = true,
                     Err(h2::StreamError::TransmitFull) => return,
                     Err(_) => return self.drop_call(i),
@@ -459,7 +471,12 @@ impl<
                 },
                 Some(Phase::Finishing) => {
                     let trailers = [Field::new(b"grpc-status", b"0")];
-                    match self.conn.send_headers(stream, trailers, true) {
+                    let literals = (ANSWER_LITERALS > 0)
+                        .then_some(&mut self.literals as &mut dyn crate::hpack::Literals);
+                    match self
+                        .conn
+                        .send_headers_with(stream, trailers, true, literals)
+                    {
                         Ok(()) => {
                             self.engine.remove(i);
                         }
