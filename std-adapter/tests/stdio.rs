@@ -383,3 +383,61 @@ fn mcpwire_serve_stdio_answers_and_leaves_its_inherited_pipes_blocking() {
     let status = child.wait().unwrap();
     assert!(status.success(), "{status}");
 }
+
+/// Requests read together whose handlers wait are taken a few at a time:
+/// the handlers of the first lines run on (a forwarding handler's request
+/// leaves) before the server takes the later lines, and every line is
+/// answered.
+#[tokio::test]
+async fn the_handlers_of_the_first_lines_run_before_later_lines_are_taken() {
+    let log = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let app = {
+        let log = Arc::clone(&log);
+        mcpwire_tokio::App::new("turns", "1").tool(
+            "step",
+            "Logs its start, yields once, logs that it went on.",
+            r#"{"type":"object","properties":{"n":{"type":"integer"}}}"#,
+            move |call: mcpwire_tokio::ToolCall| {
+                let log = Arc::clone(&log);
+                async move {
+                    let n = call.arguments()["n"].as_u64().unwrap_or(0);
+                    log.lock().unwrap().push(format!("start {n}"));
+                    tokio::task::yield_now().await;
+                    log.lock().unwrap().push(format!("resumed {n}"));
+                    Ok(mcpwire_tokio::ToolResult::text("stepped"))
+                }
+            },
+        )
+    };
+    let (client, server) = tokio::io::duplex(1 << 16);
+    let (srd, swr) = tokio::io::split(server);
+    let served = tokio::spawn(stdio::serve(app, srd, swr, StdioConfig::default()));
+    let (crd, mut wr) = tokio::io::split(client);
+    let mut lines = BufReader::new(crd).lines();
+    let n = 8;
+    let batch: String = (1..=n)
+        .map(|i| tool_call(i, "step", json!({"n": i})) + "\n")
+        .collect();
+    wr.write_all(batch.as_bytes()).await.unwrap();
+    let mut ids = Vec::new();
+    for _ in 0..n {
+        let line = tokio::time::timeout(PATIENCE, lines.next_line())
+            .await
+            .expect("an answer in time")
+            .unwrap()
+            .expect("an answer, not the end");
+        let r: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(text(&r), "stepped", "{r}");
+        ids.push(r["id"].as_u64().unwrap());
+    }
+    ids.sort_unstable();
+    assert_eq!(ids, (1..=n).collect::<Vec<_>>());
+    let log = log.lock().unwrap().clone();
+    let at = |what: &str| log.iter().position(|l| l == what).unwrap();
+    assert!(
+        at("resumed 1") < at("start 5"),
+        "the first handlers went on before the fifth line was taken: {log:?}"
+    );
+    wr.shutdown().await.unwrap();
+    let _ = tokio::time::timeout(PATIENCE, served).await;
+}
