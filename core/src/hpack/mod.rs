@@ -10,7 +10,9 @@
 //!   come, so memory is bounded by the largest field kept, not by the block.
 //! - [`Encoder`] writes header blocks into a caller slice. It never inserts into
 //!   the dynamic table, so a connection spends no memory on an encoder table and
-//!   the peer's decoder never has to track ours.
+//!   the peer's decoder never has to track ours. A [`LiteralCache`] the
+//!   caller keeps lets it copy the coded literals of names and values it
+//!   sent before instead of coding them again (a client's request heads).
 //!
 //! The dynamic table of the decoder is a fixed array whose size is a const
 //! generic: `Decoder<4096>` can follow any peer under the default
