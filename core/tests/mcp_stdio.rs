@@ -527,7 +527,6 @@ fn a_forwarding_registry_hands_every_request_to_the_application() {
     };
     let forward = Registry {
         forward: true,
-        plain_schemas: Default::default(),
         ..registry(&[])
     };
     let mut p = Stdio::with(Split::Whole, SlabStore::<4096, 8>::new(), forward, config);

@@ -183,7 +183,6 @@ impl Pair {
     fn forwarding() -> Self {
         Pair::with_registry(Registry {
             forward: true,
-            plain_schemas: Default::default(),
             ..registry(&TOOLS)
         })
     }

@@ -286,17 +286,7 @@ impl<'a, T: Tools, const HANDLERS: usize, const ARGS: usize, const RESULT: usize
     /// when a tool's input schema or its `x-mcp-header` annotations are
     /// invalid, or two tools share a name.
     pub fn new(info: ServerInfo<'a>, tools: T, config: Config) -> Result<Self, RegistryError<'a>> {
-        let mut registry = Registry {
-            info,
-            tools: T::TOOLS,
-            resources: &[],
-            templates: &[],
-            prompts: &[],
-            listen: false,
-            completions: false,
-            forward: false,
-            plain_schemas: Default::default(),
-        };
+        let mut registry = Registry::new(info, T::TOOLS);
         registry.check()?;
         let config = Config {
             engine: ServerConfig {

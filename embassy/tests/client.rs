@@ -54,17 +54,7 @@ const ECHO: ToolInfo<'static> = ToolInfo {
 const TOOLS: [ToolInfo<'static>; 1] = [ECHO];
 
 fn registry() -> Registry<'static> {
-    Registry {
-        info: INFO,
-        tools: &TOOLS,
-        resources: &[],
-        templates: &[],
-        prompts: &[],
-        listen: false,
-        completions: false,
-        forward: false,
-        plain_schemas: Default::default(),
-    }
+    Registry::new(INFO, &TOOLS)
 }
 
 /// A slab store that refuses its first `refuse` buffers: the server engine

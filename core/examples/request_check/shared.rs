@@ -49,21 +49,12 @@ pub fn tools() -> [ToolInfo<'static>; 2] {
 
 /// Checked, as a server checks its registry before serving.
 pub fn registry<'r>(tools: &'r [ToolInfo<'r>]) -> Result<Registry<'r>, RegistryError<'r>> {
-    let mut registry = Registry {
-        info: ServerInfo {
-            name: "bench",
-            version: "0",
-            instructions: None,
-        },
-        tools,
-        resources: &[],
-        templates: &[],
-        prompts: &[],
-        listen: false,
-        completions: false,
-        forward: false,
-        plain_schemas: Default::default(),
+    let info = ServerInfo {
+        name: "bench",
+        version: "0",
+        instructions: None,
     };
+    let mut registry = Registry::new(info, tools);
     registry.check()?;
     Ok(registry)
 }

@@ -12,7 +12,7 @@ use core::time::Duration;
 use libfuzzer_sys::fuzz_target;
 use mcpwire_core::mcp::SlabStore;
 use mcpwire_core::mcp::auth::Decision;
-use mcpwire_core::mcp::registry::{PlainSchemas, Registry, ServerInfo, ToolInfo};
+use mcpwire_core::mcp::registry::{Registry, ServerInfo, ToolInfo};
 use mcpwire_core::mcp::server::{
     Failure, HttpConfig, HttpServer, ListChange, ServerEngine, ServerEvent,
 };
@@ -28,19 +28,15 @@ const TOOLS: [ToolInfo<'static>; 1] = [ToolInfo {
 }];
 
 const REGISTRY: Registry<'static> = Registry {
-    info: ServerInfo {
-        name: "fuzz",
-        version: "1",
-        instructions: None,
-    },
-    tools: &TOOLS,
-    resources: &[],
-    templates: &[],
-    prompts: &[],
     listen: true,
-    completions: false,
-    forward: false,
-    plain_schemas: PlainSchemas::NONE,
+    ..Registry::new(
+        ServerInfo {
+            name: "fuzz",
+            version: "1",
+            instructions: None,
+        },
+        &TOOLS,
+    )
 };
 
 #[derive(Arbitrary, Debug)]

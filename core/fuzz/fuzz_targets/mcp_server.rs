@@ -93,20 +93,14 @@ struct Input {
 
 fuzz_target!(|input: Input| {
     let cut = usize::from(input.cut % 64) + 1;
+    let info = ServerInfo {
+        name: "fuzz",
+        version: "1",
+        instructions: None,
+    };
     let registry = Registry {
-        info: ServerInfo {
-            name: "fuzz",
-            version: "1",
-            instructions: None,
-        },
-        tools: &TOOLS,
-        resources: &[],
-        templates: &[],
-        prompts: &[],
         listen: input.listen,
-        completions: false,
-        forward: false,
-        plain_schemas: Default::default(),
+        ..Registry::new(info, &TOOLS)
     };
     let config = ServerConfig {
         authorize: input.authorize,

@@ -132,6 +132,24 @@ pub const MAX_ANNOTATIONS: usize = 8;
 pub const MAX_CLIENT_ANNOTATIONS: usize = 16;
 
 impl<'r> Registry<'r> {
+    /// A registry of `info` and `tools` alone: no resources, templates or
+    /// prompts, no listen streams, completions or forwarding (set those
+    /// fields after), and no schema marked yet ([`check`](Self::check)
+    /// marks them).
+    pub const fn new(info: ServerInfo<'r>, tools: &'r [ToolInfo<'r>]) -> Self {
+        Self {
+            info,
+            tools,
+            resources: &[],
+            templates: &[],
+            prompts: &[],
+            listen: false,
+            completions: false,
+            forward: false,
+            plain_schemas: PlainSchemas::NONE,
+        }
+    }
+
     /// Checks the schemas and annotations once, before serving, and notes
     /// which schemas have no annotation ([`plain_schemas`](Self::plain_schemas)).
     pub fn check(&mut self) -> Result<(), RegistryError<'r>> {

@@ -37,21 +37,12 @@ pub const fn lookup(input_schema: &'static str) -> ToolInfo<'static> {
 /// The test server's registry, with these tools and nothing else; not
 /// checked (some tests serve an invalid tool on purpose): see [`checked`].
 pub fn registry(tools: &'static [ToolInfo<'static>]) -> Registry<'static> {
-    Registry {
-        info: ServerInfo {
-            name: "test",
-            version: "1.0",
-            instructions: None,
-        },
-        tools,
-        resources: &[],
-        templates: &[],
-        prompts: &[],
-        listen: false,
-        completions: false,
-        forward: false,
-        plain_schemas: Default::default(),
-    }
+    let info = ServerInfo {
+        name: "test",
+        version: "1.0",
+        instructions: None,
+    };
+    Registry::new(info, tools)
 }
 
 /// `registry`, checked as a server checks its registry before serving.

@@ -347,20 +347,14 @@ mod tests {
 
     #[test]
     fn a_forwarding_registry_hands_every_method_over_after_the_checks() {
+        let info = ServerInfo {
+            name: "bridge",
+            version: "1",
+            instructions: None,
+        };
         let registry = Registry {
-            info: ServerInfo {
-                name: "bridge",
-                version: "1",
-                instructions: None,
-            },
-            tools: &[],
-            resources: &[],
-            templates: &[],
-            prompts: &[],
-            listen: false,
-            completions: false,
             forward: true,
-            plain_schemas: Default::default(),
+            ..Registry::new(info, &[])
         };
         let params = br#"{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}"#;
         for method in [
@@ -426,21 +420,14 @@ mod tests {
                 input_schema: r#"{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"}}}"#,
             },
         ];
-        let unchecked = Registry {
-            info: ServerInfo {
+        let unchecked = Registry::new(
+            ServerInfo {
                 name: "s",
                 version: "1",
                 instructions: None,
             },
-            tools: &tools,
-            resources: &[],
-            templates: &[],
-            prompts: &[],
-            listen: false,
-            completions: false,
-            forward: false,
-            plain_schemas: Default::default(),
-        };
+            &tools,
+        );
         let mut checked = unchecked;
         checked.check().unwrap();
         assert!(checked.schema_is_plain(0) && !checked.schema_is_plain(1));

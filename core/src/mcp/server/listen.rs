@@ -216,20 +216,15 @@ mod tests {
     }];
 
     fn registry(listen: bool) -> Registry<'static> {
+        let info = ServerInfo {
+            name: "s",
+            version: "1",
+            instructions: None,
+        };
         Registry {
-            info: ServerInfo {
-                name: "s",
-                version: "1",
-                instructions: None,
-            },
-            tools: TOOLS,
             resources: RESOURCES,
-            templates: &[],
-            prompts: &[],
             listen,
-            completions: false,
-            forward: false,
-            plain_schemas: Default::default(),
+            ..Registry::new(info, TOOLS)
         }
     }
 

@@ -14,7 +14,7 @@ use mcpwire_core::hpack::Field;
 use mcpwire_core::mcp::SlabStore;
 use mcpwire_core::mcp::client::{CallOutcome, error_from_trailers, mirror_headers};
 use mcpwire_core::mcp::json;
-use mcpwire_core::mcp::registry::{PlainSchemas, Registry, ServerInfo, ToolInfo};
+use mcpwire_core::mcp::registry::{Registry, ServerInfo, ToolInfo};
 use mcpwire_core::mcp::server::{
     self as engine, CallId, CancelReason, RequestKind, SendError, ServerConfig, ServerEvent,
     TUNNEL_PATH,
@@ -75,21 +75,14 @@ const TOOLS: [ToolInfo<'static>; 3] = [
     },
 ];
 
-const REGISTRY: Registry<'static> = Registry {
-    info: ServerInfo {
+const REGISTRY: Registry<'static> = Registry::new(
+    ServerInfo {
         name: "qemu-sim",
         version: "0.0.0",
         instructions: None,
     },
-    tools: &TOOLS,
-    resources: &[],
-    templates: &[],
-    prompts: &[],
-    listen: false,
-    completions: false,
-    forward: false,
-    plain_schemas: PlainSchemas::NONE,
-};
+    &TOOLS,
+);
 
 /// `params._meta` of every request.
 macro_rules! meta {
