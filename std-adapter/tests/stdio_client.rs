@@ -43,6 +43,14 @@ fn python_server(env: &[(&str, &str)]) -> StdioChannelConfig {
     config
 }
 
+/// The Python server that crashes once (at its `crash` tool), the marker
+/// file of that crash named `name`: the restarted child does not crash.
+fn crashing_once(name: &str) -> (PathBuf, StdioChannelConfig) {
+    let marker = temp(name);
+    let config = python_server(&[("CRASH_FILE", marker.to_str().unwrap())]);
+    (marker, config)
+}
+
 fn temp(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!(
         "mcpwire-stdio-client-{}-{name}",
@@ -86,10 +94,8 @@ async fn mcpwire_serve_stdio_is_modern_and_its_tools_answer_with_progress() {
 
 #[tokio::test]
 async fn a_crash_mid_call_fails_the_call_and_the_next_call_works_after_the_restart() {
-    let marker = temp("crashed");
-    let channel = StdioChannel::connect(python_server(&[("CRASH_FILE", marker.to_str().unwrap())]))
-        .await
-        .unwrap();
+    let (marker, config) = crashing_once("crashed");
+    let channel = StdioChannel::connect(config).await.unwrap();
     let e = channel.call_tool("crash", json!({})).await.unwrap_err();
     assert_eq!(e.status, Code::Unavailable, "{e}");
     assert!(e.message.contains("stdout closed"), "{e}");
@@ -301,10 +307,8 @@ async fn listen_for_tool_changes(channel: &StdioChannel) -> StdioCall {
 
 #[tokio::test]
 async fn a_listen_stream_is_sent_again_to_the_restarted_child() {
-    let marker = temp("crashed-listen");
-    let channel = StdioChannel::connect(python_server(&[("CRASH_FILE", marker.to_str().unwrap())]))
-        .await
-        .unwrap();
+    let (marker, config) = crashing_once("crashed-listen");
+    let channel = StdioChannel::connect(config).await.unwrap();
     let mut listen = listen_for_tool_changes(&channel).await;
     channel.call_tool("crash", json!({})).await.unwrap_err();
     // The same stream: the new child acknowledges the listen sent again.
@@ -323,8 +327,7 @@ async fn a_listen_stream_is_sent_again_to_the_restarted_child() {
 
 #[tokio::test]
 async fn refusing_while_restarting_fails_new_calls_at_once_and_keeps_a_listen_stream() {
-    let marker = temp("crashed-refuse");
-    let mut config = python_server(&[("CRASH_FILE", marker.to_str().unwrap())]);
+    let (marker, mut config) = crashing_once("crashed-refuse");
     config.refuse_while_restarting = true;
     config.restart_backoff = Duration::from_millis(1500);
     config.max_restarts = 2;
