@@ -168,6 +168,9 @@ pub trait Literals {
 /// turn and leaves the others.
 #[derive(Debug, Clone)]
 pub struct LiteralCache<const N: usize, const LEN: usize> {
+    /// Each slot's [`fingerprint`](Self::fingerprint) (0: empty), apart
+    /// from the slots so that a search reads one array.
+    keys: [u64; N],
     slots: [KeptLiteral<LEN>; N],
     hand: usize,
     /// The slot of the last string found.
@@ -177,7 +180,6 @@ pub struct LiteralCache<const N: usize, const LEN: usize> {
 #[derive(Debug, Clone, Copy)]
 struct KeptLiteral<const LEN: usize> {
     string: [u8; LEN],
-    string_len: u8,
     literal: [u8; LEN],
     literal_len: u8,
     used: bool,
@@ -187,9 +189,9 @@ impl<const N: usize, const LEN: usize> LiteralCache<N, LEN> {
     /// An empty cache.
     pub const fn new() -> Self {
         Self {
+            keys: [0; N],
             slots: [KeptLiteral {
                 string: [0; LEN],
-                string_len: 0,
                 literal: [0; LEN],
                 literal_len: 0,
                 used: false,
@@ -206,6 +208,15 @@ impl<const N: usize, const LEN: usize> LiteralCache<N, LEN> {
     fn keeps(len: usize) -> bool {
         N > 0 && (4..=LEN.min(255)).contains(&len)
     }
+
+    /// The length (the low octet) and the first and last four octets of
+    /// a kept string (four to 255 long), never 0: equal strings have equal
+    /// ones, and equal ones mean equal lengths.
+    fn fingerprint(s: &[u8]) -> u64 {
+        let word = |w: Option<&[u8; 4]>| u64::from(w.map_or(0, |w| u32::from_le_bytes(*w)));
+        let (first, last) = (word(s.first_chunk()), word(s.last_chunk()));
+        (first ^ last.rotate_left(13)) << 8 | s.len() as u64
+    }
 }
 
 impl<const N: usize, const LEN: usize> Default for LiteralCache<N, LEN> {
@@ -221,12 +232,10 @@ impl<const N: usize, const LEN: usize> Literals for LiteralCache<N, LEN> {
         }
         // Blocks repeat their fields in the same order: the search starts
         // after the last string found, where the next one usually is.
-        let matches = |k: &KeptLiteral<LEN>| {
-            k.literal_len > 0 && usize::from(k.string_len) == s.len() && k.string[..s.len()] == *s
-        };
+        let key = Self::fingerprint(s);
         let at = (0..N)
             .map(|k| (self.last + 1 + k) % N)
-            .find(|&at| matches(&self.slots[at]))?;
+            .find(|&at| self.keys[at] == key && self.slots[at].string.get(..s.len()) == Some(s))?;
         self.last = at;
         let slot = &mut self.slots[at];
         slot.used = true;
@@ -246,9 +255,9 @@ impl<const N: usize, const LEN: usize> Literals for LiteralCache<N, LEN> {
             self.slots[at].used = false;
             at = (at + 1) % N;
         }
+        self.keys[at] = Self::fingerprint(s);
         let slot = &mut self.slots[at];
         slot.string[..s.len()].copy_from_slice(s);
-        slot.string_len = s.len() as u8;
         slot.literal[..literal.len()].copy_from_slice(literal);
         slot.literal_len = literal.len() as u8;
         slot.used = false;
@@ -396,6 +405,23 @@ mod tests {
         let n = plain.encode(long, &mut a).unwrap();
         let m = cached.encode_with(long, &mut b, Some(&mut cache)).unwrap();
         assert_eq!(a[..n], b[..m]);
+    }
+
+    /// Strings alike in length and in their first and last octets are
+    /// told apart by their whole text.
+    #[test]
+    fn a_kept_literal_is_found_only_for_its_own_string() {
+        let mut cache = LiteralCache::<4, 32>::new();
+        cache.keep(b"abcd-one-wxyz", b"\x0dliteral-one");
+        assert_eq!(cache.get(b"abcd-one-wxyz"), Some(&b"\x0dliteral-one"[..]));
+        assert_eq!(cache.get(b"abcd-two-wxyz"), None);
+        assert_eq!(cache.get(b"abcd-one-wxy"), None);
+        // Too short or too long to be kept.
+        cache.keep(b"abc", b"\x03abc");
+        assert_eq!(cache.get(b"abc"), None);
+        let long = [b'x'; 33];
+        cache.keep(&long, &long);
+        assert_eq!(cache.get(&long), None);
     }
 
     #[test]
