@@ -203,6 +203,13 @@ impl<const N: usize, const LEN: usize> LiteralCache<N, LEN> {
 }
 
 impl<const N: usize, const LEN: usize> LiteralCache<N, LEN> {
+    /// The cache as [`Encoder::encode_with`] takes it; `None` when it
+    /// keeps nothing (`N` is 0, as on a small target), so that such a
+    /// build codes every string without looking.
+    pub fn as_literals(&mut self) -> Option<&mut dyn Literals> {
+        if N == 0 { None } else { Some(self) }
+    }
+
     /// Whether strings of `len` octets are kept: short ones code fast
     /// enough, long ones do not fit.
     fn keeps(len: usize) -> bool {

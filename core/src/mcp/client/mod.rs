@@ -839,7 +839,7 @@ impl<
                 let literals = &mut self.literals;
                 let sent = with_head::<BUF, _>(build, |head, built| {
                     built.map(|()| {
-                        conn.send_headers_with(stream, head.fields(), false, Some(literals))
+                        conn.send_headers_with(stream, head.fields(), false, literals.as_literals())
                     })
                 });
                 let sent = match sent {

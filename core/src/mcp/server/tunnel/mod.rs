@@ -441,8 +441,7 @@ impl<
             // head waits for the message.
             let head_due = c.x.typed.is_none() || c.writing();
             if !c.x.head_sent && head_due {
-                let literals = (ANSWER_LITERALS > 0)
-                    .then_some(&mut self.literals as &mut dyn crate::hpack::Literals);
+                let literals = self.literals.as_literals();
                 match self
                     .conn
                     .send_headers_with(stream, response::HEAD, false, literals)
@@ -471,8 +470,7 @@ impl<
                 },
                 Some(Phase::Finishing) => {
                     let trailers = [Field::new(b"grpc-status", b"0")];
-                    let literals = (ANSWER_LITERALS > 0)
-                        .then_some(&mut self.literals as &mut dyn crate::hpack::Literals);
+                    let literals = self.literals.as_literals();
                     match self
                         .conn
                         .send_headers_with(stream, trailers, true, literals)
