@@ -144,13 +144,7 @@ pub struct Server<
     /// The Streamable HTTP endpoint's path.
     http_path: &'r str,
     origins: crate::mcp::server::http::wire::Allowed<'r>,
-    /// The `content-type` value and the `grpc-status` name of every
-    /// answer, coded once (on 64-bit hosts).
-    literals: crate::hpack::LiteralCache<ANSWER_LITERALS, 24>,
 }
-
-/// String literals of the usual answer's head and trailers kept coded.
-const ANSWER_LITERALS: usize = if crate::mcp::json::WORDS { 2 } else { 0 };
 
 impl<S: CallStore, const STREAMS: usize, const TABLE: usize, const BUF: usize, FB: Storage<BUF>>
     core::fmt::Debug for Server<'_, S, STREAMS, TABLE, BUF, FB>
@@ -201,7 +195,6 @@ impl<
             now,
             http_path: "/mcp",
             origins: crate::mcp::server::http::wire::Allowed::Loopback,
-            literals: crate::hpack::LiteralCache::new(),
         }
     }
 
@@ -441,11 +434,7 @@ impl<
             // head waits for the message.
             let head_due = c.x.typed.is_none() || c.writing();
             if !c.x.head_sent && head_due {
-                let literals = self.literals.as_literals();
-                match self
-                    .conn
-                    .send_headers_with(stream, response::HEAD, false, literals)
-                {
+                match self.conn.send_headers(stream, response::HEAD, false) {
                     Ok(()) => c.x.head_sent = true,
                     Err(h2::StreamError::TransmitFull) => return,
                     Err(_) => return self.drop_call(i),
@@ -470,11 +459,7 @@ impl<
                 },
                 Some(Phase::Finishing) => {
                     let trailers = [Field::new(b"grpc-status", b"0")];
-                    let literals = self.literals.as_literals();
-                    match self
-                        .conn
-                        .send_headers_with(stream, trailers, true, literals)
-                    {
+                    match self.conn.send_headers(stream, trailers, true) {
                         Ok(()) => {
                             self.engine.remove(i);
                         }
