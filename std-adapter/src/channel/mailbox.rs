@@ -1,6 +1,7 @@
 //! The events of one call, from the connection's task to the call: one
-//! sender, one receiver, unbounded (the engine's call buffer bounds what
-//! one call can bring).
+//! sender, one receiver, unbounded as the tokio channel it replaces (each
+//! message is bounded by the engine's call buffer; their number by the
+//! call's reader keeping up, as a forwarding bridge does).
 //!
 //! A tokio `mpsc` channel costs a cache-aligned allocation when it is made
 //! and a block of 32 slots (about 2.5 KiB here) at its first message: per
