@@ -327,6 +327,33 @@ pub(super) fn bytes<'a, S: CallStore>(store: &'a S, buf: &'a Option<S::Buf>) -> 
     buf.as_ref().map_or(&[], |b| store.bytes(b))
 }
 
+/// The buffer a call's outcome lies in: its request buffer (an error
+/// written there, a typed answer turned into JSON) or its receive buffer.
+pub(super) fn outcome_bytes<'a, S: CallStore>(
+    store: &'a S,
+    slot: &'a Slot<S::Buf>,
+    in_req: bool,
+) -> &'a [u8] {
+    bytes(store, if in_req { &slot.req } else { &slot.rx })
+}
+
+/// Member `key` (`error` or `result`) of the outcome at `at` in `text`:
+/// where the arrival of a tunnel call's response found it (`found`), else
+/// looked up.
+pub(super) fn outcome_member<'t>(
+    a: &Active,
+    text: &'t [u8],
+    in_req: bool,
+    at: (usize, usize),
+    found: Option<(usize, usize)>,
+    key: &[u8],
+) -> Option<&'t [u8]> {
+    if !in_req && a.typed.is_none() && a.response == Some(at) {
+        return found.and_then(|m| text.get(m.0..m.1));
+    }
+    json::get(text.get(at.0..at.1)?, key)
+}
+
 /// The octets of a call's buffer, to write.
 pub(super) fn bytes_mut<'a, S: CallStore>(
     store: &'a mut S,

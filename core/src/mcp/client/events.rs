@@ -8,7 +8,7 @@
 
 use super::State;
 use super::cache::WARN_NAME;
-use super::calls::{Kind, Slot, bytes, release};
+use super::calls::{Kind, Slot, bytes, outcome_bytes, outcome_member, release};
 use crate::grpc::Code;
 use crate::h2::ConnectionError;
 use crate::mcp::error::{INTERNAL_ERROR, RpcError};
@@ -234,8 +234,7 @@ impl<S: CallStore, R: Records<Slot<S::Buf>>, const CACHE: usize> State<S, R, CAC
         if !t.delivered || t.kind == Kind::Nothing {
             return None;
         }
-        let buf = if t.in_req { &slot.req } else { &slot.rx };
-        bytes(&self.store, buf).get(t.at.0..t.at.1)
+        outcome_bytes(&self.store, slot, t.in_req).get(t.at.0..t.at.1)
     }
 
     /// The `result` member of `call`'s response, once its `Response` was
@@ -251,11 +250,8 @@ impl<S: CallStore, R: Records<Slot<S::Buf>>, const CACHE: usize> State<S, R, CAC
         if !t.delivered || t.kind != Kind::Response {
             return None;
         }
-        let text = bytes(&self.store, if t.in_req { &slot.req } else { &slot.rx });
-        if !t.in_req && a.typed.is_none() && a.response == Some(t.at) {
-            return a.response_result.and_then(|r| text.get(r.0..r.1));
-        }
-        json::get(text.get(t.at.0..t.at.1)?, b"result")
+        let text = outcome_bytes(&self.store, slot, t.in_req);
+        outcome_member(a, text, t.in_req, t.at, a.response_result, b"result")
     }
 
     /// The failure of `call`, once its `Failed` was handed out.
@@ -266,12 +262,9 @@ impl<S: CallStore, R: Records<Slot<S::Buf>>, const CACHE: usize> State<S, R, CAC
         if !t.delivered || t.kind != Kind::Failed {
             return None;
         }
-        let buf = if t.in_req {
-            &self.slots[i].req
-        } else {
-            &self.slots[i].rx
-        };
-        let response = bytes(&self.store, buf).get(t.at.0..t.at.1).unwrap_or(b"");
+        let response = outcome_bytes(&self.store, &self.slots[i], t.in_req)
+            .get(t.at.0..t.at.1)
+            .unwrap_or(b"");
         let error = json::get(response, b"error").unwrap_or(b"{}");
         Some(Failure {
             code: json::get(error, b"code")

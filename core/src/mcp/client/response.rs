@@ -9,7 +9,8 @@ use super::State;
 use super::cache::{Warnings, learn, start_relist};
 use super::calls::{
     ERROR_ROOM, Kind, Mode, Slot, Terminal, Wire, abort, bytes, bytes_mut, copy_id, ensure,
-    fail_rpc, fail_transport, mark_refused, offset_in, reopen, restart,
+    fail_rpc, fail_transport, mark_refused, offset_in, outcome_bytes, outcome_member, reopen,
+    restart,
 };
 use super::config::MAX_PAGES;
 use super::events::{CallId, Queued};
@@ -397,17 +398,8 @@ impl<S: CallStore, R: Records<Slot<S::Buf>>, const CACHE: usize> State<S, R, CAC
             let Some(a) = slot.active.as_ref() else {
                 return;
             };
-            let text = if in_req {
-                bytes(&self.store, &slot.req)
-            } else {
-                bytes(&self.store, &slot.rx)
-            };
-            // A tunnel response's error was found when it arrived.
-            let error = if !in_req && a.typed.is_none() && a.response == Some(at) {
-                a.response_error.and_then(|e| text.get(e.0..e.1))
-            } else {
-                json::get(text.get(at.0..at.1).unwrap_or(b""), b"error")
-            };
+            let text = outcome_bytes(&self.store, slot, in_req);
+            let error = outcome_member(a, text, in_req, at, a.response_error, b"error");
             let code = error
                 .and_then(|e| json::get(e, b"code"))
                 .and_then(json::as_i64);
