@@ -32,12 +32,20 @@
 #   MCPWIRE_BENCH_PYTHON    "0" to leave the Python SDK server out (it needs
 #                           mcp==2.3.0 in .venv, installed when missing)
 #   MCPWIRE_BENCH_OUT       also write the report to this file
-#   MCPWIRE_BENCH_BRIDGE    "0" to leave out the bridge columns: the gRPC
-#                           scenarios through `mcpwire bridge --listen` and
-#                           the stdio ones through `mcpwire bridge
-#                           --stdio-host`, both to our gRPC server (the
-#                           bridge's own CPU per forwarded call, beside the
-#                           direct call)
+#   MCPWIRE_BENCH_BRIDGE    "0" to leave out the bridge run (below)
+#   MCPWIRE_BENCH_BRIDGE_SCENARIOS  its scenarios (default
+#                           echo:1:1,echo:16:1,stdio-echo:1,stdio-echo:16)
+#
+# The bridge run, after the others: `mcpwire bridge --listen` (a gRPC host)
+# and `mcpwire bridge --stdio-host`, both to our gRPC server, beside our
+# direct server on the same binding, in a table of their own: the bridge's
+# CPU per forwarded call beside the direct call's, and each echo's p50
+# held to one extra hop (`mcpwire-load --bridge`: at most the direct call
+# on the host's binding plus one direct gRPC call at as many in flight).
+# Its host is one event loop (`--client-threads 1`), as the SDK hosts are:
+# with two worker threads on a two-core machine that also runs the bridge
+# and the server, the host's own thread wake-ups become part of what is
+# measured.
 #
 # Without the package mcpwire-tonic-peer (mcpwire-rmcp-peer) in the
 # workspace, or with MCPWIRE_BENCH_ONLY=mcpwire, our server is measured
@@ -144,10 +152,10 @@ start() {
 }
 
 # Ours first in each binding: the ratio column is first / second.
-bridge_to=
+bridge_to= bridge_pid=
 if want grpc || want http; then
     start --server mcpwire "$bin/mcpwire" serve
-    bridge_to=$started_addr
+    bridge_to=$started_addr bridge_pid=$started_pid
     if ! want grpc; then
         servers=()
     fi
@@ -159,11 +167,6 @@ if want grpc || want http; then
 fi
 if $with_tonic; then
     start --server tonic "$bin/tonic-tunnel-server"
-fi
-# The same gRPC calls through `mcpwire bridge --listen` to our server (the
-# CPU measured is the bridge's alone; latency is both hops).
-if want grpc && [[ ${MCPWIRE_BENCH_BRIDGE:-1} != 0 && -n $bridge_to ]]; then
-    start --server bridge-grpc "$bin/mcpwire" bridge --no-auth --to "grpc://$bridge_to"
 fi
 if want http && $with_rmcp; then
     start --http-server rmcp "$bin/rmcp-http-server"
@@ -185,11 +188,6 @@ if want stdio; then
     if $with_python; then
         servers+=(--stdio-server "python=$python $root/tests/peers/sdk_server.py --stdio")
     fi
-    # A stdio host's calls forwarded by the bridge to `mcpwire serve` over
-    # the gRPC tunnel: the CPU measured is the bridge's alone.
-    if [[ ${MCPWIRE_BENCH_BRIDGE:-1} != 0 && -n $bridge_to ]]; then
-        servers+=(--stdio-server "bridge-grpc=$bin/mcpwire bridge --stdio-host --to grpc://$bridge_to")
-    fi
 fi
 scenarios=()
 if [[ $bindings != grpc,http,stdio ]]; then
@@ -204,6 +202,23 @@ report=$work/report.md
 log "$(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 "$bin/mcpwire-load" "${servers[@]}" "${scenarios[@]}" --duration "$seconds" --warmup "$warmup" \
     --rounds "$rounds" --idle-connections "$idle" "$@" | tee "$report"
+
+# The bridge run (see the top): the CPU measured in its columns is the
+# bridge's alone; latency is both hops.
+if [[ ${MCPWIRE_BENCH_BRIDGE:-1} != 0 && -n $bridge_to ]] && want grpc; then
+    servers=(--server "mcpwire=$bridge_to,$bridge_pid")
+    start --server bridge-grpc "$bin/mcpwire" bridge --no-auth --to "grpc://$bridge_to"
+    if want stdio; then
+        servers+=(--stdio-server "mcpwire=$bin/mcpwire serve --stdio"
+            --stdio-server "bridge-grpc=$bin/mcpwire bridge --stdio-host --to grpc://$bridge_to")
+    fi
+    default=echo:1:1,echo:16:1
+    want stdio && default+=,stdio-echo:1,stdio-echo:16
+    echo
+    "$bin/mcpwire-load" "${servers[@]}" --bridge bridge-grpc --client-threads 1 \
+        --scenarios "${MCPWIRE_BENCH_BRIDGE_SCENARIOS:-$default}" --duration "$seconds" \
+        --warmup "$warmup" --rounds "$rounds" | tee -a "$report"
+fi
 log "done $(date -u '+%Y-%m-%d %H:%M UTC'), load average $(cut -d' ' -f1-3 /proc/loadavg)"
 if [[ -n ${MCPWIRE_BENCH_OUT:-} ]]; then
     cp "$report" "$MCPWIRE_BENCH_OUT"

@@ -12,6 +12,7 @@
 //! `scripts/bench-load.sh` builds and starts the servers and runs this.
 
 mod client;
+mod hop;
 mod http1;
 mod http_scenario;
 mod procfs;
@@ -38,6 +39,7 @@ const USAGE: &str = "usage: mcpwire-load [--server NAME=ADDR,PID]...
          [--duration SECS] [--warmup SECS] [--rounds N] [--scenarios LIST]
          [--idle-connections N] [--text-bytes N] [--progress-steps N]
          [--client-threads N] [--settle-ms N] [--calls N] [--strict]
+         [--bridge NAME]...
   --server          a running gRPC tunnel server: a name for the report, its
                     address and its pid (CPU and memory are read from /proc);
                     with two or more, the ratio column is first / second
@@ -72,6 +74,13 @@ const USAGE: &str = "usage: mcpwire-load [--server NAME=ADDR,PID]...
                     of --duration (a fixed amount of work: what
                     scripts/bench-callgrind.sh counts instructions over)
   --strict          exit 1 when a ratio misses its target too
+  --bridge          the servers of this name (any binding) are `mcpwire
+                    bridge` in front of the first gRPC server: a table
+                    whose second server is one checks no ratio target;
+                    instead each echo scenario holds the bridge's p50 to
+                    one extra hop: at most the direct call on the same
+                    binding (its first server that is not a bridge) plus
+                    the first gRPC server's echo:C:1 at as many in flight
 Exit status 1 when any call failed (every response is checked), 2 on a
 usage error.";
 
@@ -205,6 +214,8 @@ struct Options {
     /// A fixed count of measured calls instead of the duration.
     calls: Option<u64>,
     strict: bool,
+    /// Names of servers that are `mcpwire bridge` (see `--bridge`).
+    bridges: Vec<String>,
 }
 
 /// Servers side by side in one binding's table: ours, two that a user
@@ -289,6 +300,7 @@ fn parse_options(mut args: impl Iterator<Item = String>) -> Result<Options, Stri
         settle: Duration::from_millis(500),
         calls: None,
         strict: false,
+        bridges: Vec::new(),
     };
     let mut scenarios = None;
     let seconds = |flag: &str, v: String| -> Result<Duration, String> {
@@ -331,6 +343,8 @@ fn parse_options(mut args: impl Iterator<Item = String>) -> Result<Options, Stri
             "--client-threads" => o.client_threads = count(&flag, &value)?,
             "--settle-ms" => o.settle = Duration::from_millis(count(&flag, &value)?),
             "--calls" => o.calls = Some(count(&flag, &value)?).filter(|&n| n > 0),
+            "--bridge" if valid_name(&value) => o.bridges.push(value),
+            "--bridge" => return Err(format!("--bridge {value}: want a server's name")),
             _ => return Err(format!("unknown argument {arg}")),
         }
     }
@@ -429,6 +443,9 @@ enum Measured {
         label: String,
         messages_per_call: u64,
         target: f64,
+        /// Calls in flight of an echo scenario (on one connection, for
+        /// gRPC): what the bridge's hop check compares.
+        echo_in_flight: Option<usize>,
         results: Vec<Option<LoadResult>>,
     },
 }
@@ -695,6 +712,8 @@ async fn run(o: &Options) -> Result<bool, String> {
                     key,
                     messages_per_call: load.work.messages_per_call(),
                     target: TARGET_CPU_PER_CALL,
+                    echo_in_flight: (!is_progress && !typed && connections == 1)
+                        .then_some(concurrency),
                     results,
                 });
             }
@@ -747,6 +766,7 @@ async fn run(o: &Options) -> Result<bool, String> {
                     } else {
                         TARGET_HTTP_CPU
                     },
+                    echo_in_flight: None,
                     results,
                 });
             }
@@ -795,6 +815,7 @@ async fn run(o: &Options) -> Result<bool, String> {
                     key,
                     messages_per_call: work.messages_per_call(),
                     target: TARGET_STDIO_CPU,
+                    echo_in_flight: (!is_progress).then_some(concurrency),
                     results,
                 });
             }
@@ -853,7 +874,14 @@ async fn run(o: &Options) -> Result<bool, String> {
         if of_binding.is_empty() {
             continue;
         }
-        let (table_rows, extra_rows) = rows(&of_binding);
+        let (mut table_rows, extra_rows) = rows(&of_binding);
+        // Ours against ours behind a bridge: no ratio target (the hop
+        // check below holds the bridge).
+        if names.get(1).is_some_and(|n| o.bridges.contains(n)) {
+            for r in &mut table_rows {
+                r.target = None;
+            }
+        }
         if let Some(heading) = heading {
             if !first_table {
                 println!();
@@ -886,11 +914,84 @@ async fn run(o: &Options) -> Result<bool, String> {
             }
         }
     }
+    if !o.bridges.is_empty()
+        && bridge_hops(
+            &measured,
+            &grpc_names,
+            &stdio_names,
+            &http_names,
+            &o.bridges,
+        )
+    {
+        missed_any = true;
+    }
     if failed {
         eprintln!("mcpwire-load: FAILED: calls failed (see above)");
     }
     let strict_miss = o.strict && missed_any;
     Ok(!failed && !strict_miss)
+}
+
+/// Prints the bridge's hop checks; `true` when one was missed.
+fn bridge_hops(
+    measured: &[Measured],
+    grpc_names: &[String],
+    stdio_names: &[String],
+    http_names: &[String],
+    bridges: &[String],
+) -> bool {
+    let echoes: Vec<hop::EchoLatency<'_>> = measured
+        .iter()
+        .filter_map(|m| match m {
+            Measured::Load {
+                binding,
+                key,
+                label,
+                echo_in_flight: Some(in_flight),
+                results,
+                ..
+            } => Some(hop::EchoLatency {
+                grpc: *binding == Binding::Grpc,
+                label,
+                key,
+                in_flight: *in_flight,
+                names: match binding {
+                    Binding::Grpc => grpc_names,
+                    Binding::Stdio => stdio_names,
+                    Binding::Http => http_names,
+                },
+                p50: results
+                    .iter()
+                    .map(|r| r.as_ref().map(|r| r.latency_us(0.5)))
+                    .collect(),
+            }),
+            _ => None,
+        })
+        .collect();
+    let (hops, unchecked) = hop::check(&echoes, bridges);
+    for u in &unchecked {
+        eprintln!("bridge hop not checked: {u}");
+    }
+    if hops.is_empty() {
+        return false;
+    }
+    println!(
+        "\n**bridge: one extra hop** (p50; limit: the direct call on the host's binding + one direct gRPC call with as many in flight)\n"
+    );
+    print!("{}", hop::report(&hops));
+    let mut missed = false;
+    for h in hops.iter().filter(|h| !h.met()) {
+        missed = true;
+        eprintln!(
+            "target missed: {} through {}: p50 {} (limit {} + {})",
+            h.label,
+            h.bridge,
+            report::format_value(Unit::Micros, h.p50),
+            report::format_value(Unit::Micros, h.direct),
+            report::format_value(Unit::Micros, h.grpc_hop)
+        );
+    }
+    missed
 }
 
 fn grpc_label(load: &Load, steps: u32) -> String {
