@@ -56,16 +56,24 @@ thread_local! {
         RefCell::new(vec![0; TRANSMIT_CHUNK].into_boxed_slice());
 }
 
-/// What every connection of a server shares.
+/// What every connection of a server shares: the settings behind one
+/// pointer (a connection's task holds the pointer, where a copy of them
+/// would cost every connection about 450 bytes, held more than once by
+/// the futures that pass it on) and the stop signal.
 #[derive(Clone)]
 pub(super) struct Shared {
+    pub(super) common: Arc<Common>,
+    pub(super) stop: watch::Receiver<bool>,
+}
+
+/// The settings of a server's connections.
+pub(super) struct Common {
     pub(super) registry: Registry<'static>,
     pub(super) config: EngineConfig,
     /// The Streamable HTTP binding's settings (HTTP/1.1 connections).
     pub(super) http: HttpConfig<'static>,
     pub(super) app: Arc<App>,
     pub(super) auth: Option<Arc<dyn Auth>>,
-    pub(super) stop: watch::Receiver<bool>,
 }
 
 /// What the run loop needs of a connection's engine beyond the MCP calls
@@ -117,10 +125,11 @@ where
 {
     // Calls may carry messages up to `max_message_bytes`; their responses
     // too (plus the framing).
-    let store = HeapStore::new(shared.config.max_message_bytes.saturating_add(BUF_SLACK));
+    let common = &*shared.common;
+    let store = HeapStore::new(common.config.max_message_bytes.saturating_add(BUF_SLACK));
     let engine = Box::new(ConnEngine::new(
-        shared.registry,
-        shared.config,
+        common.registry,
+        common.config,
         store,
         now(),
     ));
@@ -143,8 +152,8 @@ where
     let (tx, rx) = outbox::channel(QUEUE);
     let conn = Conn {
         engine,
-        calls: Calls::new(shared.app, tx),
-        auth: shared.auth,
+        calls: Calls::new(shared.common.app.clone(), tx),
+        auth: shared.common.auth.clone(),
         pending: first.to_vec(),
     };
     conn.drive(rd, wr, rx, shared.stop)

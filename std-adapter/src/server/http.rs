@@ -53,7 +53,8 @@ where
 {
     // A call's buffer holds the request head and body, then each message
     // of the answer with its framing.
-    let store = HeapStore::new(shared.http.max_body_bytes.saturating_add(BUF_SLACK));
-    let engine = Box::new(HttpEngine::new(shared.registry, shared.http, store, now()));
+    let common = &*shared.common;
+    let store = HeapStore::new(common.http.max_body_bytes.saturating_add(BUF_SLACK));
+    let engine = Box::new(HttpEngine::new(common.registry, common.http, store, now()));
     connection::run(engine, rd, wr, shared, first)
 }
