@@ -35,6 +35,7 @@
 #   MCPWIRE_BENCH_BRIDGE    "0" to leave out the bridge run (below)
 #   MCPWIRE_BENCH_BRIDGE_SCENARIOS  its scenarios (default
 #                           echo:1:1,echo:16:1,stdio-echo:1,stdio-echo:16)
+#   MCPWIRE_BENCH_BRIDGE_THREADS    its host's worker threads (default 1)
 #
 # The bridge run, after the others: `mcpwire bridge --listen` (a gRPC host)
 # and `mcpwire bridge --stdio-host`, both to our gRPC server, beside our
@@ -215,7 +216,7 @@ if [[ ${MCPWIRE_BENCH_BRIDGE:-1} != 0 && -n $bridge_to ]] && want grpc; then
     default=echo:1:1,echo:16:1
     want stdio && default+=,stdio-echo:1,stdio-echo:16
     echo
-    "$bin/mcpwire-load" "${servers[@]}" --bridge bridge-grpc --client-threads 1 \
+    "$bin/mcpwire-load" "${servers[@]}" --bridge bridge-grpc --client-threads "${MCPWIRE_BENCH_BRIDGE_THREADS:-1}" \
         --scenarios "${MCPWIRE_BENCH_BRIDGE_SCENARIOS:-$default}" --duration "$seconds" \
         --warmup "$warmup" --rounds "$rounds" | tee -a "$report"
 fi
