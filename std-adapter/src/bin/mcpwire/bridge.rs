@@ -41,7 +41,7 @@
 //! either host side, and the child is shut down.
 
 use std::process::ExitCode;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use mcpwire_core::grpc::Code;
@@ -54,6 +54,7 @@ use mcpwire_tokio::{
     App, CallError, Client, ForwardRequest, ForwardResult, HttpChannelConfig, RawMessage,
     RawResponse, ServerCommand, StdioChannelConfig, ToolError,
 };
+use memchr::memmem;
 use serde_json::{Value, json};
 
 pub const USAGE: &str = "usage: mcpwire bridge HOST-SIDE [--timeout-ms N] [RESTART] --to http[s]://HOST:PORT/PATH | grpc://HOST:PORT
@@ -760,12 +761,12 @@ fn raw_result(response: RawResponse) -> Result<Vec<u8>, RawResponse> {
 /// Whether a result's `_meta` carries a subscription id.
 fn names_subscription(result: &[u8]) -> bool {
     // Every `_meta` member: a duplicate one is not left to chance. A result
-    // whose text has neither `_meta` nor an escape (which could spell it)
-    // has none: no walk.
-    let may_have_meta = result.iter().enumerate().any(|(at, &b)| {
-        b == b'\\' || (b == b'_' && result.get(at..).is_some_and(|r| r.starts_with(b"_meta")))
-    });
-    may_have_meta
+    // whose text has neither the key nor an escape (which could spell it)
+    // has none: no walk (most results carry a `_meta`, few the key).
+    static KEY: LazyLock<memmem::Finder<'static>> =
+        LazyLock::new(|| memmem::Finder::new(KEY_SUBSCRIPTION_ID.as_bytes()));
+    let may_name_one = memchr::memchr(b'\\', result).is_some() || KEY.find(result).is_some();
+    may_name_one
         && json::members(result).any(|(key, meta)| {
             json::str_eq(key, b"_meta") && json::get(meta, KEY_SUBSCRIPTION_ID.as_bytes()).is_some()
         })
@@ -1015,9 +1016,17 @@ mod tests {
         // A key spelt with an escape is the same key.
         let escaped = br#"{"jsonrpc":"2.0","id":7,"result":{"\u005fmeta":{"io.modelcontextprotocol/subscriptionId":7}}}"#;
         assert_eq!(raw(escaped), None);
+        let key_escaped = br#"{"jsonrpc":"2.0","id":7,"result":{"_meta":{"io.modelcontextprotocol/subscription\u0049d":7}}}"#;
+        assert_eq!(raw(key_escaped), None);
         let text =
             br#"{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"_met"}]}}"#;
         assert!(raw(text).is_some());
+        // The key's text outside `_meta`, and a `_meta` without it.
+        let elsewhere = br#"{"jsonrpc":"2.0","id":7,"result":{"_meta":{"a":1},"content":[{"type":"text","text":"io.modelcontextprotocol/subscriptionId"}]}}"#;
+        assert!(raw(elsewhere).is_some());
+        let other_meta =
+            br#"{"jsonrpc":"2.0","id":7,"result":{"_meta":{"io.modelcontextprotocol/serverInfo":{}}}}"#;
+        assert!(raw(other_meta).is_some());
         let error = br#"{"jsonrpc":"2.0","id":7,"error":{"code":-32601,"message":"no"}}"#;
         assert_eq!(raw(error), None);
         // The error goes back as the server's.
