@@ -3,7 +3,7 @@
 //! "PROTOCOL-HTTP2" document, "Responses").
 
 use super::{Code, percent};
-use crate::hpack::Field;
+use crate::hpack::{Field, FixedLiterals};
 
 /// The content type of every response.
 pub const CONTENT_TYPE: &[u8] = b"application/grpc+proto";
@@ -13,6 +13,28 @@ pub const HEAD: [Field<'static>; 2] = [
     Field::new(b":status", b"200"),
     Field::new(b"content-type", CONTENT_TYPE),
 ];
+
+/// The strings of [`HEAD`] and of the trailers that are not in HPACK's
+/// static table, coded once for every answer (checked against the encoder
+/// by a test; the octets were computed with Python's `hpack`, another
+/// implementation of RFC 7541's code).
+pub const LITERALS: FixedLiterals = FixedLiterals(&[
+    (
+        CONTENT_TYPE,
+        &[
+            0x90, 0x1d, 0x75, 0xd0, 0x62, 0x0d, 0x26, 0x3d, 0x4c, 0x4d, 0x65, 0x64, 0xff, 0x75,
+            0xd8, 0x74, 0x9f,
+        ],
+    ),
+    (
+        b"grpc-status",
+        &[0x88, 0x9a, 0xca, 0xc8, 0xb2, 0x12, 0x34, 0xda, 0x8f],
+    ),
+    (
+        b"grpc-message",
+        &[0x89, 0x9a, 0xca, 0xc8, 0xb5, 0x25, 0x42, 0x07, 0x31, 0x7f],
+    ),
+]);
 
 /// Longest `grpc-message` text kept in a status answer built here.
 pub const MAX_STATUS_MESSAGE: usize = 128;
@@ -70,6 +92,36 @@ pub fn percent_cut(text: &[u8], out: &mut [u8]) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hpack::Encoder;
+
+    #[test]
+    fn the_coded_literals_are_what_the_encoder_codes() {
+        let status = Status::new(Code::Internal, b"x");
+        let blocks: [&[Field<'_>]; 3] = [
+            &HEAD,
+            &[Field::new(b"grpc-status", b"0")],
+            &status.trailers_only(&[]).collect::<heapless::Vec<_, 4>>(),
+        ];
+        for fields in blocks {
+            let (mut plain, mut coded) = ([0; 128], [0; 128]);
+            let n = Encoder::new()
+                .encode(fields.iter().copied(), &mut plain)
+                .unwrap();
+            let mut literals = LITERALS;
+            let m = Encoder::new()
+                .encode_with(fields.iter().copied(), &mut coded, Some(&mut literals))
+                .unwrap();
+            assert_eq!(plain[..n], coded[..m]);
+        }
+        // Each literal is used by one of those blocks.
+        for (plain, _) in LITERALS.0 {
+            assert!(
+                HEAD.iter()
+                    .chain(status.trailers(&[]).collect::<heapless::Vec<_, 4>>().iter())
+                    .any(|f| f.name == *plain || f.value == *plain)
+            );
+        }
+    }
 
     #[test]
     fn trailers_only_carries_head_status_and_message() {

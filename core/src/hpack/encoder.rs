@@ -160,6 +160,25 @@ pub trait Literals {
     fn keep(&mut self, s: &[u8], literal: &[u8]);
 }
 
+/// String literals coded ahead of time: the strings an engine sends in
+/// every block (a gRPC server's `content-type` value, its `grpc-status`
+/// name), as constants every connection shares, where a [`LiteralCache`]
+/// is each connection's own. Each pair is a string and its literal (the
+/// length prefix and octets, as §5.2 writes it); nothing is kept.
+#[derive(Debug, Clone, Copy)]
+pub struct FixedLiterals(pub &'static [(&'static [u8], &'static [u8])]);
+
+impl Literals for FixedLiterals {
+    fn get(&mut self, s: &[u8]) -> Option<&[u8]> {
+        self.0
+            .iter()
+            .find(|&&(plain, _)| plain == s)
+            .map(|&(_, literal)| literal)
+    }
+
+    fn keep(&mut self, _: &[u8], _: &[u8]) {}
+}
+
 /// Up to `N` string literals of at most `LEN` octets, coded: a client
 /// sends the same names and values (`:path`, `content-type`,
 /// `mcp-protocol-version`, ...) on every request, and codes each once.

@@ -29,7 +29,7 @@ mod static_table;
 mod table;
 
 pub use decoder::{Decoder, Limits};
-pub use encoder::{Encoder, LiteralCache, Literals};
+pub use encoder::{Encoder, FixedLiterals, LiteralCache, Literals};
 pub use error::{DecodeError, EncodeError};
 pub use field::Field;
 pub use static_table::STATIC_TABLE;

@@ -434,7 +434,13 @@ impl<
             // head waits for the message.
             let head_due = c.x.typed.is_none() || c.writing();
             if !c.x.head_sent && head_due {
-                match self.conn.send_headers(stream, response::HEAD, false) {
+                let mut literals = response::LITERALS;
+                match self.conn.send_headers_with(
+                    stream,
+                    response::HEAD,
+                    false,
+                    Some(&mut literals),
+                ) {
                     Ok(()) => c.x.head_sent = true,
                     Err(h2::StreamError::TransmitFull) => return,
                     Err(_) => return self.drop_call(i),
@@ -459,7 +465,11 @@ impl<
                 },
                 Some(Phase::Finishing) => {
                     let trailers = [Field::new(b"grpc-status", b"0")];
-                    match self.conn.send_headers(stream, trailers, true) {
+                    let mut literals = response::LITERALS;
+                    match self
+                        .conn
+                        .send_headers_with(stream, trailers, true, Some(&mut literals))
+                    {
                         Ok(()) => {
                             self.engine.remove(i);
                         }
