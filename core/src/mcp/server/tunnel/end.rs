@@ -78,19 +78,26 @@ impl<
             return;
         }
         let status = response::Status::new(code, message);
+        let mut literals = response::LITERALS;
+        let literals = super::answer_literals(&mut literals);
         let _ = if x.head_sent {
-            self.conn.send_headers(x.stream, status.trailers(&[]), true)
+            self.conn
+                .send_headers_with(x.stream, status.trailers(&[]), true, literals)
         } else {
             self.conn
-                .send_headers(x.stream, status.trailers_only(&[]), true)
+                .send_headers_with(x.stream, status.trailers_only(&[]), true, literals)
         };
     }
 
     pub(super) fn status_only(&mut self, stream: StreamRef, code: Code, message: &[u8]) {
         let status = response::Status::new(code, message);
-        let _ = self
-            .conn
-            .send_headers(stream, status.trailers_only(&[]), true);
+        let mut literals = response::LITERALS;
+        let _ = self.conn.send_headers_with(
+            stream,
+            status.trailers_only(&[]),
+            true,
+            super::answer_literals(&mut literals),
+        );
     }
 
     pub(super) fn http_error(&mut self, stream: StreamRef, status: u16) {
