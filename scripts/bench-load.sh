@@ -153,10 +153,10 @@ start() {
 }
 
 # Ours first in each binding: the ratio column is first / second.
-bridge_to= bridge_pid=
+bridge_to= bridge_to_pid=
 if want grpc || want http; then
     start --server mcpwire "$bin/mcpwire" serve
-    bridge_to=$started_addr bridge_pid=$started_pid
+    bridge_to=$started_addr bridge_to_pid=$started_pid
     if ! want grpc; then
         servers=()
     fi
@@ -207,7 +207,7 @@ log "$(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, load average $(cut -d' ' 
 # The bridge run (see the top): the CPU measured in its columns is the
 # bridge's alone; latency is both hops.
 if [[ ${MCPWIRE_BENCH_BRIDGE:-1} != 0 && -n $bridge_to ]] && want grpc; then
-    servers=(--server "mcpwire=$bridge_to,$bridge_pid")
+    servers=(--server "mcpwire=$bridge_to,$bridge_to_pid")
     start --server bridge-grpc "$bin/mcpwire" bridge --no-auth --to "grpc://$bridge_to"
     if want stdio; then
         servers+=(--stdio-server "mcpwire=$bin/mcpwire serve --stdio"

@@ -822,6 +822,11 @@ async fn run(o: &Options) -> Result<bool, String> {
         }
     }
 
+    let names_of = |binding| match binding {
+        Binding::Grpc => &grpc_names,
+        Binding::Http => &http_names,
+        Binding::Stdio => &stdio_names,
+    };
     let mut failed = false;
     for m in &measured {
         let Measured::Load {
@@ -833,12 +838,7 @@ async fn run(o: &Options) -> Result<bool, String> {
         else {
             continue;
         };
-        let names = match binding {
-            Binding::Grpc => &grpc_names,
-            Binding::Http => &http_names,
-            Binding::Stdio => &stdio_names,
-        };
-        for (name, r) in names.iter().zip(results) {
+        for (name, r) in names_of(*binding).iter().zip(results) {
             if let Some(r) = r.as_ref().filter(|r| r.failures > 0) {
                 failed = true;
                 eprintln!(
@@ -914,15 +914,7 @@ async fn run(o: &Options) -> Result<bool, String> {
             }
         }
     }
-    if !o.bridges.is_empty()
-        && bridge_hops(
-            &measured,
-            &grpc_names,
-            &stdio_names,
-            &http_names,
-            &o.bridges,
-        )
-    {
+    if !o.bridges.is_empty() && bridge_hops(&measured, &names_of, &o.bridges) {
         missed_any = true;
     }
     if failed {
@@ -933,11 +925,9 @@ async fn run(o: &Options) -> Result<bool, String> {
 }
 
 /// Prints the bridge's hop checks; `true` when one was missed.
-fn bridge_hops(
-    measured: &[Measured],
-    grpc_names: &[String],
-    stdio_names: &[String],
-    http_names: &[String],
+fn bridge_hops<'a>(
+    measured: &'a [Measured],
+    names_of: &dyn Fn(Binding) -> &'a Vec<String>,
     bridges: &[String],
 ) -> bool {
     let echoes: Vec<hop::EchoLatency<'_>> = measured
@@ -955,11 +945,7 @@ fn bridge_hops(
                 label,
                 key,
                 in_flight: *in_flight,
-                names: match binding {
-                    Binding::Grpc => grpc_names,
-                    Binding::Stdio => stdio_names,
-                    Binding::Http => http_names,
-                },
+                names: names_of(*binding),
                 p50: results
                     .iter()
                     .map(|r| r.as_ref().map(|r| r.latency_us(0.5)))

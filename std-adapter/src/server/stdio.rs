@@ -377,12 +377,9 @@ impl Stdio {
         let mut result = Ok(());
         while at < input.len() {
             let rest = &input[at..];
-            let turn = rest
-                .iter()
-                .enumerate()
-                .filter(|&(_, &b)| b == b'\n')
+            let turn = memchr::memchr_iter(b'\n', rest)
                 .nth(LINES_PER_TURN - 1)
-                .map_or(rest.len(), |(end, _)| end + 1);
+                .map_or(rest.len(), |end| end + 1);
             let mut feed = Feed::new(&rest[..turn]);
             let stop = loop {
                 let step = feed.step(&mut *self.engine, now());

@@ -78,26 +78,16 @@ impl<
             return;
         }
         let status = response::Status::new(code, message);
-        let mut literals = response::LITERALS;
-        let literals = super::answer_literals(&mut literals);
         let _ = if x.head_sent {
-            self.conn
-                .send_headers_with(x.stream, status.trailers(&[]), true, literals)
+            super::send_answer_headers(&mut self.conn, x.stream, status.trailers(&[]), true)
         } else {
-            self.conn
-                .send_headers_with(x.stream, status.trailers_only(&[]), true, literals)
+            super::send_answer_headers(&mut self.conn, x.stream, status.trailers_only(&[]), true)
         };
     }
 
     pub(super) fn status_only(&mut self, stream: StreamRef, code: Code, message: &[u8]) {
         let status = response::Status::new(code, message);
-        let mut literals = response::LITERALS;
-        let _ = self.conn.send_headers_with(
-            stream,
-            status.trailers_only(&[]),
-            true,
-            super::answer_literals(&mut literals),
-        );
+        let _ = super::send_answer_headers(&mut self.conn, stream, status.trailers_only(&[]), true);
     }
 
     pub(super) fn http_error(&mut self, stream: StreamRef, status: u16) {

@@ -146,17 +146,25 @@ pub struct Server<
     origins: crate::mcp::server::http::wire::Allowed<'r>,
 }
 
-/// The answer's pre-coded literals ([`response::LITERALS`]) on 64-bit
-/// hosts; a small target codes them each time (using them costs it about
-/// 0.4 KB of flash).
-fn answer_literals(
-    literals: &mut crate::hpack::FixedLiterals,
-) -> Option<&mut dyn crate::hpack::Literals> {
-    if crate::mcp::json::WORDS {
-        Some(literals)
+/// Sends a head or trailers of an answer on `conn`, the strings of
+/// [`response::LITERALS`] pre-coded on 64-bit hosts (a small target codes
+/// them each time: using them costs it about 0.4 KB of flash).
+fn send_answer_headers<'f, const STREAMS: usize, const TABLE: usize, const BUF: usize, FB>(
+    conn: &mut Connection<STREAMS, TABLE, BUF, RESETS, FB>,
+    stream: StreamRef,
+    fields: impl IntoIterator<Item = Field<'f>>,
+    end_stream: bool,
+) -> Result<(), h2::StreamError>
+where
+    FB: Storage<BUF>,
+{
+    let mut literals = response::LITERALS;
+    let literals: Option<&mut dyn crate::hpack::Literals> = if json::WORDS {
+        Some(&mut literals)
     } else {
         None
-    }
+    };
+    conn.send_headers_with(stream, fields, end_stream, literals)
 }
 
 impl<S: CallStore, const STREAMS: usize, const TABLE: usize, const BUF: usize, FB: Storage<BUF>>
@@ -342,9 +350,12 @@ impl<
                         b"www-authenticate",
                         refusal.challenge.as_bytes(),
                     )];
-                    let _ = self
-                        .conn
-                        .send_headers(x.stream, status.trailers_only(&extra), true);
+                    let _ = send_answer_headers(
+                        &mut self.conn,
+                        x.stream,
+                        status.trailers_only(&extra),
+                        true,
+                    );
                 }
             }
             Some(Ok(true)) => self.dispatch(call.index()),
@@ -447,13 +458,7 @@ impl<
             // head waits for the message.
             let head_due = c.x.typed.is_none() || c.writing();
             if !c.x.head_sent && head_due {
-                let mut literals = response::LITERALS;
-                match self.conn.send_headers_with(
-                    stream,
-                    response::HEAD,
-                    false,
-                    answer_literals(&mut literals),
-                ) {
+                match send_answer_headers(&mut self.conn, stream, response::HEAD, false) {
                     Ok(()) => c.x.head_sent = true,
                     Err(h2::StreamError::TransmitFull) => return,
                     Err(_) => return self.drop_call(i),
@@ -478,13 +483,7 @@ impl<
                 },
                 Some(Phase::Finishing) => {
                     let trailers = [Field::new(b"grpc-status", b"0")];
-                    let mut literals = response::LITERALS;
-                    match self.conn.send_headers_with(
-                        stream,
-                        trailers,
-                        true,
-                        answer_literals(&mut literals),
-                    ) {
+                    match send_answer_headers(&mut self.conn, stream, trailers, true) {
                         Ok(()) => {
                             self.engine.remove(i);
                         }
