@@ -41,6 +41,21 @@ impl Peer {
     fn lines(&self) -> Vec<String> {
         self.log.lock().unwrap().clone()
     }
+
+    /// The peer's lines once `done` holds for them, or after 10 s
+    /// whatever came: the peer writes a request's line as it answers,
+    /// and a thread of ours reads them, so the line may come after the
+    /// answer did.
+    fn lines_once(&self, done: impl Fn(&[String]) -> bool) -> Vec<String> {
+        let until = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let lines = self.lines();
+            if done(&lines) || std::time::Instant::now() > until {
+                return lines;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
 }
 
 fn peer(transport: &str) -> Peer {
@@ -117,14 +132,10 @@ async fn a_2025_session_server_is_reached_through_initialize_and_its_session_is_
     assert_eq!(era.version, "2025-11-25");
     the_demo_answers(&channel).await;
     assert_eq!(channel.shutdown().await, Stopped::SessionClosed);
-    let lines = peer.lines();
     let session = session_of(&peer);
-    assert!(
-        lines
-            .iter()
-            .any(|l| l.starts_with(&format!("request DELETE /mcp session={session} ->"))),
-        "{lines:#?}"
-    );
+    let deleted = format!("request DELETE /mcp session={session} ->");
+    let lines = peer.lines_once(|lines| lines.iter().any(|l| l.starts_with(&deleted)));
+    assert!(lines.iter().any(|l| l.starts_with(&deleted)), "{lines:#?}");
 }
 
 #[tokio::test]
@@ -155,14 +166,18 @@ async fn a_url_that_is_no_mcp_server_fails_the_connect_with_the_reason() {
 
 /// The session id of the peer's first request that carried one.
 fn session_of(peer: &Peer) -> String {
-    peer.lines()
-        .iter()
-        .find_map(|l| {
-            l.strip_prefix("request POST /mcp session=")
-                .filter(|s| !s.starts_with("- "))
-        })
-        .and_then(|s| s.split(' ').next())
-        .expect("a request with a session")
+    fn first(lines: &[String]) -> Option<&str> {
+        lines
+            .iter()
+            .find_map(|l| {
+                l.strip_prefix("request POST /mcp session=")
+                    .filter(|s| !s.starts_with("- "))
+            })
+            .and_then(|s| s.split(' ').next())
+    }
+    let lines = peer.lines_once(|lines| first(lines).is_some());
+    first(&lines)
+        .unwrap_or_else(|| panic!("no request with a session: {lines:#?}"))
         .to_owned()
 }
 
@@ -195,12 +210,14 @@ async fn a_session_the_server_ended_is_initialised_again() {
     let err = channel.call_tool("add", &add).await.unwrap_err();
     assert_eq!(err.status, mcpwire_core::grpc::Code::Unavailable, "{err}");
     assert_eq!(channel.call_tool("add", &add).await.unwrap().text(), "3");
-    let inits = peer
-        .lines()
-        .iter()
-        .filter(|l| l.starts_with("request POST /mcp session=- -> 200"))
-        .count();
-    assert_eq!(inits, 2, "{:#?}", peer.lines());
+    let inits = |lines: &[String]| {
+        lines
+            .iter()
+            .filter(|l| l.starts_with("request POST /mcp session=- -> 200"))
+            .count()
+    };
+    let lines = peer.lines_once(|lines| inits(lines) >= 2);
+    assert_eq!(inits(&lines), 2, "{lines:#?}");
     assert_eq!(channel.restarts(), 1);
 }
 
