@@ -518,6 +518,18 @@ print(json.dumps(p))' "$profile" "$dir" "$port" "$timeout_port")
     done
     grep -F " $row " "$results" | sed 's/^/    /' || true
     sleep 0.5
+    # Each launch's end is written on its own time (the wrapper's "exit"
+    # line, or its watcher's "gone" line once the bridge ended, polled
+    # every 50 ms): wait for them, up to 10 s, before clean-shutdown
+    # reads them.
+    local i
+    for ((i = 0; i < 100; i++)); do
+        [[ -s $dir/launches ]] || break
+        awk '$1 == "start" { running[$2] = 1 }
+            $1 == "exit" || $1 == "gone" { delete running[$2] }
+            END { for (p in running) exit 1 }' "$dir/launches" && break
+        sleep 0.1
+    done
     if [[ -n $server_pid ]]; then stop_pids 5 "$server_pid" || true; fi
 
     # unauthorized: what refused the wrong token is named (HTTP 401 or

@@ -25,8 +25,7 @@ else
     fi
     bin=$root/target/release/mcpwire
     [[ -x $bin ]] || { echo "no $bin" >&2; exit 2; }
-    port=$(free_port)
-    background "$work/server.out" "$work/server.err" "$bin" serve --listen "127.0.0.1:$port"
+    background "$work/server.out" "$work/server.err" "$bin" serve --listen 127.0.0.1:0
     addr=$(wait_listening "$bg_pid" "$work/server.err" 10) || {
         echo "server did not start:" >&2
         cat "$work/server.err" >&2

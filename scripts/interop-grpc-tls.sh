@@ -39,10 +39,9 @@ token=$(openssl rand -hex 24)
 # The token goes in a file (mode 600), not on the command line.
 (umask 077 && printf '%s interop\n' "$token" >"$work/tokens")
 
-port=$(free_port)
-background "$work/serve.out" "$work/serve.log" "$bin" serve --listen "127.0.0.1:$port" --token-file "$work/tokens" \
+background "$work/serve.out" "$work/serve.log" "$bin" serve --listen 127.0.0.1:0 --token-file "$work/tokens" \
     --tls-cert "$work/server.pem" --tls-key "$work/server.key"
-wait_listening "$bg_pid" "$work/serve.log" 10 >/dev/null || {
+addr=$(wait_listening "$bg_pid" "$work/serve.log" 10) || {
     cat "$work/serve.log"
     echo "mcpwire serve did not start" >&2
     exit 2
@@ -50,7 +49,7 @@ wait_listening "$bg_pid" "$work/serve.log" 10 >/dev/null || {
 printf '    %s (pid %s)\n' "$(head -n 1 "$work/serve.log")" "$bg_pid"
 
 rc=0
-MCPWIRE_TOKEN=$token MCPWIRE_CA=$work/ca.pem ./scripts/interop-grpc.sh "127.0.0.1:$port" "$@" || rc=$?
+MCPWIRE_TOKEN=$token MCPWIRE_CA=$work/ca.pem ./scripts/interop-grpc.sh "$addr" "$@" || rc=$?
 if ((rc != 0)); then
     echo "    server log:"
     sed 's/^/      /' "$work/serve.log" | tail -n 20

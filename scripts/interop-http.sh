@@ -75,13 +75,12 @@ selected=("$@")
 # --- the servers --------------------------------------------------------------
 
 token=interop-http-token
-# serve NAME ARG...: `mcpwire serve` on a free port with ARG...; sets
-# NAME_addr to its address once it printed its listening line.
+# serve NAME ARG...: `mcpwire serve` on a port of its choosing with ARG...;
+# sets NAME_addr to its address once it printed its listening line.
 serve() {
-    local name=$1 port addr
+    local name=$1 addr
     shift
-    port=$(free_port)
-    background "$work/$name.out" "$work/$name.log" "$binary" serve --listen "127.0.0.1:$port" "$@"
+    background "$work/$name.out" "$work/$name.log" "$binary" serve --listen 127.0.0.1:0 "$@"
     if ! addr=$(wait_listening "$bg_pid" "$work/$name.log" 10); then
         note "the $name server did not start:"
         sed 's/^/      /' "$work/$name.log" | tail -n 20

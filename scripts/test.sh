@@ -130,11 +130,16 @@ step_grpc() {
     # peers (@grpc/grpc-js and grpcio) over the tunnel binding. Built like
     # the interop binaries (no LTO, parallel codegen) to share their build.
     bounded 1800 "${cargo_tools[@]}" build --release -p mcpwire-tokio --bin mcpwire --quiet
-    local port rc=0
-    port=$(free_port)
-    background "$work/serve.out" "$work/serve.log" target/release/mcpwire serve --listen "127.0.0.1:$port"
-    wait_listening "$bg_pid" "$work/serve.log" 5 >/dev/null || true
-    bounded 600 ./scripts/interop-grpc.sh "127.0.0.1:$port" || rc=$?
+    local addr rc=0
+    # A port of its own choosing, read off its listening line (one picked
+    # here and freed could be taken before it binds).
+    background "$work/serve.out" "$work/serve.log" target/release/mcpwire serve --listen 127.0.0.1:0
+    if addr=$(wait_listening "$bg_pid" "$work/serve.log" 20); then
+        bounded 600 ./scripts/interop-grpc.sh "$addr" || rc=$?
+    else
+        note "mcpwire serve did not print its listening line"
+        rc=1
+    fi
     stop_pids 10 "$bg_pid"
     if ((rc != 0)); then
         note "server log:"

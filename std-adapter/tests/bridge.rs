@@ -626,7 +626,11 @@ fn python() -> PathBuf {
 
 /// The backoff of the restart tests: a call refused during it is answered
 /// well before it ends (a call that waited for the new child would not be).
-const BACKOFF: Duration = Duration::from_millis(2000);
+/// Long enough that "well before" (half of it) holds on a busy machine,
+/// and that the typed call after the refusal still meets the restart.
+const BACKOFF: Duration = Duration::from_millis(4000);
+/// [`BACKOFF`] as `--restart-backoff-ms` takes it.
+const BACKOFF_MS: &str = "4000";
 
 /// A `tools/call` of `echo` sent every 100 ms with ids `{prefix}0`,
 /// `{prefix}1`... until one has a result (the new child is ready), which
@@ -658,7 +662,7 @@ async fn echo_until_answered(bridge: &mut Bridge, prefix: &str) -> Value {
 #[tokio::test]
 async fn a_stdio_child_that_crashes_fails_its_call_refuses_new_ones_then_the_next_child_answers() {
     let child = python_child(
-        &["--restart-max", "1", "--restart-backoff-ms", "2000"],
+        &["--restart-max", "1", "--restart-backoff-ms", BACKOFF_MS],
         "tests/stdio/misbehaving_server.py",
         &[],
     );
@@ -1166,7 +1170,7 @@ async fn call_error(client: &Client, name: &str, text: &str) -> Option<Value> {
 #[tokio::test]
 async fn a_crashing_child_fails_its_call_refuses_new_ones_and_is_restarted_twice() {
     let child = python_child(
-        &["--restart-backoff-ms", "2000"],
+        &["--restart-backoff-ms", BACKOFF_MS],
         "tests/stdio/misbehaving_server.py",
         &[],
     );

@@ -363,8 +363,9 @@ async fn sleep_past_its_timeout_is_deadline_exceeded() {
     assert_eq!(e.status, Code::DeadlineExceeded, "{e:?}");
     // The client's timer and the server's (from the grpc-timeout the call
     // carries, checked in `scripted::every_call_sends_the_60_s_default_and_listen_none`)
-    // end it at the same moment; either answer is DEADLINE_EXCEEDED.
-    assert!(started.elapsed() < Duration::from_secs(2));
+    // end it at the same moment; either answer is DEADLINE_EXCEEDED. Well
+    // before the 5 s sleep would end (the margin is for a busy machine).
+    assert!(started.elapsed() < Duration::from_secs(4));
     h.stop().await;
 }
 
@@ -378,13 +379,13 @@ async fn dropping_a_call_cancels_it() {
         .unwrap();
     let c = Arc::clone(&h.counters);
     assert!(
-        eventually(Duration::from_secs(2), || c.started.load(Ordering::SeqCst)
+        eventually(Duration::from_secs(10), || c.started.load(Ordering::SeqCst)
             == 1)
         .await
     );
     drop(call);
     assert!(
-        eventually(Duration::from_secs(2), || c.dropped.load(Ordering::SeqCst)
+        eventually(Duration::from_secs(10), || c.dropped.load(Ordering::SeqCst)
             == 1)
         .await
     );
@@ -481,6 +482,16 @@ async fn reconnects_after_the_server_restarts() {
     let r = tool(&channel, "echo", json!({"text": "one"})).await;
     assert_eq!(r["result"]["content"][0]["text"], "one");
     h.stop().await;
+    // Whether the channel has read the old connection's end yet is up to
+    // its task's turn (a busy machine delays it): a call now, which fails
+    // either way (on the closed connection, or refused), makes it known
+    // before the restart.
+    let _ = channel
+        .request(
+            "tools/call",
+            json!({"name": "echo", "arguments": {"text": "down"}}),
+        )
+        .await;
     let h = start_on(&addr.to_string()).await;
     let r = tool(&channel, "echo", json!({"text": "two"})).await;
     assert_eq!(r["result"]["content"][0]["text"], "two", "{r}");

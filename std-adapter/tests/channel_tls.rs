@@ -168,14 +168,6 @@ impl Drop for Serve {
     }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 fn mcpwire() -> Command {
     Command::new(env!("CARGO_BIN_EXE_mcpwire"))
 }
@@ -188,24 +180,35 @@ fn mcpwire_call_over_tls_to_mcpwire_serve() {
     for (name, text) in [("ca.pem", &ca), ("cert.pem", &chain), ("key.pem", &key)] {
         std::fs::write(dir.join(name), text).unwrap();
     }
-    let port = free_port();
-    let server = format!("127.0.0.1:{port}");
-    let _serve = Serve(
+    // A port of its own choosing (one picked here and freed could be
+    // taken before the server binds it), read off its listening line.
+    let mut serve = Serve(
         mcpwire()
-            .args(["serve", "--listen", &server, "--tls-cert"])
+            .args(["serve", "--listen", "127.0.0.1:0", "--tls-cert"])
             .arg(dir.join("cert.pem"))
             .arg("--tls-key")
             .arg(dir.join("key.pem"))
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(Stdio::piped())
             .spawn()
             .unwrap(),
     );
-    let up = (0..100).any(|_| {
-        std::thread::sleep(Duration::from_millis(50));
-        std::net::TcpStream::connect(&server).is_ok()
-    });
-    assert!(up, "mcpwire serve did not listen on {server}");
+    let server = {
+        use std::io::BufRead;
+        let mut lines = std::io::BufReader::new(serve.0.stderr.take().unwrap()).lines();
+        let server = loop {
+            let line = lines
+                .next()
+                .expect("mcpwire serve ended before listening")
+                .unwrap();
+            if let Some(rest) = line.strip_prefix("listening on ") {
+                break rest.split(' ').next().unwrap().to_owned();
+            }
+        };
+        // The rest of its stderr, read so that it never blocks on it.
+        std::thread::spawn(move || lines.for_each(drop));
+        server
+    };
 
     let call = |args: &[&str]| {
         let out = mcpwire()

@@ -458,10 +458,15 @@ async fn after_a_graceful_goaway_the_next_call_opens_a_new_connection() {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let connections = Arc::new(AtomicUsize::new(0));
+    // Connections whose graceful close is done: the client acknowledged
+    // the PING that follows the first GOAWAY, so it read that GOAWAY.
+    let closed = Arc::new(AtomicUsize::new(0));
     let c = Arc::clone(&connections);
+    let done = Arc::clone(&closed);
     tokio::spawn(async move {
         while let Ok((tcp, _)) = listener.accept().await {
             let n = c.fetch_add(1, Ordering::SeqCst);
+            let done = Arc::clone(&done);
             tokio::spawn(async move {
                 let mut conn = h2::server::handshake(tcp).await.unwrap();
                 if let Some(Ok((req, mut respond))) = conn.accept().await {
@@ -483,6 +488,7 @@ async fn after_a_graceful_goaway_the_next_call_opens_a_new_connection() {
                     conn.graceful_shutdown();
                 }
                 while let Some(Ok(_)) = conn.accept().await {}
+                done.fetch_add(1, Ordering::SeqCst);
             });
         }
     });
@@ -500,8 +506,12 @@ async fn after_a_graceful_goaway_the_next_call_opens_a_new_connection() {
             format!("connection {n}"),
             "{r}"
         );
-        // The GOAWAY has arrived before the next call is made.
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        // The GOAWAY has arrived before the next call is made: the
+        // server's side of the connection ended (or, at worst, 10 s went by).
+        eventually_every(Duration::from_millis(10), Duration::from_secs(10), || {
+            closed.load(Ordering::SeqCst) > n
+        })
+        .await;
     }
     assert_eq!(connections.load(Ordering::SeqCst), 3);
 }

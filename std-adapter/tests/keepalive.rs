@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::start_on_with_tick;
+use common::{eventually_every, start_on_with_tick};
 use mcpwire_core::grpc::Code;
 use mcpwire_tokio::{Channel, ChannelConfig, Keepalive};
 use serde_json::json;
@@ -128,6 +128,17 @@ async fn a_silent_server_fails_the_call_unavailable_within_a_second() {
     assert_eq!(e.status, Code::Unavailable, "{e:?}");
     assert!(e.message.contains("stopped answering pings"), "{e:?}");
     assert!(took >= ms(350) && took < ms(1000), "{took:?}");
+    // The server's task reads what came on its own time: wait for the
+    // PING, then count.
+    let received = Arc::clone(&s.received);
+    eventually_every(ms(10), Duration::from_secs(10), || {
+        received
+            .lock()
+            .unwrap()
+            .first()
+            .is_some_and(|b| pings(b) >= 1)
+    })
+    .await;
     assert_eq!(pings(&s.received.lock().unwrap()[0]), 1);
 
     // The next call connects anew (and meets the same silence).
@@ -139,6 +150,11 @@ async fn a_silent_server_fails_the_call_unavailable_within_a_second() {
     .expect("the second call ends")
     .unwrap_err();
     assert_eq!(e.status, Code::Unavailable, "{e:?}");
+    let accepted = Arc::clone(&s.accepted);
+    eventually_every(ms(10), Duration::from_secs(10), || {
+        accepted.load(Ordering::SeqCst) >= 2
+    })
+    .await;
     assert_eq!(s.accepted.load(Ordering::SeqCst), 2);
 }
 
@@ -151,6 +167,17 @@ async fn without_keepalive_no_ping_goes_out() {
     let e = channel.request("tools/list", json!({})).await.unwrap_err();
     // Only the deadline ends it.
     assert_eq!(e.status, Code::DeadlineExceeded, "{e:?}");
+    // The server's task reads what came on its own time: wait for the
+    // call's HEADERS.
+    let received = Arc::clone(&s.received);
+    eventually_every(ms(10), Duration::from_secs(10), || {
+        received
+            .lock()
+            .unwrap()
+            .first()
+            .is_some_and(|b| frames(b).iter().any(|(t, _)| *t == 1))
+    })
+    .await;
     let got = s.received.lock().unwrap()[0].clone();
     assert!(
         frames(&got).iter().any(|(t, _)| *t == 1),
@@ -224,6 +251,12 @@ async fn the_demo_server_answers_pings_and_calls_go_on() {
         .unwrap();
     assert_eq!(r["result"]["content"][0]["text"], "still here", "{r}");
     let sent = pings(&up.lock().unwrap());
+    // Acknowledgements still on their way through the tap come first.
+    let d = Arc::clone(&down);
+    eventually_every(ms(10), Duration::from_secs(10), || {
+        ping_acks(&d.lock().unwrap()) + 1 >= sent
+    })
+    .await;
     let acked = ping_acks(&down.lock().unwrap());
     assert!(sent >= 6, "{sent} PINGs in 1.2 s of quiet");
     assert!(acked + 1 >= sent, "{acked} of {sent} acknowledged");

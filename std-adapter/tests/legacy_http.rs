@@ -261,9 +261,10 @@ async fn the_one_client_falls_back_to_each_older_shape_and_says_why() {
 /// A scripted server of the 2025 session shape, on a free loopback port:
 /// `initialize` opens session `s1`, a notification gets 202, `tools/call`
 /// answers on an SSE stream with one `notifications/progress` event, then
-/// waits for `release` (at most 5 s) before its result. Every message it
-/// receives goes to `seen`, and `{"closed": ID}` when the client closes
-/// the stream of request ID before its result.
+/// waits for `release` (at most 30 s, longer than the tests wait for
+/// anything) before its result. Every message it receives goes to `seen`,
+/// and `{"closed": ID}` when the client closes the stream of request ID
+/// before its result.
 struct Scripted {
     addr: String,
     release: std::sync::Arc<tokio::sync::Notify>,
@@ -344,7 +345,7 @@ async fn scripted_2025() -> Scripted {
                 }
                 let mut probe = [0u8; 1];
                 tokio::select! {
-                    _ = tokio::time::timeout(Duration::from_secs(5), rel.notified()) => {}
+                    _ = tokio::time::timeout(Duration::from_secs(30), rel.notified()) => {}
                     // The client closed the stream before the result.
                     _ = s.read(&mut probe) => {
                         let _ = seen.send(json!({"closed": id}));
@@ -387,7 +388,7 @@ async fn a_2025_session_progress_arrives_before_the_result_is_sent() {
     let mut call = channel.call(slow_call()).await.unwrap();
     // The server sends its result only after `release`: what comes now
     // must be the progress.
-    let first = tokio::time::timeout(Duration::from_secs(3), call.next())
+    let first = tokio::time::timeout(Duration::from_secs(10), call.next())
         .await
         .expect("the progress arrives while the result is held back")
         .unwrap();
@@ -418,7 +419,7 @@ async fn cancel_after_progress(
 ) -> serde_json::Value {
     let mut call = channel.call(slow_call()).await.unwrap();
     let id = call.id().clone();
-    let first = tokio::time::timeout(Duration::from_secs(3), call.next())
+    let first = tokio::time::timeout(Duration::from_secs(10), call.next())
         .await
         .expect(progress)
         .unwrap();
@@ -427,7 +428,7 @@ async fn cancel_after_progress(
         "{first:?}"
     );
     drop(call);
-    let cancelled = tokio::time::timeout(Duration::from_secs(3), async {
+    let cancelled = tokio::time::timeout(Duration::from_secs(10), async {
         loop {
             let m = seen.recv().await.expect("the server runs");
             if m["method"] == "notifications/cancelled" {
@@ -453,7 +454,7 @@ async fn a_2025_session_call_dropped_after_its_progress_is_cancelled() {
         "the progress arrives while the result is held back",
     )
     .await;
-    let closed = tokio::time::timeout(Duration::from_secs(3), server.seen.recv())
+    let closed = tokio::time::timeout(Duration::from_secs(10), server.seen.recv())
         .await
         .expect("the request's stream is closed after the cancel")
         .unwrap();
@@ -493,7 +494,7 @@ async fn read_request(s: &mut tokio::net::TcpStream) -> (String, Vec<u8>) {
 /// (405), `GET /sse` opens the event stream with its `endpoint` event,
 /// and every message posted to `/messages` is answered on that stream;
 /// `tools/call` as [`scripted_2025`]'s (progress, then the result after
-/// `release`, at most 5 s).
+/// `release`, at most 30 s).
 async fn scripted_2024() -> Scripted {
     use tokio::io::AsyncWriteExt;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -564,7 +565,7 @@ async fn scripted_2024() -> Scripted {
                             "method": "notifications/progress",
                             "params": {"progressToken": token, "progress": 1, "total": 2}
                         }));
-                        let _ = tokio::time::timeout(Duration::from_secs(5), rel.notified()).await;
+                        let _ = tokio::time::timeout(Duration::from_secs(30), rel.notified()).await;
                         let _ = events_tx.send(answer(
                             json!({"content": [{"type": "text", "text": "done"}]}),
                         ));
@@ -595,7 +596,7 @@ async fn a_2024_http_sse_progress_arrives_before_the_result_and_a_drop_cancels()
         .unwrap();
     assert_eq!(channel.era().unwrap().era, Era::HttpSse);
     let mut call = channel.call(slow_call()).await.unwrap();
-    let first = tokio::time::timeout(Duration::from_secs(3), call.next())
+    let first = tokio::time::timeout(Duration::from_secs(10), call.next())
         .await
         .expect("the progress arrives while the result is held back")
         .unwrap();

@@ -214,10 +214,12 @@ async fn a_passed_deadline_ends_the_call_and_aborts_the_handler() {
     let took = started.elapsed();
     assert_eq!(r.status(), Some("4"), "{r:?}");
     assert!(r.messages.is_empty());
-    assert!(took < Duration::from_secs(1), "{took:?}");
+    // At the deadline, well before the 5 s sleep would end (the margin is
+    // for a busy machine).
+    assert!(took < Duration::from_secs(3), "{took:?}");
     let c = &h.counters;
     assert!(
-        eventually(Duration::from_secs(1), || c.dropped.load(Ordering::SeqCst)
+        eventually(Duration::from_secs(10), || c.dropped.load(Ordering::SeqCst)
             == 1)
         .await
     );
@@ -250,7 +252,7 @@ async fn the_configured_request_timeout_ends_a_call_without_grpc_timeout() {
     assert_eq!(r.status(), Some("4"), "{r:?}");
     let c = Arc::clone(&h.counters);
     assert!(
-        eventually(Duration::from_secs(1), || c.dropped.load(Ordering::SeqCst)
+        eventually(Duration::from_secs(10), || c.dropped.load(Ordering::SeqCst)
             == 1)
         .await
     );
@@ -296,13 +298,13 @@ async fn a_client_reset_aborts_the_handler() {
     .await;
     let c = Arc::clone(&h.counters);
     assert!(
-        eventually(Duration::from_secs(2), || c.started.load(Ordering::SeqCst)
+        eventually(Duration::from_secs(10), || c.started.load(Ordering::SeqCst)
             == 1)
         .await
     );
     stream.send_reset(h2::Reason::CANCEL);
     assert!(
-        eventually(Duration::from_secs(1), || c.dropped.load(Ordering::SeqCst)
+        eventually(Duration::from_secs(10), || c.dropped.load(Ordering::SeqCst)
             == 1)
         .await
     );

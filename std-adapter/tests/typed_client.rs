@@ -217,10 +217,11 @@ async fn a_deadline_ends_the_call_and_the_handler() {
         .unwrap();
     let e = call.response().await.unwrap_err();
     assert_eq!(e.status, Code::DeadlineExceeded, "{e}");
-    assert!(started.elapsed() < Duration::from_secs(2));
+    // Well before the 5 s sleep would end (the margin is for a busy machine).
+    assert!(started.elapsed() < Duration::from_secs(4));
     let c = Arc::clone(&h.counters);
     assert!(
-        common::eventually_every(Duration::from_millis(10), Duration::from_secs(3), || {
+        common::eventually_every(Duration::from_millis(10), Duration::from_secs(10), || {
             c.dropped.load(Ordering::SeqCst) == 1
         })
         .await,
@@ -241,7 +242,7 @@ async fn dropping_a_call_cancels_it_on_the_server() {
         .unwrap();
     let c = Arc::clone(&h.counters);
     assert!(
-        common::eventually_every(Duration::from_millis(5), Duration::from_secs(3), || {
+        common::eventually_every(Duration::from_millis(5), Duration::from_secs(10), || {
             c.started.load(Ordering::SeqCst) == 1
         })
         .await
@@ -249,7 +250,7 @@ async fn dropping_a_call_cancels_it_on_the_server() {
     drop(call);
     let c = Arc::clone(&h.counters);
     assert!(
-        common::eventually_every(Duration::from_millis(10), Duration::from_secs(3), || {
+        common::eventually_every(Duration::from_millis(10), Duration::from_secs(10), || {
             c.dropped.load(Ordering::SeqCst) == 1
         })
         .await,

@@ -345,10 +345,11 @@ async fn a_passed_deadline_is_deadline_exceeded_and_aborts_the_handler() {
     .await;
     assert_eq!(a.get("grpc-status"), Some("4"), "{a:?}");
     assert!(a.messages.is_empty());
-    assert!(started.elapsed() < Duration::from_secs(2));
+    // Well before the 5 s sleep would end (the margin is for a busy machine).
+    assert!(started.elapsed() < Duration::from_secs(4));
     let c = &h.counters;
     let dropped =
-        common::eventually_every(Duration::from_millis(10), Duration::from_secs(2), || {
+        common::eventually_every(Duration::from_millis(10), Duration::from_secs(10), || {
             c.dropped.load(std::sync::atomic::Ordering::SeqCst) == 1
         })
         .await;

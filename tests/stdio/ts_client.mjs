@@ -219,7 +219,11 @@ async function cancel(client, { wire, posts, http }) {
     if (http) {
         const post = postOf(posts, 'tools/call', 'sleep');
         expect(post.aborted, `the request was not closed: ${show(post)}`);
-        const notes = posts.filter((p) => p.body?.method === 'notifications/cancelled');
+        // A notification the SDK posted as it aborted is answered on its
+        // own time: wait (up to 10 s) for its status before reading it.
+        const cancels = () => posts.filter((p) => p.body?.method === 'notifications/cancelled');
+        for (let i = 0; i < 100 && cancels().some((p) => p.status === undefined); i++) await sleep(100);
+        const notes = cancels();
         expect(notes.every((p) => p.status === 202), `notifications/cancelled answered ${show(notes.map((p) => p.status))}`);
     } else {
         const cancelled = wire.filter((w) => w.dir === 'sent' && w.message.method === 'notifications/cancelled');

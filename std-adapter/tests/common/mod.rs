@@ -300,12 +300,12 @@ impl Messages {
         }
     }
 
-    /// The next message, within 2 s; `None` at the end of the call.
+    /// The next message, within 10 s; `None` at the end of the call.
     pub async fn next(&mut self) -> Option<Value> {
         while self.pending.is_empty() {
-            let chunk = tokio::time::timeout(Duration::from_secs(2), self.body.data())
+            let chunk = tokio::time::timeout(Duration::from_secs(10), self.body.data())
                 .await
-                .expect("a message within 2 s")?
+                .expect("a message within 10 s")?
                 .unwrap();
             let _ = self.body.flow_control().release_capacity(chunk.len());
             self.buf.extend_from_slice(&chunk);
@@ -316,9 +316,9 @@ impl Messages {
         self.pending.pop_front()
     }
 
-    /// The remaining messages and the trailers, within 3 s.
+    /// The remaining messages and the trailers, within 10 s.
     pub async fn rest(mut self) -> (Vec<Value>, HeaderMap) {
-        tokio::time::timeout(Duration::from_secs(3), async {
+        tokio::time::timeout(Duration::from_secs(10), async {
             let mut messages = Vec::new();
             while let Some(m) = self.next().await {
                 messages.push(m);

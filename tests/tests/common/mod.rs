@@ -92,6 +92,28 @@ pub fn wait_listening(port: u16, child: &mut Peer) {
     }
 }
 
+/// The port of a peer started on port 0 with its stdout piped, from the
+/// first line it prints (`listening 127.0.0.1:PORT`); the rest of its
+/// stdout is read by a thread, so that it never blocks on it.
+pub fn listening_port(peer: &mut Peer) -> u16 {
+    let stdout = peer.child.stdout.take().expect("piped stdout");
+    let mut reader = BufReader::new(stdout);
+    let mut line = String::new();
+    reader
+        .read_line(&mut line)
+        .unwrap_or_else(|e| panic!("read the first line of {}: {e}", peer.name));
+    let port = line
+        .trim()
+        .strip_prefix("listening ")
+        .and_then(|a| a.rsplit(':').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("unexpected first line from {}: {line:?}", peer.name));
+    thread::spawn(move || {
+        let _ = std::io::copy(&mut reader, &mut std::io::sink());
+    });
+    port
+}
+
 /// A peer process, killed (by its PID) and reaped on drop.
 #[derive(Debug)]
 pub struct Peer {
