@@ -146,6 +146,36 @@ fn a_modern_server_gets_meta_on_every_request_and_answers_by_id() {
 }
 
 #[test]
+fn a_progress_token_in_use_is_refused_until_its_call_ends() {
+    let mut c = modern();
+    let body = |id: u32| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"slow","_meta":{{"progressToken":"p"}}}}}}"#
+        )
+    };
+    let (a, _) = start(&mut c, &body(1), None);
+    // The second call's progress would be routed to the first: refused,
+    // nothing written, the first call untouched.
+    let mut out = [0u8; 2048];
+    match c.call(body(2).as_bytes(), None, Instant::ZERO, &mut out) {
+        Err(StdioStartError::Invalid(e)) => assert_eq!(e.message, "progress token in use"),
+        other => panic!("{other:?}"),
+    }
+    assert!(written(&mut c).is_empty());
+    assert!(c.is_active(a));
+    feed(
+        &mut c,
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n",
+        Instant::ZERO,
+    );
+    assert!(!c.is_active(a));
+    // Its call ended: the token is free again.
+    let (b, line) = start(&mut c, &body(3), None);
+    assert!(line.contains("\"progressToken\":\"p\""), "{line}");
+    assert!(c.is_active(b));
+}
+
+#[test]
 fn an_unknown_method_falls_back_to_initialize_without_meta() {
     let mut c = client(StdioClientConfig::default(), 4096);
     c.begin(Instant::ZERO);

@@ -475,6 +475,16 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, const CALLS: usize> StdioClient<B, CALLS> {
             Some(t) => Raw::of(t).ok_or(invalid("progress token too long"))?,
             None => Raw::NONE,
         };
+        // Progress is routed by its token: two live calls with one token
+        // would get each other's (MCP: unique among active requests).
+        if token != Raw::NONE
+            && self
+                .slots
+                .iter()
+                .any(|s| s.state == State::Live && s.token == token)
+        {
+            return Err(invalid("progress token in use"));
+        }
         let index = self
             .slots
             .iter()
