@@ -36,6 +36,16 @@ pub(crate) enum Message {
 }
 
 impl Message {
+    /// Its octets, about (what it holds of memory while it waits).
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Self::Notify { method, params } => method.len() + params.len(),
+            Self::Result(result) => result.len(),
+            Self::Error { message, data, .. } => message.len() + data.as_ref().map_or(0, Vec::len),
+            Self::Failed(_) => 0,
+        }
+    }
+
     /// Whether the message ends the call.
     pub(crate) fn is_final(&self) -> bool {
         !matches!(self, Self::Notify { .. })

@@ -30,13 +30,64 @@ struct Running {
     cancel: watch::Sender<bool>,
     /// Messages the engine refused as busy, in order.
     pending: VecDeque<Message>,
+    /// Their octets.
+    pending_bytes: usize,
+    /// The handler got too far ahead of the client: it was stopped, and
+    /// only the failure waits.
+    overrun: bool,
 }
 
 impl Running {
+    fn new(cancel: watch::Sender<bool>) -> Self {
+        Self {
+            task: None,
+            cancel,
+            pending: VecDeque::new(),
+            pending_bytes: 0,
+            overrun: false,
+        }
+    }
+
     fn stop(self) {
         let _ = self.cancel.send(true);
         if let Some(task) = self.task {
             task.abort();
+        }
+    }
+
+    /// Queues `message` behind the others, unless it is a notification
+    /// that would make what waits more than `max` octets: then the client
+    /// is not reading this call's messages (its window or pipe full): the
+    /// handler stops, and what waits becomes the call's failure (MCP's
+    /// -32603, the binding's status), not a queue that grows.
+    fn queue(&mut self, message: Message, max: usize) {
+        if self.overrun {
+            return;
+        }
+        let len = message.len();
+        if !message.is_final()
+            && !self.pending.is_empty()
+            && self.pending_bytes.saturating_add(len) > max
+        {
+            self.overrun = true;
+            let _ = self.cancel.send(true);
+            if let Some(task) = self.task.take() {
+                task.abort();
+            }
+            self.pending.clear();
+            self.pending_bytes = 0;
+            self.pending
+                .push_back(Message::Failed(Failure::ClientNotReading));
+            return;
+        }
+        self.pending_bytes += len;
+        self.pending.push_back(message);
+    }
+
+    /// The first message that waits is gone to the engine.
+    fn sent_first(&mut self) {
+        if let Some(m) = self.pending.pop_front() {
+            self.pending_bytes = self.pending_bytes.saturating_sub(m.len());
         }
     }
 }
@@ -49,6 +100,9 @@ impl Running {
 pub(super) struct Calls {
     slots: Vec<Option<(CallId, Running)>>,
     app: Arc<App>,
+    /// The most octets of one call's messages that wait for its client
+    /// (see [`Running::queue`]).
+    max_pending: usize,
     tx: outbox::Sender<Outgoing>,
     /// Handlers started in a task since the connection last asked.
     started_tasks: usize,
@@ -62,10 +116,13 @@ impl Calls {
         self.app.subscribe()
     }
 
-    pub(super) fn new(app: Arc<App>, tx: outbox::Sender<Outgoing>) -> Self {
+    /// `max_pending`: the most octets of one call's messages that may
+    /// wait for its client (the binding's largest message).
+    pub(super) fn new(app: Arc<App>, tx: outbox::Sender<Outgoing>, max_pending: usize) -> Self {
         Self {
             slots: Vec::new(),
             app,
+            max_pending,
             tx,
             started_tasks: 0,
         }
@@ -107,11 +164,7 @@ impl Calls {
             let _ = engine.fail(call, Failure::HandlerFailed);
             return;
         };
-        let mut running = Running {
-            task: None,
-            cancel,
-            pending: VecDeque::new(),
-        };
+        let mut running = Running::new(cancel);
         // Most handlers finish without waiting: run the handler once here,
         // and spawn a task only for one that waits. Its answer takes the
         // queue like every other message of the call, after the
@@ -158,12 +211,13 @@ impl Calls {
 
     /// A handler's message: queue it behind the call's earlier ones.
     pub(super) fn outgoing<E: ServerEngine + ?Sized>(&mut self, engine: &mut E, msg: Outgoing) {
+        let max = self.max_pending;
         // Unknown: the call was cancelled meanwhile.
         let Some(r) = self.get_mut(msg.call) else {
             return;
         };
         if !r.pending.is_empty() {
-            r.pending.push_back(msg.message);
+            r.queue(msg.message, max);
             self.flush(engine, msg.call);
             return;
         }
@@ -173,7 +227,7 @@ impl Calls {
         match send(engine, msg.call, &mut message) {
             Sent::Next => {}
             Sent::Ended => self.cancel(msg.call),
-            Sent::Busy => r.pending.push_back(message),
+            Sent::Busy => r.queue(message, max),
         }
     }
 
@@ -202,9 +256,7 @@ impl Calls {
                 break false;
             };
             match send(engine, call, msg) {
-                Sent::Next => {
-                    r.pending.pop_front();
-                }
+                Sent::Next => r.sent_first(),
                 Sent::Busy => break false,
                 Sent::Ended => break true,
             }
@@ -333,5 +385,51 @@ fn poll_once<F: Future + ?Sized>(fut: Pin<&mut F>) -> Poll<std::thread::Result<F
         Ok(Poll::Ready(v)) => Poll::Ready(Ok(v)),
         Ok(Poll::Pending) => Poll::Pending,
         Err(panic) => Poll::Ready(Err(panic)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn progress(n: usize) -> Message {
+        Message::Notify {
+            method: "notifications/progress".into(),
+            params: vec![b' '; n],
+        }
+    }
+
+    #[test]
+    fn a_call_whose_client_does_not_read_fails_instead_of_queueing_more() {
+        let (cancel, cancelled) = watch::channel(false);
+        let mut r = Running::new(cancel);
+        let method = "notifications/progress".len();
+        // The first message waits whatever its size; more wait while they
+        // fit the bound.
+        r.queue(progress(900), 1000);
+        r.queue(progress(50), 1000);
+        assert_eq!(r.pending.len(), 2);
+        assert_eq!(r.pending_bytes, 950 + 2 * method);
+        r.sent_first();
+        assert_eq!(r.pending_bytes, 50 + method);
+        r.queue(progress(800), 1000);
+        assert!(!r.overrun && !*cancelled.borrow());
+        // One more would pass it: the handler is told to stop and only the
+        // failure waits; what comes after it is dropped.
+        r.queue(progress(100), 1000);
+        assert!(r.overrun && *cancelled.borrow());
+        assert!(matches!(
+            r.pending.iter().collect::<Vec<_>>()[..],
+            [Message::Failed(Failure::ClientNotReading)]
+        ));
+        r.queue(Message::Result(b"{}".to_vec()), 1000);
+        assert_eq!(r.pending.len(), 1);
+        // A final message is taken past the bound: it is the last one.
+        let (cancel, _cancelled) = watch::channel(false);
+        let mut r = Running::new(cancel);
+        r.queue(progress(900), 1000);
+        r.queue(Message::Result(vec![b' '; 900]), 1000);
+        assert_eq!(r.pending.len(), 2);
+        assert!(!r.overrun);
     }
 }

@@ -152,7 +152,11 @@ where
     let (tx, rx) = outbox::channel(QUEUE);
     let conn = Conn {
         engine,
-        calls: Calls::new(shared.common.app.clone(), tx),
+        calls: Calls::new(
+            shared.common.app.clone(),
+            tx,
+            shared.common.config.max_message_bytes,
+        ),
         auth: shared.common.auth.clone(),
         pending: first.to_vec(),
     };

@@ -217,7 +217,7 @@ impl Stdio {
         let (tx, rx) = outbox::channel(QUEUE);
         let stdio = Stdio {
             engine: Box::new(StdioEngine::new(registry, core, store, now())),
-            calls: Calls::new(Arc::new(app), tx),
+            calls: Calls::new(Arc::new(app), tx, config.max_line_bytes),
             pending: Vec::new(),
             out: Vec::new(),
             chunk: vec![0; TRANSMIT_CHUNK].into_boxed_slice(),
@@ -251,6 +251,12 @@ impl Stdio {
         let mut listen = ListenSource::default();
         let mut turn_over = false;
         loop {
+            // The output is written: room for what the engine holds (a
+            // call told Busy hears Writable when its message goes in).
+            if written > 0 && written == self.out.len() {
+                self.out.clear();
+                written = 0;
+            }
             // After a turn that ended for the handlers it started in tasks,
             // they run (this task yields once) before the next lines.
             if !turn_over {

@@ -690,6 +690,7 @@ where
             index: c.index,
             headers: HeaderList::from_bytes(&bytes[..c.headers_len]),
             deadline: c.deadline,
+            client_deadline: c.explicit_deadline,
             principal: c
                 .principal_at()
                 .and_then(|r| core::str::from_utf8(&bytes[r]).ok()),

@@ -244,6 +244,10 @@ pub enum Failure {
     ResultTooLarge,
     /// The handler panicked or ended without an answer.
     HandlerFailed,
+    /// The client did not read the call's messages (its flow-control
+    /// window or pipe stayed full) while the handler sent more than the
+    /// driver holds for one call: the handler was stopped.
+    ClientNotReading,
 }
 
 impl Failure {
@@ -257,6 +261,9 @@ impl Failure {
                 Self::ArgumentsTooLarge => "arguments larger than the handler's buffer",
                 Self::ResultTooLarge => "result larger than the handler's buffer",
                 Self::HandlerFailed => "the handler failed",
+                Self::ClientNotReading => {
+                    "the client did not read this call's messages: more waited than the server holds for one call"
+                }
             },
         )
     }

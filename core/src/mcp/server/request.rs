@@ -73,6 +73,10 @@ pub struct Request<'a> {
     pub headers: HeaderList<'a>,
     /// When the call must end.
     pub deadline: Option<Instant>,
+    /// Whether the client set [`deadline`](Self::deadline) (gRPC
+    /// `grpc-timeout`), rather than the server's request timeout: a proxy
+    /// passes it on.
+    pub client_deadline: bool,
     /// What the application's authorization named, when authorization is on.
     pub principal: Option<&'a str>,
 }
