@@ -46,6 +46,7 @@
 //! [`StdioChannel::call`] take any method as JSON.
 
 pub(crate) mod http_link;
+mod lines;
 mod supervisor;
 mod typed;
 

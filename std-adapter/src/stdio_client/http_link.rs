@@ -39,6 +39,8 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio::task::{AbortHandle, JoinHandle};
 
+use super::lines::{LineReceiver, LineSender, lines};
+
 /// Where the server is: `http://AUTHORITY/TARGET`.
 #[derive(Debug, Clone)]
 pub struct HttpLinkConfig {
@@ -57,13 +59,19 @@ pub(crate) struct Target {
 }
 
 pub(crate) fn parse_url(url: &str) -> Result<Target, String> {
-    let rest = url
-        .strip_prefix("http://")
-        .ok_or_else(|| format!("{url}: only http:// URLs are supported"))?;
+    let rest = url.strip_prefix("http://").ok_or_else(|| {
+        format!(
+            "{}: only http:// URLs are supported",
+            crate::redact_url(url)
+        )
+    })?;
     let at = rest.find('/').unwrap_or(rest.len());
     let (authority, path) = rest.split_at(at);
-    if authority.is_empty() {
-        return Err(format!("{url}: no host"));
+    if authority.is_empty() || authority.contains('@') {
+        return Err(format!(
+            "{}: no host, or credentials in the URL (give them in the configuration)",
+            crate::redact_url(url)
+        ));
     }
     Ok(Target {
         authority: authority.to_owned(),
@@ -77,7 +85,7 @@ pub(crate) fn parse_url(url: &str) -> Result<Target, String> {
 
 /// A running link: lines in, the server's messages out as lines.
 pub(super) struct Link {
-    pub(super) lines: mpsc::UnboundedSender<Vec<u8>>,
+    pub(super) lines: LineSender,
     pub(super) messages: DuplexStream,
     pub(super) task: JoinHandle<()>,
     /// Why the link ended, when the engine cannot tell from a line.
@@ -123,7 +131,7 @@ pub(super) fn launch(
     prefix: &str,
 ) -> Result<Link, String> {
     let target = parse_url(&config.url)?;
-    let (lines_tx, lines_rx) = mpsc::unbounded_channel();
+    let (lines_tx, lines_rx) = lines();
     let (ours, theirs) = tokio::io::duplex(64 << 10);
     let fatal = Arc::new(Mutex::new(None));
     let http_sse = Arc::new(AtomicBool::new(false));
@@ -162,11 +170,7 @@ enum Shape {
     HttpSse { post: String },
 }
 
-async fn run(
-    shared: Arc<Shared>,
-    mut lines: mpsc::UnboundedReceiver<Vec<u8>>,
-    mut out: DuplexStream,
-) {
+async fn run(shared: Arc<Shared>, mut lines: LineReceiver, mut out: DuplexStream) {
     let (notes_tx, mut notes) = mpsc::unbounded_channel::<Note>();
     let mut shape = Shape::Unknown;
     let mut stream: Option<JoinHandle<()>> = None;

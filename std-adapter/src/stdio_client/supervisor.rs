@@ -14,12 +14,13 @@ use mcpwire_core::mcp::client::stdio::{
     LOCAL_CLOSED, LOCAL_TIMEOUT, StdioClient, StdioClientConfig, StdioEvent, StdioStartError,
 };
 use mcpwire_core::time::Instant as CoreInstant;
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, ChildStdin};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
 use super::http_link;
+use super::lines::{LineReceiver, LineSender, lines};
 use super::{EraInfo, LineServer, StdioChannelConfig, Stopped, error};
 use crate::channel::CallError;
 
@@ -67,10 +68,10 @@ struct Running {
     child: Option<Child>,
     /// An HTTP link's task, why it ended and its shape.
     link: Option<LinkState>,
-    /// Lines for the child's stdin, written by their own task so that a
-    /// child that stops reading never stops this one reading its stdout;
-    /// dropping it closes the child's stdin.
-    stdin: Option<mpsc::UnboundedSender<Vec<u8>>>,
+    /// Lines for the child's stdin (or the link), written by their own
+    /// task so that a child that stops reading never stops this one
+    /// reading its stdout; dropping it closes the child's stdin.
+    stdin: Option<LineSender>,
     stdout: Box<dyn AsyncRead + Unpin + Send>,
     started: Instant,
 }
@@ -105,7 +106,16 @@ struct Supervisor {
     ready_tx: Option<oneshot::Sender<Result<(), CallError>>>,
     era: Arc<Mutex<Option<EraInfo>>>,
     restarts: Arc<AtomicU64>,
+    /// The server's lines that were skipped (too long, not JSON-RPC, for
+    /// no call): each kind is logged at its first few and then at every
+    /// power of two, so a server that floods them does not flood stderr.
+    skipped: [u64; 3],
 }
+
+/// The kinds of [`Supervisor::skipped`] lines.
+const TOO_LONG: usize = 0;
+const BAD_LINE: usize = 1;
+const UNMATCHED: usize = 2;
 
 pub(super) fn spawn(
     config: StdioChannelConfig,
@@ -146,6 +156,7 @@ pub(super) fn spawn(
         restarting: false,
         attempts: 0,
         ready_tx: Some(ready_tx),
+        skipped: [0; 3],
         era,
         restarts,
     };
@@ -162,6 +173,8 @@ enum Wake {
     Timer,
     /// The backoff before a restart ended.
     Relaunch,
+    /// The server took a line of the client's.
+    Drained,
 }
 
 impl Supervisor {
@@ -169,6 +182,19 @@ impl Supervisor {
         CoreInstant::from_micros(
             u64::try_from(self.epoch.elapsed().as_micros()).unwrap_or(u64::MAX),
         )
+    }
+
+    /// Counts a skipped line of `kind`; `Some` (what to add to its log
+    /// line) when it is to be logged: the first 8, then the 16th, 32nd...
+    fn skipped(&mut self, kind: usize) -> Option<String> {
+        let n = self.skipped.get_mut(kind)?;
+        *n += 1;
+        match *n {
+            1..=7 => Some(String::new()),
+            8 => Some(" (the 8th; from now on only the 16th, 32nd... are logged)".into()),
+            n if n.is_power_of_two() => Some(format!(" (the {n}th)")),
+            _ => None,
+        }
     }
 
     fn log(&self, text: &str) {
@@ -224,13 +250,8 @@ impl Supervisor {
             return Err("the child's pipes are missing".into());
         };
         let prefix = self.config.stderr_prefix.clone();
-        tokio::spawn(async move {
-            let mut lines = BufReader::new(stderr).split(b'\n');
-            while let Ok(Some(line)) = lines.next_segment().await {
-                eprintln!("{prefix}{}", String::from_utf8_lossy(&line).trim_end());
-            }
-        });
-        let (tx, rx) = mpsc::unbounded_channel();
+        tokio::spawn(forward_stderr(stderr, prefix));
+        let (tx, rx) = lines();
         tokio::spawn(write_lines(stdin, rx));
         Ok(Running {
             child: Some(child),
@@ -258,7 +279,17 @@ impl Supervisor {
             // The backoff is a timer of this loop, not a sleep: commands
             // (new calls refused, cancels) are read while it runs.
             let backoff = self.restart_at;
+            let backlog = (!self.queued.is_empty() && self.backlogged())
+                .then(|| self.child.as_ref().and_then(|r| r.stdin.as_ref()))
+                .flatten()
+                .map(LineSender::watch);
             let wake = {
+                let drained = async {
+                    match &backlog {
+                        Some(w) => w.taken().await,
+                        None => std::future::pending().await,
+                    }
+                };
                 let read = async {
                     match self.child.as_mut() {
                         Some(r) => r.stdout.read(&mut buf).await,
@@ -282,6 +313,7 @@ impl Supervisor {
                     r = read => Wake::Read(r),
                     () = sleep => Wake::Timer,
                     () = backoff => Wake::Relaunch,
+                    () = drained => Wake::Drained,
                 }
             };
             match wake {
@@ -314,6 +346,8 @@ impl Supervisor {
                     self.restart_at = None;
                     self.relaunch();
                 }
+                // The server read a line: the calls that wait may start.
+                Wake::Drained => {}
             }
         }
     }
@@ -361,6 +395,16 @@ impl Supervisor {
         }
     }
 
+    /// Whether the lines that wait for the server to read them reach
+    /// `max_line_bytes` (a child that stops reading its stdin): new calls
+    /// wait until it reads.
+    fn backlogged(&self) -> bool {
+        self.child
+            .as_ref()
+            .and_then(|r| r.stdin.as_ref())
+            .is_some_and(|s| s.waiting() >= self.config.max_line_bytes)
+    }
+
     /// Starts what waits, when the child is ready; writes the client's
     /// lines.
     async fn pump(&mut self) {
@@ -377,6 +421,11 @@ impl Supervisor {
                     self.queued.pop_front();
                     continue;
                 };
+                // The server has not read enough of what went before: the
+                // call waits (woken when it reads a line).
+                if self.backlogged() {
+                    break;
+                }
                 let now = self.now();
                 let mut out = vec![0u8; entry.body.len() + 1024];
                 match self.core.call(&entry.body, entry.timeout, now, &mut out) {
@@ -422,7 +471,7 @@ impl Supervisor {
     async fn write(&mut self, line: &[u8]) {
         if let Some(stdin) = self.child.as_ref().and_then(|r| r.stdin.as_ref()) {
             // A child that is gone: its stdout's end says more.
-            let _ = stdin.send(line.to_vec());
+            stdin.send(line.to_vec());
         }
     }
 
@@ -460,19 +509,31 @@ impl Supervisor {
                     );
                     self.restart = Some(Duration::ZERO);
                 }
-                StdioEvent::LineTooLong { len } => self.log(&format!(
-                    "stdout: skipped a line of {len} octets, over the limit of {} octets",
-                    self.config.max_line_bytes
-                )),
-                StdioEvent::BadLine { json } => self.log(&format!(
-                    "stdout: a line that is not JSON-RPC ({}): {:?}",
-                    Core::bad_line_cause(json),
-                    String::from_utf8_lossy(self.core.bad_line())
-                )),
+                StdioEvent::LineTooLong { len } => {
+                    if let Some(nth) = self.skipped(TOO_LONG) {
+                        self.log(&format!(
+                            "stdout: skipped a line of {len} octets, over the limit of {} octets{nth}",
+                            self.config.max_line_bytes
+                        ));
+                    }
+                }
+                StdioEvent::BadLine { json } => {
+                    if let Some(nth) = self.skipped(BAD_LINE) {
+                        self.log(&format!(
+                            "stdout: a line that is not JSON-RPC ({}){nth}: {:?}",
+                            Core::bad_line_cause(json),
+                            String::from_utf8_lossy(self.core.bad_line())
+                        ));
+                    }
+                }
                 StdioEvent::Unmatched => {
-                    let text = String::from_utf8_lossy(self.core.unmatched());
-                    let short: String = text.chars().take(200).collect();
-                    self.log(&format!("stdout: a message no call waits for: {short}"));
+                    if let Some(nth) = self.skipped(UNMATCHED) {
+                        let text = String::from_utf8_lossy(self.core.unmatched());
+                        let short: String = text.chars().take(200).collect();
+                        self.log(&format!(
+                            "stdout: a message no call waits for{nth}: {short}"
+                        ));
+                    }
                 }
                 StdioEvent::Closed => {}
             }
@@ -715,7 +776,55 @@ impl Supervisor {
 
 /// Writes each line to the child's stdin; ends (closing it) when the
 /// sender is dropped or the child stops reading for good.
-async fn write_lines(mut stdin: ChildStdin, mut rx: mpsc::UnboundedReceiver<Vec<u8>>) {
+/// The longest line of a child's stderr printed as one: a longer one is
+/// printed in pieces of this length, so a child that writes without
+/// newlines costs no more memory than this.
+const MAX_STDERR_LINE: usize = 8 << 10;
+
+/// The child's stderr on ours, a line at a time after `prefix`.
+async fn forward_stderr(mut stderr: impl AsyncRead + Unpin, prefix: String) {
+    let mut buf = vec![0u8; MAX_STDERR_LINE];
+    let mut line = Vec::with_capacity(256);
+    let print = |line: &[u8]| {
+        eprintln!("{prefix}{}", String::from_utf8_lossy(line).trim_end());
+    };
+    while let Ok(n @ 1..) = stderr.read(&mut buf).await {
+        cut_lines(&mut line, buf.get(..n).unwrap_or_default(), print);
+    }
+    if !line.is_empty() {
+        print(&line);
+    }
+}
+
+/// Appends `input` to `line` (what came since the last newline) and hands
+/// each line it completes to `emit`, without its newline; a line that
+/// reaches [`MAX_STDERR_LINE`] octets goes out as it is when more
+/// follows.
+fn cut_lines(line: &mut Vec<u8>, input: &[u8], mut emit: impl FnMut(&[u8])) {
+    for piece in input.split_inclusive(|&b| b == b'\n') {
+        let (text, ends) = match piece.split_last() {
+            Some((b'\n', text)) => (text, true),
+            _ => (piece, false),
+        };
+        let mut text = text;
+        while !text.is_empty() {
+            if line.len() >= MAX_STDERR_LINE {
+                emit(line);
+                line.clear();
+            }
+            let room = MAX_STDERR_LINE - line.len();
+            let (now, rest) = text.split_at(text.len().min(room));
+            line.extend_from_slice(now);
+            text = rest;
+        }
+        if ends {
+            emit(line);
+            line.clear();
+        }
+    }
+}
+
+async fn write_lines(mut stdin: ChildStdin, mut rx: LineReceiver) {
     while let Some(line) = rx.recv().await {
         if stdin.write_all(&line).await.is_err() || stdin.flush().await.is_err() {
             return;
@@ -759,4 +868,38 @@ async fn stop(mut r: Running, close_wait: Duration, term_wait: Duration) -> Stop
     let _ = child.start_kill();
     let _ = child.wait().await;
     Stopped::Killed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cut(inputs: &[&[u8]]) -> (Vec<Vec<u8>>, Vec<u8>) {
+        let mut line = Vec::new();
+        let mut out = Vec::new();
+        for input in inputs {
+            cut_lines(&mut line, input, |l| out.push(l.to_vec()));
+            assert!(line.len() <= MAX_STDERR_LINE);
+        }
+        (out, line)
+    }
+
+    #[test]
+    fn stderr_lines_are_cut_at_newlines_and_at_the_bound() {
+        let (out, rest) = cut(&[b"a\nbc", b"d\n\ne"]);
+        assert_eq!(out, [&b"a"[..], b"bcd", b""]);
+        assert_eq!(rest, b"e");
+        // No newline at all: pieces of the bound, nothing more held.
+        let big = vec![b'A'; 3 * MAX_STDERR_LINE + 5];
+        let (out, rest) = cut(&[&big, &big]);
+        assert_eq!(out.len(), 6);
+        assert!(out.iter().all(|l| l.len() == MAX_STDERR_LINE));
+        assert_eq!(rest.len(), 10);
+        // A line of exactly the bound, then its newline: one line.
+        let mut exact = vec![b'B'; MAX_STDERR_LINE];
+        exact.push(b'\n');
+        let (out, rest) = cut(&[&exact[..MAX_STDERR_LINE], &exact[MAX_STDERR_LINE..]]);
+        assert_eq!(out, [vec![b'B'; MAX_STDERR_LINE]]);
+        assert!(rest.is_empty());
+    }
 }
