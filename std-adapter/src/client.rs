@@ -285,7 +285,10 @@ impl Client {
         }
         Err(CallError::new(
             Code::InvalidArgument,
-            format!("{address:?}: an address is http://, https:// or grpc://HOST:PORT"),
+            format!(
+                "{:?}: an address is http://, https:// or grpc://HOST:PORT",
+                redact_url(address)
+            ),
         ))
     }
 
@@ -435,3 +438,36 @@ impl Client {
 }
 
 typed_helpers!(Client, ClientCall, "");
+
+/// `address` (a URL or `scheme://host:port`) without its user information
+/// (`user:password@`): what may be printed or put in an error.
+pub fn redact_url(address: &str) -> String {
+    let Some((scheme, rest)) = address.split_once("://") else {
+        return address.to_owned();
+    };
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    match rest.get(..end).and_then(|authority| authority.rfind('@')) {
+        Some(at) => format!("{scheme}://{}", rest.get(at + 1..).unwrap_or_default()),
+        None => address.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact_url;
+
+    #[test]
+    fn a_url_is_shown_without_user_information() {
+        assert_eq!(
+            redact_url("https://user:secret@example.test:8443/mcp"),
+            "https://example.test:8443/mcp"
+        );
+        assert_eq!(redact_url("http://u:p@h?x=1"), "http://h?x=1");
+        assert_eq!(
+            redact_url("grpc://127.0.0.1:50051"),
+            "grpc://127.0.0.1:50051"
+        );
+        assert_eq!(redact_url("http://h/mcp?a=b@c"), "http://h/mcp?a=b@c");
+        assert_eq!(redact_url("ftp://a:b@h/x"), "ftp://h/x");
+    }
+}

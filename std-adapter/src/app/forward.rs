@@ -36,6 +36,8 @@ pub struct ForwardRequest {
     params: OnceLock<Value>,
     progress_token: OnceLock<Option<Value>>,
     principal: Option<String>,
+    /// The host's deadline, when it set one.
+    deadline: Option<tokio::time::Instant>,
     whole_list: bool,
     link: Link,
 }
@@ -59,6 +61,10 @@ impl ForwardRequest {
             params: OnceLock::new(),
             progress_token: OnceLock::new(),
             principal: request.principal.map(str::to_owned),
+            deadline: request
+                .deadline
+                .filter(|_| request.client_deadline)
+                .map(crate::clock::to_tokio),
             whole_list: matches!(
                 request.kind,
                 RequestKind::Forward {
@@ -125,6 +131,13 @@ impl ForwardRequest {
     /// What the host's authorization named, when authorization is on.
     pub fn principal(&self) -> Option<&str> {
         self.principal.as_deref()
+    }
+
+    /// When the host's call must end, when the host said so (a gRPC
+    /// host's `grpc-timeout`): a forwarded call ends then too. (The
+    /// server's own request timeout is not the host's.)
+    pub fn deadline(&self) -> Option<tokio::time::Instant> {
+        self.deadline
     }
 
     /// The caller cannot page (a typed binding's list RPC): the answer to a

@@ -37,13 +37,17 @@ pub(crate) fn parse(url: &str) -> Result<Dest, String> {
         (rest, true, 443)
     } else {
         return Err(format!(
-            "{url}: only http:// and https:// URLs are supported"
+            "{}: only http:// and https:// URLs are supported",
+            crate::redact_url(url)
         ));
     };
     let at = rest.find(['/', '?']).unwrap_or(rest.len());
     let (authority, path) = rest.split_at(at);
     if authority.is_empty() || authority.contains('@') {
-        return Err(format!("{url}: no host (or credentials in the URL)"));
+        return Err(format!(
+            "{}: no host, or credentials in the URL (give them in the configuration)",
+            crate::redact_url(url)
+        ));
     }
     let addr = if has_port(authority) {
         authority.to_owned()
@@ -145,7 +149,10 @@ impl Dialer {
             if dest.tls {
                 return Err(CallError::new(
                     Code::InvalidArgument,
-                    format!("{url}: this build has no TLS (feature `tls`)"),
+                    format!(
+                        "{}: this build has no TLS (feature `tls`)",
+                        crate::redact_url(url)
+                    ),
                 ));
             }
             Ok(Self { dest, mode })

@@ -41,6 +41,7 @@
 //! either host side, and the child is shut down.
 
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
@@ -52,7 +53,7 @@ use mcpwire_core::mcp::meta::{KEY_SUBSCRIPTION_ID, PROTOCOL_VERSION};
 use mcpwire_tokio::channel::MAX_LIST_PAGES;
 use mcpwire_tokio::{
     App, CallError, Client, ForwardRequest, ForwardResult, HttpChannelConfig, RawMessage,
-    RawResponse, ServerCommand, StdioChannelConfig, ToolError,
+    RawResponse, ServerCommand, StdioChannelConfig, ToolError, redact_url,
 };
 use memchr::memmem;
 use serde_json::{Value, json};
@@ -292,7 +293,7 @@ async fn connect(
             let mut config = HttpChannelConfig::new(url.clone());
             config.bearer = token;
             let client = Client::http(config, EraChoice::Probe).await?;
-            Ok((client, redact(url)))
+            Ok((client, redact_url(url)))
         }
         Downstream::Address(addr) => {
             let client = match addr.strip_prefix("grpc://") {
@@ -310,7 +311,7 @@ async fn connect(
                 }
                 None => Client::connect(addr).await?,
             };
-            Ok((client, redact(addr)))
+            Ok((client, redact_url(addr)))
         }
         Downstream::Child { command, pass_env } => {
             let mut words = command.iter();
@@ -333,18 +334,6 @@ async fn connect(
             let client = Client::stdio(config).await?;
             Ok((client, program))
         }
-    }
-}
-
-/// The address without any user information, for the startup line.
-fn redact(address: &str) -> String {
-    let Some((scheme, rest)) = address.split_once("://") else {
-        return address.to_owned();
-    };
-    let end = rest.find('/').unwrap_or(rest.len());
-    match rest.get(..end).and_then(|authority| authority.rfind('@')) {
-        Some(at) => format!("{scheme}://{}", rest.get(at + 1..).unwrap_or_default()),
-        None => address.to_owned(),
     }
 }
 
@@ -589,20 +578,35 @@ async fn forward_request(
     let key = list_key(request.method());
     match key {
         Some(key) if request.whole_list() => {
+            let first = sized(first)?;
             // Boxed: the usual call's future stays small.
-            let merged = Box::pin(merge_pages(into_value(first)?, key, |cursor| {
+            let merged = Box::pin(merge_pages(first, key, MAX_MERGED_BYTES, |cursor| {
                 let mut message = request.message();
                 if let Some(params) = message.get_mut("params").and_then(Value::as_object_mut) {
                     params.insert("cursor".into(), Value::String(cursor));
                 }
                 let page = forward_call(client, &request, Some(message), timeout);
-                async move { into_value(page.await?) }
+                async move { sized(page.await?) }
             }))
             .await?;
             Ok(merged.into())
         }
         _ => Ok(first),
     }
+}
+
+/// The most octets of JSON a merged list gathers: what the host side
+/// answers at most (its largest message); the server's pages past it are
+/// not read.
+const MAX_MERGED_BYTES: usize = 4 << 20;
+
+/// A page as a tree, and its text's length.
+fn sized(page: ForwardResult) -> Result<(Value, usize), ToolError> {
+    let len = match &page {
+        ForwardResult::Raw(raw) => raw.as_bytes().len(),
+        ForwardResult::Value(v) => serde_json::to_vec(v).map_or(0, |t| t.len()),
+    };
+    Ok((into_value(page)?, len))
 }
 
 /// The array a list method's result carries.
@@ -621,13 +625,20 @@ fn list_key(method: &str) -> Option<&'static str> {
 /// first page), up to [`MAX_LIST_PAGES`] pages in all (typed binding §7
 /// step 7; the client's own list helpers read as many). The first page's
 /// other members stay; `nextCursor` is the last page's (none at the end):
-/// a cursor left after them stays, and the typed binding refuses it.
-async fn merge_pages<F, Fut>(mut merged: Value, key: &str, mut next: F) -> Result<Value, ToolError>
+/// a cursor left after them stays, and the typed binding refuses it. The
+/// pages (each with its text's length) may hold `max_bytes` in all; a
+/// list larger than that fails.
+async fn merge_pages<F, Fut>(
+    (mut merged, mut bytes): (Value, usize),
+    key: &str,
+    max_bytes: usize,
+    mut next: F,
+) -> Result<Value, ToolError>
 where
     F: FnMut(String) -> Fut,
-    Fut: Future<Output = Result<Value, ToolError>>,
+    Fut: Future<Output = Result<(Value, usize), ToolError>>,
 {
-    for _ in 1..MAX_LIST_PAGES {
+    for pages in 1..MAX_LIST_PAGES {
         let Some(object) = merged.as_object_mut() else {
             break;
         };
@@ -639,7 +650,14 @@ where
             }
             _ => break,
         };
-        let mut page = next(cursor).await?;
+        let (mut page, len) = next(cursor).await?;
+        bytes = bytes.saturating_add(len);
+        if bytes > max_bytes {
+            return Err(ToolError::internal(format!(
+                "the server's list is larger than the {max_bytes} octets the bridge gathers ({} pages read)",
+                pages + 1
+            )));
+        }
         let items = match page.get_mut(key).map(Value::take) {
             Some(Value::Array(items)) => items,
             None => Vec::new(),
@@ -678,23 +696,49 @@ async fn forward_call(
     timeout: Option<Duration>,
 ) -> Result<ForwardResult, ToolError> {
     let transport = client.transport_name();
+    let listen = request.method() == "subscriptions/listen";
+    // The host's deadline holds downstream too: the server is told what is
+    // left of it (`--timeout-ms` bounds it further). A subscription lasts
+    // as long as the host keeps it: `--timeout-ms` bounds calls, not
+    // listens.
+    let left = request
+        .deadline()
+        .map(|at| at.saturating_duration_since(tokio::time::Instant::now()));
+    let timeout = match (left, listen) {
+        (Some(left), true) => Some(left),
+        (Some(left), false) => Some(timeout.map_or(left, |t| t.min(left))),
+        (None, true) => None,
+        (None, false) => timeout,
+    };
+    // The host's progress token is the host's: downstream the call carries
+    // one of the bridge's, unique among every host's calls (MCP requires
+    // it; a stdio child or a session routes progress by it), and the
+    // host's goes back on each `notifications/progress`.
+    let token = request.progress_token().is_some().then(next_progress_token);
     let call = match message {
         None => {
+            let own;
+            let params = match &token {
+                Some(t) => {
+                    own = with_progress_token(request.raw_params(), t.as_bytes());
+                    &own
+                }
+                None => request.raw_params(),
+            };
             client
-                .call_raw(
-                    request.method(),
-                    request.raw_params(),
-                    request.meta_complete(),
-                    timeout,
-                )
+                .call_raw(request.method(), params, request.meta_complete(), timeout)
                 .await
         }
         // A page of a whole list (boxed: the future of any transport's
         // call is larger than the gRPC call's of the usual path).
-        Some(message) => Box::pin(client.call_with_timeout(message, timeout)).await,
+        Some(mut message) => {
+            if let (Some(t), Some(meta)) = (&token, message.pointer_mut("/params/_meta")) {
+                meta["progressToken"] = serde_json::from_str(t).unwrap_or(Value::Null);
+            }
+            Box::pin(client.call_with_timeout(message, timeout)).await
+        }
     };
     let mut call = call.map_err(|e| downstream_tool_error(transport, &e))?;
-    let listen = request.method() == "subscriptions/listen";
     loop {
         match call.next_raw().await {
             Ok(Some(RawMessage::Notification(text))) => {
@@ -746,6 +790,38 @@ async fn forward_call(
             Err(e) => return Err(downstream_tool_error(transport, &e)),
         }
     }
+}
+
+/// A progress token of the bridge's own, as JSON text: unique among the
+/// calls of this process.
+fn next_progress_token() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    format!(
+        "\"mcpwire-bridge-{}\"",
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// `params` (a JSON object the engine validated) with `token` (JSON text)
+/// as the value of every `_meta.progressToken` member.
+fn with_progress_token(params: &[u8], token: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(params.len() + token.len());
+    let mut done = 0;
+    for (key, meta) in json::members(params) {
+        if !json::str_eq(key, b"_meta") {
+            continue;
+        }
+        for (key, value) in json::members(meta) {
+            if json::str_eq(key, b"progressToken") {
+                let at = json::span(params, value);
+                out.extend_from_slice(params.get(done..at.start).unwrap_or_default());
+                out.extend_from_slice(token);
+                done = at.end;
+            }
+        }
+    }
+    out.extend_from_slice(params.get(done..).unwrap_or_default());
+    out
 }
 
 /// The `result` of a response as its text, when it can go to the host as
@@ -846,10 +922,14 @@ mod tests {
     async fn merged(first: Value, pages: Vec<Value>) -> (Result<Value, ToolError>, Vec<String>) {
         let asked = std::sync::Mutex::new(Vec::new());
         let pages = std::sync::Mutex::new(pages.into_iter());
-        let result = merge_pages(first, "prompts", |cursor| {
+        let result = merge_pages((first, 2), "prompts", 100, |cursor| {
             asked.lock().unwrap().push(cursor);
             let page = pages.lock().unwrap().next();
-            async move { page.ok_or_else(|| ToolError::internal("no more pages")) }
+            async move {
+                let page = page.ok_or_else(|| ToolError::internal("no more pages"))?;
+                let len = page.to_string().len();
+                Ok((page, len))
+            }
         })
         .await;
         (result, asked.into_inner().unwrap())
@@ -880,6 +960,40 @@ mod tests {
         // A failed page fails the list.
         let (result, _) = merged(json!({"prompts": [], "nextCursor": "c1"}), vec![]).await;
         assert_eq!(result.unwrap_err().message, "no more pages");
+        // Pages past the bound (100 octets here) are not asked for.
+        let page = |n: usize| json!({"prompts": [{"name": "x".repeat(30)}], "nextCursor": format!("c{n}")});
+        let (result, asked) = merged(
+            json!({"prompts": [], "nextCursor": "c0"}),
+            (1..10).map(page).collect(),
+        )
+        .await;
+        let e = result.unwrap_err();
+        assert!(
+            e.message.contains("larger than the 100 octets"),
+            "{}",
+            e.message
+        );
+        assert_eq!(asked, ["c0", "c1"]);
+    }
+
+    #[test]
+    fn the_downstream_call_carries_the_bridges_progress_token() {
+        let t = br#""mcpwire-bridge-7""#;
+        let params = br#"{"name":"a","_meta":{"x":1,"progressToken":{"k":[1]},"y":2},"arguments":{"progressToken":3}}"#;
+        assert_eq!(
+            String::from_utf8(with_progress_token(params, t)).unwrap(),
+            r#"{"name":"a","_meta":{"x":1,"progressToken":"mcpwire-bridge-7","y":2},"arguments":{"progressToken":3}}"#
+        );
+        // Every `_meta` member's (a duplicate one is not left to chance);
+        // params without a token stay as they are.
+        let twice = br#"{"_meta":{"progressToken":1},"_meta":{ "progressToken" : "a" }}"#;
+        assert_eq!(
+            String::from_utf8(with_progress_token(twice, t)).unwrap(),
+            r#"{"_meta":{"progressToken":"mcpwire-bridge-7"},"_meta":{ "progressToken" : "mcpwire-bridge-7" }}"#
+        );
+        let none = br#"{"name":"a","_meta":{}}"#;
+        assert_eq!(with_progress_token(none, t), none);
+        assert_ne!(next_progress_token(), next_progress_token());
     }
 
     fn words(line: &str) -> impl Iterator<Item = String> {
@@ -989,16 +1103,6 @@ mod tests {
         assert_eq!(kept["ttlMs"], 5000);
         assert_eq!(kept["cacheScope"], "public");
         assert_eq!(kept["resultType"], "complete");
-    }
-
-    #[test]
-    fn the_startup_line_shows_no_user_information() {
-        assert_eq!(
-            redact("https://user:secret@example.test:8443/mcp"),
-            "https://example.test:8443/mcp"
-        );
-        assert_eq!(redact("grpc://127.0.0.1:50051"), "grpc://127.0.0.1:50051");
-        assert_eq!(redact("http://h/mcp?a=b@c"), "http://h/mcp?a=b@c");
     }
 
     #[test]
