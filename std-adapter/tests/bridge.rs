@@ -1746,3 +1746,358 @@ async fn a_typed_list_of_more_than_1024_pages_fails() {
     let (status, _, _) = bridge.terminate().await;
     assert!(status.success());
 }
+
+/// The resident memory of process `pid`, in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// The progress values a call of `client` gets, and its response.
+async fn progress_and_response(client: &Client, request: Value) -> (Vec<f64>, Value) {
+    let mut call = client.call(request).await.unwrap();
+    let mut seen = Vec::new();
+    loop {
+        match tokio::time::timeout(PATIENCE, call.next()).await.unwrap() {
+            Ok(Some(StreamMessage::Notification(n))) => {
+                assert_eq!(n["method"], "notifications/progress", "{n}");
+                assert_eq!(n["params"]["progressToken"], "1", "{n}");
+                seen.push(n["params"]["progress"].as_f64().unwrap());
+            }
+            Ok(Some(StreamMessage::Response(r))) => return (seen, r),
+            other => panic!("{other:?}"),
+        }
+    }
+}
+
+/// Two hosts that picked the same progress token (as SDKs that number
+/// their tokens do) share one stdio child: each gets its own call's
+/// progress, as the child routes it by token (the bridge gives each call
+/// one of its own downstream).
+#[tokio::test]
+async fn two_hosts_with_one_progress_token_each_get_their_own_progress() {
+    let bridge = Listening::spawn(false, &serve_stdio(), &[]).await;
+    for (one, other) in [
+        (Transport::Http, Transport::Grpc),
+        (Transport::Grpc, Transport::Grpc),
+    ] {
+        let a = bridge.host(one, None).await.unwrap();
+        let b = bridge.host(other, None).await.unwrap();
+        let call = |steps: u32| {
+            json!({"jsonrpc": "2.0", "method": "tools/call", "params": {
+                "name": "progress", "arguments": {"steps": steps, "delay_ms": 40},
+                "_meta": {"progressToken": "1"}}})
+        };
+        let ((seen_a, ra), (seen_b, rb)) = tokio::join!(
+            progress_and_response(&a, call(4)),
+            progress_and_response(&b, call(7))
+        );
+        assert_eq!(seen_a, [1.0, 2.0, 3.0, 4.0], "{one:?}: {ra}");
+        assert_eq!(
+            seen_b,
+            [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0],
+            "{other:?}: {rb}"
+        );
+        assert_eq!(ra["result"]["content"][0]["text"], "done after 4 steps");
+        assert_eq!(rb["result"]["content"][0]["text"], "done after 7 steps");
+    }
+    let (status, _, _) = bridge.terminate().await;
+    assert!(status.success());
+}
+
+/// A host that stops reading while its call's server sends without end:
+/// the bridge holds at most a bounded backlog for the call, then fails it
+/// (the host reads the failure when it reads again), and its memory stays
+/// bounded meanwhile.
+#[tokio::test]
+async fn a_host_that_does_not_read_gets_a_failed_call_not_a_growing_bridge() {
+    let args = python_child(&[], "tests/stdio/misbehaving_server.py", &[]);
+    let mut bridge = Bridge::spawn(&refs(&args));
+    let pid = bridge.child.id().unwrap();
+    let mut call = tool_call(json!("f"), "flood", json!({}));
+    call["params"]["_meta"]["progressToken"] = json!("p");
+    bridge.send(call).await;
+    // Not read for 3 s: the child writes 1 KiB notifications as fast as
+    // it can (tens of MiB a second).
+    let mut most = 0;
+    for _ in 0..30 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        most = most.max(rss_kib(pid));
+    }
+    assert!(most < 96 << 10, "the bridge grew to {most} KiB");
+    let response = loop {
+        let msg = bridge.recv().await;
+        if msg.get("id").is_some() {
+            break msg;
+        }
+        assert_eq!(msg["params"]["progressToken"], "p", "{msg}");
+    };
+    assert_eq!(response["id"], "f", "{response}");
+    assert_eq!(response["error"]["code"], -32603, "{response}");
+    let message = response["error"]["message"].as_str().unwrap();
+    assert!(message.contains("did not read"), "{message}");
+    // The bridge serves on (its child, flooding, is not reading stdin:
+    // the bridge is stopped by its host here).
+    drop(bridge);
+}
+
+/// A child that writes to stderr without a newline costs the bridge a
+/// bounded line: its stderr comes through in pieces, and calls go on.
+#[tokio::test]
+async fn a_childs_stderr_without_newlines_comes_through_in_bounded_pieces() {
+    let mut args = vec!["--pass-env".to_owned(), "STDERR_FLOOD".to_owned()];
+    args.extend(python_child(&[], "tests/stdio/misbehaving_server.py", &[]));
+    let mut command = Command::new(env!("CARGO_BIN_EXE_mcpwire"));
+    let mut child = command
+        .args(["bridge", "--stdio-host"])
+        .args(&args)
+        .env("STDERR_FLOOD", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let pid = child.id().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap()).lines();
+    let seen = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let longest = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let (s, l) = (
+        std::sync::Arc::clone(&seen),
+        std::sync::Arc::clone(&longest),
+    );
+    tokio::spawn(async move {
+        while let Ok(Some(line)) = stderr.next_line().await {
+            s.fetch_add(line.len(), Ordering::SeqCst);
+            l.fetch_max(line.len(), Ordering::SeqCst);
+        }
+    });
+    // 64 MiB of the child's stderr through the bridge.
+    let most = std::sync::atomic::AtomicU64::new(0);
+    let through = common::eventually_every(Duration::from_millis(50), 2 * PATIENCE, || {
+        most.fetch_max(rss_kib(pid), Ordering::SeqCst);
+        seen.load(Ordering::SeqCst) > 64 << 20
+    })
+    .await;
+    let most = most.load(Ordering::SeqCst);
+    assert!(
+        through,
+        "{} octets of stderr came through",
+        seen.load(Ordering::SeqCst)
+    );
+    assert!(most < 96 << 10, "the bridge grew to {most} KiB");
+    // Each piece is 8 KiB of the child's, after the bridge's prefix.
+    let longest = longest.load(Ordering::SeqCst);
+    assert!((8 << 10..(8 << 10) + 64).contains(&longest), "{longest}");
+    let call = tool_call(json!(1), "echo", json!({"text": "still here"}));
+    stdin
+        .write_all(format!("{call}\n").as_bytes())
+        .await
+        .unwrap();
+    let line = tokio::time::timeout(PATIENCE, stdout.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    let answer: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(
+        answer["result"]["content"][0]["text"], "still here",
+        "{answer}"
+    );
+}
+
+/// `--timeout-ms` bounds calls, not subscriptions: a listen stream lives
+/// on past it, over every server-side transport.
+#[tokio::test]
+async fn a_listen_stream_outlives_the_call_timeout() {
+    let harness = common::start_on_with_tick("127.0.0.1:0", Duration::from_millis(50)).await;
+    let stdio_child = [
+        "--",
+        env!("CARGO_BIN_EXE_mcpwire"),
+        "serve",
+        "--stdio",
+        "--tick-ms",
+        "50",
+    ];
+    let sides: [(&str, Vec<String>); 3] = [
+        ("http", vec!["--to".into(), url(&harness, Transport::Http)]),
+        ("grpc", vec!["--to".into(), url(&harness, Transport::Grpc)]),
+        (
+            "stdio",
+            stdio_child.iter().map(|s| (*s).to_owned()).collect(),
+        ),
+    ];
+    for (side, args) in sides {
+        let mut all = vec!["--timeout-ms".to_owned(), "300".to_owned()];
+        all.extend(args);
+        let mut bridge = Bridge::spawn(&refs(&all));
+        bridge
+            .send(request(
+                json!("L"),
+                "subscriptions/listen",
+                json!({"notifications": {"toolsListChanged": true}}),
+            ))
+            .await;
+        let started = tokio::time::Instant::now();
+        let mut events = 0;
+        while started.elapsed() < Duration::from_millis(1500) {
+            let msg = bridge.recv().await;
+            assert!(msg.get("id").is_none(), "{side}: the listen ended: {msg}");
+            if msg["method"] == "notifications/tools/list_changed" {
+                events += 1;
+            }
+        }
+        assert!(events >= 2, "{side}: {events} events");
+        assert!(bridge.finish().await.success(), "{side}");
+    }
+    harness.stop().await;
+}
+
+/// Each call's method and `grpc-timeout`, as a tap saw them.
+type Seen = std::sync::Arc<std::sync::Mutex<Vec<(String, Option<String>)>>>;
+
+/// A gRPC server that answers `server/discover` and every other call with
+/// an empty tool list, and notes each call's method and `grpc-timeout`.
+async fn timeout_tap() -> (std::net::SocketAddr, Seen) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let noted = std::sync::Arc::clone(&seen);
+    tokio::spawn(async move {
+        while let Ok((socket, _)) = listener.accept().await {
+            let noted = std::sync::Arc::clone(&noted);
+            tokio::spawn(async move {
+                let Ok(mut conn) = h2::server::handshake(socket).await else {
+                    return;
+                };
+                while let Some(Ok((request, mut respond))) = conn.accept().await {
+                    let timeout = request
+                        .headers()
+                        .get("grpc-timeout")
+                        .and_then(|v| v.to_str().ok())
+                        .map(str::to_owned);
+                    let noted = std::sync::Arc::clone(&noted);
+                    tokio::spawn(async move {
+                        let mut body = request.into_body();
+                        let mut octets = Vec::new();
+                        while let Some(Ok(chunk)) = body.data().await {
+                            let _ = body.flow_control().release_capacity(chunk.len());
+                            octets.extend_from_slice(&chunk);
+                        }
+                        // The tunnel's message: 5-octet prefix, field 1's
+                        // tag and length, then the JSON.
+                        let mut at = 6;
+                        while octets.get(at).is_some_and(|b| b & 0x80 != 0) {
+                            at += 1;
+                        }
+                        let request: Value = serde_json::from_slice(&octets[at + 1..]).unwrap();
+                        let method = request["method"].as_str().unwrap_or_default();
+                        noted.lock().unwrap().push((method.to_owned(), timeout));
+                        let result = if method == "server/discover" {
+                            json!({"resultType": "complete", "supportedVersions": [VERSION],
+                                "capabilities": {"tools": {}}, "ttlMs": 0, "cacheScope": "public"})
+                        } else {
+                            json!({"tools": []})
+                        };
+                        let answer = serde_json::to_vec(&json!({"jsonrpc": "2.0",
+                            "id": request["id"], "result": result}))
+                        .unwrap();
+                        let mut field = vec![0x0a];
+                        let mut n = answer.len();
+                        while n >= 0x80 {
+                            field.push((n as u8 & 0x7f) | 0x80);
+                            n >>= 7;
+                        }
+                        field.push(n as u8);
+                        field.extend_from_slice(&answer);
+                        let mut framed = vec![0];
+                        framed.extend_from_slice(&(field.len() as u32).to_be_bytes());
+                        framed.extend_from_slice(&field);
+                        let head = http::Response::builder()
+                            .status(200)
+                            .header("content-type", "application/grpc+proto")
+                            .body(())
+                            .unwrap();
+                        let mut send = respond.send_response(head, false).unwrap();
+                        send.send_data(framed.into(), false).unwrap();
+                        let mut trailers = http::HeaderMap::new();
+                        trailers.insert("grpc-status", http::HeaderValue::from_static("0"));
+                        send.send_trailers(trailers).unwrap();
+                    });
+                }
+            });
+        }
+    });
+    (addr, seen)
+}
+
+/// `grpc-timeout` in milliseconds (`n` and its unit).
+fn timeout_ms(t: &str) -> u64 {
+    let (n, unit) = t.split_at(t.len() - 1);
+    let n: u64 = n.parse().unwrap();
+    match unit {
+        "H" => n * 3_600_000,
+        "M" => n * 60_000,
+        "S" => n * 1000,
+        "m" => n,
+        "u" => n / 1000,
+        "n" => n / 1_000_000,
+        _ => panic!("{t}"),
+    }
+}
+
+/// The host's deadline goes downstream: the server is told what is left
+/// of it (bounded by `--timeout-ms`), a host without one leaves the
+/// client's default.
+#[tokio::test]
+async fn the_hosts_deadline_is_the_servers() {
+    let (addr, seen) = timeout_tap().await;
+    let to = format!("grpc://{addr}");
+    let list = || json!({"jsonrpc": "2.0", "method": "tools/list", "params": {}});
+    // Without --timeout-ms: a gRPC host's 90 s (longer than the client's
+    // 60 s default) and 2 s, then an HTTP host, which sends none.
+    let bridge = Listening::spawn(false, &["--to", &to], &[]).await;
+    let grpc = bridge.host(Transport::Grpc, None).await.unwrap();
+    for secs in [90, 2] {
+        grpc.call_with_timeout(list(), Some(Duration::from_secs(secs)))
+            .await
+            .unwrap()
+            .response()
+            .await
+            .unwrap();
+    }
+    let http = bridge.host(Transport::Http, None).await.unwrap();
+    http.call(list()).await.unwrap().response().await.unwrap();
+    bridge.terminate().await;
+    // With --timeout-ms 500: the shorter of the two.
+    let bridge = Listening::spawn(false, &["--timeout-ms", "500", "--to", &to], &[]).await;
+    let grpc = bridge.host(Transport::Grpc, None).await.unwrap();
+    for secs in [90, 2] {
+        grpc.call_with_timeout(list(), Some(Duration::from_secs(secs)))
+            .await
+            .unwrap()
+            .response()
+            .await
+            .unwrap();
+    }
+    bridge.terminate().await;
+    let seen: Vec<u64> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(method, _)| method == "tools/list")
+        .map(|(_, t)| timeout_ms(t.as_deref().expect("every call has a grpc-timeout")))
+        .collect();
+    assert_eq!(seen.len(), 5, "{seen:?}");
+    assert!((85_000..=90_000).contains(&seen[0]), "{seen:?}");
+    assert!((1_000..=2_000).contains(&seen[1]), "{seen:?}");
+    assert!((55_000..=60_000).contains(&seen[2]), "{seen:?}");
+    assert!((300..=500).contains(&seen[3]), "{seen:?}");
+    assert!((300..=500).contains(&seen[4]), "{seen:?}");
+}

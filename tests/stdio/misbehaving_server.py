@@ -4,14 +4,17 @@ request, for the supervision tests of mcpwire's stdio client
 
 Tools: echo; crash (exits mid-call); hang (never answers); big (answers
 with a line of BIG_BYTES octets); env (the names of its environment);
-slow (two progress notifications, then a result). subscriptions/listen is
-acknowledged at once, followed by one tools/list_changed event.
+slow (two progress notifications, then a result); flood (progress
+notifications of 1 KiB without end, stdin no longer read). subscriptions/listen
+is acknowledged at once, followed by one tools/list_changed event.
 Environment: SEEN_FILE (every line read is appended there);
 IGNORE_EOF=1 (ignores the end of stdin and SIGTERM, runs on);
 GARBAGE=1 (writes a log line to stdout first); LEGACY=1 (a 2025-11-25
 server: server/discover is -32601, initialize is needed); SILENT_PROBE=1
 (never answers server/discover, as some legacy servers); CRASH_FILE (crash only
-while that file does not exist, and create it: the next child works).
+while that file does not exist, and create it: the next child works);
+STDERR_FLOOD=1 (writes octets without a newline to stderr without end, from a
+thread, once started).
 """
 import json
 import os
@@ -38,6 +41,16 @@ def text(rid, t):
 
 if os.environ.get("IGNORE_EOF") == "1":
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+if os.environ.get("STDERR_FLOOD") == "1":
+    import threading
+
+    def flood_stderr():
+        chunk = b"A" * (1 << 20)
+        while True:
+            sys.stderr.buffer.write(chunk)
+            sys.stderr.buffer.flush()
+
+    threading.Thread(target=flood_stderr, daemon=True).start()
 if os.environ.get("GARBAGE") == "1":
     print("INFO server starting (a log line on stdout, by mistake)", flush=True)
 
@@ -70,7 +83,7 @@ for line in sys.stdin:
               "params": {"_meta": meta}})
     elif method == "tools/list":
         result(rid, {"tools": [{"name": n, "inputSchema": {"type": "object"}}
-                               for n in ("echo", "crash", "hang", "big", "env", "slow")]})
+                               for n in ("echo", "crash", "hang", "big", "env", "slow", "flood")]})
     elif method == "tools/call":
         name, args = params.get("name"), params.get("arguments") or {}
         if name == "echo":
@@ -91,6 +104,14 @@ for line in sys.stdin:
             sys.stdout.write('{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"%s"}]}}\n'
                              % (json.dumps(rid), "x" * n))
             sys.stdout.flush()
+        elif name == "flood":
+            token = (params.get("_meta") or {}).get("progressToken")
+            pad = "x" * 1024
+            i = 0
+            while True:
+                i += 1
+                send({"jsonrpc": "2.0", "method": "notifications/progress",
+                      "params": {"progressToken": token, "progress": i, "message": pad}})
         elif name == "env":
             text(rid, ",".join(sorted(k for k in os.environ if k != "LC_CTYPE")))
         elif name == "slow":
