@@ -516,3 +516,62 @@ async fn listen_sends_only_the_changes_its_filter_honours() {
     assert_eq!(messages[0]["result"]["resultType"], "complete");
     assert_eq!(messages[0]["result"]["_meta"][SUBSCRIPTION_ID], 7);
 }
+
+/// A client that stops reading a call whose handler sends without end:
+/// the server holds at most the largest message of backlog for it, then
+/// stops the handler and fails the call (the client reads the failure
+/// when it reads again); other connections are served meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_whose_client_stops_reading_fails_instead_of_queueing() {
+    let config = ServerConfig {
+        max_message_bytes: 256 << 10,
+        ..ServerConfig::default()
+    };
+    let h = start_app(config, |app| app).await;
+    // h2 closes a connection whose unread DATA frames are many and small
+    // (ENHANCE_YOUR_CALM, its budget half the window): this client
+    // allows them, to see the server's bound, not h2's.
+    let tcp = tokio::net::TcpStream::connect(h.addr).await.unwrap();
+    let (mut send, conn) = h2::client::Builder::new()
+        .data_frame_budget(64 << 20)
+        .handshake(tcp)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let body = request(
+        json!("flood"),
+        "tools/call",
+        json!({"name": "progress", "arguments": {"steps": 1_000_000_000u64, "delay_ms": 0}}),
+        meta(json!({}), Some("p")),
+    );
+    let mut flood = Messages::open(&mut send, &body).await;
+    // Not read for a while (the stream's window fills at 64 KiB); another
+    // connection is served meanwhile.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let mut other = connect(h.addr).await;
+    let r = rpc(
+        &mut other,
+        json!(2),
+        "tools/call",
+        json!({"name": "echo", "arguments": {"text": "served"}}),
+    )
+    .await;
+    assert_eq!(r.messages[0]["result"]["content"][0]["text"], "served");
+    let mut progress = 0;
+    let last = loop {
+        let m = flood.next().await.expect("the call ends with an answer");
+        if m.get("id").is_some() {
+            break m;
+        }
+        progress += 1;
+    };
+    assert!(progress > 0);
+    assert_eq!(last["id"], "flood", "{last}");
+    let failed = Failure::ClientNotReading.error();
+    assert_eq!(last["error"]["code"], failed.code, "{last}");
+    assert_eq!(last["error"]["message"], failed.message, "{last}");
+    let (rest, trailers) = flood.rest().await;
+    assert!(rest.is_empty(), "{rest:?}");
+    assert!(trailers.get("grpc-status").is_some(), "{trailers:?}");
+    h.stop().await;
+}

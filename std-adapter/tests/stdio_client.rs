@@ -375,3 +375,43 @@ async fn refusing_while_restarting_fails_new_calls_at_once_and_keeps_a_listen_st
     channel.shutdown().await;
     let _ = std::fs::remove_file(marker);
 }
+
+/// This process's resident memory, in KiB.
+fn own_rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// A child that stops reading its stdin while calls keep coming, each
+/// given up by its caller: the lines waiting for the child stay within
+/// `max_line_bytes` (the calls past it wait, and time out, unsent),
+/// instead of every given-up call's line staying queued.
+#[tokio::test]
+async fn a_child_that_stops_reading_holds_a_bounded_backlog() {
+    let mut config = python_server(&[("STOP_READING", "1")]);
+    config.max_line_bytes = 2 << 20;
+    let channel = StdioChannel::connect(config).await.unwrap();
+    let text = "x".repeat(1 << 20);
+    let before = own_rss_kib();
+    for i in 0..32 {
+        let call = channel
+            .call_with_timeout(
+                json!({"jsonrpc": "2.0", "method": "tools/call",
+                    "params": {"name": "echo", "arguments": {"text": text}}}),
+                Some(Duration::from_millis(50)),
+            )
+            .await
+            .unwrap();
+        let e = call.response().await.unwrap_err();
+        assert_eq!(e.status, Code::DeadlineExceeded, "call {i}: {e}");
+    }
+    let grown = own_rss_kib().saturating_sub(before);
+    // 32 MiB of lines were given up; at most 2 MiB (and the pipe's
+    // 64 KiB) wait, plus what the allocator keeps of the calls' bodies.
+    assert!(grown < 16 << 10, "grew by {grown} KiB");
+    assert_eq!(channel.shutdown().await, Stopped::Terminated);
+}

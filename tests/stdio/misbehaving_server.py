@@ -14,7 +14,8 @@ server: server/discover is -32601, initialize is needed); SILENT_PROBE=1
 (never answers server/discover, as some legacy servers); CRASH_FILE (crash only
 while that file does not exist, and create it: the next child works);
 STDERR_FLOOD=1 (writes octets without a newline to stderr without end, from a
-thread, once started).
+thread, once started); STOP_READING=1 (after answering server/discover,
+never reads stdin again, and lives on).
 """
 import json
 import os
@@ -75,6 +76,9 @@ for line in sys.stdin:
     elif method == "server/discover":
         result(rid, {"supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}},
                      "ttlMs": 0, "cacheScope": "public"})
+        if os.environ.get("STOP_READING") == "1":
+            while True:
+                time.sleep(1)
     elif method == "subscriptions/listen":
         meta = {"io.modelcontextprotocol/subscriptionId": rid}
         send({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
