@@ -61,7 +61,9 @@ pub struct ServerConfig {
     pub request_timeout: Duration,
     /// The largest request message (protobuf-encoded, without the 5-octet
     /// gRPC prefix); a larger one ends its call with RESOURCE_EXHAUSTED.
-    /// Each running call holds a buffer of about this size. Default 4 MiB.
+    /// Each running call holds a buffer of about this size, and at most
+    /// this much of a call's messages wait while its client does not read
+    /// them (past it the call fails, -32603). Default 4 MiB.
     pub max_message_bytes: usize,
     /// Calls one connection may run at once, listen streams included
     /// (HTTP/2 `SETTINGS_MAX_CONCURRENT_STREAMS`); at most

@@ -60,8 +60,9 @@ pub struct StdioConfig {
     /// -32001 (not `subscriptions/listen`). Default 60 s.
     pub request_timeout: Duration,
     /// The longest line accepted; a longer one is answered -32600 and
-    /// skipped. Each call holds a buffer of about this size at most.
-    /// Default 4 MiB.
+    /// skipped. Each call holds a buffer of about this size at most, and
+    /// at most this much of a call's messages wait while the client does
+    /// not read them (past it the call fails, -32603). Default 4 MiB.
     pub max_line_bytes: usize,
     /// How long the calls in progress at the end of the input get to
     /// finish before they are cancelled. Default 5 s.

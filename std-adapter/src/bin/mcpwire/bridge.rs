@@ -13,7 +13,11 @@
 //! for its id: the client picks the downstream id, the engine puts the
 //! host's back on the response, and the bridge puts it on a listen's
 //! events and the host's progress token on every
-//! `notifications/progress`. The host's cancel (`notifications/cancelled`,
+//! `notifications/progress` (downstream each call carries a progress token
+//! of the bridge's: hosts pick theirs independently, and a child or a
+//! session routes progress by token). A gRPC host's deadline goes
+//! downstream (what is left of it, bounded by `--timeout-ms`). The
+//! host's cancel (`notifications/cancelled`,
 //! its HTTP stream closed, RST_STREAM) drops the downstream call (the HTTP
 //! stream closed, the gRPC stream reset, or `notifications/cancelled` to a
 //! child). A call that breaks downstream is a JSON-RPC error to the host
@@ -76,7 +80,11 @@ pub const USAGE: &str = "usage: mcpwire bridge HOST-SIDE [--timeout-ms N] [RESTA
          the calls in flight at a crash fail, and until the new child is ready every new call is
          refused at once (-32603 \"the server is restarting (attempt N of M)\"); after the last
          start fails, every call fails at once
-  each request is forwarded to the server; the host's token is never sent on
+  --timeout-ms N: a forwarded call's longest wait (default: the client's 60 s); a gRPC host's
+         deadline goes downstream as what is left of it, the shorter of the two; listen streams
+         have none
+  each request is forwarded to the server, with a progress token of the bridge's (the host's
+  goes back on its progress); the host's token is never sent on
   (MCPWIRE_TOKEN, if set, is the bearer token sent downstream over HTTP and gRPC)";
 
 /// The host side's own request timeout: none to speak of (a year).
