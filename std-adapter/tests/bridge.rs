@@ -173,6 +173,15 @@ fn request(id: Value, method: &str, mut params: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
 }
 
+/// `subscriptions/listen` for tool list changes, with id `id`.
+fn tools_listen(id: Value) -> Value {
+    request(
+        id,
+        "subscriptions/listen",
+        json!({"notifications": {"toolsListChanged": true}}),
+    )
+}
+
 fn tool_call(id: Value, name: &str, arguments: Value) -> Value {
     request(
         id,
@@ -472,13 +481,7 @@ async fn a_listen_stream_carries_the_hosts_id_and_ends_with_a_cancel() {
     for transport in BOTH {
         let harness = common::start_on_with_tick("127.0.0.1:0", Duration::from_millis(50)).await;
         let mut bridge = Bridge::to(&harness, transport);
-        bridge
-            .send(request(
-                json!("L-host"),
-                "subscriptions/listen",
-                json!({"notifications": {"toolsListChanged": true}}),
-            ))
-            .await;
+        bridge.send(tools_listen(json!("L-host"))).await;
         let ack = bridge.recv().await;
         assert_eq!(
             ack["method"], "notifications/subscriptions/acknowledged",
@@ -1851,21 +1854,16 @@ async fn a_host_that_does_not_read_gets_a_failed_call_not_a_growing_bridge() {
 async fn a_childs_stderr_without_newlines_comes_through_in_bounded_pieces() {
     let mut args = vec!["--pass-env".to_owned(), "STDERR_FLOOD".to_owned()];
     args.extend(python_child(&[], "tests/stdio/misbehaving_server.py", &[]));
-    let mut command = Command::new(env!("CARGO_BIN_EXE_mcpwire"));
-    let mut child = command
-        .args(["bridge", "--stdio-host"])
-        .args(&args)
-        .env("STDERR_FLOOD", "1")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+    // The bridge's stderr is read by a task of its own (a bridge whose
+    // stderr nobody reads stops at its next diagnostic).
+    let Bridge {
+        child,
+        stdin,
+        mut stdout,
+        mut stderr,
+    } = Bridge::spawn_with_env(&refs(&args), None, &[("STDERR_FLOOD", "1")]);
     let pid = child.id().unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut stderr = BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut stdin = stdin.unwrap();
     let seen = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let longest = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let (s, l) = (
@@ -1937,13 +1935,7 @@ async fn a_listen_stream_outlives_the_call_timeout() {
         let mut all = vec!["--timeout-ms".to_owned(), "300".to_owned()];
         all.extend(args);
         let mut bridge = Bridge::spawn(&refs(&all));
-        bridge
-            .send(request(
-                json!("L"),
-                "subscriptions/listen",
-                json!({"notifications": {"toolsListChanged": true}}),
-            ))
-            .await;
+        bridge.send(tools_listen(json!("L"))).await;
         let started = tokio::time::Instant::now();
         let mut events = 0;
         while started.elapsed() < Duration::from_millis(1500) {
@@ -1985,18 +1977,14 @@ async fn timeout_tap() -> (std::net::SocketAddr, Seen) {
                     let noted = std::sync::Arc::clone(&noted);
                     tokio::spawn(async move {
                         let mut body = request.into_body();
-                        let mut octets = Vec::new();
+                        let mut octets = bytes::BytesMut::new();
                         while let Some(Ok(chunk)) = body.data().await {
                             let _ = body.flow_control().release_capacity(chunk.len());
                             octets.extend_from_slice(&chunk);
                         }
-                        // The tunnel's message: 5-octet prefix, field 1's
-                        // tag and length, then the JSON.
-                        let mut at = 6;
-                        while octets.get(at).is_some_and(|b| b & 0x80 != 0) {
-                            at += 1;
-                        }
-                        let request: Value = serde_json::from_slice(&octets[at + 1..]).unwrap();
+                        let mut messages = Vec::new();
+                        common::take_messages(&mut octets, &mut messages);
+                        let request = messages.pop().unwrap();
                         let method = request["method"].as_str().unwrap_or_default();
                         noted.lock().unwrap().push((method.to_owned(), timeout));
                         let result = if method == "server/discover" {
@@ -2008,24 +1996,14 @@ async fn timeout_tap() -> (std::net::SocketAddr, Seen) {
                         let answer = serde_json::to_vec(&json!({"jsonrpc": "2.0",
                             "id": request["id"], "result": result}))
                         .unwrap();
-                        let mut field = vec![0x0a];
-                        let mut n = answer.len();
-                        while n >= 0x80 {
-                            field.push((n as u8 & 0x7f) | 0x80);
-                            n >>= 7;
-                        }
-                        field.push(n as u8);
-                        field.extend_from_slice(&answer);
-                        let mut framed = vec![0];
-                        framed.extend_from_slice(&(field.len() as u32).to_be_bytes());
-                        framed.extend_from_slice(&field);
+                        let framed = common::frame(&answer);
                         let head = http::Response::builder()
                             .status(200)
                             .header("content-type", "application/grpc+proto")
                             .body(())
                             .unwrap();
                         let mut send = respond.send_response(head, false).unwrap();
-                        send.send_data(framed.into(), false).unwrap();
+                        send.send_data(framed, false).unwrap();
                         let mut trailers = http::HeaderMap::new();
                         trailers.insert("grpc-status", http::HeaderValue::from_static("0"));
                         send.send_trailers(trailers).unwrap();
@@ -2052,6 +2030,20 @@ fn timeout_ms(t: &str) -> u64 {
     }
 }
 
+/// Two calls of `request` by a gRPC host of `bridge`, with 90 s and 2 s
+/// deadlines.
+async fn grpc_lists(bridge: &Listening, request: Value) {
+    let grpc = bridge.host(Transport::Grpc, None).await.unwrap();
+    for secs in [90, 2] {
+        grpc.call_with_timeout(request.clone(), Some(Duration::from_secs(secs)))
+            .await
+            .unwrap()
+            .response()
+            .await
+            .unwrap();
+    }
+}
+
 /// The host's deadline goes downstream: the server is told what is left
 /// of it (bounded by `--timeout-ms`), a host without one leaves the
 /// client's default.
@@ -2063,29 +2055,13 @@ async fn the_hosts_deadline_is_the_servers() {
     // Without --timeout-ms: a gRPC host's 90 s (longer than the client's
     // 60 s default) and 2 s, then an HTTP host, which sends none.
     let bridge = Listening::spawn(false, &["--to", &to], &[]).await;
-    let grpc = bridge.host(Transport::Grpc, None).await.unwrap();
-    for secs in [90, 2] {
-        grpc.call_with_timeout(list(), Some(Duration::from_secs(secs)))
-            .await
-            .unwrap()
-            .response()
-            .await
-            .unwrap();
-    }
+    grpc_lists(&bridge, list()).await;
     let http = bridge.host(Transport::Http, None).await.unwrap();
     http.call(list()).await.unwrap().response().await.unwrap();
     bridge.terminate().await;
     // With --timeout-ms 500: the shorter of the two.
     let bridge = Listening::spawn(false, &["--timeout-ms", "500", "--to", &to], &[]).await;
-    let grpc = bridge.host(Transport::Grpc, None).await.unwrap();
-    for secs in [90, 2] {
-        grpc.call_with_timeout(list(), Some(Duration::from_secs(secs)))
-            .await
-            .unwrap()
-            .response()
-            .await
-            .unwrap();
-    }
+    grpc_lists(&bridge, list()).await;
     bridge.terminate().await;
     let seen: Vec<u64> = seen
         .lock()
