@@ -415,3 +415,45 @@ async fn a_child_that_stops_reading_holds_a_bounded_backlog() {
     assert!(grown < 16 << 10, "grew by {grown} KiB");
     assert_eq!(channel.shutdown().await, Stopped::Terminated);
 }
+
+/// Listen streams last as long as their callers keep them: at most half
+/// of the child's call slots go to them, the next one is refused, and
+/// calls still have their turn.
+#[tokio::test]
+async fn listen_streams_take_at_most_half_the_calls() {
+    let channel = StdioChannel::connect(python_server(&[])).await.unwrap();
+    let listen = || {
+        json!({"jsonrpc": "2.0", "method": "subscriptions/listen",
+            "params": {"notifications": {"toolsListChanged": true}}})
+    };
+    let mut streams = Vec::new();
+    for i in 0..32 {
+        let mut stream = channel.call(listen()).await.unwrap();
+        match stream.next().await {
+            Ok(Some(StreamMessage::Notification(n))) => assert_eq!(
+                n["method"], "notifications/subscriptions/acknowledged",
+                "listen {i}: {n}"
+            ),
+            other => panic!("listen {i}: {other:?}"),
+        }
+        streams.push(stream);
+    }
+    let mut refused = channel.call(listen()).await.unwrap();
+    let e = refused.next().await.unwrap_err();
+    assert_eq!(e.status, Code::ResourceExhausted, "{e}");
+    assert!(e.message.contains("32 listen streams"), "{e}");
+    let r = channel
+        .call_tool("echo", json!({"text": "a turn"}))
+        .await
+        .unwrap();
+    assert_eq!(r.text(), "a turn");
+    // One ends: the next listen is served.
+    drop(streams.pop());
+    let mut again = channel.call(listen()).await.unwrap();
+    let ack = again.next().await;
+    assert!(
+        matches!(ack, Ok(Some(StreamMessage::Notification(_)))),
+        "{ack:?}"
+    );
+    channel.shutdown().await;
+}

@@ -26,6 +26,9 @@ use crate::channel::CallError;
 
 /// Calls in flight at a time; more wait their turn.
 const CALLS: usize = 64;
+/// Listen streams open at a time: half the calls, so that streams that
+/// last never leave the calls without a turn; one more is refused.
+pub(super) const MAX_LISTENS: usize = CALLS / 2;
 /// A child that ran this long before it crashed resets the backoff.
 const STABLE: Duration = Duration::from_secs(10);
 
@@ -405,6 +408,14 @@ impl Supervisor {
             .is_some_and(|s| s.waiting() >= self.config.max_line_bytes)
     }
 
+    /// The listen streams the child has.
+    fn open_listens(&self) -> usize {
+        self.calls
+            .values()
+            .filter(|e| e.listen && e.call.is_some())
+            .count()
+    }
+
     /// Starts what waits, when the child is ready; writes the client's
     /// lines.
     async fn pump(&mut self) {
@@ -425,6 +436,18 @@ impl Supervisor {
                 // call waits (woken when it reads a line).
                 if self.backlogged() {
                     break;
+                }
+                if entry.listen && self.open_listens() >= MAX_LISTENS {
+                    self.queued.pop_front();
+                    if let Some(e) = self.calls.remove(&key) {
+                        let _ = e.events.send(Msg::Error(error(
+                            Code::ResourceExhausted,
+                            format!(
+                                "{MAX_LISTENS} listen streams are open to this server: no more (they would leave calls no turn)"
+                            ),
+                        )));
+                    }
+                    continue;
                 }
                 let now = self.now();
                 let mut out = vec![0u8; entry.body.len() + 1024];
