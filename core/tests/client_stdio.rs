@@ -169,6 +169,16 @@ fn a_progress_token_in_use_is_refused_until_its_call_ends() {
         Instant::ZERO,
     );
     assert!(!c.is_active(a));
+    // `null` (or anything but a string or a number) is no token: any
+    // number of calls may carry it.
+    let null = |id: u32| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"slow","_meta":{{"progressToken":null}}}}}}"#
+        )
+    };
+    let (n1, _) = start(&mut c, &null(10), None);
+    let (n2, _) = start(&mut c, &null(11), None);
+    assert!(c.is_active(n1) && c.is_active(n2));
     // Its call ended: the token is free again.
     let (b, line) = start(&mut c, &body(3), None);
     assert!(line.contains("\"progressToken\":\"p\""), "{line}");

@@ -468,9 +468,12 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, const CALLS: usize> StdioClient<B, CALLS> {
         {
             return Err(invalid("request id in use"));
         }
+        // A token is a string or a number (MCP); anything else asks for
+        // no progress.
         let token = match params
             .and_then(|p| json::get(p, b"_meta"))
             .and_then(|m| json::get(m, b"progressToken"))
+            .filter(|t| matches!(json::kind(t), Some(json::Kind::String | json::Kind::Number)))
         {
             Some(t) => Raw::of(t).ok_or(invalid("progress token too long"))?,
             None => Raw::NONE,
