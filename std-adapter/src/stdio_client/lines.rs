@@ -92,6 +92,18 @@ impl LineReceiver {
     }
 }
 
+impl Drop for LineReceiver {
+    /// The lines never taken (the child stopped reading and its writer
+    /// ended) no longer wait.
+    fn drop(&mut self) {
+        self.rx.close();
+        while let Ok(line) = self.rx.try_recv() {
+            self.waiting.octets.fetch_sub(line.len(), Ordering::Relaxed);
+        }
+        self.waiting.taken.notify_one();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -110,7 +122,11 @@ mod tests {
             .unwrap();
         assert_eq!(rx.recv().await.unwrap(), b"de\n");
         assert_eq!(tx.waiting(), 0);
+        // Lines left when the receiver goes (its writer ended) are no
+        // longer counted.
+        assert!(tx.send(b"gh\n".to_vec()));
         drop(rx);
+        assert_eq!(tx.waiting(), 0);
         assert!(!tx.send(b"f\n".to_vec()));
         assert_eq!(tx.waiting(), 0);
     }

@@ -282,7 +282,10 @@ impl Supervisor {
             // The backoff is a timer of this loop, not a sleep: commands
             // (new calls refused, cancels) are read while it runs.
             let backoff = self.restart_at;
-            let backlog = (!self.queued.is_empty() && self.backlogged())
+            // Calls wait (for the child to read, or for a turn): each line
+            // the child takes wakes the loop (a take since the last look
+            // left a permit, so none is missed).
+            let backlog = (!self.queued.is_empty())
                 .then(|| self.child.as_ref().and_then(|r| r.stdin.as_ref()))
                 .flatten()
                 .map(LineSender::watch);
