@@ -62,8 +62,9 @@ pub struct ServerConfig {
     /// The largest request message (protobuf-encoded, without the 5-octet
     /// gRPC prefix); a larger one ends its call with RESOURCE_EXHAUSTED.
     /// Each running call holds a buffer of about this size, and at most
-    /// this much of a call's messages wait while its client does not read
-    /// them (past it the call fails, -32603). Default 4 MiB.
+    /// this much of a call's notifications wait for a client that does not
+    /// read them: the handler's next one waits (as a gRPC send waits for
+    /// the window). Default 4 MiB.
     pub max_message_bytes: usize,
     /// Calls one connection may run at once, listen streams included
     /// (HTTP/2 `SETTINGS_MAX_CONCURRENT_STREAMS`); at most

@@ -5,8 +5,10 @@
 
 use std::borrow::Cow;
 
+use std::sync::Arc;
+
 use mcpwire_core::mcp::server::{CallId, Failure};
-use tokio::sync::watch;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 
 use super::result::{ToolError, json_bytes};
 use crate::outbox;
@@ -16,7 +18,13 @@ use crate::outbox;
 pub(crate) struct Outgoing {
     pub(crate) call: CallId,
     pub(crate) message: Message,
+    /// The room it takes of its call's credit, given back when it goes
+    /// to the engine (a notification's; an answer needs none).
+    pub(crate) credit: Option<Credit>,
 }
+
+/// Room a notification takes of its call's credit while it waits.
+pub(crate) type Credit = OwnedSemaphorePermit;
 
 /// What a handler sends: notifications, then one final answer.
 #[derive(Debug)]
@@ -36,16 +44,6 @@ pub(crate) enum Message {
 }
 
 impl Message {
-    /// Its octets, about (what it holds of memory while it waits).
-    pub(crate) fn len(&self) -> usize {
-        match self {
-            Self::Notify { method, params } => method.len() + params.len(),
-            Self::Result(result) => result.len(),
-            Self::Error { message, data, .. } => message.len() + data.as_ref().map_or(0, Vec::len),
-            Self::Failed(_) => 0,
-        }
-    }
-
     /// Whether the message ends the call.
     pub(crate) fn is_final(&self) -> bool {
         !matches!(self, Self::Notify { .. })
@@ -71,32 +69,47 @@ pub(crate) struct Link {
     call: CallId,
     out: outbox::Sender<Outgoing>,
     cancelled: watch::Receiver<bool>,
+    /// The call's credit: octets of notifications that may wait for the
+    /// client at once.
+    credit: Arc<Semaphore>,
+    /// Its size.
+    credit_total: u32,
 }
 
 impl Link {
+    /// `max_waiting`: the call's credit in octets.
     pub(crate) fn new(
         call: CallId,
         out: outbox::Sender<Outgoing>,
         cancelled: watch::Receiver<bool>,
+        max_waiting: usize,
     ) -> Self {
+        let credit_total = u32::try_from(max_waiting.max(1)).unwrap_or(u32::MAX);
         Self {
             call,
             out,
             cancelled,
+            credit: Arc::new(Semaphore::new(credit_total as usize)),
+            credit_total,
         }
     }
 
-    /// Sends a notification whose params are JSON text already.
+    /// Sends a notification whose params are JSON text already; waits
+    /// while the call's earlier notifications fill its credit (the client
+    /// has not taken them yet).
     pub(crate) async fn notify_raw(&self, method: impl Into<Cow<'static, str>>, params: Vec<u8>) {
-        let message = Message::Notify {
-            method: method.into(),
-            params,
-        };
+        let method = method.into();
+        let len = method.len() + params.len();
+        let room = u32::try_from(len).map_or(self.credit_total, |n| n.clamp(1, self.credit_total));
+        // Never closed: the semaphore lives as long as the link.
+        let credit = Arc::clone(&self.credit).acquire_many_owned(room).await.ok();
+        let message = Message::Notify { method, params };
         let _ = self
             .out
             .send(Outgoing {
                 call: self.call,
                 message,
+                credit,
             })
             .await;
     }

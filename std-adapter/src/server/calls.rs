@@ -20,7 +20,7 @@ use tokio::sync::watch;
 use tokio::task::AbortHandle;
 
 use crate::app::App;
-use crate::app::link::{Link, Message, Outgoing};
+use crate::app::link::{Credit, Link, Message, Outgoing};
 use crate::outbox;
 use crate::storage::grow_doubling;
 
@@ -28,13 +28,9 @@ use crate::storage::grow_doubling;
 struct Running {
     task: Option<AbortHandle>,
     cancel: watch::Sender<bool>,
-    /// Messages the engine refused as busy, in order.
-    pending: VecDeque<Message>,
-    /// Their octets.
-    pending_bytes: usize,
-    /// The handler got too far ahead of the client: it was stopped, and
-    /// only the failure waits.
-    overrun: bool,
+    /// Messages the engine refused as busy, in order, each with the
+    /// credit it holds (given back as it goes to the engine).
+    pending: VecDeque<(Message, Option<Credit>)>,
 }
 
 impl Running {
@@ -43,8 +39,6 @@ impl Running {
             task: None,
             cancel,
             pending: VecDeque::new(),
-            pending_bytes: 0,
-            overrun: false,
         }
     }
 
@@ -52,42 +46,6 @@ impl Running {
         let _ = self.cancel.send(true);
         if let Some(task) = self.task {
             task.abort();
-        }
-    }
-
-    /// Queues `message` behind the others, unless it is a notification
-    /// that would make what waits more than `max` octets: then the client
-    /// is not reading this call's messages (its window or pipe full): the
-    /// handler stops, and what waits becomes the call's failure (MCP's
-    /// -32603, the binding's status), not a queue that grows.
-    fn queue(&mut self, message: Message, max: usize) {
-        if self.overrun {
-            return;
-        }
-        let len = message.len();
-        if !message.is_final()
-            && !self.pending.is_empty()
-            && self.pending_bytes.saturating_add(len) > max
-        {
-            self.overrun = true;
-            let _ = self.cancel.send(true);
-            if let Some(task) = self.task.take() {
-                task.abort();
-            }
-            self.pending.clear();
-            self.pending_bytes = 0;
-            self.pending
-                .push_back(Message::Failed(Failure::ClientNotReading));
-            return;
-        }
-        self.pending_bytes += len;
-        self.pending.push_back(message);
-    }
-
-    /// The first message that waits is gone to the engine.
-    fn sent_first(&mut self) {
-        if let Some(m) = self.pending.pop_front() {
-            self.pending_bytes = self.pending_bytes.saturating_sub(m.len());
         }
     }
 }
@@ -100,8 +58,9 @@ impl Running {
 pub(super) struct Calls {
     slots: Vec<Option<(CallId, Running)>>,
     app: Arc<App>,
-    /// The most octets of one call's messages that wait for its client
-    /// (see [`Running::queue`]).
+    /// The most octets of one call's notifications that may wait for
+    /// its client: a handler's next one waits for room (the call's
+    /// credit), as a gRPC server's send waits for the client's window.
     max_pending: usize,
     tx: outbox::Sender<Outgoing>,
     /// Handlers started in a task since the connection last asked.
@@ -116,8 +75,8 @@ impl Calls {
         self.app.subscribe()
     }
 
-    /// `max_pending`: the most octets of one call's messages that may
-    /// wait for its client (the binding's largest message).
+    /// `max_pending`: the most octets of one call's notifications that
+    /// may wait for its client (the binding's largest message).
     pub(super) fn new(app: Arc<App>, tx: outbox::Sender<Outgoing>, max_pending: usize) -> Self {
         Self {
             slots: Vec::new(),
@@ -156,7 +115,7 @@ impl Calls {
     /// Starts the handler of a request.
     pub(super) fn start<E: ServerEngine + ?Sized>(&mut self, engine: &mut E, call: CallId) {
         let (cancel, cancelled) = watch::channel(false);
-        let link = Link::new(call, self.tx.clone(), cancelled);
+        let link = Link::new(call, self.tx.clone(), cancelled, self.max_pending);
         let Some(request) = engine.request(call) else {
             return;
         };
@@ -171,7 +130,11 @@ impl Calls {
         // notifications it may have sent.
         if let Poll::Ready(answer) = poll_once(work.as_mut()) {
             let message = answer.map_or(Message::Failed(Failure::HandlerFailed), Message::answer);
-            let msg = Outgoing { call, message };
+            let msg = Outgoing {
+                call,
+                message,
+                credit: None,
+            };
             // Nothing of this call waits in the queue (it is empty): the
             // answer goes to the engine at once.
             if self.tx.is_empty() {
@@ -202,7 +165,13 @@ impl Calls {
                 Ok(answer) => Message::answer(answer),
                 Err(_) => Message::Failed(Failure::HandlerFailed),
             };
-            let _ = out.send(Outgoing { call, message }).await;
+            let _ = out
+                .send(Outgoing {
+                    call,
+                    message,
+                    credit: None,
+                })
+                .await;
         });
         running.task = Some(handle.abort_handle());
         self.started_tasks += 1;
@@ -211,13 +180,12 @@ impl Calls {
 
     /// A handler's message: queue it behind the call's earlier ones.
     pub(super) fn outgoing<E: ServerEngine + ?Sized>(&mut self, engine: &mut E, msg: Outgoing) {
-        let max = self.max_pending;
         // Unknown: the call was cancelled meanwhile.
         let Some(r) = self.get_mut(msg.call) else {
             return;
         };
         if !r.pending.is_empty() {
-            r.queue(msg.message, max);
+            r.pending.push_back((msg.message, msg.credit));
             self.flush(engine, msg.call);
             return;
         }
@@ -227,7 +195,7 @@ impl Calls {
         match send(engine, msg.call, &mut message) {
             Sent::Next => {}
             Sent::Ended => self.cancel(msg.call),
-            Sent::Busy => r.queue(message, max),
+            Sent::Busy => r.pending.push_back((message, msg.credit)),
         }
     }
 
@@ -252,11 +220,13 @@ impl Calls {
             return;
         };
         let ended = loop {
-            let Some(msg) = r.pending.front_mut() else {
+            let Some((msg, _)) = r.pending.front_mut() else {
                 break false;
             };
             match send(engine, call, msg) {
-                Sent::Next => r.sent_first(),
+                Sent::Next => {
+                    r.pending.pop_front();
+                }
                 Sent::Busy => break false,
                 Sent::Ended => break true,
             }
@@ -385,51 +355,5 @@ fn poll_once<F: Future + ?Sized>(fut: Pin<&mut F>) -> Poll<std::thread::Result<F
         Ok(Poll::Ready(v)) => Poll::Ready(Ok(v)),
         Ok(Poll::Pending) => Poll::Pending,
         Err(panic) => Poll::Ready(Err(panic)),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn progress(n: usize) -> Message {
-        Message::Notify {
-            method: "notifications/progress".into(),
-            params: vec![b' '; n],
-        }
-    }
-
-    #[test]
-    fn a_call_whose_client_does_not_read_fails_instead_of_queueing_more() {
-        let (cancel, cancelled) = watch::channel(false);
-        let mut r = Running::new(cancel);
-        let method = "notifications/progress".len();
-        // The first message waits whatever its size; more wait while they
-        // fit the bound.
-        r.queue(progress(900), 1000);
-        r.queue(progress(50), 1000);
-        assert_eq!(r.pending.len(), 2);
-        assert_eq!(r.pending_bytes, 950 + 2 * method);
-        r.sent_first();
-        assert_eq!(r.pending_bytes, 50 + method);
-        r.queue(progress(800), 1000);
-        assert!(!r.overrun && !*cancelled.borrow());
-        // One more would pass it: the handler is told to stop and only the
-        // failure waits; what comes after it is dropped.
-        r.queue(progress(100), 1000);
-        assert!(r.overrun && *cancelled.borrow());
-        assert!(matches!(
-            r.pending.iter().collect::<Vec<_>>()[..],
-            [Message::Failed(Failure::ClientNotReading)]
-        ));
-        r.queue(Message::Result(b"{}".to_vec()), 1000);
-        assert_eq!(r.pending.len(), 1);
-        // A final message is taken past the bound: it is the last one.
-        let (cancel, _cancelled) = watch::channel(false);
-        let mut r = Running::new(cancel);
-        r.queue(progress(900), 1000);
-        r.queue(Message::Result(vec![b' '; 900]), 1000);
-        assert_eq!(r.pending.len(), 2);
-        assert!(!r.overrun);
     }
 }

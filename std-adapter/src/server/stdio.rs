@@ -61,8 +61,8 @@ pub struct StdioConfig {
     pub request_timeout: Duration,
     /// The longest line accepted; a longer one is answered -32600 and
     /// skipped. Each call holds a buffer of about this size at most, and
-    /// at most this much of a call's messages wait while the client does
-    /// not read them (past it the call fails, -32603). Default 4 MiB.
+    /// at most this much of a call's notifications wait for a client that
+    /// does not read them: the handler's next one waits. Default 4 MiB.
     pub max_line_bytes: usize,
     /// How long the calls in progress at the end of the input get to
     /// finish before they are cancelled. Default 5 s.

@@ -244,9 +244,10 @@ pub enum Failure {
     ResultTooLarge,
     /// The handler panicked or ended without an answer.
     HandlerFailed,
-    /// The client did not read the call's messages (its flow-control
-    /// window or pipe stayed full) while the handler sent more than the
-    /// driver holds for one call: the handler was stopped.
+    /// The client did not take the call's messages (its flow-control
+    /// window or pipe stayed full) while more of them came than the driver
+    /// holds for one call, from a source that cannot be held back (a
+    /// forwarding handler's server): the call is given up.
     ClientNotReading,
 }
 
