@@ -278,9 +278,9 @@ impl Client {
         if address.starts_with("http://") || address.starts_with("https://") {
             return Self::http(HttpChannelConfig::new(address), EraChoice::Probe).await;
         }
-        if let Some(authority) = address.strip_prefix("grpc://") {
+        if let Some(authority) = grpc_authority(address)? {
             return Ok(Self::grpc(Channel::with_config(ChannelConfig::new(
-                authority.trim_end_matches('/'),
+                authority,
             ))));
         }
         Err(CallError::new(
@@ -439,6 +439,27 @@ impl Client {
 
 typed_helpers!(Client, ClientCall, "");
 
+/// The `HOST:PORT` of a `grpc://HOST:PORT` address; `None` for another
+/// scheme; an error for user information (`user:password@`), which
+/// belongs in the configuration (a bearer token), not in an address that
+/// errors and logs show.
+pub fn grpc_authority(address: &str) -> Result<Option<&str>, CallError> {
+    let Some(authority) = address.strip_prefix("grpc://") else {
+        return Ok(None);
+    };
+    let authority = authority.trim_end_matches('/');
+    if authority.is_empty() || authority.contains(['@', '/']) {
+        return Err(CallError::new(
+            Code::InvalidArgument,
+            format!(
+                "{}: a gRPC address is grpc://HOST:PORT, without credentials or a path",
+                redact_url(address)
+            ),
+        ));
+    }
+    Ok(Some(authority))
+}
+
 /// `address` (a URL or `scheme://host:port`) without its user information
 /// (`user:password@`): what may be printed or put in an error.
 pub fn redact_url(address: &str) -> String {
@@ -469,5 +490,17 @@ mod tests {
         );
         assert_eq!(redact_url("http://h/mcp?a=b@c"), "http://h/mcp?a=b@c");
         assert_eq!(redact_url("ftp://a:b@h/x"), "ftp://h/x");
+    }
+
+    #[test]
+    fn a_grpc_address_is_host_and_port_only() {
+        use super::grpc_authority;
+        assert_eq!(grpc_authority("grpc://h:1/").unwrap(), Some("h:1"));
+        assert_eq!(grpc_authority("http://h/mcp").unwrap(), None);
+        for bad in ["grpc://u:secret@h:1", "grpc://h:1/x", "grpc://"] {
+            let e = grpc_authority(bad).unwrap_err();
+            assert!(!e.message.contains("secret"), "{e}");
+            assert!(e.message.contains("grpc://HOST:PORT"), "{e}");
+        }
     }
 }

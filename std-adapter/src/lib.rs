@@ -49,7 +49,7 @@ pub use channel::{
     CallDiagnostics, CallError, CallStream, CallToolResult, Channel, ChannelConfig, GrpcMode,
     JsonRpcError, Keepalive, RawMessage, RawResponse, StreamMessage, Tool,
 };
-pub use client::{Client, ClientCall, redact_url};
+pub use client::{Client, ClientCall, grpc_authority, redact_url};
 pub use http_channel::{Http2Mode, HttpCall, HttpChannel, HttpChannelConfig, HttpFacts};
 pub use server::stdio::{self, StdioConfig};
 pub use server::{AllowedHosts, Server, ServerConfig};

@@ -44,6 +44,7 @@
 //! calls in flight get the stdio server's grace to finish; SIGTERM ends
 //! either host side, and the child is shut down.
 
+use std::collections::VecDeque;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock};
@@ -54,10 +55,11 @@ use mcpwire_core::mcp::client::stdio::{Era, EraChoice};
 use mcpwire_core::mcp::error::INTERNAL_ERROR;
 use mcpwire_core::mcp::json;
 use mcpwire_core::mcp::meta::{KEY_SUBSCRIPTION_ID, PROTOCOL_VERSION};
+use mcpwire_core::mcp::server::Failure;
 use mcpwire_tokio::channel::MAX_LIST_PAGES;
 use mcpwire_tokio::{
     App, CallError, Client, ForwardRequest, ForwardResult, HttpChannelConfig, RawMessage,
-    RawResponse, ServerCommand, StdioChannelConfig, ToolError, redact_url,
+    RawResponse, ServerCommand, StdioChannelConfig, ToolError, grpc_authority, redact_url,
 };
 use memchr::memmem;
 use serde_json::{Value, json};
@@ -80,9 +82,9 @@ pub const USAGE: &str = "usage: mcpwire bridge HOST-SIDE [--timeout-ms N] [RESTA
          the calls in flight at a crash fail, and until the new child is ready every new call is
          refused at once (-32603 \"the server is restarting (attempt N of M)\"); after the last
          start fails, every call fails at once
-  --timeout-ms N: a forwarded call's longest wait (default: the client's 60 s); a gRPC host's
-         deadline goes downstream as what is left of it, the shorter of the two; listen streams
-         have none
+  --timeout-ms N: a forwarded call's longest wait; a gRPC host's deadline goes downstream as
+         what is left of it (the shorter of the two; without --timeout-ms the host's alone, and
+         without either the client's 60 s); listen streams have none but the host's
   each request is forwarded to the server, with a progress token of the bridge's (the host's
   goes back on its progress); the host's token is never sent on
   (MCPWIRE_TOKEN, if set, is the bearer token sent downstream over HTTP and gRPC)";
@@ -304,10 +306,9 @@ async fn connect(
             Ok((client, redact_url(url)))
         }
         Downstream::Address(addr) => {
-            let client = match addr.strip_prefix("grpc://") {
+            let client = match grpc_authority(addr)? {
                 Some(authority) => {
-                    let mut config =
-                        mcpwire_tokio::ChannelConfig::new(authority.trim_end_matches('/'));
+                    let mut config = mcpwire_tokio::ChannelConfig::new(authority);
                     if let Some(token) = token {
                         config
                             .extra_metadata
@@ -603,10 +604,16 @@ async fn forward_request(
     }
 }
 
+/// The largest message of the host side (the server's default).
+const HOST_MAX_MESSAGE: usize = 4 << 20;
+
 /// The most octets of JSON a merged list gathers: what the host side
-/// answers at most (its largest message); the server's pages past it are
-/// not read.
-const MAX_MERGED_BYTES: usize = 4 << 20;
+/// answers at most; the server's pages past it are not read.
+const MAX_MERGED_BYTES: usize = HOST_MAX_MESSAGE;
+
+/// The most octets of a call's notifications the bridge holds for a host
+/// that has not taken them (beyond the host side's own room).
+const MAX_HOST_BACKLOG: usize = HOST_MAX_MESSAGE;
 
 /// A page as a tree, and its text's length.
 fn sized(page: ForwardResult) -> Result<(Value, usize), ToolError> {
@@ -747,29 +754,57 @@ async fn forward_call(
         }
     };
     let mut call = call.map_err(|e| downstream_tool_error(transport, &e))?;
+    // The server's notifications the host has not taken yet (each with its
+    // size): the host's side gives room for the largest message, and this
+    // queue holds as much again; a host that leaves more than that
+    // untaken while the server goes on is not reading, and the call fails
+    // rather than the bridge growing. A stdio child cannot be held back
+    // for one call: its lines are read for all of them.
+    let mut waiting: VecDeque<(String, Value, usize)> = VecDeque::new();
+    let mut waiting_bytes = 0;
     loop {
-        match call.next_raw().await {
-            Ok(Some(RawMessage::Notification(text))) => {
-                // The client engine validated it.
-                let Ok(mut n) = serde_json::from_slice::<Value>(&text) else {
-                    continue;
+        let next = match waiting.front() {
+            None => call.next_raw().await,
+            // The front one goes to the host once there is room; the
+            // server is read meanwhile. (A call's `next_raw` only waits
+            // for its queue once it has given a message, so dropping it
+            // for the host's turn loses nothing.)
+            Some((method, params, _)) => {
+                let sent = tokio::select! {
+                    () = request.notify(method, params) => None,
+                    next = call.next_raw() => Some(next),
                 };
-                let Some(method) = n.get("method").and_then(Value::as_str).map(str::to_owned)
-                else {
-                    continue;
-                };
-                if method == "notifications/progress" {
-                    let Some(token) = request.progress_token() else {
+                match sent {
+                    Some(next) => next,
+                    None => {
+                        if let Some((_, _, n)) = waiting.pop_front() {
+                            waiting_bytes -= n;
+                        }
                         continue;
-                    };
-                    if let Some(params) = n.get_mut("params").and_then(Value::as_object_mut) {
-                        params.insert("progressToken".into(), token.clone());
                     }
                 }
-                restore_id(&mut n, "params", request.id());
-                let params = n.get_mut("params").map_or_else(|| json!({}), Value::take);
-                request.notify(&method, &params).await;
             }
+        };
+        let message = match next {
+            Ok(Some(RawMessage::Notification(text))) => {
+                let Some((method, params)) = host_notification(request, &text) else {
+                    continue;
+                };
+                waiting_bytes += text.len();
+                waiting.push_back((method, params, text.len()));
+                if waiting_bytes > MAX_HOST_BACKLOG {
+                    let e = Failure::ClientNotReading.error();
+                    return Err(ToolError::new(e.code, e.message));
+                }
+                continue;
+            }
+            other => other,
+        };
+        // The call's end comes after the notifications before it.
+        for (method, params, _) in waiting.drain(..) {
+            request.notify(&method, &params).await;
+        }
+        return match message {
             Ok(Some(RawMessage::Response(response))) => {
                 let response = if listen {
                     response
@@ -788,16 +823,33 @@ async fn forward_call(
                         "the bridge's call to the server ({transport}) got a response that is not JSON"
                     )));
                 };
-                return response_value(&mut r, request.id());
+                response_value(&mut r, request.id())
             }
-            Ok(None) => {
-                return Err(ToolError::internal(format!(
-                    "the bridge's call to the server ({transport}) ended without a response"
-                )));
-            }
-            Err(e) => return Err(downstream_tool_error(transport, &e)),
+            Ok(Some(RawMessage::Notification(_)) | None) => Err(ToolError::internal(format!(
+                "the bridge's call to the server ({transport}) ended without a response"
+            ))),
+            Err(e) => Err(downstream_tool_error(transport, &e)),
+        };
+    }
+}
+
+/// A notification of the downstream call as the host is to see it: its
+/// method and params, with the host's progress token (a progress
+/// notification of a host that asked for none is dropped) and the host's
+/// id as the subscription id.
+fn host_notification(request: &ForwardRequest, text: &[u8]) -> Option<(String, Value)> {
+    // The client engine validated it.
+    let mut n = serde_json::from_slice::<Value>(text).ok()?;
+    let method = n.get("method").and_then(Value::as_str)?.to_owned();
+    if method == "notifications/progress" {
+        let token = request.progress_token()?;
+        if let Some(params) = n.get_mut("params").and_then(Value::as_object_mut) {
+            params.insert("progressToken".into(), token.clone());
         }
     }
+    restore_id(&mut n, "params", request.id());
+    let params = n.get_mut("params").map_or_else(|| json!({}), Value::take);
+    Some((method, params))
 }
 
 /// A progress token of the bridge's own, as JSON text: unique among the
