@@ -6,9 +6,10 @@
 use std::borrow::Cow;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering::SeqCst};
 
 use mcpwire_core::mcp::server::{CallId, Failure};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio::sync::Notify;
 
 use super::result::{ToolError, json_bytes};
 use crate::outbox;
@@ -18,13 +19,85 @@ use crate::outbox;
 pub(crate) struct Outgoing {
     pub(crate) call: CallId,
     pub(crate) message: Message,
-    /// The room it takes of its call's credit, given back when it goes
-    /// to the engine (a notification's; an answer needs none).
-    pub(crate) credit: Option<Credit>,
+    /// The octets of its call's credit it holds, given back when it goes
+    /// to the engine (a notification's; an answer takes none).
+    pub(crate) credit: u32,
 }
 
-/// Room a notification takes of its call's credit while it waits.
-pub(crate) type Credit = OwnedSemaphorePermit;
+/// What a call's handler and its connection share, in one allocation:
+/// whether the call is over, and the credit of its notifications (the
+/// octets of them that may wait for the client at once).
+#[derive(Debug)]
+pub(crate) struct CallState {
+    cancelled: AtomicBool,
+    credit: AtomicU32,
+    total: u32,
+    /// A handler waits for credit (set before it looks again).
+    wants_credit: AtomicBool,
+    /// Wakes the handler's waits: the call is over, or credit came back.
+    wake: Notify,
+}
+
+impl CallState {
+    /// A call's state with `credit` octets of credit.
+    pub(crate) fn new(credit: usize) -> Arc<Self> {
+        let total = u32::try_from(credit.max(1)).unwrap_or(u32::MAX);
+        Arc::new(Self {
+            cancelled: AtomicBool::new(false),
+            credit: AtomicU32::new(total),
+            total,
+            wants_credit: AtomicBool::new(false),
+            wake: Notify::new(),
+        })
+    }
+
+    /// The call is over (cancelled, ended, or its connection gone).
+    pub(crate) fn cancel(&self) {
+        self.cancelled.store(true, SeqCst);
+        self.wake.notify_waiters();
+    }
+
+    /// `n` octets of credit come back (their notification went to the
+    /// engine).
+    pub(crate) fn give_back(&self, n: u32) {
+        if n == 0 {
+            return;
+        }
+        self.credit.fetch_add(n, SeqCst);
+        if self.wants_credit.swap(false, SeqCst) {
+            self.wake.notify_waiters();
+        }
+    }
+
+    /// Takes `n` octets of credit, waiting for them; false when the call
+    /// is over first.
+    async fn take(&self, n: u32) -> bool {
+        loop {
+            let mut left = self.credit.load(SeqCst);
+            while left >= n {
+                match self
+                    .credit
+                    .compare_exchange_weak(left, left - n, SeqCst, SeqCst)
+                {
+                    Ok(_) => return true,
+                    Err(now) => left = now,
+                }
+            }
+            let woken = self.wake.notified();
+            tokio::pin!(woken);
+            woken.as_mut().enable();
+            // Told before looking again: a give-back after the look wakes
+            // this wait, one before it is seen by the look.
+            self.wants_credit.store(true, SeqCst);
+            if self.cancelled.load(SeqCst) {
+                return false;
+            }
+            if self.credit.load(SeqCst) < n {
+                woken.await;
+            }
+        }
+    }
+}
 
 /// What a handler sends: notifications, then one final answer.
 #[derive(Debug)]
@@ -68,30 +141,12 @@ impl Message {
 pub(crate) struct Link {
     call: CallId,
     out: outbox::Sender<Outgoing>,
-    cancelled: watch::Receiver<bool>,
-    /// The call's credit: octets of notifications that may wait for the
-    /// client at once.
-    credit: Arc<Semaphore>,
-    /// Its size.
-    credit_total: u32,
+    state: Arc<CallState>,
 }
 
 impl Link {
-    /// `max_waiting`: the call's credit in octets.
-    pub(crate) fn new(
-        call: CallId,
-        out: outbox::Sender<Outgoing>,
-        cancelled: watch::Receiver<bool>,
-        max_waiting: usize,
-    ) -> Self {
-        let credit_total = u32::try_from(max_waiting.max(1)).unwrap_or(u32::MAX);
-        Self {
-            call,
-            out,
-            cancelled,
-            credit: Arc::new(Semaphore::new(credit_total as usize)),
-            credit_total,
-        }
+    pub(crate) fn new(call: CallId, out: outbox::Sender<Outgoing>, state: Arc<CallState>) -> Self {
+        Self { call, out, state }
     }
 
     /// Sends a notification whose params are JSON text already; waits
@@ -99,10 +154,13 @@ impl Link {
     /// has not taken them yet).
     pub(crate) async fn notify_raw(&self, method: impl Into<Cow<'static, str>>, params: Vec<u8>) {
         let method = method.into();
+        let total = self.state.total;
         let len = method.len() + params.len();
-        let room = u32::try_from(len).map_or(self.credit_total, |n| n.clamp(1, self.credit_total));
-        // Never closed: the semaphore lives as long as the link.
-        let credit = Arc::clone(&self.credit).acquire_many_owned(room).await.ok();
+        let credit = u32::try_from(len).map_or(total, |n| n.clamp(1, total));
+        if !self.state.take(credit).await {
+            // The call is over: nobody reads it.
+            return;
+        }
         let message = Message::Notify { method, params };
         let _ = self
             .out
@@ -116,13 +174,65 @@ impl Link {
 
     /// Completes when the call is cancelled or the connection is gone.
     pub(crate) async fn cancelled(&self) {
-        let mut rx = self.cancelled.clone();
-        // An error means the connection task is gone: cancelled as well.
-        let _ = rx.wait_for(|c| *c).await;
+        loop {
+            let woken = self.state.wake.notified();
+            tokio::pin!(woken);
+            woken.as_mut().enable();
+            if self.is_cancelled() {
+                return;
+            }
+            // Woken for the call's end, or for credit (then again).
+            woken.await;
+        }
     }
 
     /// Whether the call is cancelled or the connection is gone.
     pub(crate) fn is_cancelled(&self) -> bool {
-        *self.cancelled.borrow() || self.out.is_closed()
+        self.state.cancelled.load(SeqCst) || self.out.is_closed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn credit_is_waited_for_and_given_back() {
+        let state = CallState::new(100);
+        assert!(state.take(60).await);
+        assert!(state.take(40).await);
+        // None left: the next take waits until some comes back.
+        let waiting = {
+            let state = Arc::clone(&state);
+            tokio::spawn(async move { state.take(30).await })
+        };
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(!waiting.is_finished());
+        state.give_back(20);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(!waiting.is_finished(), "20 of the 30 it needs");
+        state.give_back(40);
+        assert!(
+            tokio::time::timeout(Duration::from_secs(5), waiting)
+                .await
+                .unwrap()
+                .unwrap()
+        );
+        assert_eq!(state.credit.load(SeqCst), 30);
+        // The call's end ends a wait, without credit.
+        let waiting = {
+            let state = Arc::clone(&state);
+            tokio::spawn(async move { state.take(50).await })
+        };
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        state.cancel();
+        assert!(
+            !tokio::time::timeout(Duration::from_secs(5), waiting)
+                .await
+                .unwrap()
+                .unwrap()
+        );
     }
 }

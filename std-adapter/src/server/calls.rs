@@ -16,35 +16,41 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use mcpwire_core::mcp::server::{CallId, Failure, SendError, ServerEngine, ServerEvent};
-use tokio::sync::watch;
 use tokio::task::AbortHandle;
 
 use crate::app::App;
-use crate::app::link::{Credit, Link, Message, Outgoing};
+use crate::app::link::{CallState, Link, Message, Outgoing};
 use crate::outbox;
 use crate::storage::grow_doubling;
 
-/// A call whose handler runs.
+/// A call whose handler runs; dropping it (the call ended, or its
+/// connection) tells the handler and aborts its task.
 struct Running {
     task: Option<AbortHandle>,
-    cancel: watch::Sender<bool>,
+    state: Arc<CallState>,
     /// Messages the engine refused as busy, in order, each with the
     /// credit it holds (given back as it goes to the engine).
-    pending: VecDeque<(Message, Option<Credit>)>,
+    pending: VecDeque<(Message, u32)>,
 }
 
 impl Running {
-    fn new(cancel: watch::Sender<bool>) -> Self {
+    fn new(state: Arc<CallState>) -> Self {
         Self {
             task: None,
-            cancel,
+            state,
             pending: VecDeque::new(),
         }
     }
 
     fn stop(self) {
-        let _ = self.cancel.send(true);
-        if let Some(task) = self.task {
+        drop(self);
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.state.cancel();
+        if let Some(task) = self.task.take() {
             task.abort();
         }
     }
@@ -114,8 +120,8 @@ impl Calls {
 
     /// Starts the handler of a request.
     pub(super) fn start<E: ServerEngine + ?Sized>(&mut self, engine: &mut E, call: CallId) {
-        let (cancel, cancelled) = watch::channel(false);
-        let link = Link::new(call, self.tx.clone(), cancelled, self.max_pending);
+        let state = CallState::new(self.max_pending);
+        let link = Link::new(call, self.tx.clone(), Arc::clone(&state));
         let Some(request) = engine.request(call) else {
             return;
         };
@@ -123,7 +129,7 @@ impl Calls {
             let _ = engine.fail(call, Failure::HandlerFailed);
             return;
         };
-        let mut running = Running::new(cancel);
+        let mut running = Running::new(state);
         // Most handlers finish without waiting: run the handler once here,
         // and spawn a task only for one that waits. Its answer takes the
         // queue like every other message of the call, after the
@@ -133,7 +139,7 @@ impl Calls {
             let msg = Outgoing {
                 call,
                 message,
-                credit: None,
+                credit: 0,
             };
             // Nothing of this call waits in the queue (it is empty): the
             // answer goes to the engine at once.
@@ -169,7 +175,7 @@ impl Calls {
                 .send(Outgoing {
                     call,
                     message,
-                    credit: None,
+                    credit: 0,
                 })
                 .await;
         });
@@ -193,7 +199,7 @@ impl Calls {
         // engine, queued only when it is busy.
         let mut message = msg.message;
         match send(engine, msg.call, &mut message) {
-            Sent::Next => {}
+            Sent::Next => r.state.give_back(msg.credit),
             Sent::Ended => self.cancel(msg.call),
             Sent::Busy => r.pending.push_back((message, msg.credit)),
         }
@@ -220,12 +226,14 @@ impl Calls {
             return;
         };
         let ended = loop {
-            let Some((msg, _)) = r.pending.front_mut() else {
+            let Some((msg, credit)) = r.pending.front_mut() else {
                 break false;
             };
             match send(engine, call, msg) {
                 Sent::Next => {
+                    let credit = *credit;
                     r.pending.pop_front();
+                    r.state.give_back(credit);
                 }
                 Sent::Busy => break false,
                 Sent::Ended => break true,
