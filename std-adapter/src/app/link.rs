@@ -161,8 +161,14 @@ impl Link {
             // The call is over: nobody reads it.
             return;
         }
+        // Given back unless the message (which then holds it) is queued:
+        // this future may be dropped while it waits for the queue.
+        let mut taken = Taken {
+            state: &self.state,
+            credit,
+        };
         let message = Message::Notify { method, params };
-        let _ = self
+        let sent = self
             .out
             .send(Outgoing {
                 call: self.call,
@@ -170,6 +176,9 @@ impl Link {
                 credit,
             })
             .await;
+        if sent.is_ok() {
+            taken.credit = 0;
+        }
     }
 
     /// Completes when the call is cancelled or the connection is gone.
@@ -192,11 +201,45 @@ impl Link {
     }
 }
 
+/// Credit taken for a notification not queued yet: given back when
+/// dropped, unless handed over with the message.
+struct Taken<'a> {
+    state: &'a CallState,
+    credit: u32,
+}
+
+impl Drop for Taken<'_> {
+    fn drop(&mut self) {
+        self.state.give_back(self.credit);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
 
     use super::*;
+
+    #[tokio::test]
+    async fn credit_not_handed_over_comes_back() {
+        let state = CallState::new(10);
+        assert!(state.take(4).await);
+        // A send that never happened (its future dropped).
+        drop(Taken {
+            state: &state,
+            credit: 4,
+        });
+        assert_eq!(state.credit.load(SeqCst), 10);
+        // A message queued holds it.
+        assert!(state.take(4).await);
+        let mut taken = Taken {
+            state: &state,
+            credit: 4,
+        };
+        taken.credit = 0;
+        drop(taken);
+        assert_eq!(state.credit.load(SeqCst), 6);
+    }
 
     #[tokio::test]
     async fn credit_is_waited_for_and_given_back() {
