@@ -60,6 +60,24 @@ struct Silent {
     received: Arc<Mutex<Vec<Vec<u8>>>>,
 }
 
+impl Silent {
+    /// What the first connection wrote, once `done` holds for it (the
+    /// server's task reads on its own time), or after 10 s what came.
+    async fn first_once(&self, done: impl Fn(&[u8]) -> bool) -> Vec<u8> {
+        let received = Arc::clone(&self.received);
+        eventually_every(ms(10), Duration::from_secs(10), || {
+            received.lock().unwrap().first().is_some_and(|b| done(b))
+        })
+        .await;
+        self.received
+            .lock()
+            .unwrap()
+            .first()
+            .cloned()
+            .unwrap_or_default()
+    }
+}
+
 async fn silent() -> Silent {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap().to_string();
@@ -128,18 +146,8 @@ async fn a_silent_server_fails_the_call_unavailable_within_a_second() {
     assert_eq!(e.status, Code::Unavailable, "{e:?}");
     assert!(e.message.contains("stopped answering pings"), "{e:?}");
     assert!(took >= ms(350) && took < ms(1000), "{took:?}");
-    // The server's task reads what came on its own time: wait for the
-    // PING, then count.
-    let received = Arc::clone(&s.received);
-    eventually_every(ms(10), Duration::from_secs(10), || {
-        received
-            .lock()
-            .unwrap()
-            .first()
-            .is_some_and(|b| pings(b) >= 1)
-    })
-    .await;
-    assert_eq!(pings(&s.received.lock().unwrap()[0]), 1);
+    // Wait for the PING, then count.
+    assert_eq!(pings(&s.first_once(|b| pings(b) >= 1).await), 1);
 
     // The next call connects anew (and meets the same silence).
     let e = tokio::time::timeout(
@@ -167,18 +175,10 @@ async fn without_keepalive_no_ping_goes_out() {
     let e = channel.request("tools/list", json!({})).await.unwrap_err();
     // Only the deadline ends it.
     assert_eq!(e.status, Code::DeadlineExceeded, "{e:?}");
-    // The server's task reads what came on its own time: wait for the
-    // call's HEADERS.
-    let received = Arc::clone(&s.received);
-    eventually_every(ms(10), Duration::from_secs(10), || {
-        received
-            .lock()
-            .unwrap()
-            .first()
-            .is_some_and(|b| frames(b).iter().any(|(t, _)| *t == 1))
-    })
-    .await;
-    let got = s.received.lock().unwrap()[0].clone();
+    // Wait for the call's HEADERS.
+    let got = s
+        .first_once(|b| frames(b).iter().any(|(t, _)| *t == 1))
+        .await;
     assert!(
         frames(&got).iter().any(|(t, _)| *t == 1),
         "the call went out"

@@ -41,10 +41,6 @@ impl Running {
             pending: VecDeque::new(),
         }
     }
-
-    fn stop(self) {
-        drop(self);
-    }
 }
 
 impl Drop for Running {
@@ -246,9 +242,7 @@ impl Calls {
 
     /// The engine ended the call: stop its handler.
     pub(super) fn cancel(&mut self, call: CallId) {
-        if let Some(r) = self.remove(call) {
-            r.stop();
-        }
+        drop(self.remove(call));
     }
 
     /// Whether no call is running.
@@ -258,8 +252,8 @@ impl Calls {
 
     /// Stops every running call.
     pub(super) fn stop_all(&mut self) {
-        for (_, r) in self.slots.iter_mut().filter_map(Option::take) {
-            r.stop();
+        for slot in &mut self.slots {
+            drop(slot.take());
         }
     }
 
@@ -268,9 +262,7 @@ impl Calls {
         grow_doubling(&mut self.slots, i + 1, usize::MAX, || None);
         // The engine reuses an index only after that call ended; a record
         // still here lost its end: stop its handler.
-        if let Some((_, old)) = self.slots[i].replace((call, running)) {
-            old.stop();
-        }
+        drop(self.slots[i].replace((call, running)));
     }
 
     fn get_mut(&mut self, call: CallId) -> Option<&mut Running> {

@@ -269,9 +269,8 @@ impl Stdio {
                 self.drain_events();
                 self.pump()?;
             }
-            if written == self.out.len() {
-                self.out.clear();
-                written = 0;
+            // All of it written (and cleared at the top of the turn).
+            if self.out.is_empty() {
                 if unflushed {
                     wr.flush().await?;
                     unflushed = false;

@@ -28,7 +28,7 @@ use crate::channel::CallError;
 const CALLS: usize = 64;
 /// Listen streams open at a time: half the calls, so that streams that
 /// last never leave the calls without a turn; one more is refused.
-pub(super) const MAX_LISTENS: usize = CALLS / 2;
+const MAX_LISTENS: usize = CALLS / 2;
 /// A child that ran this long before it crashed resets the backoff.
 const STABLE: Duration = Duration::from_secs(10);
 

@@ -589,7 +589,7 @@ async fn forward_request(
         Some(key) if request.whole_list() => {
             let first = sized(first)?;
             // Boxed: the usual call's future stays small.
-            let merged = Box::pin(merge_pages(first, key, MAX_MERGED_BYTES, |cursor| {
+            let merged = Box::pin(merge_pages(first, key, *HOST_MAX_MESSAGE, |cursor| {
                 let mut message = request.message();
                 if let Some(params) = message.get_mut("params").and_then(Value::as_object_mut) {
                     params.insert("cursor".into(), Value::String(cursor));
@@ -604,16 +604,12 @@ async fn forward_request(
     }
 }
 
-/// The largest message of the host side (the server's default).
-const HOST_MAX_MESSAGE: usize = 4 << 20;
-
-/// The most octets of JSON a merged list gathers: what the host side
-/// answers at most; the server's pages past it are not read.
-const MAX_MERGED_BYTES: usize = HOST_MAX_MESSAGE;
-
-/// The most octets of a call's notifications the bridge holds for a host
-/// that has not taken them (beyond the host side's own room).
-const MAX_HOST_BACKLOG: usize = HOST_MAX_MESSAGE;
+/// The largest message of the host side (its server's default): what a
+/// merged list gathers at most (the server's pages past it are not
+/// read), and the most octets of a call's notifications the bridge holds
+/// for a host that has not taken them (beyond the host side's own room).
+static HOST_MAX_MESSAGE: LazyLock<usize> =
+    LazyLock::new(|| mcpwire_tokio::ServerConfig::default().max_message_bytes);
 
 /// A page as a tree, and its text's length.
 fn sized(page: ForwardResult) -> Result<(Value, usize), ToolError> {
@@ -729,13 +725,16 @@ async fn forward_call(
     // one of the bridge's, unique among every host's calls (MCP requires
     // it; a stdio child or a session routes progress by it), and the
     // host's goes back on each `notifications/progress`.
-    let token = request.progress_token().is_some().then(next_progress_token);
+    let token = request
+        .raw_progress_token()
+        .is_some()
+        .then(next_progress_token);
     let call = match message {
         None => {
             let own;
             let params = match &token {
                 Some(t) => {
-                    own = with_progress_token(request.raw_params(), t.as_bytes());
+                    own = with_progress_token(request.raw_params(), format!("\"{t}\"").as_bytes());
                     &own
                 }
                 None => request.raw_params(),
@@ -748,7 +747,7 @@ async fn forward_call(
         // call is larger than the gRPC call's of the usual path).
         Some(mut message) => {
             if let (Some(t), Some(meta)) = (&token, message.pointer_mut("/params/_meta")) {
-                meta["progressToken"] = serde_json::from_str(t).unwrap_or(Value::Null);
+                meta["progressToken"] = Value::String(t.clone());
             }
             Box::pin(client.call_with_timeout(message, timeout)).await
         }
@@ -792,7 +791,7 @@ async fn forward_call(
                 };
                 waiting_bytes += text.len();
                 waiting.push_back((method, params, text.len()));
-                if waiting_bytes > MAX_HOST_BACKLOG {
+                if waiting_bytes > *HOST_MAX_MESSAGE {
                     let e = Failure::ClientNotReading.error();
                     return Err(ToolError::new(e.code, e.message));
                 }
@@ -852,14 +851,11 @@ fn host_notification(request: &ForwardRequest, text: &[u8]) -> Option<(String, V
     Some((method, params))
 }
 
-/// A progress token of the bridge's own, as JSON text: unique among the
+/// A progress token of the bridge's own (a string): unique among the
 /// calls of this process.
 fn next_progress_token() -> String {
     static NEXT: AtomicU64 = AtomicU64::new(1);
-    format!(
-        "\"mcpwire-bridge-{}\"",
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    )
+    format!("mcpwire-bridge-{}", NEXT.fetch_add(1, Ordering::Relaxed))
 }
 
 /// `params` (a JSON object the engine validated) with `token` (JSON text)
