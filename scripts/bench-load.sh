@@ -36,6 +36,10 @@
 #   MCPWIRE_BENCH_BRIDGE_SCENARIOS  its scenarios (default
 #                           echo:1:1,echo:16:1,stdio-echo:1,stdio-echo:16)
 #   MCPWIRE_BENCH_BRIDGE_THREADS    its host's worker threads (default 1)
+#   MCPWIRE_BENCH_BRIDGE_ROUNDS     its rounds (default: MCPWIRE_BENCH_ROUNDS,
+#                           at least 3: its p50 is held to a limit, and one
+#                           short round on a busy two-core machine is one
+#                           sample of a noisy moment)
 #
 # The bridge run, after the others: `mcpwire bridge --listen` (a gRPC host)
 # and `mcpwire bridge --stdio-host`, both to our gRPC server, beside our
@@ -218,7 +222,7 @@ if [[ ${MCPWIRE_BENCH_BRIDGE:-1} != 0 && -n $bridge_to ]] && want grpc; then
     echo
     "$bin/mcpwire-load" "${servers[@]}" --bridge bridge-grpc --client-threads "${MCPWIRE_BENCH_BRIDGE_THREADS:-1}" \
         --scenarios "${MCPWIRE_BENCH_BRIDGE_SCENARIOS:-$default}" --duration "$seconds" \
-        --warmup "$warmup" --rounds "$rounds" | tee -a "$report"
+        --warmup "$warmup" --rounds "${MCPWIRE_BENCH_BRIDGE_ROUNDS:-$((rounds > 3 ? rounds : 3))}" | tee -a "$report"
 fi
 log "done $(date -u '+%Y-%m-%d %H:%M UTC'), load average $(cut -d' ' -f1-3 /proc/loadavg)"
 if [[ -n ${MCPWIRE_BENCH_OUT:-} ]]; then
