@@ -1067,6 +1067,11 @@ async fn no_auth_is_a_choice_with_a_warning() {
         startup.contains("warning: --no-auth") && startup.contains("no authentication"),
         "{startup}"
     );
+    // The warning names the port the bridge took, not the 0 it was given.
+    assert!(
+        startup.contains(&format!("whoever reaches {} uses", bridge.addr)),
+        "{startup}"
+    );
     let client = bridge.host(Transport::Http, None).await.unwrap();
     let listed = client.request("tools/list", json!({})).await.unwrap();
     assert!(listed["result"]["tools"].is_array(), "{listed}");

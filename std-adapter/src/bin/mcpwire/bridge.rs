@@ -450,8 +450,12 @@ async fn listen_host(
         }
     };
     if no_auth {
+        // The port bound, not the one asked for (0 asks for any).
+        let bound = server
+            .local_addr()
+            .map_or_else(|_| addr.to_owned(), |a| a.to_string());
         eprintln!(
-            "mcpwire bridge: warning: --no-auth: whoever reaches {addr} uses the server through the bridge, unauthenticated"
+            "mcpwire bridge: warning: --no-auth: whoever reaches {bound} uses the server through the bridge, unauthenticated"
         );
     }
     // The line scripts wait for, as `mcpwire serve` prints it.
