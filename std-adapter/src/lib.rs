@@ -53,6 +53,8 @@ pub use client::{Client, ClientCall, grpc_authority, redact_url};
 pub use http_channel::{Http2Mode, HttpCall, HttpChannel, HttpChannelConfig, HttpFacts};
 pub use server::stdio::{self, StdioConfig};
 pub use server::{AllowedHosts, Server, ServerConfig};
+#[cfg(unix)]
+pub use stdio_client::{DEFAULT_BAUD, SerialDevice};
 pub use stdio_client::{
     EraInfo, HttpLinkConfig, LineServer, ServerCommand, StdioCall, StdioChannel,
     StdioChannelConfig, Stopped,

@@ -11,6 +11,10 @@
 //!   ([`ServerCommand::inherit_env`], [`ServerCommand::pass_env`]); a token
 //!   belongs in the environment, never in the arguments, which other users
 //!   see in the process list.
+//! - A serial device instead of a child ([`StdioChannelConfig::serial`],
+//!   [`SerialDevice`], Unix): a board that serves the stdio binding on its
+//!   UART, opened raw at its line speed; it going away (EOF or an error on
+//!   read) is a crash, and reopening it is the restart.
 //! - The child's stderr goes to this process's stderr, each line prefixed
 //!   with [`StdioChannelConfig::stderr_prefix`]; so do the client's own
 //!   reports (a line on stdout that is not JSON-RPC, with its first octets
@@ -47,10 +51,14 @@
 
 pub(crate) mod http_link;
 mod lines;
+#[cfg(unix)]
+mod serial;
 mod supervisor;
 mod typed;
 
 pub use http_link::HttpLinkConfig;
+#[cfg(unix)]
+pub use serial::{DEFAULT_BAUD, SerialDevice};
 
 use std::ffi::OsString;
 use std::fmt;
@@ -151,6 +159,11 @@ pub enum LineServer {
     /// the answer to `initialize`. Always the legacy lifecycle: a modern
     /// server is reached with the HTTP channel.
     LegacyHttp(HttpLinkConfig),
+    /// A serial device running the stdio binding (a board's UART): its
+    /// octets instead of a child's stdout and stdin; opened again after it
+    /// went away, as a child is started again after a crash.
+    #[cfg(unix)]
+    Serial(SerialDevice),
 }
 
 /// Settings of a [`StdioChannel`].
@@ -209,6 +222,13 @@ impl StdioChannelConfig {
         let mut config = Self::with_server(LineServer::LegacyHttp(link), name);
         config.era = EraChoice::Legacy;
         config
+    }
+
+    /// Settings for a serial device running the stdio binding.
+    #[cfg(unix)]
+    pub fn serial(device: SerialDevice) -> Self {
+        let name = device.path.display().to_string();
+        Self::with_server(LineServer::Serial(device), name)
     }
 
     fn with_server(server: LineServer, name: String) -> Self {
@@ -286,6 +306,8 @@ pub enum Stopped {
     NotRunning,
     /// The HTTP session was closed (`DELETE` for a 2025 session).
     SessionClosed,
+    /// The serial device was closed.
+    DeviceClosed,
 }
 
 /// A supervised stdio server and the calls to it. Cheap to clone: clones

@@ -739,6 +739,153 @@ async fn a_stdio_child_that_crashes_fails_its_call_refuses_new_ones_then_the_nex
     assert_eq!(err.matches("restarting the server").count(), 1, "{err}");
 }
 
+/// A pseudo-terminal: its device side (the master, where a board's UART
+/// would be) and the path of its terminal side, which the bridge opens as
+/// a serial device.
+#[cfg(unix)]
+fn pseudo_terminal() -> (std::os::fd::OwnedFd, String) {
+    use rustix::pty::{OpenptFlags, grantpt, openpt, ptsname, unlockpt};
+    let master = openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY | OpenptFlags::CLOEXEC).unwrap();
+    grantpt(&master).unwrap();
+    unlockpt(&master).unwrap();
+    let path = ptsname(&master, Vec::new()).unwrap();
+    (master, path.into_string().unwrap())
+}
+
+/// `mcpwire bridge --serial` before a board that serves the stdio binding
+/// on its UART (`mcpwire serve --stdio` on the device side of a
+/// pseudo-terminal): discovery, a list and a call through the device; the
+/// board going away mid-call is a failed call, and every call after it
+/// gets an answer.
+#[cfg(unix)]
+#[tokio::test]
+async fn a_serial_device_is_a_stdio_server() {
+    use std::os::unix::fs::OpenOptionsExt;
+    let (master, path) = pseudo_terminal();
+    // The terminal side held open here as well: before the bridge opens it,
+    // the board's reads would otherwise end at once (no terminal side yet).
+    let _held = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_NOCTTY)
+        .open(&path)
+        .unwrap();
+    let mut board = Command::new(env!("CARGO_BIN_EXE_mcpwire"))
+        .args(["serve", "--stdio"])
+        .stdin(Stdio::from(master.try_clone().unwrap()))
+        .stdout(Stdio::from(master.try_clone().unwrap()))
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    // The board alone holds the device side now: when it goes, the
+    // terminal hangs up, as a board that resets or a cable pulled.
+    drop(master);
+
+    // `mcpwire call --serial` first: one call, and the device closed.
+    let called = tokio::time::timeout(
+        PATIENCE,
+        Command::new(env!("CARGO_BIN_EXE_mcpwire"))
+            .args(["call", "--serial", &path, "--baud", "57600", "-v"])
+            .args(["tool", "echo", r#"{"text": "one call"}"#])
+            .output(),
+    )
+    .await
+    .expect("mcpwire call ends")
+    .unwrap();
+    let (out, err) = (
+        String::from_utf8_lossy(&called.stdout),
+        String::from_utf8_lossy(&called.stderr),
+    );
+    assert!(called.status.success(), "{out}\n{err}");
+    assert!(out.contains("one call"), "{out}");
+    assert!(err.contains("era modern"), "{err}");
+    assert!(err.contains("DeviceClosed"), "{err}");
+
+    let mut bridge = Bridge::spawn(&[
+        "--serial",
+        &path,
+        "--baud",
+        "57600",
+        "--restart-max",
+        "1",
+        "--restart-backoff-ms",
+        BACKOFF_MS,
+    ]);
+    let startup = bridge.startup_line().await;
+    assert!(
+        startup.contains("host side stdio")
+            && startup.contains(&format!("server side stdio {path} at 57600 baud")),
+        "{startup}"
+    );
+    bridge
+        .send(request(json!("d"), "server/discover", json!({})))
+        .await;
+    let discovered = bridge.recv().await;
+    assert_eq!(discovered["id"], "d", "{discovered}");
+    assert_eq!(
+        discovered["result"]["supportedVersions"],
+        json!([VERSION]),
+        "{discovered}"
+    );
+    bridge
+        .send(request(json!(7), "tools/list", json!({})))
+        .await;
+    let listed = bridge.recv().await;
+    assert_eq!(listed["id"], 7, "{listed}");
+    assert!(
+        listed["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["name"] == "echo"),
+        "{listed}"
+    );
+    // A long line, and octets a terminal would otherwise act on (^C, ^D,
+    // CR): raw mode passes them as they are.
+    let text = format!("over the wire \u{3}\u{4}\r {}", "x".repeat(3000));
+    bridge
+        .send(tool_call(json!(1), "echo", json!({"text": text})))
+        .await;
+    let echoed = bridge.recv().await;
+    assert_eq!(echoed["id"], 1, "{echoed}");
+    assert_eq!(echoed["result"]["content"][0]["text"], text, "{echoed}");
+
+    // The board goes away with a call in flight.
+    let mut slow = tool_call(
+        json!("slow"),
+        "progress",
+        json!({"steps": 40, "delay_ms": 250}),
+    );
+    slow["params"]["_meta"]["progressToken"] = json!("p");
+    bridge.send(slow).await;
+    let first = bridge.recv().await;
+    assert_eq!(first["method"], "notifications/progress", "{first}");
+    board.kill().await.unwrap();
+    let failed = loop {
+        let m = bridge.recv().await;
+        if m.get("id").is_some() {
+            break m;
+        }
+    };
+    assert_eq!(failed["id"], "slow", "{failed}");
+    assert_eq!(failed["error"]["code"], -32603, "{failed}");
+    // No board comes back on that terminal: each call after it is answered
+    // with an error, at once or once the one reopening failed.
+    for id in ["after1", "after2"] {
+        bridge
+            .send(tool_call(json!(id), "echo", json!({"text": "anyone?"})))
+            .await;
+        let answer = bridge.recv().await;
+        assert_eq!(answer["id"], id, "{answer}");
+        assert_eq!(answer["error"]["code"], -32603, "{answer}");
+    }
+    let (status, out, err) = bridge.finish_with_output().await;
+    assert!(status.success(), "{err}");
+    assert!(out.is_empty(), "{out}");
+    assert!(err.contains("the serial device closed"), "{err}");
+}
+
 // The network host sides: `mcpwire bridge --listen`, reached by our
 // Client over Streamable HTTP or the gRPC tunnel.
 

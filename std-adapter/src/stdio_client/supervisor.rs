@@ -14,13 +14,15 @@ use mcpwire_core::mcp::client::stdio::{
     LOCAL_CLOSED, LOCAL_TIMEOUT, StdioClient, StdioClientConfig, StdioEvent, StdioStartError,
 };
 use mcpwire_core::time::Instant as CoreInstant;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
-use tokio::process::{Child, ChildStdin};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::process::Child;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
 use super::http_link;
 use super::lines::{LineReceiver, LineSender, lines};
+#[cfg(unix)]
+use super::serial;
 use super::{EraInfo, LineServer, StdioChannelConfig, Stopped, error};
 use crate::channel::CallError;
 
@@ -77,6 +79,8 @@ struct Running {
     stdin: Option<LineSender>,
     stdout: Box<dyn AsyncRead + Unpin + Send>,
     started: Instant,
+    /// A serial device (no child, no link): closed when this is dropped.
+    device: bool,
 }
 
 struct LinkState {
@@ -133,6 +137,8 @@ pub(super) fn spawn(
         probe_timeout: config.probe_timeout,
         era: match config.server {
             LineServer::Command(_) => config.era,
+            #[cfg(unix)]
+            LineServer::Serial(_) => config.era,
             LineServer::LegacyHttp(_) => mcpwire_core::mcp::client::stdio::EraChoice::Legacy,
         },
         client_capabilities: config.client_capabilities,
@@ -223,6 +229,21 @@ impl Supervisor {
                     stdin: Some(l.lines),
                     stdout: Box::new(l.messages),
                     started: Instant::now(),
+                    device: false,
+                });
+            }
+            #[cfg(unix)]
+            LineServer::Serial(device) => {
+                let (reader, writer) = serial::open(device)?;
+                let (tx, rx) = lines();
+                tokio::spawn(write_lines(writer, rx));
+                return Ok(Running {
+                    child: None,
+                    link: None,
+                    stdin: Some(tx),
+                    stdout: Box::new(reader),
+                    started: Instant::now(),
+                    device: true,
                 });
             }
         };
@@ -262,6 +283,7 @@ impl Supervisor {
             stdin: Some(tx),
             stdout: Box::new(stdout),
             started: Instant::now(),
+            device: false,
         })
     }
 
@@ -673,6 +695,8 @@ impl Supervisor {
                 }
             };
             self.log(&format!("the server's stdout closed ({status})"));
+        } else if r.device {
+            self.log("the serial device closed: opening it again");
         }
         if self.failed.is_some() || self.restart.is_some() {
             return;
@@ -800,8 +824,6 @@ impl Supervisor {
     }
 }
 
-/// Writes each line to the child's stdin; ends (closing it) when the
-/// sender is dropped or the child stops reading for good.
 /// The longest line of a child's stderr printed as one: a longer one is
 /// printed in pieces of this length, so a child that writes without
 /// newlines costs no more memory than this.
@@ -850,7 +872,9 @@ fn cut_lines(line: &mut Vec<u8>, input: &[u8], mut emit: impl FnMut(&[u8])) {
     }
 }
 
-async fn write_lines(mut stdin: ChildStdin, mut rx: LineReceiver) {
+/// Writes each line to the child's stdin (or the device); ends (closing
+/// it) when the sender is dropped or the child stops reading for good.
+async fn write_lines(mut stdin: impl AsyncWrite + Unpin, mut rx: LineReceiver) {
     while let Some(line) = rx.recv().await {
         if stdin.write_all(&line).await.is_err() || stdin.flush().await.is_err() {
             return;
@@ -873,7 +897,11 @@ async fn stop(mut r: Running, close_wait: Duration, term_wait: Duration) -> Stop
         return Stopped::SessionClosed;
     }
     let Some(child) = r.child.as_mut() else {
-        return Stopped::NotRunning;
+        return if r.device {
+            Stopped::DeviceClosed
+        } else {
+            Stopped::NotRunning
+        };
     };
     if let Ok(Ok(s)) = tokio::time::timeout(close_wait, child.wait()).await {
         return Stopped::Exited(s.code());

@@ -59,13 +59,15 @@ use mcpwire_core::mcp::server::Failure;
 use mcpwire_tokio::channel::MAX_LIST_PAGES;
 use mcpwire_tokio::{
     App, CallError, Client, ForwardRequest, ForwardResult, HttpChannelConfig, RawMessage,
-    RawResponse, ServerCommand, StdioChannelConfig, ToolError, grpc_authority, redact_url,
+    RawResponse, SerialDevice, ServerCommand, StdioChannelConfig, ToolError, grpc_authority,
+    redact_url,
 };
 use memchr::memmem;
 use serde_json::{Value, json};
 
 pub const USAGE: &str = "usage: mcpwire bridge HOST-SIDE [--timeout-ms N] [RESTART] --to http[s]://HOST:PORT/PATH | grpc://HOST:PORT
        mcpwire bridge HOST-SIDE [--timeout-ms N] [RESTART] [--pass-env NAME]... -- /ABS/SERVER [ARGS...]
+       mcpwire bridge HOST-SIDE [--timeout-ms N] [RESTART] --serial DEVICE [--baud N]
   HOST-SIDE is one of
          --stdio-host   the host speaks MCP over stdin/stdout
          --listen [ADDR:]PORT (--token-file FILE | --no-auth) [--tls-cert PEM --tls-key PEM]
@@ -77,7 +79,10 @@ pub const USAGE: &str = "usage: mcpwire bridge HOST-SIDE [--timeout-ms N] [RESTA
   --keepalive-ms N (a gRPC server): a PING after N ms without a frame during a call, the calls
          failed if N ms more pass without an answer (default 5000; 0: no pings; a server built on
          grpc-core refuses pings more often than every 5 minutes during a silent call by default)
-  RESTART (a stdio server): [--restart-max N] starts in a row that may fail (default 5),
+  --serial DEVICE: a serial device (a board's UART, /dev/ttyACM0, a pseudo-terminal) that speaks
+         the stdio binding, opened raw (8N1, no flow control) at --baud N (default 115200), and
+         opened again as RESTART says when it goes away
+  RESTART (a stdio server or device): [--restart-max N] starts in a row that may fail (default 5),
          [--restart-backoff-ms N] the first wait before a restart (default 100, doubling up to 5 s);
          the calls in flight at a crash fail, and until the new child is ready every new call is
          refused at once (-32603 \"the server is restarting (attempt N of M)\"); after the last
@@ -99,6 +104,7 @@ enum Downstream {
         command: Vec<String>,
         pass_env: Vec<String>,
     },
+    Serial(SerialDevice),
 }
 
 /// The host side.
@@ -117,6 +123,21 @@ enum Host {
 struct Restart {
     max: Option<u32>,
     backoff: Option<Duration>,
+}
+
+impl Restart {
+    /// A stdio server's (or device's) restart settings: the flags given,
+    /// and, as the bridge recipe asks, no new work while it restarts.
+    fn apply(&self, mut config: StdioChannelConfig) -> StdioChannelConfig {
+        if let Some(max) = self.max {
+            config.max_restarts = max;
+        }
+        if let Some(backoff) = self.backoff {
+            config.restart_backoff = backoff;
+        }
+        config.refuse_while_restarting = true;
+        config
+    }
 }
 
 struct Args {
@@ -149,6 +170,8 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Args, String> {
     let mut restart = Restart::default();
     let mut to = None;
     let mut command = None;
+    let mut serial = None;
+    let mut baud = None;
     let mut pass_env = Vec::new();
     let mut timeout = None;
     let mut keepalive = Some(DEFAULT_KEEPALIVE);
@@ -181,6 +204,16 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Args, String> {
                 restart.backoff = Some(Duration::from_millis(ms));
             }
             "--to" => to = Some(value("--to")?),
+            "--serial" => serial = Some(value("--serial")?),
+            "--baud" => {
+                let v = value("--baud")?;
+                baud = Some(
+                    v.parse::<u32>()
+                        .ok()
+                        .filter(|b| *b > 0)
+                        .ok_or(format!("bad --baud {v}"))?,
+                );
+            }
             "--pass-env" => pass_env.push(value("--pass-env")?),
             "--timeout-ms" => {
                 let v = value("--timeout-ms")?;
@@ -229,14 +262,33 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Args, String> {
             }
         }
     };
-    let downstream = match (to, command) {
-        (Some(_), Some(_)) => return Err("either --to URL or -- /ABS/SERVER, not both".into()),
-        (None, None) => return Err("the server side is needed: --to URL or -- /ABS/SERVER".into()),
-        (Some(_), None) if !pass_env.is_empty() => {
+    let downstream = match (to, command, serial) {
+        (None, None, Some(path)) => {
+            if !pass_env.is_empty() {
+                return Err("--pass-env goes with -- /ABS/SERVER".into());
+            }
+            let device = SerialDevice::new(path);
+            Downstream::Serial(match baud.take() {
+                Some(b) => device.baud(b),
+                None => device,
+            })
+        }
+        (_, _, Some(_)) => {
+            return Err("one server side: --to URL, -- /ABS/SERVER or --serial DEVICE".into());
+        }
+        (Some(_), Some(_), None) => {
+            return Err("either --to URL or -- /ABS/SERVER, not both".into());
+        }
+        (None, None, None) => {
+            return Err(
+                "the server side is needed: --to URL, -- /ABS/SERVER or --serial DEVICE".into(),
+            );
+        }
+        (Some(_), None, None) if !pass_env.is_empty() => {
             return Err("--pass-env goes with -- /ABS/SERVER".into());
         }
-        (Some(url), None) => Downstream::Address(url),
-        (None, Some(command)) => {
+        (Some(url), None, None) => Downstream::Address(url),
+        (None, Some(command), None) => {
             match command.first() {
                 None => return Err("-- needs /ABS/SERVER [ARGS...]".into()),
                 Some(p) if !std::path::Path::new(p).is_absolute() => {
@@ -252,7 +304,12 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Args, String> {
     if matches!(downstream, Downstream::Address(_))
         && (restart.max.is_some() || restart.backoff.is_some())
     {
-        return Err("--restart-max and --restart-backoff-ms go with -- /ABS/SERVER".into());
+        return Err(
+            "--restart-max and --restart-backoff-ms go with -- /ABS/SERVER or --serial".into(),
+        );
+    }
+    if baud.is_some() {
+        return Err("--baud goes with --serial DEVICE".into());
     }
     Ok(Args {
         host,
@@ -332,16 +389,16 @@ async fn connect(
             let mut config = StdioChannelConfig::new(server);
             config.close_wait = CHILD_STOP_WAIT;
             config.term_wait = CHILD_STOP_WAIT;
-            if let Some(max) = restart.max {
-                config.max_restarts = max;
-            }
-            if let Some(backoff) = restart.backoff {
-                config.restart_backoff = backoff;
-            }
-            // The bridge recipe: no new work while the child restarts.
-            config.refuse_while_restarting = true;
-            let client = Client::stdio(config).await?;
+            let client = Client::stdio(restart.apply(config)).await?;
             Ok((client, program))
+        }
+        Downstream::Serial(device) => {
+            let config = StdioChannelConfig::serial(device.clone());
+            let client = Client::stdio(restart.apply(config)).await?;
+            Ok((
+                client,
+                format!("{} at {} baud", device.path.display(), device.baud),
+            ))
         }
     }
 }
@@ -1071,7 +1128,31 @@ mod tests {
         assert!(matches!(child.downstream,
             Downstream::Child { command, pass_env }
                 if command == ["/bin/server", "--flag"] && pass_env == ["HOME"]));
+        let serial = parse(words("--stdio-host --serial /dev/ttyACM0 --restart-max 9")).unwrap();
+        assert!(matches!(&serial.downstream,
+            Downstream::Serial(d) if d.path.as_os_str() == "/dev/ttyACM0" && d.baud == 115_200));
+        assert_eq!(serial.restart.max, Some(9));
+        let slow = parse(words("--stdio-host --baud 9600 --serial /dev/ttyS0")).unwrap();
+        assert!(matches!(&slow.downstream, Downstream::Serial(d) if d.baud == 9600));
         for (line, why) in [
+            (
+                "--stdio-host --serial /dev/ttyS0 --to http://h/mcp",
+                "one server side",
+            ),
+            (
+                "--stdio-host --serial /dev/ttyS0 -- /bin/s",
+                "one server side",
+            ),
+            (
+                "--stdio-host --baud 9600 --to http://h/mcp",
+                "--baud goes with --serial",
+            ),
+            ("--stdio-host --serial /dev/ttyS0 --baud fast", "bad --baud"),
+            ("--stdio-host --serial /dev/ttyS0 --baud 0", "bad --baud"),
+            (
+                "--stdio-host --serial /dev/ttyS0 --pass-env HOME",
+                "--pass-env",
+            ),
             ("--to http://h/mcp", "--stdio-host"),
             ("--stdio-host", "the server side"),
             ("--stdio-host --to http://h/mcp -- /bin/s", "not both"),

@@ -30,6 +30,9 @@ pub const USAGE: &str = "usage: mcpwire call [--server ADDR | grpc://ADDR] [--ty
        mcpwire call --stdio [-v] [--era probe|modern|legacy] [--pass-env NAME]... [--inherit-env] [--cwd DIR]
          discover | list | tool NAME [JSON-ARGS] [--progress] [--timeout-ms N] -- /ABS/SERVER [ARGS...]
          (the child gets an empty environment but the --pass-env names; MCPWIRE_TOKEN goes to it as MCPWIRE_TOKEN)
+       mcpwire call --serial DEVICE [--baud N] [-v] [--era probe|modern|legacy]
+         discover | list | tool NAME [JSON-ARGS] [--progress] [--timeout-ms N]
+         (a serial device that speaks the stdio binding, a board's UART: opened raw, 8N1, at N baud, default 115200)
        mcpwire call http[s]://HOST:PORT/PATH [--tls-ca PEM] [--tls-server-name NAME] [--http1 | --http2] [-v] [--era probe|modern|legacy]
          discover | list | tool NAME [JSON-ARGS] [--progress] [--timeout-ms N]
          (Streamable HTTP: the era probed with server/discover, falling back to a 2025-11-25 session or
@@ -50,6 +53,8 @@ struct Tls {
 #[derive(Default)]
 struct StdioArgs {
     command: Vec<String>,
+    /// `--serial DEVICE [--baud N]` instead of a command.
+    serial: Option<mcpwire_tokio::SerialDevice>,
     verbose: bool,
     era: EraChoice,
     pass_env: Vec<String>,
@@ -127,11 +132,35 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Args, String> {
                     s.era = era_choice(&value("--era")?)?;
                     continue;
                 }
+                "--baud" if s.serial.is_some() => {
+                    let v = value("--baud")?;
+                    let baud = v
+                        .parse::<u32>()
+                        .ok()
+                        .filter(|b| *b > 0)
+                        .ok_or(format!("bad --baud {v}"))?;
+                    s.serial = s.serial.take().map(|d| d.baud(baud));
+                    continue;
+                }
                 _ => {}
             }
         }
         if arg == "--stdio" {
+            if stdio.is_some() {
+                return Err("one of --stdio and --serial".into());
+            }
             stdio = Some(StdioArgs::default());
+            continue;
+        }
+        if arg == "--serial" {
+            if stdio.is_some() {
+                return Err("one of --stdio and --serial".into());
+            }
+            let path = args.next().ok_or("--serial needs a device")?;
+            stdio = Some(StdioArgs {
+                serial: Some(mcpwire_tokio::SerialDevice::new(path)),
+                ..StdioArgs::default()
+            });
             continue;
         }
         let (flag, inline) = match arg.split_once('=') {
@@ -214,7 +243,13 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Args, String> {
     if let Some(extra) = words.next() {
         return Err(format!("unexpected argument {extra}"));
     }
-    if let Some(s) = &stdio {
+    if let Some(s) = stdio.as_ref().filter(|s| s.serial.is_some()) {
+        if !s.command.is_empty() || !s.pass_env.is_empty() || s.inherit_env || s.cwd.is_some() {
+            return Err(
+                "--serial takes no server command, --pass-env, --inherit-env or --cwd".into(),
+            );
+        }
+    } else if let Some(s) = &stdio {
         match s.command.first() {
             None => return Err("--stdio needs `-- /ABS/SERVER [ARGS...]`".into()),
             Some(p) if !std::path::Path::new(p).is_absolute() => {
@@ -297,20 +332,25 @@ async fn run_stdio(mut args: Args) -> ExitCode {
     let Some(s) = args.stdio.take() else {
         return ExitCode::from(2);
     };
-    let mut words = s.command.into_iter();
-    let mut command = ServerCommand::new(words.next().unwrap_or_default())
-        .args(words)
-        .inherit_env(s.inherit_env);
-    for name in s.pass_env {
-        command = command.pass_env(name);
-    }
-    if let Ok(token) = std::env::var("MCPWIRE_TOKEN") {
-        command = command.env("MCPWIRE_TOKEN", token);
-    }
-    if let Some(dir) = s.cwd {
-        command = command.current_dir(dir);
-    }
-    let mut config = StdioChannelConfig::new(command);
+    let mut config = match s.serial {
+        Some(device) => StdioChannelConfig::serial(device),
+        None => {
+            let mut words = s.command.into_iter();
+            let mut command = ServerCommand::new(words.next().unwrap_or_default())
+                .args(words)
+                .inherit_env(s.inherit_env);
+            for name in s.pass_env {
+                command = command.pass_env(name);
+            }
+            if let Ok(token) = std::env::var("MCPWIRE_TOKEN") {
+                command = command.env("MCPWIRE_TOKEN", token);
+            }
+            if let Some(dir) = s.cwd {
+                command = command.current_dir(dir);
+            }
+            StdioChannelConfig::new(command)
+        }
+    };
     config.era = s.era;
     let client = match Client::stdio(config).await {
         Ok(c) => c,
