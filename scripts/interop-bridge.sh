@@ -18,8 +18,10 @@
 # (@modelcontextprotocol/server 2.4.0, tests/peers/ts_server.mjs),
 # mcp1-http (mcp 1.26.0, the 2025 era with sessions,
 # tests/peers/legacy_server.py), stdio-child (`mcpwire serve --stdio` as
-# the bridge's child) and qemu-child (the QEMU UART firmware
-# tests/firmware/qemu-stdio as the bridge's child). ROW-PATTERN is a shell
+# the bridge's child), qemu-child (the QEMU UART firmware
+# tests/firmware/qemu-stdio as the bridge's child) and qemu-serial (the same
+# firmware's UART on a pseudo-terminal, `-serial pty`, opened by the bridge
+# with --serial as a board's /dev/ttyACM0 would be). ROW-PATTERN is a shell
 # pattern on the row name (`py>*`, `*qemu*`); none runs every row.
 #
 # Each row's checks: discover (2026-07-28), tools-list, read-call,
@@ -200,6 +202,26 @@ downstream() {
         to=(-- "$qemu" -machine mps2-an386 -cpu cortex-m4 -nodefaults -display none -monitor none
             -serial stdio -semihosting-config enable=on,target=native -kernel "$elf")
         profile="{$device, \"no_auth\": \"stdio: the launch is the boundary\"}"
+        ;;
+    qemu-serial)
+        # QEMU names the pseudo-terminal its UART is on, on its stdout.
+        background "$dir/server.out" "$dir/server.log" "$qemu" -machine mps2-an386 -cpu cortex-m4 \
+            -nodefaults -display none -monitor none -serial pty \
+            -semihosting-config enable=on,target=native -kernel "$elf"
+        server_pid=$bg_pid
+        local pts=
+        for _ in $(seq 100); do
+            pts=$(grep -ho '/dev/pts/[0-9]*' "$dir/server.out" "$dir/server.log" | head -n 1)
+            [[ -n $pts ]] || ! kill -0 "$server_pid" 2>/dev/null && break
+            sleep 0.1
+        done
+        if [[ -z $pts ]]; then
+            note "QEMU named no pseudo-terminal:"
+            tail -n 20 "$dir/server.out" "$dir/server.log" | sed 's/^/      /'
+            return 1
+        fi
+        to=(--serial "$pts")
+        profile="{$device, \"no_auth\": \"a serial device: the cable is the boundary\"}"
         ;;
     embassy-grpc)
         netns_up || return 1
@@ -406,7 +428,7 @@ if [[ $("$binary" bridge 2>&1 || true) != *--listen* ]]; then
 fi
 
 hosts=(py ts)
-servers=(mcpwire-http mcpwire-grpc pysdk-http tssdk-http mcp1-http stdio-child qemu-child embassy-grpc)
+servers=(mcpwire-http mcpwire-grpc pysdk-http tssdk-http mcp1-http stdio-child qemu-child qemu-serial embassy-grpc)
 all_rows=()
 for host in "${hosts[@]}"; do
     for server in "${servers[@]}"; do all_rows+=("$host>$server"); done
@@ -442,7 +464,7 @@ run_row() {
     dir=$work/row-${row/>/-}
     mkdir -p "$dir"
     printf '\n==> %s: %s host -> mcpwire bridge -> %s\n' "$row" "$host" "$server"
-    if [[ $server == qemu-child ]] && [[ -z $qemu || ! -f $elf ]]; then
+    if [[ $server == qemu-* ]] && [[ -z $qemu || ! -f $elf ]]; then
         record SKIP "$row" all "no qemu-system-arm or no firmware ELF"
         return
     fi
