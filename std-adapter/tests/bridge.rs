@@ -182,6 +182,32 @@ fn tools_listen(id: Value) -> Value {
     )
 }
 
+/// `server/discover` and `tools/list` through a stdio-host bridge: each
+/// answer under the host's id, 2026-07-28 the version; the tools' names.
+async fn discover_and_list(bridge: &mut Bridge, label: &str) -> Vec<String> {
+    bridge
+        .send(request(json!("host-a"), "server/discover", json!({})))
+        .await;
+    let discovered = bridge.recv().await;
+    assert_eq!(discovered["id"], "host-a", "{label}: {discovered}");
+    assert_eq!(
+        discovered["result"]["supportedVersions"],
+        json!([VERSION]),
+        "{label}: {discovered}"
+    );
+    bridge
+        .send(request(json!(42), "tools/list", json!({})))
+        .await;
+    let listed = bridge.recv().await;
+    assert_eq!(listed["id"], 42, "{label}: {listed}");
+    listed["result"]["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{label}: {listed}"))
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
 fn tool_call(id: Value, name: &str, arguments: Value) -> Value {
     request(
         id,
@@ -229,28 +255,7 @@ async fn discover_list_and_call_keep_the_hosts_ids() {
         );
         assert!(startup.contains(VERSION), "{transport:?}: {startup}");
 
-        bridge
-            .send(request(json!("host-a"), "server/discover", json!({})))
-            .await;
-        let discovered = bridge.recv().await;
-        assert_eq!(discovered["id"], "host-a", "{transport:?}: {discovered}");
-        assert_eq!(
-            discovered["result"]["supportedVersions"],
-            json!([VERSION]),
-            "{transport:?}: {discovered}"
-        );
-
-        bridge
-            .send(request(json!(42), "tools/list", json!({})))
-            .await;
-        let listed = bridge.recv().await;
-        assert_eq!(listed["id"], 42, "{transport:?}: {listed}");
-        let names: Vec<_> = listed["result"]["tools"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|t| t["name"].as_str().unwrap().to_owned())
-            .collect();
+        let names = discover_and_list(&mut bridge, &format!("{transport:?}")).await;
         assert!(
             names.contains(&"echo".to_owned()),
             "{transport:?}: {names:?}"
@@ -818,29 +823,8 @@ async fn a_serial_device_is_a_stdio_server() {
             && startup.contains(&format!("server side stdio {path} at 57600 baud")),
         "{startup}"
     );
-    bridge
-        .send(request(json!("d"), "server/discover", json!({})))
-        .await;
-    let discovered = bridge.recv().await;
-    assert_eq!(discovered["id"], "d", "{discovered}");
-    assert_eq!(
-        discovered["result"]["supportedVersions"],
-        json!([VERSION]),
-        "{discovered}"
-    );
-    bridge
-        .send(request(json!(7), "tools/list", json!({})))
-        .await;
-    let listed = bridge.recv().await;
-    assert_eq!(listed["id"], 7, "{listed}");
-    assert!(
-        listed["result"]["tools"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|t| t["name"] == "echo"),
-        "{listed}"
-    );
+    let names = discover_and_list(&mut bridge, "serial").await;
+    assert!(names.iter().any(|n| n == "echo"), "{names:?}");
     // A long line, and octets a terminal would otherwise act on (^C, ^D,
     // CR): raw mode passes them as they are.
     let text = format!("over the wire \u{3}\u{4}\r {}", "x".repeat(3000));
