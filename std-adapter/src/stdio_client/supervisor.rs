@@ -79,8 +79,27 @@ struct Running {
     stdin: Option<LineSender>,
     stdout: Box<dyn AsyncRead + Unpin + Send>,
     started: Instant,
-    /// A serial device (no child, no link): closed when this is dropped.
-    device: bool,
+}
+
+impl Running {
+    /// A server over a byte pipe: `child`'s stdin and stdout, or a serial
+    /// device's two halves (no child, no link: closed when dropped). The
+    /// lines go out through their own writer task.
+    fn piped(
+        child: Option<Child>,
+        stdin: impl AsyncWrite + Unpin + Send + 'static,
+        stdout: impl AsyncRead + Unpin + Send + 'static,
+    ) -> Self {
+        let (tx, rx) = lines();
+        tokio::spawn(write_lines(stdin, rx));
+        Self {
+            child,
+            link: None,
+            stdin: Some(tx),
+            stdout: Box::new(stdout),
+            started: Instant::now(),
+        }
+    }
 }
 
 struct LinkState {
@@ -136,10 +155,8 @@ pub(super) fn spawn(
         request_timeout: config.request_timeout,
         probe_timeout: config.probe_timeout,
         era: match config.server {
-            LineServer::Command(_) => config.era,
-            #[cfg(unix)]
-            LineServer::Serial(_) => config.era,
             LineServer::LegacyHttp(_) => mcpwire_core::mcp::client::stdio::EraChoice::Legacy,
+            _ => config.era,
         },
         client_capabilities: config.client_capabilities,
         ..StdioClientConfig::default()
@@ -229,22 +246,12 @@ impl Supervisor {
                     stdin: Some(l.lines),
                     stdout: Box::new(l.messages),
                     started: Instant::now(),
-                    device: false,
                 });
             }
             #[cfg(unix)]
             LineServer::Serial(device) => {
                 let (reader, writer) = serial::open(device)?;
-                let (tx, rx) = lines();
-                tokio::spawn(write_lines(writer, rx));
-                return Ok(Running {
-                    child: None,
-                    link: None,
-                    stdin: Some(tx),
-                    stdout: Box::new(reader),
-                    started: Instant::now(),
-                    device: true,
-                });
+                return Ok(Running::piped(None, writer, reader));
             }
         };
         let mut cmd = tokio::process::Command::new(&c.program);
@@ -275,16 +282,7 @@ impl Supervisor {
         };
         let prefix = self.config.stderr_prefix.clone();
         tokio::spawn(forward_stderr(stderr, prefix));
-        let (tx, rx) = lines();
-        tokio::spawn(write_lines(stdin, rx));
-        Ok(Running {
-            child: Some(child),
-            link: None,
-            stdin: Some(tx),
-            stdout: Box::new(stdout),
-            started: Instant::now(),
-            device: false,
-        })
+        Ok(Running::piped(Some(child), stdin, stdout))
     }
 
     async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Command>) {
@@ -695,7 +693,8 @@ impl Supervisor {
                 }
             };
             self.log(&format!("the server's stdout closed ({status})"));
-        } else if r.device {
+        } else {
+            // Neither a child nor a link: a serial device.
             self.log("the serial device closed: opening it again");
         }
         if self.failed.is_some() || self.restart.is_some() {
@@ -897,11 +896,8 @@ async fn stop(mut r: Running, close_wait: Duration, term_wait: Duration) -> Stop
         return Stopped::SessionClosed;
     }
     let Some(child) = r.child.as_mut() else {
-        return if r.device {
-            Stopped::DeviceClosed
-        } else {
-            Stopped::NotRunning
-        };
+        // Neither a link nor a child: a serial device, closed as `r` goes.
+        return Stopped::DeviceClosed;
     };
     if let Ok(Ok(s)) = tokio::time::timeout(close_wait, child.wait()).await {
         return Stopped::Exited(s.code());
