@@ -204,6 +204,15 @@ impl Fixtures {
     }
 }
 
+/// The value of `--baud` (`call --serial`, `bridge --serial`): a positive
+/// line speed.
+fn parse_baud(v: &str) -> Result<u32, String> {
+    v.parse::<u32>()
+        .ok()
+        .filter(|b| *b > 0)
+        .ok_or(format!("bad --baud {v}"))
+}
+
 /// The bearer tokens, TLS files and HTTP settings of `serve`.
 #[derive(Default)]
 struct ServeOptions {

@@ -205,15 +205,7 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Args, String> {
             }
             "--to" => to = Some(value("--to")?),
             "--serial" => serial = Some(value("--serial")?),
-            "--baud" => {
-                let v = value("--baud")?;
-                baud = Some(
-                    v.parse::<u32>()
-                        .ok()
-                        .filter(|b| *b > 0)
-                        .ok_or(format!("bad --baud {v}"))?,
-                );
-            }
+            "--baud" => baud = Some(super::parse_baud(&value("--baud")?)?),
             "--pass-env" => pass_env.push(value("--pass-env")?),
             "--timeout-ms" => {
                 let v = value("--timeout-ms")?;
@@ -262,13 +254,16 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Args, String> {
             }
         }
     };
+    if !pass_env.is_empty() && command.is_none() {
+        return Err("--pass-env goes with -- /ABS/SERVER".into());
+    }
+    if baud.is_some() && serial.is_none() {
+        return Err("--baud goes with --serial DEVICE".into());
+    }
     let downstream = match (to, command, serial) {
         (None, None, Some(path)) => {
-            if !pass_env.is_empty() {
-                return Err("--pass-env goes with -- /ABS/SERVER".into());
-            }
             let device = SerialDevice::new(path);
-            Downstream::Serial(match baud.take() {
+            Downstream::Serial(match baud {
                 Some(b) => device.baud(b),
                 None => device,
             })
@@ -283,9 +278,6 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Args, String> {
             return Err(
                 "the server side is needed: --to URL, -- /ABS/SERVER or --serial DEVICE".into(),
             );
-        }
-        (Some(_), None, None) if !pass_env.is_empty() => {
-            return Err("--pass-env goes with -- /ABS/SERVER".into());
         }
         (Some(url), None, None) => Downstream::Address(url),
         (None, Some(command), None) => {
@@ -307,9 +299,6 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Args, String> {
         return Err(
             "--restart-max and --restart-backoff-ms go with -- /ABS/SERVER or --serial".into(),
         );
-    }
-    if baud.is_some() {
-        return Err("--baud goes with --serial DEVICE".into());
     }
     Ok(Args {
         host,

@@ -133,32 +133,25 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Args, String> {
                     continue;
                 }
                 "--baud" if s.serial.is_some() => {
-                    let v = value("--baud")?;
-                    let baud = v
-                        .parse::<u32>()
-                        .ok()
-                        .filter(|b| *b > 0)
-                        .ok_or(format!("bad --baud {v}"))?;
+                    let baud = super::parse_baud(&value("--baud")?)?;
                     s.serial = s.serial.take().map(|d| d.baud(baud));
                     continue;
                 }
                 _ => {}
             }
         }
-        if arg == "--stdio" {
+        if arg == "--stdio" || arg == "--serial" {
             if stdio.is_some() {
                 return Err("one of --stdio and --serial".into());
             }
-            stdio = Some(StdioArgs::default());
-            continue;
-        }
-        if arg == "--serial" {
-            if stdio.is_some() {
-                return Err("one of --stdio and --serial".into());
-            }
-            let path = args.next().ok_or("--serial needs a device")?;
+            let serial = match arg.as_str() {
+                "--serial" => Some(mcpwire_tokio::SerialDevice::new(
+                    args.next().ok_or("--serial needs a device")?,
+                )),
+                _ => None,
+            };
             stdio = Some(StdioArgs {
-                serial: Some(mcpwire_tokio::SerialDevice::new(path)),
+                serial,
                 ..StdioArgs::default()
             });
             continue;
