@@ -2112,12 +2112,7 @@ async fn timeout_tap() -> (std::net::SocketAddr, Seen) {
                         .map(str::to_owned);
                     let noted = std::sync::Arc::clone(&noted);
                     tokio::spawn(async move {
-                        let mut body = request.into_body();
-                        let mut octets = bytes::BytesMut::new();
-                        while let Some(Ok(chunk)) = body.data().await {
-                            let _ = body.flow_control().release_capacity(chunk.len());
-                            octets.extend_from_slice(&chunk);
-                        }
+                        let mut octets = common::read_body(request.into_body()).await;
                         let mut messages = Vec::new();
                         common::take_messages(&mut octets, &mut messages);
                         let request = messages.pop().unwrap();
@@ -2132,17 +2127,7 @@ async fn timeout_tap() -> (std::net::SocketAddr, Seen) {
                         let answer = serde_json::to_vec(&json!({"jsonrpc": "2.0",
                             "id": request["id"], "result": result}))
                         .unwrap();
-                        let framed = common::frame(&answer);
-                        let head = http::Response::builder()
-                            .status(200)
-                            .header("content-type", "application/grpc+proto")
-                            .body(())
-                            .unwrap();
-                        let mut send = respond.send_response(head, false).unwrap();
-                        send.send_data(framed, false).unwrap();
-                        let mut trailers = http::HeaderMap::new();
-                        trailers.insert("grpc-status", http::HeaderValue::from_static("0"));
-                        send.send_trailers(trailers).unwrap();
+                        common::answer_grpc(&mut respond, [common::frame(&answer)]);
                     });
                 }
             });

@@ -720,27 +720,11 @@ mod scripted {
                         let rq = Arc::clone(&rq);
                         tokio::spawn(async move {
                             let path = request.uri().path().to_owned();
-                            let mut body = request.into_body();
-                            let mut octets = Vec::new();
-                            while let Some(Ok(chunk)) = body.data().await {
-                                let _ = body.flow_control().release_capacity(chunk.len());
-                                octets.extend_from_slice(&chunk);
-                            }
+                            let octets = crate::common::read_body(request.into_body()).await;
                             let request = unframe(&octets);
                             let messages = script(&request);
                             rq.lock().unwrap().push((path, request));
-                            let head = http::Response::builder()
-                                .status(200)
-                                .header("content-type", "application/grpc+proto")
-                                .body(())
-                                .unwrap();
-                            let mut send = respond.send_response(head, false).unwrap();
-                            for m in &messages {
-                                send.send_data(frame(m), false).unwrap();
-                            }
-                            let mut trailers = http::HeaderMap::new();
-                            trailers.insert("grpc-status", http::HeaderValue::from_static("0"));
-                            send.send_trailers(trailers).unwrap();
+                            crate::common::answer_grpc(&mut respond, messages.iter().map(frame));
                         });
                     }
                 });

@@ -331,6 +331,37 @@ impl Messages {
     }
 }
 
+/// A scripted gRPC server's side of a call: the request body, whole (its
+/// window given back as it comes).
+pub async fn read_body(mut body: h2::RecvStream) -> BytesMut {
+    let mut octets = BytesMut::new();
+    while let Some(Ok(chunk)) = body.data().await {
+        let _ = body.flow_control().release_capacity(chunk.len());
+        octets.extend_from_slice(&chunk);
+    }
+    octets
+}
+
+/// A scripted gRPC server's answer: the head, `messages` (framed), then
+/// `grpc-status: 0`.
+pub fn answer_grpc(
+    respond: &mut h2::server::SendResponse<Bytes>,
+    messages: impl IntoIterator<Item = Bytes>,
+) {
+    let head = http::Response::builder()
+        .status(200)
+        .header("content-type", "application/grpc+proto")
+        .body(())
+        .unwrap();
+    let mut send = respond.send_response(head, false).unwrap();
+    for m in messages {
+        send.send_data(m, false).unwrap();
+    }
+    let mut trailers = HeaderMap::new();
+    trailers.insert("grpc-status", http::HeaderValue::from_static("0"));
+    send.send_trailers(trailers).unwrap();
+}
+
 /// Reads a whole call.
 pub async fn collect(resp: ResponseFuture) -> Reply {
     let resp = resp.await.unwrap();
