@@ -930,3 +930,17 @@ fn the_routing_value_comes_from_the_message() {
         Err(TypedError::Malformed(_))
     ));
 }
+
+/// A sampling answer among a request's input responses whose `message`
+/// (the group of `role` and `content`) is absent: `role` is missing, as it
+/// is from a present but empty `message`; the JSON it decoded to before
+/// was one the encoder refuses (found by the `typed_transcode` fuzz
+/// target).
+#[test]
+fn a_required_member_of_an_absent_group_is_missing() {
+    let proto = [10, 14, 50, 7, 26, 1, 107, 18, 2, 58, 0, 72, 2, 82, 1, 115];
+    assert_eq!(
+        req_json(Rpc::ListResources, &proto),
+        Err(TypedError::Missing("role"))
+    );
+}

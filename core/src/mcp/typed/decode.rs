@@ -196,6 +196,9 @@ pub(super) fn members(
         match holder {
             Some(h) => field(jw, m, entry, h, first)?,
             None if !entry.missing.is_empty() => return Err(TypedError::Invalid(entry.missing)),
+            // A required member whose group message is absent is missing
+            // as it would be from a present one (the encoder asks for it).
+            None if entry.flags & table::REQ != 0 => return Err(TypedError::Missing(entry.key)),
             None => {}
         }
     }
