@@ -28,7 +28,7 @@ use core::future::{pending, poll_fn};
 use core::task::Poll;
 
 use embassy_futures::select::{Either4, select4};
-use embassy_time::Timer;
+use embassy_time::{Timer, with_timeout};
 use embedded_io_async::{Read, Write};
 use mcpwire_core::drive::{self, Endpoint, Feed, Step};
 use mcpwire_core::mcp::auth::Decision as AuthDecision;
@@ -48,6 +48,8 @@ use crate::handler::{Assign, Outcome, Phase, Slot};
 pub enum ConnectionError {
     /// Writing to the connection failed.
     Write,
+    /// The peer took none of the output within [`Config::send_timeout`](crate::Config::send_timeout).
+    SendTimeout,
     /// The engine took no input while it had no output to send, or had
     /// output it did not write (a bug).
     Stuck,
@@ -289,9 +291,17 @@ impl<'a, T: Tools, E: Binding, const HANDLERS: usize, const ARGS: usize, const R
                 warn!("mcpwire: the engine has output it does not write");
                 return Err(ConnectionError::Stuck);
             }
-            io.write_all(&output[..n])
-                .await
-                .map_err(|_| ConnectionError::Write)?;
+            // Nothing is read while a write waits: a peer that does not
+            // read stops its own input, and is dropped after the send
+            // timeout (its calls hold handler slots meanwhile).
+            let write = io.write_all(&output[..n]);
+            match self.server.config.send_timeout {
+                Some(limit) => with_timeout(limit, write)
+                    .await
+                    .map_err(|_| ConnectionError::SendTimeout)?,
+                None => write.await,
+            }
+            .map_err(|_| ConnectionError::Write)?;
             wrote = true;
         }
         Ok(wrote)

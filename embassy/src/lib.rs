@@ -221,6 +221,11 @@ pub struct Config {
     /// A connection that receives nothing (keep-alive answers included) for
     /// this long is dropped. Default 60 s.
     pub idle_timeout: Option<Duration>,
+    /// A connection whose output waits this long for the peer to take it
+    /// is dropped. Meanwhile nothing more is read from it, and its calls
+    /// keep their handler slots: a client that sends and never reads holds
+    /// them for at most this long. Default 60 s.
+    pub send_timeout: Option<Duration>,
 }
 
 impl Default for Config {
@@ -237,6 +242,7 @@ impl Default for Config {
             tokens: None,
             keep_alive: Some(Duration::from_secs(15)),
             idle_timeout: Some(Duration::from_secs(60)),
+            send_timeout: Some(Duration::from_secs(60)),
         }
     }
 }

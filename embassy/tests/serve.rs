@@ -726,3 +726,66 @@ fn a_request_that_starts_like_the_preface_is_still_http() {
         assert_eq!(r["id"], 5);
     });
 }
+
+/// A client that sends requests and never reads (issue #32, A1): the
+/// device stops reading it once its output waits (the pipe is full) and
+/// holds nothing beyond its fixed buffers; the call it started keeps the
+/// one handler slot (the other connection is told "busy") until the send
+/// timeout drops the stalled connection, and then the other connection is
+/// served.
+#[test]
+fn a_client_that_never_reads_is_dropped_after_the_send_timeout() {
+    let config = Config {
+        send_timeout: Some(Duration::from_millis(300)),
+        ..Config::default()
+    };
+    run_both(config, |mut t, mut http| async move {
+        let mut call = request(
+            json!("flood"),
+            "tools/call",
+            json!({ "name": "count", "arguments": { "n": 50 } }),
+        );
+        call["params"]["_meta"]["progressToken"] = json!(1);
+        let body = serde_json::to_vec(&call).expect("json");
+        let head = format!(
+            "POST /mcp HTTP/1.1\r\nhost: 192.0.2.7:50051\r\ncontent-type: application/json\r\n\
+             accept: application/json, text/event-stream\r\nmcp-protocol-version: {VERSION}\r\n\
+             mcp-method: tools/call\r\nmcp-name: count\r\ncontent-length: {}\r\n\r\n",
+            body.len()
+        );
+        let mut one = head.into_bytes();
+        one.extend_from_slice(&body);
+        // Pipelined until the device stops taking them (the pipes hold
+        // 8 KiB each way); nothing is read.
+        let mut sent = 0;
+        while with_timeout(Duration::from_millis(100), http.write_all(&one))
+            .await
+            .is_ok()
+        {
+            sent += 1;
+            assert!(
+                sent < 100,
+                "the device kept reading a client that reads nothing"
+            );
+        }
+        let count = |id| {
+            request(
+                json!(id),
+                "tools/call",
+                json!({ "name": "count", "arguments": { "n": 1 } }),
+            )
+        };
+        let (messages, _) = t.call(count(2)).await;
+        assert_eq!(
+            messages[0]["error"]["message"], "server busy: every handler is running",
+            "{messages:?}"
+        );
+        embassy_time::Timer::after(Duration::from_millis(400)).await;
+        let (messages, status) = t.call(count(3)).await;
+        assert_eq!(status.as_deref(), Some("0"), "{messages:?}");
+        assert_eq!(
+            messages[0]["result"]["content"][0]["text"], "counted 1",
+            "{messages:?}"
+        );
+    });
+}

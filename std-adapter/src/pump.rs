@@ -84,7 +84,10 @@ where
         }
         timer.set(pump.poll_timeout());
         tokio::select! {
-            r = rd.read(&mut rbuf), if !eof => match r {
+            // A server that sends and never reads makes no more output
+            // gather here: past the high-water mark its octets wait in the
+            // socket.
+            r = rd.read(&mut rbuf), if !eof && out.len() < WRITE_HIGH => match r {
                 Ok(0) => {
                     eof = true;
                     pump.recv_eof();

@@ -95,6 +95,12 @@ pub struct ServerConfig {
     /// How long an idle HTTP/1.1 keep-alive connection is kept. Default
     /// 60 s.
     pub idle_timeout: Duration,
+    /// How long a connection's output may wait at its high-water mark
+    /// (64 KiB; meanwhile nothing more is read from the client) with the
+    /// client taking none of it, before the connection is closed: a client
+    /// that sends and never reads holds a bounded backlog for a bounded
+    /// time. Default 60 s.
+    pub send_timeout: Duration,
     /// The `Host` names and `Origin` hosts HTTP requests may carry (the
     /// guard against DNS rebinding, §5.1); others are answered 403.
     /// Default [`AllowedHosts::Loopback`].
@@ -194,6 +200,7 @@ impl Default for ServerConfig {
             http_path: http.path.to_owned(),
             max_head_bytes: http.max_head_bytes,
             idle_timeout: http.idle_timeout,
+            send_timeout: Duration::from_secs(60),
             allowed_hosts: AllowedHosts::Loopback,
             resource_metadata: None,
         }
@@ -301,6 +308,7 @@ impl Server {
                 http: self.config.http(self.auth.is_some()),
                 app: Arc::new(app),
                 auth: self.auth.clone(),
+                send_timeout: self.config.send_timeout,
             }),
             stop: stop_rx,
         };
@@ -468,6 +476,7 @@ mod tests {
                 http: config.http(false),
                 app: Arc::new(app),
                 auth: None,
+                send_timeout: config.send_timeout,
             }),
             stop,
         };

@@ -16,6 +16,7 @@ use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::Poll;
+use std::time::Duration;
 
 use mcpwire_core::drive::{self, Endpoint, Feed, Step};
 use mcpwire_core::mcp::registry::Registry;
@@ -36,7 +37,10 @@ use crate::store::HeapStore;
 /// Read from the socket at a time.
 pub(super) const READ_BUF: usize = 64 << 10;
 pub(super) const TRANSMIT_CHUNK: usize = 16 << 10;
-/// Stop pulling frames while this much waits for the socket.
+/// The output's high-water mark: while this much waits for the socket,
+/// the engine's output stays in the engine and no input is read or fed
+/// (a client that sends and never reads holds at most this, the unfed
+/// input and its calls' credit, never a growing queue of answers).
 pub(super) const WRITE_HIGH: usize = 64 << 10;
 /// Messages from handlers waiting for the connection task.
 pub(super) const QUEUE: usize = 256;
@@ -74,6 +78,9 @@ pub(super) struct Common {
     pub(super) http: HttpConfig<'static>,
     pub(super) app: Arc<App>,
     pub(super) auth: Option<Arc<dyn Auth>>,
+    /// How long output at the high-water mark may wait for the socket to
+    /// take any of it before the connection is closed.
+    pub(super) send_timeout: Duration,
 }
 
 /// What the run loop needs of a connection's engine beyond the MCP calls
@@ -158,6 +165,7 @@ where
             shared.common.config.max_message_bytes,
         ),
         auth: shared.common.auth.clone(),
+        send_timeout: shared.common.send_timeout,
         pending: first.to_vec(),
     };
     conn.drive(rd, wr, rx, shared.stop)
@@ -167,6 +175,7 @@ struct Conn<E> {
     engine: Box<E>,
     calls: Calls,
     auth: Option<Arc<dyn Auth>>,
+    send_timeout: Duration,
     /// Input the engine did not take yet (octets read before the engine
     /// was chosen, or a request that waits for the one before it to be
     /// answered); nothing more is read meanwhile. Empty and unallocated
@@ -207,6 +216,10 @@ impl<E: ConnectionEngine> Conn<E> {
         };
         tokio::pin!(stop_signal);
         let mut turn_over = false;
+        // Since when the output has been at its high-water mark with the
+        // socket taking none of it (a client that does not read).
+        let mut stalled_since: Option<Instant> = None;
+        let send_timeout = self.send_timeout;
         loop {
             if written == out.len() {
                 // Everything went out: an idle connection holds no buffer.
@@ -214,8 +227,9 @@ impl<E: ConnectionEngine> Conn<E> {
                 written = 0;
             }
             // After a turn that ended for the handlers it started in tasks,
-            // they run (this task yields once) before the rest is fed.
-            if !self.pending.is_empty() && !turn_over {
+            // they run (this task yields once) before the rest is fed;
+            // nothing is fed while the output is at its high-water mark.
+            if !self.pending.is_empty() && !turn_over && out.len() < WRITE_HIGH {
                 let input = std::mem::take(&mut self.pending);
                 turn_over = self.feed(&input, &mut out)?;
             }
@@ -231,10 +245,21 @@ impl<E: ConnectionEngine> Conn<E> {
             if written == out.len() && (self.engine.is_over() || eof_told) {
                 break;
             }
-            timer.set(self.engine.poll_timeout());
+            // Past the high-water mark the wait for the socket is bounded
+            // (as nginx's send_timeout): such a client holds its calls and
+            // a connection of the server's cap.
+            let stall_deadline = if out.len() >= WRITE_HIGH {
+                Some(*stalled_since.get_or_insert_with(now) + send_timeout)
+            } else {
+                stalled_since = None;
+                None
+            };
+            timer.set(earliest(self.engine.poll_timeout(), stall_deadline));
             listen.follow(self.engine.is_listening(), || self.calls.subscribe());
             tokio::select! {
-                r = read_shared(&mut rd), if !eof && self.pending.is_empty() => match r {
+                // Input waits in the socket (and the client's sending
+                // stops) while the output is at its high-water mark.
+                r = read_shared(&mut rd), if !eof && self.pending.is_empty() && out.len() < WRITE_HIGH => match r {
                     // Told to the engine at the top of the loop.
                     Ok(0) => eof = true,
                     // The octets are in this thread's buffer until the
@@ -244,6 +269,8 @@ impl<E: ConnectionEngine> Conn<E> {
                 },
                 r = wr.write(&out[written..]), if written < out.len() => {
                     written += r?;
+                    // The socket took some: the wait starts again.
+                    stalled_since = None;
                 }
                 msg = rx.recv() => {
                     self.calls.outgoing_queued(&mut *self.engine, msg, &mut rx);
@@ -254,7 +281,14 @@ impl<E: ConnectionEngine> Conn<E> {
                     self.drain_events();
                 }
                 () = timer.fired(), if timer.is_set() => {
-                    self.engine.handle_timeout(now());
+                    let at = now();
+                    if stall_deadline.is_some_and(|d| at >= d) {
+                        return Err(io::Error::new(
+                            io::ErrorKind::TimedOut,
+                            "the client took none of the output in time",
+                        ));
+                    }
+                    self.engine.handle_timeout(at);
                     self.drain_events();
                 }
                 () = tokio::task::yield_now(), if turn_over => turn_over = false,
@@ -272,7 +306,8 @@ impl<E: ConnectionEngine> Conn<E> {
     }
 
     /// Feeds `input` to the engine until it is consumed, the engine waits
-    /// for an answer, or [`REQUESTS_PER_TURN`] requests started handlers
+    /// for an answer, the output reaches [`WRITE_HIGH`], or
+    /// [`REQUESTS_PER_TURN`] requests started handlers
     /// that wait (their tasks run before more is taken: a forwarding
     /// handler's request leaves while the next ones are read). What is
     /// left is kept in `pending`; `true` when the turn ended for the
@@ -290,8 +325,15 @@ impl<E: ConnectionEngine> Conn<E> {
                     return Ok(true);
                 }
                 Step::Consumed => {}
-                // The engine waits for its output to go out first.
-                Step::Transmit => self.transmit(out, usize::MAX),
+                // The engine waits for its output to go out first; at the
+                // high-water mark the rest waits for the socket to take it.
+                Step::Transmit => {
+                    self.transmit(out, WRITE_HIGH);
+                    if out.len() >= WRITE_HIGH {
+                        self.pending.extend_from_slice(feed.rest());
+                        return Ok(false);
+                    }
+                }
                 Step::Done => return Ok(false),
                 // A request waits for the one before it (HTTP/1.1): keep
                 // the rest, read nothing more until it is taken.
@@ -343,6 +385,14 @@ impl<E: ConnectionEngine> Conn<E> {
                 });
             self.engine.authorize(call, decision.to_core());
         }
+    }
+}
+
+/// The earlier of two deadlines.
+fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
     }
 }
 

@@ -308,7 +308,10 @@ impl Stdio {
                 continue;
             }
             tokio::select! {
-                r = rd.read(&mut buf), if !input_ended && self.pending.is_empty() => match r? {
+                // Lines wait in the pipe (and the host's writes block)
+                // while the output is at its high-water mark.
+                r = rd.read(&mut buf), if !input_ended && self.pending.is_empty()
+                    && self.out.len() < WRITE_HIGH => match r? {
                     0 => {
                         input_ended = true;
                         grace_timer = Some(Box::pin(tokio::time::sleep(grace)));
@@ -359,6 +362,10 @@ impl Stdio {
     /// tasks to run first.
     fn pump(&mut self) -> io::Result<bool> {
         loop {
+            // At the high-water mark the input waits for the host to read.
+            if self.out.len() >= WRITE_HIGH {
+                return Ok(false);
+            }
             let (fed, turn_over) = self.feed()?;
             let sent = self.transmit(WRITE_HIGH);
             if turn_over {
@@ -371,7 +378,8 @@ impl Stdio {
     }
 
     /// Feeds the pending input, [`LINES_PER_TURN`] lines at a time, until
-    /// it is consumed, the engine waits, or some of the lines fed started
+    /// it is consumed, the engine waits, the output reaches its high-water
+    /// mark ([`WRITE_HIGH`]), or some of the lines fed started
     /// a handler that waits (its task runs before more lines are taken: a
     /// forwarding handler's request leaves while the next ones are read).
     /// Returns whether any input was consumed, and whether the turn ended
@@ -392,8 +400,13 @@ impl Stdio {
                 self.drain_events();
                 match step {
                     Step::Consumed => {}
+                    // At the high-water mark the rest waits for the
+                    // output to be written.
                     Step::Transmit => {
-                        self.transmit(usize::MAX);
+                        self.transmit(WRITE_HIGH);
+                        if self.out.len() >= WRITE_HIGH {
+                            break true;
+                        }
                     }
                     Step::Done => break false,
                     Step::Wait => break true,
