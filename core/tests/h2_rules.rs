@@ -197,6 +197,72 @@ fn settings_ack_timeout_sends_goaway_settings_timeout<St: Rule>() {
     });
 }
 
+/// A server with a handshake timeout of 10 s and an idle timeout of 60 s.
+fn idle_config() -> Config {
+    Config {
+        idle_timeout: Some(core::time::Duration::from_secs(60)),
+        handshake_timeout: Some(core::time::Duration::from_secs(10)),
+        ..Config::default()
+    }
+}
+
+/// The connection said GOAWAY(NO_ERROR) as its last frame and closed
+/// without an error (a graceful end).
+fn expect_idle_goaway<St: Rule>(p: &mut SvWith<St>) {
+    p.drain();
+    let frames = p.take();
+    assert!(
+        matches!(frames.last(), Some(Rx::GoAway { code, .. }) if *code == ErrorCode::NO_ERROR),
+        "{frames:?}"
+    );
+    assert!(p.conn.is_closed());
+    assert_eq!(p.conn.error(), None);
+}
+
+/// A client that opens a connection and never sends its first request
+/// (here: the preface's first octets only) is closed at the handshake
+/// timeout with GOAWAY(NO_ERROR).
+fn a_connection_without_a_first_request_ends_at_the_handshake_timeout<St: Rule>() {
+    both(|split| {
+        let mut p = SvWith::<St>::server(idle_config(), split);
+        p.send(&PREFACE[..4]);
+        p.take();
+        assert_eq!(p.conn.poll_timeout(), Some(Instant::from_millis(10_000)));
+        p.conn.handle_timeout(Instant::from_millis(9_999));
+        assert!(p.take().is_empty() && !p.conn.is_closed());
+        p.conn.handle_timeout(Instant::from_millis(10_000));
+        expect_idle_goaway(&mut p);
+    });
+}
+
+/// With no stream open the idle timeout runs from the last stream's end;
+/// an open stream (a listen stream, a long call) is never idle.
+fn a_connection_with_no_stream_open_ends_at_the_idle_timeout<St: Rule>() {
+    both(|split| {
+        let mut p = SvWith::<St>::server(idle_config(), split);
+        let mut first = PREFACE.to_vec();
+        first.extend(Sv::settings(&[]));
+        first.extend(Sv::settings_ack());
+        p.send(&first);
+        p.take();
+        assert_eq!(p.conn.poll_timeout(), Some(Instant::from_millis(10_000)));
+        p.now = Instant::from_millis(5_000);
+        p.request(1, &req(), false);
+        assert_eq!(p.conn.poll_timeout(), None, "a stream is open");
+        p.conn.handle_timeout(Instant::from_millis(1_000_000));
+        assert!(p.take().is_empty() && !p.conn.is_closed());
+        // The stream ends (the peer resets it) at 1,000 s: idle from then.
+        p.now = Instant::from_millis(1_000_000);
+        p.send(&Sv::rst(1, ErrorCode::CANCEL));
+        p.take();
+        assert_eq!(p.conn.poll_timeout(), Some(Instant::from_millis(1_060_000)));
+        p.conn.handle_timeout(Instant::from_millis(1_059_999));
+        assert!(p.take().is_empty() && !p.conn.is_closed());
+        p.conn.handle_timeout(Instant::from_millis(1_060_000));
+        expect_idle_goaway(&mut p);
+    });
+}
+
 fn client_refuses_enable_push_1_from_a_server<St: Rule>() {
     both(|split| {
         let mut p = ClWith::<St>::client(Config::default(), split);
@@ -1925,6 +1991,8 @@ each_storage!(
     invalid_preface_ends_the_connection,
     first_frame_must_be_settings,
     settings_ack_timeout_sends_goaway_settings_timeout,
+    a_connection_without_a_first_request_ends_at_the_handshake_timeout,
+    a_connection_with_no_stream_open_ends_at_the_idle_timeout,
     client_refuses_enable_push_1_from_a_server,
     ping_is_answered_with_ack_and_the_same_payload,
     a_ping_of_ours_is_written_once_and_its_ack_reported,

@@ -789,3 +789,65 @@ fn a_client_that_never_reads_is_dropped_after_the_send_timeout() {
         );
     });
 }
+
+/// A connection that never sends a request (the HTTP/2 preface and
+/// SETTINGS, then nothing) ends at the handshake timeout with
+/// GOAWAY(NO_ERROR), and `serve` returns (issue #32, A2); so does one whose
+/// calls ended, at the idle timeout.
+#[test]
+fn idle_http2_connections_end_at_their_timeouts() {
+    for first_call in [false, true] {
+        let up: &'static Wire = Box::leak(Box::new(Wire::new()));
+        let down: &'static Wire = Box::leak(Box::new(Wire::new()));
+        let mut config = Config::default();
+        config.engine.h2.handshake_timeout = Some(Duration::from_millis(300).into());
+        config.engine.h2.idle_timeout = Some(Duration::from_millis(300).into());
+        let server: &'static Mcp = Box::leak(Box::new(
+            Mcp::new(INFO, (Count, Sleep), config).expect("a valid schema"),
+        ));
+        let mut t = Tunnel {
+            conn: Client::new(Role::Client, h2::Config::default(), now()),
+            io: End { rx: down, tx: up },
+            authorization: None,
+            challenge: None,
+        };
+        let serve = async {
+            let mut io = End { rx: up, tx: down };
+            let mut staging = [0u8; 256];
+            server
+                .serve::<SlabStore<2048, 2>, 2, 4096, 2048, _>(&mut io, &mut staging)
+                .await
+        };
+        let client = async {
+            if first_call {
+                let (messages, status) = t
+                    .call(request(
+                        json!(1),
+                        "tools/call",
+                        json!({ "name": "count", "arguments": { "n": 1 } }),
+                    ))
+                    .await;
+                assert_eq!(status.as_deref(), Some("0"), "{messages:?}");
+            } else {
+                // The preface and SETTINGS only.
+                t.transmit().await;
+            }
+            // Everything the device writes until it closes (the pipe
+            // has no end of file: until a second passes in silence).
+            let mut got = Vec::new();
+            let mut buf = [0u8; 512];
+            while let Ok(n) = with_timeout(Duration::from_secs(1), t.io.read(&mut buf)).await {
+                got.extend_from_slice(&buf[..n.expect("read")]);
+            }
+            got
+        };
+        let (served, got) = block_on(embassy_futures::join::join(
+            with_timeout(Duration::from_secs(5), serve),
+            client,
+        ));
+        served.expect("serve returns").expect("a clean end");
+        // The last frame: GOAWAY with NO_ERROR.
+        let tail = &got[got.len().saturating_sub(17)..];
+        assert_eq!((tail[3], &tail[13..17]), (7, &[0u8; 4][..]), "{got:?}");
+    }
+}

@@ -11,6 +11,7 @@
 mod calls;
 mod connection;
 mod http;
+mod limits;
 pub mod stdio;
 
 use std::future::Future;
@@ -31,6 +32,7 @@ use crate::store::HeapStore;
 #[cfg(feature = "tls")]
 use crate::tls::{ALPN_H2, ALPN_HTTP1, TlsConfig};
 use connection::{Common, Shared};
+use limits::Limits;
 
 /// Calls one connection's engine holds at once (listen streams included).
 const CALLS: usize = 32;
@@ -84,7 +86,9 @@ pub struct ServerConfig {
     /// before they are closed. Default 5 s.
     pub shutdown_grace: Duration,
     /// How long a TLS handshake may take, and a new connection's first
-    /// octets. Default 10 s.
+    /// request (an HTTP/1.1 request head; HTTP/2's preface, SETTINGS and
+    /// first HEADERS): a connection that sends none in time is closed.
+    /// Default 10 s.
     pub handshake_timeout: Duration,
     /// The Streamable HTTP endpoint (MCP §5), served on the same port
     /// over HTTP/1.1: other paths are answered 404. Default `/mcp`.
@@ -92,9 +96,21 @@ pub struct ServerConfig {
     /// The longest HTTP/1.1 request head; a longer one is answered 431.
     /// Default 8 KiB.
     pub max_head_bytes: usize,
-    /// How long an idle HTTP/1.1 keep-alive connection is kept. Default
-    /// 60 s.
+    /// How long a connection with no call in progress is kept: an
+    /// HTTP/1.1 keep-alive connection between requests, an HTTP/2
+    /// connection with no stream open (then told GOAWAY). A listen stream
+    /// is a call in progress. Default 60 s.
     pub idle_timeout: Duration,
+    /// Connections served at once. At the cap the server stops accepting
+    /// until one ends (new clients wait in the listen backlog); idle ones
+    /// end by [`ServerConfig::idle_timeout`] and
+    /// [`ServerConfig::handshake_timeout`]. Keep it below the process's
+    /// descriptor limit. Default 10,000.
+    pub max_connections: usize,
+    /// Connections one peer IP address may hold at once; a connection past
+    /// it is closed as soon as it is accepted, so one client cannot take
+    /// the whole [`ServerConfig::max_connections`]. Default 1,000.
+    pub max_connections_per_address: usize,
     /// How long a connection's output may wait at its high-water mark
     /// (64 KiB; meanwhile nothing more is read from the client) with the
     /// client taking none of it, before the connection is closed: a client
@@ -155,6 +171,8 @@ impl ServerConfig {
                 connection_window_size: self.connection_window,
                 max_frame_size: self.max_frame_size,
                 max_concurrent_streams: self.max_concurrent_calls.min(Self::MAX_CONCURRENT_CALLS),
+                idle_timeout: Some(self.idle_timeout),
+                handshake_timeout: Some(self.handshake_timeout),
                 ..defaults.h2
             },
             max_message_bytes: self.max_message_bytes,
@@ -201,6 +219,8 @@ impl Default for ServerConfig {
             max_head_bytes: http.max_head_bytes,
             idle_timeout: http.idle_timeout,
             send_timeout: Duration::from_secs(60),
+            max_connections: 10_000,
+            max_connections_per_address: 1_000,
             allowed_hosts: AllowedHosts::Loopback,
             resource_metadata: None,
         }
@@ -313,20 +333,33 @@ impl Server {
             stop: stop_rx,
         };
         let mut conns = JoinSet::new();
+        let limits = Limits::new(
+            self.config.max_connections,
+            self.config.max_connections_per_address,
+        );
         tokio::pin!(signal);
         loop {
             tokio::select! {
-                r = self.listener.accept() => match r {
-                    Ok((socket, _)) => {
+                r = limits.accept(&self.listener) => match r {
+                    Ok(Some((socket, admitted))) => {
                         let shared = shared.clone();
+                        let handshake = self.config.handshake_timeout;
                         #[cfg(feature = "tls")]
                         if let Some(tls) = &self.tls {
-                            let handshake = self.config.handshake_timeout;
-                            conns.spawn(serve_tls(socket, tls.clone(), handshake, shared));
+                            let tls = tls.clone();
+                            conns.spawn(async move {
+                                let _admitted = admitted;
+                                serve_tls(socket, tls, handshake, shared).await
+                            });
                             continue;
                         }
-                        conns.spawn(serve_tcp(socket, shared, self.config.handshake_timeout));
+                        conns.spawn(async move {
+                            let _admitted = admitted;
+                            serve_tcp(socket, shared, handshake).await
+                        });
                     }
+                    // Over its address's cap: closed (dropped) at once.
+                    Ok(None) => {}
                     // Out of descriptors and the like: wait, then go on.
                     Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
                 },

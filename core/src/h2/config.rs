@@ -37,6 +37,16 @@ pub struct Config {
     /// CONTINUATION frames allowed in one header block (CVE-2024-27316).
     /// Default 16.
     pub max_continuation_frames: u32,
+    /// How long the connection may go without any stream open before it
+    /// ends with GOAWAY(NO_ERROR) (as an HTTP/1.1 keep-alive connection
+    /// times out): a peer that holds connections open and idle holds them
+    /// for at most this long. `None` (the default): no limit.
+    pub idle_timeout: Option<Duration>,
+    /// How long the connection may go from its start to its first stream
+    /// (the preface, SETTINGS and the first request's HEADERS) before it
+    /// ends with GOAWAY(NO_ERROR). `None` (the default): the idle timeout
+    /// applies from the start.
+    pub handshake_timeout: Option<Duration>,
     /// Rates above which the peer is told ENHANCE_YOUR_CALM.
     pub flood: FloodLimits,
 }
@@ -53,6 +63,8 @@ impl Default for Config {
             max_field_size: 8 << 10,
             settings_timeout: Duration::from_secs(10),
             max_continuation_frames: 16,
+            idle_timeout: None,
+            handshake_timeout: None,
             flood: FloodLimits::default(),
         }
     }

@@ -201,6 +201,10 @@ pub struct Connection<
     control: ControlQueue,
     events: EventQueue,
     rates: Rates,
+    /// When the connection ends for want of a stream, while none is open:
+    /// the handshake timeout from the start until the first, then the
+    /// idle timeout from the last one's end.
+    idle_deadline: Option<Instant>,
 }
 
 impl<
@@ -305,6 +309,10 @@ impl<
             control: ControlQueue::new(),
             events: EventQueue::new(),
             rates: Rates::default(),
+            idle_deadline: config
+                .handshake_timeout
+                .or(config.idle_timeout)
+                .map(|t| now + t),
         }
     }
 
@@ -447,20 +455,28 @@ impl<
     }
 
     /// The next deadline, if any: call [`Connection::handle_timeout`] then.
-    /// It changes after `recv` (the SETTINGS ACK arrived) and when the
-    /// connection ends.
+    /// It changes after `recv` (the SETTINGS ACK arrived, a stream opened),
+    /// when the last stream ends, and when the connection ends.
     pub fn poll_timeout(&self) -> Option<Instant> {
         match self.state {
-            State::Open | State::Draining => self.settings.deadline,
+            State::Open => match (self.settings.deadline, self.idle_deadline) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            },
+            State::Draining => self.settings.deadline,
             _ => None,
         }
     }
 
     /// Lets time pass. Afterwards, drain [`Connection::poll_event`] and
     /// `poll_transmit`: a passed SETTINGS deadline ends the connection with
-    /// GOAWAY(SETTINGS_TIMEOUT).
+    /// GOAWAY(SETTINGS_TIMEOUT); a connection idle past its idle (or
+    /// handshake) timeout ends with GOAWAY(NO_ERROR).
     pub fn handle_timeout(&mut self, now: Instant) {
         self.now = now;
+        if self.state == State::Open && self.idle_deadline.is_some_and(|at| now >= at) {
+            self.go_away(ErrorCode::NO_ERROR);
+        }
         if let Some(deadline) = self.settings.deadline
             && now >= deadline
             && matches!(self.state, State::Open | State::Draining)

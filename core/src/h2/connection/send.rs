@@ -31,6 +31,7 @@ impl<
         let mut s = self.new_stream(0);
         s.announced = true;
         self.streams.occupy(slot, s);
+        self.idle_deadline = None;
         Ok(self.streams.handle(slot))
     }
 

@@ -335,6 +335,7 @@ impl<
         s.counted = true;
         self.streams.peer_streams += 1;
         self.streams.occupy(slot, s);
+        self.idle_deadline = None;
         Some(slot)
     }
 
@@ -400,6 +401,9 @@ impl<
             return;
         };
         self.flow.release(s.unreleased);
+        if !self.streams.has_streams() {
+            self.idle_deadline = self.config.idle_timeout.map(|t| self.now + t);
+        }
         if s.counted {
             if self.streams.peer_initiated(s.id) {
                 self.streams.peer_streams -= 1;

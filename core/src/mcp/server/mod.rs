@@ -124,7 +124,14 @@ pub struct ServerConfig {
 impl Default for ServerConfig {
     fn default() -> Self {
         Self {
-            h2: h2::Config::default(),
+            // A client has 10 s to send its first request and may keep a
+            // connection with no call open for 60 s, as on HTTP/1.1
+            // (`HttpConfig`'s head and idle timeouts).
+            h2: h2::Config {
+                idle_timeout: Some(Duration::from_secs(60)),
+                handshake_timeout: Some(Duration::from_secs(10)),
+                ..h2::Config::default()
+            },
             max_message_bytes: 4 << 20,
             request_timeout: Duration::from_secs(60),
             authorize: false,
