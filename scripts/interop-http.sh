@@ -19,8 +19,9 @@
 # foreign `Origin` (origin-403), 401 with `WWW-Authenticate: Bearer`
 # without the token and 200 with it (token-401), the SSE headers and the
 # events of a progress call in order (sse-progress), two requests on one
-# connection (keep-alive), 413 for a body over the 4 MiB limit (body-413),
-# 431 for a head over 8 KiB (head-431), and a gRPC call (`mcpwire call
+# connection (keep-alive), 413 for a body over the 4 MiB limit (body-413;
+# and to httpx2, the Python SDK's client, which sends the whole body before
+# it reads, over HTTP/1.1 and HTTP/2: httpx-413), 431 for a head over 8 KiB (head-431), and a gRPC call (`mcpwire call
 # --server ADDR list`) on the port while an HTTP listen stream is open
 # there (grpc-same-port). Then the official SDK clients over HTTP, the
 # scenarios of the stdio run (tests/stdio/sdk_client.py and ts_client.mjs,
@@ -64,8 +65,8 @@ binary=$root/target/release/mcpwire
 
 checks=(get-405 delete-405 media-415 path-404 bad-json bad-utf8 name-mismatch version-32022
     initialize-modern initialize-legacy no-session notification-202 origin-403 token-401 sse-progress
-    keep-alive body-413 head-431 grpc-same-port)
-h2_checks=(h2-json h2-sse-progress h2-notification-202 h2-get-405 h2-grpc-one-connection)
+    keep-alive body-413 httpx-413 head-431 grpc-same-port)
+h2_checks=(h2-json h2-sse-progress h2-notification-202 h2-get-405 h2-body-413 h2-grpc-one-connection)
 clients=(python typescript)
 # shellcheck disable=SC2034 # read by check_names
 all=("${checks[@]}" "${h2_checks[@]}" "${clients[@]}")
@@ -321,13 +322,40 @@ keep_alive() {
     }
 }
 
+# big_json: 5 MiB of JSON in $work/big.json; the limit is 4 MiB
+# (ServerConfig::max_message_bytes).
+big_json() {
+    [[ -f $work/big.json ]] ||
+        python3 -c 'import sys; sys.stdout.write("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"echo\",\"arguments\":{\"text\":\"" + "x" * (5 << 20) + "\"}}}")' \
+            >"$work/big.json"
+}
+
 body_413() {
-    # 5 MiB of JSON; the limit is 4 MiB (ServerConfig::max_message_bytes).
-    python3 -c 'import sys; sys.stdout.write("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"echo\",\"arguments\":{\"text\":\"" + "x" * (5 << 20) + "\"}}}")' \
-        >"$work/big.json"
+    big_json
     local s
     s=$(post big "$demo_url" tools/call "@$work/big.json" -H 'Mcp-Name: echo') || true
     expect_status big "$s" 413
+}
+
+httpx_413() {
+    # httpx2 (the HTTP client of the Python SDK 2.x, httpx's successor)
+    # writes the whole 5 MiB body before it reads: the server answers 413
+    # early and must let it finish (a lingering close on HTTP/1.1, the rest
+    # of the stream's body read and dropped on HTTP/2), or the client sees
+    # a broken connection or waits for window until its timeout.
+    "$python" - "$demo_url" "$VERSION" <<'PY'
+import sys
+import httpx2 as httpx
+url, version = sys.argv[1], sys.argv[2]
+body = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"' + b"x" * (5 << 20) + b'"}}}'
+headers = {"content-type": "application/json", "accept": "application/json, text/event-stream",
+           "mcp-protocol-version": version, "mcp-method": "tools/call", "mcp-name": "echo"}
+for http2 in (False, True):
+    with httpx.Client(http1=not http2, http2=http2, timeout=20) as client:
+        r = client.post(url, content=body, headers=headers)
+        if r.status_code != 413 or r.http_version != ("HTTP/2" if http2 else "HTTP/1.1"):
+            sys.exit(f"{r.http_version} {r.status_code}")
+PY
 }
 
 head_431() {
@@ -430,6 +458,17 @@ h2_get_405() {
         echo "allow: $(header h2-get allow)"
         return 1
     }
+}
+
+h2_body_413() {
+    # As body-413 over HTTP/2: the 413 comes before curl sent all of the
+    # body, and the rest is read and dropped (curl 7.88 reports a reset
+    # stream, not the status, when the rest is refused with RST_STREAM).
+    big_json
+    local s
+    s=$(h2 h2-big -X POST "${HEADERS[@]}" -H 'Mcp-Method: tools/call' -H 'Mcp-Name: echo' \
+        --data-binary "@$work/big.json" "$demo_url") || true
+    expect_status h2-big "$s" 413
 }
 
 h2_grpc_one_connection() {

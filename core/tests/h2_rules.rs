@@ -263,6 +263,60 @@ fn a_connection_with_no_stream_open_ends_at_the_idle_timeout<St: Rule>() {
     });
 }
 
+/// A stream marked with `drain_after_response` (Streamable HTTP: clients
+/// send their whole body before they read) is read to its end after an
+/// early response, its DATA dropped and its windows reopened, up to the
+/// discard budget; past it the rest is stopped with RST_STREAM(NO_ERROR).
+/// An unmarked stream is reset at once (the gRPC binding's rule).
+fn an_early_response_drains_a_marked_request_up_to_the_budget<St: Rule>() {
+    both(|split| {
+        let config = Config {
+            early_response_discard: 1000,
+            ..Config::default()
+        };
+        let mut p = server_with::<St>(config, split);
+        let refused = fields(&[(":status", "413")]);
+        let s = p.request(1, &req(), false);
+        p.conn.drain_after_response(s);
+        p.conn.send_headers(s, as_fields(&refused), true).unwrap();
+        let frames = p.take();
+        assert!(
+            matches!(
+                frames.as_slice(),
+                [Rx::Headers {
+                    stream: 1,
+                    end_stream: true,
+                    ..
+                }]
+            ),
+            "{frames:?}"
+        );
+        p.send(&Sv::data(1, &[0; 600], false));
+        p.send(&Sv::data(1, &[0; 300], true));
+        let frames = p.take();
+        assert!(Sv::rsts(&frames, 1).is_empty(), "{frames:?}");
+        // The application sees none of the dropped body; the stream is over.
+        assert!(
+            !p.log.iter().any(|e| matches!(e, Ev::DataEnd { .. })),
+            "{:?}",
+            p.log
+        );
+        assert_eq!(p.conn.stream_id(s), None, "the stream ended");
+        // Past the budget: reset.
+        let s = p.request(3, &req(), false);
+        p.conn.drain_after_response(s);
+        p.conn.send_headers(s, as_fields(&refused), true).unwrap();
+        p.take();
+        p.send(&Sv::data(3, &[0; 1001], false));
+        assert_eq!(Sv::rsts(&p.take(), 3), [ErrorCode::NO_ERROR]);
+        // Unmarked: reset with the response.
+        let s = p.request(5, &req(), false);
+        p.conn.send_headers(s, as_fields(&refused), true).unwrap();
+        assert_eq!(Sv::rsts(&p.take(), 5), [ErrorCode::NO_ERROR]);
+        p.assert_request_works(7);
+    });
+}
+
 fn client_refuses_enable_push_1_from_a_server<St: Rule>() {
     both(|split| {
         let mut p = ClWith::<St>::client(Config::default(), split);
@@ -1993,6 +2047,7 @@ each_storage!(
     settings_ack_timeout_sends_goaway_settings_timeout,
     a_connection_without_a_first_request_ends_at_the_handshake_timeout,
     a_connection_with_no_stream_open_ends_at_the_idle_timeout,
+    an_early_response_drains_a_marked_request_up_to_the_budget,
     client_refuses_enable_push_1_from_a_server,
     ping_is_answered_with_ack_and_the_same_payload,
     a_ping_of_ours_is_written_once_and_its_ack_reported,

@@ -560,3 +560,27 @@ fn bearer_tokens_are_checked_with_401() {
     assert_eq!(seen.header(":status"), Some("200"), "{seen:?}");
     assert_eq!(json::get(&seen.body, b"id"), Some(&b"3"[..]));
 }
+
+/// A body over the limit is answered `:status 413` while the client is
+/// still sending; the rest of the body is dropped (the client gets to send
+/// it whole and read the answer, as curl and httpx do), and the connection
+/// goes on (#32 item 3).
+#[test]
+fn an_oversize_body_is_answered_413_and_the_connection_goes_on() {
+    each_split(|| {
+        let mut p = Pair::new();
+        let text = "x".repeat(5_000_000);
+        let big = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"echo","arguments":{{"text":"{text}"}},{META}}}}}"#
+        );
+        let s = p.post("tools/call", &big);
+        p.run();
+        let seen = p.seen(s);
+        assert_eq!(seen.header(":status"), Some("413"), "{seen:?}");
+        assert!(seen.ended && !seen.reset, "a whole response: {seen:?}");
+        assert!(p.pending.is_empty(), "the client sent its whole body");
+        let after = p.post("tools/list", &tools_list(2));
+        p.run();
+        assert_eq!(p.seen(after).header(":status"), Some("200"));
+    });
+}

@@ -302,6 +302,9 @@ impl<E: ConnectionEngine> Conn<E> {
             }
         }
         let _ = wr.shutdown().await;
+        if !eof {
+            linger(&mut rd).await;
+        }
         Ok(())
     }
 
@@ -384,6 +387,31 @@ impl<E: ConnectionEngine> Conn<E> {
                     a.check(self.engine.bearer_token(call))
                 });
             self.engine.authorize(call, decision.to_core());
+        }
+    }
+}
+
+/// How long a closing connection reads and drops what its client still
+/// sends, at most in all, and at most between two reads.
+const LINGER_TIME: Duration = Duration::from_secs(10);
+const LINGER_PAUSE: Duration = Duration::from_secs(2);
+/// How much it reads and drops at most.
+const LINGER_BYTES: usize = 16 << 20;
+
+/// Reads and drops what the client still sends once the connection is
+/// over and its write side shut, for a bounded time and size, then lets
+/// the socket close (as nginx's lingering close): a socket closed with
+/// unread input is reset, and a client still sending its request (one
+/// that writes its whole body before it reads, as httpx does) would lose
+/// the answer sent before the close (413, 431, a GOAWAY).
+async fn linger<R: AsyncRead + Unpin>(rd: &mut R) {
+    let end = tokio::time::Instant::now() + LINGER_TIME;
+    let mut left = LINGER_BYTES;
+    while left > 0 {
+        let until = end.min(tokio::time::Instant::now() + LINGER_PAUSE);
+        match tokio::time::timeout_at(until, read_shared(rd)).await {
+            Ok(Ok(n)) if n > 0 => left = left.saturating_sub(n),
+            _ => return,
         }
     }
 }

@@ -243,6 +243,30 @@ impl<
                 slot = None;
             }
         }
+        // A request answered early: its body is dropped, the stream's
+        // window reopened, until its end or the discard budget's.
+        if let Some(k) = slot
+            && let Some(st) = self.streams.get_mut(k)
+            && st.send == Half::Ended
+            && let Some(left) = st.discard
+        {
+            // Later pieces of the frame still find the stream.
+            if let Some(c) = self.reader.current.as_mut() {
+                c.auto_release += n as u32;
+            }
+            match left.checked_sub(n as u32) {
+                Some(left) => {
+                    st.discard = Some(left);
+                    self.release_stream(k, n as u32);
+                    if end {
+                        self.end_recv(k);
+                    }
+                }
+                None => self.stop_early_request(k),
+            }
+            self.after_progress()?;
+            return Ok(None);
+        }
         if slot.is_none() {
             // Nobody takes these octets: they return to the window at once.
             if let Some(c) = self.reader.current.as_mut() {

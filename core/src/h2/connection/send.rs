@@ -124,23 +124,50 @@ impl<
         Ok(())
     }
 
+    /// After this stream's complete response, the rest of its request body
+    /// is read and dropped, up to
+    /// [`Config::early_response_discard`](crate::h2::Config::early_response_discard)
+    /// octets, instead of being stopped with RST_STREAM(NO_ERROR) at once:
+    /// for HTTP clients that send their whole request before they read the
+    /// response. A server's call, made before its response ends.
+    pub fn drain_after_response(&mut self, stream: StreamRef) {
+        let budget = self.config.early_response_discard;
+        if let Some(slot) = self.streams.slot_of(stream)
+            && let Some(s) = self.streams.get_mut(slot)
+        {
+            s.discard = Some(budget);
+        }
+    }
+
     /// The local half ended: free the stream, or for a server whose request
     /// is still arriving, stop it with RST_STREAM(NO_ERROR) after the
-    /// response (RFC 9113 §8.1).
+    /// response (RFC 9113 §8.1), or drop the rest of it first (see
+    /// [`Connection::drain_after_response`]).
     fn on_send_end(&mut self, slot: usize) {
         let Some(s) = self.streams.get(slot) else {
             return;
         };
         if s.recv == Half::Ended {
             self.finish_stream(slot);
-        } else if self.role == Role::Server && s.head_received {
-            self.write_rst_in_order(s.id, ErrorCode::NO_ERROR);
-            self.streams.remember_reset(s.id);
-            if let Some(st) = self.streams.get_mut(slot) {
-                st.recv = Half::Ended;
-            }
-            self.finish_stream(slot);
+        } else if self.role == Role::Server
+            && s.head_received
+            && !s.discard.is_some_and(|left| left > 0)
+        {
+            self.stop_early_request(slot);
         }
+    }
+
+    /// Stops the rest of a request answered early: RST_STREAM(NO_ERROR)
+    /// after the response, and the stream is over.
+    pub(super) fn stop_early_request(&mut self, slot: usize) {
+        let Some(s) = self.streams.get_mut(slot) else {
+            return;
+        };
+        s.recv = Half::Ended;
+        let id = s.id;
+        self.write_rst_in_order(id, ErrorCode::NO_ERROR);
+        self.streams.remember_reset(id);
+        self.finish_stream(slot);
     }
 
     /// Encodes a header block into the transmit buffer as HEADERS and

@@ -51,6 +51,10 @@ pub(super) struct Stream {
     /// DATA octets handed out and not yet released; returned to the
     /// connection window when the stream ends.
     pub(super) unreleased: u32,
+    /// Marked by `drain_after_response`: after an early response, the
+    /// request body's octets still read and dropped before the rest is
+    /// stopped with RST_STREAM(NO_ERROR).
+    pub(super) discard: Option<u32>,
 }
 
 impl Stream {
@@ -72,6 +76,7 @@ impl Stream {
             announced: false,
             ready: false,
             unreleased: 0,
+            discard: None,
         }
     }
 }

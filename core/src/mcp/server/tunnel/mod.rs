@@ -562,6 +562,17 @@ impl<
     }
 
     fn on_request_head(&mut self, stream: StreamRef, admission: Admission, end_stream: bool) {
+        // An HTTP client (curl, httpx) sends its whole body before it reads
+        // an answer: an early one (413, 401) leaves the rest of the body to
+        // be dropped, where a gRPC call's is reset at once (the binding).
+        let http = match admission {
+            Admission::Mcp(_) => true,
+            Admission::Call(i) => self.exchange(i).is_some(),
+            _ => false,
+        };
+        if http && !end_stream {
+            self.conn.drain_after_response(stream);
+        }
         match admission {
             Admission::Mcp(status) => self.http_refuse(stream, status),
             Admission::Http(status) => self.http_error(stream, status),
