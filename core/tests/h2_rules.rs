@@ -265,8 +265,9 @@ fn a_connection_with_no_stream_open_ends_at_the_idle_timeout<St: Rule>() {
 
 /// A stream marked with `drain_after_response` (Streamable HTTP: clients
 /// send their whole body before they read) is read to its end after an
-/// early response, its DATA dropped and its windows reopened, up to the
-/// discard budget; past it the rest is stopped with RST_STREAM(NO_ERROR).
+/// early response, its DATA dropped and its windows reopened, while the
+/// body is within the discard budget; past it the rest is stopped with
+/// RST_STREAM(NO_ERROR).
 /// An unmarked stream is reset at once (the gRPC binding's rule).
 fn an_early_response_drains_a_marked_request_up_to_the_budget<St: Rule>() {
     both(|split| {

@@ -40,12 +40,12 @@ pub struct Config {
     /// On a stream the server marked with
     /// [`Connection::drain_after_response`](super::Connection::drain_after_response):
     /// after a complete response to a request whose body is still arriving
-    /// (an early refusal: 413, 401), this many more octets of the body are
-    /// read and dropped, their windows reopened, so that a client that
-    /// sends its whole request before it reads the response (curl, httpx)
-    /// gets to read it; past that the rest is stopped with
-    /// RST_STREAM(NO_ERROR) (RFC 9113 §8.1), as on every other stream at
-    /// once. Default 1 MiB.
+    /// (an early refusal: 413, 401), the rest of the body is read and
+    /// dropped, its windows reopened, while the whole body is at most this
+    /// many octets, so that a client that sends its whole request before
+    /// it reads the response (curl, httpx) gets to read it; past that the
+    /// rest is stopped with RST_STREAM(NO_ERROR) (RFC 9113 §8.1), as on
+    /// every other stream at once. Default 8 MiB.
     pub early_response_discard: u32,
     /// How long the connection may go without any stream open before it
     /// ends with GOAWAY(NO_ERROR) (as an HTTP/1.1 keep-alive connection
@@ -73,7 +73,7 @@ impl Default for Config {
             max_field_size: 8 << 10,
             settings_timeout: Duration::from_secs(10),
             max_continuation_frames: 16,
-            early_response_discard: 1 << 20,
+            early_response_discard: 8 << 20,
             idle_timeout: None,
             handshake_timeout: None,
             flood: FloodLimits::default(),

@@ -248,21 +248,20 @@ impl<
         if let Some(k) = slot
             && let Some(st) = self.streams.get_mut(k)
             && st.send == Half::Ended
-            && let Some(left) = st.discard
+            && st.drain
         {
+            let within = st.data_received <= u64::from(self.config.early_response_discard);
             // Later pieces of the frame still find the stream.
             if let Some(c) = self.reader.current.as_mut() {
                 c.auto_release += n as u32;
             }
-            match left.checked_sub(n as u32) {
-                Some(left) => {
-                    st.discard = Some(left);
-                    self.release_stream(k, n as u32);
-                    if end {
-                        self.end_recv(k);
-                    }
+            if within {
+                self.release_stream(k, n as u32);
+                if end {
+                    self.end_recv(k);
                 }
-                None => self.stop_early_request(k),
+            } else {
+                self.stop_early_request(k);
             }
             self.after_progress()?;
             return Ok(None);

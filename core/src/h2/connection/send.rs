@@ -125,17 +125,16 @@ impl<
     }
 
     /// After this stream's complete response, the rest of its request body
-    /// is read and dropped, up to
+    /// is read and dropped, while the body is at most
     /// [`Config::early_response_discard`](crate::h2::Config::early_response_discard)
-    /// octets, instead of being stopped with RST_STREAM(NO_ERROR) at once:
+    /// octets in all, instead of being stopped with RST_STREAM(NO_ERROR) at once:
     /// for HTTP clients that send their whole request before they read the
     /// response. A server's call, made before its response ends.
     pub fn drain_after_response(&mut self, stream: StreamRef) {
-        let budget = self.config.early_response_discard;
         if let Some(slot) = self.streams.slot_of(stream)
             && let Some(s) = self.streams.get_mut(slot)
         {
-            s.discard = Some(budget);
+            s.drain = true;
         }
     }
 
@@ -151,7 +150,7 @@ impl<
             self.finish_stream(slot);
         } else if self.role == Role::Server
             && s.head_received
-            && !s.discard.is_some_and(|left| left > 0)
+            && !(s.drain && s.data_received < u64::from(self.config.early_response_discard))
         {
             self.stop_early_request(slot);
         }

@@ -52,9 +52,9 @@ pub(super) struct Stream {
     /// connection window when the stream ends.
     pub(super) unreleased: u32,
     /// Marked by `drain_after_response`: after an early response, the
-    /// request body's octets still read and dropped before the rest is
-    /// stopped with RST_STREAM(NO_ERROR).
-    pub(super) discard: Option<u32>,
+    /// rest of the request body is read and dropped (up to the discard
+    /// budget in all) instead of being stopped with RST_STREAM(NO_ERROR).
+    pub(super) drain: bool,
 }
 
 impl Stream {
@@ -76,7 +76,7 @@ impl Stream {
             announced: false,
             ready: false,
             unreleased: 0,
-            discard: None,
+            drain: false,
         }
     }
 }
