@@ -1557,3 +1557,79 @@ fn a_request_message_after_the_response_and_the_reset_is_ignored() {
     assert_eq!(seen.trailer("grpc-status"), Some("0"), "{seen:?}");
     assert_eq!(seen.messages.len(), 1, "{seen:?}");
 }
+
+/// A count of listen streams for the tests: at most `max`.
+struct CountingQuota {
+    max: usize,
+    taken: std::sync::atomic::AtomicUsize,
+}
+
+impl mcpwire_core::mcp::server::ListenQuota for CountingQuota {
+    fn acquire(&self, _: Option<&str>) -> bool {
+        use std::sync::atomic::Ordering;
+        self.taken
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < self.max).then_some(n + 1)
+            })
+            .is_ok()
+    }
+    fn release(&self, _: Option<&str>) {
+        self.taken.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
+}
+
+/// Listen streams over the driver's quota are answered in-band -32603 (as
+/// the MCP SDKs answer too many subscriptions), a stream's room comes back
+/// when it ends, and a listen request longer than the engine keeps (a
+/// long `resourceSubscriptions` filter) is -32602 (issue #32, A4).
+#[test]
+fn listen_streams_past_the_quota_or_with_a_long_filter_are_refused_in_band() {
+    use mcpwire_core::mcp::server::ListenLimits;
+    each_split(|| {
+        let quota: &'static CountingQuota = Box::leak(Box::new(CountingQuota {
+            max: 1,
+            taken: Default::default(),
+        }));
+        let mut p = Pair::new();
+        p.server.endpoint.set_listen_limits(ListenLimits {
+            quota: Some(quota),
+            max_request_bytes: 512,
+        });
+        let listen = |id: u32, subs: &str| {
+            format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"method":"subscriptions/listen","params":{{"notifications":{{"toolsListChanged":true,"resourceSubscriptions":[{subs}]}},{META}}}}}"#
+            )
+        };
+        let headers = mirrored("subscriptions/listen", None);
+        let first = p.call(&headers, &listen(1, ""));
+        let second = p.call(&headers, &listen(2, ""));
+        let long = format!(r#""file:///{}""#, "x".repeat(600));
+        let third = p.call(&headers, &listen(3, &long));
+        p.run();
+        let ack = &p.client.seen[&first];
+        assert!(
+            ack.messages[0].contains("notifications/subscriptions/acknowledged"),
+            "{ack:?}"
+        );
+        let refused = &p.client.seen[&second];
+        assert!(
+            refused.messages[0].contains(r#""code":-32603"#),
+            "{refused:?}"
+        );
+        assert!(refused.messages[0].contains("too many listen streams"));
+        assert_eq!(refused.trailer("grpc-status"), Some("0"));
+        let long = &p.client.seen[&third];
+        assert!(long.messages[0].contains(r#""code":-32602"#), "{long:?}");
+        assert_eq!(quota.taken.load(std::sync::atomic::Ordering::Acquire), 1);
+        p.client.reset(first, ErrorCode::CANCEL).unwrap();
+        p.run();
+        assert_eq!(quota.taken.load(std::sync::atomic::Ordering::Acquire), 0);
+        let again = p.call(&headers, &listen(4, r#""file:///a""#));
+        p.run();
+        let ack = &p.client.seen[&again];
+        assert!(
+            ack.messages[0].contains("notifications/subscriptions/acknowledged"),
+            "{ack:?}"
+        );
+    });
+}

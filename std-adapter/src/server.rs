@@ -111,6 +111,20 @@ pub struct ServerConfig {
     /// it is closed as soon as it is accepted, so one client cannot take
     /// the whole [`ServerConfig::max_connections`]. Default 1,000.
     pub max_connections_per_address: usize,
+    /// Listen streams (`subscriptions/listen`) the server keeps at once,
+    /// over all its connections; the next is answered in-band -32603. Each
+    /// holds a call of its connection (and, on HTTP/1.1, the connection).
+    /// Default 4,096.
+    pub max_listen_streams: usize,
+    /// Listen streams one authenticated principal may keep at once (the
+    /// streams of a server without authentication count against
+    /// [`ServerConfig::max_listen_streams`] only). Default 256.
+    pub max_listen_streams_per_principal: usize,
+    /// The longest listen request (its `params`: the filter, a
+    /// `resourceSubscriptions` array) a listen stream may have: the server
+    /// keeps it for the stream's life. A longer one is answered -32602.
+    /// Default 16 KiB.
+    pub max_listen_request_bytes: usize,
     /// How long a connection's output may wait at its high-water mark
     /// (64 KiB; meanwhile nothing more is read from the client) with the
     /// client taking none of it, before the connection is closed: a client
@@ -181,6 +195,20 @@ impl ServerConfig {
         }
     }
 
+    /// The listen limits of the server's engines, with one count of its
+    /// listen streams across its connections (it lives as long as the
+    /// program: call once per server).
+    fn listen_limits(&self) -> engine::ListenLimits<'static> {
+        let counts = limits::ListenCounts::new(
+            self.max_listen_streams,
+            self.max_listen_streams_per_principal,
+        );
+        engine::ListenLimits {
+            quota: Some(Box::leak(Box::new(counts))),
+            max_request_bytes: self.max_listen_request_bytes,
+        }
+    }
+
     /// The Streamable HTTP binding's settings. Its strings live as long as
     /// the program: call once per server.
     fn http(&self, authorize: bool) -> engine::HttpConfig<'static> {
@@ -221,6 +249,9 @@ impl Default for ServerConfig {
             send_timeout: Duration::from_secs(60),
             max_connections: 10_000,
             max_connections_per_address: 1_000,
+            max_listen_streams: 4_096,
+            max_listen_streams_per_principal: 256,
+            max_listen_request_bytes: engine::ListenLimits::default().max_request_bytes,
             allowed_hosts: AllowedHosts::Loopback,
             resource_metadata: None,
         }
@@ -329,6 +360,7 @@ impl Server {
                 app: Arc::new(app),
                 auth: self.auth.clone(),
                 send_timeout: self.config.send_timeout,
+                listen: self.config.listen_limits(),
             }),
             stop: stop_rx,
         };
@@ -510,6 +542,7 @@ mod tests {
                 app: Arc::new(app),
                 auth: None,
                 send_timeout: config.send_timeout,
+                listen: config.listen_limits(),
             }),
             stop,
         };

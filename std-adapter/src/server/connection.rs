@@ -20,7 +20,9 @@ use std::time::Duration;
 
 use mcpwire_core::drive::{self, Endpoint, Feed, Step};
 use mcpwire_core::mcp::registry::Registry;
-use mcpwire_core::mcp::server::{HttpConfig, ServerConfig as EngineConfig, ServerEngine};
+use mcpwire_core::mcp::server::{
+    HttpConfig, ListenLimits, ServerConfig as EngineConfig, ServerEngine,
+};
 use mcpwire_core::time::Instant;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::sync::{broadcast, watch};
@@ -81,6 +83,9 @@ pub(super) struct Common {
     /// How long output at the high-water mark may wait for the socket to
     /// take any of it before the connection is closed.
     pub(super) send_timeout: Duration,
+    /// The listen limits of every engine, the server's count of listen
+    /// streams included.
+    pub(super) listen: ListenLimits<'static>,
 }
 
 /// What the run loop needs of a connection's engine beyond the MCP calls
@@ -134,12 +139,13 @@ where
     // too (plus the framing).
     let common = &*shared.common;
     let store = HeapStore::new(common.config.max_message_bytes.saturating_add(BUF_SLACK));
-    let engine = Box::new(ConnEngine::new(
+    let mut engine = Box::new(ConnEngine::new(
         common.registry,
         common.config,
         store,
         now(),
     ));
+    engine.set_listen_limits(common.listen);
     run(engine, rd, wr, shared, first)
 }
 

@@ -55,6 +55,7 @@ where
     // of the answer with its framing.
     let common = &*shared.common;
     let store = HeapStore::new(common.http.max_body_bytes.saturating_add(BUF_SLACK));
-    let engine = Box::new(HttpEngine::new(common.registry, common.http, store, now()));
+    let mut engine = Box::new(HttpEngine::new(common.registry, common.http, store, now()));
+    engine.set_listen_limits(common.listen);
     connection::run(engine, rd, wr, shared, first)
 }

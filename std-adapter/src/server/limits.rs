@@ -1,15 +1,20 @@
-//! The server's caps on connections: how many it serves at once, and how
-//! many of them one peer address may hold. At the total cap the server
-//! stops accepting (new clients wait in the listen backlog) until a
-//! connection ends; a connection past its address's cap is closed as soon
-//! as it is accepted. Idle connections end by the idle and handshake
-//! timeouts, so a client that opens many and sends nothing holds them for
-//! a bounded time.
+//! The server's caps on connections and listen streams. Connections: how
+//! many it serves at once, and how many of them one peer address may hold.
+//! At the total cap the server stops accepting (new clients wait in the
+//! listen backlog) until a connection ends; a connection past its
+//! address's cap is closed as soon as it is accepted. Idle connections end
+//! by the idle and handshake timeouts, so a client that opens many and
+//! sends nothing holds them for a bounded time. Listen streams: how many
+//! the server keeps at once, and how many of them one principal may hold
+//! ([`ListenCounts`], the core's [`ListenQuota`] across connections).
 
 use std::collections::HashMap;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+
+use mcpwire_core::mcp::server::ListenQuota;
 
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -92,6 +97,80 @@ impl Drop for Admitted {
     }
 }
 
+/// The listen streams of a server, counted across its connections.
+pub(super) struct ListenCounts {
+    total: AtomicUsize,
+    max_total: usize,
+    max_per_principal: usize,
+    by_principal: Mutex<HashMap<Box<str>, usize>>,
+}
+
+impl ListenCounts {
+    pub(super) fn new(max_total: usize, max_per_principal: usize) -> Self {
+        Self {
+            total: AtomicUsize::new(0),
+            max_total,
+            max_per_principal,
+            by_principal: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn principals(&self) -> std::sync::MutexGuard<'_, HashMap<Box<str>, usize>> {
+        // Nothing under the lock can panic halfway.
+        self.by_principal
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl ListenQuota for ListenCounts {
+    /// Streams without a principal (no authentication) count against the
+    /// total only.
+    fn acquire(&self, principal: Option<&str>) -> bool {
+        let taken = self
+            .total
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < self.max_total).then_some(n + 1)
+            });
+        if taken.is_err() {
+            return false;
+        }
+        let Some(principal) = principal else {
+            return true;
+        };
+        let mut counts = self.principals();
+        match counts.get_mut(principal) {
+            Some(n) if *n >= self.max_per_principal => {
+                drop(counts);
+                self.total.fetch_sub(1, Ordering::AcqRel);
+                false
+            }
+            Some(n) => {
+                *n += 1;
+                true
+            }
+            None => {
+                counts.insert(principal.into(), 1);
+                true
+            }
+        }
+    }
+
+    fn release(&self, principal: Option<&str>) {
+        self.total.fetch_sub(1, Ordering::AcqRel);
+        let Some(principal) = principal else {
+            return;
+        };
+        let mut counts = self.principals();
+        if let Some(n) = counts.get_mut(principal) {
+            *n -= 1;
+            if *n == 0 {
+                counts.remove(principal);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -120,6 +199,27 @@ mod tests {
         assert_eq!(limits.counts().get(&addr.ip()), Some(&1), "one still held");
         drop(fourth);
         assert!(limits.counts().is_empty(), "the address is forgotten");
+    }
+
+    /// A principal holds at most its cap of listen streams; the total cap
+    /// holds for everyone, unauthenticated streams included; what is given
+    /// back can be taken again, and a principal's count is forgotten at 0.
+    #[test]
+    fn listen_streams_are_counted_per_principal_and_in_all() {
+        let counts = ListenCounts::new(3, 2);
+        assert!(counts.acquire(Some("alice")));
+        assert!(counts.acquire(Some("alice")));
+        assert!(!counts.acquire(Some("alice")), "alice is at her cap");
+        assert!(counts.acquire(None));
+        assert!(!counts.acquire(Some("bob")), "the total cap");
+        assert!(!counts.acquire(None), "the total cap");
+        counts.release(Some("alice"));
+        assert!(counts.acquire(Some("bob")));
+        counts.release(Some("alice"));
+        counts.release(Some("bob"));
+        counts.release(None);
+        assert!(counts.principals().is_empty());
+        assert_eq!(counts.total.load(Ordering::Acquire), 0);
     }
 
     /// At the total cap nothing is accepted until a connection ends.

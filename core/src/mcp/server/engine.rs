@@ -21,7 +21,7 @@ use core::ops::Range;
 use core::time::Duration;
 
 use super::dispatch::{self, Level, Route};
-use super::listen::{self, Filter, ListChange};
+use super::listen::{self, Filter, ListChange, ListenLimits};
 use super::request::{Handler, Request};
 use super::{CallId, CancelReason, SendError, ServerEvent};
 use crate::h2::{ConnectionError, HeaderList};
@@ -117,6 +117,9 @@ pub(crate) struct Call<B, X> {
     /// The application was handed the request: it hears of the call's end.
     handed: bool,
     listen: Option<Listen>,
+    /// A listen stream (kept here or forwarded) that holds room of the
+    /// [`ListenQuota`] until the call is removed.
+    quota_held: bool,
     /// Outgoing octets in `buf[out_pos..out_end]`.
     out_pos: usize,
     out_end: usize,
@@ -138,6 +141,13 @@ impl<B, X> Call<B, X> {
     fn principal_at(&self) -> Option<Range<usize>> {
         let start = self.headers_len + self.id_room;
         self.principal_len.map(|n| start..start + n)
+    }
+
+    /// The authorized principal, in the call's buffer `bytes`.
+    fn principal<'b>(&self, bytes: &'b [u8]) -> Option<&'b str> {
+        self.principal_at()
+            .and_then(|r| bytes.get(r))
+            .and_then(|p| core::str::from_utf8(p).ok())
     }
 
     fn params_at(&self) -> Option<Range<usize>> {
@@ -220,6 +230,7 @@ pub(crate) struct Engine<'r, S: CallStore, X, R, C, F> {
     pub(crate) max_id: usize,
     /// The binding mirrors the body in headers (not stdio).
     mirrored_headers: bool,
+    pub(crate) listen_limits: ListenLimits<'r>,
     _x: core::marker::PhantomData<(X, F)>,
 }
 
@@ -249,6 +260,7 @@ where
             authorize,
             max_id: MAX_ID,
             mirrored_headers,
+            listen_limits: ListenLimits::default(),
             _x: core::marker::PhantomData,
         }
     }
@@ -345,6 +357,7 @@ where
             handler: None,
             notice: authorizing.then_some(Notice::Authorize),
             handed: false,
+            quota_held: false,
             listen: None,
             out_pos: 0,
             out_end: 0,
@@ -514,6 +527,9 @@ where
             Route::Listen => self.start_listen(i),
             Route::Forward => {
                 let listen = method_text == b"subscriptions/listen";
+                if listen && let Err(e) = self.admit_listen(i) {
+                    return self.answer_error(i, e);
+                }
                 if let Some(c) = self.calls[i].as_mut() {
                     c.index = spans.index;
                     c.handler = Some(Handler::Forward {
@@ -544,10 +560,17 @@ where
             Ok(r) => r,
             Err(e) => return self.answer_error(i, e),
         };
+        let subs = subs.map_or(0..0, |s| json::span(bytes, s));
+        if let Err(e) = self.admit_listen(i) {
+            return self.answer_error(i, e);
+        }
+        let Some(c) = self.calls[i].as_mut() else {
+            return Dispatched::Failed;
+        };
+        let bytes = self.store.bytes_mut(&mut c.buf);
         // Keep the honoured subscriptions before the body, which outgoing
         // messages overwrite: move them to its start (they lie inside it),
         // and start the body after them.
-        let subs = subs.map_or(0..0, |s| json::span(bytes, s));
         let len = subs.len();
         bytes.copy_within(subs, c.body);
         c.listen = Some(Listen {
@@ -759,11 +782,39 @@ where
         self.closed = Some(error);
     }
 
-    /// Ends a call's life in the engine: its buffer goes back to the store.
+    /// Ends a call's life in the engine: its buffer goes back to the store,
+    /// a listen stream's room to the quota.
     pub(crate) fn remove(&mut self, i: usize) -> Option<(X, Phase)> {
         let c = self.calls.get_mut(i)?.take()?;
+        if c.quota_held
+            && let Some(quota) = self.listen_limits.quota
+        {
+            quota.release(c.principal(self.store.bytes(&c.buf)));
+        }
         self.store.put(c.buf);
         Some((c.x, c.phase))
+    }
+
+    /// Admits call `i`'s listen stream under the listen limits: its
+    /// request not too long, and room of the quota taken; else the error
+    /// it is answered with.
+    fn admit_listen(&mut self, i: usize) -> Result<(), RpcError> {
+        let limits = self.listen_limits;
+        let Some(c) = self.calls.get_mut(i).and_then(Option::as_mut) else {
+            return Err(listen::TOO_MANY_LISTENS);
+        };
+        if c.params
+            .is_some_and(|(a, b)| b - a > limits.max_request_bytes)
+        {
+            return Err(listen::REQUEST_TOO_LARGE);
+        }
+        if let Some(quota) = limits.quota {
+            c.quota_held = quota.acquire(c.principal(self.store.bytes(&c.buf)));
+            if !c.quota_held {
+                return Err(listen::TOO_MANY_LISTENS);
+            }
+        }
+        Ok(())
     }
 
     /// The earliest call deadline.

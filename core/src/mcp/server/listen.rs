@@ -14,6 +14,63 @@ use super::super::meta::{KEY_SERVER_INFO, KEY_SUBSCRIPTION_ID};
 use super::super::registry::Registry;
 use super::super::writer::JsonWriter;
 
+/// How many listen streams a server keeps at once, counted across its
+/// connections by the driver (a listen stream holds a call, its buffer and
+/// a connection for as long as the client keeps it). A listen request over
+/// a cap is answered in-band -32603, as the MCP SDKs answer too many
+/// subscriptions.
+pub trait ListenQuota: Sync {
+    /// Takes room for one more stream of `principal` (`None`: the request
+    /// was not authenticated); `false` when a cap is reached.
+    fn acquire(&self, principal: Option<&str>) -> bool;
+    /// Gives back what [`ListenQuota::acquire`] took.
+    fn release(&self, principal: Option<&str>);
+}
+
+/// What an engine keeps of listen streams: set on every binding's engine
+/// with `set_listen_limits`.
+#[derive(Clone, Copy)]
+pub struct ListenLimits<'r> {
+    /// The server-wide count, when the driver keeps one.
+    pub quota: Option<&'r dyn ListenQuota>,
+    /// The longest listen request (its `params`, raw JSON: the filter, a
+    /// `resourceSubscriptions` array of many URIs) a stream may have: the
+    /// request is kept, and its filter echoed in the acknowledgement, for
+    /// the stream's life. A longer one is answered -32602. Default 16 KiB.
+    pub max_request_bytes: usize,
+}
+
+impl Default for ListenLimits<'_> {
+    fn default() -> Self {
+        Self {
+            quota: None,
+            max_request_bytes: 16 << 10,
+        }
+    }
+}
+
+impl core::fmt::Debug for ListenLimits<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("ListenLimits")
+            .field("quota", &self.quota.is_some())
+            .field("max_request_bytes", &self.max_request_bytes)
+            .finish()
+    }
+}
+
+/// The answer to a listen request longer than
+/// [`ListenLimits::max_request_bytes`].
+pub(crate) const REQUEST_TOO_LARGE: RpcError = RpcError::new(
+    INVALID_PARAMS,
+    "the listen request (its filter) is longer than the server keeps for a stream",
+);
+
+/// The answer to a listen request over a [`ListenQuota`] cap.
+pub(crate) const TOO_MANY_LISTENS: RpcError = RpcError::new(
+    super::super::error::INTERNAL_ERROR,
+    "too many listen streams: the server keeps no more of them",
+);
+
 /// A change the server announces to the listen streams that asked for it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ListChange<'a> {

@@ -88,7 +88,7 @@ mod tunnel;
 use core::time::Duration;
 
 pub use http::{Allowed, HttpConfig, HttpServer};
-pub use listen::ListChange;
+pub use listen::{ListChange, ListenLimits, ListenQuota};
 pub use request::{Request, RequestKind};
 pub use stdio::{StdioConfig, StdioServer};
 pub use tunnel::{Server, TUNNEL_PATH, TYPED_RPCS};

@@ -152,6 +152,13 @@ impl<'r, S: CallStore, const CALLS: usize> StdioServer<'r, S, CALLS> {
         }
     }
 
+    /// Limits the listen streams this engine keeps: a server-wide quota
+    /// (shared by the server's connections) and the longest
+    /// `resourceSubscriptions` filter. Default: no quota, 16 KiB.
+    pub fn set_listen_limits(&mut self, limits: crate::mcp::server::ListenLimits<'r>) {
+        self.engine.listen_limits = limits;
+    }
+
     /// The call store, for its state.
     pub fn store(&self) -> &S {
         &self.engine.store
