@@ -2,7 +2,7 @@
 //! request headers `mcp-protocol-version`, `mcp-method`, `mcp-name` and
 //! `mcp-param-*` repeat parts of the body, and the server checks them.
 
-use super::error::{HEADER_MISMATCH, RpcError};
+use super::error::{HEADER_MISMATCH, INVALID_REQUEST, RpcError};
 use super::json::{self, MAX_SAFE_INTEGER};
 use crate::grpc::base64;
 use crate::h2::HeaderList;
@@ -260,15 +260,23 @@ impl<'s> Annotation<'s> {
     }
 
     /// The value at this annotation's path inside `arguments`, if present
-    /// and not null.
-    pub fn value_in<'a>(&self, arguments: &'a [u8]) -> Option<&'a [u8]> {
+    /// and not null. Each object on the path is walked whole: a key of the
+    /// path that one of them has twice (in any spelling) is
+    /// [`RepeatedKey`](json::RepeatedKey), as readers differ on which they
+    /// take.
+    pub fn value_in<'a>(&self, arguments: &'a [u8]) -> Result<Option<&'a [u8]>, json::RepeatedKey> {
         let mut v = arguments;
         for key in self.path() {
             let mut buf = [0u8; 128];
-            let key = json::unescape(key, &mut buf)?;
-            v = json::get(v, key)?;
+            let Some(key) = json::unescape(key, &mut buf) else {
+                return Ok(None);
+            };
+            match json::get_unique(v, key)? {
+                Some(inner) => v = inner,
+                None => return Ok(None),
+            }
         }
-        (json::kind(v) != Some(json::Kind::Null)).then_some(v)
+        Ok((json::kind(v) != Some(json::Kind::Null)).then_some(v))
     }
 }
 
@@ -507,7 +515,9 @@ pub(crate) fn check_after_version<'s, const N: usize>(
         return Ok(());
     };
     for ann in annotations.iter() {
-        let Some(value) = ann.value_in(arguments) else {
+        // The argument as every reader of the body takes it: a member
+        // repeated on its path is refused, not read first-wins.
+        let Some(value) = ann.value_in(arguments).map_err(|_| REPEATED_ARGUMENT)? else {
             continue;
         };
         let h = headers
@@ -535,6 +545,13 @@ pub(crate) fn check_after_version<'s, const N: usize>(
     }
     Ok(())
 }
+
+/// A request whose annotated argument's path has a member twice: the
+/// body is not one request (-32600), whatever the headers say.
+pub const REPEATED_ARGUMENT: RpcError = RpcError::new(
+    INVALID_REQUEST,
+    "duplicate member on the path of an x-mcp-header argument",
+);
 
 /// Whether an `x-mcp-header` key appears anywhere in `node`, or `node`
 /// nests deeper than the scanner's limit. Its frame is small: the walk
@@ -743,7 +760,15 @@ mod tests {
         let region = a.iter().next().unwrap();
         assert_eq!(region.path(), [&br#""target""#[..], br#""region""#]);
         let args = br#"{"target":{"region":"eu-north1"},"limit":5,"sql":"x"}"#;
-        assert_eq!(region.value_in(args), Some(&br#""eu-north1""#[..]));
+        assert_eq!(region.value_in(args), Ok(Some(&br#""eu-north1""#[..])));
+        // A key of the path twice, in any spelling, at any level.
+        for args in [
+            &br#"{"target":{"region":"us-west","region":"eu-secret"}}"#[..],
+            br#"{"target":{"region":"us-west","\u0072egion":"eu-secret"}}"#,
+            br#"{"target":{"region":"us-west"},"target":{"region":"eu-secret"}}"#,
+        ] {
+            assert_eq!(region.value_in(args), Err(json::RepeatedKey));
+        }
         let invalid = [
             (br#"{"properties":{"n":{"type":"number","x-mcp-header":"N"}}}"#.as_slice(), AnnotationError::UnsupportedType),
             (br#"{"properties":{"a":{"type":"string","x-mcp-header":"X"},"b":{"type":"string","x-mcp-header":"x"}}}"#, AnnotationError::Duplicate),

@@ -7,7 +7,7 @@
 //! registry makes itself are written by [`write_builtin`].
 
 use super::super::error::{
-    HEADER_MISMATCH, INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, RpcError,
+    HEADER_MISMATCH, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, RpcError,
     UNSUPPORTED_PROTOCOL_VERSION,
 };
 use super::super::meta::{MISSING_META, ParamsIndex, RequestMeta, SUPPORTED_VERSIONS};
@@ -62,11 +62,13 @@ pub enum Level {
     InBand,
 }
 
-/// The level at which a check's error is answered: a header mismatch and an
-/// unsupported version are protocol errors; everything else is in band.
+/// The level at which a check's error is answered: a header mismatch, an
+/// unsupported version and an invalid request (an annotated argument's
+/// path with a member twice, refused as the envelope refuses a repeated
+/// member) are protocol errors; everything else is in band.
 pub fn level(e: &RpcError) -> Level {
     match e.code {
-        HEADER_MISMATCH | UNSUPPORTED_PROTOCOL_VERSION => Level::Protocol,
+        HEADER_MISMATCH | UNSUPPORTED_PROTOCOL_VERSION | INVALID_REQUEST => Level::Protocol,
         _ => Level::InBand,
     }
 }
