@@ -101,9 +101,15 @@ pub fn check_indexed<H: HeaderSource + ?Sized>(
 ) -> Result<(), RpcError> {
     let p = params.ok_or(MISSING_META)?;
     let meta = RequestMeta::from_index(p, index)?;
+    // The standard mirrored headers, read once; one given twice is a
+    // mismatch before anything is compared.
+    let mirrors = headers.map(|h| h.mirrors()).unwrap_or_default();
+    if mirrors.repeated {
+        return Err(mirror::REPEATED_HEADER);
+    }
     // A version header that differs from the body is a mismatch before the
     // version is judged.
-    let version = headers.and_then(|h| h.header(b"mcp-protocol-version"));
+    let version = mirrors.version;
     if let Some(h) = version
         && !mirror::header_eq(h, meta.protocol_version)?
     {
@@ -153,7 +159,7 @@ pub fn check_indexed<H: HeaderSource + ?Sized>(
         name,
         arguments,
     };
-    mirror::check_after_version(&body, headers, annotations.as_ref())
+    mirror::check_after_version(&body, &mirrors, headers, annotations.as_ref())
 }
 
 /// Where a checked request goes.
