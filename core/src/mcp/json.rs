@@ -678,7 +678,7 @@ pub fn has_repeated_key(src: &[u8], obj: &[u8]) -> bool {
 }
 
 /// The raw string (quotes included) that starts at `at` of `src`.
-fn raw_key_at(src: &[u8], at: u32) -> &[u8] {
+pub(crate) fn raw_key_at(src: &[u8], at: u32) -> &[u8] {
     let at = at as usize;
     let end = skip_quoted(src, at).unwrap_or(src.len());
     src.get(at..end).unwrap_or_default()
@@ -686,7 +686,7 @@ fn raw_key_at(src: &[u8], at: u32) -> &[u8] {
 
 /// A hash of the text of a raw JSON string, escapes resolved: two
 /// spellings of one text hash alike.
-fn key_hash(raw: &[u8]) -> u32 {
+pub(crate) fn key_hash(raw: &[u8]) -> u32 {
     // FxHash's step: a rotate, an xor and a multiply per octet.
     fn step(h: u32, piece: &[u8]) -> u32 {
         piece.iter().fold(h, |h, &b| {
