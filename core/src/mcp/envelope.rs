@@ -138,15 +138,18 @@ pub fn write_request(
 /// where its members (and `_meta`'s) lie in it; returns the object.
 ///
 /// A member repeated in `params`, in its `_meta` object or in its
-/// `arguments` object sets the index's `repeated`: the engine reads the first and
-/// serde (a handler, a bridge that re-serialises) the last, so a check
-/// could pass on one value and a handler act on another. The keys the
-/// engine reads (those of [`ParamsKey`], the `_meta` keys the index
+/// `arguments` object sets the index's `repeated`: the engine reads the
+/// first and serde (a handler, a bridge that re-serialises) the last, so a
+/// check could pass on one value and a handler act on another. The keys
+/// the engine reads (those of [`ParamsKey`], the `_meta` keys the index
 /// keeps) are found repeated in an object of any size, by their place in
-/// the index; the others through a [`KeySet`] (every repeat in an object of up to
-/// [`KeySet::CAPACITY`] such keys, at a cost linear in the members; see
-/// there). Members nested deeper are the business of whoever reads them:
-/// the mirrored-header check walks an annotated argument's path whole.
+/// the index. The others are only counted in this walk (it is most of a
+/// request's check); an object with two or more is walked again with a
+/// [`KeySet`](json::KeySet): every repeat in an object of up to
+/// [`KeySet::CAPACITY`](json::KeySet::CAPACITY) keys, a linear cost
+/// whatever its size. Members nested deeper are the business of whoever
+/// reads them: the mirrored-header check walks an annotated argument's
+/// path whole.
 fn index_params<'a>(
     body: &'a [u8],
     scan: &mut ObjectScan<'a>,

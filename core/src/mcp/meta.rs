@@ -59,8 +59,9 @@ impl Span {
 /// [`ParamsIndex::read`], or while the message is validated
 /// ([`RequestSpans::parse`](super::envelope::RequestSpans::parse)), which
 /// refuses a repeated key (so that no reader can take another value than
-/// the one indexed). [`ParamsIndex::read`], over a message that was
-/// validated so, takes the first, as [`json::get`] does.
+/// the one indexed). [`ParamsIndex::read`] keeps the first of a repeated
+/// key it keeps and notes the repeat, which the server's checks refuse
+/// ([`dispatch::check`](super::server::dispatch::check)).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ParamsIndex {
     /// `params._meta`.

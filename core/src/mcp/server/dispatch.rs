@@ -100,6 +100,11 @@ pub fn check_indexed<H: HeaderSource + ?Sized>(
     headers: Option<&H>,
 ) -> Result<(), RpcError> {
     let p = params.ok_or(MISSING_META)?;
+    // The validating walk refused the request already; an index read
+    // after another parse ([`check`]) still refuses a repeated known key.
+    if index.repeated {
+        return Err(envelope::REPEATED_MEMBER);
+    }
     let meta = RequestMeta::from_index(p, index)?;
     // The standard mirrored headers, read once; one given twice is a
     // mismatch before anything is compared.
@@ -394,6 +399,41 @@ mod tests {
             )
             .is_err()
         );
+    }
+
+    /// `check` over `params` no validating walk indexed refuses a key the
+    /// index keeps given twice, as that walk does.
+    #[test]
+    fn check_refuses_a_repeated_known_key() {
+        let registry = Registry::new(
+            ServerInfo {
+                name: "s",
+                version: "1",
+                instructions: None,
+            },
+            &[],
+        );
+        let meta = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}"#;
+        for (params, code) in [
+            (std::format!(r#"{{{meta},"name":"a"}}"#), None),
+            (
+                std::format!(r#"{{{meta},"name":"a","name":"b"}}"#),
+                Some(INVALID_REQUEST),
+            ),
+            (
+                std::format!(r#"{{{meta},"name":"a","n\u0061me":"b"}}"#),
+                Some(INVALID_REQUEST),
+            ),
+        ] {
+            let e = check::<crate::h2::HeaderList<'_>>(
+                &registry,
+                b"tools/call",
+                b"\"tools/call\"",
+                Some(params.as_bytes()),
+                None,
+            );
+            assert_eq!(e.err().map(|e| e.code), code, "{params}");
+        }
     }
 
     /// Request headers as a list of fields.
