@@ -1016,15 +1016,19 @@ fn maps_with_a_repeated_key_are_refused() {
             assert_eq!(req_proto(rpc, &params), Err(repeated), "{params}");
         }
     }
-    let msg = res_proto(
-        Rpc::CallTool,
+    let results = [
         r#"{"content":[],"structuredContent":{"dupA":1,"dupB":2}}"#,
-    )
-    .unwrap();
-    assert_eq!(
-        res_json(Rpc::CallTool, &patched(&msg, "dupB", "dupA")),
-        Err(repeated)
-    );
+        r#"{"resultType":"input_required","inputRequests":{"dupA":{"method":"roots/list"},"dupB":{"method":"roots/list"}}}"#,
+        r#"{"resultType":"input_required","inputRequests":{"f":{"method":"elicitation/create","params":{"message":"m","requestedSchema":{"properties":{"dupA":{"type":"string"},"dupB":{"type":"boolean"}}}}}}}"#,
+    ];
+    for result in results {
+        let msg = res_proto(Rpc::CallTool, result).unwrap();
+        assert!(res_json(Rpc::CallTool, &msg).is_ok(), "{result}");
+        let msg = patched(&msg, "dupB", "dupA");
+        assert_eq!(res_json(Rpc::CallTool, &msg), Err(repeated), "{result}");
+        let twice = result.replace("dupB", "dupA");
+        assert_eq!(res_proto(Rpc::CallTool, &twice), Err(repeated), "{twice}");
+    }
     assert_eq!(
         res_proto(
             Rpc::CallTool,

@@ -141,7 +141,7 @@ fn text(jw: &mut J<'_>, bytes: &[u8]) {
 
 /// Refuses a map (the entry messages of field `n` of `msg`) whose entries
 /// repeat a key (field 1; absent is "").
-fn unique_keys(msg: MessageRef<'_>, n: u32) -> Result<()> {
+pub(super) fn unique_keys(msg: MessageRef<'_>, n: u32) -> Result<()> {
     // Most maps have a few entries: no table for fewer than two.
     let m = msg.messages(n).take(MAP_KEYS + 1).count();
     match m {

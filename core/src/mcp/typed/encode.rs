@@ -136,7 +136,7 @@ fn enum_number(v: &[u8], values: &[(&str, i32)]) -> Result<i32> {
 /// (its text, escapes resolved: both spellings become one protobuf key),
 /// as the decoder refuses such a map; and a map larger than the decoder
 /// checks.
-fn unique_keys(obj: &[u8]) -> Result<()> {
+pub(super) fn unique_keys(obj: &[u8]) -> Result<()> {
     let m = json::members(obj).take(MAP_KEYS + 1).count();
     match m {
         0 | 1 => Ok(()),
