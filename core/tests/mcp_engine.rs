@@ -515,6 +515,70 @@ fn annotated_arguments_must_be_mirrored() {
     });
 }
 
+/// A member twice in `params`, `_meta` or `arguments` (in any spelling)
+/// is -32600 and a mirrored header given twice -32020, both in the
+/// trailers before any handler: the check would read the first of each,
+/// a handler or a proxy the last (issue #32, A3).
+#[test]
+fn repeated_members_and_mirrored_headers_are_refused() {
+    each_split(|| {
+        let mut p = Pair::new();
+        let lookup = |arguments: &str| {
+            format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"lookup","arguments":{arguments},{META}}}}}"#
+            )
+        };
+        let mut us_west = mirrored("tools/call", Some("lookup"));
+        us_west.push(("mcp-param-region", "us-west"));
+        let mut refused = Vec::new();
+        for arguments in [
+            r#"{"region":"us-west","region":"eu-secret"}"#,
+            r#"{"region":"us-west","\u0072egion":"eu-secret"}"#,
+        ] {
+            refused.push((p.call(&us_west, &lookup(arguments)), "-32600"));
+        }
+        // `Mcp-Name: echo` checked, `lookup` run by whoever reads the last.
+        let two_names = format!(
+            r#"{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":"echo","arguments":{{"text":"x"}},"name":"lookup",{META}}}}}"#
+        );
+        refused.push((
+            p.call(&mirrored("tools/call", Some("echo")), &two_names),
+            "-32600",
+        ));
+        let versions = r#"{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/protocol\u0056ersion":"1999-01-01"}}}"#;
+        refused.push((p.call(&mirrored("tools/list", None), versions), "-32600"));
+        p.run();
+        // Metadata given twice.
+        let good = lookup(r#"{"region":"us-west"}"#);
+        for extra in [
+            ("mcp-param-region", "eu-secret"),
+            ("mcp-name", "echo"),
+            ("mcp-method", "tools/call"),
+            ("mcp-protocol-version", "2026-07-28"),
+        ] {
+            let mut twice = us_west.clone();
+            twice.push(extra);
+            refused.push((p.call(&twice, &good), "-32020"));
+        }
+        let served = p.call(&us_west, &good);
+        p.run();
+        for (s, code) in refused {
+            let seen = &p.client.seen[&s];
+            assert_eq!(seen.trailer("mcp-error-code"), Some(code), "{seen:?}");
+            assert_eq!(seen.trailer("grpc-status"), Some("3"), "{seen:?}");
+            assert!(seen.messages.is_empty(), "{seen:?}");
+        }
+        // Only the one-valued call reached the application.
+        let requests = take_requests();
+        assert_eq!(requests.len(), 1);
+        p.server
+            .respond(requests[0].call, br#"{"content":[]}"#)
+            .unwrap();
+        p.run();
+        assert_eq!(p.client.seen[&served].trailer("grpc-status"), Some("0"));
+    });
+}
+
 #[test]
 fn wrong_method_content_type_and_path() {
     each_split(|| {

@@ -443,6 +443,82 @@ fn request_errors_are_400_and_an_unknown_method_404() {
     assert_eq!(code(garbage), "-32700");
 }
 
+/// Over HTTP/2 as over HTTP/1.1: a member twice in `params`, `_meta` or
+/// `arguments` (in any spelling) is 400 with -32600, a mirrored header
+/// given twice 400 with -32020; the tool never runs (issue #32, A3).
+#[test]
+fn repeated_members_and_mirrored_headers_are_400() {
+    const ANNOTATED: [ToolInfo<'static>; 2] = [
+        support::mcp::ECHO,
+        support::mcp::lookup(
+            r#"{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"}}}"#,
+        ),
+    ];
+    let lookup = |arguments: &str| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"lookup","arguments":{arguments},{META}}}}}"#
+        )
+    };
+    let two_names = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"echo","arguments":{{"text":"x"}},"name":"lookup",{META}}}}}"#
+    );
+    let headers = |name: &'static str, extra: &[(&'static str, &'static str)]| {
+        let mut h = vec![
+            ("content-type", "application/json"),
+            ("accept", "application/json, text/event-stream"),
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/call"),
+            ("mcp-name", name),
+            ("mcp-param-region", "us-west"),
+        ];
+        h.extend_from_slice(extra);
+        h
+    };
+    let good = lookup(r#"{"region":"us-west"}"#);
+    type Case<'a> = (Vec<(&'a str, &'a str)>, String, &'a str);
+    let cases: Vec<Case<'_>> = vec![
+        (
+            headers("lookup", &[]),
+            lookup(r#"{"region":"us-west","region":"eu-secret"}"#),
+            "-32600",
+        ),
+        (
+            headers("lookup", &[]),
+            lookup(r#"{"region":"us-west","\u0072egion":"eu-secret"}"#),
+            "-32600",
+        ),
+        (headers("echo", &[]), two_names, "-32600"),
+        (
+            headers("lookup", &[("mcp-name", "echo")]),
+            good.clone(),
+            "-32020",
+        ),
+        (
+            headers("lookup", &[("mcp-param-region", "eu-secret")]),
+            good.clone(),
+            "-32020",
+        ),
+        (
+            headers("lookup", &[("mcp-protocol-version", "2026-07-28")]),
+            good.clone(),
+            "-32020",
+        ),
+    ];
+    let mut p = Pair::serving(registry(&ANNOTATED), ServerConfig::default());
+    let streams: Vec<(StreamRef, &str)> = cases
+        .iter()
+        .map(|(h, body, code)| (p.http("POST", h, body), *code))
+        .collect();
+    p.run();
+    for (s, code) in streams {
+        let seen = p.seen(s);
+        assert_eq!(seen.header(":status"), Some("400"), "{seen:?}");
+        let error = json::get(&seen.body, b"error").unwrap();
+        assert_eq!(json::get(error, b"code"), Some(code.as_bytes()), "{seen:?}");
+    }
+    assert!(p.server.app.calls.is_empty(), "the tool ran");
+}
+
 #[test]
 fn a_grpc_call_and_an_mcp_post_share_one_connection() {
     each_split(|| {

@@ -586,6 +586,90 @@ fn mcp_checks_answer_400_404_or_in_band() {
     }
 }
 
+/// A member twice in `params`, `_meta` or `arguments` (in any spelling)
+/// is 400 with -32600, a mirrored header given twice (in any case) 400
+/// with -32020; the tool never runs (issue #32, A3).
+#[test]
+fn repeated_members_and_mirrored_headers_are_400() {
+    const ANNOTATED: [ToolInfo<'static>; 2] = [
+        ECHO,
+        support::mcp::lookup(
+            r#"{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"}}}"#,
+        ),
+    ];
+    let lookup = |arguments: &str, extra: &str| {
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"lookup","arguments":{arguments},{META}}}}}"#
+        );
+        post(
+            &body,
+            &format!(
+                "MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: lookup\r\nMcp-Param-Region: us-west\r\n{extra}"
+            ),
+        )
+    };
+    let two_names = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"echo","arguments":{{"text":"x"}},"name":"lookup",{META}}}}}"#
+    );
+    let cases = [
+        (
+            lookup(r#"{"region":"us-west","region":"eu-secret"}"#, ""),
+            -32600,
+        ),
+        (
+            lookup(r#"{"region":"us-west","\u0072egion":"eu-secret"}"#, ""),
+            -32600,
+        ),
+        (
+            post(
+                &two_names,
+                "MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: echo\r\n",
+            ),
+            -32600,
+        ),
+        (
+            lookup(r#"{"region":"us-west"}"#, "Mcp-Name: lookup\r\n"),
+            -32020,
+        ),
+        (
+            lookup(r#"{"region":"us-west"}"#, "mcp-name: echo\r\n"),
+            -32020,
+        ),
+        (
+            lookup(r#"{"region":"us-west"}"#, "MCP-PARAM-REGION: eu-secret\r\n"),
+            -32020,
+        ),
+        (
+            lookup(r#"{"region":"us-west"}"#, "Mcp-Method: tools/call\r\n"),
+            -32020,
+        ),
+        (
+            lookup(
+                r#"{"region":"us-west"}"#,
+                "Mcp-Protocol-Version: 2026-07-28\r\n",
+            ),
+            -32020,
+        ),
+    ];
+    for split in Split::ALL {
+        for (request, code) in &cases {
+            let mut c = Conn::with(split, registry(&ANNOTATED), HttpConfig::default());
+            c.send(request);
+            let r = c.only();
+            assert_eq!(
+                (r.status, r.error_code()),
+                (400, Some(*code)),
+                "{}",
+                r.text()
+            );
+            assert!(c.server.app.requests.is_empty(), "the tool ran");
+        }
+        let mut c = Conn::with(split, registry(&ANNOTATED), HttpConfig::default());
+        c.send(&lookup(r#"{"region":"us-west"}"#, ""));
+        assert_eq!(c.server.app.requests.len(), 1);
+    }
+}
+
 #[test]
 fn a_notification_is_accepted_without_a_body() {
     for split in Split::ALL {

@@ -492,3 +492,54 @@ fn a_forwarded_typed_list_asks_for_the_whole_list() {
         assert_eq!(forwarded, want);
     });
 }
+
+/// A map entry repeating a key (`arguments` here, `Struct` entries) is
+/// -32602 before any handler, and routing metadata given twice -32020:
+/// the typed call is refused as its JSON or tunnel form would be (issue
+/// #32, A3).
+#[test]
+fn repeated_map_keys_and_routing_metadata_are_refused() {
+    each_split(|| {
+        let mut p = Pair::new();
+        // The encoder writes no repeated key: two keys made one.
+        let two = encode(
+            Rpc::CallTool,
+            r#"{"name":"echo","arguments":{"text":"hi","texT":"secret"}}"#,
+        );
+        let at = two.windows(4).position(|w| w == b"texT").unwrap();
+        let mut twice = two.clone();
+        twice[at + 3] = b't';
+        let once = encode(
+            Rpc::CallTool,
+            r#"{"name":"echo","arguments":{"text":"hi"}}"#,
+        );
+        let calls = [
+            (p.call(Rpc::CallTool, &twice, &[]), "-32602"),
+            (
+                p.call(
+                    Rpc::CallTool,
+                    &once,
+                    &[("mcp_tool", "echo"), ("mcp_tool", "echo")],
+                ),
+                "-32020",
+            ),
+            (
+                p.call(
+                    Rpc::CallTool,
+                    &once,
+                    &[
+                        ("mcp-protocol-version", "2026-07-28"),
+                        ("mcp-protocol-version", "2026-07-28"),
+                    ],
+                ),
+                "-32020",
+            ),
+        ];
+        p.run();
+        for (s, code) in calls {
+            let seen = &p.client.seen[&s];
+            assert_eq!(seen.get("grpc-status"), Some("3"), "{seen:?}");
+            assert_eq!(seen.get("mcp-error-code"), Some(code), "{seen:?}");
+        }
+    });
+}

@@ -944,3 +944,152 @@ fn a_required_member_of_an_absent_group_is_missing() {
         Err(TypedError::Missing("role"))
     );
 }
+
+// ---- repeated map keys (issue #32, A3) -----------------------------------
+
+/// `msg` with every `from` replaced by `to` (as long): a way to a message
+/// whose map repeats a key, which the encoder does not write.
+fn patched(msg: &[u8], from: &str, to: &str) -> Vec<u8> {
+    assert_eq!(from.len(), to.len());
+    let (from, to) = (from.as_bytes(), to.as_bytes());
+    let mut out = msg.to_vec();
+    let mut i = 0;
+    let mut found = false;
+    while i + from.len() <= out.len() {
+        if &out[i..i + from.len()] == from {
+            out[i..i + from.len()].copy_from_slice(to);
+            found = true;
+        }
+        i += 1;
+    }
+    assert!(found, "no {from:?} in the message");
+    out
+}
+
+/// A map whose entries repeat a key is refused on decode, at any depth and
+/// in every kind of map, instead of becoming JSON with the key twice (the
+/// engine would read the first, serde and protobuf the last); the encoder
+/// refuses the JSON objects that would make one (escaped spellings too).
+#[test]
+fn maps_with_a_repeated_key_are_refused() {
+    let repeated = TypedError::Invalid("a map with a repeated key");
+    // Each with two keys `dupA` and `dupB`, made one in the message.
+    let requests = [
+        (
+            Rpc::CallTool,
+            r#"{"name":"add","arguments":{"dupA":"us-west","dupB":"eu-secret"}}"#,
+        ),
+        (
+            Rpc::CallTool,
+            r#"{"name":"add","arguments":{"o":{"dupA":1,"b":2,"dupB":3}}}"#,
+        ),
+        (
+            Rpc::CallTool,
+            r#"{"name":"add","arguments":{"l":[{"dupA":1,"dupB":2}]}}"#,
+        ),
+        (
+            Rpc::CallTool,
+            r#"{"_meta":{"dupA":1,"dupB":2},"name":"add"}"#,
+        ),
+        (
+            Rpc::GetPrompt,
+            r#"{"name":"p","arguments":{"dupA":"1","dupB":"2"}}"#,
+        ),
+        (
+            Rpc::Complete,
+            r#"{"ref":{"type":"ref/prompt","name":"p"},"argument":{"name":"a","value":"v"},"context":{"arguments":{"dupA":"c","dupB":"d"}}}"#,
+        ),
+        (
+            Rpc::ListTools,
+            r#"{"inputResponses":{"dupA":{"action":"decline"},"dupB":{"action":"accept","content":{}}}}"#,
+        ),
+    ];
+    for (rpc, params) in requests {
+        let msg = req_proto(rpc, params).unwrap();
+        assert!(req_json(rpc, &msg).is_ok(), "{params}");
+        let msg = patched(&msg, "dupB", "dupA");
+        assert_eq!(req_json(rpc, &msg), Err(repeated), "{params}");
+        // The JSON with the key twice, as written or escaped, is refused
+        // before it is encoded.
+        for twice in ["dupA", "\\u0064upA"] {
+            let params = params.replace("dupB", twice);
+            assert_eq!(req_proto(rpc, &params), Err(repeated), "{params}");
+        }
+    }
+    let results = [
+        r#"{"content":[],"structuredContent":{"dupA":1,"dupB":2}}"#,
+        r#"{"resultType":"input_required","inputRequests":{"dupA":{"method":"roots/list"},"dupB":{"method":"roots/list"}}}"#,
+        r#"{"resultType":"input_required","inputRequests":{"f":{"method":"elicitation/create","params":{"message":"m","requestedSchema":{"properties":{"dupA":{"type":"string"},"dupB":{"type":"boolean"}}}}}}}"#,
+    ];
+    for result in results {
+        let msg = res_proto(Rpc::CallTool, result).unwrap();
+        assert!(res_json(Rpc::CallTool, &msg).is_ok(), "{result}");
+        let msg = patched(&msg, "dupB", "dupA");
+        assert_eq!(res_json(Rpc::CallTool, &msg), Err(repeated), "{result}");
+        let twice = result.replace("dupB", "dupA");
+        assert_eq!(res_proto(Rpc::CallTool, &twice), Err(repeated), "{twice}");
+    }
+    assert_eq!(
+        res_proto(
+            Rpc::CallTool,
+            r#"{"content":[],"structuredContent":{"a":1,"a":2}}"#
+        ),
+        Err(repeated)
+    );
+    // Keys that differ, and one key in two maps, are not repeats.
+    let fine =
+        r#"{"name":"add","arguments":{"a":{"a":1},"b":{"a":2},"A":3,"":4,"\u00e9":5,"e":6}}"#;
+    let msg = req_proto(Rpc::CallTool, fine).unwrap();
+    assert_eq!(
+        req_json(Rpc::CallTool, &msg).unwrap(),
+        json(fine.as_bytes())
+    );
+}
+
+/// Large maps are checked at O(m log m): every repeat of a map of up to
+/// the table's size is found, whichever entries repeat; a larger map is
+/// refused both ways as beyond the transcoder.
+#[test]
+fn large_maps_are_checked_whole() {
+    let max = typed::MAP_KEYS;
+    let call = |keys: &[String]| {
+        let members: Vec<String> = keys.iter().map(|k| format!(r#""{k}":0"#)).collect();
+        format!(r#"{{"name":"add","arguments":{{{}}}}}"#, members.join(","))
+    };
+    // Keys of one length, so that one can be patched into another.
+    let keys: Vec<String> = (0..max).map(|i| format!("key{i:05}")).collect();
+    let msg = req_proto(Rpc::CallTool, &call(&keys)).unwrap();
+    assert!(req_json(Rpc::CallTool, &msg).is_ok());
+    for (a, b) in [(0, 1), (0, max - 1), (max / 2, max / 3), (max - 2, max - 1)] {
+        let repeated = patched(&msg, &keys[b], &keys[a]);
+        assert_eq!(
+            req_json(Rpc::CallTool, &repeated),
+            Err(TypedError::Invalid("a map with a repeated key")),
+            "{a} {b}"
+        );
+        let mut twice = keys.clone();
+        twice[b] = keys[a].clone();
+        assert_eq!(
+            req_proto(Rpc::CallTool, &call(&twice)),
+            Err(TypedError::Invalid("a map with a repeated key")),
+            "{a} {b}"
+        );
+    }
+    let mut more = keys.clone();
+    more.push("one more".into());
+    assert!(matches!(
+        req_proto(Rpc::CallTool, &call(&more)),
+        Err(TypedError::Unexpressible(_))
+    ));
+    // One entry past the table, as a protobuf peer may write it: a
+    // prompt's arguments (field 3) with an entry added at the end.
+    let args: Vec<String> = keys.iter().map(|k| format!(r#""{k}":"v""#)).collect();
+    let prompt = format!(r#"{{"name":"p","arguments":{{{}}}}}"#, args.join(","));
+    let mut msg = req_proto(Rpc::GetPrompt, &prompt).unwrap();
+    assert!(req_json(Rpc::GetPrompt, &msg).is_ok());
+    msg.extend_from_slice(&[0x1a, 8, 0x0a, 3, b'z', b'z', b'z', 0x12, 1, b'v']);
+    assert!(matches!(
+        req_json(Rpc::GetPrompt, &msg),
+        Err(TypedError::Unexpressible(_))
+    ));
+}

@@ -1165,6 +1165,98 @@ async fn post_status(addr: &str, extra_headers: &str) -> String {
     text.lines().next().unwrap_or_default().to_owned()
 }
 
+/// `Mcp-Name: echo` with `{"name":"echo",…,"name":"counted_sleep"}`: the
+/// bridge's host side refuses it (400, -32600) before forwarding, over
+/// HTTP/1.1 and on the gRPC tunnel, and a repeated `Mcp-Name` (-32020);
+/// the server's `counted_sleep` never runs (before, the bridge checked
+/// `echo` and its re-serialised request ran the last name downstream).
+/// A stdio host's line is refused the same way (-32600).
+#[tokio::test]
+async fn a_repeated_member_or_header_is_refused_before_forwarding() {
+    use tokio::io::AsyncReadExt;
+    let two_names = format!(
+        r#"{{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{{"name":"echo","arguments":{{"text":"x","ms":1}},"name":"counted_sleep","_meta":{{"io.modelcontextprotocol/protocolVersion":"{VERSION}","io.modelcontextprotocol/clientCapabilities":{{}}}}}}}}"#
+    );
+    let one_name = tool_call(json!(8), "echo", json!({"text": "x"})).to_string();
+    for transport in BOTH {
+        let harness = server().await;
+        let bridge = Listening::spawn(true, &["--to", &url(&harness, transport)], &[]).await;
+        // HTTP/1.1.
+        for (body, extra, code) in [
+            (&two_names, "", -32600),
+            (&one_name, "Mcp-Name: echo\r\n", -32020),
+        ] {
+            let mut stream = tokio::net::TcpStream::connect(&bridge.addr).await.unwrap();
+            let head = format!(
+                "POST /mcp HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
+                 Accept: application/json, text/event-stream\r\nAuthorization: Bearer {HOST_TOKEN}\r\n\
+                 Mcp-Protocol-Version: {VERSION}\r\nMcp-Method: tools/call\r\nMcp-Name: echo\r\n\
+                 {extra}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                bridge.addr,
+                body.len()
+            );
+            stream.write_all(head.as_bytes()).await.unwrap();
+            let mut answer = Vec::new();
+            let _ = tokio::time::timeout(PATIENCE, stream.read_to_end(&mut answer)).await;
+            let text = String::from_utf8_lossy(&answer);
+            assert!(text.starts_with("HTTP/1.1 400"), "{transport:?}: {text}");
+            let json = &text[text.find("\r\n\r\n").unwrap() + 4..];
+            let response: Value = serde_json::from_str(json).unwrap();
+            assert_eq!(response["error"]["code"], code, "{transport:?}: {response}");
+        }
+        // The gRPC tunnel.
+        let mut send = common::connect(bridge.addr.parse().unwrap()).await;
+        let auth = format!("Bearer {HOST_TOKEN}");
+        for (body, twice, code) in [(&two_names, false, "-32600"), (&one_name, true, "-32020")] {
+            let mut request = http::Request::builder()
+                .method("POST")
+                .uri(format!("http://127.0.0.1{}", common::PATH))
+                .header("content-type", "application/grpc")
+                .header("te", "trailers")
+                .header("authorization", &auth)
+                .header("mcp-protocol-version", VERSION)
+                .header("mcp-method", "tools/call")
+                .header("mcp-name", "echo");
+            if twice {
+                request = request.header("mcp-name", "echo");
+            }
+            send = send.ready().await.unwrap();
+            let (response, mut stream) =
+                send.send_request(request.body(()).unwrap(), false).unwrap();
+            stream
+                .send_data(common::frame(body.as_bytes()), true)
+                .unwrap();
+            let reply = tokio::time::timeout(PATIENCE, common::collect(response))
+                .await
+                .expect("the call ends");
+            assert_eq!(
+                reply.get("grpc-status"),
+                Some("3"),
+                "{transport:?}: {reply:?}"
+            );
+            assert_eq!(
+                reply.get("mcp-error-code"),
+                Some(code),
+                "{transport:?}: {reply:?}"
+            );
+        }
+        let (status, _, _) = bridge.terminate().await;
+        assert!(status.success());
+        // A stdio host.
+        let mut stdio = Bridge::to(&harness, transport);
+        stdio.send_line(&two_names).await;
+        let refused = stdio.recv().await;
+        assert_eq!(refused["error"]["code"], -32600, "{transport:?}: {refused}");
+        assert!(stdio.finish().await.success(), "{transport:?}");
+        assert_eq!(
+            harness.counters.started.load(Ordering::SeqCst),
+            0,
+            "{transport:?}: the server ran the second name"
+        );
+        harness.stop().await;
+    }
+}
+
 #[tokio::test]
 async fn a_foreign_origin_is_refused_and_a_local_one_served() {
     let harness = server().await;

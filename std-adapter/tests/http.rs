@@ -647,3 +647,236 @@ async fn a_chunked_body_is_served_and_one_with_a_bad_size_is_answered_400_and_cl
     assert_eq!(head.status, 200);
     h.stop().await;
 }
+
+// ----------------------------------------------------------------------
+// Repeated members and mirrored headers (issue #32, A3)
+// ----------------------------------------------------------------------
+
+/// `lookup`, whose `region` is mirrored in `Mcp-Param-Region`, counting
+/// its runs and answering the region it was given.
+fn lookup_app(runs: &Arc<std::sync::atomic::AtomicUsize>) -> App {
+    let runs = Arc::clone(runs);
+    App::new("repeats-test", "0.0.0").tool(
+        "lookup",
+        "Looks a region up.",
+        r#"{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"}}}"#,
+        move |call: ToolCall| {
+            runs.fetch_add(1, Ordering::SeqCst);
+            async move {
+                let region = call.arguments()["region"].as_str().unwrap_or_default();
+                Ok(ToolResult::text(region))
+            }
+        },
+    )
+}
+
+async fn start_lookup() -> (Harness, Arc<std::sync::atomic::AtomicUsize>) {
+    let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let server = Server::bind("127.0.0.1:0").await.unwrap();
+    let h = common::serve(server, lookup_app(&runs), Arc::new(Counters::default()));
+    (h, runs)
+}
+
+/// A `tools/call` of `lookup` with these raw arguments (a JSON text, which
+/// may repeat a key).
+fn lookup_body(arguments: &str) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"lookup","arguments":{arguments},"_meta":{{"io.modelcontextprotocol/protocolVersion":"{VERSION}","io.modelcontextprotocol/clientCapabilities":{{}}}}}}}}"#
+    )
+}
+
+/// `Mcp-Name: echo` checked, `lookup` run by whoever reads the last.
+const TWO_NAMES: &str = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"region":"us-west"},"name":"lookup","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
+
+/// The standard mirrored headers of a `lookup` call, `Mcp-Name` naming
+/// `name`, the region `us-west`.
+fn mirrored(name: &str) -> Vec<(String, String)> {
+    [
+        ("MCP-Protocol-Version", VERSION),
+        ("Mcp-Method", "tools/call"),
+        ("Mcp-Name", name),
+        ("Mcp-Param-Region", "us-west"),
+    ]
+    .iter()
+    .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
+    .collect()
+}
+
+/// A request body, its headers, and the JSON-RPC code it is refused with.
+type Refused = (String, Vec<(String, String)>, i64);
+
+/// What the server must refuse, and with which JSON-RPC code: a member
+/// twice (as written and escaped), then a mirrored header twice (in any
+/// case of its name).
+fn refused_cases() -> Vec<Refused> {
+    let twice = |name: &str, value: &str| {
+        let mut h = mirrored("lookup");
+        h.push((name.to_owned(), value.to_owned()));
+        h
+    };
+    let good = lookup_body(r#"{"region":"us-west"}"#);
+    vec![
+        (
+            lookup_body(r#"{"region":"us-west","region":"eu-secret"}"#),
+            mirrored("lookup"),
+            -32600,
+        ),
+        (
+            lookup_body(r#"{"region":"us-west","\u0072egion":"eu-secret"}"#),
+            mirrored("lookup"),
+            -32600,
+        ),
+        (TWO_NAMES.to_owned(), mirrored("echo"), -32600),
+        (good.clone(), twice("Mcp-Name", "lookup"), -32020),
+        (good.clone(), twice("mcp-name", "echo"), -32020),
+        (good.clone(), twice("MCP-PARAM-REGION", "eu-secret"), -32020),
+        (good.clone(), twice("Mcp-Method", "tools/call"), -32020),
+        (good, twice("mcp-protocol-version", VERSION), -32020),
+    ]
+}
+
+fn raw_post(body: &str, headers: &[(String, String)]) -> Vec<u8> {
+    let mut head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (n, v) in headers {
+        head.push_str(&format!("{n}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
+    let mut out = head.into_bytes();
+    out.extend_from_slice(body.as_bytes());
+    out
+}
+
+/// Over HTTP/1.1: `Mcp-Param-Region: us-west` with `region` twice in the
+/// arguments (also as `\u0072egion`), `Mcp-Name: echo` with `name` twice,
+/// and each mirrored header given twice, are answered 400 (-32600 for the
+/// body, -32020 for the headers); the tool never runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn repeated_members_and_headers_are_400_over_http1_and_the_tool_never_runs() {
+    let (h, runs) = start_lookup().await;
+    for (body, headers, code) in refused_cases() {
+        let mut conn = Conn::open(h.addr).await;
+        conn.send(&raw_post(&body, &headers)).await;
+        let (head, response) = conn.json().await;
+        assert_eq!(head.status, 400, "{body} {headers:?}: {response}");
+        assert_eq!(
+            response["error"]["code"], code,
+            "{body} {headers:?}: {response}"
+        );
+    }
+    assert_eq!(runs.load(Ordering::SeqCst), 0, "the tool ran");
+    let mut conn = Conn::open(h.addr).await;
+    let good = lookup_body(r#"{"region":"us-west"}"#);
+    conn.send(&raw_post(&good, &mirrored("lookup"))).await;
+    let (head, response) = conn.json().await;
+    assert_eq!(head.status, 200, "{response}");
+    assert_eq!(text_of(&response), "us-west");
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    h.stop().await;
+}
+
+/// The same over HTTP/2 `POST /mcp` (h2's client, prior knowledge).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn repeated_members_and_headers_are_400_over_http2_and_the_tool_never_runs() {
+    let (h, runs) = start_lookup().await;
+    let mut send = common::connect(h.addr).await;
+    let post = |send: &mut h2::client::SendRequest<bytes::Bytes>,
+                body: &str,
+                headers: &[(String, String)]| {
+        let mut req = http::Request::builder()
+            .method("POST")
+            .uri("http://127.0.0.1/mcp")
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream");
+        for (n, v) in headers {
+            // h2 sends names lowercase, as HTTP/2 requires.
+            req = req.header(n.to_ascii_lowercase(), v);
+        }
+        let (resp, mut stream) = send.send_request(req.body(()).unwrap(), false).unwrap();
+        stream
+            .send_data(bytes::Bytes::from(body.to_owned()), true)
+            .unwrap();
+        async move {
+            let resp = tokio::time::timeout(READ_BOUND, resp)
+                .await
+                .unwrap()
+                .unwrap();
+            let status = resp.status().as_u16();
+            let body = common::read_body(resp.into_body()).await;
+            (status, serde_json::from_slice::<Value>(&body).unwrap())
+        }
+    };
+    for (body, headers, code) in refused_cases() {
+        send = send.ready().await.unwrap();
+        let (status, response) = post(&mut send, &body, &headers).await;
+        assert_eq!(status, 400, "{body} {headers:?}: {response}");
+        assert_eq!(
+            response["error"]["code"], code,
+            "{body} {headers:?}: {response}"
+        );
+    }
+    assert_eq!(runs.load(Ordering::SeqCst), 0, "the tool ran");
+    send = send.ready().await.unwrap();
+    let good = lookup_body(r#"{"region":"us-west"}"#);
+    let (status, response) = post(&mut send, &good, &mirrored("lookup")).await;
+    assert_eq!(status, 200, "{response}");
+    assert_eq!(text_of(&response), "us-west");
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    h.stop().await;
+}
+
+/// The same on the gRPC tunnel: the refusals end the call with
+/// `grpc-status` INVALID_ARGUMENT and the JSON-RPC code in
+/// `mcp-error-code`, as a header mismatch does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn repeated_members_and_metadata_end_a_tunnel_call_before_the_tool_runs() {
+    let (h, runs) = start_lookup().await;
+    let mut send = common::connect(h.addr).await;
+    let call = |send: &mut h2::client::SendRequest<bytes::Bytes>,
+                body: &str,
+                headers: &[(String, String)]| {
+        let mut req = http::Request::builder()
+            .method("POST")
+            .uri(format!("http://127.0.0.1{}", common::PATH))
+            .header("content-type", "application/grpc")
+            .header("te", "trailers");
+        for (n, v) in headers {
+            req = req.header(n.to_ascii_lowercase(), v);
+        }
+        let (resp, mut stream) = send.send_request(req.body(()).unwrap(), false).unwrap();
+        stream
+            .send_data(common::frame(body.as_bytes()), true)
+            .unwrap();
+        async move {
+            tokio::time::timeout(READ_BOUND, common::collect(resp))
+                .await
+                .expect("the call ends")
+        }
+    };
+    for (body, headers, code) in refused_cases() {
+        send = send.ready().await.unwrap();
+        let reply = call(&mut send, &body, &headers).await;
+        assert_eq!(
+            reply.get("grpc-status"),
+            Some("3"),
+            "{body} {headers:?}: {reply:?}"
+        );
+        assert_eq!(
+            reply.get("mcp-error-code"),
+            Some(code.to_string().as_str()),
+            "{body} {headers:?}: {reply:?}"
+        );
+        assert!(reply.messages.is_empty(), "{reply:?}");
+    }
+    assert_eq!(runs.load(Ordering::SeqCst), 0, "the tool ran");
+    send = send.ready().await.unwrap();
+    let good = lookup_body(r#"{"region":"us-west"}"#);
+    let reply = call(&mut send, &good, &mirrored("lookup")).await;
+    assert_eq!(reply.get("grpc-status"), Some("0"), "{reply:?}");
+    assert_eq!(text_of(&reply.messages[0]), "us-west");
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    h.stop().await;
+}

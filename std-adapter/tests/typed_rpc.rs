@@ -236,6 +236,57 @@ async fn a_routing_header_that_differs_from_the_message_is_a_header_mismatch() {
     h.stop().await;
 }
 
+/// A map whose entries repeat a key (the `arguments` Struct here, as a
+/// protobuf peer may write it: the encoder does not) is -32602 before the
+/// tool runs, never JSON with the key twice (the engine read the first,
+/// the handler's serde the last); routing metadata given twice is -32020
+/// (issue #32, A3).
+#[tokio::test]
+async fn a_repeated_map_key_or_routing_header_ends_the_call_before_the_tool_runs() {
+    let h = start().await;
+    let mut send = connect(h.addr).await;
+    let two = encode(
+        Rpc::CallTool,
+        &json!({"name": "counted_sleep", "arguments": {"ms": 1, "mS": 60000}}),
+    );
+    let at = two.windows(2).position(|w| w == b"mS").unwrap();
+    let mut twice = two.clone();
+    twice[at + 1] = b's';
+    let a = call_raw(&mut send, Rpc::CallTool, &twice, &[]).await;
+    assert_eq!(a.get("grpc-status"), Some("3"), "{a:?}");
+    assert_eq!(a.get("mcp-error-code"), Some("-32602"), "{a:?}");
+    assert_eq!(
+        a.error_bin()["error"]["message"],
+        "a map with a repeated key"
+    );
+    let once = encode(
+        Rpc::CallTool,
+        &json!({"name": "counted_sleep", "arguments": {"ms": 1}}),
+    );
+    for extra in [
+        [("mcp_tool", "counted_sleep"), ("mcp_tool", "counted_sleep")],
+        [
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-protocol-version", "2026-07-28"),
+        ],
+    ] {
+        let a = call_raw(&mut send, Rpc::CallTool, &once, &extra).await;
+        assert_eq!(a.get("grpc-status"), Some("3"), "{a:?}");
+        assert_eq!(a.get("mcp-error-code"), Some("-32020"), "{a:?}");
+    }
+    assert_eq!(
+        h.counters.started.load(std::sync::atomic::Ordering::SeqCst),
+        0
+    );
+    let a = call_raw(&mut send, Rpc::CallTool, &once, &[]).await;
+    assert_eq!(a.get("grpc-status"), Some("0"), "{a:?}");
+    assert_eq!(
+        h.counters.started.load(std::sync::atomic::Ordering::SeqCst),
+        1
+    );
+    h.stop().await;
+}
+
 #[tokio::test]
 async fn the_protocol_version_header_fills_a_missing_version_and_is_judged() {
     let h = start().await;

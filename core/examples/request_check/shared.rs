@@ -3,7 +3,7 @@
 //! engine's check of it.
 
 use mcpwire_core::mcp::envelope::{RequestSpans, Spans};
-use mcpwire_core::mcp::mirror::HeaderSource;
+use mcpwire_core::mcp::mirror::{HeaderSource, Mirrors};
 use mcpwire_core::mcp::registry::{Registry, RegistryError, ServerInfo, ToolInfo};
 use mcpwire_core::mcp::server::dispatch::{self, Route};
 
@@ -27,6 +27,11 @@ impl HeaderSource for Headers {
 
     fn find_header(&self, matches: &mut dyn FnMut(&[u8]) -> bool) -> Option<&[u8]> {
         self.0.iter().find(|(n, _)| matches(n)).map(|(_, v)| *v)
+    }
+
+    /// One walk, as the engine's header list reads them.
+    fn mirrors(&self) -> Mirrors<'_> {
+        Mirrors::scan(self.0.iter().copied())
     }
 }
 

@@ -134,9 +134,24 @@ pub fn write_request(
     w.raw(b"}");
 }
 
-/// Validates the `params` object the scan stands at and notes where its
-/// members (and `_meta`'s) lie in it; returns the object.
+/// Validates the `params` object the scan stands at (in `body`) and notes
+/// where its members (and `_meta`'s) lie in it; returns the object.
+///
+/// A member repeated in `params`, in its `_meta` object or in its
+/// `arguments` object sets the index's `repeated`: the engine reads the
+/// first and serde (a handler, a bridge that re-serialises) the last, so a
+/// check could pass on one value and a handler act on another. The keys
+/// the engine reads (those of [`ParamsKey`], the `_meta` keys the index
+/// keeps) are found repeated in an object of any size, by their place in
+/// the index. The others are only counted in this walk (it is most of a
+/// request's check); an object with two or more is walked again with a
+/// [`KeySet`](json::KeySet): every repeat in an object of up to
+/// [`KeySet::CAPACITY`](json::KeySet::CAPACITY) keys, a linear cost
+/// whatever its size. Members nested deeper are the business of whoever
+/// reads them: the mirrored-header check walks an annotated argument's
+/// path whole.
 fn index_params<'a>(
+    body: &'a [u8],
     scan: &mut ObjectScan<'a>,
     index: &mut ParamsIndex,
 ) -> Result<&'a [u8], JsonError> {
@@ -144,36 +159,61 @@ fn index_params<'a>(
     // The current value's offset in `params`, and its length.
     let span = |at: usize, v: &[u8]| at - base..at - base + v.len();
     let mut inner = scan.nested()?;
+    // Keys the index does not keep, counted: an object with two or more
+    // is walked again for repeats once whole (most have none or one).
+    let mut others = 0u32;
     while let Some(key) = inner.key()? {
         let at = inner.offset();
         let k = ParamsKey::of(key);
-        if k == Some(ParamsKey::Meta) && index.meta.is_none() && inner.at_object() {
+        if k == Some(ParamsKey::Meta) && inner.at_object() {
             let mut meta = inner.nested()?;
+            let mut meta_others = 0u32;
             while let Some(mk) = meta.key()? {
                 let mat = meta.offset();
                 let v = meta.value()?;
-                index.set_meta(mk, span(mat, v));
+                meta_others += u32::from(!index.set_meta(mk, span(mat, v)));
             }
             let v = inner.resume(&meta)?;
+            if meta_others > 1 && json::has_repeated_key(body, v) {
+                index.repeated = true;
+            }
             index.set(ParamsKey::Meta, span(at, v));
             continue;
         }
-        // The arguments of a call, usually an object of strings and
-        // numbers, member by member on hosts (the walk of any value is the
-        // slower way for a flat object; a small target keeps one way).
-        let v = if json::WORDS && k == Some(ParamsKey::Arguments) && inner.at_object() {
+        // The arguments of a call, member by member, for their keys.
+        let v = if k == Some(ParamsKey::Arguments) && inner.at_object() {
             let mut arguments = inner.nested()?;
-            arguments.finish()?;
-            inner.resume(&arguments)?
+            let mut names = 0u32;
+            while arguments.key()?.is_some() {
+                names += 1;
+                arguments.value()?;
+            }
+            let v = inner.resume(&arguments)?;
+            if names > 1 && json::has_repeated_key(body, v) {
+                index.repeated = true;
+            }
+            v
         } else {
             inner.value()?
         };
-        if let Some(k) = k {
-            index.set(k, span(at, v));
+        match k {
+            Some(k) => index.set(k, span(at, v)),
+            None => others += 1,
         }
     }
-    scan.resume(&inner)
+    let v = scan.resume(&inner)?;
+    if others > 1 && json::has_repeated_key(body, v) {
+        index.repeated = true;
+    }
+    Ok(v)
 }
+
+/// A request whose `params`, `_meta` or `arguments` has a member twice
+/// (see `index_params`).
+pub const REPEATED_MEMBER: RpcError = RpcError::new(
+    INVALID_REQUEST,
+    "duplicate member in params, params._meta or params.arguments",
+);
 
 /// One JSON-RPC message, as raw JSON slices of the body.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -232,7 +272,7 @@ impl<'a> Message<'a> {
         while let Some(key) = scan.key().map_err(syntax)? {
             // The first `params` object is indexed as it is validated.
             if params.is_none() && scan.at_object() && key.is(b"params") {
-                params = Some(index_params(&mut scan, &mut index).map_err(syntax)?);
+                params = Some(index_params(body, &mut scan, &mut index).map_err(syntax)?);
                 continue;
             }
             let slot = if key.is(b"jsonrpc") {
@@ -263,6 +303,9 @@ impl<'a> Message<'a> {
                 INVALID_REQUEST,
                 "duplicate member in JSON-RPC message",
             ));
+        }
+        if index.repeated {
+            return Err(REPEATED_MEMBER);
         }
         let message = Self::judge(version, id, method, params, result, error)?;
         Ok((message, index))
@@ -384,7 +427,7 @@ mod tests {
 
     #[test]
     fn the_validating_walk_indexes_params() {
-        let body = br#"{"id":1,"jsonrpc":"2.0","method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/clientCapabilities":{"x":{}},"progressToken":"t","io.modelcontextprotocol/protocolVersion":"2026-07-28"},"arguments":{"text":"a\"}"},"name":"echo","name":"second"}}"#;
+        let body = br#"{"id":1,"jsonrpc":"2.0","method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/clientCapabilities":{"x":{}},"progressToken":"t","io.modelcontextprotocol/protocolVersion":"2026-07-28"},"arguments":{"text":"a\"}"},"name":"echo"}}"#;
         let Spans::Request(r) = RequestSpans::parse(body, 16).unwrap() else {
             panic!("a request");
         };
@@ -415,6 +458,100 @@ mod tests {
         );
         assert_eq!(code(br#" [1] "#), INVALID_REQUEST);
         assert_eq!(code(br#"{"jsonrpc":"2.0","id":1,"method":"x","params":[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]}"#), INVALID_REQUEST);
+    }
+
+    /// A member repeated in `params`, `_meta` or `arguments` (in any
+    /// spelling) is -32600: the index would take the first, serde the last.
+    #[test]
+    fn repeated_members_of_params_are_refused() {
+        let request = |params: &str| {
+            std::format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{params}}}"#)
+        };
+        let meta = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}"#;
+        let refused = [
+            // Known keys of params, of _meta, with escapes.
+            std::format!(r#"{{{meta},"name":"echo","name":"lookup"}}"#),
+            std::format!(r#"{{{meta},"name":"echo","n\u0061me":"lookup"}}"#),
+            std::format!(r#"{{{meta},"uri":"a","uri":"b"}}"#),
+            std::format!(r#"{{{meta},"arguments":{{}},"arguments":{{}}}}"#),
+            std::format!(r#"{{{meta},{meta}}}"#),
+            std::format!(r#"{{"_meta":[],{meta}}}"#),
+            std::format!(r#"{{{meta},"notifications":{{}},"notifications":{{"toolsListChanged":true}}}}"#),
+            r#"{"_meta":{"progressToken":1,"progressToken":2}}"#.into(),
+            r#"{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/protocol\u0056ersion":"1999-01-01"}}"#.into(),
+            // Keys the index does not keep.
+            std::format!(r#"{{{meta},"x":1,"y":2,"x":3}}"#),
+            r#"{"_meta":{"vendor/a":1,"vendor/\u0061":2}}"#.into(),
+            // The arguments of a call.
+            std::format!(r#"{{{meta},"name":"echo","arguments":{{"region":"us-west","region":"eu-secret"}}}}"#),
+            std::format!(r#"{{{meta},"name":"echo","arguments":{{"region":"us-west","\u0072egion":"eu-secret"}}}}"#),
+            std::format!(r#"{{"arguments":{{"\ud83d\ude00":1,"😀":2}},{meta}}}"#),
+        ];
+        for params in refused {
+            let e = Message::parse(request(&params).as_bytes(), 16).unwrap_err();
+            assert_eq!(e, REPEATED_MEMBER, "{params}");
+            let e = RequestSpans::parse(request(&params).as_bytes(), 16).unwrap_err();
+            assert_eq!(e.code, INVALID_REQUEST, "{params}");
+        }
+        // A cancellation's request id, in a notification.
+        let cancel = br#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1,"requestId":2}}"#;
+        assert_eq!(Message::parse(cancel, 16), Err(REPEATED_MEMBER));
+        // Not repeats: one key in two objects, keys that differ once
+        // unescaped, a key inside a value.
+        let fine = [
+            std::format!(r#"{{{meta},"name":"echo","arguments":{{"name":"x","_meta":{{}}}}}}"#),
+            std::format!(r#"{{{meta},"arguments":{{"a\u00e9":1,"ae":2,"a\u00e8":3}}}}"#),
+            std::format!(r#"{{{meta},"arguments":{{"a":"\"a\":1","b":{{"a":1}}}}}}"#),
+            std::format!(r#"{{{meta},"x":1,"y":{{"x":2}},"z":[{{"x":3}}]}}"#),
+        ];
+        for params in fine {
+            assert!(
+                Message::parse(request(&params).as_bytes(), 16).is_ok(),
+                "{params}"
+            );
+        }
+        // A syntax error anywhere is still -32700 first.
+        let broken = std::format!(r#"{{{meta},"name":"a","name":"b","x":tru}}"#);
+        let e = Message::parse(request(&broken).as_bytes(), 16).unwrap_err();
+        assert_eq!(e.code, PARSE_ERROR);
+    }
+
+    /// An `arguments` object of many members: a repeat is found whenever
+    /// its first member is among the first [`KeySet::CAPACITY`], at any
+    /// place of the second; the keys the index keeps, in a `params` of
+    /// any size.
+    #[test]
+    fn repeats_in_large_objects() {
+        let n = 3 * json::KeySet::CAPACITY;
+        let keys: std::vec::Vec<std::string::String> =
+            (0..n).map(|i| std::format!("k{i}")).collect();
+        let object = |keys: &[std::string::String]| {
+            let members: std::vec::Vec<std::string::String> =
+                keys.iter().map(|k| std::format!(r#""{k}":0"#)).collect();
+            std::format!("{{{}}}", members.join(","))
+        };
+        let call = |arguments: &str, extra: &str| {
+            std::format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{{extra}"name":"t","arguments":{arguments}}}}}"#
+            )
+        };
+        assert!(Message::parse(call(&object(&keys), "").as_bytes(), 16).is_ok());
+        for first in [0, json::KeySet::CAPACITY - 1] {
+            for second in [first + 1, n / 2, n - 1] {
+                let mut repeated = keys.clone();
+                repeated[second] = keys[first].clone();
+                let body = call(&object(&repeated), "");
+                let e = Message::parse(body.as_bytes(), 16);
+                assert_eq!(e, Err(REPEATED_MEMBER), "{first} {second}");
+            }
+        }
+        // A known key after many unknown ones.
+        let extra = keys
+            .iter()
+            .map(|k| std::format!(r#""{k}":0,"#))
+            .collect::<std::string::String>();
+        let body = call("{}", &std::format!(r#""name":"x",{extra}"#));
+        assert_eq!(Message::parse(body.as_bytes(), 16), Err(REPEATED_MEMBER));
     }
 
     #[test]

@@ -566,13 +566,228 @@ impl<'a> ObjectScan<'a> {
     }
 }
 
+/// The keys of one object seen so far, to find a repeated one (RFC 8259
+/// §4: names SHOULD be unique, and readers differ on which of two they
+/// take: this scanner's lookups the first, serde the last).
+///
+/// Bounded and linear: the first [`KeySet::CAPACITY`] distinct keys are
+/// kept (as a hash of their text and where they start), and every key is
+/// compared with those kept, a hash first and the text (escapes resolved)
+/// when the hashes agree. So a repeat is found in any object of up to
+/// `CAPACITY` members, and in a larger one whenever the first of the two
+/// is among the first `CAPACITY`; two members past them that repeat each
+/// other are not compared, as that would take memory or time growing with
+/// the object. The first key costs nothing but its place: most objects
+/// whose keys are not known to the caller have one or a few.
+#[derive(Debug, Clone)]
+pub struct KeySet {
+    /// Where the first key starts, before a second asked for hashes.
+    first: Option<u32>,
+    kept: Option<Kept>,
+}
+
+/// The kept keys of a [`KeySet`]: hashes, and where each key starts.
+#[derive(Debug, Clone)]
+struct Kept {
+    hashes: [u32; KeySet::CAPACITY],
+    starts: [u32; KeySet::CAPACITY],
+    len: usize,
+}
+
+impl Default for KeySet {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl KeySet {
+    /// Keys kept per object: every member of an object of up to this many
+    /// is compared with every other (256 octets of stack on any target).
+    pub const CAPACITY: usize = 32;
+
+    pub const fn new() -> Self {
+        Self {
+            first: None,
+            kept: None,
+        }
+    }
+
+    /// Adds `key`, a key of `src` (as [`ObjectScan::key`] reads it);
+    /// whether an earlier key of the object is the same text.
+    #[cfg_attr(not(target_os = "none"), inline(always))]
+    pub fn insert(&mut self, src: &[u8], key: Key<'_>) -> bool {
+        let start = span(src, key.raw).start;
+        let Ok(start) = u32::try_from(start) else {
+            // Past 4 GiB: no message is that long.
+            return false;
+        };
+        match self.first {
+            None if self.kept.is_none() => {
+                self.first = Some(start);
+                false
+            }
+            _ => self.insert_hashed(src, key, start),
+        }
+    }
+
+    /// [`insert`](Self::insert) from the second key on: out of line, so
+    /// that the usual object (none or one key of this kind) costs a store.
+    #[cfg_attr(not(target_os = "none"), inline(never))]
+    fn insert_hashed(&mut self, src: &[u8], key: Key<'_>, start: u32) -> bool {
+        let kept = self.kept.get_or_insert(Kept {
+            hashes: [0; Self::CAPACITY],
+            starts: [0; Self::CAPACITY],
+            len: 0,
+        });
+        if let Some(first) = self.first.take() {
+            kept.hashes[0] = key_hash(raw_key_at(src, first));
+            kept.starts[0] = first;
+            kept.len = 1;
+        }
+        let hash = key_hash(key.raw);
+        let len = kept.len.min(Self::CAPACITY);
+        for (h, &at) in kept.hashes[..len].iter().zip(&kept.starts[..len]) {
+            if *h == hash && text_eq(raw_key_at(src, at), key.raw) {
+                return true;
+            }
+        }
+        if let (Some(h), Some(s)) = (kept.hashes.get_mut(len), kept.starts.get_mut(len)) {
+            *h = hash;
+            *s = start;
+            kept.len = len + 1;
+        }
+        false
+    }
+}
+
+/// Whether a member of `obj`, an object of `src` that [`validate`]
+/// accepted, has the key of an earlier one, as far as a [`KeySet`] finds.
+/// A second walk over the object's members: for a caller that counted
+/// two or more keys it does not know in its own walk, so that the usual
+/// object costs that walk nothing.
+#[cfg_attr(not(target_os = "none"), inline(never))]
+pub fn has_repeated_key(src: &[u8], obj: &[u8]) -> bool {
+    let mut keys = KeySet::new();
+    members(obj).any(|(raw, _)| {
+        let key = Key {
+            raw,
+            escaped: has_backslash(raw),
+        };
+        keys.insert(src, key)
+    })
+}
+
+/// The raw string (quotes included) that starts at `at` of `src`.
+pub(crate) fn raw_key_at(src: &[u8], at: u32) -> &[u8] {
+    let at = at as usize;
+    let end = skip_quoted(src, at).unwrap_or(src.len());
+    src.get(at..end).unwrap_or_default()
+}
+
+/// A hash of the text of a raw JSON string, escapes resolved: two
+/// spellings of one text hash alike.
+pub(crate) fn key_hash(raw: &[u8]) -> u32 {
+    // FxHash's step: a rotate, an xor and a multiply per octet.
+    fn step(h: u32, piece: &[u8]) -> u32 {
+        piece.iter().fold(h, |h, &b| {
+            (h.rotate_left(5) ^ u32::from(b)).wrapping_mul(0x2722_0a95)
+        })
+    }
+    let mut h = 0;
+    if unescape_each(raw, |piece| h = step(h, piece)) {
+        h
+    } else {
+        // Not text (a broken escape): hashed as written, and compared as
+        // written too (`text_eq`).
+        step(0, raw)
+    }
+}
+
+/// Whether two raw JSON strings (quotes included) hold the same text once
+/// unescaped; strings that do not unescape compare as written.
+pub fn text_eq(a: &[u8], b: &[u8]) -> bool {
+    if a == b {
+        return true;
+    }
+    let (Some(ia), Some(ib)) = (inner_of(a), inner_of(b)) else {
+        return false;
+    };
+    if !has_backslash(ia) && !has_backslash(ib) {
+        return false;
+    }
+    let mut ca = Unescaped {
+        src: ia,
+        i: 0,
+        failed: false,
+    };
+    let mut cb = Unescaped {
+        src: ib,
+        i: 0,
+        failed: false,
+    };
+    loop {
+        match (ca.next_char(), cb.next_char()) {
+            (Some(x), Some(y)) if x == y => {}
+            (None, None) => {
+                return !ca.failed && !cb.failed && ca.i >= ia.len() && cb.i >= ib.len();
+            }
+            _ => return false,
+        }
+    }
+}
+
+/// The inside of a raw JSON string, without its quotes.
+fn inner_of(raw: &[u8]) -> Option<&[u8]> {
+    trim(raw).strip_prefix(b"\"")?.strip_suffix(b"\"")
+}
+
+/// A key found twice in one object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RepeatedKey;
+
+/// The raw value of member `key` of an object that [`validate`]
+/// accepted, as [`get`] finds it, but walking every member: a second
+/// member of that key (in any spelling) is [`RepeatedKey`]. For a lookup
+/// whose value decides a check, which must be the value every reader of
+/// the object takes.
+pub fn get_unique<'a>(obj: &'a [u8], key: &[u8]) -> Result<Option<&'a [u8]>, RepeatedKey> {
+    let mut found = None;
+    for (k, v) in members(obj) {
+        if str_eq(k, key) && found.replace(v).is_some() {
+            return Err(RepeatedKey);
+        }
+    }
+    Ok(found)
+}
+
+/// [`get_all`] walking every member: a key of `keys` found twice is
+/// [`RepeatedKey`].
+pub fn get_all_unique<'a, const N: usize>(
+    obj: &'a [u8],
+    keys: [&[u8]; N],
+) -> Result<[Option<&'a [u8]>; N], RepeatedKey> {
+    let mut found = [None; N];
+    for (k, v) in members(obj) {
+        if let Some(i) = keys.iter().position(|key| str_eq(k, key))
+            && found[i].replace(v).is_some()
+        {
+            return Err(RepeatedKey);
+        }
+    }
+    Ok(found)
+}
+
 /// Whether a raw key (with its quotes, as [`ObjectScan::key`] and
 /// [`members`] give it) is `text` once unescaped; the usual unescaped key
 /// costs one comparison.
 pub fn key_is(raw: &[u8], text: &[u8]) -> bool {
     match raw {
-        // An escape makes the raw text longer than what it stands for.
-        [b'"', inner @ .., b'"'] if inner.len() <= text.len() => inner == text,
+        // An escape makes the raw text longer than what it stands for: a
+        // key no longer than `text` is its text, when it has no escape
+        // (as `text` has none, if they are equal).
+        [b'"', inner @ .., b'"'] if inner.len() <= text.len() => {
+            inner == text && !has_backslash(text)
+        }
         _ => str_eq(raw, text),
     }
 }
@@ -1074,6 +1289,73 @@ mod tests {
         ] {
             assert_eq!(collect(broken), None, "{broken:?}");
         }
+    }
+
+    /// Keys compare by their text: `"\u0072egion"` is `"region"`, for
+    /// the scan's keys, raw keys and the repeat check alike.
+    #[test]
+    fn keys_compare_by_their_unescaped_text() {
+        let doc = br#"{"\u0072egion":1,"re\u0067ion":2,"region":3,"\ud83d\ude00":4,"a\/b":5}"#;
+        let mut scan = ObjectScan::new(doc, 0, 4).unwrap();
+        let mut keys = std::vec::Vec::new();
+        while let Some(k) = scan.key().unwrap() {
+            scan.value().unwrap();
+            keys.push(k);
+        }
+        for k in &keys[..3] {
+            assert!(k.is(b"region") && key_is(k.raw, b"region"), "{:?}", k.raw);
+            assert!(!k.is(b"regio") && !k.is(b"regions") && !key_is(k.raw, br"\u0072egion"));
+            assert!(text_eq(k.raw, br#""region""#));
+        }
+        assert!(keys[3].is("😀".as_bytes()) && key_is(keys[3].raw, "😀".as_bytes()));
+        assert!(keys[4].is(b"a/b") && !keys[4].is(br"a\/b"));
+        assert!(!text_eq(br#""a\u00e9""#, br#""ae""#));
+        assert!(!text_eq(br#""ab""#, br#""a""#));
+        // One set of keys: each spelling of `region` after the first is a
+        // repeat; the others are not.
+        let mut set = KeySet::new();
+        let found: std::vec::Vec<bool> = keys.iter().map(|k| set.insert(doc, *k)).collect();
+        assert_eq!(found, [false, true, true, false, false]);
+        assert_eq!(get_unique(doc, b"region"), Err(RepeatedKey));
+        assert_eq!(get_unique(doc, b"a/b"), Ok(Some(&b"5"[..])));
+        assert_eq!(get_unique(doc, b"none"), Ok(None));
+        assert_eq!(
+            get_all_unique(doc, [&b"a/b"[..], "😀".as_bytes()]),
+            Ok([Some(&b"5"[..]), Some(&b"4"[..])])
+        );
+        assert_eq!(
+            get_all_unique(doc, [&b"a/b"[..], b"region"]),
+            Err(RepeatedKey)
+        );
+        assert!(has_repeated_key(doc, doc));
+        assert!(!has_repeated_key(
+            doc,
+            br#"{"a":1,"b":{"a":2},"c":[{"a":3}]}"#
+        ));
+    }
+
+    /// Every key is compared with at most [`KeySet::CAPACITY`] kept ones:
+    /// an object of many distinct keys (here 200,000) costs a walk, not a
+    /// comparison of every pair.
+    #[test]
+    fn a_large_object_is_checked_in_one_walk() {
+        let n = 200_000;
+        let mut doc = std::string::String::from("{");
+        for i in 0..n {
+            if i > 0 {
+                doc.push(',');
+            }
+            doc.push_str(&std::format!(r#""k{i}":{i}"#));
+        }
+        doc.push('}');
+        let start = std::time::Instant::now();
+        assert!(!has_repeated_key(doc.as_bytes(), doc.as_bytes()));
+        // A pairwise check would compare 2e10 pairs: minutes, not this.
+        assert!(start.elapsed() < std::time::Duration::from_secs(20));
+        // A repeat of an early key at the very end is found.
+        doc.pop();
+        doc.push_str(r#","k7":0}"#);
+        assert!(has_repeated_key(doc.as_bytes(), doc.as_bytes()));
     }
 
     #[test]

@@ -57,8 +57,11 @@ impl Span {
 /// Where the members of a request's `params` that the engine and the
 /// bindings read lie in it (offsets into `params`), found in one walk: by
 /// [`ParamsIndex::read`], or while the message is validated
-/// ([`RequestSpans::parse`](super::envelope::RequestSpans::parse)). The
-/// first of a repeated key wins, as with [`json::get`].
+/// ([`RequestSpans::parse`](super::envelope::RequestSpans::parse)), which
+/// refuses a repeated key (so that no reader can take another value than
+/// the one indexed). [`ParamsIndex::read`] keeps the first of a repeated
+/// key it keeps and notes the repeat, which the server's checks refuse
+/// ([`dispatch::check`](super::server::dispatch::check)).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ParamsIndex {
     /// `params._meta`.
@@ -81,9 +84,18 @@ pub struct ParamsIndex {
     pub request_state: Option<Span>,
     /// `params._meta["io.modelcontextprotocol/logLevel"]` (§11).
     pub log_level: Option<Span>,
+    /// `params.notifications` (a listen request's filter, §7.1).
+    pub notifications: Option<Span>,
+    /// `params.requestId` (`notifications/cancelled`, §11).
+    pub request_id: Option<Span>,
+    /// A key the index keeps was met twice (in `params` or `_meta`), or
+    /// another member of `params`, `_meta` or `arguments` was found
+    /// repeated by the validating walk.
+    pub(crate) repeated: bool,
 }
 
-/// A member of `params` the index keeps.
+/// A member of `params` the engine reads: the index keeps where each
+/// lies, so that a repeat of any is found in a `params` of any size.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ParamsKey {
     Meta,
@@ -92,6 +104,8 @@ pub(crate) enum ParamsKey {
     Arguments,
     InputResponses,
     RequestState,
+    Notifications,
+    RequestId,
 }
 
 impl ParamsKey {
@@ -109,6 +123,10 @@ impl ParamsKey {
             Some(Self::InputResponses)
         } else if key.is(b"requestState") {
             Some(Self::RequestState)
+        } else if key.is(b"notifications") {
+            Some(Self::Notifications)
+        } else if key.is(b"requestId") {
+            Some(Self::RequestId)
         } else {
             None
         }
@@ -144,7 +162,8 @@ impl ParamsIndex {
         index
     }
 
-    /// Keeps `span` for `key`, unless an earlier member had that key.
+    /// Keeps `span` for `key`, unless an earlier member had that key (then
+    /// notes the repeat).
     pub(crate) fn set(&mut self, key: ParamsKey, span: Range<usize>) {
         let slot = match key {
             ParamsKey::Meta => &mut self.meta,
@@ -153,14 +172,19 @@ impl ParamsIndex {
             ParamsKey::Arguments => &mut self.arguments,
             ParamsKey::InputResponses => &mut self.input_responses,
             ParamsKey::RequestState => &mut self.request_state,
+            ParamsKey::Notifications => &mut self.notifications,
+            ParamsKey::RequestId => &mut self.request_id,
         };
         if slot.is_none() {
             *slot = Span::new(span);
+        } else {
+            self.repeated = true;
         }
     }
 
-    /// Keeps `span` if `key`, a member of `_meta`, is one the index keeps.
-    pub(crate) fn set_meta(&mut self, key: json::Key<'_>, span: Range<usize>) {
+    /// Keeps `span` if `key`, a member of `_meta`, is one the index keeps
+    /// (noting a repeat as [`set`](Self::set) does); whether it is.
+    pub(crate) fn set_meta(&mut self, key: json::Key<'_>, span: Range<usize>) -> bool {
         let slot = if key.is(KEY_PROTOCOL_VERSION) {
             &mut self.protocol_version
         } else if key.is(KEY_CLIENT_CAPABILITIES) {
@@ -170,11 +194,14 @@ impl ParamsIndex {
         } else if key.is(KEY_LOG_LEVEL) {
             &mut self.log_level
         } else {
-            return;
+            return false;
         };
         if slot.is_none() {
             *slot = Span::new(span);
+        } else {
+            self.repeated = true;
         }
+        true
     }
 
     /// The raw value at `span` of `params`.
@@ -233,9 +260,12 @@ impl<'a> RequestMeta<'a> {
 
     /// Whether the version is one [`SUPPORTED_VERSIONS`] lists.
     pub fn version_supported(&self) -> bool {
-        SUPPORTED_VERSIONS
-            .iter()
-            .any(|v| json::str_eq(self.protocol_version, v.as_bytes()))
+        SUPPORTED_VERSIONS.iter().any(|v| {
+            // As clients write it: no version has an escape, so a string
+            // without one is its quoted octets; else escapes resolved.
+            matches!(self.protocol_version, [b'"', inner @ .., b'"'] if json::WORDS && json::bytes_eq(inner, v.as_bytes()))
+                || json::str_eq(self.protocol_version, v.as_bytes())
+        })
     }
 
     /// Whether the client declared the capability `name` (a top-level key of

@@ -2,7 +2,7 @@
 //! request headers `mcp-protocol-version`, `mcp-method`, `mcp-name` and
 //! `mcp-param-*` repeat parts of the body, and the server checks them.
 
-use super::error::{HEADER_MISMATCH, RpcError};
+use super::error::{HEADER_MISMATCH, INVALID_REQUEST, RpcError};
 use super::json::{self, MAX_SAFE_INTEGER};
 use crate::grpc::base64;
 use crate::h2::HeaderList;
@@ -260,15 +260,23 @@ impl<'s> Annotation<'s> {
     }
 
     /// The value at this annotation's path inside `arguments`, if present
-    /// and not null.
-    pub fn value_in<'a>(&self, arguments: &'a [u8]) -> Option<&'a [u8]> {
+    /// and not null. Each object on the path is walked whole: a key of the
+    /// path that one of them has twice (in any spelling) is
+    /// [`RepeatedKey`](json::RepeatedKey), as readers differ on which they
+    /// take.
+    pub fn value_in<'a>(&self, arguments: &'a [u8]) -> Result<Option<&'a [u8]>, json::RepeatedKey> {
         let mut v = arguments;
         for key in self.path() {
             let mut buf = [0u8; 128];
-            let key = json::unescape(key, &mut buf)?;
-            v = json::get(v, key)?;
+            let Some(key) = json::unescape(key, &mut buf) else {
+                return Ok(None);
+            };
+            match json::get_unique(v, key)? {
+                Some(inner) => v = inner,
+                None => return Ok(None),
+            }
         }
-        (json::kind(v) != Some(json::Kind::Null)).then_some(v)
+        Ok((json::kind(v) != Some(json::Kind::Null)).then_some(v))
     }
 }
 
@@ -452,6 +460,146 @@ pub trait HeaderSource {
     fn header(&self, name: &[u8]) -> Option<&[u8]>;
     /// The value of the first field whose name `matches`.
     fn find_header(&self, matches: &mut dyn FnMut(&[u8]) -> bool) -> Option<&[u8]>;
+
+    /// The standard mirrored headers, each the one field of its name, and
+    /// whether one of them or an `mcp-param-*` name is given twice. The
+    /// default finds them with the two lookups above (a walk per name); a
+    /// source that holds its fields with their values overrides it with
+    /// one walk, [`Mirrors::scan`].
+    fn mirrors(&self) -> Mirrors<'_> {
+        let mut mirrors = Mirrors::default();
+        let mut counts = [0u8; 3];
+        self.find_header(&mut |name| {
+            match Standard::of(name) {
+                Some(s) => counts[s as usize] = counts[s as usize].saturating_add(1),
+                // Each `mcp-param-*` name counted whole: sources that do
+                // not override this are small (an HTTP/1.1 head).
+                None if is_any_param_header(name) => {
+                    mirrors.repeated |= count_fields(self, &mut |other| other == name) > 1;
+                }
+                None => {}
+            }
+            false
+        });
+        mirrors.repeated |= counts.iter().any(|&n| n > 1);
+        mirrors.version = self.header(b"mcp-protocol-version");
+        mirrors.method = self.header(b"mcp-method");
+        mirrors.name = self.header(b"mcp-name");
+        mirrors
+    }
+}
+
+/// How many fields of `headers` have a name that `matches`.
+fn count_fields(
+    headers: &(impl HeaderSource + ?Sized),
+    matches: &mut dyn FnMut(&[u8]) -> bool,
+) -> usize {
+    let mut n = 0;
+    headers.find_header(&mut |name| {
+        n += usize::from(matches(name));
+        false
+    });
+    n
+}
+
+/// The standard mirrored headers of a request (§5.4), each a singleton:
+/// a request that gives one twice, or an `mcp-param-*` name twice, is
+/// refused (-32020) instead of read first- or last-wins, as a proxy in
+/// front may route on the other.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Mirrors<'h> {
+    /// `mcp-protocol-version`.
+    pub version: Option<&'h [u8]>,
+    /// `mcp-method`.
+    pub method: Option<&'h [u8]>,
+    /// `mcp-name`.
+    pub name: Option<&'h [u8]>,
+    /// A standard header or an `mcp-param-*` name occurs more than once.
+    pub repeated: bool,
+}
+
+/// A request that gives a mirrored header twice.
+pub const REPEATED_HEADER: RpcError =
+    mismatch("mcp-protocol-version, mcp-method, mcp-name or an mcp-param header given twice");
+
+/// The `mcp-param-*` names [`Mirrors::scan`] keeps to compare later ones
+/// with: every repeat among up to this many is found, and a repeat of one
+/// of them anywhere; the annotated ones, which the check reads, are
+/// counted whole besides ([`check`]).
+const KEPT_PARAM_NAMES: usize = 16;
+
+/// A standard mirrored header.
+#[derive(Debug, Clone, Copy)]
+enum Standard {
+    Version = 0,
+    Method = 1,
+    Name = 2,
+}
+
+impl Standard {
+    #[cfg_attr(not(target_os = "none"), inline(always))]
+    fn of(name: &[u8]) -> Option<Self> {
+        // By length first: most fields of a request are none of these.
+        match name.len() {
+            20 if json::bytes_eq(name, b"mcp-protocol-version") => Some(Self::Version),
+            10 if json::bytes_eq(name, b"mcp-method") => Some(Self::Method),
+            8 if json::bytes_eq(name, b"mcp-name") => Some(Self::Name),
+            _ => None,
+        }
+    }
+}
+
+/// Whether a (lowercase) header name is `mcp-param-` and a name.
+fn is_any_param_header(name: &[u8]) -> bool {
+    name.len() > 10 && name.starts_with(b"mcp-param-")
+}
+
+impl<'h> Mirrors<'h> {
+    /// The mirrors of a request whose fields (lowercase names, values)
+    /// `fields` yields, in one walk.
+    #[cfg_attr(not(target_os = "none"), inline(always))]
+    pub fn scan(fields: impl Iterator<Item = (&'h [u8], &'h [u8])>) -> Self {
+        let mut m = Self::default();
+        let mut params = ParamNames::default();
+        for (name, value) in fields {
+            let slot = match Standard::of(name) {
+                Some(Standard::Version) => &mut m.version,
+                Some(Standard::Method) => &mut m.method,
+                Some(Standard::Name) => &mut m.name,
+                None => {
+                    if is_any_param_header(name) {
+                        m.repeated |= params.insert(name);
+                    }
+                    continue;
+                }
+            };
+            m.repeated |= slot.replace(value).is_some();
+        }
+        m
+    }
+}
+
+/// The `mcp-param-*` names met so far (up to [`KEPT_PARAM_NAMES`]).
+#[derive(Default)]
+struct ParamNames<'h> {
+    kept: [&'h [u8]; KEPT_PARAM_NAMES],
+    len: usize,
+}
+
+impl<'h> ParamNames<'h> {
+    /// Whether `name` was met before; keeps it while there is room.
+    #[cfg_attr(not(target_os = "none"), inline(never))]
+    fn insert(&mut self, name: &'h [u8]) -> bool {
+        let kept = self.kept.get(..self.len).unwrap_or_default();
+        if kept.contains(&name) {
+            return true;
+        }
+        if let Some(slot) = self.kept.get_mut(self.len) {
+            *slot = name;
+            self.len += 1;
+        }
+        false
+    }
 }
 
 impl HeaderSource for HeaderList<'_> {
@@ -462,43 +610,49 @@ impl HeaderSource for HeaderList<'_> {
     fn find_header(&self, matches: &mut dyn FnMut(&[u8]) -> bool) -> Option<&[u8]> {
         self.iter().find(|f| matches(f.name)).map(|f| f.value)
     }
+
+    fn mirrors(&self) -> Mirrors<'_> {
+        Mirrors::scan(self.iter().map(|f| (f.name, f.value)))
+    }
 }
 
 /// Checks the mirrored headers of a request against its body. Any missing,
-/// malformed or different header is -32020. Values are compared as they
-/// stand in the header and the body, without a copy: no length limit but
-/// the header list's own.
+/// malformed, repeated or different header is -32020. Values are compared
+/// as they stand in the header and the body, without a copy: no length
+/// limit but the header list's own.
 pub fn check<'s, const N: usize>(
     body: &Mirrored<'_>,
     headers: &(impl HeaderSource + ?Sized),
     annotations: Option<&Annotations<'s, N>>,
 ) -> Result<(), RpcError> {
-    let version = headers
-        .header(b"mcp-protocol-version")
-        .ok_or(MISSING_VERSION)?;
+    let mirrors = headers.mirrors();
+    if mirrors.repeated {
+        return Err(REPEATED_HEADER);
+    }
+    let version = mirrors.version.ok_or(MISSING_VERSION)?;
     if !header_eq(version, body.protocol_version)? {
         return Err(mismatch("mcp-protocol-version differs from the body"));
     }
-    check_after_version(body, headers, annotations)
+    check_after_version(body, &mirrors, headers, annotations)
 }
 
 /// A request without the `mcp-protocol-version` header.
 pub(crate) const MISSING_VERSION: RpcError = mismatch("missing mcp-protocol-version");
 
 /// [`check`] of all but `mcp-protocol-version`, for a caller that checked
-/// it already.
+/// it already and read `mirrors` (not repeated) from `headers`.
 pub(crate) fn check_after_version<'s, const N: usize>(
     body: &Mirrored<'_>,
+    mirrors: &Mirrors<'_>,
     headers: &(impl HeaderSource + ?Sized),
     annotations: Option<&Annotations<'s, N>>,
 ) -> Result<(), RpcError> {
-    let header = |name: &[u8]| headers.header(name);
-    let method = header(b"mcp-method").ok_or(mismatch("missing mcp-method"))?;
+    let method = mirrors.method.ok_or(mismatch("missing mcp-method"))?;
     if !header_eq(method, body.method)? {
         return Err(mismatch("mcp-method differs from the body"));
     }
     if let Some(name) = body.name {
-        let h = header(b"mcp-name").ok_or(mismatch("missing mcp-name"))?;
+        let h = mirrors.name.ok_or(mismatch("missing mcp-name"))?;
         if json::kind(name) != Some(json::Kind::String) || !header_eq(h, name)? {
             return Err(mismatch("mcp-name differs from the body"));
         }
@@ -507,14 +661,19 @@ pub(crate) fn check_after_version<'s, const N: usize>(
         return Ok(());
     };
     for ann in annotations.iter() {
-        let Some(value) = ann.value_in(arguments) else {
+        // The argument as every reader of the body takes it: a member
+        // repeated on its path is refused, not read first-wins.
+        let Some(value) = ann.value_in(arguments).map_err(|_| REPEATED_ARGUMENT)? else {
             continue;
         };
-        let h = headers
-            .find_header(&mut |name| is_param_header(name, ann.name))
-            .ok_or(mismatch(
-                "missing mcp-param header for an annotated argument",
-            ))?;
+        let matches = &mut |name: &[u8]| is_param_header(name, ann.name);
+        let h = headers.find_header(matches).ok_or(mismatch(
+            "missing mcp-param header for an annotated argument",
+        ))?;
+        // Counted whole, whatever [`Mirrors::scan`] kept.
+        if count_fields(headers, matches) > 1 {
+            return Err(REPEATED_HEADER);
+        }
         let text = HeaderText::read(h)?;
         let same = match (ann.kind, json::kind(value)) {
             (ParamType::String, Some(json::Kind::String)) => text.eq_json_string(value),
@@ -535,6 +694,13 @@ pub(crate) fn check_after_version<'s, const N: usize>(
     }
     Ok(())
 }
+
+/// A request whose annotated argument's path has a member twice: the
+/// body is not one request (-32600), whatever the headers say.
+pub const REPEATED_ARGUMENT: RpcError = RpcError::new(
+    INVALID_REQUEST,
+    "duplicate member on the path of an x-mcp-header argument",
+);
 
 /// Whether an `x-mcp-header` key appears anywhere in `node`, or `node`
 /// nests deeper than the scanner's limit. Its frame is small: the walk
@@ -687,6 +853,140 @@ mod tests {
         }
     }
 
+    /// Request headers as a list of fields, read through the trait's
+    /// default `mirrors` (the walk per name).
+    struct Fields<'a>(&'a [(&'a [u8], &'a [u8])]);
+
+    impl HeaderSource for Fields<'_> {
+        fn header(&self, name: &[u8]) -> Option<&[u8]> {
+            self.0.iter().find(|(n, _)| *n == name).map(|(_, v)| *v)
+        }
+
+        fn find_header(&self, matches: &mut dyn FnMut(&[u8]) -> bool) -> Option<&[u8]> {
+            self.0.iter().find(|(n, _)| matches(n)).map(|(_, v)| *v)
+        }
+    }
+
+    /// A standard mirrored header or an `mcp-param-*` name given twice is
+    /// a repeat, by the one walk and by the default alike; other
+    /// repeated fields are not.
+    #[test]
+    fn repeated_mirrored_headers_are_found() {
+        let base: [(&[u8], &[u8]); 4] = [
+            (b"mcp-protocol-version", b"2026-07-28"),
+            (b"mcp-method", b"tools/call"),
+            (b"mcp-name", b"echo"),
+            (b"mcp-param-region", b"us-west"),
+        ];
+        let params: std::vec::Vec<std::string::String> =
+            (0..40).map(|i| std::format!("mcp-param-p{i}")).collect();
+        type Case<'a> = (std::vec::Vec<(&'a [u8], &'a [u8])>, bool);
+        let mut cases: std::vec::Vec<Case<'_>> = std::vec![
+            (base.to_vec(), false),
+            (
+                std::vec![(&b"accept"[..], &b"a"[..]), (b"accept", b"b")],
+                false
+            ),
+            (
+                std::vec![(&b"mcp-param-a"[..], &b"1"[..]), (b"mcp-param-b", b"1")],
+                false
+            ),
+        ];
+        for extra in base {
+            let mut fields = base.to_vec();
+            fields.push((extra.0, b"other"));
+            cases.push((fields.clone(), true));
+            // The same value twice is a repeat too.
+            fields.pop();
+            fields.insert(0, extra);
+            cases.push((fields, true));
+        }
+        // Many mcp-param names: a repeat of a kept one, anywhere.
+        let mut many: std::vec::Vec<(&[u8], &[u8])> =
+            params.iter().map(|p| (p.as_bytes(), &b"v"[..])).collect();
+        cases.push((many.clone(), false));
+        many.push((params[3].as_bytes(), b"w"));
+        cases.push((many, true));
+        for (fields, repeated) in cases {
+            let names: std::vec::Vec<_> = fields
+                .iter()
+                .map(|(n, _)| core::str::from_utf8(n).unwrap())
+                .collect();
+            let one = Mirrors::scan(fields.iter().copied());
+            assert_eq!(one.repeated, repeated, "{names:?}");
+            let source = Fields(&fields);
+            let default = source.mirrors();
+            assert_eq!(default.repeated, repeated, "{names:?}");
+            if !repeated {
+                assert_eq!(one, default, "{names:?}");
+            }
+        }
+        let one = Mirrors::scan(base.iter().copied());
+        assert_eq!(
+            (one.version, one.method, one.name),
+            (
+                Some(&b"2026-07-28"[..]),
+                Some(&b"tools/call"[..]),
+                Some(&b"echo"[..])
+            )
+        );
+    }
+
+    /// [`check`] refuses a repeated mirrored header (-32020), and an
+    /// annotated argument whose path has a member twice, in any spelling
+    /// (-32600), before comparing anything.
+    #[test]
+    fn the_check_refuses_repeats() {
+        let a = Annotations::<'_, 8>::collect(SCHEMA).unwrap();
+        let body = |arguments: &'static [u8]| Mirrored {
+            protocol_version: br#""2026-07-28""#,
+            method: br#""tools/call""#,
+            name: Some(br#""run""#),
+            arguments: Some(arguments),
+        };
+        let fields = |extra: &[(&'static [u8], &'static [u8])]| {
+            let mut f: std::vec::Vec<(&[u8], &[u8])> = std::vec![
+                (b"mcp-protocol-version", b"2026-07-28"),
+                (b"mcp-method", b"tools/call"),
+                (b"mcp-name", b"run"),
+                (b"mcp-param-region", b"us-west"),
+            ];
+            f.extend_from_slice(extra);
+            f
+        };
+        let good = br#"{"target":{"region":"us-west"}}"#;
+        assert_eq!(check(&body(good), &Fields(&fields(&[])), Some(&a)), Ok(()));
+        for extra in [
+            &[(&b"mcp-name"[..], &b"lookup"[..])][..],
+            &[(b"mcp-method", b"tools/call")],
+            &[(b"mcp-protocol-version", b"2026-07-28")],
+            &[(b"mcp-param-region", b"eu-secret")],
+        ] {
+            let e = check(&body(good), &Fields(&fields(extra)), Some(&a));
+            assert_eq!(e, Err(REPEATED_HEADER), "{extra:?}");
+        }
+        for args in [
+            &br#"{"target":{"region":"us-west","region":"eu-secret"}}"#[..],
+            br#"{"target":{"region":"us-west","region":"eu-secret"}}"#,
+            br#"{"target":{"region":"us-west"},"target":{"region":"eu-secret"}}"#,
+        ] {
+            let e = check(
+                &Mirrored {
+                    arguments: Some(args),
+                    ..body(good)
+                },
+                &Fields(&fields(&[])),
+                Some(&a),
+            );
+            assert_eq!(
+                e,
+                Err(REPEATED_ARGUMENT),
+                "{:?}",
+                core::str::from_utf8(args)
+            );
+        }
+    }
+
     const SCHEMA: &[u8] = br#"{"type":"object","properties":{
         "target":{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"}}},
         "limit":{"type":"integer","x-mcp-header":"Limit"},
@@ -743,7 +1043,15 @@ mod tests {
         let region = a.iter().next().unwrap();
         assert_eq!(region.path(), [&br#""target""#[..], br#""region""#]);
         let args = br#"{"target":{"region":"eu-north1"},"limit":5,"sql":"x"}"#;
-        assert_eq!(region.value_in(args), Some(&br#""eu-north1""#[..]));
+        assert_eq!(region.value_in(args), Ok(Some(&br#""eu-north1""#[..])));
+        // A key of the path twice, in any spelling, at any level.
+        for args in [
+            &br#"{"target":{"region":"us-west","region":"eu-secret"}}"#[..],
+            br#"{"target":{"region":"us-west","\u0072egion":"eu-secret"}}"#,
+            br#"{"target":{"region":"us-west"},"target":{"region":"eu-secret"}}"#,
+        ] {
+            assert_eq!(region.value_in(args), Err(json::RepeatedKey));
+        }
         let invalid = [
             (br#"{"properties":{"n":{"type":"number","x-mcp-header":"N"}}}"#.as_slice(), AnnotationError::UnsupportedType),
             (br#"{"properties":{"a":{"type":"string","x-mcp-header":"X"},"b":{"type":"string","x-mcp-header":"x"}}}"#, AnnotationError::Duplicate),

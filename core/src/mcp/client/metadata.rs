@@ -202,7 +202,15 @@ where
         .map_err(|e| RpcError::new(INVALID_REQUEST, e.reason()))?;
     let mut header = [0u8; 10 + 64];
     for ann in annotations.iter() {
-        let Some(value) = ann.value_in(arguments) else {
+        // A member twice on the path: the server refuses such a body
+        // (-32600), so it is not sent.
+        let Some(value) = ann.value_in(arguments).map_err(|_| {
+            RpcError::new(
+                INVALID_REQUEST,
+                "duplicate member on the path of an x-mcp-header argument",
+            )
+        })?
+        else {
             continue;
         };
         let name_len = 10 + ann.name.len();

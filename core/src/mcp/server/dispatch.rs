@@ -7,7 +7,7 @@
 //! registry makes itself are written by [`write_builtin`].
 
 use super::super::error::{
-    HEADER_MISMATCH, INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, RpcError,
+    HEADER_MISMATCH, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, RpcError,
     UNSUPPORTED_PROTOCOL_VERSION,
 };
 use super::super::meta::{MISSING_META, ParamsIndex, RequestMeta, SUPPORTED_VERSIONS};
@@ -62,11 +62,13 @@ pub enum Level {
     InBand,
 }
 
-/// The level at which a check's error is answered: a header mismatch and an
-/// unsupported version are protocol errors; everything else is in band.
+/// The level at which a check's error is answered: a header mismatch, an
+/// unsupported version and an invalid request (an annotated argument's
+/// path with a member twice, refused as the envelope refuses a repeated
+/// member) are protocol errors; everything else is in band.
 pub fn level(e: &RpcError) -> Level {
     match e.code {
-        HEADER_MISMATCH | UNSUPPORTED_PROTOCOL_VERSION => Level::Protocol,
+        HEADER_MISMATCH | UNSUPPORTED_PROTOCOL_VERSION | INVALID_REQUEST => Level::Protocol,
         _ => Level::InBand,
     }
 }
@@ -98,10 +100,21 @@ pub fn check_indexed<H: HeaderSource + ?Sized>(
     headers: Option<&H>,
 ) -> Result<(), RpcError> {
     let p = params.ok_or(MISSING_META)?;
+    // The validating walk refused the request already; an index read
+    // after another parse ([`check`]) still refuses a repeated known key.
+    if index.repeated {
+        return Err(envelope::REPEATED_MEMBER);
+    }
     let meta = RequestMeta::from_index(p, index)?;
+    // The standard mirrored headers, read once; one given twice is a
+    // mismatch before anything is compared.
+    let mirrors = headers.map(|h| h.mirrors()).unwrap_or_default();
+    if mirrors.repeated {
+        return Err(mirror::REPEATED_HEADER);
+    }
     // A version header that differs from the body is a mismatch before the
     // version is judged.
-    let version = headers.and_then(|h| h.header(b"mcp-protocol-version"));
+    let version = mirrors.version;
     if let Some(h) = version
         && !mirror::header_eq(h, meta.protocol_version)?
     {
@@ -151,7 +164,7 @@ pub fn check_indexed<H: HeaderSource + ?Sized>(
         name,
         arguments,
     };
-    mirror::check_after_version(&body, headers, annotations.as_ref())
+    mirror::check_after_version(&body, &mirrors, headers, annotations.as_ref())
 }
 
 /// Where a checked request goes.
@@ -386,6 +399,41 @@ mod tests {
             )
             .is_err()
         );
+    }
+
+    /// `check` over `params` no validating walk indexed refuses a key the
+    /// index keeps given twice, as that walk does.
+    #[test]
+    fn check_refuses_a_repeated_known_key() {
+        let registry = Registry::new(
+            ServerInfo {
+                name: "s",
+                version: "1",
+                instructions: None,
+            },
+            &[],
+        );
+        let meta = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}"#;
+        for (params, code) in [
+            (std::format!(r#"{{{meta},"name":"a"}}"#), None),
+            (
+                std::format!(r#"{{{meta},"name":"a","name":"b"}}"#),
+                Some(INVALID_REQUEST),
+            ),
+            (
+                std::format!(r#"{{{meta},"name":"a","n\u0061me":"b"}}"#),
+                Some(INVALID_REQUEST),
+            ),
+        ] {
+            let e = check::<crate::h2::HeaderList<'_>>(
+                &registry,
+                b"tools/call",
+                b"\"tools/call\"",
+                Some(params.as_bytes()),
+                None,
+            );
+            assert_eq!(e.err().map(|e| e.code), code, "{params}");
+        }
     }
 
     /// Request headers as a list of fields.

@@ -1,5 +1,20 @@
 //! Protobuf → JSON: reads a validated message through its [`Mapping`] and
 //! writes the JSON members, in the table's order.
+//!
+//! A map (`Struct`, `map<string, string>`, the input maps) whose entries
+//! repeat a key is refused ([`TypedError::Invalid`]: -32602 for a request)
+//! rather than read last-wins as protobuf would. Either way the JSON
+//! written never repeats a key (which the engine would refuse, and JSON
+//! readers take first or last); refusing keeps one answer for every path
+//! a message takes (`mcpwire serve`, a bridge forwarding the JSON on), is
+//! the choice the message view makes for a repeated singular field
+//! ([`DecodeError::DuplicateField`](mcpwire_proto::DecodeError)), and no
+//! encoder of the binding writes a repeated key (they encode from JSON
+//! objects or dictionaries): a repeat is a broken or a hostile peer. The
+//! check sorts where each key lies in a table on the stack
+//! ([`MAP_KEYS`] at most): O(m log m) for a map of m entries, whatever the
+//! keys. The encoder refuses the same maps (`encode.rs`), so that what one
+//! side writes the other reads.
 
 use core::fmt::Write as _;
 
@@ -7,7 +22,7 @@ use mcpwire_proto::gcp::MessageRef;
 
 use super::table::{self, ALWAYS, Conv, Entry, Mapping, Union};
 use super::writer::JsonWriter;
-use super::{Base64Check, Result, TypedError};
+use super::{Base64Check, MAP_KEYS, Result, SMALL_MAP, TypedError};
 
 pub(super) type J<'b> = JsonWriter<'b>;
 
@@ -124,8 +139,55 @@ fn text(jw: &mut J<'_>, bytes: &[u8]) {
     jw.string(bytes);
 }
 
+/// Refuses a map (the entry messages of field `n` of `msg`) whose entries
+/// repeat a key (field 1; absent is "").
+pub(super) fn unique_keys(msg: MessageRef<'_>, n: u32) -> Result<()> {
+    // Most maps have a few entries: no table for fewer than two.
+    let m = msg.messages(n).take(MAP_KEYS + 1).count();
+    match m {
+        0 | 1 => Ok(()),
+        2..=SMALL_MAP => sorted_unique::<SMALL_MAP>(msg, n),
+        _ if m <= MAP_KEYS => sorted_unique::<MAP_KEYS>(msg, n),
+        _ => Err(TypedError::Unexpressible(
+            "a map of more entries than the transcoder checks for repeated keys",
+        )),
+    }
+}
+
+/// [`unique_keys`] of a map of at most `N` entries: where each key lies in
+/// the message, sorted by the key's octets (strings of a validated
+/// message, UTF-8: equal octets are equal text), then neighbours compared.
+#[cfg_attr(not(target_os = "none"), inline(never))]
+fn sorted_unique<const N: usize>(msg: MessageRef<'_>, n: u32) -> Result<()> {
+    const TOO_MANY: TypedError = TypedError::Unexpressible("a map too large to check");
+    let bytes = msg.as_bytes();
+    let mut keys = [(0u32, 0u32); N];
+    let mut len = 0;
+    for entry in msg.messages(n) {
+        // An absent key is "": a place past the message, of no length.
+        let at = super::json::span(bytes, entry.bytes(1).unwrap_or_default());
+        let place = (
+            u32::try_from(at.start).map_err(|_| TOO_MANY)?,
+            u32::try_from(at.len()).map_err(|_| TOO_MANY)?,
+        );
+        *keys.get_mut(len).ok_or(TOO_MANY)? = place;
+        len += 1;
+    }
+    let key = |&(at, len): &(u32, u32)| {
+        let at = at as usize;
+        bytes.get(at..at + len as usize).unwrap_or_default()
+    };
+    let keys = keys.get_mut(..len).unwrap_or_default();
+    keys.sort_unstable_by(|a, b| key(a).cmp(key(b)));
+    if keys.windows(2).any(|w| key(&w[0]) == key(&w[1])) {
+        return Err(TypedError::Invalid("a map with a repeated key"));
+    }
+    Ok(())
+}
+
 /// A `Struct` as a JSON object.
 pub(super) fn structure(jw: &mut J<'_>, s: MessageRef<'_>) -> Result<()> {
+    unique_keys(s, 1)?;
     jw.raw(b"{");
     let mut first = true;
     for entry in s.messages(1) {
@@ -400,9 +462,8 @@ fn field(
         }
         Conv::StrMap => {
             if msg.messages(n).next().is_some() {
+                unique_keys(msg, n)?;
                 key(jw, first, entry.key);
-                // Duplicate keys are written as they come: JSON readers
-                // keep the last, as protobuf maps do.
                 jw.raw(b"{");
                 for (i, el) in msg.messages(n).enumerate() {
                     if i > 0 {
@@ -506,6 +567,7 @@ fn block(jw: &mut J<'_>, u: &Union, msg: MessageRef<'_>) -> Result<()> {
 type InputFn = fn(&mut J<'_>, &str, MessageRef<'_>) -> Result<()>;
 
 fn input_map(jw: &mut J<'_>, msg: MessageRef<'_>, n: u32, each: InputFn) -> Result<()> {
+    unique_keys(msg, n)?;
     jw.raw(b"{");
     for (i, entry) in msg.messages(n).enumerate() {
         if i > 0 {

@@ -148,6 +148,7 @@ pub(super) fn encode(w: &mut W<'_>, key: &[u8], p: &[u8], depth: usize) -> Resul
     let inner = encode::deeper(depth)?;
     if let Some(props) = properties {
         encode::expect(props, Kind::Object, "expected an object")?;
+        encode::unique_keys(props)?;
         for (name, def) in json::members(props) {
             let entry = encode::begin(w, 2)?;
             encode::string(w, 1, name)?;
@@ -352,6 +353,7 @@ pub(super) fn decode(jw: &mut J<'_>, _key: &str, msg: MessageRef<'_>) -> Result<
     }
     jw.raw(br#"{"message":"#);
     jw.string(message);
+    super::decode::unique_keys(msg, 2)?;
     jw.raw(br#","requestedSchema":{"type":"object","properties":{"#);
     for (i, entry) in msg.messages(2).enumerate() {
         if i > 0 {

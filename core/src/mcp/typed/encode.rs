@@ -5,7 +5,7 @@ use mcpwire_proto::wire::Writer;
 
 use super::json::{self, Kind};
 use super::table::{self, ALWAYS, Conv, Entry, Mapping, REQ, Union};
-use super::{Base64Check, MAX_DEPTH, Result, TypedError, WRITER_DEPTH};
+use super::{Base64Check, MAP_KEYS, MAX_DEPTH, Result, SMALL_MAP, TypedError, WRITER_DEPTH};
 
 pub(super) type W<'b> = Writer<'b, WRITER_DEPTH>;
 
@@ -132,8 +132,57 @@ fn enum_number(v: &[u8], values: &[(&str, i32)]) -> Result<i32> {
         .ok_or(TypedError::Invalid("a value the enum does not name"))
 }
 
+/// Refuses a JSON object that becomes a map when a member repeats a key
+/// (its text, escapes resolved: both spellings become one protobuf key),
+/// as the decoder refuses such a map; and a map larger than the decoder
+/// checks.
+pub(super) fn unique_keys(obj: &[u8]) -> Result<()> {
+    let m = json::members(obj).take(MAP_KEYS + 1).count();
+    match m {
+        0 | 1 => Ok(()),
+        2..=SMALL_MAP => hashed_unique::<SMALL_MAP>(obj),
+        _ if m <= MAP_KEYS => hashed_unique::<MAP_KEYS>(obj),
+        _ => Err(TypedError::Unexpressible(
+            "a map of more entries than the transcoder checks for repeated keys",
+        )),
+    }
+}
+
+/// [`unique_keys`] of an object of at most `N` members: the hashes of the
+/// keys' texts sorted with where each key starts, and the keys of each run
+/// of one hash compared by their text.
+#[cfg_attr(not(target_os = "none"), inline(never))]
+fn hashed_unique<const N: usize>(obj: &[u8]) -> Result<()> {
+    const TOO_MANY: TypedError = TypedError::Unexpressible("a map too large to check");
+    let mut keys = [(0u32, 0u32); N];
+    let mut len = 0;
+    for (key, _) in json::members(obj) {
+        let at = u32::try_from(json::span(obj, key).start).map_err(|_| TOO_MANY)?;
+        *keys.get_mut(len).ok_or(TOO_MANY)? = (json::key_hash(key), at);
+        len += 1;
+    }
+    let keys = keys.get_mut(..len).unwrap_or_default();
+    keys.sort_unstable();
+    let mut run = 0;
+    for i in 1..keys.len() {
+        if keys[i].0 != keys[run].0 {
+            run = i;
+            continue;
+        }
+        let key = json::raw_key_at(obj, keys[i].1);
+        if keys[run..i]
+            .iter()
+            .any(|&(_, at)| json::text_eq(json::raw_key_at(obj, at), key))
+        {
+            return Err(TypedError::Invalid("a map with a repeated key"));
+        }
+    }
+    Ok(())
+}
+
 /// The members of a JSON `Struct` (an object), into the `Struct` body.
 fn struct_body(w: &mut W<'_>, obj: &[u8], depth: usize) -> Result<()> {
+    unique_keys(obj)?;
     for (key, value) in json::members(obj) {
         let entry = begin(w, 1)?;
         string(w, 1, key)?;
@@ -403,6 +452,7 @@ fn field(w: &mut W<'_>, entry: &Entry, v: &[u8], depth: usize) -> Result<()> {
         }
         Conv::StrMap => {
             expect(v, Kind::Object, "expected an object")?;
+            unique_keys(v)?;
             for (key, value) in json::members(v) {
                 if json::kind(value) != Some(Kind::String) {
                     return Err(TypedError::Invalid("expected an object of strings"));
@@ -515,6 +565,7 @@ type InputFn = fn(&mut W<'_>, &[u8], &[u8], usize) -> Result<()>;
 /// writes one value's message body.
 fn input_map(w: &mut W<'_>, n: u32, v: &[u8], depth: usize, each: InputFn) -> Result<()> {
     expect(v, Kind::Object, "expected an object")?;
+    unique_keys(v)?;
     let inner = deeper(depth)?;
     for (key, value) in json::members(v) {
         let entry = begin(w, n)?;

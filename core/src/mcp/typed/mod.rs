@@ -46,6 +46,22 @@ use super::writer::JsonWriter;
 /// message counting 1 (the binding's reference SDK allows 64).
 pub const MAX_DEPTH: usize = 64;
 
+/// The entries of one map (a `Struct`, a `map<string, string>`, an input
+/// map) checked for a repeated key at most, per target: a larger map is
+/// [`TypedError::Unexpressible`] both ways (a limit of this transcoder, as
+/// [`MAX_DEPTH`] is). A repeated key is [`TypedError::Invalid`] both ways:
+/// the JSON a decode writes never repeats a key. A host checks up to
+/// 4096 (32 KiB of stack, taken only for a map of more than
+/// [`SMALL_MAP`]); a 32-bit target, a device, 64.
+pub const MAP_KEYS: usize = if cfg!(target_pointer_width = "64") {
+    4096
+} else {
+    64
+};
+
+/// Maps of up to this many entries are checked in a table this small.
+pub(crate) const SMALL_MAP: usize = 32;
+
 /// Open length-delimited fields the protobuf writer allows: a JSON level
 /// inside a `Struct` opens three (entry, `Value`, `Struct` or `ListValue`).
 const WRITER_DEPTH: usize = 3 * MAX_DEPTH + 8;

@@ -15,6 +15,7 @@ use super::*;
 use crate::grpc::base64;
 use crate::mcp::error::{HEADER_MISMATCH, INTERNAL_ERROR};
 use crate::mcp::meta::{KEY_CLIENT_CAPABILITIES, KEY_PROTOCOL_VERSION, PROTOCOL_VERSION};
+use crate::mcp::mirror::HeaderSource as _;
 use crate::mcp::typed::{self as codec, TypedError};
 use crate::mcp::writer::JsonWriter;
 use core::fmt::Write as _;
@@ -125,17 +126,30 @@ fn version_differs(params: &[u8], header: Option<&[u8]>) -> bool {
     }
 }
 
-/// §7 step 5: every routing header of `rpc` equals the value the message
-/// holds.
+/// §7 step 5: the routing header of `rpc` equals the value the message
+/// holds. It and the mirrored headers are singletons: one given twice is
+/// refused, as on the tunnel, rather than read first- or last-wins (a
+/// proxy in front may route on the other).
 fn check_routing(rpc: Rpc, message: &[u8], headers: HeaderList<'_>) -> Result<(), &'static str> {
+    if headers.mirrors().repeated {
+        return Err(
+            "Header mismatch: a mirrored header (mcp-protocol-version, mcp-method, mcp-name, mcp-param-*) given twice",
+        );
+    }
     let Some(key) = rpc.routing_key() else {
         return Ok(());
     };
     let value = codec::routing_value(rpc, message).map_err(|_| "malformed message")?;
-    let mismatch = headers
-        .iter()
-        .filter(|f| f.name == key.as_bytes())
-        .any(|f| Some(f.value) != value.map(str::as_bytes));
+    let mut fields = headers.iter().filter(|f| f.name == key.as_bytes());
+    let first = fields.next();
+    if fields.next().is_some() {
+        return Err(match rpc {
+            Rpc::CallTool => "Header mismatch: mcp_tool given twice",
+            Rpc::GetPrompt => "Header mismatch: mcp_prompt given twice",
+            _ => "Header mismatch: mcp_resource given twice",
+        });
+    }
+    let mismatch = first.is_some_and(|f| Some(f.value) != value.map(str::as_bytes));
     if mismatch {
         return Err(match rpc {
             Rpc::CallTool => "Header mismatch: mcp_tool differs from the tool name",
