@@ -11,7 +11,8 @@ use mcpwire_core::http1::ChunkedDecoder;
 use mcpwire_core::mcp::auth::Decision;
 use mcpwire_core::mcp::registry::{Registry, ToolInfo};
 use mcpwire_core::mcp::server::{
-    CallId, CancelReason, HttpConfig, HttpServer, ListChange, SendError, ServerEngine, ServerEvent,
+    CallId, CancelReason, HttpConfig, HttpEndpoint, HttpServer, ListChange, SendError,
+    ServerEngine, ServerEvent,
 };
 use mcpwire_core::mcp::{SlabStore, json};
 use mcpwire_core::time::Instant;
@@ -394,6 +395,14 @@ fn http_rules_answer_with_their_status() {
                 body.len()
             )
             .into_bytes(),
+            403,
+        ),
+        (
+            "a second origin",
+            post(
+                body,
+                "Origin: http://localhost\r\nOrigin: http://evil.example.com\r\n",
+            ),
             403,
         ),
         (
@@ -884,7 +893,10 @@ fn connection_close_is_honoured() {
 fn bearer_tokens_are_checked() {
     let config = HttpConfig {
         authorize: true,
-        resource_metadata: Some("https://mcp.example/.well-known/oauth-protected-resource"),
+        endpoint: HttpEndpoint {
+            resource_metadata: Some("https://mcp.example/.well-known/oauth-protected-resource"),
+            ..HttpEndpoint::default()
+        },
         ..HttpConfig::default()
     };
     for (decision, status, challenge) in [

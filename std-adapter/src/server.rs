@@ -87,7 +87,8 @@ pub struct ServerConfig {
     /// octets. Default 10 s.
     pub handshake_timeout: Duration,
     /// The Streamable HTTP endpoint (MCP §5), served on the same port
-    /// over HTTP/1.1: other paths are answered 404. Default `/mcp`.
+    /// over HTTP/1.1 and HTTP/2 alike: other paths are answered 404 (on
+    /// HTTP/2, those that are not gRPC calls). Default `/mcp`.
     pub http_path: String,
     /// The longest HTTP/1.1 request head; a longer one is answered 431.
     /// Default 8 KiB.
@@ -95,13 +96,14 @@ pub struct ServerConfig {
     /// How long an idle HTTP/1.1 keep-alive connection is kept. Default
     /// 60 s.
     pub idle_timeout: Duration,
-    /// The `Host` names and `Origin` hosts HTTP requests may carry (the
-    /// guard against DNS rebinding, §5.1); others are answered 403.
-    /// Default [`AllowedHosts::Loopback`].
+    /// The `Host` names (HTTP/2: `:authority` and `host`) and `Origin`
+    /// hosts Streamable HTTP requests may carry (the guard against DNS
+    /// rebinding, §5.1), on HTTP/1.1 and HTTP/2 alike; others are answered
+    /// 403. Default [`AllowedHosts::Loopback`].
     pub allowed_hosts: AllowedHosts,
     /// The URL of the server's OAuth protected resource metadata (RFC
     /// 9728), named in the `WWW-Authenticate` challenge of an HTTP 401 or
-    /// 403.
+    /// 403 (HTTP/1.1 and HTTP/2).
     pub resource_metadata: Option<String>,
 }
 
@@ -140,8 +142,26 @@ impl ServerConfig {
     /// The most calls a connection runs at once.
     pub const MAX_CONCURRENT_CALLS: u32 = CALLS as u32;
 
+    /// The Streamable HTTP endpoint both engines serve. Its strings live
+    /// as long as the program: call once per server.
+    fn endpoint(&self) -> engine::HttpEndpoint<'static> {
+        let leak = |s: &str| &*Box::leak(s.to_owned().into_boxed_str());
+        let allowed = self.allowed_hosts.to_core();
+        engine::HttpEndpoint {
+            path: leak(&self.http_path),
+            allowed_hosts: allowed,
+            allowed_origins: allowed,
+            resource_metadata: self.resource_metadata.as_deref().map(leak),
+            ..engine::HttpEndpoint::default()
+        }
+    }
+
     /// The engine's settings; `authorize` when the server has an [`Auth`].
-    fn engine(&self, authorize: bool) -> engine::ServerConfig {
+    fn engine(
+        &self,
+        authorize: bool,
+        http: engine::HttpEndpoint<'static>,
+    ) -> engine::ServerConfig<'static> {
         let defaults = engine::ServerConfig::default();
         engine::ServerConfig {
             h2: mcpwire_core::h2::Config {
@@ -154,26 +174,24 @@ impl ServerConfig {
             max_message_bytes: self.max_message_bytes,
             request_timeout: self.request_timeout,
             authorize,
+            http,
         }
     }
 
-    /// The Streamable HTTP binding's settings. Its strings live as long as
-    /// the program: call once per server.
-    fn http(&self, authorize: bool) -> engine::HttpConfig<'static> {
-        let leak = |s: &str| &*Box::leak(s.to_owned().into_boxed_str());
-        let allowed = self.allowed_hosts.to_core();
+    /// The Streamable HTTP binding's settings over HTTP/1.1.
+    fn http(
+        &self,
+        authorize: bool,
+        endpoint: engine::HttpEndpoint<'static>,
+    ) -> engine::HttpConfig<'static> {
         engine::HttpConfig {
-            path: leak(&self.http_path),
+            endpoint,
             max_head_bytes: self.max_head_bytes,
             max_body_bytes: self.max_message_bytes,
             head_timeout: self.handshake_timeout,
             idle_timeout: self.idle_timeout,
             request_timeout: self.request_timeout,
             authorize,
-            allowed_hosts: allowed,
-            allowed_origins: allowed,
-            resource_metadata: self.resource_metadata.as_deref().map(leak),
-            ..engine::HttpConfig::default()
         }
     }
 }
@@ -191,7 +209,7 @@ impl Default for ServerConfig {
             max_frame_size: engine.h2.max_frame_size,
             shutdown_grace: Duration::from_secs(5),
             handshake_timeout: Duration::from_secs(10),
-            http_path: http.path.to_owned(),
+            http_path: http.endpoint.path.to_owned(),
             max_head_bytes: http.max_head_bytes,
             idle_timeout: http.idle_timeout,
             allowed_hosts: AllowedHosts::Loopback,
@@ -294,11 +312,14 @@ impl Server {
             .registry()
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("{e:?}")))?;
         let (stop_tx, stop_rx) = watch::channel(false);
+        // One endpoint for both engines: HTTP/2 and HTTP/1.1 clients are
+        // judged alike.
+        let endpoint = self.config.endpoint();
         let shared = Shared {
             common: Arc::new(Common {
                 registry,
-                config: self.config.engine(self.auth.is_some()),
-                http: self.config.http(self.auth.is_some()),
+                config: self.config.engine(self.auth.is_some(), endpoint),
+                http: self.config.http(self.auth.is_some(), endpoint),
                 app: Arc::new(app),
                 auth: self.auth.clone(),
             }),
@@ -446,11 +467,37 @@ mod tests {
             stream_window: 1 << 16,
             ..ServerConfig::default()
         };
-        let engine = config.engine(true);
+        let endpoint = config.endpoint();
+        let engine = config.engine(true, endpoint);
         assert_eq!(engine.h2.max_concurrent_streams, 32);
         assert_eq!(engine.h2.initial_window_size, 1 << 16);
         assert!(engine.authorize);
-        assert!(!ServerConfig::default().engine(false).authorize);
+        assert!(!ServerConfig::default().engine(false, endpoint).authorize);
+    }
+
+    /// What the operator sets of the Streamable HTTP endpoint reaches
+    /// both engines: HTTP/2 (`ServerConfig::http`) and HTTP/1.1.
+    #[test]
+    fn both_engines_take_the_one_endpoint() {
+        let config = ServerConfig {
+            http_path: "/rpc/mcp".into(),
+            allowed_hosts: AllowedHosts::Hosts(vec!["mcp.example".into()]),
+            resource_metadata: Some("https://mcp.example/.well-known/x".into()),
+            ..ServerConfig::default()
+        };
+        let endpoint = config.endpoint();
+        assert_eq!(endpoint.path, "/rpc/mcp");
+        assert_eq!(
+            endpoint.allowed_hosts,
+            engine::Allowed::Hosts(&["mcp.example"])
+        );
+        assert_eq!(endpoint.allowed_origins, endpoint.allowed_hosts);
+        assert_eq!(
+            endpoint.resource_metadata,
+            Some("https://mcp.example/.well-known/x")
+        );
+        assert_eq!(config.engine(false, endpoint).http, endpoint);
+        assert_eq!(config.http(false, endpoint).endpoint, endpoint);
     }
 
     /// A connection's task is sized by its future for as long as the
@@ -464,8 +511,8 @@ mod tests {
         let shared = Shared {
             common: Arc::new(Common {
                 registry: app.registry().unwrap(),
-                config: config.engine(false),
-                http: config.http(false),
+                config: config.engine(false, config.endpoint()),
+                http: config.http(false, config.endpoint()),
                 app: Arc::new(app),
                 auth: None,
             }),

@@ -967,7 +967,7 @@ where
         }
     }
 
-    #[cfg(feature = "typed")]
+    #[cfg(any(feature = "typed", feature = "tunnel-http"))]
     /// Call `i`'s whole buffer, grown first to `len` octets when the store
     /// can (it may stay shorter).
     pub(crate) fn buffer(&mut self, i: usize, len: usize) -> Option<&mut [u8]> {

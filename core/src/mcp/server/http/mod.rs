@@ -63,7 +63,7 @@ use crate::mcp::store::CallStore;
 use crate::records::InlineRecords;
 use crate::time::Instant;
 
-pub use wire::{Allowed, HttpConfig};
+pub use wire::{Allowed, HttpConfig, HttpEndpoint};
 use wire::{Exchange, Plain, ROOM, TAIL};
 
 /// Messages are framed when they are sent ([`wire::frame`]): a JSON
@@ -422,7 +422,7 @@ impl<'r, S: CallStore> HttpServer<'r, S> {
                     } else {
                         write::SSE_KEEP_ALIVE
                     });
-                    self.ping_at = Some(self.now + self.config.keep_alive_interval);
+                    self.ping_at = Some(self.now + self.config.endpoint.keep_alive_interval);
                     continue;
                 }
                 if !self.after_message(i) {
@@ -435,7 +435,7 @@ impl<'r, S: CallStore> HttpServer<'r, S> {
             self.engine.sent(i, k);
             n += k;
             if self.streaming(i) {
-                self.ping_at = Some(self.now + self.config.keep_alive_interval);
+                self.ping_at = Some(self.now + self.config.endpoint.keep_alive_interval);
             }
             if self.engine.output(i).is_empty() {
                 self.after_message(i);
@@ -472,7 +472,7 @@ impl<'r, S: CallStore> HttpServer<'r, S> {
 
     /// The application's decision on a call's credentials: an allowed call
     /// goes on; a refused one is answered 401 or 403 with the challenge in
-    /// `WWW-Authenticate` (naming [`HttpConfig::resource_metadata`]), and
+    /// `WWW-Authenticate` (naming [`HttpEndpoint::resource_metadata`]), and
     /// the connection closes.
     pub fn authorize(&mut self, call: CallId, decision: Decision<'_>) {
         match self.engine.authorize(call, decision) {
@@ -482,11 +482,8 @@ impl<'r, S: CallStore> HttpServer<'r, S> {
                 self.stop_reading();
                 self.plain = Plain::EMPTY;
                 self.plain.push(wire::refusal_head(refusal.http_status));
-                self.plain.push(refusal.challenge.as_bytes());
-                if let Some(url) = self.config.resource_metadata {
-                    self.plain.push(b", resource_metadata=\"");
-                    self.plain.push(url.as_bytes());
-                    self.plain.push(b"\"");
+                for part in self.config.endpoint.challenge(refusal.challenge) {
+                    self.plain.push(part);
                 }
                 self.plain.push(b"\r\n\r\n");
                 self.close_after_plain = true;

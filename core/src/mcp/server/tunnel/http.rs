@@ -1,5 +1,5 @@
 //! Streamable HTTP (MCP 2026-07-28 §5) on the tunnel's HTTP/2 connection:
-//! `POST` to the MCP path ([`Server::set_http_path`], `/mcp` by default)
+//! `POST` to the endpoint of [`ServerConfig::http`] (`/mcp` by default)
 //! beside the gRPC calls.
 //!
 //! The request's DATA is the JSON-RPC message; the answer is a response
@@ -7,11 +7,13 @@
 //! then the message, or `text/event-stream` (when the request has a
 //! progress token, asks for log messages, or is `subscriptions/listen`)
 //! with one `data: <json>\n\n` event per message; END_STREAM follows the
-//! final one. The judgements are the HTTP/1.1 binding's (`http::wire`):
-//! 403 for an `Origin` not allowed, 405 with `allow: POST`, 415, 406, 400
-//! for a request the engine refuses (with the JSON-RPC error), 404 for an
-//! unknown method, 202 for a notification, 401/403 for refused bearer
-//! tokens. The client's RST_STREAM cancels the handler, as on gRPC calls.
+//! final one. The judgements are the HTTP/1.1 binding's (`http::wire`,
+//! the same [`HttpEndpoint`]): 404 for another path that is no gRPC call,
+//! 403 for an `:authority`, `host` or `Origin` not allowed, 405 with
+//! `allow: POST`, 415, 406, 400 for a request the engine refuses (with the
+//! JSON-RPC error), 404 for an unknown method, 202 for a notification,
+//! 401/403 for refused bearer tokens (naming the resource metadata). The
+//! client's RST_STREAM cancels the handler, as on gRPC calls.
 //!
 //! The engine frames each message for gRPC (its prefix and protobuf
 //! header before the JSON); an HTTP call reframes it when sending
@@ -19,11 +21,13 @@
 
 use super::*;
 use crate::http1::write::{SSE_DATA, SSE_END, sse_one_line};
+use crate::mcp::auth::Refusal;
 use crate::mcp::envelope::{self, Spans};
 use crate::mcp::error::{
     HEADER_MISMATCH, MISSING_REQUIRED_CLIENT_CAPABILITY, UNSUPPORTED_PROTOCOL_VERSION,
 };
-use crate::mcp::server::http::wire::{self, Allowed};
+use crate::mcp::server::HttpEndpoint;
+use crate::mcp::server::http::wire;
 use crate::mcp::server::stdio::REQUEST_TIMEOUT;
 use core::ops::Range;
 
@@ -57,18 +61,33 @@ pub(super) enum Route {
     Call(Exchange),
 }
 
-/// The §5.1 checks of a request head on the MCP path.
-pub(super) fn route(fields: HeaderList<'_>, path: &str, origins: &Allowed<'_>) -> Route {
+/// Where a request head goes: another path to the gRPC checks when it is
+/// a gRPC call (its content type, or a path gRPC serves) and 404 when it
+/// is not; the endpoint's requests through the checks of the HTTP/1.1
+/// binding, in its order.
+pub(super) fn route(fields: HeaderList<'_>, endpoint: &HttpEndpoint<'_>) -> Route {
     let target = fields.get(b":path").unwrap_or_default();
-    // The query does not name another endpoint.
-    let target = target.split(|&b| b == b'?').next().unwrap_or_default();
-    if path.is_empty() || target != path.as_bytes() {
-        return Route::Grpc;
+    if !endpoint.serves(target) {
+        let grpc = fields
+            .get(b"content-type")
+            .is_some_and(grpc::is_grpc_content_type)
+            || target == TUNNEL_PATH
+            || typed::rpc(target).is_some();
+        return if grpc {
+            Route::Grpc
+        } else {
+            Route::Refuse(404)
+        };
     }
-    if let Some(origin) = fields.get(b"origin")
-        && !wire::origin_allowed(origin, origins)
-    {
-        return Route::Refuse(403);
+    let named = |name: &'static [u8]| {
+        fields
+            .iter()
+            .filter(move |f| f.name == name)
+            .map(|f| f.value)
+    };
+    let authorities = named(b":authority").chain(named(b"host"));
+    if let Err(status) = endpoint.admits(authorities, named(b"origin")) {
+        return Route::Refuse(status);
     }
     if fields.get(b":method") != Some(b"POST") {
         return Route::Refuse(405);
@@ -163,18 +182,6 @@ impl<
     FB: Storage<BUF> + Default,
 > Server<'r, S, STREAMS, TABLE, BUF, FB>
 {
-    /// Serves Streamable HTTP on `POST path` (default `/mcp`) beside the
-    /// gRPC tunnel; an empty path serves none.
-    pub fn set_http_path(&mut self, path: &'r str) {
-        self.http_path = path;
-    }
-
-    /// The `Origin` hosts accepted on a Streamable HTTP request that
-    /// carries one; others are answered 403 (§5.1). Default loopback.
-    pub fn set_allowed_origins(&mut self, origins: Allowed<'r>) {
-        self.origins = origins;
-    }
-
     /// The HTTP state of call `i`, when it is a Streamable HTTP call.
     pub(super) fn exchange(&self, i: usize) -> Option<&Exchange> {
         self.engine.calls.get(i)?.as_ref()?.x.http.as_ref()
@@ -199,15 +206,42 @@ impl<
             .send_headers(stream, fields[..n].iter().copied(), true);
     }
 
-    /// A refused bearer token: 401 or 403 with its challenge (§5.9).
-    pub(super) fn http_refuse_auth(&mut self, stream: StreamRef, status: u16, challenge: &[u8]) {
+    /// HTTP call `i`'s token was refused: 401 or 403 with its challenge
+    /// (§5.9), naming the endpoint's resource metadata, and the call ends.
+    pub(super) fn http_refuse_auth(&mut self, i: usize, refusal: Refusal) {
+        let Some(stream) = self
+            .engine
+            .calls
+            .get(i)
+            .and_then(Option::as_ref)
+            .map(|c| c.x.stream)
+        else {
+            return;
+        };
+        let parts = self.config.http.challenge(refusal.challenge);
+        let len = parts.iter().map(|p| p.len()).sum();
+        // The value is put together in the call's buffer, whose request is
+        // dropped; a URL larger than a call buffer is left out.
+        let challenge = self
+            .engine
+            .buffer(i, len)
+            .and_then(|buf| buf.get_mut(..len))
+            .map_or(refusal.challenge.as_bytes(), |value| {
+                let mut at = 0;
+                for part in parts {
+                    value[at..at + part.len()].copy_from_slice(part);
+                    at += part.len();
+                }
+                &*value
+            });
         let mut digits = [0u8; 20];
         let fields = [
-            Field::new(b":status", status_text(status, &mut digits)),
+            Field::new(b":status", status_text(refusal.http_status, &mut digits)),
             Field::new(b"content-length", b"0"),
             Field::new(b"www-authenticate", challenge),
         ];
         let _ = self.conn.send_headers(stream, fields, true);
+        self.engine.remove(i);
     }
 
     /// Request octets of an HTTP call: the JSON-RPC message itself.
