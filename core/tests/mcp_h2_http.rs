@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use mcpwire_core::drive;
 use mcpwire_core::grpc::write_prefix;
@@ -57,12 +58,12 @@ impl Seen {
         String::from_utf8(self.body.clone()).unwrap()
     }
 
-    /// The `data:` lines of an event stream.
+    /// The `data:` lines of an event stream (comments skipped).
     fn events(&self) -> Vec<String> {
         let text = self.text();
         assert!(text.ends_with("\n\n"), "{text:?}");
         text.split("\n\n")
-            .filter(|e| !e.is_empty())
+            .filter(|e| !e.is_empty() && !e.starts_with(':'))
             .map(|e| e.strip_prefix("data: ").expect(e).to_owned())
             .collect()
     }
@@ -163,6 +164,8 @@ struct Pair {
     up: Pipe<PIPE>,
     down: Pipe<PIPE>,
     pending: Vec<(StreamRef, Vec<u8>)>,
+    /// The virtual clock.
+    now: Instant,
 }
 
 impl Pair {
@@ -171,9 +174,18 @@ impl Pair {
     }
 
     fn serving(registry: Registry<'static>, config: ServerConfig<'static>) -> Self {
+        Self::with_client(registry, config, Config::default())
+    }
+
+    /// A server with `config`, a client with `client`'s HTTP/2 settings.
+    fn with_client(
+        registry: Registry<'static>,
+        config: ServerConfig<'static>,
+        client: Config,
+    ) -> Self {
         Pair {
             client: H2Client {
-                conn: Client::new(Role::Client, Config::default(), Instant::ZERO),
+                conn: Client::new(Role::Client, client, Instant::ZERO),
                 seen: HashMap::new(),
             },
             server: Side {
@@ -183,6 +195,7 @@ impl Pair {
             up: Pipe::new(split()),
             down: Pipe::new(split()),
             pending: Vec::new(),
+            now: Instant::ZERO,
         }
     }
 
@@ -202,13 +215,20 @@ impl Pair {
                 &mut self.up,
                 &mut self.server,
                 &mut self.down,
-                Instant::ZERO,
+                self.now,
             )
             .unwrap_or_else(|side| panic!("{side:?} is stuck ({:?})", split()));
             if !sent && moved == 0 {
                 break;
             }
         }
+    }
+
+    /// Lets `by` pass on the server's clock, then moves what it sent.
+    fn advance(&mut self, by: Duration) {
+        self.now = self.now + by;
+        self.server.handle_timeout(self.now);
+        self.run();
     }
 
     /// Opens a stream with `fields` and sends `body` after them.
@@ -733,6 +753,132 @@ fn allowed_hosts_and_origins_are_served_and_others_refused() {
         for s in [foreign_host, foreign_origin, null_origin] {
             assert_eq!(p.seen(s).header(":status"), Some("403"), "{:?}", p.seen(s));
         }
+    });
+}
+
+/// An event stream over HTTP/2 has the head fields of one over HTTP/1.1
+/// (`x-accel-buffering: no` for nginx), and says a comment when it said
+/// nothing for the keep-alive interval: on the virtual clock, none
+/// before, one at it, the next an interval later, and none after an
+/// event until an interval after that event.
+#[test]
+fn an_event_stream_has_the_sse_fields_and_keep_alive_comments() {
+    each_split(|| {
+        let interval = Duration::from_secs(15);
+        let mut p = Pair::new();
+        let s = p.post("tools/call", &echo(r#""a""#, r#""progressToken":"t","#));
+        p.run();
+        let call = p.server.app.calls[0];
+        p.server
+            .notify(
+                call,
+                "notifications/progress",
+                br#"{"progressToken":"t","progress":1}"#,
+            )
+            .unwrap();
+        p.run();
+        let seen = p.seen(s);
+        assert_eq!(seen.header("content-type"), Some("text/event-stream"));
+        assert_eq!(seen.header("cache-control"), Some("no-cache"));
+        assert_eq!(seen.header("x-accel-buffering"), Some("no"));
+        let comments = |p: &Pair| p.seen(s).text().matches(": \n\n").count();
+        assert_eq!(p.server.poll_timeout(), Some(Instant::ZERO + interval));
+        p.advance(interval - Duration::from_millis(1));
+        assert_eq!(comments(&p), 0);
+        p.advance(Duration::from_millis(1));
+        assert_eq!(comments(&p), 1, "{}", p.seen(s).text());
+        p.advance(interval);
+        assert_eq!(comments(&p), 2);
+        // An event puts the next comment off.
+        p.advance(Duration::from_secs(10));
+        p.server
+            .notify(
+                call,
+                "notifications/progress",
+                br#"{"progressToken":"t","progress":2}"#,
+            )
+            .unwrap();
+        p.run();
+        p.advance(Duration::from_secs(10));
+        assert_eq!(comments(&p), 2);
+        p.advance(Duration::from_secs(5));
+        assert_eq!(comments(&p), 3);
+        p.server.respond(call, br#"{"content":[]}"#).unwrap();
+        p.run();
+        let seen = p.seen(s);
+        assert!(seen.ended && !seen.reset);
+        let events = seen.events();
+        assert_eq!(events.len(), 3, "{events:?}");
+        assert!(events[2].starts_with(r#"{"jsonrpc":"2.0","id":"a","result""#));
+        // The stream is over: no comment is due any more.
+        assert_eq!(p.server.poll_timeout(), None);
+    });
+}
+
+/// A listen stream that nothing is published on is kept open through
+/// proxies by comments, at the endpoint's interval.
+#[test]
+fn an_idle_listen_stream_gets_keep_alive_comments() {
+    each_split(|| {
+        let mut r = registry(&TOOLS);
+        r.listen = true;
+        let config = ServerConfig {
+            http: HttpEndpoint {
+                keep_alive_interval: Duration::from_secs(5),
+                ..HttpEndpoint::default()
+            },
+            ..ServerConfig::default()
+        };
+        let mut p = Pair::serving(r, config);
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":"l","method":"subscriptions/listen","params":{{"notifications":{{"toolsListChanged":true}},{META}}}}}"#
+        );
+        let s = p.post("subscriptions/listen", &body);
+        p.run();
+        assert_eq!(p.seen(s).header("x-accel-buffering"), Some("no"));
+        p.advance(Duration::from_secs(5));
+        p.advance(Duration::from_secs(5));
+        let text = p.seen(s).text();
+        assert!(text.ends_with("\n\n: \n\n: \n\n"), "{text:?}");
+        assert!(!p.seen(s).ended);
+        p.server.go_away();
+        p.run();
+        let events = p.seen(s).events();
+        assert!(events[0].contains("notifications/subscriptions/acknowledged"));
+        assert!(events[1].starts_with(r#"{"jsonrpc":"2.0","id":"l","result""#));
+        assert!(p.seen(s).ended);
+    });
+}
+
+/// An event larger than the client's flow-control window goes out in
+/// pieces as the window opens, its end after all of its message.
+#[test]
+fn an_event_larger_than_the_window_arrives_whole() {
+    each_split(|| {
+        let client = Config {
+            initial_window_size: 64,
+            ..Config::default()
+        };
+        let mut p = Pair::with_client(registry(&TOOLS), ServerConfig::default(), client);
+        let s = p.post("tools/call", &echo(r#""a""#, r#""progressToken":"t","#));
+        p.run();
+        let call = p.server.app.calls[0];
+        let big = format!(
+            r#"{{"progressToken":"t","progress":1,"message":"{}"}}"#,
+            "x".repeat(300)
+        );
+        p.server
+            .notify(call, "notifications/progress", big.as_bytes())
+            .unwrap();
+        p.run();
+        p.server.respond(call, br#"{"content":[]}"#).unwrap();
+        p.run();
+        let seen = p.seen(s);
+        assert!(seen.ended, "{seen:?}");
+        let events = seen.events();
+        assert_eq!(events.len(), 2, "{events:?}");
+        assert!(events[0].contains(&"x".repeat(300)));
+        assert!(events[1].starts_with(r#"{"jsonrpc":"2.0","id":"a","result""#));
     });
 }
 

@@ -692,7 +692,7 @@ fn listen_streams_a_published_change() {
         c.advance(Duration::from_secs(16));
         let text = String::from_utf8_lossy(&c.out).into_owned();
         assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{text}");
-        assert!(text.contains("Content-Type: text/event-stream"));
+        assert!(text.contains("content-type: text/event-stream"));
         let ack = text.find("io.modelcontextprotocol/subscriptionId").unwrap();
         let event = text.find("notifications/tools/list_changed").unwrap();
         assert!(ack < event);

@@ -105,6 +105,10 @@ pub struct ServerConfig {
     /// 9728), named in the `WWW-Authenticate` challenge of an HTTP 401 or
     /// 403 (HTTP/1.1 and HTTP/2).
     pub resource_metadata: Option<String>,
+    /// How often a Streamable HTTP event stream with nothing to say sends
+    /// a comment, so that proxies with an idle timeout keep it open
+    /// (HTTP/1.1 and HTTP/2). Default 15 s.
+    pub keep_alive_interval: Duration,
 }
 
 /// The `Host` names and `Origin` hosts an HTTP server accepts.
@@ -152,7 +156,7 @@ impl ServerConfig {
             allowed_hosts: allowed,
             allowed_origins: allowed,
             resource_metadata: self.resource_metadata.as_deref().map(leak),
-            ..engine::HttpEndpoint::default()
+            keep_alive_interval: self.keep_alive_interval,
         }
     }
 
@@ -214,6 +218,7 @@ impl Default for ServerConfig {
             idle_timeout: http.idle_timeout,
             allowed_hosts: AllowedHosts::Loopback,
             resource_metadata: None,
+            keep_alive_interval: http.endpoint.keep_alive_interval,
         }
     }
 }
@@ -483,6 +488,7 @@ mod tests {
             http_path: "/rpc/mcp".into(),
             allowed_hosts: AllowedHosts::Hosts(vec!["mcp.example".into()]),
             resource_metadata: Some("https://mcp.example/.well-known/x".into()),
+            keep_alive_interval: Duration::from_secs(3),
             ..ServerConfig::default()
         };
         let endpoint = config.endpoint();
@@ -496,6 +502,7 @@ mod tests {
             endpoint.resource_metadata,
             Some("https://mcp.example/.well-known/x")
         );
+        assert_eq!(endpoint.keep_alive_interval, Duration::from_secs(3));
         assert_eq!(config.engine(false, endpoint).http, endpoint);
         assert_eq!(config.http(false, endpoint).endpoint, endpoint);
     }

@@ -148,6 +148,13 @@ impl<B, X> Call<B, X> {
     pub(crate) fn writing(&self) -> bool {
         self.out_pos < self.out_end
     }
+
+    /// The message to send was written and not framed yet (see
+    /// [`Engine::frame_fresh`]): none of it went out.
+    #[cfg(feature = "tunnel-http")]
+    pub(crate) fn is_fresh(&self) -> bool {
+        self.fresh
+    }
 }
 
 /// Why a call was not admitted.

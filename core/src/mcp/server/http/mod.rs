@@ -64,7 +64,7 @@ use crate::records::InlineRecords;
 use crate::time::Instant;
 
 pub use wire::{Allowed, HttpConfig, HttpEndpoint};
-use wire::{Exchange, Plain, ROOM, TAIL};
+use wire::{Exchange, KeepAlive, Plain, ROOM, TAIL};
 
 /// Messages are framed when they are sent ([`wire::frame`]): a JSON
 /// response needs its length and status, an event its chunk, and only then
@@ -122,9 +122,8 @@ pub struct HttpServer<'r, S: CallStore> {
     close_after_plain: bool,
     /// When reading gives up on a head (or an idle connection).
     read_deadline: Option<Instant>,
-    /// When an open event stream is due a keep-alive comment.
-    ping_at: Option<Instant>,
-    ping_due: bool,
+    /// The open event stream's keep-alive comments.
+    keep_alive: KeepAlive,
     waiting: bool,
     /// The server shuts down: no request after the one in progress.
     going_away: bool,
@@ -166,8 +165,7 @@ impl<'r, S: CallStore> HttpServer<'r, S> {
             plain: Plain::EMPTY,
             close_after_plain: false,
             read_deadline: Some(now + config.head_timeout),
-            ping_at: None,
-            ping_due: false,
+            keep_alive: KeepAlive::default(),
             waiting: false,
             going_away: false,
         }
@@ -351,7 +349,7 @@ impl<'r, S: CallStore> HttpServer<'r, S> {
         [
             self.read_deadline,
             self.engine.next_deadline(),
-            self.ping_at,
+            self.keep_alive.deadline(),
         ]
         .into_iter()
         .flatten()
@@ -385,10 +383,7 @@ impl<'r, S: CallStore> HttpServer<'r, S> {
                 }
             }
         }
-        if self.ping_at.is_some_and(|p| now >= p) {
-            self.ping_at = None;
-            self.ping_due = true;
-        }
+        self.keep_alive.handle_timeout(now);
     }
 
     /// Whether [`HttpServer::poll_transmit`] has anything to write.
@@ -396,7 +391,7 @@ impl<'r, S: CallStore> HttpServer<'r, S> {
         !self.plain.is_empty()
             || self
                 .call()
-                .is_some_and(|i| !self.engine.output(i).is_empty() || self.ping_due)
+                .is_some_and(|i| !self.engine.output(i).is_empty() || self.keep_alive.is_due())
     }
 
     /// Writes the answers into `out`; call while
@@ -415,14 +410,15 @@ impl<'r, S: CallStore> HttpServer<'r, S> {
             self.frame(i);
             let output = self.engine.output(i);
             if output.is_empty() {
-                if core::mem::take(&mut self.ping_due) && self.streaming(i) {
+                if self.keep_alive.take_due() && self.streaming(i) {
                     let chunked = self.exchange(i).is_some_and(|x| x.chunked);
                     self.plain.push(if chunked {
                         write::SSE_KEEP_ALIVE_CHUNK
                     } else {
                         write::SSE_KEEP_ALIVE
                     });
-                    self.ping_at = Some(self.now + self.config.endpoint.keep_alive_interval);
+                    self.keep_alive
+                        .sent(self.now, self.config.endpoint.keep_alive_interval);
                     continue;
                 }
                 if !self.after_message(i) {
@@ -435,7 +431,8 @@ impl<'r, S: CallStore> HttpServer<'r, S> {
             self.engine.sent(i, k);
             n += k;
             if self.streaming(i) {
-                self.ping_at = Some(self.now + self.config.endpoint.keep_alive_interval);
+                self.keep_alive
+                    .sent(self.now, self.config.endpoint.keep_alive_interval);
             }
             if self.engine.output(i).is_empty() {
                 self.after_message(i);
@@ -590,7 +587,7 @@ impl<'r, S: CallStore> HttpServer<'r, S> {
             self.engine.store.put(buf);
         }
         self.read_deadline = None;
-        self.ping_at = None;
+        self.keep_alive = KeepAlive::default();
     }
 
     /// Answers `status` without a call and closes the connection after it.
@@ -629,8 +626,7 @@ impl<'r, S: CallStore> HttpServer<'r, S> {
             Some(Phase::Finishing) => {
                 let x = self.exchange(i).copied().unwrap_or_default();
                 self.engine.remove(i);
-                self.ping_at = None;
-                self.ping_due = false;
+                self.keep_alive = KeepAlive::default();
                 if x.sse && x.head_sent && x.chunked {
                     self.plain.push(write::LAST_CHUNK);
                 }

@@ -2,8 +2,9 @@
 //! its settings (the endpoint's shared with the binding over HTTP/2), the
 //! checks of a request head before MCP sees it (§5.1, DNS rebinding), the
 //! answers the binding writes itself, the framing of the engine's messages
-//! (a JSON response or the events of a stream), and the head turned into
-//! the header list the engine reads.
+//! (a JSON response or the events of a stream) and the keep-alive comments
+//! between them, and the head turned into the header list the engine
+//! reads.
 
 use core::ops::Range;
 use core::time::Duration;
@@ -18,6 +19,7 @@ use crate::mcp::json;
 use crate::mcp::meta::{KEY_PROTOCOL_VERSION, RequestMeta, SUPPORTED_VERSIONS};
 use crate::mcp::mirror::HeaderSource;
 use crate::mcp::writer::JsonWriter;
+use crate::time::Instant;
 
 /// Which `Host` names, or `Origin` hosts, a server accepts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -130,6 +132,48 @@ impl<'a> HttpEndpoint<'a> {
             ],
             None => [challenge.as_bytes(), b"", b"", b""],
         }
+    }
+}
+
+/// When an open event stream is due its next keep-alive comment (§5.2):
+/// every octet the stream sends puts it off by the interval. One for the
+/// HTTP/1.1 connection's exchange, one in each HTTP/2 call.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct KeepAlive {
+    at: Option<Instant>,
+    due: bool,
+}
+
+impl KeepAlive {
+    /// The stream sent something at `now`.
+    pub(crate) fn sent(&mut self, now: Instant, interval: Duration) {
+        self.at = Some(now + interval);
+        self.due = false;
+    }
+
+    /// When the comment is due, unless it already is.
+    pub(crate) fn deadline(&self) -> Option<Instant> {
+        self.at
+    }
+
+    /// Lets time pass; whether the comment just became due.
+    pub(crate) fn handle_timeout(&mut self, now: Instant) -> bool {
+        if self.at.is_some_and(|at| now >= at) {
+            self.at = None;
+            self.due = true;
+            return true;
+        }
+        false
+    }
+
+    /// Whether a comment is due (it is then no longer).
+    pub(crate) fn take_due(&mut self) -> bool {
+        core::mem::take(&mut self.due)
+    }
+
+    /// Whether a comment waits to be sent.
+    pub(crate) fn is_due(&self) -> bool {
+        self.due
     }
 }
 

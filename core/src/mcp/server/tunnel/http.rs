@@ -4,10 +4,12 @@
 //!
 //! The request's DATA is the JSON-RPC message; the answer is a response
 //! head with `content-type: application/json` and its `content-length`
-//! then the message, or `text/event-stream` (when the request has a
-//! progress token, asks for log messages, or is `subscriptions/listen`)
-//! with one `data: <json>\n\n` event per message; END_STREAM follows the
-//! final one. The judgements are the HTTP/1.1 binding's (`http::wire`,
+//! then the message, or an event stream (when the request has a progress
+//! token, asks for log messages, or is `subscriptions/listen`; the head
+//! fields of the HTTP/1.1 binding, `x-accel-buffering: no` among them)
+//! with one `data: <json>\n\n` event per message and a keep-alive comment
+//! when it said nothing for the endpoint's interval; END_STREAM follows
+//! the final one. The judgements are the HTTP/1.1 binding's (`http::wire`,
 //! the same [`HttpEndpoint`]): 404 for another path that is no gRPC call,
 //! 403 for an `:authority`, `host` or `Origin` not allowed, 405 with
 //! `allow: POST`, 415, 406, 400 for a request the engine refuses (with the
@@ -20,14 +22,14 @@
 //! ([`Engine::frame_fresh`]), so the gRPC path pays one branch.
 
 use super::*;
-use crate::http1::write::{SSE_DATA, SSE_END, sse_one_line};
+use crate::http1::write::{SSE_DATA, SSE_END, SSE_FIELDS, SSE_KEEP_ALIVE, sse_one_line};
 use crate::mcp::auth::Refusal;
 use crate::mcp::envelope::{self, Spans};
 use crate::mcp::error::{
     HEADER_MISMATCH, MISSING_REQUIRED_CLIENT_CAPABILITY, UNSUPPORTED_PROTOCOL_VERSION,
 };
 use crate::mcp::server::HttpEndpoint;
-use crate::mcp::server::http::wire;
+use crate::mcp::server::http::wire::{self, KeepAlive};
 use crate::mcp::server::stdio::REQUEST_TIMEOUT;
 use core::ops::Range;
 
@@ -45,10 +47,13 @@ pub(super) struct Exchange {
     pub(super) dispatched: bool,
     /// The head of a JSON answer, once framed: its status and length.
     pub(super) head: Option<(u16, u32)>,
-    /// Octets of the event's end still to send.
+    /// Octets still to send of the end of [`SSE_KEEP_ALIVE`]: an event's
+    /// end (its last two octets, [`SSE_END`]) or a whole comment.
     pub(super) tail: u8,
     /// Request octets collected.
     pub(super) body_len: u32,
+    /// The event stream's keep-alive comments.
+    pub(super) keep_alive: KeepAlive,
 }
 
 /// Where a request head goes.
@@ -244,6 +249,28 @@ impl<
         self.engine.remove(i);
     }
 
+    /// The earliest keep-alive comment due on an event stream.
+    pub(super) fn http_keep_alive_deadline(&self) -> Option<Instant> {
+        self.engine
+            .calls
+            .iter()
+            .flatten()
+            .filter_map(|c| c.x.http.as_ref()?.keep_alive.deadline())
+            .min()
+    }
+
+    /// Sends the keep-alive comments due at `now`.
+    pub(super) fn http_keep_alive(&mut self, now: Instant) {
+        for i in 0..self.engine.calls.len() {
+            if self
+                .exchange_mut(i)
+                .is_some_and(|x| x.keep_alive.handle_timeout(now))
+            {
+                self.flush_http(i);
+            }
+        }
+    }
+
     /// Request octets of an HTTP call: the JSON-RPC message itself.
     pub(super) fn http_data(&mut self, i: usize, bytes: &[u8]) {
         let Some(len) = self.exchange(i).map(|x| x.body_len as usize) else {
@@ -404,10 +431,12 @@ impl<
             && self.exchange(call.index()).is_some_and(|x| !x.sse)
     }
 
-    /// Sends what HTTP call `i` has pending: the end of the last event, the
-    /// response head, the message, a listen stream's next, and END_STREAM
+    /// Sends what HTTP call `i` has pending: the end of the last event (or
+    /// of a keep-alive comment), the response head, the message, a listen
+    /// stream's next or a keep-alive comment that is due, and END_STREAM
     /// after the final message.
     pub(super) fn flush_http(&mut self, i: usize) {
+        let interval = self.config.http.keep_alive_interval;
         loop {
             let Some(c) = self.engine.calls.get_mut(i).and_then(Option::as_mut) else {
                 return;
@@ -415,14 +444,25 @@ impl<
             let stream = c.x.stream;
             let finishing = c.phase == Phase::Finishing;
             let writing = c.writing();
+            let fresh = c.is_fresh();
             let Some(x) = c.x.http.as_mut() else {
                 return;
             };
-            if x.tail > 0 {
+            // The end of an event follows the rest of its message; what is
+            // left of a comment (or of the last event) precedes the next.
+            if x.tail > 0 && (!writing || fresh) {
                 let end = finishing && !writing;
-                let rest = &SSE_END[SSE_END.len() - usize::from(x.tail)..];
+                let tail = usize::from(x.tail);
+                let rest = SSE_KEEP_ALIVE
+                    .get(SSE_KEEP_ALIVE.len().saturating_sub(tail)..)
+                    .unwrap_or_default();
                 match self.conn.send_data(stream, rest, end) {
-                    Ok(n) => x.tail -= n.min(usize::from(x.tail)) as u8,
+                    Ok(n) => {
+                        x.tail -= n.min(tail) as u8;
+                        if n > 0 {
+                            x.keep_alive.sent(self.now, interval);
+                        }
+                    }
                     Err(h2::StreamError::TransmitFull) => return,
                     Err(_) => return self.drop_call(i),
                 }
@@ -460,6 +500,10 @@ impl<
                             self.engine.remove(i);
                             return;
                         }
+                        let now = self.now;
+                        if let Some(x) = self.exchange_mut(i).filter(|x| x.sse) {
+                            x.keep_alive.sent(now, interval);
+                        }
                     }
                     Err(_) => return self.drop_call(i),
                 }
@@ -469,8 +513,8 @@ impl<
             }
             match self.engine.phase(i) {
                 Some(Phase::Listening) => match self.engine.next_listen(i) {
-                    ListenNext::Idle => return,
-                    ListenNext::Written | ListenNext::Final => {}
+                    ListenNext::Idle => {}
+                    ListenNext::Written | ListenNext::Final => continue,
                     ListenNext::Failed => return self.drop_call(i),
                 },
                 Some(Phase::Finishing) => {
@@ -483,6 +527,18 @@ impl<
                         Err(_) => self.drop_call(i),
                     }
                     return;
+                }
+                _ => {}
+            }
+            // Nothing to say on an open event stream: a comment, when due.
+            let Some(c) = self.engine.calls.get_mut(i).and_then(Option::as_mut) else {
+                return;
+            };
+            let head_sent = c.x.head_sent;
+            match c.x.http.as_mut() {
+                Some(x) if x.sse && head_sent && x.keep_alive.is_due() => {
+                    x.keep_alive.take_due();
+                    x.tail = SSE_KEEP_ALIVE.len() as u8;
                 }
                 _ => return,
             }
@@ -519,18 +575,20 @@ impl<
                 self.conn.send_headers(stream, fields, false)
             }
             None => {
-                let fields = [
-                    Field::new(b":status", b"200"),
-                    Field::new(b"content-type", b"text/event-stream"),
-                    Field::new(b"cache-control", b"no-cache"),
-                ];
-                self.conn.send_headers(stream, fields, false)
+                let fields = SSE_FIELDS.map(|(name, value)| Field::new(name.as_bytes(), value));
+                let status = Field::new(b":status", b"200");
+                self.conn
+                    .send_headers(stream, core::iter::once(status).chain(fields), false)
             }
         };
         match sent {
             Ok(()) => {
                 if let Some(c) = self.engine.calls.get_mut(i).and_then(Option::as_mut) {
                     c.x.head_sent = true;
+                    if let Some(x) = c.x.http.as_mut().filter(|x| x.sse) {
+                        x.keep_alive
+                            .sent(self.now, self.config.http.keep_alive_interval);
+                    }
                 }
                 true
             }

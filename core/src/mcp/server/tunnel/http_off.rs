@@ -45,6 +45,12 @@ impl<
 
     pub(super) fn http_refuse_auth(&mut self, _i: usize, _refusal: crate::mcp::auth::Refusal) {}
 
+    pub(super) fn http_keep_alive_deadline(&self) -> Option<Instant> {
+        None
+    }
+
+    pub(super) fn http_keep_alive(&mut self, _now: Instant) {}
+
     pub(super) fn http_data(&mut self, _i: usize, _bytes: &[u8]) {}
 
     pub(super) fn http_dispatch(&mut self, _i: usize) {}

@@ -271,15 +271,23 @@ impl<
         self.drain_connection();
     }
 
-    /// The next deadline: the connection's or a call's.
+    /// The next deadline: the connection's, a call's, or an event
+    /// stream's next keep-alive comment.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        match (self.conn.poll_timeout(), self.engine.next_deadline()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [
+            self.conn.poll_timeout(),
+            self.engine.next_deadline(),
+            self.http_keep_alive_deadline(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
-    /// Lets time pass: calls past their deadline end with DEADLINE_EXCEEDED.
+    /// Lets time pass: calls past their deadline end with DEADLINE_EXCEEDED
+    /// (Streamable HTTP ones -32001); an event stream that said nothing
+    /// for [`HttpEndpoint::keep_alive_interval`](super::HttpEndpoint) gets
+    /// a comment.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.now = now;
         self.conn.handle_timeout(now);
@@ -290,6 +298,7 @@ impl<
                 self.end_with_status(i, Code::DeadlineExceeded, b"deadline exceeded");
             }
         }
+        self.http_keep_alive(now);
         self.drain_connection();
     }
 
