@@ -1,5 +1,5 @@
 //! The tokio driver of the tunnel server engine: [`Server`] binds, accepts
-//! (and, with TLS, handshakes and checks ALPN `h2`), and runs each
+//! (and, with TLS, handshakes and follows ALPN), and runs each
 //! connection in its own task: [`connection`] is the run loop between a
 //! socket and the engine, [`calls`] the handlers it runs (for the stdio
 //! binding of [`stdio`] too).
@@ -224,7 +224,8 @@ impl Default for ServerConfig {
 }
 
 /// A tunnel server bound to a TCP address: cleartext HTTP/2 with prior
-/// knowledge, or TLS with ALPN `h2` (feature `tls`); optionally with
+/// knowledge and HTTP/1.1, or TLS with ALPN `h2` and `http/1.1` (feature
+/// `tls`); optionally with
 /// bearer-token authentication of every call ([`Server::with_auth`]).
 pub struct Server {
     listener: TcpListener,
@@ -259,7 +260,7 @@ impl Server {
     }
 
     /// Binds `addr` for TLS with the PEM certificate chain (leaf first) and
-    /// private key; ALPN `h2` only (see [`TlsConfig`]).
+    /// private key; ALPN `h2` and `http/1.1` (see [`Server::with_tls`]).
     #[cfg(feature = "tls")]
     pub async fn bind_tls(
         addr: impl ToSocketAddrs,
@@ -270,8 +271,11 @@ impl Server {
         Ok(Self::bind(addr).await?.with_tls(tls))
     }
 
-    /// Serves TLS only, with ALPN `h2`: a client that negotiates another
-    /// protocol, or none, is closed after the handshake.
+    /// Serves TLS only: ALPN `h2` gets HTTP/2 (the gRPC bindings and
+    /// Streamable HTTP), `http/1.1` Streamable HTTP over HTTP/1.1. A client
+    /// that offers ALPN with neither is refused in the handshake; one that
+    /// offers none is served HTTP/1.1, and closed if it opens HTTP/2 (the
+    /// gRPC binding asks for ALPN `h2`).
     #[cfg(feature = "tls")]
     pub fn with_tls(mut self, tls: TlsConfig) -> Self {
         self.tls = Some(tls);
