@@ -95,6 +95,8 @@ step_clippy() {
     # The embassy driver for the board's target (no_std), with defmt.
     bounded 900 cargo clippy -p mcpwire-embassy --target "$firmware_target" --features defmt \
         -- -D warnings || rc=1
+    # Its typed RPCs and their tests (feature `typed`, off by default).
+    bounded 900 cargo clippy -p mcpwire-embassy --features typed --all-targets -- -D warnings || rc=1
     # The board example, without and with its defmt logging.
     (cd examples/firmware && bounded 900 cargo clippy --release -- -D warnings) || rc=1
     (cd examples/firmware && bounded 900 cargo clippy --release --features defmt -- -D warnings) || rc=1
@@ -112,6 +114,10 @@ step_test() {
     bounded 2400 cargo test --workspace --exclude mcpwire-interop
     # The typed binding's transcoder (feature `typed`, off by default).
     bounded 1200 cargo test -p mcpwire-core --features typed --lib --test typed_transcode
+    # The device serving the typed RPCs (mcpwire-embassy/typed, off by
+    # default: the workspace run compiles only the test that they are
+    # UNIMPLEMENTED without it).
+    bounded 1200 cargo test -p mcpwire-embassy --features typed --test typed
     # The small-flash build: Huffman by the canonical walk, no lookup table.
     bounded 1200 cargo test -p mcpwire-core --no-default-features --lib \
         --test hpack_rfc7541 --test hpack_corpus --test hpack_props --test hpack_python

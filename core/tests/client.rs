@@ -195,17 +195,22 @@ impl Pair {
         Self::with(EngineConfig::default())
     }
 
-    fn with(config: EngineConfig) -> Self {
+    fn with(config: EngineConfig<'static>) -> Self {
         Self::with_both(config, ClientConfig::default())
     }
 
-    fn with_both(config: EngineConfig, client: ClientConfig) -> Self {
+    fn with_both(config: EngineConfig<'static>, client: ClientConfig) -> Self {
         Pair::with_stores(config, client, SlabStore::new(), SlabStore::new())
     }
 }
 
 impl<S: CallStore, T: CallStore, const C: usize, const N: usize> Pair<S, T, C, N> {
-    fn with_stores(config: EngineConfig, client: ClientConfig, store: S, server_store: T) -> Self {
+    fn with_stores(
+        config: EngineConfig<'static>,
+        client: ClientConfig,
+        store: S,
+        server_store: T,
+    ) -> Self {
         Pair {
             client: Box::new(Side {
                 endpoint: Client::new(client, store, Instant::ZERO),

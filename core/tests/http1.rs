@@ -161,9 +161,9 @@ fn an_event_stream_response_reads_back_as_events() {
     let body_at = text.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
     let head = std::str::from_utf8(&text[..body_at]).unwrap();
     assert!(head.starts_with("HTTP/1.1 200 OK\r\n"));
-    assert!(head.contains("Content-Type: text/event-stream\r\n"));
-    assert!(head.contains("Cache-Control: no-cache\r\n"));
-    assert!(head.contains("X-Accel-Buffering: no\r\n"));
+    assert!(head.contains("content-type: text/event-stream\r\n"));
+    assert!(head.contains("cache-control: no-cache\r\n"));
+    assert!(head.contains("x-accel-buffering: no\r\n"));
     // The body, de-chunked by the same decoder a client would use.
     let mut d = ChunkedDecoder::new();
     let mut rest = &text[body_at..];

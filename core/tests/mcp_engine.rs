@@ -176,11 +176,11 @@ impl Pair {
 }
 
 impl<S: CallStore> Pair<S> {
-    fn with(store: S, config: ServerConfig) -> Self {
+    fn with(store: S, config: ServerConfig<'static>) -> Self {
         Self::serving(store, config, checked(registry(&TOOLS)))
     }
 
-    fn serving(store: S, config: ServerConfig, registry: Registry<'static>) -> Self {
+    fn serving(store: S, config: ServerConfig<'static>, registry: Registry<'static>) -> Self {
         REQUESTS.with(|r| r.borrow_mut().clear());
         Pair {
             client: H2Client {

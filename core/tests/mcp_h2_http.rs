@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use mcpwire_core::drive;
 use mcpwire_core::grpc::write_prefix;
@@ -13,7 +14,9 @@ use mcpwire_core::hpack::Field;
 use mcpwire_core::mcp::auth::Decision;
 use mcpwire_core::mcp::json;
 use mcpwire_core::mcp::registry::{Registry, ToolInfo};
-use mcpwire_core::mcp::server::{CallId, ListChange, ServerConfig, ServerEvent, TUNNEL_PATH};
+use mcpwire_core::mcp::server::{
+    Allowed, CallId, HttpEndpoint, ListChange, ServerConfig, ServerEvent, TUNNEL_PATH,
+};
 use mcpwire_core::time::Instant;
 
 mod support;
@@ -55,12 +58,12 @@ impl Seen {
         String::from_utf8(self.body.clone()).unwrap()
     }
 
-    /// The `data:` lines of an event stream.
+    /// The `data:` lines of an event stream (comments skipped).
     fn events(&self) -> Vec<String> {
         let text = self.text();
         assert!(text.ends_with("\n\n"), "{text:?}");
         text.split("\n\n")
-            .filter(|e| !e.is_empty())
+            .filter(|e| !e.is_empty() && !e.starts_with(':'))
             .map(|e| e.strip_prefix("data: ").expect(e).to_owned())
             .collect()
     }
@@ -161,6 +164,8 @@ struct Pair {
     up: Pipe<PIPE>,
     down: Pipe<PIPE>,
     pending: Vec<(StreamRef, Vec<u8>)>,
+    /// The virtual clock.
+    now: Instant,
 }
 
 impl Pair {
@@ -168,10 +173,19 @@ impl Pair {
         Self::serving(registry(&TOOLS), ServerConfig::default())
     }
 
-    fn serving(registry: Registry<'static>, config: ServerConfig) -> Self {
+    fn serving(registry: Registry<'static>, config: ServerConfig<'static>) -> Self {
+        Self::with_client(registry, config, Config::default())
+    }
+
+    /// A server with `config`, a client with `client`'s HTTP/2 settings.
+    fn with_client(
+        registry: Registry<'static>,
+        config: ServerConfig<'static>,
+        client: Config,
+    ) -> Self {
         Pair {
             client: H2Client {
-                conn: Client::new(Role::Client, Config::default(), Instant::ZERO),
+                conn: Client::new(Role::Client, client, Instant::ZERO),
                 seen: HashMap::new(),
             },
             server: Side {
@@ -181,6 +195,7 @@ impl Pair {
             up: Pipe::new(split()),
             down: Pipe::new(split()),
             pending: Vec::new(),
+            now: Instant::ZERO,
         }
     }
 
@@ -200,13 +215,20 @@ impl Pair {
                 &mut self.up,
                 &mut self.server,
                 &mut self.down,
-                Instant::ZERO,
+                self.now,
             )
             .unwrap_or_else(|side| panic!("{side:?} is stuck ({:?})", split()));
             if !sent && moved == 0 {
                 break;
             }
         }
+    }
+
+    /// Lets `by` pass on the server's clock, then moves what it sent.
+    fn advance(&mut self, by: Duration) {
+        self.now = self.now + by;
+        self.server.handle_timeout(self.now);
+        self.run();
     }
 
     /// Opens a stream with `fields` and sends `body` after them.
@@ -225,11 +247,23 @@ impl Pair {
 
     /// `POST` with these fields (`:method` and the rest first) and body.
     fn http(&mut self, method: &str, extra: &[(&str, &str)], body: &str) -> StreamRef {
+        self.http_to("/mcp", "localhost", method, extra, body)
+    }
+
+    /// [`Pair::http`] to `path` on `authority`.
+    fn http_to(
+        &mut self,
+        path: &str,
+        authority: &str,
+        method: &str,
+        extra: &[(&str, &str)],
+        body: &str,
+    ) -> StreamRef {
         let mut fields = vec![
             Field::new(b":method", method.as_bytes()),
             Field::new(b":scheme", b"http"),
-            Field::new(b":path", b"/mcp"),
-            Field::new(b":authority", b"localhost"),
+            Field::new(b":path", path.as_bytes()),
+            Field::new(b":authority", authority.as_bytes()),
         ];
         for (n, v) in extra {
             fields.push(Field::new(n.as_bytes(), v.as_bytes()));
@@ -239,6 +273,18 @@ impl Pair {
 
     /// An MCP POST with its mirrored headers.
     fn post(&mut self, method: &str, body: &str) -> StreamRef {
+        self.post_to("/mcp", "localhost", &[], method, body)
+    }
+
+    /// [`Pair::post`] to `path` on `authority`, with `extra` fields.
+    fn post_to(
+        &mut self,
+        path: &str,
+        authority: &str,
+        extra: &[(&str, &str)],
+        method: &str,
+        body: &str,
+    ) -> StreamRef {
         let headers = [
             ("content-type", "application/json"),
             ("accept", "application/json, text/event-stream"),
@@ -252,7 +298,8 @@ impl Pair {
         if let Some(n) = &name {
             headers.push(("mcp-name", n));
         }
-        self.http("POST", &headers, body)
+        headers.extend_from_slice(extra);
+        self.http_to(path, authority, "POST", &headers, body)
     }
 
     /// A gRPC tunnel call.
@@ -635,6 +682,310 @@ fn bearer_tokens_are_checked_with_401() {
     let seen = p.seen(good);
     assert_eq!(seen.header(":status"), Some("200"), "{seen:?}");
     assert_eq!(json::get(&seen.body, b"id"), Some(&b"3"[..]));
+}
+
+/// A server whose endpoint is `endpoint`.
+fn serving_at(endpoint: HttpEndpoint<'static>) -> Pair {
+    let config = ServerConfig {
+        http: endpoint,
+        ..ServerConfig::default()
+    };
+    Pair::serving(registry(&TOOLS), config)
+}
+
+/// The endpoint moved by the operator is served where it was put; the old
+/// path is no resource (404, as on HTTP/1.1), and gRPC calls go on.
+#[test]
+fn a_moved_endpoint_is_served_at_its_path_and_the_old_one_is_404() {
+    each_split(|| {
+        let mut p = serving_at(HttpEndpoint {
+            path: "/rpc/mcp",
+            ..HttpEndpoint::default()
+        });
+        let moved = p.post_to(
+            "/rpc/mcp?x=1",
+            "localhost",
+            &[],
+            "tools/list",
+            &tools_list(1),
+        );
+        let old = p.post("tools/list", &tools_list(2));
+        let grpc = p.grpc(&tools_list(3), "tools/list");
+        p.run();
+        let seen = p.seen(moved);
+        assert_eq!(seen.header(":status"), Some("200"), "{seen:?}");
+        assert_eq!(json::get(&seen.body, b"id"), Some(&b"1"[..]));
+        assert_eq!(p.seen(old).header(":status"), Some("404"));
+        assert!(p.seen(old).ended && p.seen(old).body.is_empty());
+        assert_eq!(p.seen(grpc).trailer("grpc-status"), Some("0"));
+    });
+}
+
+/// A gRPC path with another content type is still the gRPC binding's
+/// (415, gRPC's answer); only a path that is neither is 404.
+#[test]
+fn a_path_that_is_no_endpoint_and_no_grpc_call_is_404() {
+    let mut p = Pair::new();
+    let json = [("content-type", "application/json")];
+    let tunnel = p.http_to(
+        std::str::from_utf8(TUNNEL_PATH).unwrap(),
+        "localhost",
+        "POST",
+        &json,
+        &tools_list(1),
+    );
+    let other = p.http_to("/elsewhere", "localhost", "POST", &json, &tools_list(2));
+    let grpc = p.http_to(
+        "/elsewhere",
+        "localhost",
+        "POST",
+        &[("content-type", "application/grpc")],
+        "",
+    );
+    p.run();
+    assert_eq!(p.seen(tunnel).trailer(":status"), Some("415"));
+    assert_eq!(p.seen(other).header(":status"), Some("404"));
+    assert_eq!(p.seen(grpc).trailer("grpc-status"), Some("12"));
+}
+
+/// `:authority` is the HTTP/2 `Host`: a name not allowed is refused as
+/// HTTP/1.1 refuses its `Host` (403, the DNS-rebinding guard).
+#[test]
+fn a_foreign_authority_is_403_as_a_foreign_host_is() {
+    each_split(|| {
+        let mut p = Pair::new();
+        let evil = p.post_to("/mcp", "evil.com", &[], "tools/list", &tools_list(1));
+        let evil_port = p.post_to("/mcp", "evil.com:8080", &[], "tools/list", &tools_list(2));
+        // Without `:authority`, a `host` field is the authority.
+        let host = p.open(
+            vec![
+                Field::new(b":method", b"POST"),
+                Field::new(b":scheme", b"http"),
+                Field::new(b":path", b"/mcp"),
+                Field::new(b"host", b"evil.com"),
+                Field::new(b"content-type", b"application/json"),
+            ],
+            tools_list(3).into_bytes(),
+        );
+        let local = p.post_to("/mcp", "127.0.0.1:50051", &[], "tools/list", &tools_list(4));
+        p.run();
+        for s in [evil, evil_port, host] {
+            assert_eq!(p.seen(s).header(":status"), Some("403"), "{:?}", p.seen(s));
+            assert!(p.seen(s).ended);
+        }
+        assert_eq!(p.seen(local).header(":status"), Some("200"));
+        assert!(p.server.app.events.is_empty(), "{:?}", p.server.app.events);
+    });
+}
+
+/// The allowed names of the endpoint: their `:authority` and `Origin` are
+/// served (with a port, in any case), others refused 403.
+#[test]
+fn allowed_hosts_and_origins_are_served_and_others_refused() {
+    each_split(|| {
+        let mut p = serving_at(HttpEndpoint {
+            allowed_hosts: Allowed::Hosts(&["mcp.example"]),
+            allowed_origins: Allowed::Hosts(&["app.example"]),
+            ..HttpEndpoint::default()
+        });
+        let origin = |o: &'static str| [("origin", o)];
+        let served = p.post_to(
+            "/mcp",
+            "MCP.example:8443",
+            &origin("https://app.example"),
+            "tools/list",
+            &tools_list(1),
+        );
+        let no_origin = p.post_to("/mcp", "mcp.example", &[], "tools/list", &tools_list(2));
+        let foreign_host = p.post_to(
+            "/mcp",
+            "other.example",
+            &origin("https://app.example"),
+            "tools/list",
+            &tools_list(3),
+        );
+        let foreign_origin = p.post_to(
+            "/mcp",
+            "mcp.example",
+            &origin("https://evil.example"),
+            "tools/list",
+            &tools_list(4),
+        );
+        let null_origin = p.post_to(
+            "/mcp",
+            "mcp.example",
+            &origin("null"),
+            "tools/list",
+            &tools_list(5),
+        );
+        p.run();
+        assert_eq!(
+            p.seen(served).header(":status"),
+            Some("200"),
+            "{:?}",
+            p.seen(served)
+        );
+        assert_eq!(p.seen(no_origin).header(":status"), Some("200"));
+        for s in [foreign_host, foreign_origin, null_origin] {
+            assert_eq!(p.seen(s).header(":status"), Some("403"), "{:?}", p.seen(s));
+        }
+    });
+}
+
+/// An event stream over HTTP/2 has the head fields of one over HTTP/1.1
+/// (`x-accel-buffering: no` for nginx), and says a comment when it said
+/// nothing for the keep-alive interval: on the virtual clock, none
+/// before, one at it, the next an interval later, and none after an
+/// event until an interval after that event.
+#[test]
+fn an_event_stream_has_the_sse_fields_and_keep_alive_comments() {
+    each_split(|| {
+        let interval = Duration::from_secs(15);
+        let mut p = Pair::new();
+        let s = p.post("tools/call", &echo(r#""a""#, r#""progressToken":"t","#));
+        p.run();
+        let call = p.server.app.calls[0];
+        p.server
+            .notify(
+                call,
+                "notifications/progress",
+                br#"{"progressToken":"t","progress":1}"#,
+            )
+            .unwrap();
+        p.run();
+        let seen = p.seen(s);
+        assert_eq!(seen.header("content-type"), Some("text/event-stream"));
+        assert_eq!(seen.header("cache-control"), Some("no-cache"));
+        assert_eq!(seen.header("x-accel-buffering"), Some("no"));
+        let comments = |p: &Pair| p.seen(s).text().matches(": \n\n").count();
+        assert_eq!(p.server.poll_timeout(), Some(Instant::ZERO + interval));
+        p.advance(interval - Duration::from_millis(1));
+        assert_eq!(comments(&p), 0);
+        p.advance(Duration::from_millis(1));
+        assert_eq!(comments(&p), 1, "{}", p.seen(s).text());
+        p.advance(interval);
+        assert_eq!(comments(&p), 2);
+        // An event puts the next comment off.
+        p.advance(Duration::from_secs(10));
+        p.server
+            .notify(
+                call,
+                "notifications/progress",
+                br#"{"progressToken":"t","progress":2}"#,
+            )
+            .unwrap();
+        p.run();
+        p.advance(Duration::from_secs(10));
+        assert_eq!(comments(&p), 2);
+        p.advance(Duration::from_secs(5));
+        assert_eq!(comments(&p), 3);
+        p.server.respond(call, br#"{"content":[]}"#).unwrap();
+        p.run();
+        let seen = p.seen(s);
+        assert!(seen.ended && !seen.reset);
+        let events = seen.events();
+        assert_eq!(events.len(), 3, "{events:?}");
+        assert!(events[2].starts_with(r#"{"jsonrpc":"2.0","id":"a","result""#));
+        // The stream is over: no comment is due any more, only the
+        // connection's idle timeout (60 s from the stream's end, at 55 s).
+        assert_eq!(
+            p.server.poll_timeout(),
+            Some(Instant::ZERO + Duration::from_secs(55 + 60))
+        );
+    });
+}
+
+/// A listen stream that nothing is published on is kept open through
+/// proxies by comments, at the endpoint's interval.
+#[test]
+fn an_idle_listen_stream_gets_keep_alive_comments() {
+    each_split(|| {
+        let mut r = registry(&TOOLS);
+        r.listen = true;
+        let config = ServerConfig {
+            http: HttpEndpoint {
+                keep_alive_interval: Duration::from_secs(5),
+                ..HttpEndpoint::default()
+            },
+            ..ServerConfig::default()
+        };
+        let mut p = Pair::serving(r, config);
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":"l","method":"subscriptions/listen","params":{{"notifications":{{"toolsListChanged":true}},{META}}}}}"#
+        );
+        let s = p.post("subscriptions/listen", &body);
+        p.run();
+        assert_eq!(p.seen(s).header("x-accel-buffering"), Some("no"));
+        p.advance(Duration::from_secs(5));
+        p.advance(Duration::from_secs(5));
+        let text = p.seen(s).text();
+        assert!(text.ends_with("\n\n: \n\n: \n\n"), "{text:?}");
+        assert!(!p.seen(s).ended);
+        p.server.go_away();
+        p.run();
+        let events = p.seen(s).events();
+        assert!(events[0].contains("notifications/subscriptions/acknowledged"));
+        assert!(events[1].starts_with(r#"{"jsonrpc":"2.0","id":"l","result""#));
+        assert!(p.seen(s).ended);
+    });
+}
+
+/// An event larger than the client's flow-control window goes out in
+/// pieces as the window opens, its end after all of its message.
+#[test]
+fn an_event_larger_than_the_window_arrives_whole() {
+    each_split(|| {
+        let client = Config {
+            initial_window_size: 64,
+            ..Config::default()
+        };
+        let mut p = Pair::with_client(registry(&TOOLS), ServerConfig::default(), client);
+        let s = p.post("tools/call", &echo(r#""a""#, r#""progressToken":"t","#));
+        p.run();
+        let call = p.server.app.calls[0];
+        let big = format!(
+            r#"{{"progressToken":"t","progress":1,"message":"{}"}}"#,
+            "x".repeat(300)
+        );
+        p.server
+            .notify(call, "notifications/progress", big.as_bytes())
+            .unwrap();
+        p.run();
+        p.server.respond(call, br#"{"content":[]}"#).unwrap();
+        p.run();
+        let seen = p.seen(s);
+        assert!(seen.ended, "{seen:?}");
+        let events = seen.events();
+        assert_eq!(events.len(), 2, "{events:?}");
+        assert!(events[0].contains(&"x".repeat(300)));
+        assert!(events[1].starts_with(r#"{"jsonrpc":"2.0","id":"a","result""#));
+    });
+}
+
+/// A refused token over HTTP/2 names the resource metadata as over
+/// HTTP/1.1 (RFC 9728 §5.1).
+#[test]
+fn a_refused_token_names_the_resource_metadata() {
+    let config = ServerConfig {
+        authorize: true,
+        http: HttpEndpoint {
+            resource_metadata: Some("https://mcp.example/.well-known/oauth-protected-resource"),
+            ..HttpEndpoint::default()
+        },
+        ..ServerConfig::default()
+    };
+    let mut p = Pair::serving(registry(&TOOLS), config);
+    let refused = p.post("tools/list", &tools_list(1));
+    p.run();
+    let seen = p.seen(refused);
+    assert_eq!(seen.header(":status"), Some("401"));
+    assert_eq!(
+        seen.header("www-authenticate"),
+        Some(
+            r#"Bearer realm="mcpwire", resource_metadata="https://mcp.example/.well-known/oauth-protected-resource""#
+        )
+    );
+    assert_eq!(p.server.store().in_use(), 0);
 }
 
 /// A body over the limit is answered `:status 413` while the client is

@@ -11,7 +11,8 @@ use mcpwire_core::http1::ChunkedDecoder;
 use mcpwire_core::mcp::auth::Decision;
 use mcpwire_core::mcp::registry::{Registry, ToolInfo};
 use mcpwire_core::mcp::server::{
-    CallId, CancelReason, HttpConfig, HttpServer, ListChange, SendError, ServerEngine, ServerEvent,
+    CallId, CancelReason, HttpConfig, HttpEndpoint, HttpServer, ListChange, SendError,
+    ServerEngine, ServerEvent,
 };
 use mcpwire_core::mcp::{SlabStore, json};
 use mcpwire_core::time::Instant;
@@ -397,6 +398,14 @@ fn http_rules_answer_with_their_status() {
             403,
         ),
         (
+            "a second origin",
+            post(
+                body,
+                "Origin: http://localhost\r\nOrigin: http://evil.example.com\r\n",
+            ),
+            403,
+        ),
+        (
             "bad head",
             b"POST /mcp HTTP/1.1\r\nHost localhost\r\n\r\n".to_vec(),
             400,
@@ -767,7 +776,7 @@ fn listen_streams_a_published_change() {
         c.advance(Duration::from_secs(16));
         let text = String::from_utf8_lossy(&c.out).into_owned();
         assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{text}");
-        assert!(text.contains("Content-Type: text/event-stream"));
+        assert!(text.contains("content-type: text/event-stream"));
         let ack = text.find("io.modelcontextprotocol/subscriptionId").unwrap();
         let event = text.find("notifications/tools/list_changed").unwrap();
         assert!(ack < event);
@@ -968,7 +977,10 @@ fn connection_close_is_honoured() {
 fn bearer_tokens_are_checked() {
     let config = HttpConfig {
         authorize: true,
-        resource_metadata: Some("https://mcp.example/.well-known/oauth-protected-resource"),
+        endpoint: HttpEndpoint {
+            resource_metadata: Some("https://mcp.example/.well-known/oauth-protected-resource"),
+            ..HttpEndpoint::default()
+        },
         ..HttpConfig::default()
     };
     for (decision, status, challenge) in [

@@ -161,7 +161,7 @@ use embedded_io_async::{Read, Write};
 use mcpwire_core::mcp::auth::StaticTokens;
 use mcpwire_core::mcp::registry::{Registry, RegistryError, ServerInfo};
 use mcpwire_core::mcp::server::{self as engine, ServerConfig, StdioConfig};
-pub use mcpwire_core::mcp::server::{Allowed, HttpConfig};
+pub use mcpwire_core::mcp::server::{Allowed, HttpConfig, HttpEndpoint};
 pub use mcpwire_core::mcp::store::{CallStore, SlabStore};
 use mcpwire_core::mcp::tool::Tools;
 
@@ -197,15 +197,18 @@ pub struct Config {
     /// The TCP port every connection task accepts on. Default 50051.
     pub port: u16,
     /// The engine's settings (HTTP/2, message size, default deadline).
-    /// `authorize` follows `Config::tokens`.
-    pub engine: ServerConfig,
-    /// The Streamable HTTP binding's settings (HTTP/1.1 on the same port:
-    /// the endpoint path, limits, timeouts, the `Host` and `Origin`
-    /// checks). `authorize` follows `Config::tokens`. Default: the
-    /// core's, except that any `Host` is accepted (a device is reached by
-    /// its LAN address, not a loopback name); an `Origin` must still be a
-    /// loopback one (a browser page elsewhere cannot call the device).
-    /// Only with the `http` feature (120 octets of RAM on `thumbv7em`).
+    /// `authorize` follows `Config::tokens`; with the `http` feature its
+    /// Streamable HTTP endpoint (`http`) follows [`Config::http`]'s.
+    pub engine: ServerConfig<'static>,
+    /// The Streamable HTTP binding's settings on the same port: limits and
+    /// timeouts of HTTP/1.1, and the endpoint ([`HttpConfig::endpoint`]:
+    /// its path, the `Host`/`:authority` and `Origin` checks, keep-alive
+    /// comments), which HTTP/1.1 and `POST` on the HTTP/2 connection serve
+    /// alike. `authorize` follows `Config::tokens`. Default: the core's,
+    /// except that any `Host` is accepted (a device is reached by its LAN
+    /// address, not a loopback name); an `Origin` must still be a loopback
+    /// one (a browser page elsewhere cannot call the device). Only with
+    /// the `http` feature.
     #[cfg(feature = "http")]
     pub http: HttpConfig<'static>,
     /// Bearer tokens, each naming its principal (kept in flash). With
@@ -228,14 +231,26 @@ pub struct Config {
     pub send_timeout: Option<Duration>,
 }
 
+/// The device's Streamable HTTP endpoint: the core's, but any `Host` (a
+/// device is reached by its LAN address); `Origin`s still loopback only.
+fn device_endpoint() -> HttpEndpoint<'static> {
+    HttpEndpoint {
+        allowed_hosts: Allowed::Any,
+        ..HttpEndpoint::default()
+    }
+}
+
 impl Default for Config {
     fn default() -> Self {
         Self {
             port: 50051,
-            engine: ServerConfig::default(),
+            engine: ServerConfig {
+                http: device_endpoint(),
+                ..ServerConfig::default()
+            },
             #[cfg(feature = "http")]
             http: HttpConfig {
-                allowed_hosts: Allowed::Any,
+                endpoint: device_endpoint(),
                 ..HttpConfig::default()
             },
             #[cfg(feature = "auth")]
@@ -297,6 +312,9 @@ impl<'a, T: Tools, const HANDLERS: usize, const ARGS: usize, const RESULT: usize
         let config = Config {
             engine: ServerConfig {
                 authorize: config.authorizes(),
+                // One endpoint for HTTP/1.1 and HTTP/2.
+                #[cfg(feature = "http")]
+                http: config.http.endpoint,
                 ..config.engine
             },
             #[cfg(feature = "http")]
@@ -389,7 +407,7 @@ impl<'a, T: Tools, const HANDLERS: usize, const ARGS: usize, const RESULT: usize
     /// HTTP/2 preface the gRPC tunnel (`mcp::server::Server<S, STREAMS,
     /// TABLE, BUF>`), anything else Streamable HTTP over HTTP/1.1
     /// (`mcp::server::HttpServer<S>`, one exchange at a time on
-    /// [`HttpConfig::path`]); the engine is built on this future for the
+    /// [`HttpEndpoint::path`]); the engine is built on this future for the
     /// connection, and holds one binding's state at a time. `io` is any
     /// `embedded-io-async` connection whose `read` is cancel-safe (a read
     /// dropped before it completes loses nothing) and whose `write`

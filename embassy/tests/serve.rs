@@ -727,6 +727,218 @@ fn a_request_that_starts_like_the_preface_is_still_http() {
     });
 }
 
+/// An HTTP/2 answer: its head's fields and its body.
+#[derive(Debug, Default)]
+struct H2Answer {
+    fields: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+impl H2Answer {
+    fn status(&self) -> Option<&str> {
+        self.fields
+            .iter()
+            .find(|(n, _)| n == ":status")
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+impl Tunnel<'_> {
+    /// A Streamable HTTP POST of `message` to `path` on the HTTP/2
+    /// connection (`:authority` `authority`, the headers §5 asks for and
+    /// `extra`); its whole answer.
+    async fn http(
+        &mut self,
+        path: &str,
+        authority: &str,
+        extra: &[(&str, &str)],
+        message: &Value,
+    ) -> H2Answer {
+        let stream = self.conn.open_stream().expect("a stream");
+        let method = message["method"].as_str().expect("a method");
+        let mut fields = vec![
+            Field::new(b":method", b"POST"),
+            Field::new(b":scheme", b"http"),
+            Field::new(b":path", path.as_bytes()),
+            Field::new(b":authority", authority.as_bytes()),
+            Field::new(b"content-type", b"application/json"),
+            Field::new(b"accept", b"application/json, text/event-stream"),
+            Field::new(b"mcp-protocol-version", VERSION.as_bytes()),
+            Field::new(b"mcp-method", method.as_bytes()),
+        ];
+        for (n, v) in extra {
+            fields.push(Field::new(n.as_bytes(), v.as_bytes()));
+        }
+        self.conn
+            .send_headers(stream, fields.iter().copied(), false)
+            .expect("headers");
+        let body = serde_json::to_vec(message).expect("json");
+        let sent = self.conn.send_data(stream, &body, true).expect("data");
+        assert_eq!(sent, body.len());
+        let mut answer = H2Answer::default();
+        let mut ended = false;
+        let mut buf = [0u8; 4096];
+        while !ended {
+            self.transmit().await;
+            let n = self.io.read(&mut buf).await.expect("read");
+            let mut rest = &buf[..n];
+            while !rest.is_empty() {
+                let r = self.conn.recv(rest, now());
+                if let Some(d) = r.data {
+                    if d.stream == stream {
+                        answer.body.extend_from_slice(d.bytes);
+                        ended |= d.end_stream;
+                    }
+                    self.conn.release_data(d.stream, d.bytes.len());
+                }
+                rest = &rest[r.consumed..];
+                while let Some(e) = self.conn.poll_event() {
+                    match e {
+                        Event::Headers {
+                            stream: s,
+                            end_stream,
+                            ..
+                        } if s == stream => {
+                            let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+                            if let Some(list) = self.conn.headers(s) {
+                                answer
+                                    .fields
+                                    .extend(list.iter().map(|f| (text(f.name), text(f.value))));
+                            }
+                            ended |= end_stream;
+                        }
+                        Event::Closed { stream: s } | Event::Reset { stream: s, .. }
+                            if s == stream =>
+                        {
+                            ended = true;
+                        }
+                        _ => {}
+                    }
+                }
+                if r.consumed == 0 {
+                    self.transmit().await;
+                }
+            }
+        }
+        answer
+    }
+}
+
+/// [`post`] to `path` with `Host: host`.
+async fn post_at(
+    io: &mut End<'_>,
+    path: &str,
+    host: &str,
+    message: &Value,
+    extra: &str,
+) -> Response {
+    let method = message["method"].as_str().expect("a method");
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nhost: {host}\r\ncontent-type: application/json\r\n\
+         accept: application/json, text/event-stream\r\nmcp-protocol-version: {VERSION}\r\n\
+         mcp-method: {method}{extra}"
+    );
+    exchange(io, &head, &serde_json::to_vec(message).expect("json")).await
+}
+
+/// One POST over HTTP/1.1 to a device with `config`, on a connection of
+/// its own (a refusal closes it): its status.
+fn over_http11(config: Config, path: &str, host: &str, extra: &str) -> u16 {
+    let list = request(json!(1), "tools/list", json!({}));
+    let mut status = None;
+    let got = &mut status;
+    run_both(config, |_, mut http| async move {
+        let r = post_at(&mut http, path, host, &list, extra).await;
+        if r.status == 200 {
+            let r: Value = serde_json::from_str(&r.body).expect("JSON");
+            assert_eq!(r["id"], 1);
+        }
+        *got = Some(r.status);
+    });
+    status.expect("an answer")
+}
+
+/// The same POST over HTTP/2 (`POST` on the tunnel's connection): its
+/// status.
+fn over_http2(config: Config, path: &str, authority: &str, extra: &[(&str, &str)]) -> String {
+    let list = request(json!(1), "tools/list", json!({}));
+    let mut status = None;
+    let got = &mut status;
+    run_with(config, |mut t| async move {
+        let r = t.http(path, authority, extra, &list).await;
+        if r.status() == Some("200") {
+            let r: Value = serde_json::from_slice(&r.body).expect("JSON");
+            assert_eq!(r["id"], 1);
+        }
+        *got = r.status().map(str::to_owned);
+    });
+    status.expect("an answer")
+}
+
+/// `Config::http`'s endpoint path reaches both wires: served where it was
+/// moved, the old path 404 (HTTP/2 kept `/mcp` and answered the new path
+/// 415).
+#[test]
+fn the_http_path_applies_on_http11_and_http2() {
+    use mcpwire_embassy::{HttpConfig, HttpEndpoint};
+    let mut config = Config::default();
+    config.http = HttpConfig {
+        endpoint: HttpEndpoint {
+            path: "/device/mcp",
+            ..config.http.endpoint
+        },
+        ..config.http
+    };
+    let lan = "192.0.2.7:50051";
+    assert_eq!(over_http11(config, "/device/mcp", lan, ""), 200);
+    assert_eq!(over_http11(config, "/mcp", lan, ""), 404);
+    assert_eq!(over_http2(config, "/device/mcp", lan, &[]), "200");
+    assert_eq!(over_http2(config, "/mcp", lan, &[]), "404");
+}
+
+/// The endpoint's `Host` and `Origin` lists reach both wires: by default
+/// any `Host`/`:authority` (a LAN address) and loopback origins; with a
+/// list, the names on it and 403 for others.
+#[test]
+fn allowed_hosts_and_origins_apply_on_http11_and_http2() {
+    use mcpwire_embassy::{Allowed, HttpConfig, HttpEndpoint};
+    let defaults = Config::default();
+    let lan = "192.0.2.7:50051";
+    assert_eq!(over_http11(defaults, "/mcp", lan, ""), 200);
+    assert_eq!(over_http2(defaults, "/mcp", lan, &[]), "200");
+    let evil = "\r\norigin: https://evil.example";
+    assert_eq!(over_http11(defaults, "/mcp", lan, evil), 403);
+    let evil = [("origin", "https://evil.example")];
+    assert_eq!(over_http2(defaults, "/mcp", lan, &evil), "403");
+
+    let mut config = Config::default();
+    config.http = HttpConfig {
+        endpoint: HttpEndpoint {
+            allowed_hosts: Allowed::Hosts(&["board.local"]),
+            allowed_origins: Allowed::Hosts(&["app.example"]),
+            ..config.http.endpoint
+        },
+        ..config.http
+    };
+    let app = "\r\norigin: https://app.example";
+    assert_eq!(over_http11(config, "/mcp", "board.local", app), 200);
+    assert_eq!(over_http11(config, "/mcp", lan, ""), 403);
+    assert_eq!(
+        over_http11(
+            config,
+            "/mcp",
+            "board.local",
+            "\r\norigin: http://x.example"
+        ),
+        403
+    );
+    let app = [("origin", "https://app.example")];
+    assert_eq!(over_http2(config, "/mcp", "board.local:50051", &app), "200");
+    assert_eq!(over_http2(config, "/mcp", lan, &[]), "403");
+    let other = [("origin", "http://x.example")];
+    assert_eq!(over_http2(config, "/mcp", "board.local", &other), "403");
+}
+
 /// A client that sends requests and never reads (issue #32, A1): the
 /// device stops reading it once its output waits (the pipe is full) and
 /// holds nothing beyond its fixed buffers; the call it started keeps the

@@ -1,5 +1,5 @@
 //! The tokio driver of the tunnel server engine: [`Server`] binds, accepts
-//! (and, with TLS, handshakes and checks ALPN `h2`), and runs each
+//! (and, with TLS, handshakes and follows ALPN), and runs each
 //! connection in its own task: [`connection`] is the run loop between a
 //! socket and the engine, [`calls`] the handlers it runs (for the stdio
 //! binding of [`stdio`] too).
@@ -91,7 +91,8 @@ pub struct ServerConfig {
     /// Default 10 s.
     pub handshake_timeout: Duration,
     /// The Streamable HTTP endpoint (MCP §5), served on the same port
-    /// over HTTP/1.1: other paths are answered 404. Default `/mcp`.
+    /// over HTTP/1.1 and HTTP/2 alike: other paths are answered 404 (on
+    /// HTTP/2, those that are not gRPC calls). Default `/mcp`.
     pub http_path: String,
     /// The longest HTTP/1.1 request head; a longer one is answered 431.
     /// Default 8 KiB.
@@ -131,14 +132,19 @@ pub struct ServerConfig {
     /// that sends and never reads holds a bounded backlog for a bounded
     /// time. Default 60 s.
     pub send_timeout: Duration,
-    /// The `Host` names and `Origin` hosts HTTP requests may carry (the
-    /// guard against DNS rebinding, §5.1); others are answered 403.
-    /// Default [`AllowedHosts::Loopback`].
+    /// The `Host` names (HTTP/2: `:authority` and `host`) and `Origin`
+    /// hosts Streamable HTTP requests may carry (the guard against DNS
+    /// rebinding, §5.1), on HTTP/1.1 and HTTP/2 alike; others are answered
+    /// 403. Default [`AllowedHosts::Loopback`].
     pub allowed_hosts: AllowedHosts,
     /// The URL of the server's OAuth protected resource metadata (RFC
     /// 9728), named in the `WWW-Authenticate` challenge of an HTTP 401 or
-    /// 403.
+    /// 403 (HTTP/1.1 and HTTP/2).
     pub resource_metadata: Option<String>,
+    /// How often a Streamable HTTP event stream with nothing to say sends
+    /// a comment, so that proxies with an idle timeout keep it open
+    /// (HTTP/1.1 and HTTP/2). Default 15 s.
+    pub keep_alive_interval: Duration,
 }
 
 /// The `Host` names and `Origin` hosts an HTTP server accepts.
@@ -176,8 +182,26 @@ impl ServerConfig {
     /// The most calls a connection runs at once.
     pub const MAX_CONCURRENT_CALLS: u32 = CALLS as u32;
 
+    /// The Streamable HTTP endpoint both engines serve. Its strings live
+    /// as long as the program: call once per server.
+    fn endpoint(&self) -> engine::HttpEndpoint<'static> {
+        let leak = |s: &str| &*Box::leak(s.to_owned().into_boxed_str());
+        let allowed = self.allowed_hosts.to_core();
+        engine::HttpEndpoint {
+            path: leak(&self.http_path),
+            allowed_hosts: allowed,
+            allowed_origins: allowed,
+            resource_metadata: self.resource_metadata.as_deref().map(leak),
+            keep_alive_interval: self.keep_alive_interval,
+        }
+    }
+
     /// The engine's settings; `authorize` when the server has an [`Auth`].
-    fn engine(&self, authorize: bool) -> engine::ServerConfig {
+    fn engine(
+        &self,
+        authorize: bool,
+        http: engine::HttpEndpoint<'static>,
+    ) -> engine::ServerConfig<'static> {
         let defaults = engine::ServerConfig::default();
         engine::ServerConfig {
             h2: mcpwire_core::h2::Config {
@@ -192,6 +216,7 @@ impl ServerConfig {
             max_message_bytes: self.max_message_bytes,
             request_timeout: self.request_timeout,
             authorize,
+            http,
         }
     }
 
@@ -209,23 +234,20 @@ impl ServerConfig {
         }
     }
 
-    /// The Streamable HTTP binding's settings. Its strings live as long as
-    /// the program: call once per server.
-    fn http(&self, authorize: bool) -> engine::HttpConfig<'static> {
-        let leak = |s: &str| &*Box::leak(s.to_owned().into_boxed_str());
-        let allowed = self.allowed_hosts.to_core();
+    /// The Streamable HTTP binding's settings over HTTP/1.1.
+    fn http(
+        &self,
+        authorize: bool,
+        endpoint: engine::HttpEndpoint<'static>,
+    ) -> engine::HttpConfig<'static> {
         engine::HttpConfig {
-            path: leak(&self.http_path),
+            endpoint,
             max_head_bytes: self.max_head_bytes,
             max_body_bytes: self.max_message_bytes,
             head_timeout: self.handshake_timeout,
             idle_timeout: self.idle_timeout,
             request_timeout: self.request_timeout,
             authorize,
-            allowed_hosts: allowed,
-            allowed_origins: allowed,
-            resource_metadata: self.resource_metadata.as_deref().map(leak),
-            ..engine::HttpConfig::default()
         }
     }
 }
@@ -243,7 +265,7 @@ impl Default for ServerConfig {
             max_frame_size: engine.h2.max_frame_size,
             shutdown_grace: Duration::from_secs(5),
             handshake_timeout: Duration::from_secs(10),
-            http_path: http.path.to_owned(),
+            http_path: http.endpoint.path.to_owned(),
             max_head_bytes: http.max_head_bytes,
             idle_timeout: http.idle_timeout,
             send_timeout: Duration::from_secs(60),
@@ -254,12 +276,14 @@ impl Default for ServerConfig {
             max_listen_request_bytes: engine::ListenLimits::default().max_request_bytes,
             allowed_hosts: AllowedHosts::Loopback,
             resource_metadata: None,
+            keep_alive_interval: http.endpoint.keep_alive_interval,
         }
     }
 }
 
 /// A tunnel server bound to a TCP address: cleartext HTTP/2 with prior
-/// knowledge, or TLS with ALPN `h2` (feature `tls`); optionally with
+/// knowledge and HTTP/1.1, or TLS with ALPN `h2` and `http/1.1` (feature
+/// `tls`); optionally with
 /// bearer-token authentication of every call ([`Server::with_auth`]).
 pub struct Server {
     listener: TcpListener,
@@ -294,7 +318,7 @@ impl Server {
     }
 
     /// Binds `addr` for TLS with the PEM certificate chain (leaf first) and
-    /// private key; ALPN `h2` only (see [`TlsConfig`]).
+    /// private key; ALPN `h2` and `http/1.1` (see [`Server::with_tls`]).
     #[cfg(feature = "tls")]
     pub async fn bind_tls(
         addr: impl ToSocketAddrs,
@@ -305,8 +329,11 @@ impl Server {
         Ok(Self::bind(addr).await?.with_tls(tls))
     }
 
-    /// Serves TLS only, with ALPN `h2`: a client that negotiates another
-    /// protocol, or none, is closed after the handshake.
+    /// Serves TLS only: ALPN `h2` gets HTTP/2 (the gRPC bindings and
+    /// Streamable HTTP), `http/1.1` Streamable HTTP over HTTP/1.1. A client
+    /// that offers ALPN with neither is refused in the handshake; one that
+    /// offers none is served HTTP/1.1, and closed if it opens HTTP/2 (the
+    /// gRPC binding asks for ALPN `h2`).
     #[cfg(feature = "tls")]
     pub fn with_tls(mut self, tls: TlsConfig) -> Self {
         self.tls = Some(tls);
@@ -352,11 +379,14 @@ impl Server {
             .registry()
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("{e:?}")))?;
         let (stop_tx, stop_rx) = watch::channel(false);
+        // One endpoint for both engines: HTTP/2 and HTTP/1.1 clients are
+        // judged alike.
+        let endpoint = self.config.endpoint();
         let shared = Shared {
             common: Arc::new(Common {
                 registry,
-                config: self.config.engine(self.auth.is_some()),
-                http: self.config.http(self.auth.is_some()),
+                config: self.config.engine(self.auth.is_some(), endpoint),
+                http: self.config.http(self.auth.is_some(), endpoint),
                 app: Arc::new(app),
                 auth: self.auth.clone(),
                 send_timeout: self.config.send_timeout,
@@ -519,11 +549,39 @@ mod tests {
             stream_window: 1 << 16,
             ..ServerConfig::default()
         };
-        let engine = config.engine(true);
+        let endpoint = config.endpoint();
+        let engine = config.engine(true, endpoint);
         assert_eq!(engine.h2.max_concurrent_streams, 32);
         assert_eq!(engine.h2.initial_window_size, 1 << 16);
         assert!(engine.authorize);
-        assert!(!ServerConfig::default().engine(false).authorize);
+        assert!(!ServerConfig::default().engine(false, endpoint).authorize);
+    }
+
+    /// What the operator sets of the Streamable HTTP endpoint reaches
+    /// both engines: HTTP/2 (`ServerConfig::http`) and HTTP/1.1.
+    #[test]
+    fn both_engines_take_the_one_endpoint() {
+        let config = ServerConfig {
+            http_path: "/rpc/mcp".into(),
+            allowed_hosts: AllowedHosts::Hosts(vec!["mcp.example".into()]),
+            resource_metadata: Some("https://mcp.example/.well-known/x".into()),
+            keep_alive_interval: Duration::from_secs(3),
+            ..ServerConfig::default()
+        };
+        let endpoint = config.endpoint();
+        assert_eq!(endpoint.path, "/rpc/mcp");
+        assert_eq!(
+            endpoint.allowed_hosts,
+            engine::Allowed::Hosts(&["mcp.example"])
+        );
+        assert_eq!(endpoint.allowed_origins, endpoint.allowed_hosts);
+        assert_eq!(
+            endpoint.resource_metadata,
+            Some("https://mcp.example/.well-known/x")
+        );
+        assert_eq!(endpoint.keep_alive_interval, Duration::from_secs(3));
+        assert_eq!(config.engine(false, endpoint).http, endpoint);
+        assert_eq!(config.http(false, endpoint).endpoint, endpoint);
     }
 
     /// A connection's task is sized by its future for as long as the
@@ -537,8 +595,8 @@ mod tests {
         let shared = Shared {
             common: Arc::new(Common {
                 registry: app.registry().unwrap(),
-                config: config.engine(false),
-                http: config.http(false),
+                config: config.engine(false, config.endpoint()),
+                http: config.http(false, config.endpoint()),
                 app: Arc::new(app),
                 auth: None,
                 send_timeout: config.send_timeout,

@@ -349,6 +349,43 @@ mod tls {
         assert!(no_answer(tls).await);
     }
 
+    /// The README's TLS sentence, pinned: a client that offers ALPN with
+    /// neither `h2` nor `http/1.1` is refused in the handshake; one that
+    /// offers none is served HTTP/1.1 (and closed if it opens HTTP/2, the
+    /// test above).
+    #[tokio::test]
+    async fn tls_alpn_with_neither_protocol_is_refused_and_none_is_http11() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+        let (s, ca) = tls_server(false).await;
+        let tcp = TcpStream::connect(s.addr).await.unwrap();
+        let refused = connector(ca.clone(), &[b"spdy/3"])
+            .connect(ServerName::try_from("localhost").unwrap(), tcp)
+            .await;
+        assert!(refused.is_err(), "the handshake completed");
+        let tcp = TcpStream::connect(s.addr).await.unwrap();
+        let mut tls = connector(ca, &[])
+            .connect(ServerName::try_from("localhost").unwrap(), tcp)
+            .await
+            .unwrap();
+        assert_eq!(tls.get_ref().1.alpn_protocol(), None);
+        let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
+        let request = format!(
+            "POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\
+             MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/list\r\n\
+             Connection: close\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        tls.write_all(request.as_bytes()).await.unwrap();
+        let mut answer = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(10), tls.read_to_end(&mut answer))
+            .await
+            .expect("an answer in time");
+        let answer = String::from_utf8_lossy(&answer);
+        assert!(answer.starts_with("HTTP/1.1 200 "), "{answer}");
+        assert!(answer.contains(r#""id":1"#), "{answer}");
+    }
+
     /// Whether a call over `io` fails (the server closed the connection).
     async fn no_answer<T>(io: T) -> bool
     where

@@ -3,7 +3,10 @@
 //! `tokio::net::TcpStream`: what an HTTP client of the binding sees (JSON
 //! and event-stream answers, keep-alive, many connections, a slow head, a
 //! pipelined request behind an open stream, a client that goes away), and
-//! a gRPC call on the same port while an HTTP stream is open.
+//! a gRPC call on the same port while an HTTP stream is open. Then the
+//! endpoint's options (`http_path`, `allowed_hosts`, keep-alive comments)
+//! on HTTP/1.1, on HTTP/2 (the `h2` crate) in the clear and over TLS with
+//! ALPN `h2` and `http/1.1`: each the same on every wire.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
@@ -14,7 +17,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use common::{Counters, Guard, Harness, VERSION, eventually_every};
-use mcpwire_tokio::{App, Channel, Server, ServerConfig, ToolCall, ToolResult};
+use mcpwire_tokio::{AllowedHosts, App, Channel, Server, ServerConfig, ToolCall, ToolResult};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -645,6 +648,436 @@ async fn a_chunked_body_is_served_and_one_with_a_bad_size_is_answered_400_and_cl
     // Other connections are served.
     let (head, _) = exchange(h.addr, &tool_call(2, "echo", json!({"text": "ok"}), None)).await;
     assert_eq!(head.status, 200);
+    h.stop().await;
+}
+
+// ----------------------------------------------------------------------
+// The endpoint's options on every wire: HTTP/1.1, HTTP/2 in the clear
+// (prior knowledge) and over TLS (ALPN h2 and http/1.1)
+// ----------------------------------------------------------------------
+
+/// One answer, whatever the wire: its status, head fields (names in
+/// lowercase) and body.
+#[derive(Debug)]
+struct Answer {
+    status: u16,
+    fields: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+impl Answer {
+    fn field(&self, name: &str) -> Option<&str> {
+        self.fields
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// How a test reaches the server.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Wire {
+    Http11,
+    H2c,
+    #[cfg(feature = "tls")]
+    TlsH2,
+    #[cfg(feature = "tls")]
+    TlsHttp11,
+}
+
+/// A server with `config` on every wire: one in the clear and, with TLS,
+/// one with a certificate for `localhost` (its CA returned).
+struct Servers {
+    clear: Harness,
+    #[cfg(feature = "tls")]
+    tls: (Harness, tls::Ca),
+}
+
+impl Servers {
+    async fn start(config: ServerConfig) -> Self {
+        Self {
+            clear: start_with(config.clone()).await,
+            #[cfg(feature = "tls")]
+            tls: tls::start(config).await,
+        }
+    }
+
+    fn wires() -> Vec<Wire> {
+        let mut wires = vec![Wire::Http11, Wire::H2c];
+        #[cfg(feature = "tls")]
+        wires.extend([Wire::TlsH2, Wire::TlsHttp11]);
+        wires
+    }
+
+    /// A `POST` of `body` to `path` with `Host` (`:authority`) `host` and
+    /// the headers of §5.4 (and `extra`), over `wire`; its whole answer.
+    async fn post(
+        &self,
+        wire: Wire,
+        path: &str,
+        host: &str,
+        extra: &[(&str, &str)],
+        body: &Value,
+    ) -> Answer {
+        match wire {
+            Wire::Http11 => {
+                let io = TcpStream::connect(self.clear.addr).await.unwrap();
+                http11_post(io, path, host, extra, body).await
+            }
+            Wire::H2c => {
+                let io = TcpStream::connect(self.clear.addr).await.unwrap();
+                h2_post(io, "http", path, host, extra, body).await
+            }
+            #[cfg(feature = "tls")]
+            Wire::TlsH2 => {
+                let io = tls::connect(&self.tls, b"h2").await;
+                h2_post(io, "https", path, host, extra, body).await
+            }
+            #[cfg(feature = "tls")]
+            Wire::TlsHttp11 => {
+                let io = tls::connect(&self.tls, b"http/1.1").await;
+                http11_post(io, path, host, extra, body).await
+            }
+        }
+    }
+
+    async fn stop(self) {
+        self.clear.stop().await;
+        #[cfg(feature = "tls")]
+        self.tls.0.stop().await;
+    }
+}
+
+/// The headers of §5.4 mirrored from `body`, and `extra`.
+fn mcp_headers(body: &Value, extra: &[(&str, &str)]) -> Vec<(String, String)> {
+    let mut fields = vec![
+        ("content-type".to_owned(), "application/json".to_owned()),
+        (
+            "accept".to_owned(),
+            "application/json, text/event-stream".to_owned(),
+        ),
+        ("mcp-protocol-version".to_owned(), VERSION.to_owned()),
+        (
+            "mcp-method".to_owned(),
+            body["method"].as_str().unwrap().to_owned(),
+        ),
+    ];
+    if let Some(name) = body["params"]["name"].as_str() {
+        fields.push(("mcp-name".to_owned(), name.to_owned()));
+    }
+    fields.extend(
+        extra
+            .iter()
+            .map(|(n, v)| ((*n).to_owned(), (*v).to_owned())),
+    );
+    fields
+}
+
+/// One HTTP/1.1 exchange over `io` (`Connection: close`: the answer ends
+/// with the connection).
+async fn http11_post<T>(
+    mut io: T,
+    path: &str,
+    host: &str,
+    extra: &[(&str, &str)],
+    body: &Value,
+) -> Answer
+where
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    let json = serde_json::to_vec(body).unwrap();
+    let mut head = format!("POST {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n");
+    for (n, v) in mcp_headers(body, extra) {
+        head.push_str(&format!("{n}: {v}\r\n"));
+    }
+    head.push_str(&format!("Content-Length: {}\r\n\r\n", json.len()));
+    io.write_all(head.as_bytes()).await.unwrap();
+    io.write_all(&json).await.unwrap();
+    let mut got = Vec::new();
+    // A TLS peer may end without close_notify: what came is the answer.
+    let _ = tokio::time::timeout(READ_BOUND, io.read_to_end(&mut got))
+        .await
+        .expect("no answer in time");
+    let end = got
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .unwrap_or_else(|| panic!("no head: {:?}", String::from_utf8_lossy(&got)));
+    let text = String::from_utf8(got[..end].to_vec()).unwrap();
+    let mut lines = text.split("\r\n");
+    let status = lines
+        .next()
+        .unwrap()
+        .split(' ')
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let fields: Vec<(String, String)> = lines
+        .map(|l| {
+            let (n, v) = l.split_once(':').unwrap();
+            (n.trim().to_ascii_lowercase(), v.trim().to_owned())
+        })
+        .collect();
+    let len: usize = fields
+        .iter()
+        .find(|(n, _)| n == "content-length")
+        .map_or(0, |(_, v)| v.parse().unwrap());
+    Answer {
+        status,
+        fields,
+        body: got[end + 4..end + 4 + len].to_vec(),
+    }
+}
+
+/// One HTTP/2 request over `io` (the `h2` crate): `:authority` is `host`.
+async fn h2_post<T>(
+    io: T,
+    scheme: &str,
+    path: &str,
+    host: &str,
+    extra: &[(&str, &str)],
+    body: &Value,
+) -> Answer
+where
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let send = common::handshake(io).await;
+    let (head, mut stream) = h2_open(send, scheme, path, host, extra, body).await;
+    let mut data = Vec::new();
+    while let Some(chunk) = tokio::time::timeout(READ_BOUND, stream.data())
+        .await
+        .expect("no answer in time")
+    {
+        let chunk = chunk.unwrap();
+        stream.flow_control().release_capacity(chunk.len()).unwrap();
+        data.extend_from_slice(&chunk);
+    }
+    Answer {
+        status: head.status.as_u16(),
+        fields: head
+            .headers
+            .iter()
+            .map(|(n, v)| (n.as_str().to_owned(), v.to_str().unwrap().to_owned()))
+            .collect(),
+        body: data,
+    }
+}
+
+/// Opens an HTTP/2 request and waits for its response head.
+async fn h2_open(
+    send: h2::client::SendRequest<bytes::Bytes>,
+    scheme: &str,
+    path: &str,
+    host: &str,
+    extra: &[(&str, &str)],
+    body: &Value,
+) -> (http::response::Parts, h2::RecvStream) {
+    let mut request = http::Request::post(format!("{scheme}://{host}{path}"));
+    for (n, v) in mcp_headers(body, extra) {
+        request = request.header(n, v);
+    }
+    let mut ready = send.ready().await.unwrap();
+    let (response, mut out) = ready
+        .send_request(request.body(()).unwrap(), false)
+        .unwrap();
+    // A refusal may come before the body is sent (an early response, RFC
+    // 9113 §8.1, then RST_STREAM): the stream is then closed for it.
+    let _ = out.send_data(serde_json::to_vec(body).unwrap().into(), true);
+    let response = tokio::time::timeout(READ_BOUND, response)
+        .await
+        .expect("no answer in time")
+        .unwrap();
+    let (head, stream) = response.into_parts();
+    (head, stream)
+}
+
+#[cfg(feature = "tls")]
+mod tls {
+    use std::sync::Arc;
+
+    use tokio_rustls::TlsConnector;
+    use tokio_rustls::client::TlsStream;
+    use tokio_rustls::rustls::pki_types::pem::PemObject;
+    use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName};
+    use tokio_rustls::rustls::{ClientConfig, RootCertStore};
+
+    use super::*;
+
+    pub(super) type Ca = CertificateDer<'static>;
+
+    /// A TLS server with `config` (ALPN `h2` and `http/1.1`).
+    pub(super) async fn start(config: ServerConfig) -> (Harness, Ca) {
+        let (ca, chain, key) = common::certificates();
+        let server = Server::bind_tls("127.0.0.1:0", chain.as_bytes(), key.as_bytes())
+            .await
+            .unwrap()
+            .with_config(config);
+        let counters = Arc::new(Counters::default());
+        let app = app(&counters);
+        let ca = CertificateDer::from_pem_slice(ca.as_bytes()).unwrap();
+        (common::serve(server, app, counters), ca)
+    }
+
+    /// A TLS connection to `localhost` offering only `alpn`.
+    pub(super) async fn connect((server, ca): &(Harness, Ca), alpn: &[u8]) -> TlsStream<TcpStream> {
+        let mut roots = RootCertStore::empty();
+        roots.add(ca.clone()).unwrap();
+        let mut config = ClientConfig::builder_with_provider(mcpwire_tokio::crypto_provider())
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        config.alpn_protocols = vec![alpn.to_vec()];
+        let tcp = TcpStream::connect(server.addr).await.unwrap();
+        let tls = TlsConnector::from(Arc::new(config))
+            .connect(ServerName::try_from("localhost").unwrap(), tcp)
+            .await
+            .unwrap();
+        assert_eq!(tls.get_ref().1.alpn_protocol(), Some(alpn));
+        tls
+    }
+}
+
+/// `http_path` moves the endpoint on every wire: served at the new path,
+/// and the old one is 404 (over HTTP/2 it stayed open, and the new one
+/// was answered 415 by the gRPC checks).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_path_moves_the_endpoint_on_every_wire() {
+    let servers = Servers::start(ServerConfig {
+        http_path: "/rpc/mcp".into(),
+        ..ServerConfig::default()
+    })
+    .await;
+    let call = tool_call(1, "echo", json!({"text": "moved"}), None);
+    for wire in Servers::wires() {
+        let moved = servers
+            .post(wire, "/rpc/mcp", "localhost", &[], &call)
+            .await;
+        assert_eq!(moved.status, 200, "{wire:?}: {moved:?}");
+        let moved: Value = serde_json::from_slice(&moved.body).unwrap();
+        assert_eq!(text_of(&moved), "moved", "{wire:?}");
+        let old = servers.post(wire, "/mcp", "localhost", &[], &call).await;
+        assert_eq!(old.status, 404, "{wire:?}: {old:?}");
+    }
+    servers.stop().await;
+}
+
+/// `allowed_hosts` is the `Host` (HTTP/2 `:authority`) and `Origin` list
+/// of every wire: an allowed name is served with its origin, a foreign
+/// host or origin is 403 (over HTTP/2 the allowed origin was refused and
+/// any authority served).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn allowed_hosts_apply_on_every_wire() {
+    let servers = Servers::start(ServerConfig {
+        allowed_hosts: AllowedHosts::Hosts(vec!["mcp.example".into()]),
+        ..ServerConfig::default()
+    })
+    .await;
+    let call = tool_call(1, "echo", json!({"text": "allowed"}), None);
+    let origin = |o| [("origin", o)];
+    for wire in Servers::wires() {
+        let served = servers
+            .post(
+                wire,
+                "/mcp",
+                "mcp.example:8443",
+                &origin("https://mcp.example"),
+                &call,
+            )
+            .await;
+        assert_eq!(served.status, 200, "{wire:?}: {served:?}");
+        assert_eq!(served.field("content-type"), Some("application/json"));
+        let loopback = servers.post(wire, "/mcp", "127.0.0.1", &[], &call).await;
+        assert_eq!(loopback.status, 200, "{wire:?}: {loopback:?}");
+        let host = servers.post(wire, "/mcp", "evil.com", &[], &call).await;
+        assert_eq!(host.status, 403, "{wire:?}: {host:?}");
+        let foreign = servers
+            .post(
+                wire,
+                "/mcp",
+                "mcp.example",
+                &origin("https://evil.com"),
+                &call,
+            )
+            .await;
+        assert_eq!(foreign.status, 403, "{wire:?}: {foreign:?}");
+    }
+    servers.stop().await;
+}
+
+/// With the default (loopback) list, a foreign `:authority` is refused
+/// as a foreign `Host` is: the DNS-rebinding guard on HTTP/2 too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_foreign_authority_is_refused_by_default_on_every_wire() {
+    let servers = Servers::start(ServerConfig::default()).await;
+    let call = tool_call(1, "echo", json!({"text": "x"}), None);
+    for wire in Servers::wires() {
+        let r = servers.post(wire, "/mcp", "evil.com", &[], &call).await;
+        assert_eq!(r.status, 403, "{wire:?}: {r:?}");
+        let r = servers.post(wire, "/mcp", "localhost:1", &[], &call).await;
+        assert_eq!(r.status, 200, "{wire:?}: {r:?}");
+    }
+    servers.stop().await;
+}
+
+/// A listen stream says a comment when it has nothing to say for
+/// `keep_alive_interval`, and its head asks proxies not to buffer it,
+/// over HTTP/2 as over HTTP/1.1: a proxy with an idle timeout keeps both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listen_stream_gets_keep_alive_comments_on_http11_and_http2() {
+    let interval = Duration::from_millis(200);
+    let (events, _keep) = tokio::sync::broadcast::channel(4);
+    let counters = Arc::new(Counters::default());
+    let server = Server::bind("127.0.0.1:0")
+        .await
+        .unwrap()
+        .with_config(ServerConfig {
+            keep_alive_interval: interval,
+            ..ServerConfig::default()
+        });
+    let h = common::serve(server, app(&counters).listen(events), counters);
+    let listen = request(
+        1,
+        "subscriptions/listen",
+        json!({"notifications": {"toolsListChanged": true}}),
+        None,
+    );
+    // HTTP/2: the comment arrives within the interval after the ack.
+    let send = common::connect(h.addr).await;
+    let (head, mut stream) = h2_open(send, "http", "/mcp", "127.0.0.1", &[], &listen).await;
+    assert_eq!(head.status, 200);
+    assert_eq!(head.headers["content-type"], "text/event-stream");
+    assert_eq!(head.headers["x-accel-buffering"], "no");
+    let started = Instant::now();
+    let mut data = Vec::new();
+    while !String::from_utf8_lossy(&data).contains("\n\n: \n\n") {
+        let chunk = tokio::time::timeout(READ_BOUND, stream.data())
+            .await
+            .expect("a keep-alive comment in time")
+            .expect("the stream stays open")
+            .unwrap();
+        stream.flow_control().release_capacity(chunk.len()).unwrap();
+        data.extend_from_slice(&chunk);
+    }
+    let text = String::from_utf8(data).unwrap();
+    assert!(text.starts_with("data: "), "{text:?}");
+    assert!(
+        text.contains("io.modelcontextprotocol/subscriptionId"),
+        "{text:?}"
+    );
+    assert!(started.elapsed() < interval * 5, "{:?}", started.elapsed());
+    // HTTP/1.1: the same comment, in a chunk.
+    let mut conn = Conn::open(h.addr).await;
+    conn.send(&post(&listen)).await;
+    let head = conn.head().await;
+    assert_eq!(head.status, 200);
+    assert_eq!(head.field("x-accel-buffering"), Some("no"));
+    let ack = conn.chunk().await.unwrap();
+    assert!(String::from_utf8_lossy(&ack).starts_with("data: "));
+    let comment = tokio::time::timeout(interval * 5, conn.chunk())
+        .await
+        .expect("a keep-alive comment in time");
+    assert_eq!(comment.as_deref(), Some(&b": \n\n"[..]));
     h.stop().await;
 }
 

@@ -14,7 +14,7 @@ use mcpwire_core::mcp::SlabStore;
 use mcpwire_core::mcp::auth::Decision;
 use mcpwire_core::mcp::registry::{Registry, ServerInfo, ToolInfo};
 use mcpwire_core::mcp::server::{
-    Failure, HttpConfig, HttpServer, ListChange, ServerEngine, ServerEvent,
+    Failure, HttpConfig, HttpEndpoint, HttpServer, ListChange, ServerEngine, ServerEvent,
 };
 use mcpwire_core::time::Instant;
 
@@ -172,7 +172,10 @@ fuzz_target!(|input: Input| {
         authorize: input.authorize,
         max_head_bytes: 1024,
         max_body_bytes: 2048,
-        resource_metadata: Some("https://h/.well-known/oauth-protected-resource"),
+        endpoint: HttpEndpoint {
+            resource_metadata: Some("https://h/.well-known/oauth-protected-resource"),
+            ..HttpEndpoint::default()
+        },
         ..HttpConfig::default()
     };
     let mut server = Server::new(REGISTRY, config, SlabStore::new(), Instant::ZERO);

@@ -6,11 +6,12 @@ use super::reason;
 
 /// The header fields of an event stream response (besides its framing):
 /// no caching, and no buffering by a reverse proxy (nginx reads
-/// `X-Accel-Buffering`).
+/// `X-Accel-Buffering`). Names in lowercase, so that HTTP/2 sends the same
+/// fields (RFC 9113 §8.2.1; HTTP/1.1 names are case-insensitive).
 pub const SSE_FIELDS: [(&str, &[u8]); 3] = [
-    ("Content-Type", b"text/event-stream"),
-    ("Cache-Control", b"no-cache"),
-    ("X-Accel-Buffering", b"no"),
+    ("content-type", b"text/event-stream"),
+    ("cache-control", b"no-cache"),
+    ("x-accel-buffering", b"no"),
 ];
 
 /// What starts an event's data line.
@@ -238,5 +239,8 @@ mod tests {
         sse_one_line(&mut json);
         assert_eq!(&json, b"{  \"a\":1 }");
         assert_eq!(SSE_KEEP_ALIVE_CHUNK.len(), 3 + SSE_KEEP_ALIVE.len() + 2);
+        // The HTTP/2 binding sends an event's end as the comment's last
+        // octets.
+        assert!(SSE_KEEP_ALIVE.ends_with(SSE_END));
     }
 }

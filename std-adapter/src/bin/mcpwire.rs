@@ -31,7 +31,8 @@ const USAGE: &str = "usage: mcpwire serve [--listen ADDR]   (default 127.0.0.1:5
          [--token TOKEN]... [--token-file FILE]   require one of these bearer tokens
          [--tls-cert PEM --tls-key PEM]          serve TLS only (ALPN h2 or http/1.1)
          [--http-path PATH]   the Streamable HTTP endpoint (default /mcp), on the same port as gRPC
-         [--allow-host NAME]...   Host/Origin names accepted besides loopback (* for any)
+         [--allow-host NAME]...   Host (:authority)/Origin names accepted besides loopback (* for any)
+           (both over HTTP/1.1 and HTTP/2 alike)
          [--tick-ms N]   the demo's listen source announces tools/list_changed every N ms (default 5000)
          [--fixtures demo|conformance]   what is served: the demo (default), or every tool,
            resource and prompt the official MCP conformance suite calls by name (its

@@ -75,7 +75,7 @@ pub(super) struct Shared {
 /// The settings of a server's connections.
 pub(super) struct Common {
     pub(super) registry: Registry<'static>,
-    pub(super) config: EngineConfig,
+    pub(super) config: EngineConfig<'static>,
     /// The Streamable HTTP binding's settings (HTTP/1.1 connections).
     pub(super) http: HttpConfig<'static>,
     pub(super) app: Arc<App>,

@@ -158,6 +158,13 @@ impl<B, X> Call<B, X> {
     pub(crate) fn writing(&self) -> bool {
         self.out_pos < self.out_end
     }
+
+    /// The message to send was written and not framed yet (see
+    /// [`Engine::frame_fresh`]): none of it went out.
+    #[cfg(feature = "tunnel-http")]
+    pub(crate) fn is_fresh(&self) -> bool {
+        self.fresh
+    }
 }
 
 /// Why a call was not admitted.
@@ -1018,7 +1025,7 @@ where
         }
     }
 
-    #[cfg(feature = "typed")]
+    #[cfg(any(feature = "typed", feature = "tunnel-http"))]
     /// Call `i`'s whole buffer, grown first to `len` octets when the store
     /// can (it may stay shorter).
     pub(crate) fn buffer(&mut self, i: usize, len: usize) -> Option<&mut [u8]> {

@@ -87,7 +87,7 @@ mod tunnel;
 
 use core::time::Duration;
 
-pub use http::{Allowed, HttpConfig, HttpServer};
+pub use http::{Allowed, HttpConfig, HttpEndpoint, HttpServer};
 pub use listen::{ListChange, ListenLimits, ListenQuota};
 pub use request::{Request, RequestKind};
 pub use stdio::{StdioConfig, StdioServer};
@@ -106,7 +106,7 @@ pub type HostServer<'r, S, FB> = Server<'r, S, 32, 4096, 8192, FB>;
 
 /// Settings of the server engine.
 #[derive(Debug, Clone, Copy)]
-pub struct ServerConfig {
+pub struct ServerConfig<'a> {
     /// The HTTP/2 connection's settings.
     pub h2: h2::Config,
     /// The largest request message (also capped by the call store's
@@ -119,9 +119,15 @@ pub struct ServerConfig {
     /// [`ServerEvent::Authorize`], before anything (even `tools/list`) is
     /// answered. Default off.
     pub authorize: bool,
+    /// Streamable HTTP on the connection, beside the gRPC calls (feature
+    /// `tunnel-http`): the endpoint's path, its `Host`/`:authority` and
+    /// `Origin` checks, the resource metadata of its challenges and its
+    /// keep-alive comments. A server that also serves HTTP/1.1 gives both
+    /// bindings the same one ([`HttpConfig::endpoint`]).
+    pub http: HttpEndpoint<'a>,
 }
 
-impl Default for ServerConfig {
+impl Default for ServerConfig<'_> {
     fn default() -> Self {
         Self {
             // A client has 10 s to send its first request and may keep a
@@ -135,6 +141,7 @@ impl Default for ServerConfig {
             max_message_bytes: 4 << 20,
             request_timeout: Duration::from_secs(60),
             authorize: false,
+            http: HttpEndpoint::default(),
         }
     }
 }

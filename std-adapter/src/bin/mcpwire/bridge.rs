@@ -75,7 +75,8 @@ pub const USAGE: &str = "usage: mcpwire bridge HOST-SIDE [--timeout-ms N] [RESTA
            the host reaches Streamable HTTP (at /mcp), the gRPC tunnel and the typed gRPC service
            (whose lists have no cursor: the server's pages are merged, up to 1024)
            on that port (127.0.0.1 unless ADDR says otherwise); a bearer token of FILE is required
-           unless --no-auth; an Origin that is not allowed is refused (403)
+           unless --no-auth; a Host (:authority) or Origin that is not allowed is refused (403),
+           over HTTP/1.1 and HTTP/2 alike
   --keepalive-ms N (a gRPC server): a PING after N ms without a frame during a call, the calls
          failed if N ms more pass without an answer (default 5000; 0: no pings; a server built on
          grpc-core refuses pings more often than every 5 minutes during a silent call by default)

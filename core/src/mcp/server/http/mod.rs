@@ -63,8 +63,8 @@ use crate::mcp::store::CallStore;
 use crate::records::InlineRecords;
 use crate::time::Instant;
 
-pub use wire::{Allowed, HttpConfig};
-use wire::{Exchange, Plain, ROOM, TAIL};
+pub use wire::{Allowed, HttpConfig, HttpEndpoint};
+use wire::{Exchange, KeepAlive, Plain, ROOM, TAIL};
 
 /// Messages are framed when they are sent ([`wire::frame`]): a JSON
 /// response needs its length and status, an event its chunk, and only then
@@ -122,9 +122,8 @@ pub struct HttpServer<'r, S: CallStore> {
     close_after_plain: bool,
     /// When reading gives up on a head (or an idle connection).
     read_deadline: Option<Instant>,
-    /// When an open event stream is due a keep-alive comment.
-    ping_at: Option<Instant>,
-    ping_due: bool,
+    /// The open event stream's keep-alive comments.
+    keep_alive: KeepAlive,
     waiting: bool,
     /// The server shuts down: no request after the one in progress.
     going_away: bool,
@@ -166,8 +165,7 @@ impl<'r, S: CallStore> HttpServer<'r, S> {
             plain: Plain::EMPTY,
             close_after_plain: false,
             read_deadline: Some(now + config.head_timeout),
-            ping_at: None,
-            ping_due: false,
+            keep_alive: KeepAlive::default(),
             waiting: false,
             going_away: false,
         }
@@ -358,7 +356,7 @@ impl<'r, S: CallStore> HttpServer<'r, S> {
         [
             self.read_deadline,
             self.engine.next_deadline(),
-            self.ping_at,
+            self.keep_alive.deadline(),
         ]
         .into_iter()
         .flatten()
@@ -392,10 +390,7 @@ impl<'r, S: CallStore> HttpServer<'r, S> {
                 }
             }
         }
-        if self.ping_at.is_some_and(|p| now >= p) {
-            self.ping_at = None;
-            self.ping_due = true;
-        }
+        self.keep_alive.handle_timeout(now);
     }
 
     /// Whether [`HttpServer::poll_transmit`] has anything to write.
@@ -403,7 +398,7 @@ impl<'r, S: CallStore> HttpServer<'r, S> {
         !self.plain.is_empty()
             || self
                 .call()
-                .is_some_and(|i| !self.engine.output(i).is_empty() || self.ping_due)
+                .is_some_and(|i| !self.engine.output(i).is_empty() || self.keep_alive.is_due())
     }
 
     /// Writes the answers into `out`; call while
@@ -422,14 +417,15 @@ impl<'r, S: CallStore> HttpServer<'r, S> {
             self.frame(i);
             let output = self.engine.output(i);
             if output.is_empty() {
-                if core::mem::take(&mut self.ping_due) && self.streaming(i) {
+                if self.keep_alive.take_due() && self.streaming(i) {
                     let chunked = self.exchange(i).is_some_and(|x| x.chunked);
                     self.plain.push(if chunked {
                         write::SSE_KEEP_ALIVE_CHUNK
                     } else {
                         write::SSE_KEEP_ALIVE
                     });
-                    self.ping_at = Some(self.now + self.config.keep_alive_interval);
+                    self.keep_alive
+                        .sent(self.now, self.config.endpoint.keep_alive_interval);
                     continue;
                 }
                 if !self.after_message(i) {
@@ -442,7 +438,8 @@ impl<'r, S: CallStore> HttpServer<'r, S> {
             self.engine.sent(i, k);
             n += k;
             if self.streaming(i) {
-                self.ping_at = Some(self.now + self.config.keep_alive_interval);
+                self.keep_alive
+                    .sent(self.now, self.config.endpoint.keep_alive_interval);
             }
             if self.engine.output(i).is_empty() {
                 self.after_message(i);
@@ -479,7 +476,7 @@ impl<'r, S: CallStore> HttpServer<'r, S> {
 
     /// The application's decision on a call's credentials: an allowed call
     /// goes on; a refused one is answered 401 or 403 with the challenge in
-    /// `WWW-Authenticate` (naming [`HttpConfig::resource_metadata`]), and
+    /// `WWW-Authenticate` (naming [`HttpEndpoint::resource_metadata`]), and
     /// the connection closes.
     pub fn authorize(&mut self, call: CallId, decision: Decision<'_>) {
         match self.engine.authorize(call, decision) {
@@ -489,11 +486,8 @@ impl<'r, S: CallStore> HttpServer<'r, S> {
                 self.stop_reading();
                 self.plain = Plain::EMPTY;
                 self.plain.push(wire::refusal_head(refusal.http_status));
-                self.plain.push(refusal.challenge.as_bytes());
-                if let Some(url) = self.config.resource_metadata {
-                    self.plain.push(b", resource_metadata=\"");
-                    self.plain.push(url.as_bytes());
-                    self.plain.push(b"\"");
+                for part in self.config.endpoint.challenge(refusal.challenge) {
+                    self.plain.push(part);
                 }
                 self.plain.push(b"\r\n\r\n");
                 self.close_after_plain = true;
@@ -600,7 +594,7 @@ impl<'r, S: CallStore> HttpServer<'r, S> {
             self.engine.store.put(buf);
         }
         self.read_deadline = None;
-        self.ping_at = None;
+        self.keep_alive = KeepAlive::default();
     }
 
     /// Answers `status` without a call and closes the connection after it.
@@ -639,8 +633,7 @@ impl<'r, S: CallStore> HttpServer<'r, S> {
             Some(Phase::Finishing) => {
                 let x = self.exchange(i).copied().unwrap_or_default();
                 self.engine.remove(i);
-                self.ping_at = None;
-                self.ping_due = false;
+                self.keep_alive = KeepAlive::default();
                 if x.sse && x.head_sent && x.chunked {
                     self.plain.push(write::LAST_CHUNK);
                 }

@@ -1,8 +1,10 @@
 //! The Streamable HTTP binding's pieces that need no connection state:
-//! its settings, the checks of a request head before MCP sees it (§5.1,
-//! DNS rebinding), the answers the binding writes itself, the framing of
-//! the engine's messages (a JSON response or the events of a stream), and
-//! the head turned into the header list the engine reads.
+//! its settings (the endpoint's shared with the binding over HTTP/2), the
+//! checks of a request head before MCP sees it (§5.1, DNS rebinding), the
+//! answers the binding writes itself, the framing of the engine's messages
+//! (a JSON response or the events of a stream) and the keep-alive comments
+//! between them, and the head turned into the header list the engine
+//! reads.
 
 use core::ops::Range;
 use core::time::Duration;
@@ -17,6 +19,7 @@ use crate::mcp::json;
 use crate::mcp::meta::{KEY_PROTOCOL_VERSION, RequestMeta, SUPPORTED_VERSIONS};
 use crate::mcp::mirror::HeaderSource;
 use crate::mcp::writer::JsonWriter;
+use crate::time::Instant;
 
 /// Which `Host` names, or `Origin` hosts, a server accepts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,12 +50,140 @@ impl Allowed<'_> {
     }
 }
 
+/// The Streamable HTTP endpoint (§5.1), the same on every wire: both the
+/// HTTP/1.1 binding ([`HttpConfig::endpoint`]) and `POST` on the gRPC
+/// tunnel's HTTP/2 connection
+/// ([`ServerConfig::http`](crate::mcp::server::ServerConfig::http)) take it,
+/// and judge a request's path, `Host`/`:authority` and `Origin` by it with
+/// the same code, so the two wires cannot disagree on who is served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HttpEndpoint<'a> {
+    /// The MCP endpoint's path (the query is not part of it); other paths
+    /// are answered 404 (on HTTP/2, those that are not gRPC calls). An
+    /// empty path serves no Streamable HTTP. Default `/mcp`.
+    pub path: &'a str,
+    /// The `Host` names accepted (HTTP/2: `:authority` and `host`);
+    /// others are answered 403 (DNS rebinding). Default
+    /// [`Allowed::Loopback`].
+    pub allowed_hosts: Allowed<'a>,
+    /// The `Origin` hosts accepted when a request carries one; others are
+    /// answered 403 (§5.1). Default [`Allowed::Loopback`].
+    pub allowed_origins: Allowed<'a>,
+    /// The URL of the server's OAuth protected resource metadata (RFC
+    /// 9728), named in the `WWW-Authenticate` challenge of a 401 or 403.
+    pub resource_metadata: Option<&'a str>,
+    /// How often an open event stream with nothing to say sends a comment,
+    /// so that proxies keep it open (§5.2). Default 15 s.
+    pub keep_alive_interval: Duration,
+}
+
+impl Default for HttpEndpoint<'_> {
+    fn default() -> Self {
+        Self {
+            path: "/mcp",
+            allowed_hosts: Allowed::Loopback,
+            allowed_origins: Allowed::Loopback,
+            resource_metadata: None,
+            keep_alive_interval: Duration::from_secs(15),
+        }
+    }
+}
+
+impl<'a> HttpEndpoint<'a> {
+    /// Whether a request target (`/path?query`) names the endpoint.
+    pub(crate) fn serves(&self, target: &[u8]) -> bool {
+        let path = target.split(|&b| b == b'?').next().unwrap_or_default();
+        !self.path.is_empty() && path == self.path.as_bytes()
+    }
+
+    /// The DNS-rebinding guard and §5.1's `Origin` check of a request on
+    /// the endpoint: every authority it names (HTTP/1.1 `Host`; HTTP/2
+    /// `:authority` and `host`) and every `Origin` must be allowed, else
+    /// 403.
+    pub(crate) fn admits<'v>(
+        &self,
+        authorities: impl IntoIterator<Item = &'v [u8]>,
+        origins: impl IntoIterator<Item = &'v [u8]>,
+    ) -> Result<(), u16> {
+        let hosts_ok = authorities
+            .into_iter()
+            .all(|a| self.allowed_hosts.allows(host_name(trim(a))));
+        if hosts_ok
+            && origins
+                .into_iter()
+                .all(|o| origin_allowed(o, &self.allowed_origins))
+        {
+            Ok(())
+        } else {
+            Err(403)
+        }
+    }
+
+    /// The `WWW-Authenticate` value of a refused token, in parts: the
+    /// core's challenge, then `resource_metadata` when the server names
+    /// one (RFC 9728 §5.1).
+    pub(crate) fn challenge(&self, challenge: &'a str) -> [&'a [u8]; 4] {
+        match self.resource_metadata {
+            Some(url) => [
+                challenge.as_bytes(),
+                b", resource_metadata=\"",
+                url.as_bytes(),
+                b"\"",
+            ],
+            None => [challenge.as_bytes(), b"", b"", b""],
+        }
+    }
+}
+
+/// When an open event stream is due its next keep-alive comment (§5.2):
+/// every octet the stream sends puts it off by the interval. One for the
+/// HTTP/1.1 connection's exchange, one in each HTTP/2 call.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct KeepAlive {
+    at: Option<Instant>,
+    due: bool,
+}
+
+impl KeepAlive {
+    /// The stream sent something at `now`.
+    pub(crate) fn sent(&mut self, now: Instant, interval: Duration) {
+        self.at = Some(now + interval);
+        self.due = false;
+    }
+
+    /// When the comment is due, unless it already is.
+    pub(crate) fn deadline(&self) -> Option<Instant> {
+        self.at
+    }
+
+    /// Lets time pass; whether the comment just became due.
+    pub(crate) fn handle_timeout(&mut self, now: Instant) -> bool {
+        if self.at.is_some_and(|at| now >= at) {
+            self.at = None;
+            self.due = true;
+            return true;
+        }
+        false
+    }
+
+    /// Whether a comment is due (it is then no longer).
+    pub(crate) fn take_due(&mut self) -> bool {
+        core::mem::take(&mut self.due)
+    }
+
+    /// Whether a comment waits to be sent.
+    pub(crate) fn is_due(&self) -> bool {
+        self.due
+    }
+}
+
 /// Settings of the Streamable HTTP binding over HTTP/1.1.
 #[derive(Debug, Clone, Copy)]
 pub struct HttpConfig<'a> {
-    /// The MCP endpoint's path; other paths are answered 404. Default
-    /// `/mcp`.
-    pub path: &'a str,
+    /// The endpoint: its path, the `Host` and `Origin` checks, the
+    /// resource metadata of its challenges, its keep-alive comments (the
+    /// same settings serve `POST` on the tunnel's HTTP/2 connection).
+    pub endpoint: HttpEndpoint<'a>,
     /// The longest request head (request line and fields); a longer one
     /// is answered 431 and the connection closes. Default 8 KiB.
     pub max_head_bytes: usize,
@@ -67,9 +198,6 @@ pub struct HttpConfig<'a> {
     /// How long a kept-alive connection may wait for its next request.
     /// Default 60 s.
     pub idle_timeout: Duration,
-    /// How often an open event stream with nothing to say sends a comment,
-    /// so that proxies keep it open. Default 15 s.
-    pub keep_alive_interval: Duration,
     /// How long a request (its body included) may run before it is
     /// answered -32001 (not for `subscriptions/listen`). Default 60 s.
     pub request_timeout: Duration,
@@ -77,31 +205,18 @@ pub struct HttpConfig<'a> {
     /// `Authorization: Bearer` token; refused ones are answered 401 or 403
     /// (§5.9). Default off.
     pub authorize: bool,
-    /// The `Host` names accepted; others are answered 403 (DNS rebinding).
-    /// Default [`Allowed::Loopback`].
-    pub allowed_hosts: Allowed<'a>,
-    /// The `Origin` hosts accepted when a request carries one; others are
-    /// answered 403 (§5.1). Default [`Allowed::Loopback`].
-    pub allowed_origins: Allowed<'a>,
-    /// The URL of the server's OAuth protected resource metadata (RFC
-    /// 9728), named in the `WWW-Authenticate` challenge of a 401 or 403.
-    pub resource_metadata: Option<&'a str>,
 }
 
 impl Default for HttpConfig<'_> {
     fn default() -> Self {
         Self {
-            path: "/mcp",
+            endpoint: HttpEndpoint::default(),
             max_head_bytes: 8 << 10,
             max_body_bytes: 4 << 20,
             head_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(60),
-            keep_alive_interval: Duration::from_secs(15),
             request_timeout: Duration::from_secs(60),
             authorize: false,
-            allowed_hosts: Allowed::Loopback,
-            allowed_origins: Allowed::Loopback,
-            resource_metadata: None,
         }
     }
 }
@@ -120,19 +235,12 @@ pub(super) struct Accepted {
 /// The checks of a request head, in the order of §5.6 after the path and
 /// the DNS-rebinding guard: the answer's status when it is refused.
 pub(super) fn judge(head: &RequestHead<'_, '_>, config: &HttpConfig<'_>) -> Result<Accepted, u16> {
-    if head.path() != config.path {
+    if !config.endpoint.serves(head.target.as_bytes()) {
         return Err(404);
     }
-    if let Some(host) = head.header(b"host")
-        && !config.allowed_hosts.allows(host_name(trim(host)))
-    {
-        return Err(403);
-    }
-    if let Some(origin) = head.header(b"origin")
-        && !origin_allowed(origin, &config.allowed_origins)
-    {
-        return Err(403);
-    }
+    config
+        .endpoint
+        .admits(head.all(b"host"), head.all(b"origin"))?;
     if head.method != "POST" {
         return Err(405);
     }
@@ -161,8 +269,8 @@ pub(super) fn judge(head: &RequestHead<'_, '_>, config: &HttpConfig<'_>) -> Resu
 }
 
 /// Whether an `Origin` value names an allowed host (§5.1); `null` or a
-/// value without a host does not. Shared with the binding over HTTP/2.
-pub(crate) fn origin_allowed(origin: &[u8], allowed: &Allowed<'_>) -> bool {
+/// value without a host does not.
+fn origin_allowed(origin: &[u8], allowed: &Allowed<'_>) -> bool {
     let origin = trim(origin);
     let host = origin
         .iter()

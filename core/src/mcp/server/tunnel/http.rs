@@ -1,29 +1,35 @@
 //! Streamable HTTP (MCP 2026-07-28 §5) on the tunnel's HTTP/2 connection:
-//! `POST` to the MCP path ([`Server::set_http_path`], `/mcp` by default)
+//! `POST` to the endpoint of [`ServerConfig::http`] (`/mcp` by default)
 //! beside the gRPC calls.
 //!
 //! The request's DATA is the JSON-RPC message; the answer is a response
 //! head with `content-type: application/json` and its `content-length`
-//! then the message, or `text/event-stream` (when the request has a
-//! progress token, asks for log messages, or is `subscriptions/listen`)
-//! with one `data: <json>\n\n` event per message; END_STREAM follows the
-//! final one. The judgements are the HTTP/1.1 binding's (`http::wire`):
-//! 403 for an `Origin` not allowed, 405 with `allow: POST`, 415, 406, 400
-//! for a request the engine refuses (with the JSON-RPC error), 404 for an
-//! unknown method, 202 for a notification, 401/403 for refused bearer
-//! tokens. The client's RST_STREAM cancels the handler, as on gRPC calls.
+//! then the message, or an event stream (when the request has a progress
+//! token, asks for log messages, or is `subscriptions/listen`; the head
+//! fields of the HTTP/1.1 binding, `x-accel-buffering: no` among them)
+//! with one `data: <json>\n\n` event per message and a keep-alive comment
+//! when it said nothing for the endpoint's interval; END_STREAM follows
+//! the final one. The judgements are the HTTP/1.1 binding's (`http::wire`,
+//! the same [`HttpEndpoint`]): 404 for another path that is no gRPC call,
+//! 403 for an `:authority`, `host` or `Origin` not allowed, 405 with
+//! `allow: POST`, 415, 406, 400 for a request the engine refuses (with the
+//! JSON-RPC error), 404 for an unknown method, 202 for a notification,
+//! 401/403 for refused bearer tokens (naming the resource metadata). The
+//! client's RST_STREAM cancels the handler, as on gRPC calls.
 //!
 //! The engine frames each message for gRPC (its prefix and protobuf
 //! header before the JSON); an HTTP call reframes it when sending
 //! ([`Engine::frame_fresh`]), so the gRPC path pays one branch.
 
 use super::*;
-use crate::http1::write::{SSE_DATA, SSE_END, sse_one_line};
+use crate::http1::write::{SSE_DATA, SSE_END, SSE_FIELDS, SSE_KEEP_ALIVE, sse_one_line};
+use crate::mcp::auth::Refusal;
 use crate::mcp::envelope::{self, Spans};
 use crate::mcp::error::{
     HEADER_MISMATCH, MISSING_REQUIRED_CLIENT_CAPABILITY, UNSUPPORTED_PROTOCOL_VERSION,
 };
-use crate::mcp::server::http::wire::{self, Allowed};
+use crate::mcp::server::HttpEndpoint;
+use crate::mcp::server::http::wire::{self, KeepAlive};
 use crate::mcp::server::stdio::REQUEST_TIMEOUT;
 use core::ops::Range;
 
@@ -41,10 +47,13 @@ pub(super) struct Exchange {
     pub(super) dispatched: bool,
     /// The head of a JSON answer, once framed: its status and length.
     pub(super) head: Option<(u16, u32)>,
-    /// Octets of the event's end still to send.
+    /// Octets still to send of the end of [`SSE_KEEP_ALIVE`]: an event's
+    /// end (its last two octets, [`SSE_END`]) or a whole comment.
     pub(super) tail: u8,
     /// Request octets collected.
     pub(super) body_len: u32,
+    /// The event stream's keep-alive comments.
+    pub(super) keep_alive: KeepAlive,
 }
 
 /// Where a request head goes.
@@ -57,18 +66,33 @@ pub(super) enum Route {
     Call(Exchange),
 }
 
-/// The §5.1 checks of a request head on the MCP path.
-pub(super) fn route(fields: HeaderList<'_>, path: &str, origins: &Allowed<'_>) -> Route {
+/// Where a request head goes: another path to the gRPC checks when it is
+/// a gRPC call (its content type, or a path gRPC serves) and 404 when it
+/// is not; the endpoint's requests through the checks of the HTTP/1.1
+/// binding, in its order.
+pub(super) fn route(fields: HeaderList<'_>, endpoint: &HttpEndpoint<'_>) -> Route {
     let target = fields.get(b":path").unwrap_or_default();
-    // The query does not name another endpoint.
-    let target = target.split(|&b| b == b'?').next().unwrap_or_default();
-    if path.is_empty() || target != path.as_bytes() {
-        return Route::Grpc;
+    if !endpoint.serves(target) {
+        let grpc = fields
+            .get(b"content-type")
+            .is_some_and(grpc::is_grpc_content_type)
+            || target == TUNNEL_PATH
+            || typed::rpc(target).is_some();
+        return if grpc {
+            Route::Grpc
+        } else {
+            Route::Refuse(404)
+        };
     }
-    if let Some(origin) = fields.get(b"origin")
-        && !wire::origin_allowed(origin, origins)
-    {
-        return Route::Refuse(403);
+    let named = |name: &'static [u8]| {
+        fields
+            .iter()
+            .filter(move |f| f.name == name)
+            .map(|f| f.value)
+    };
+    let authorities = named(b":authority").chain(named(b"host"));
+    if let Err(status) = endpoint.admits(authorities, named(b"origin")) {
+        return Route::Refuse(status);
     }
     if fields.get(b":method") != Some(b"POST") {
         return Route::Refuse(405);
@@ -163,18 +187,6 @@ impl<
     FB: Storage<BUF> + Default,
 > Server<'r, S, STREAMS, TABLE, BUF, FB>
 {
-    /// Serves Streamable HTTP on `POST path` (default `/mcp`) beside the
-    /// gRPC tunnel; an empty path serves none.
-    pub fn set_http_path(&mut self, path: &'r str) {
-        self.http_path = path;
-    }
-
-    /// The `Origin` hosts accepted on a Streamable HTTP request that
-    /// carries one; others are answered 403 (§5.1). Default loopback.
-    pub fn set_allowed_origins(&mut self, origins: Allowed<'r>) {
-        self.origins = origins;
-    }
-
     /// The HTTP state of call `i`, when it is a Streamable HTTP call.
     pub(super) fn exchange(&self, i: usize) -> Option<&Exchange> {
         self.engine.calls.get(i)?.as_ref()?.x.http.as_ref()
@@ -199,15 +211,64 @@ impl<
             .send_headers(stream, fields[..n].iter().copied(), true);
     }
 
-    /// A refused bearer token: 401 or 403 with its challenge (§5.9).
-    pub(super) fn http_refuse_auth(&mut self, stream: StreamRef, status: u16, challenge: &[u8]) {
+    /// HTTP call `i`'s token was refused: 401 or 403 with its challenge
+    /// (§5.9), naming the endpoint's resource metadata, and the call ends.
+    pub(super) fn http_refuse_auth(&mut self, i: usize, refusal: Refusal) {
+        let Some(stream) = self
+            .engine
+            .calls
+            .get(i)
+            .and_then(Option::as_ref)
+            .map(|c| c.x.stream)
+        else {
+            return;
+        };
+        let parts = self.config.http.challenge(refusal.challenge);
+        let len = parts.iter().map(|p| p.len()).sum();
+        // The value is put together in the call's buffer, whose request is
+        // dropped; a URL larger than a call buffer is left out.
+        let challenge = self
+            .engine
+            .buffer(i, len)
+            .and_then(|buf| buf.get_mut(..len))
+            .map_or(refusal.challenge.as_bytes(), |value| {
+                let mut at = 0;
+                for part in parts {
+                    value[at..at + part.len()].copy_from_slice(part);
+                    at += part.len();
+                }
+                &*value
+            });
         let mut digits = [0u8; 20];
         let fields = [
-            Field::new(b":status", status_text(status, &mut digits)),
+            Field::new(b":status", status_text(refusal.http_status, &mut digits)),
             Field::new(b"content-length", b"0"),
             Field::new(b"www-authenticate", challenge),
         ];
         let _ = self.conn.send_headers(stream, fields, true);
+        self.engine.remove(i);
+    }
+
+    /// The earliest keep-alive comment due on an event stream.
+    pub(super) fn http_keep_alive_deadline(&self) -> Option<Instant> {
+        self.engine
+            .calls
+            .iter()
+            .flatten()
+            .filter_map(|c| c.x.http.as_ref()?.keep_alive.deadline())
+            .min()
+    }
+
+    /// Sends the keep-alive comments due at `now`.
+    pub(super) fn http_keep_alive(&mut self, now: Instant) {
+        for i in 0..self.engine.calls.len() {
+            if self
+                .exchange_mut(i)
+                .is_some_and(|x| x.keep_alive.handle_timeout(now))
+            {
+                self.flush_http(i);
+            }
+        }
     }
 
     /// Request octets of an HTTP call: the JSON-RPC message itself.
@@ -370,10 +431,12 @@ impl<
             && self.exchange(call.index()).is_some_and(|x| !x.sse)
     }
 
-    /// Sends what HTTP call `i` has pending: the end of the last event, the
-    /// response head, the message, a listen stream's next, and END_STREAM
+    /// Sends what HTTP call `i` has pending: the end of the last event (or
+    /// of a keep-alive comment), the response head, the message, a listen
+    /// stream's next or a keep-alive comment that is due, and END_STREAM
     /// after the final message.
     pub(super) fn flush_http(&mut self, i: usize) {
+        let interval = self.config.http.keep_alive_interval;
         loop {
             let Some(c) = self.engine.calls.get_mut(i).and_then(Option::as_mut) else {
                 return;
@@ -381,14 +444,25 @@ impl<
             let stream = c.x.stream;
             let finishing = c.phase == Phase::Finishing;
             let writing = c.writing();
+            let fresh = c.is_fresh();
             let Some(x) = c.x.http.as_mut() else {
                 return;
             };
-            if x.tail > 0 {
+            // The end of an event follows the rest of its message; what is
+            // left of a comment (or of the last event) precedes the next.
+            if x.tail > 0 && (!writing || fresh) {
                 let end = finishing && !writing;
-                let rest = &SSE_END[SSE_END.len() - usize::from(x.tail)..];
+                let tail = usize::from(x.tail);
+                let rest = SSE_KEEP_ALIVE
+                    .get(SSE_KEEP_ALIVE.len().saturating_sub(tail)..)
+                    .unwrap_or_default();
                 match self.conn.send_data(stream, rest, end) {
-                    Ok(n) => x.tail -= n.min(usize::from(x.tail)) as u8,
+                    Ok(n) => {
+                        x.tail -= n.min(tail) as u8;
+                        if n > 0 {
+                            x.keep_alive.sent(self.now, interval);
+                        }
+                    }
                     Err(h2::StreamError::TransmitFull) => return,
                     Err(_) => return self.drop_call(i),
                 }
@@ -426,6 +500,10 @@ impl<
                             self.engine.remove(i);
                             return;
                         }
+                        let now = self.now;
+                        if let Some(x) = self.exchange_mut(i).filter(|x| x.sse) {
+                            x.keep_alive.sent(now, interval);
+                        }
                     }
                     Err(_) => return self.drop_call(i),
                 }
@@ -435,8 +513,8 @@ impl<
             }
             match self.engine.phase(i) {
                 Some(Phase::Listening) => match self.engine.next_listen(i) {
-                    ListenNext::Idle => return,
-                    ListenNext::Written | ListenNext::Final => {}
+                    ListenNext::Idle => {}
+                    ListenNext::Written | ListenNext::Final => continue,
                     ListenNext::Failed => return self.drop_call(i),
                 },
                 Some(Phase::Finishing) => {
@@ -449,6 +527,18 @@ impl<
                         Err(_) => self.drop_call(i),
                     }
                     return;
+                }
+                _ => {}
+            }
+            // Nothing to say on an open event stream: a comment, when due.
+            let Some(c) = self.engine.calls.get_mut(i).and_then(Option::as_mut) else {
+                return;
+            };
+            let head_sent = c.x.head_sent;
+            match c.x.http.as_mut() {
+                Some(x) if x.sse && head_sent && x.keep_alive.is_due() => {
+                    x.keep_alive.take_due();
+                    x.tail = SSE_KEEP_ALIVE.len() as u8;
                 }
                 _ => return,
             }
@@ -485,18 +575,20 @@ impl<
                 self.conn.send_headers(stream, fields, false)
             }
             None => {
-                let fields = [
-                    Field::new(b":status", b"200"),
-                    Field::new(b"content-type", b"text/event-stream"),
-                    Field::new(b"cache-control", b"no-cache"),
-                ];
-                self.conn.send_headers(stream, fields, false)
+                let fields = SSE_FIELDS.map(|(name, value)| Field::new(name.as_bytes(), value));
+                let status = Field::new(b":status", b"200");
+                self.conn
+                    .send_headers(stream, core::iter::once(status).chain(fields), false)
             }
         };
         match sent {
             Ok(()) => {
                 if let Some(c) = self.engine.calls.get_mut(i).and_then(Option::as_mut) {
                     c.x.head_sent = true;
+                    if let Some(x) = c.x.http.as_mut().filter(|x| x.sse) {
+                        x.keep_alive
+                            .sent(self.now, self.config.http.keep_alive_interval);
+                    }
                 }
                 true
             }

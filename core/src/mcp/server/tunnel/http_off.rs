@@ -21,8 +21,7 @@ pub(super) enum Route {
 
 pub(super) fn route(
     _fields: HeaderList<'_>,
-    _path: &str,
-    _origins: &crate::mcp::server::http::wire::Allowed<'_>,
+    _endpoint: &crate::mcp::server::HttpEndpoint<'_>,
 ) -> Route {
     Route::Grpc
 }
@@ -44,8 +43,13 @@ impl<
     // neither of which exists here.
     pub(super) fn http_refuse(&mut self, _stream: StreamRef, _status: u16) {}
 
-    pub(super) fn http_refuse_auth(&mut self, _stream: StreamRef, _status: u16, _challenge: &[u8]) {
+    pub(super) fn http_refuse_auth(&mut self, _i: usize, _refusal: crate::mcp::auth::Refusal) {}
+
+    pub(super) fn http_keep_alive_deadline(&self) -> Option<Instant> {
+        None
     }
+
+    pub(super) fn http_keep_alive(&mut self, _now: Instant) {}
 
     pub(super) fn http_data(&mut self, _i: usize, _bytes: &[u8]) {}
 

@@ -139,11 +139,8 @@ pub struct Server<
 > {
     conn: Connection<STREAMS, TABLE, BUF, RESETS, FB>,
     engine: TunnelEngine<'r, S, FB, BUF, STREAMS>,
-    config: ServerConfig,
+    config: ServerConfig<'r>,
     now: Instant,
-    /// The Streamable HTTP endpoint's path.
-    http_path: &'r str,
-    origins: crate::mcp::server::http::wire::Allowed<'r>,
 }
 
 /// Sends a head or trailers of an answer on `conn`, the strings of
@@ -202,7 +199,7 @@ impl<
 {
     /// A server engine for one accepted connection, whose calls take their
     /// buffers from `store`.
-    pub fn new(registry: Registry<'r>, config: ServerConfig, store: S, now: Instant) -> Self {
+    pub fn new(registry: Registry<'r>, config: ServerConfig<'r>, store: S, now: Instant) -> Self {
         Self {
             conn: Connection::new(h2::Role::Server, config.h2, now),
             engine: Engine::new(
@@ -214,8 +211,6 @@ impl<
             ),
             config,
             now,
-            http_path: "/mcp",
-            origins: crate::mcp::server::http::wire::Allowed::Loopback,
         }
     }
 
@@ -283,15 +278,23 @@ impl<
         self.drain_connection();
     }
 
-    /// The next deadline: the connection's or a call's.
+    /// The next deadline: the connection's, a call's, or an event
+    /// stream's next keep-alive comment.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        match (self.conn.poll_timeout(), self.engine.next_deadline()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [
+            self.conn.poll_timeout(),
+            self.engine.next_deadline(),
+            self.http_keep_alive_deadline(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
-    /// Lets time pass: calls past their deadline end with DEADLINE_EXCEEDED.
+    /// Lets time pass: calls past their deadline end with DEADLINE_EXCEEDED
+    /// (Streamable HTTP ones -32001); an event stream that said nothing
+    /// for [`HttpEndpoint::keep_alive_interval`](super::HttpEndpoint) gets
+    /// a comment.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.now = now;
         self.conn.handle_timeout(now);
@@ -302,6 +305,7 @@ impl<
                 self.end_with_status(i, Code::DeadlineExceeded, b"deadline exceeded");
             }
         }
+        self.http_keep_alive(now);
         self.drain_connection();
     }
 
@@ -345,13 +349,12 @@ impl<
     pub fn authorize(&mut self, call: CallId, decision: Decision<'_>) {
         match self.engine.authorize(call, decision) {
             Some(Err(refusal)) => {
+                if self.exchange(call.index()).is_some() {
+                    self.http_refuse_auth(call.index(), refusal);
+                    self.drain_connection();
+                    return;
+                }
                 if let Some((x, _)) = self.engine.remove(call.index()) {
-                    if x.http.is_some() {
-                        let challenge = refusal.challenge.as_bytes();
-                        self.http_refuse_auth(x.stream, refusal.http_status, challenge);
-                        self.drain_connection();
-                        return;
-                    }
                     let status = response::Status::new(refusal.status, refusal.message.as_bytes());
                     let extra = [Field::new(
                         b"www-authenticate",
@@ -526,7 +529,7 @@ impl<
                     // refused as a malformed request.
                     let fields = self.conn.headers(stream).unwrap_or(HeaderList::EMPTY);
                     let max = self.config.max_message_bytes;
-                    let admission = match http::route(fields, self.http_path, &self.origins) {
+                    let admission = match http::route(fields, &self.config.http) {
                         http::Route::Grpc => None,
                         http::Route::Refuse(status) => Some(Admission::Mcp(status)),
                         http::Route::Call(x) => {
