@@ -1063,3 +1063,42 @@ fn idle_http2_connections_end_at_their_timeouts() {
         assert_eq!((tail[3], &tail[13..17]), (7, &[0u8; 4][..]), "{got:?}");
     }
 }
+
+/// The device answers a request's malformed multi round-trip fields and an
+/// unknown `logLevel` as the tokio server does (-32602 before the tool
+/// runs): the check is the core's, not a driver's (issue #26).
+#[test]
+fn malformed_retry_fields_and_log_levels_are_refused_as_on_tokio() {
+    run(|mut t| async move {
+        for (extra, message) in [
+            (
+                json!({"inputResponses": []}),
+                "inputResponses must be an object",
+            ),
+            (json!({"requestState": 5}), "requestState must be a string"),
+            (
+                json!({"_meta": {"io.modelcontextprotocol/logLevel": "loud"}}),
+                "unknown logLevel",
+            ),
+        ] {
+            let mut call = request(
+                json!(1),
+                "tools/call",
+                json!({ "name": "count", "arguments": { "n": 1 } }),
+            );
+            for (k, v) in extra.as_object().unwrap() {
+                if k == "_meta" {
+                    for (mk, mv) in v.as_object().unwrap() {
+                        call["params"]["_meta"][mk] = mv.clone();
+                    }
+                } else {
+                    call["params"][k] = v.clone();
+                }
+            }
+            let (messages, status) = t.call(call).await;
+            assert_eq!(status.as_deref(), Some("0"), "{messages:?}");
+            assert_eq!(messages[0]["error"]["code"], -32602, "{messages:?}");
+            assert_eq!(messages[0]["error"]["message"], message);
+        }
+    });
+}

@@ -40,8 +40,8 @@ use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
 pub use forward::{ForwardRequest, ForwardResult, RawResult};
+use handler::RawParams;
 pub use handler::{CompletionRequest, LogLevel, PromptGet, ResourceRead, ToolCall};
-use handler::{RawParams, check_raw};
 use link::Link;
 pub use result::{
     Completion, Content, PromptMessage, PromptResult, ResourceContent, Role, ToolError, ToolResult,
@@ -568,9 +568,6 @@ impl App {
     pub(crate) fn handle(&self, request: &Request<'_>, link: Link) -> Option<Work> {
         if let RequestKind::Forward { .. } = request.kind {
             return Some(self.forward.as_ref()?(ForwardRequest::new(request, link)));
-        }
-        if let Err(e) = check_raw(request.params, &request.index) {
-            return Some(Box::pin(async move { Err(e) }));
         }
         let meta = Arc::clone(&self.result_meta);
         let answer = move |result: Value| Ok(with_meta(json_bytes(&result), &meta));

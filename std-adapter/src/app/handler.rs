@@ -8,7 +8,7 @@ use std::ops::Range;
 use std::sync::{Arc, OnceLock};
 
 use mcpwire_core::mcp::json;
-use mcpwire_core::mcp::meta::ParamsIndex;
+use mcpwire_core::mcp::server::dispatch::LOG_LEVELS;
 use serde_json::{Map, Value};
 
 use super::link::Link;
@@ -34,32 +34,6 @@ fn request_state(params: &Value) -> Option<&str> {
     params.get("requestState").and_then(Value::as_str)
 }
 
-/// [`check_retry_fields`] and [`requested_log_level`] on the raw `params`
-/// (validated by the engine), read where the engine's walk found the
-/// members (`index`), without another walk or a JSON tree: what every
-/// request goes through before its handler.
-pub(crate) fn check_raw(params: &[u8], index: &ParamsIndex) -> Result<(), ToolError> {
-    let at = |s: &Option<_>| ParamsIndex::get(params, s).map(json::kind);
-    if at(&index.input_responses).is_some_and(|k| k != Some(json::Kind::Object)) {
-        return Err(ToolError::invalid_params(
-            "inputResponses must be an object",
-        ));
-    }
-    if at(&index.request_state).is_some_and(|k| k != Some(json::Kind::String)) {
-        return Err(ToolError::invalid_params("requestState must be a string"));
-    }
-    if let Some(level) = ParamsIndex::get(params, &index.log_level) {
-        let mut buf = [0u8; 16];
-        let known = json::unescape(level, &mut buf)
-            .and_then(|l| std::str::from_utf8(l).ok())
-            .and_then(LogLevel::parse);
-        if json::kind(level) != Some(json::Kind::String) || known.is_none() {
-            return Err(ToolError::invalid_params("unknown logLevel"));
-        }
-    }
-    Ok(())
-}
-
 /// The severity of a log message (MCP §11, RFC 5424 order).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum LogLevel {
@@ -74,41 +48,37 @@ pub enum LogLevel {
 }
 
 impl LogLevel {
-    const ALL: [(Self, &'static str); 8] = [
-        (Self::Debug, "debug"),
-        (Self::Info, "info"),
-        (Self::Notice, "notice"),
-        (Self::Warning, "warning"),
-        (Self::Error, "error"),
-        (Self::Critical, "critical"),
-        (Self::Alert, "alert"),
-        (Self::Emergency, "emergency"),
+    /// In the order of the core's [`LOG_LEVELS`].
+    const ALL: [Self; 8] = [
+        Self::Debug,
+        Self::Info,
+        Self::Notice,
+        Self::Warning,
+        Self::Error,
+        Self::Critical,
+        Self::Alert,
+        Self::Emergency,
     ];
 
     /// The level's name on the wire.
     pub fn as_str(self) -> &'static str {
-        Self::ALL
-            .iter()
-            .find(|(l, _)| *l == self)
-            .map_or("info", |(_, n)| n)
+        LOG_LEVELS[self as usize]
     }
 
     fn parse(name: &str) -> Option<Self> {
-        Self::ALL.iter().find(|(_, n)| *n == name).map(|(l, _)| *l)
+        let i = LOG_LEVELS.iter().position(|n| *n == name)?;
+        Self::ALL.get(i).copied()
     }
 }
 
-/// The `logLevel` a request asked for: `Ok(None)` when absent, -32602 for
-/// an unknown one (MCP §11).
-pub(crate) fn requested_log_level(params: &Value) -> Result<Option<LogLevel>, ToolError> {
-    match params.get("_meta").and_then(|m| m.get(KEY_LOG_LEVEL)) {
-        None => Ok(None),
-        Some(v) => v
-            .as_str()
-            .and_then(LogLevel::parse)
-            .map(Some)
-            .ok_or_else(|| ToolError::invalid_params("unknown logLevel")),
-    }
+/// The `logLevel` a request asked for (the engine refused a request with
+/// an unknown one before its handler, -32602).
+pub(crate) fn requested_log_level(params: &Value) -> Option<LogLevel> {
+    params
+        .get("_meta")
+        .and_then(|m| m.get(KEY_LOG_LEVEL))
+        .and_then(Value::as_str)
+        .and_then(LogLevel::parse)
 }
 
 /// A `tools/call` request, handed to the tool's handler.
@@ -247,7 +217,7 @@ impl ToolCall {
     /// (a request without `logLevel` gets no log message). Whether it was
     /// sent.
     pub async fn log(&self, level: LogLevel, data: Value) -> bool {
-        let asked = requested_log_level(self.params.tree()).ok().flatten();
+        let asked = requested_log_level(self.params.tree());
         if asked.is_none_or(|asked| level < asked) {
             return false;
         }

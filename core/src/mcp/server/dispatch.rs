@@ -226,7 +226,48 @@ pub fn route_indexed(
         b"subscriptions/listen" => return Route::Listen,
         _ => return Route::Reject(RpcError::new(METHOD_NOT_FOUND, "Method not found")),
     };
-    Route::Handle(HandlerRef(handler))
+    match params.map(|p| check_handled(p, index)) {
+        Some(Err(e)) => Route::Reject(e),
+        _ => Route::Handle(HandlerRef(handler)),
+    }
+}
+
+/// The levels of `io.modelcontextprotocol/logLevel` (MCP §11, RFC 5424).
+pub const LOG_LEVELS: [&str; 8] = [
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+];
+
+/// What a request handed to a handler must carry right, whatever the
+/// driver (-32602 in band): `inputResponses` an object and `requestState`
+/// a string (a multi round-trip call's retry, §10), `_meta`'s `logLevel`
+/// one of [`LOG_LEVELS`] (§11).
+fn check_handled(params: &[u8], index: &ParamsIndex) -> Result<(), RpcError> {
+    let kind = |span: &Option<_>| ParamsIndex::get(params, span).map(json::kind);
+    if kind(&index.input_responses).is_some_and(|k| k != Some(json::Kind::Object)) {
+        return Err(RpcError::new(
+            INVALID_PARAMS,
+            "inputResponses must be an object",
+        ));
+    }
+    if kind(&index.request_state).is_some_and(|k| k != Some(json::Kind::String)) {
+        return Err(RpcError::new(
+            INVALID_PARAMS,
+            "requestState must be a string",
+        ));
+    }
+    if let Some(level) = ParamsIndex::get(params, &index.log_level)
+        && !LOG_LEVELS.iter().any(|l| json::str_eq(level, l.as_bytes()))
+    {
+        return Err(RpcError::new(INVALID_PARAMS, "unknown logLevel"));
+    }
+    Ok(())
 }
 
 /// Writes the whole response of a builtin method.
