@@ -31,3 +31,4 @@ pub mod http1;
 pub mod mcp;
 pub mod records;
 pub mod time;
+mod word;

@@ -443,9 +443,7 @@ fn check_value(value: &[u8]) -> Result<(), Malformed> {
     Ok(())
 }
 
-/// Whether the header checks look at eight octets at a time: where the
-/// JSON scanner does (64-bit hosts), for the same reason.
-const WORDS: bool = crate::mcp::json::WORDS;
+use crate::word::WORDS;
 const LO: u64 = 0x0101_0101_0101_0101;
 const HI: u64 = 0x8080_8080_8080_8080;
 

@@ -195,11 +195,7 @@ fn plain_word(w: u64) -> bool {
     special_octets(w) == 0
 }
 
-/// Whether the scanner looks at eight octets at a time (64-bit hosts, where
-/// a word holds eight and the request check is most of a call's work) or
-/// one at a time (32-bit targets such as a microcontroller: smaller code,
-/// and flash is what is scarce there).
-pub(crate) const WORDS: bool = cfg!(target_pointer_width = "64");
+pub(crate) use crate::word::WORDS;
 
 /// The offset of the first octet at or after `j` that ends or escapes a
 /// string or is a control character (or the end).

@@ -33,6 +33,9 @@ pub mod writer;
 /// end the connection.
 pub const REMEMBERED_RESETS: usize = 64;
 
+/// The path of the gRPC tunnel binding's one method (client and server).
+pub const TUNNEL_PATH: &[u8] = mcpwire_proto::tunnel::CALL_PATH.as_bytes();
+
 pub use envelope::Message;
 pub use error::RpcError;
 pub use meta::RequestMeta;

@@ -59,7 +59,7 @@ use crate::mcp::json;
 use crate::mcp::registry::Registry;
 use crate::mcp::store::CallStore;
 use crate::time::Instant;
-use mcpwire_proto::tunnel::{self, JsonRpcMessage};
+use mcpwire_proto::tunnel::JsonRpcMessage;
 use typed::Rpc;
 
 /// Whether this build serves the typed binding's RPCs (feature `typed`):
@@ -68,8 +68,7 @@ use typed::Rpc;
 /// chose.
 pub const TYPED_RPCS: bool = cfg!(feature = "typed");
 
-/// The path of the tunnel method.
-pub const TUNNEL_PATH: &[u8] = tunnel::CALL_PATH.as_bytes();
+pub use crate::mcp::TUNNEL_PATH;
 
 /// Remembered reset streams of the connection (the binding's figure, the
 /// same on the client).
