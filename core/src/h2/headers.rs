@@ -6,6 +6,7 @@
 //! [`HeaderList`].
 
 use crate::hpack::Field;
+use crate::word::WORDS;
 
 const RECORD_HEAD: usize = 5;
 const FLAG_NEVER_INDEXED: u8 = 1;
@@ -443,7 +444,6 @@ fn check_value(value: &[u8]) -> Result<(), Malformed> {
     Ok(())
 }
 
-use crate::word::WORDS;
 const LO: u64 = 0x0101_0101_0101_0101;
 const HI: u64 = 0x8080_8080_8080_8080;
 
