@@ -123,7 +123,11 @@ impl<S: CallStore, const C: usize> App<Client<S, C, 4096, 16384>> for ClientApp 
                 ClientEvent::Warning { call, reason } => self
                     .warnings
                     .push((s(client.warning_tool(call).unwrap()), reason)),
-                ClientEvent::ConnectionClosed { .. } => {}
+                // One connection's engine asks for no link.
+                ClientEvent::ConnectionClosed { .. }
+                | ClientEvent::Connect { .. }
+                | ClientEvent::Disconnect { .. }
+                | ClientEvent::Ready => {}
             }
         }
     }

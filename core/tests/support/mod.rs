@@ -7,6 +7,8 @@
 //! - [`records`]: records on the heap, grown on demand (a driver with an
 //!   allocator).
 //! - [`hpack`]: the HPACK reference corpus and decoding helpers.
+//! - [`net`]: a client engine of any binding and the servers its links
+//!   reach, on the pipes of `mcpwire-sim` and a virtual clock.
 //! - [`mcp`]: the fixtures of the MCP engine tests (registry, `_meta`,
 //!   stores) and the endpoint-with-application adapter they run on the
 //!   simulation pipes of `mcpwire-sim`.
@@ -18,5 +20,6 @@
 pub mod h2;
 pub mod hpack;
 pub mod mcp;
+pub mod net;
 pub mod peer;
 pub mod records;

@@ -424,7 +424,11 @@ impl Task {
                     );
                     continue;
                 }
-                ClientEvent::ConnectionClosed { .. } => continue,
+                // One connection's engine: it asks for no link.
+                ClientEvent::ConnectionClosed { .. }
+                | ClientEvent::Connect { .. }
+                | ClientEvent::Disconnect { .. }
+                | ClientEvent::Ready => continue,
             };
             // Before the call hears of its end: a call refused by a
             // connection going away goes to a new one,

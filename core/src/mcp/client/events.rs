@@ -25,6 +25,9 @@ const QUEUE: usize = 32;
 pub struct CallId {
     pub(super) index: u16,
     pub(super) generation: u16,
+    /// Which of an engine's connections carries the call (an engine that
+    /// keeps one connection leaves it 0).
+    pub(super) link: u16,
 }
 
 /// Why [`Client::call`](super::Client::call) sent nothing.
@@ -105,7 +108,18 @@ pub enum ClientEvent {
     /// the tool's name is
     /// [`Client::warning_tool`](super::Client::warning_tool).
     Warning { call: CallId, reason: &'static str },
-    /// The connection is over; calls in progress failed before this.
+    /// Open `link` (connect to the server, start its process), then tell
+    /// the engine with `link_up`, or `link_failed`
+    /// ([`ClientEngine`](super::ClientEngine)).
+    Connect { link: super::LinkId },
+    /// Close `link` once what it has to send is written: the engine is
+    /// done with it.
+    Disconnect { link: super::LinkId },
+    /// The engine's handshake is over (the era chosen): calls start at
+    /// once from here on.
+    Ready,
+    /// The connection is over (the engine: closed for good); calls in
+    /// progress failed before this.
     ConnectionClosed { error: Option<ConnectionError> },
 }
 
@@ -170,6 +184,7 @@ impl<S: CallStore, R: Records<Slot<S::Buf>>, const CACHE: usize> State<S, R, CAC
         CallId {
             index: i as u16,
             generation: self.slots.get(i).map_or(0, |s| s.generation),
+            link: 0,
         }
     }
 

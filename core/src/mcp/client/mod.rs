@@ -96,6 +96,7 @@
 mod cache;
 mod calls;
 pub mod config;
+pub mod engine;
 pub mod era;
 pub mod events;
 pub mod http;
@@ -104,6 +105,7 @@ pub mod metadata;
 mod request;
 mod response;
 pub mod stdio;
+mod tunnel;
 #[cfg(feature = "typed")]
 mod typed;
 
@@ -118,9 +120,11 @@ pub type DeviceClient<S> = Client<S, 4, 4096, 2048>;
 /// The client of a host: 32 concurrent calls, a 4 KiB HPACK table, 16 KiB
 /// frame buffers in the storage `B` (on the heap in the tokio driver).
 pub type HostClient<S, B> = Client<S, 32, 4096, 16384, B>;
+pub use engine::{CallOptions, ClientEngine, LinkId, Negotiated};
 pub use events::{CallId, ClientEvent, Diagnostics, Failure, StartError};
 pub use keepalive::Keepalive;
 pub use metadata::{CallOutcome, error_from_trailers, mirror_headers};
+pub use tunnel::TunnelClient;
 #[cfg(feature = "typed")]
 pub use typed::Binding;
 
@@ -310,6 +314,48 @@ impl<
             self.st.store.put(old);
         }
         true
+    }
+
+    /// Takes the metadata [`Client::set_metadata`] gave `other` (the last
+    /// connection, for the next): `false` when the store has no buffer.
+    pub fn copy_metadata(&mut self, other: &Self) -> bool {
+        let from = OwnedMeta::of(&other.st.store, &other.st.owned_meta).bytes();
+        if from.is_empty() {
+            return true;
+        }
+        let Some(mut buf) = self.st.store.take(from.len()) else {
+            return false;
+        };
+        self.st.store.bytes_mut(&mut buf)[..from.len()].copy_from_slice(from);
+        if let Some((old, _)) = self.st.owned_meta.replace((buf, from.len())) {
+            self.st.store.put(old);
+        }
+        true
+    }
+
+    /// Whether a call is in progress or its last events wait to be read.
+    pub fn has_calls(&self) -> bool {
+        self.st.slots.iter().any(|s| s.active.is_some())
+    }
+
+    /// Fails every call in progress with `status` and `message` (the
+    /// driver's transport could not be made or failed outside the
+    /// connection, e.g. a TLS handshake): the connection is over.
+    /// `unsent`: nothing of them reached the server (the transport never
+    /// came up), so each is marked refused.
+    pub fn fail_calls(&mut self, status: Code, message: &[u8], unsent: bool) {
+        self.st.close_message = None;
+        for slot in self.st.slots.iter_mut() {
+            let unsent = unsent || slot.active.as_ref().is_some_and(|a| !a.head_sent);
+            if slot.active.as_ref().is_some_and(|a| a.terminal.is_none()) {
+                fail_transport(&mut self.st.store, slot, status, message, None);
+                if unsent {
+                    mark_refused(slot);
+                }
+            }
+        }
+        self.conn.abort(ErrorCode::NO_ERROR, "transport failed");
+        self.drain();
     }
 
     /// The HTTP/2 connection, for its state.

@@ -169,6 +169,11 @@ impl<'b> Head<'b> {
 pub(super) struct OwnedMeta<'a>(&'a [u8]);
 
 impl<'a> OwnedMeta<'a> {
+    /// The encoded metadata.
+    pub(super) fn bytes(&self) -> &'a [u8] {
+        self.0
+    }
+
     pub(super) fn of<S: CallStore>(store: &'a S, buf: &'a Option<(S::Buf, usize)>) -> Self {
         Self(match buf {
             Some((buf, len)) => store.bytes(buf).get(..*len).unwrap_or_default(),

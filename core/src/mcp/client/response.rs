@@ -110,6 +110,7 @@ impl<S: CallStore, R: Records<Slot<S::Buf>>, const CACHE: usize> State<S, R, CAC
                             let call = CallId {
                                 index: i as u16,
                                 generation,
+                                link: 0,
                             };
                             self.queue.push(Queued::Notification { call, at });
                         }

@@ -935,5 +935,6 @@ fn call_id(index: usize, generation: u16) -> CallId {
     CallId {
         index: u16::try_from(index).unwrap_or(u16::MAX),
         generation,
+        link: 0,
     }
 }

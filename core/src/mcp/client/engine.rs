@@ -1,0 +1,150 @@
+//! One contract for the client engine of every binding ([`ClientEngine`],
+//! the counterpart of the server's
+//! [`ServerEngine`](crate::mcp::server::ServerEngine)): the gRPC tunnel
+//! ([`TunnelClient`](super::TunnelClient)), Streamable HTTP and stdio. A
+//! driver runs any of them with one loop, and no MCP rule lives in it.
+//!
+//! An engine speaks over *links*: byte streams it names and asks the
+//! driver to open ([`ClientEvent::Connect`]) and close
+//! ([`ClientEvent::Disconnect`]): the tunnel's HTTP/2 connection (a new one
+//! when the last went away), a stdio server's pipes (a child process or a
+//! serial device; a new one when it crashed), the Streamable HTTP client's
+//! connections. Where a link goes is the driver's configuration; when one
+//! is needed, and what it carries, the engine's.
+//!
+//! # The run loop
+//!
+//! As for every endpoint of this crate ([`crate::drive`]): after any input
+//! (a call started or cancelled, octets read, a link up or down, time),
+//! drain [`ClientEngine::poll_event`] — opening and closing the links it
+//! names — then write what [`ClientEngine::poll_transmit`] gives for each
+//! link that [`wants_transmit`](ClientEngine::wants_transmit), then sleep
+//! until input or [`ClientEngine::poll_timeout`]. `recv` may consume less
+//! than it was given: drain the events, then feed the rest. The texts an
+//! event stands for ([`ClientEngine::message`], [`ClientEngine::failure`])
+//! are read before the next `&mut` call.
+
+use core::time::Duration;
+
+use super::events::{CallId, ClientEvent, Failure, StartError};
+use crate::time::Instant;
+
+/// A byte stream of a client engine, named by it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct LinkId(pub(crate) u32);
+
+impl LinkId {
+    /// A number that tells the engine's links apart (for logs).
+    pub const fn get(self) -> u32 {
+        self.0
+    }
+}
+
+/// What the driver's transport agreed on for a link it opened: the
+/// protocol TLS's ALPN chose (none in the clear or without ALPN).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Negotiated {
+    /// Cleartext, a pipe, or TLS without ALPN.
+    #[default]
+    Nothing,
+    /// ALPN `h2`.
+    Http2,
+    /// ALPN `http/1.1`.
+    Http1,
+}
+
+/// The options of one call besides its message.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CallOptions {
+    /// Replaces the engine's request timeout for this call. A
+    /// `subscriptions/listen` without one has no deadline: it lasts until
+    /// it is cancelled or the server ends it.
+    pub timeout: Option<Duration>,
+    /// Over the gRPC tunnel: the typed binding's unary RPC for the methods
+    /// that have one (see [`Binding`](super::Binding)).
+    #[cfg(feature = "typed")]
+    pub binding: super::Binding,
+}
+
+impl CallOptions {
+    /// A call with its own timeout.
+    pub fn with_timeout(timeout: Duration) -> Self {
+        Self {
+            timeout: Some(timeout),
+            #[cfg(feature = "typed")]
+            binding: super::Binding::default(),
+        }
+    }
+}
+
+/// The client engine of one binding; see the module documentation for
+/// the run loop.
+pub trait ClientEngine {
+    /// Starts a call of one JSON-RPC message (its text: a request with its
+    /// `id` and `params._meta`, or a notification). Nothing is written
+    /// yet: the engine sends it on one of its links (asking for one with
+    /// [`ClientEvent::Connect`] when it has none). [`StartError::Busy`]:
+    /// try again after a call's `Ended` (or once the engine is ready).
+    fn start(
+        &mut self,
+        message: &[u8],
+        options: CallOptions,
+        now: Instant,
+    ) -> Result<CallId, StartError>;
+
+    /// Stops a call (a reset stream, a closed exchange, a
+    /// `notifications/cancelled`, as the binding says). No event follows;
+    /// the handle is dead. `false` when the call was already over.
+    fn cancel(&mut self, call: CallId, now: Instant) -> bool;
+
+    /// The next event; drain until `None` after every other call.
+    fn poll_event(&mut self) -> Option<ClientEvent>;
+
+    /// The text of `call`'s last [`ClientEvent::Notification`], or, after
+    /// its `Response` or `Failed` and until its `Ended`, its JSON-RPC
+    /// response.
+    fn message(&self, call: CallId) -> Option<&[u8]>;
+
+    /// The `result` of `call`'s response, after its `Response`.
+    fn result(&self, call: CallId) -> Option<&[u8]>;
+
+    /// The JSON-RPC error of `call`, after its `Failed`.
+    fn failure(&self, call: CallId) -> Option<Failure<'_>>;
+
+    /// The tool a [`ClientEvent::Warning`] just handed out names.
+    fn warning_tool(&self, call: CallId) -> Option<&[u8]>;
+
+    /// The driver opened `link` (asked by [`ClientEvent::Connect`]).
+    fn link_up(&mut self, link: LinkId, negotiated: Negotiated, now: Instant);
+
+    /// The driver could not open `link`: `reason` says why (it becomes the
+    /// message of the calls that waited for it).
+    fn link_failed(&mut self, link: LinkId, reason: &[u8], now: Instant);
+
+    /// Feeds octets read from `link`; returns how many were consumed.
+    fn recv(&mut self, link: LinkId, input: &[u8], now: Instant) -> usize;
+
+    /// `link` reached the end of its input, or failed.
+    fn recv_eof(&mut self, link: LinkId, now: Instant);
+
+    /// Whether `link` has octets to write.
+    fn wants_transmit(&self, link: LinkId) -> bool;
+
+    /// Writes what `link` has to send into `out`; call while
+    /// [`wants_transmit`](ClientEngine::wants_transmit).
+    fn poll_transmit(&mut self, link: LinkId, out: &mut [u8]) -> usize;
+
+    /// The next deadline.
+    fn poll_timeout(&self) -> Option<Instant>;
+
+    /// Lets time pass.
+    fn handle_timeout(&mut self, now: Instant);
+
+    /// Ends the engine gracefully: no new call; the calls in progress end;
+    /// every link is closed ([`ClientEvent::Disconnect`]), then
+    /// [`ClientEvent::ConnectionClosed`].
+    fn close(&mut self, now: Instant);
+
+    /// Over: [`ClientEngine::close`] finished, or the engine cannot go on.
+    fn is_closed(&self) -> bool;
+}

@@ -1,0 +1,382 @@
+//! A client engine ([`ClientEngine`]) and the servers its links reach, in
+//! one thread on a virtual clock: every link the engine asks for gets a
+//! fresh server engine (made by the test, or refused) and two pipes of
+//! `mcpwire-sim` cut as [`split`](super::mcp::split) says; the engine's
+//! events are recorded per call as they come (a notification's text is
+//! read before the next `recv`, as the run loop says).
+
+use std::collections::HashMap;
+
+use mcpwire_core::drive::Endpoint;
+use mcpwire_core::mcp::client::{
+    CallId, CallOptions, ClientEngine, ClientEvent, Diagnostics, LinkId, Negotiated, StartError,
+};
+use mcpwire_core::mcp::server::{RequestKind, ServerEngine, ServerEvent};
+use mcpwire_core::time::Instant;
+use mcpwire_sim::Pipe;
+
+use super::mcp::split;
+
+/// Room in each direction of a link's pipes.
+const PIPE: usize = 32768;
+
+/// What the application saw of a call.
+#[derive(Debug, Default, Clone)]
+pub struct Seen {
+    pub notifications: Vec<String>,
+    pub response: Option<String>,
+    /// Code, message (raw JSON string), diagnostics.
+    pub failed: Option<(i32, String, Diagnostics)>,
+    pub ended: bool,
+}
+
+/// What a server engine of a link needs beyond its octets.
+pub trait Served: Endpoint {
+    fn poll_timeout(&self) -> Option<Instant>;
+    fn handle_timeout(&mut self, now: Instant);
+    fn recv_eof(&mut self);
+    /// Answers what its application must (the test's tools).
+    fn serve(&mut self);
+    /// The server goes away (GOAWAY, the end of its input...).
+    fn go_away(&mut self);
+}
+
+/// A server engine with a small application: `echo` answers its `text`,
+/// every other tool call is kept (unanswered) in `held`.
+pub struct Server<E> {
+    pub engine: E,
+    pub held: Vec<mcpwire_core::mcp::server::CallId>,
+}
+
+impl<E> Server<E> {
+    pub fn new(engine: E) -> Self {
+        Self {
+            engine,
+            held: Vec::new(),
+        }
+    }
+}
+
+/// The server-side calls a link's engine needs, whatever its binding.
+pub trait ServerLink: ServerEngine + Endpoint {
+    fn link_poll_timeout(&self) -> Option<Instant>;
+    fn link_handle_timeout(&mut self, now: Instant);
+    fn link_recv_eof(&mut self);
+    fn link_go_away(&mut self);
+}
+
+impl<E: ServerLink> Endpoint for Server<E> {
+    fn recv(&mut self, input: &[u8], now: Instant) -> usize {
+        let n = self.engine.recv(input, now);
+        self.serve();
+        n
+    }
+    fn wants_transmit(&self) -> bool {
+        self.engine.wants_transmit()
+    }
+    fn poll_transmit(&mut self, out: &mut [u8]) -> usize {
+        let n = self.engine.poll_transmit(out);
+        self.serve();
+        n
+    }
+    fn is_waiting(&self) -> bool {
+        self.engine.is_waiting()
+    }
+}
+
+impl<E: ServerLink> Served for Server<E> {
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.engine.link_poll_timeout()
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        self.engine.link_handle_timeout(now);
+        self.serve();
+    }
+    fn recv_eof(&mut self) {
+        self.engine.link_recv_eof();
+        self.serve();
+    }
+    fn serve(&mut self) {
+        while let Some(e) = self.engine.poll_event() {
+            let ServerEvent::Request { call } = e else {
+                continue;
+            };
+            let Some(request) = self.engine.request(call) else {
+                continue;
+            };
+            let mut buf = [0u8; 4096];
+            let echo = match request.kind {
+                RequestKind::CallTool {
+                    name: "echo",
+                    arguments,
+                    ..
+                } => arguments.str(b"text", &mut buf).map(str::to_owned),
+                _ => None,
+            };
+            match echo {
+                Some(text) => {
+                    let result = format!(
+                        r#"{{"content":[{{"type":"text","text":{}}}]}}"#,
+                        serde_json::to_string(&text).unwrap()
+                    );
+                    let _ = self.engine.respond(call, result.as_bytes());
+                }
+                None => self.held.push(call),
+            }
+        }
+    }
+    fn go_away(&mut self) {
+        self.engine.link_go_away();
+        self.serve();
+    }
+}
+
+/// One link: its server and pipes.
+struct Link {
+    id: LinkId,
+    server: Box<dyn Served>,
+    /// Client to server, server to client.
+    up: Pipe<PIPE>,
+    down: Pipe<PIPE>,
+    /// The engine let go of it.
+    closed: bool,
+}
+
+/// A client engine and its links' servers.
+pub struct Net<E> {
+    pub client: E,
+    links: Vec<Link>,
+    /// Makes the server of a new link; `None` refuses the link (the
+    /// driver's connect failed with "refused").
+    make: Box<dyn FnMut(LinkId) -> Option<Box<dyn Served>>>,
+    pub now: Instant,
+    pub seen: HashMap<CallId, Seen>,
+    /// Every link event, in order: `("connect", id)`, `("disconnect", id)`,
+    /// `("ready", 0)`, `("closed", 0)`.
+    pub link_events: Vec<(&'static str, u32)>,
+    pub warnings: Vec<(String, &'static str)>,
+}
+
+impl<E: ClientEngine> Net<E> {
+    pub fn new(client: E, make: impl FnMut(LinkId) -> Option<Box<dyn Served>> + 'static) -> Self {
+        Self {
+            client,
+            links: Vec::new(),
+            make: Box::new(make),
+            now: Instant::ZERO,
+            seen: HashMap::new(),
+            link_events: Vec::new(),
+            warnings: Vec::new(),
+        }
+    }
+
+    /// Starts a call and runs until nothing moves.
+    pub fn call(&mut self, message: &str) -> Result<CallId, StartError> {
+        self.call_with(message, CallOptions::default())
+    }
+
+    pub fn call_with(&mut self, message: &str, options: CallOptions) -> Result<CallId, StartError> {
+        let call = self.client.start(message.as_bytes(), options, self.now)?;
+        self.run();
+        Ok(call)
+    }
+
+    /// What `call` saw.
+    pub fn seen(&self, call: CallId) -> Seen {
+        self.seen.get(&call).cloned().unwrap_or_default()
+    }
+
+    /// The server of the link numbered `id`.
+    pub fn server(&mut self, id: u32) -> &mut dyn Served {
+        let link = self
+            .links
+            .iter_mut()
+            .find(|l| l.id.get() == id)
+            .expect("a link of that number");
+        &mut *link.server
+    }
+
+    /// Links the engine holds open.
+    pub fn open_links(&self) -> Vec<u32> {
+        self.links
+            .iter()
+            .filter(|l| !l.closed)
+            .map(|l| l.id.get())
+            .collect()
+    }
+
+    /// Takes the engine's events: links opened and closed, calls' events
+    /// recorded with their texts.
+    pub fn drain(&mut self) {
+        while let Some(e) = self.client.poll_event() {
+            let s = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+            match e {
+                ClientEvent::Notification { call } => {
+                    let text = s(self.client.message(call).unwrap_or_default());
+                    self.seen.entry(call).or_default().notifications.push(text);
+                }
+                ClientEvent::Response { call } => {
+                    let text = s(self.client.message(call).unwrap_or_default());
+                    self.seen.entry(call).or_default().response = Some(text);
+                }
+                ClientEvent::Failed { call } => {
+                    let f = self.client.failure(call).expect("a failure");
+                    let failed = (f.code, s(f.message), f.diagnostics);
+                    self.seen.entry(call).or_default().failed = Some(failed);
+                }
+                ClientEvent::Ended { call } => self.seen.entry(call).or_default().ended = true,
+                ClientEvent::Warning { call, reason } => {
+                    let tool = s(self.client.warning_tool(call).unwrap_or_default());
+                    self.warnings.push((tool, reason));
+                }
+                ClientEvent::Connect { link } => {
+                    self.link_events.push(("connect", link.get()));
+                    match (self.make)(link) {
+                        Some(server) => {
+                            self.links.push(Link {
+                                id: link,
+                                server,
+                                up: Pipe::new(split()),
+                                down: Pipe::new(split()),
+                                closed: false,
+                            });
+                            self.client.link_up(link, Negotiated::Nothing, self.now);
+                        }
+                        None => self.client.link_failed(link, b"refused", self.now),
+                    }
+                }
+                ClientEvent::Disconnect { link } => {
+                    self.link_events.push(("disconnect", link.get()));
+                    if let Some(l) = self.links.iter_mut().find(|l| l.id == link) {
+                        l.closed = true;
+                        l.server.recv_eof();
+                    }
+                }
+                ClientEvent::Ready => self.link_events.push(("ready", 0)),
+                ClientEvent::ConnectionClosed { .. } => self.link_events.push(("closed", 0)),
+            }
+        }
+    }
+
+    /// Moves octets over every open link, both ways, until nothing moves.
+    pub fn run(&mut self) {
+        for _ in 0..100_000 {
+            self.drain();
+            let mut moved = 0;
+            for i in 0..self.links.len() {
+                moved += self.step_link(i);
+            }
+            self.drain();
+            if moved == 0 {
+                return;
+            }
+        }
+        panic!("the network never went quiet");
+    }
+
+    /// One round on link `i`; the octets moved.
+    fn step_link(&mut self, i: usize) -> usize {
+        let now = self.now;
+        let link = &mut self.links[i];
+        if link.closed {
+            return 0;
+        }
+        let id = link.id;
+        let mut moved = 0;
+        // Client to server.
+        while self.client.wants_transmit(id) {
+            let client = &mut self.client;
+            let n = link
+                .up
+                .write_piece(|out| client.poll_transmit(id, out))
+                .len();
+            if n == 0 {
+                break;
+            }
+            moved += n;
+        }
+        let d = link.up.deliver(&mut *link.server, now, &mut link.down);
+        moved += d.octets;
+        moved += link.down.transmit(&mut *link.server);
+        // Server to client, a piece at a time, the events taken after each.
+        loop {
+            let link = &mut self.links[i];
+            let piece = link.down.piece();
+            if piece.is_empty() {
+                break;
+            }
+            let n = self.client.recv(id, piece, now);
+            self.links[i].down.consume(n);
+            moved += n;
+            self.drain();
+            if n == 0 {
+                break;
+            }
+        }
+        moved
+    }
+
+    /// Lets `by` pass on every side.
+    pub fn advance(&mut self, by: core::time::Duration) {
+        self.now = self.now + by;
+        self.client.handle_timeout(self.now);
+        for l in self.links.iter_mut().filter(|l| !l.closed) {
+            l.server.handle_timeout(self.now);
+        }
+        self.run();
+    }
+}
+
+impl<S, const STREAMS: usize, const TABLE: usize, const BUF: usize> ServerLink
+    for mcpwire_core::mcp::server::Server<'static, S, STREAMS, TABLE, BUF>
+where
+    S: mcpwire_core::mcp::CallStore,
+{
+    fn link_poll_timeout(&self) -> Option<Instant> {
+        self.poll_timeout()
+    }
+    fn link_handle_timeout(&mut self, now: Instant) {
+        self.handle_timeout(now);
+    }
+    fn link_recv_eof(&mut self) {
+        self.recv_eof();
+    }
+    fn link_go_away(&mut self) {
+        self.go_away();
+    }
+}
+
+impl<S: mcpwire_core::mcp::CallStore> ServerLink
+    for mcpwire_core::mcp::server::HttpServer<'static, S>
+{
+    fn link_poll_timeout(&self) -> Option<Instant> {
+        self.poll_timeout()
+    }
+    fn link_handle_timeout(&mut self, now: Instant) {
+        self.handle_timeout(now);
+    }
+    fn link_recv_eof(&mut self) {
+        self.recv_eof();
+    }
+    fn link_go_away(&mut self) {
+        self.go_away();
+    }
+}
+
+impl<S: mcpwire_core::mcp::CallStore, const CALLS: usize> ServerLink
+    for mcpwire_core::mcp::server::StdioServer<'static, S, CALLS>
+{
+    fn link_poll_timeout(&self) -> Option<Instant> {
+        self.poll_timeout()
+    }
+    fn link_handle_timeout(&mut self, now: Instant) {
+        self.handle_timeout(now);
+    }
+    fn link_recv_eof(&mut self) {
+        self.recv_eof();
+    }
+    /// The server's end of output: as a child that exits.
+    fn link_go_away(&mut self) {
+        self.close();
+    }
+}
