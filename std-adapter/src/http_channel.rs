@@ -74,7 +74,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinHandle;
 
-use crate::channel::{CallError, StreamMessage};
+use crate::client::{CallError, StreamMessage};
 use crate::stdio_client::http_link::Target;
 pub use conn::Http2Mode;
 use conn::{Dialed, Dialer, Stream};
@@ -311,7 +311,7 @@ impl HttpChannel {
         mut request: Value,
         timeout: Option<Duration>,
     ) -> Result<HttpCall, CallError> {
-        let (method, meta) = crate::channel::complete_request(
+        let (method, meta) = crate::client::error::complete_request(
             &mut request,
             &self.inner.next_id,
             &self.inner.config.client_capabilities,
@@ -563,7 +563,7 @@ async fn relist(inner: &Arc<Inner>, call: &[u8]) -> Result<(), CallError> {
         .and_then(|v| v.pointer("/params/_meta").cloned())
         .unwrap_or_else(|| json!({}));
     let mut cursor: Option<Value> = None;
-    for page in 0..crate::channel::MAX_LIST_PAGES {
+    for page in 0..crate::client::MAX_LIST_PAGES {
         let mut params = json!({"_meta": meta});
         if let Some(c) = cursor.take() {
             params["cursor"] = c;

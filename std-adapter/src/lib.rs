@@ -23,7 +23,6 @@
 
 mod app;
 pub mod auth;
-pub mod channel;
 pub mod client;
 mod clock;
 pub mod http_channel;
@@ -45,11 +44,11 @@ pub use app::{
 #[cfg(feature = "schemars")]
 pub use app::{IntoToolResult, Structured};
 pub use auth::{Auth, AuthDecision, BearerTokens};
-pub use channel::{
-    CallDiagnostics, CallError, CallStream, CallToolResult, Channel, ChannelConfig, GrpcMode,
-    JsonRpcError, Keepalive, RawMessage, RawResponse, StreamMessage, Tool,
+pub use client::grpc::Keepalive;
+pub use client::{
+    Call, CallDiagnostics, CallError, CallToolResult, Client, JsonRpcError, RawMessage,
+    RawResponse, StreamMessage, Tool, grpc_authority, redact_url,
 };
-pub use client::{Client, ClientCall, grpc_authority, redact_url};
 pub use http_channel::{Http2Mode, HttpCall, HttpChannel, HttpChannelConfig, HttpFacts};
 pub use server::stdio::{self, StdioConfig};
 pub use server::{AllowedHosts, Server, ServerConfig};

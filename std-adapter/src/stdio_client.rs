@@ -72,7 +72,7 @@ use mcpwire_core::mcp::client::stdio::{Era, EraChoice};
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::channel::{CallDiagnostics, CallError, StreamMessage};
+use crate::client::{CallDiagnostics, CallError, StreamMessage};
 use supervisor::{Command, Msg};
 
 /// How to launch the server.

@@ -23,7 +23,7 @@ use common::{Harness, VERSION};
 use mcpwire_core::mcp::client::stdio::EraChoice;
 use mcpwire_core::mcp::json;
 use mcpwire_tokio::{
-    CallError, Channel, ChannelConfig, Client, HttpChannelConfig, RawMessage, StreamMessage,
+    CallError, Client, HttpChannelConfig, RawMessage, StreamMessage, client::grpc,
 };
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
@@ -292,7 +292,9 @@ async fn a_result_reaches_the_host_as_the_server_wrote_it() {
     let harness = server().await;
     let arguments = json!({"text": "as written: caf\u{e9}"});
     let params = tool_call(json!(0), "echo", arguments.clone())["params"].to_string();
-    let direct = Channel::new(harness.addr.to_string());
+    let direct = Client::grpc(grpc::Config::new(harness.addr.to_string()))
+        .await
+        .unwrap();
     let mut call = direct
         .call_raw("tools/call", params.as_bytes(), true, None)
         .await
@@ -969,13 +971,13 @@ impl Listening {
                 Client::http(config, EraChoice::Probe).await
             }
             Transport::Grpc => {
-                let mut config = ChannelConfig::new(self.addr.clone());
+                let mut config = grpc::Config::new(self.addr.clone());
                 if let Some(t) = token {
                     config
-                        .extra_metadata
+                        .metadata
                         .push(("authorization".into(), format!("Bearer {t}")));
                 }
-                Ok(Client::grpc(Channel::with_config(config)))
+                Ok(Client::grpc(config).await.unwrap())
             }
         }
     }

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use common::{Harness, eventually_every, start_on_with_tick};
 use mcpwire_core::grpc::Code;
-use mcpwire_tokio::{Channel, ChannelConfig, Server, StreamMessage};
+use mcpwire_tokio::{Client, Server, StreamMessage, client::grpc};
 use serde_json::{Value, json};
 
 async fn start_on(addr: &str) -> Harness {
@@ -25,7 +25,7 @@ async fn start() -> Harness {
     start_on("127.0.0.1:0").await
 }
 
-async fn tool(channel: &Channel, name: &str, arguments: Value) -> Value {
+async fn tool(channel: &Client, name: &str, arguments: Value) -> Value {
     channel
         .request("tools/call", json!({"name": name, "arguments": arguments}))
         .await
@@ -39,7 +39,9 @@ async fn eventually(limit: Duration, f: impl Fn() -> bool) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn discover_over_the_channel() {
     let h = start().await;
-    let channel = Channel::new(h.addr.to_string());
+    let channel = Client::grpc(grpc::Config::new(h.addr.to_string()))
+        .await
+        .unwrap();
     let r = channel.request("server/discover", json!({})).await.unwrap();
     assert_eq!(r["result"]["resultType"], "complete", "{r}");
     assert!(
@@ -54,7 +56,9 @@ async fn discover_over_the_channel() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tools_list_is_cached() {
     let h = start().await;
-    let channel = Channel::new(h.addr.to_string());
+    let channel = Client::grpc(grpc::Config::new(h.addr.to_string()))
+        .await
+        .unwrap();
     let r = channel.request("tools/list", json!({})).await.unwrap();
     let tools = r["result"]["tools"].as_array().unwrap();
     // The five demo tools and the test's counted_sleep.
@@ -63,7 +67,7 @@ async fn tools_list_is_cached() {
         assert!(names.contains(&n), "{names:?}");
     }
     assert_eq!(names.len(), 6, "{names:?}");
-    let schema = channel.cached_schema("lookup").unwrap();
+    let schema = channel.cached_schema("lookup").await.unwrap();
     assert_eq!(schema["properties"]["region"]["x-mcp-header"], "Region");
     h.stop().await;
 }
@@ -72,7 +76,9 @@ async fn tools_list_is_cached() {
 async fn demo_tools_list_has_five_tools() {
     let server = Server::bind("127.0.0.1:0").await.unwrap();
     let h = common::serve(server, demo_app(), Default::default());
-    let channel = Channel::new(h.addr.to_string());
+    let channel = Client::grpc(grpc::Config::new(h.addr.to_string()))
+        .await
+        .unwrap();
     let r = channel.request("tools/list", json!({})).await.unwrap();
     assert_eq!(r["result"]["tools"].as_array().unwrap().len(), 5, "{r}");
     h.stop().await;
@@ -85,7 +91,9 @@ fn demo_app() -> mcpwire_tokio::App {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn echo_over_the_channel() {
     let h = start().await;
-    let channel = Channel::new(h.addr.to_string());
+    let channel = Client::grpc(grpc::Config::new(h.addr.to_string()))
+        .await
+        .unwrap();
     let r = tool(&channel, "echo", json!({"text": "hello"})).await;
     assert_eq!(r["result"]["content"][0]["text"], "hello", "{r}");
     assert!(r["id"].is_number());
@@ -98,7 +106,9 @@ async fn echo_over_the_channel() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retry_fields_and_log_level_are_checked_before_the_handler() {
     let h = start().await;
-    let channel = Channel::new(h.addr.to_string());
+    let channel = Client::grpc(grpc::Config::new(h.addr.to_string()))
+        .await
+        .unwrap();
     let bad = [
         (
             json!({"inputResponses": []}),
@@ -141,7 +151,9 @@ async fn retry_fields_and_log_level_are_checked_before_the_handler() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_capability_names_it_as_client_capabilities() {
     let h = start().await;
-    let channel = Channel::new(h.addr.to_string());
+    let channel = Client::grpc(grpc::Config::new(h.addr.to_string()))
+        .await
+        .unwrap();
     let r = tool(&channel, "confirm", json!({})).await;
     assert_eq!(r["error"]["code"], -32021, "{r}");
     assert_eq!(
@@ -155,7 +167,9 @@ async fn a_missing_capability_names_it_as_client_capabilities() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn progress_notifications_stream_before_the_result() {
     let h = start().await;
-    let channel = Channel::new(h.addr.to_string());
+    let channel = Client::grpc(grpc::Config::new(h.addr.to_string()))
+        .await
+        .unwrap();
     let mut call = channel
         .call(json!({"method": "tools/call", "params": {
             "name": "progress", "arguments": {"steps": 3, "delay_ms": 100},
@@ -190,7 +204,9 @@ async fn progress_notifications_stream_before_the_result() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lookup_mirrors_headers_from_the_cached_schema() {
     let h = start().await;
-    let channel = Channel::new(h.addr.to_string());
+    let channel = Client::grpc(grpc::Config::new(h.addr.to_string()))
+        .await
+        .unwrap();
     channel.request("tools/list", json!({})).await.unwrap();
     let r = tool(
         &channel,
@@ -223,7 +239,9 @@ async fn lookup_mirrors_headers_from_the_cached_schema() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn long_mirrored_values_go_through_and_the_list_limit_answers() {
     let h = start().await;
-    let channel = Channel::new(h.addr.to_string());
+    let channel = Client::grpc(grpc::Config::new(h.addr.to_string()))
+        .await
+        .unwrap();
     channel.request("tools/list", json!({})).await.unwrap();
     // Raw at 300 octets and 4 KB; the sentinel (non-ASCII) at 300 octets
     // and 2 KB (2.7 KB encoded).
@@ -250,11 +268,9 @@ async fn long_mirrored_values_go_through_and_the_list_limit_answers() {
     // Two fields of 4300 octets (each under the field limit), the list over
     // the server's 8 KiB: HTTP 431, no JSON-RPC error. (A compressed block
     // over the server's buffer ends the connection instead: issue #11 item 3.)
-    let mut config = ChannelConfig::new(h.addr.to_string());
-    config
-        .extra_metadata
-        .push(("x-pad".into(), "p".repeat(4300)));
-    let padded = Channel::with_config(config);
+    let mut config = grpc::Config::new(h.addr.to_string());
+    config.metadata.push(("x-pad".into(), "p".repeat(4300)));
+    let padded = Client::grpc(config).await.unwrap();
     let e = padded
         .request(
             "tools/call",
@@ -276,7 +292,9 @@ async fn long_mirrored_values_go_through_and_the_list_limit_answers() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn long_ids_are_sent_up_to_the_limit_and_refused_past_it() {
     let h = start().await;
-    let channel = Channel::new(h.addr.to_string());
+    let channel = Client::grpc(grpc::Config::new(h.addr.to_string()))
+        .await
+        .unwrap();
     let id = "i".repeat(126); // 128 octets with its quotes
     let r = channel
         .call(json!({"id": id, "method": "tools/list", "params": {}}))
@@ -300,8 +318,10 @@ async fn long_ids_are_sent_up_to_the_limit_and_refused_past_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lookup_with_an_empty_cache_refreshes_and_retries_once() {
     let h = start().await;
-    let channel = Channel::new(h.addr.to_string());
-    assert!(channel.cached_schema("lookup").is_none());
+    let channel = Client::grpc(grpc::Config::new(h.addr.to_string()))
+        .await
+        .unwrap();
+    assert!(channel.cached_schema("lookup").await.is_none());
     let r = tool(&channel, "lookup", json!({"region": "eu", "limit": 7})).await;
     assert_eq!(
         r["result"]["structuredContent"],
@@ -309,14 +329,16 @@ async fn lookup_with_an_empty_cache_refreshes_and_retries_once() {
         "{r}"
     );
     // The retry learned the schema from tools/list.
-    assert!(channel.cached_schema("lookup").is_some());
+    assert!(channel.cached_schema("lookup").await.is_some());
     h.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn errors_in_trailers_become_json_rpc_errors() {
     let h = start().await;
-    let channel = Channel::new(h.addr.to_string());
+    let channel = Client::grpc(grpc::Config::new(h.addr.to_string()))
+        .await
+        .unwrap();
     // An unsupported version ends the call before the handler, in the
     // trailers (mcp-error-bin): the application gets the error response
     // with its own id and the error's data, as on any transport.
@@ -348,7 +370,9 @@ async fn errors_in_trailers_become_json_rpc_errors() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sleep_past_its_timeout_is_deadline_exceeded() {
     let h = start().await;
-    let channel = Channel::new(h.addr.to_string());
+    let channel = Client::grpc(grpc::Config::new(h.addr.to_string()))
+        .await
+        .unwrap();
     let started = tokio::time::Instant::now();
     let e = channel
         .call_with_timeout(
@@ -372,7 +396,9 @@ async fn sleep_past_its_timeout_is_deadline_exceeded() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dropping_a_call_cancels_it() {
     let h = start().await;
-    let channel = Channel::new(h.addr.to_string());
+    let channel = Client::grpc(grpc::Config::new(h.addr.to_string()))
+        .await
+        .unwrap();
     let call = channel
         .call(json!({"method": "tools/call", "params": {"name": "counted_sleep", "arguments": {"ms": 5000}}}))
         .await
@@ -399,7 +425,9 @@ async fn dropping_a_call_cancels_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sixteen_concurrent_calls_on_one_channel() {
     let h = start().await;
-    let channel = Channel::new(h.addr.to_string());
+    let channel = Client::grpc(grpc::Config::new(h.addr.to_string()))
+        .await
+        .unwrap();
     let mut tasks = Vec::new();
     for i in 0..16 {
         let channel = channel.clone();
@@ -428,7 +456,9 @@ async fn sixteen_concurrent_calls_on_one_channel() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn large_messages_up_to_the_message_limit() {
     let h = start().await;
-    let channel = Channel::new(h.addr.to_string());
+    let channel = Client::grpc(grpc::Config::new(h.addr.to_string()))
+        .await
+        .unwrap();
     // Close to the default limit of 4 MiB, both ways.
     let text = "x".repeat((4 << 20) - 4096);
     let r = tool(&channel, "echo", json!({"text": text})).await;
@@ -451,8 +481,10 @@ async fn large_messages_up_to_the_message_limit() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn more_calls_than_slots_wait_their_turn() {
     let h = start().await;
-    let channel = Channel::new(h.addr.to_string());
-    let n = mcpwire_tokio::channel::MAX_CONCURRENT_CALLS + 8;
+    let channel = Client::grpc(grpc::Config::new(h.addr.to_string()))
+        .await
+        .unwrap();
+    let n = mcpwire_tokio::client::grpc::MAX_CONCURRENT_CALLS + 8;
     let mut tasks = Vec::new();
     for _ in 0..n {
         let channel = channel.clone();
@@ -478,7 +510,9 @@ async fn more_calls_than_slots_wait_their_turn() {
 async fn reconnects_after_the_server_restarts() {
     let h = start().await;
     let addr = h.addr;
-    let channel = Channel::new(addr.to_string());
+    let channel = Client::grpc(grpc::Config::new(addr.to_string()))
+        .await
+        .unwrap();
     let r = tool(&channel, "echo", json!({"text": "one"})).await;
     assert_eq!(r["result"]["content"][0]["text"], "one");
     h.stop().await;
@@ -507,7 +541,9 @@ async fn a_bearer_token_in_the_extra_metadata() {
     let h = common::serve(server, demo_app(), Default::default());
     let addr = h.addr;
     // Without the token: UNAUTHENTICATED, HTTP 401 and the challenge.
-    let channel = Channel::new(addr.to_string());
+    let channel = Client::grpc(grpc::Config::new(addr.to_string()))
+        .await
+        .unwrap();
     let e = channel
         .request(
             "tools/call",
@@ -523,11 +559,11 @@ async fn a_bearer_token_in_the_extra_metadata() {
         "{e:?}"
     );
     // With it, on every call of the channel.
-    let mut config = ChannelConfig::new(addr.to_string());
+    let mut config = grpc::Config::new(addr.to_string());
     config
-        .extra_metadata
+        .metadata
         .push(("Authorization".into(), "Bearer right-token".into()));
-    let channel = Channel::with_config(config);
+    let channel = Client::grpc(config).await.unwrap();
     for text in ["one", "two"] {
         let r = tool(&channel, "echo", json!({"text": text})).await;
         assert_eq!(r["result"]["content"][0]["text"], text, "{r}");
@@ -599,7 +635,9 @@ async fn grpcio_reference_server_echo_and_progress() {
     let Some(s) = tokio::task::spawn_blocking(ref_server).await.unwrap() else {
         return;
     };
-    let channel = Channel::new(s.addr.clone());
+    let channel = Client::grpc(grpc::Config::new(s.addr.clone()))
+        .await
+        .unwrap();
     let r = tool(&channel, "echo", json!({"text": "hi grpcio"})).await;
     assert_eq!(r["result"]["content"][0]["text"], "hi grpcio", "{r}");
     let mut call = channel
@@ -634,8 +672,10 @@ mod scripted {
     use std::sync::{Arc, Mutex};
 
     use mcpwire_core::grpc::Code;
-    use mcpwire_tokio::Channel;
-    use mcpwire_tokio::channel::{CALL_PATH, PROTOCOL_VERSION};
+    use mcpwire_tokio::Client;
+    use mcpwire_tokio::client::PROTOCOL_VERSION;
+    use mcpwire_tokio::client::grpc;
+    use mcpwire_tokio::client::grpc::CALL_PATH;
     use serde_json::{Value, json};
 
     /// The messages a server sends for a request: notifications, then the
@@ -749,7 +789,9 @@ mod scripted {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_failed_relist_answers_with_the_applications_id_and_keeps_meta() {
         let s = server(0, mismatch_then_a_failing_list).await;
-        let channel = Channel::new(s.addr.to_string());
+        let channel = Client::grpc(grpc::Config::new(s.addr.to_string()))
+            .await
+            .unwrap();
         let big = "m".repeat(3000);
         let r = channel
             .call(json!({"id": 77, "method": "tools/call", "params": {
@@ -799,7 +841,9 @@ mod scripted {
     async fn a_405_415_or_431_is_a_failure_with_its_http_status() {
         for status in [405u16, 415, 431] {
             let addr = http_status_server(status).await;
-            let e = Channel::new(addr.to_string())
+            let e = Client::grpc(grpc::Config::new(addr.to_string()))
+                .await
+                .unwrap()
                 .request("tools/list", json!({}))
                 .await
                 .unwrap_err();
@@ -836,7 +880,9 @@ mod scripted {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn every_call_sends_the_60_s_default_and_listen_none() {
         let s = server(0, empty_result).await;
-        let channel = Channel::new(s.addr.to_string());
+        let channel = Client::grpc(grpc::Config::new(s.addr.to_string()))
+            .await
+            .unwrap();
         channel.request("tools/list", json!({})).await.unwrap();
         channel.request("server/discover", json!({})).await.unwrap();
         channel
@@ -878,7 +924,9 @@ mod scripted {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_refused_stream_is_sent_once_more_on_the_same_connection() {
         let s = server(1, empty_tools_list).await;
-        let channel = Channel::new(s.addr.to_string());
+        let channel = Client::grpc(grpc::Config::new(s.addr.to_string()))
+            .await
+            .unwrap();
         let r = channel.request("tools/list", json!({})).await.unwrap();
         assert_eq!(r["result"]["tools"], json!([]), "{r}");
         // The engine's one retry, on the connection it had.
@@ -889,7 +937,9 @@ mod scripted {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_call_refused_twice_fails_without_a_third_try() {
         let s = server(usize::MAX, empty_tools_list).await;
-        let channel = Channel::new(s.addr.to_string());
+        let channel = Client::grpc(grpc::Config::new(s.addr.to_string()))
+            .await
+            .unwrap();
         let e = channel.request("tools/list", json!({})).await.unwrap_err();
         assert_eq!(e.status, Code::Unavailable, "{e:?}");
         assert!(e.rpc.is_none(), "{e:?}");
@@ -963,7 +1013,9 @@ mod scripted {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn list_tools_follows_next_cursor_to_the_last_page() {
         let s = server(0, mcp_server).await;
-        let channel = Channel::new(s.addr.to_string());
+        let channel = Client::grpc(grpc::Config::new(s.addr.to_string()))
+            .await
+            .unwrap();
         let tools = channel.list_tools().await.unwrap();
         let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
         assert_eq!(names, ["add", "fail", "strict"]);
@@ -996,7 +1048,9 @@ mod scripted {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn call_tool_returns_content_and_structured_content() {
         let s = server(0, mcp_server).await;
-        let channel = Channel::new(s.addr.to_string());
+        let channel = Client::grpc(grpc::Config::new(s.addr.to_string()))
+            .await
+            .unwrap();
         let r = channel
             .call_tool("add", json!({"a": 2, "b": 40}))
             .await
@@ -1018,7 +1072,9 @@ mod scripted {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_tool_failure_is_a_result_and_a_json_rpc_error_is_an_error() {
         let s = server(0, mcp_server).await;
-        let channel = Channel::new(s.addr.to_string());
+        let channel = Client::grpc(grpc::Config::new(s.addr.to_string()))
+            .await
+            .unwrap();
         let r = channel.call_tool("fail", ()).await.unwrap();
         assert!(r.is_error);
         assert_eq!(r.text(), "the disk is full");
@@ -1048,7 +1104,9 @@ mod scripted {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn call_tool_with_progress_sees_each_step() {
         let s = server(0, mcp_server).await;
-        let channel = Channel::new(s.addr.to_string());
+        let channel = Client::grpc(grpc::Config::new(s.addr.to_string()))
+            .await
+            .unwrap();
         let mut steps = Vec::new();
         let r = channel
             .call_tool_with_progress("add", json!({"a": 1, "b": 1}), |p| {
@@ -1069,7 +1127,9 @@ mod scripted {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn resources_and_prompts() {
         let s = server(0, mcp_server).await;
-        let channel = Channel::new(s.addr.to_string());
+        let channel = Client::grpc(grpc::Config::new(s.addr.to_string()))
+            .await
+            .unwrap();
         let resources = channel.list_resources().await.unwrap();
         assert_eq!(resources.len(), 1);
         assert_eq!(resources[0].uri, "file:///motd");

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use mcpwire_core::grpc::Code;
-use mcpwire_tokio::{Channel, ChannelConfig, ClientTlsConfig, Server};
+use mcpwire_tokio::{Client, ClientTlsConfig, Server, client::grpc};
 use serde_json::{Value, json};
 
 use common::certificates;
@@ -26,13 +26,13 @@ async fn tls_server() -> (common::Harness, String) {
     (common::serve(server, app, Default::default()), ca)
 }
 
-fn tls_channel(addr: &str, ca: &str) -> Channel {
-    let mut config = ChannelConfig::new(addr);
+async fn tls_channel(addr: &str, ca: &str) -> Client {
+    let mut config = grpc::Config::new(addr);
     config.tls = Some(ClientTlsConfig::with_pem_roots(ca.as_bytes()).unwrap());
-    Channel::with_config(config)
+    Client::grpc(config).await.unwrap()
 }
 
-async fn echo(channel: &Channel, text: &str) -> Result<Value, mcpwire_tokio::CallError> {
+async fn echo(channel: &Client, text: &str) -> Result<Value, mcpwire_tokio::CallError> {
     channel
         .request(
             "tools/call",
@@ -45,19 +45,19 @@ async fn echo(channel: &Channel, text: &str) -> Result<Value, mcpwire_tokio::Cal
 async fn channel_calls_the_tls_server_by_ip_and_by_name() {
     let (h, ca) = tls_server().await;
     // The certificate names 127.0.0.1 (the address's host) ...
-    let channel = tls_channel(&h.addr.to_string(), &ca);
+    let channel = tls_channel(&h.addr.to_string(), &ca).await;
     let r = echo(&channel, "over tls").await.unwrap();
     assert_eq!(r["result"]["content"][0]["text"], "over tls", "{r}");
     let r = channel.request("tools/list", json!({})).await.unwrap();
     assert!(r["result"]["tools"].as_array().unwrap().len() >= 2, "{r}");
     // ... and localhost, given as the server name.
-    let mut config = ChannelConfig::new(h.addr.to_string());
+    let mut config = grpc::Config::new(h.addr.to_string());
     config.tls = Some(
         ClientTlsConfig::with_pem_roots(ca.as_bytes())
             .unwrap()
             .server_name("localhost"),
     );
-    let r = echo(&Channel::with_config(config), "by name")
+    let r = echo(&Client::grpc(config).await.unwrap(), "by name")
         .await
         .unwrap();
     assert_eq!(r["result"]["content"][0]["text"], "by name", "{r}");
@@ -68,19 +68,21 @@ async fn channel_calls_the_tls_server_by_ip_and_by_name() {
 async fn channel_refuses_a_certificate_of_another_ca_and_a_wrong_name() {
     let (h, _ca) = tls_server().await;
     let (other_ca, _, _) = certificates();
-    let e = echo(&tls_channel(&h.addr.to_string(), &other_ca), "x")
+    let e = echo(&tls_channel(&h.addr.to_string(), &other_ca).await, "x")
         .await
         .unwrap_err();
     assert_eq!(e.status, Code::Unavailable, "{e:?}");
     assert!(e.message.contains("certificate"), "{e}");
     let (h2, ca) = tls_server().await;
-    let mut config = ChannelConfig::new(h2.addr.to_string());
+    let mut config = grpc::Config::new(h2.addr.to_string());
     config.tls = Some(
         ClientTlsConfig::with_pem_roots(ca.as_bytes())
             .unwrap()
             .server_name("example.com"),
     );
-    let e = echo(&Channel::with_config(config), "x").await.unwrap_err();
+    let e = echo(&Client::grpc(config).await.unwrap(), "x")
+        .await
+        .unwrap_err();
     assert_eq!(e.status, Code::Unavailable, "{e:?}");
     assert!(e.message.contains("certificate"), "{e}");
     h.stop().await;
@@ -90,9 +92,11 @@ async fn channel_refuses_a_certificate_of_another_ca_and_a_wrong_name() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn channel_over_cleartext_to_a_tls_server_gets_no_answer() {
     let (h, _ca) = tls_server().await;
-    let mut config = ChannelConfig::new(h.addr.to_string());
+    let mut config = grpc::Config::new(h.addr.to_string());
     config.request_timeout = Duration::from_secs(5);
-    let e = echo(&Channel::with_config(config), "x").await.unwrap_err();
+    let e = echo(&Client::grpc(config).await.unwrap(), "x")
+        .await
+        .unwrap_err();
     assert_ne!(e.status, Code::Ok, "{e:?}");
     h.stop().await;
 }
@@ -135,7 +139,7 @@ async fn channel_refuses_a_server_that_does_not_select_h2() {
     let (ca, chain, key) = certificates();
     let addr = tls_server_without_alpn(&chain, &key).await;
     let started = std::time::Instant::now();
-    let e = echo(&tls_channel(&addr.to_string(), &ca), "x")
+    let e = echo(&tls_channel(&addr.to_string(), &ca).await, "x")
         .await
         .unwrap_err();
     assert_eq!(e.status, Code::Unavailable, "{e:?}");

@@ -16,8 +16,8 @@ use common::Counters;
 use mcpwire_core::grpc::Code;
 use mcpwire_core::mcp::client::stdio::{Era, EraChoice};
 use mcpwire_tokio::{
-    BearerTokens, Channel, ChannelConfig, Client, GrpcMode, HttpChannelConfig, Server,
-    ServerCommand, StdioChannelConfig, StreamMessage,
+    BearerTokens, Client, HttpChannelConfig, Server, ServerCommand, StdioChannelConfig,
+    StreamMessage, client::grpc,
 };
 use serde_json::json;
 
@@ -122,9 +122,9 @@ async fn the_same_calls_over_http_grpc_and_stdio() {
         .await
         .unwrap();
     assert_eq!(grpc.transport_name(), "gRPC tunnel");
-    let mut typed_config = ChannelConfig::new(server.addr.to_string());
-    typed_config.mode = GrpcMode::Typed;
-    let typed = Client::grpc(Channel::with_config(typed_config));
+    let mut typed_config = grpc::Config::new(server.addr.to_string());
+    typed_config.mode = grpc::Mode::Typed;
+    let typed = Client::grpc(typed_config).await.unwrap();
     assert_eq!(
         typed.transport_name(),
         "gRPC typed binding (tunnel fallback)"

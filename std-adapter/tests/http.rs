@@ -17,7 +17,9 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use common::{Counters, Guard, Harness, VERSION, eventually_every};
-use mcpwire_tokio::{AllowedHosts, App, Channel, Server, ServerConfig, ToolCall, ToolResult};
+use mcpwire_tokio::{
+    AllowedHosts, App, Client, Server, ServerConfig, ToolCall, ToolResult, client::grpc,
+};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -528,7 +530,9 @@ async fn a_grpc_call_is_served_on_the_port_while_an_http_event_stream_is_open() 
     let first = conn.event().await.unwrap();
     assert_eq!(first["params"]["progress"], 1.0, "{first}");
     // The event stream is open: gRPC (HTTP/2) on the same port.
-    let channel = Channel::new(h.addr.to_string());
+    let channel = Client::grpc(grpc::Config::new(h.addr.to_string()))
+        .await
+        .unwrap();
     let r = channel
         .request(
             "tools/call",

@@ -17,7 +17,9 @@ use std::time::{Duration, Instant};
 
 use common::{Counters, Harness, eventually_every};
 use mcpwire_core::grpc::Code;
-use mcpwire_tokio::{BearerTokens, Channel, HttpChannel, HttpChannelConfig, Server, StreamMessage};
+use mcpwire_tokio::{
+    BearerTokens, Client, HttpChannel, HttpChannelConfig, Server, StreamMessage, client::grpc,
+};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -101,7 +103,9 @@ async fn a_json_rpc_error_is_the_one_the_grpc_channel_gets() {
         .call_tool("no_such_tool", json!({}))
         .await
         .unwrap_err();
-    let over_grpc = Channel::new(server.addr.to_string())
+    let over_grpc = Client::grpc(grpc::Config::new(server.addr.to_string()))
+        .await
+        .unwrap()
         .call_tool("no_such_tool", json!({}))
         .await
         .unwrap_err();

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use common::{eventually_every, start_on_with_tick};
 use mcpwire_core::grpc::Code;
-use mcpwire_tokio::{Channel, ChannelConfig, Keepalive};
+use mcpwire_tokio::{Client, Keepalive, client::grpc};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -120,8 +120,8 @@ async fn silent() -> Silent {
     }
 }
 
-fn config(addr: &str, keepalive: Option<Keepalive>) -> ChannelConfig {
-    let mut c = ChannelConfig::new(addr);
+fn config(addr: &str, keepalive: Option<Keepalive>) -> grpc::Config {
+    let mut c = grpc::Config::new(addr);
     c.keepalive = keepalive;
     c
 }
@@ -133,7 +133,9 @@ fn ms(n: u64) -> Duration {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_silent_server_fails_the_call_unavailable_within_a_second() {
     let s = silent().await;
-    let channel = Channel::with_config(config(&s.addr, Some(Keepalive::new(ms(200), ms(200)))));
+    let channel = Client::grpc(config(&s.addr, Some(Keepalive::new(ms(200), ms(200)))))
+        .await
+        .unwrap();
     let started = tokio::time::Instant::now();
     let e = tokio::time::timeout(
         Duration::from_secs(5),
@@ -171,7 +173,7 @@ async fn without_keepalive_no_ping_goes_out() {
     let s = silent().await;
     let mut c = config(&s.addr, None);
     c.request_timeout = ms(800);
-    let channel = Channel::with_config(c);
+    let channel = Client::grpc(c).await.unwrap();
     let e = channel.request("tools/list", json!({})).await.unwrap_err();
     // Only the deadline ends it.
     assert_eq!(e.status, Code::DeadlineExceeded, "{e:?}");
@@ -228,7 +230,7 @@ async fn the_demo_server_answers_pings_and_calls_go_on() {
         while_idle: true,
         ..Keepalive::new(ms(100), ms(200))
     };
-    let channel = Channel::with_config(config(&addr, Some(keepalive)));
+    let channel = Client::grpc(config(&addr, Some(keepalive))).await.unwrap();
     let r = channel.request("server/discover", json!({})).await.unwrap();
     assert_eq!(r["result"]["resultType"], "complete", "{r}");
     // A call that stays silent over several intervals.

@@ -1,4 +1,4 @@
-//! The typed mode of the gRPC client ([`GrpcMode::Typed`]): the eight
+//! The typed mode of the gRPC client ([`grpc::Mode::Typed`]): the eight
 //! methods with an RPC of `model_context_protocol.Mcp` go as those unary
 //! RPCs, everything else over the tunnel of the same connection; the
 //! application sees the same JSON-RPC responses and errors as on the
@@ -20,7 +20,7 @@ use http::{HeaderMap, Request, Response};
 use mcpwire_core::grpc::{Code, base64};
 use mcpwire_core::mcp::typed;
 use mcpwire_proto::gcp::Rpc;
-use mcpwire_tokio::{Channel, ChannelConfig, Client, GrpcMode, StreamMessage};
+use mcpwire_tokio::{Client, StreamMessage, client::grpc};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 
@@ -28,18 +28,20 @@ async fn start() -> Harness {
     common::start_on_with_tick("127.0.0.1:0", Duration::from_millis(10)).await
 }
 
-fn config(addr: impl ToString, mode: GrpcMode) -> ChannelConfig {
-    let mut config = ChannelConfig::new(addr.to_string());
+fn config(addr: impl ToString, mode: grpc::Mode) -> grpc::Config {
+    let mut config = grpc::Config::new(addr.to_string());
     config.mode = mode;
     config
 }
 
-fn typed_client(addr: impl ToString) -> Client {
-    Client::grpc(Channel::with_config(config(addr, GrpcMode::Typed)))
+async fn typed_client(addr: impl ToString) -> Client {
+    Client::grpc(config(addr, grpc::Mode::Typed)).await.unwrap()
 }
 
-fn tunnel_client(addr: impl ToString) -> Client {
-    Client::grpc(Channel::with_config(config(addr, GrpcMode::Tunnel)))
+async fn tunnel_client(addr: impl ToString) -> Client {
+    Client::grpc(config(addr, grpc::Mode::Tunnel))
+        .await
+        .unwrap()
 }
 
 // ----------------------------------------------------------------------
@@ -49,7 +51,7 @@ fn tunnel_client(addr: impl ToString) -> Client {
 #[tokio::test]
 async fn the_eight_rpcs_answer_as_on_the_tunnel() {
     let h = start().await;
-    let client = typed_client(h.addr);
+    let client = typed_client(h.addr).await;
     assert_eq!(
         client.transport_name(),
         "gRPC typed binding (tunnel fallback)"
@@ -104,6 +106,7 @@ async fn the_eight_rpcs_answer_as_on_the_tunnel() {
         .response()
         .await;
     let tunnel = tunnel_client(h.addr)
+        .await
         .call(complete)
         .await
         .unwrap()
@@ -121,8 +124,8 @@ async fn the_eight_rpcs_answer_as_on_the_tunnel() {
 #[tokio::test]
 async fn a_typed_response_is_the_tunnels_response() {
     let h = start().await;
-    let typed = typed_client(h.addr);
-    let tunnel = tunnel_client(h.addr);
+    let typed = typed_client(h.addr).await;
+    let tunnel = tunnel_client(h.addr).await;
     for (method, params) in [
         (
             "tools/call",
@@ -152,7 +155,7 @@ async fn a_typed_response_is_the_tunnels_response() {
 #[tokio::test]
 async fn a_multi_round_trip_call_completes() {
     let h = start().await;
-    let client = typed_client(h.addr);
+    let client = typed_client(h.addr).await;
     let mut asked = Vec::new();
     let confirmed = client
         .call_tool_with_input(
@@ -182,6 +185,7 @@ async fn a_multi_round_trip_call_completes() {
 async fn a_json_rpc_error_arrives_with_its_code_and_data() {
     let h = start().await;
     let e = typed_client(h.addr)
+        .await
         .read_resource("mem://nope")
         .await
         .unwrap_err();
@@ -189,12 +193,14 @@ async fn a_json_rpc_error_arrives_with_its_code_and_data() {
     assert_eq!(rpc.code, -32602);
     assert_eq!(rpc.data.as_ref().unwrap()["uri"], "mem://nope");
     let t = tunnel_client(h.addr)
+        .await
         .read_resource("mem://nope")
         .await
         .unwrap_err();
     assert_eq!(e.rpc, t.rpc);
     // A missing capability, also from the trailers.
     let r = typed_client(h.addr)
+        .await
         .request("tools/call", json!({"name": "confirm", "arguments": {}}))
         .await
         .unwrap();
@@ -205,7 +211,7 @@ async fn a_json_rpc_error_arrives_with_its_code_and_data() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deadline_ends_the_call_and_the_handler() {
     let h = start().await;
-    let client = typed_client(h.addr);
+    let client = typed_client(h.addr).await;
     let started = tokio::time::Instant::now();
     let call = client
         .call_with_timeout(
@@ -234,7 +240,7 @@ async fn a_deadline_ends_the_call_and_the_handler() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dropping_a_call_cancels_it_on_the_server() {
     let h = start().await;
-    let client = typed_client(h.addr);
+    let client = typed_client(h.addr).await;
     let call = client
         .call(json!({"jsonrpc": "2.0", "method": "tools/call",
             "params": {"name": "counted_sleep", "arguments": {"ms": 5000}}}))
@@ -268,7 +274,7 @@ async fn dropping_a_call_cancels_it_on_the_server() {
 #[tokio::test]
 async fn discover_and_listen_go_over_the_tunnel() {
     let h = start().await;
-    let client = typed_client(h.addr);
+    let client = typed_client(h.addr).await;
     let discover = client.request("server/discover", json!({})).await.unwrap();
     assert_eq!(
         discover["result"]["supportedVersions"],
@@ -462,7 +468,7 @@ fn bin(json: &Value) -> String {
 #[tokio::test]
 async fn typed_methods_take_their_rpc_paths_and_the_rest_the_tunnel() {
     let p = peer(Script::Result(json!({"content": []}))).await;
-    let client = typed_client(p.addr);
+    let client = typed_client(p.addr).await;
     let r = client
         .request(
             "tools/call",
@@ -514,7 +520,7 @@ async fn typed_methods_take_their_rpc_paths_and_the_rest_the_tunnel() {
 #[tokio::test]
 async fn a_request_the_messages_cannot_carry_never_leaves() {
     let p = peer(Script::Result(json!({"tools": []}))).await;
-    let client = typed_client(p.addr);
+    let client = typed_client(p.addr).await;
     for (method, params) in [
         // The messages have no cursor.
         ("tools/list", json!({"cursor": "page-2"})),
@@ -581,7 +587,7 @@ async fn error_trailers_are_read_in_the_bindings_order() {
     ];
     for (trailers, want) in cases {
         let p = peer(Script::Trailers(trailers.clone())).await;
-        let client = typed_client(p.addr);
+        let client = typed_client(p.addr).await;
         let r = client
             .call(
                 json!({"jsonrpc": "2.0", "id": "app-7", "method": "tools/call",
@@ -613,6 +619,7 @@ async fn transport_statuses_fail_the_call() {
     ] {
         let p = peer(Script::Trailers(vec![("grpc-status", status.into())])).await;
         let e = typed_client(p.addr)
+            .await
             .request("tools/list", json!({}))
             .await
             .unwrap_err();
@@ -631,6 +638,7 @@ async fn a_broken_typed_response_is_a_transport_failure() {
     ] {
         let p = peer(script.clone()).await;
         let e = typed_client(p.addr)
+            .await
             .request("tools/list", json!({}))
             .await
             .unwrap_err();
@@ -689,7 +697,7 @@ async fn the_cli_calls_the_typed_rpc_with_typed() {
 #[tokio::test]
 async fn messages_that_grow_in_either_direction_arrive_whole() {
     let h = start().await;
-    let client = typed_client(h.addr);
+    let client = typed_client(h.addr).await;
     let pad = vec![1; 5000];
     let echoed = client
         .call_tool("echo", json!({"text": "padded", "pad": pad}))
@@ -707,6 +715,7 @@ async fn messages_that_grow_in_either_direction_arrive_whole() {
     let items = vec![json!({"type": "text", "text": ""}); 3000];
     let p = peer(Script::Result(json!({"content": items}))).await;
     let r = typed_client(p.addr)
+        .await
         .request("tools/call", json!({"name": "many", "arguments": {}}))
         .await
         .unwrap();
@@ -718,9 +727,9 @@ async fn messages_that_grow_in_either_direction_arrive_whole() {
 #[tokio::test]
 async fn a_request_over_the_message_limit_never_leaves() {
     let p = peer(Script::Result(json!({"content": []}))).await;
-    let mut config = config(p.addr, GrpcMode::Typed);
+    let mut config = config(p.addr, grpc::Mode::Typed);
     config.max_message_bytes = 1024;
-    let client = Client::grpc(Channel::with_config(config));
+    let client = Client::grpc(config).await.unwrap();
     let e = client
         .call_tool("echo", json!({"text": "x".repeat(4096)}))
         .await
@@ -743,7 +752,7 @@ async fn typed_calls_carry_the_channels_bearer_token() {
         .with_auth(mcpwire_tokio::BearerTokens::new([("right-token", "alice")]));
     let app = common::app(&counters, Duration::from_millis(10));
     let h = common::serve(server, app, counters);
-    let e = typed_client(h.addr).list_tools().await.unwrap_err();
+    let e = typed_client(h.addr).await.list_tools().await.unwrap_err();
     assert_eq!(e.status, Code::Unauthenticated, "{e}");
     assert_eq!(e.diagnostics.http_status, Some(401));
     assert!(
@@ -753,11 +762,11 @@ async fn typed_calls_carry_the_channels_bearer_token() {
             .unwrap()
             .starts_with("Bearer")
     );
-    let mut config = config(h.addr, GrpcMode::Typed);
+    let mut config = config(h.addr, grpc::Mode::Typed);
     config
-        .extra_metadata
+        .metadata
         .push(("authorization".into(), "Bearer right-token".into()));
-    let client = Client::grpc(Channel::with_config(config));
+    let client = Client::grpc(config).await.unwrap();
     let echoed = client.call_tool("echo", json!({"text": "in"})).await;
     assert_eq!(echoed.unwrap().text(), "in");
     h.stop().await;

@@ -6,12 +6,12 @@ use std::time::{Duration, Instant};
 
 use mcpwire_core::grpc::Code;
 use mcpwire_device_tools::{Board, INSTRUCTIONS, SERVER_NAME, SERVER_VERSION, SimBoard, tools};
-use mcpwire_tokio::{App, Channel, Server, StreamMessage};
+use mcpwire_tokio::{App, Client, Server, StreamMessage, client::grpc};
 use serde_json::{Value, json};
 
 static BOARD: SimBoard = SimBoard::new(21_500);
 
-async fn serve() -> (Channel, tokio::sync::oneshot::Sender<()>) {
+async fn serve() -> (Client, tokio::sync::oneshot::Sender<()>) {
     let app = App::new(SERVER_NAME, SERVER_VERSION)
         .instructions(INSTRUCTIONS)
         .portable_tools(tools(&BOARD));
@@ -21,7 +21,12 @@ async fn serve() -> (Channel, tokio::sync::oneshot::Sender<()>) {
     tokio::spawn(server.serve_with_shutdown(app, async {
         let _ = stopped.await;
     }));
-    (Channel::new(addr.to_string()), stop)
+    (
+        Client::grpc(grpc::Config::new(addr.to_string()))
+            .await
+            .unwrap(),
+        stop,
+    )
 }
 
 fn call(name: &str, arguments: Value) -> Value {
@@ -190,7 +195,9 @@ impl mcpwire_core::mcp::tool::Tool for Ticker {
 async fn a_cancelled_portable_tool_stops() {
     let app = App::new("ticker", "0").portable_tools((Ticker,));
     let server = Server::bind("127.0.0.1:0").await.unwrap();
-    let channel = Channel::new(server.local_addr().unwrap().to_string());
+    let channel = Client::grpc(grpc::Config::new(server.local_addr().unwrap().to_string()))
+        .await
+        .unwrap();
     tokio::spawn(server.serve(app));
     let mut request = call("ticker", json!({}));
     request["params"]["_meta"] = json!({"progressToken": 1});

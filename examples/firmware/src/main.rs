@@ -72,7 +72,7 @@ const STREAMS: usize = 4;
 /// has our SETTINGS)...
 const HPACK_TABLE: usize = 4096;
 /// ...HTTP/2 buffers (three: a request's header block, its decoded header
-/// list, frames waiting for the socket; grpc-js and our tokio Channel need
+/// list, frames waiting for the socket; grpc-js and our tokio client need
 /// 768, the rest is room for longer heads such as a bearer token)...
 const H2_BUF: usize = 1024;
 /// ...and call buffers: each holds a call's request head, its request and

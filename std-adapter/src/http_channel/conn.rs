@@ -15,7 +15,7 @@ use tokio::net::TcpStream;
 
 #[cfg(feature = "tls")]
 use crate::ClientTlsConfig;
-use crate::channel::CallError;
+use crate::client::CallError;
 use crate::stdio_client::http_link::Target;
 
 /// An endpoint's URL taken apart.

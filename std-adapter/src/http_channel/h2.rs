@@ -28,7 +28,7 @@ use tokio::sync::mpsc;
 
 use super::conn::Stream;
 use super::{Answer, Attempt, HttpFacts, Inner};
-use crate::channel::CallError;
+use crate::client::CallError;
 use crate::clock::now;
 use crate::pump::{self, Pump};
 use crate::storage::HeapStorage;

@@ -8,8 +8,8 @@
 use serde_json::Value;
 
 use super::{HttpCall, HttpChannel};
-use crate::channel::CallError;
-use crate::channel::calls::{self, typed_helpers};
+use crate::client::CallError;
+use crate::client::calls::{self, typed_helpers};
 
 typed_helpers!(
     HttpChannel,

@@ -24,7 +24,7 @@ use super::lines::{LineReceiver, LineSender, lines};
 #[cfg(unix)]
 use super::serial;
 use super::{EraInfo, LineServer, StdioChannelConfig, Stopped, error};
-use crate::channel::CallError;
+use crate::client::CallError;
 
 /// Calls in flight at a time; more wait their turn.
 const CALLS: usize = 64;

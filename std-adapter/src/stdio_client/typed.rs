@@ -6,6 +6,6 @@
 //! ordinary [`CallToolResult`].
 
 use super::{StdioCall, StdioChannel};
-use crate::channel::calls::typed_helpers;
+use crate::client::calls::typed_helpers;
 
 typed_helpers!(StdioChannel, StdioCall, "");

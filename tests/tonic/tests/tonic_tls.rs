@@ -3,7 +3,7 @@
 //! (rustls, ALPN h2), called by `mcpwire_tokio::Channel` with a throwaway CA.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use mcpwire_tokio::{Channel, ChannelConfig, ClientTlsConfig};
+use mcpwire_tokio::{Client, ClientTlsConfig, client::grpc};
 use rcgen::{
     BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair, KeyUsagePurpose,
 };
@@ -40,13 +40,13 @@ async fn channel_calls_tonic_over_tls() {
             }),
     );
 
-    let mut config = ChannelConfig::new(addr.to_string());
+    let mut config = grpc::Config::new(addr.to_string());
     config.tls = Some(
         ClientTlsConfig::with_pem_roots(ca.pem().as_bytes())
             .unwrap()
             .server_name("localhost"),
     );
-    let channel = Channel::with_config(config);
+    let channel = Client::grpc(config).await.unwrap();
     let r = channel
         .request(
             "tools/call",
@@ -63,9 +63,11 @@ async fn channel_calls_tonic_over_tls() {
     assert_eq!(r["result"]["tools"][0]["name"], "echo", "{r}");
 
     // The same server refuses a cleartext channel (no answer, an error).
-    let mut plain = ChannelConfig::new(addr.to_string());
+    let mut plain = grpc::Config::new(addr.to_string());
     plain.request_timeout = std::time::Duration::from_secs(5);
-    let e = Channel::with_config(plain)
+    let e = Client::grpc(plain)
+        .await
+        .unwrap()
         .request("tools/list", json!({}))
         .await
         .unwrap_err();

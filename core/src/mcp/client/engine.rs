@@ -147,4 +147,16 @@ pub trait ClientEngine {
 
     /// Over: [`ClientEngine::close`] finished, or the engine cannot go on.
     fn is_closed(&self) -> bool;
+
+    /// The input schema of `tool` (raw JSON string of its name) the
+    /// engine mirrors `x-mcp-header` arguments from, when it learned one
+    /// (bindings that mirror headers).
+    fn cached_schema(&self, tool: &[u8]) -> Option<&[u8]> {
+        let _ = tool;
+        None
+    }
+
+    /// Forgets the learned schemas: a tool's arguments are mirrored again
+    /// after the next `tools/list`.
+    fn clear_schemas(&mut self) {}
 }

@@ -71,6 +71,15 @@ pub struct Diagnostics {
     pub retried: bool,
 }
 
+impl Diagnostics {
+    /// The call never reached the server and its connection could not
+    /// send it again (it was going away): a driver may hand it once to
+    /// the engine's next connection. A call already sent twice is not.
+    pub const fn retry_elsewhere(&self) -> bool {
+        self.refused && !self.retried
+    }
+}
+
 /// The JSON-RPC error of a failed call, borrowed from the client.
 #[derive(Debug, Clone, Copy)]
 pub struct Failure<'a> {

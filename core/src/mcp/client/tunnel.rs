@@ -117,21 +117,6 @@ impl<
         conn.client.set_metadata(authority, metadata)
     }
 
-    /// The cached input schema of `tool` (raw JSON string of its name).
-    pub fn cached_schema(&self, tool: &[u8]) -> Option<&[u8]> {
-        self.current.as_ref()?.client.cached_schema(tool)
-    }
-
-    /// Forgets the cached schemas of every connection.
-    pub fn clear_schemas(&mut self) {
-        for c in [&mut self.current, &mut self.draining]
-            .into_iter()
-            .flatten()
-        {
-            c.client.clear_schemas();
-        }
-    }
-
     fn owe(&mut self, event: ClientEvent) {
         if let Some(free) = self.owed.iter_mut().find(|e| e.is_none()) {
             *free = Some(event);
@@ -440,5 +425,21 @@ impl<
 
     fn is_closed(&self) -> bool {
         self.closed_told
+    }
+
+    fn cached_schema(&self, tool: &[u8]) -> Option<&[u8]> {
+        [self.current.as_ref(), self.draining.as_ref()]
+            .into_iter()
+            .flatten()
+            .find_map(|c| c.client.cached_schema(tool))
+    }
+
+    fn clear_schemas(&mut self) {
+        for c in [self.current.as_mut(), self.draining.as_mut()]
+            .into_iter()
+            .flatten()
+        {
+            c.client.clear_schemas();
+        }
     }
 }

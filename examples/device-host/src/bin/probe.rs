@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use mcpwire_core::grpc::Code;
 use mcpwire_device_tools::app::HANDLERS;
-use mcpwire_tokio::{CallError, Channel, StreamMessage};
+use mcpwire_tokio::{CallError, Client, StreamMessage, client::grpc};
 use serde_json::{Value, json};
 
 const SCENARIOS: &[&str] = &[
@@ -49,7 +49,7 @@ fn check(cond: bool, what: impl FnOnce() -> String) -> Result<(), String> {
     if cond { Ok(()) } else { Err(what()) }
 }
 
-async fn result_of(channel: &Channel, request: Value) -> Outcome {
+async fn result_of(channel: &Client, request: Value) -> Outcome {
     let r = channel
         .call(request)
         .await
@@ -63,7 +63,7 @@ async fn result_of(channel: &Channel, request: Value) -> Outcome {
     }
 }
 
-async fn discover(ch: &Channel) -> Outcome {
+async fn discover(ch: &Client) -> Outcome {
     let r = ch
         .request("server/discover", json!({}))
         .await
@@ -83,7 +83,7 @@ async fn discover(ch: &Channel) -> Outcome {
     Ok(json!({"serverInfo": info, "capabilities": result["capabilities"]}))
 }
 
-async fn tools_list(ch: &Channel) -> Outcome {
+async fn tools_list(ch: &Client) -> Outcome {
     let r = ch
         .request("tools/list", json!({}))
         .await
@@ -101,7 +101,7 @@ async fn tools_list(ch: &Channel) -> Outcome {
     Ok(json!({"tools": names}))
 }
 
-async fn read_sensor(ch: &Channel) -> Outcome {
+async fn read_sensor(ch: &Client) -> Outcome {
     let result = result_of(ch, tool("read_sensor", json!({}), None)).await?;
     let text = result["content"][0]["text"].as_str().unwrap_or_default();
     check(text.starts_with("temperature "), || {
@@ -112,7 +112,7 @@ async fn read_sensor(ch: &Channel) -> Outcome {
     Ok(json!({"text": text, "millicelsius": mc}))
 }
 
-async fn toggle(ch: &Channel) -> Outcome {
+async fn toggle(ch: &Client) -> Outcome {
     let on = result_of(ch, tool("toggle_output", json!({"on": true}), None)).await?;
     check(on["structuredContent"] == json!({"on": true}), || {
         format!("set on: {on}")
@@ -124,7 +124,7 @@ async fn toggle(ch: &Channel) -> Outcome {
     Ok(json!({"set": on["structuredContent"], "toggled": off["structuredContent"]}))
 }
 
-async fn progress(ch: &Channel) -> Outcome {
+async fn progress(ch: &Client) -> Outcome {
     let started = Instant::now();
     let mut call = ch
         .call(tool(
@@ -161,7 +161,7 @@ async fn progress(ch: &Channel) -> Outcome {
 }
 
 /// A slow task that must run to its end: the device has a free handler.
-async fn completes(ch: &Channel) -> Result<(), String> {
+async fn completes(ch: &Client) -> Result<(), String> {
     let r = result_of(
         ch,
         tool("slow_task", json!({"steps": 2, "delay_ms": 10}), None),
@@ -172,7 +172,7 @@ async fn completes(ch: &Channel) -> Result<(), String> {
     })
 }
 
-async fn cancel(ch: &Channel) -> Outcome {
+async fn cancel(ch: &Client) -> Outcome {
     let mut cancelled = Vec::new();
     for i in 0..=HANDLERS {
         let token = format!("probe-cancel-{i}");
@@ -200,7 +200,7 @@ async fn cancel(ch: &Channel) -> Outcome {
     )
 }
 
-async fn deadline(ch: &Channel) -> Outcome {
+async fn deadline(ch: &Client) -> Outcome {
     let mut elapsed = Vec::new();
     for _ in 0..=HANDLERS {
         let started = Instant::now();
@@ -229,7 +229,7 @@ async fn deadline(ch: &Channel) -> Outcome {
 }
 
 /// The core's answer to a tool the device does not have.
-async fn unknown_tool(ch: &Channel) -> Outcome {
+async fn unknown_tool(ch: &Client) -> Outcome {
     let r = ch
         .call(tool("no_such_tool", json!({}), None))
         .await
@@ -248,7 +248,7 @@ async fn unknown_tool(ch: &Channel) -> Outcome {
 /// `subscriptions/listen` on a device without a listen source: the core
 /// acknowledges with an empty filter and the subscription id; the stream
 /// stays open until the client ends it.
-async fn listen(ch: &Channel) -> Outcome {
+async fn listen(ch: &Client) -> Outcome {
     let mut call = ch
         .call(json!({
             "method": "subscriptions/listen",
@@ -273,7 +273,7 @@ async fn listen(ch: &Channel) -> Outcome {
     Ok(json!({"acknowledged": params}))
 }
 
-async fn run(ch: &Channel, scenario: &str) -> Outcome {
+async fn run(ch: &Client, scenario: &str) -> Outcome {
     let work = async {
         match scenario {
             "discover" => discover(ch).await,
@@ -311,8 +311,14 @@ async fn main() -> ExitCode {
     if selected.is_empty() {
         selected = SCENARIOS.iter().map(|s| (*s).to_owned()).collect();
     }
-    let channel = Channel::new(addr);
-    // The Channel mirrors the tools' x-mcp-header annotations from the
+    let channel = match Client::grpc(grpc::Config::new(addr)).await {
+        Ok(client) => client,
+        Err(e) => {
+            eprintln!("mcpwire-device-probe: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    // The Client mirrors the tools' x-mcp-header annotations from the
     // last tools/list.
     let _ = channel.request("tools/list", json!({})).await;
     let (mut passed, mut failed) = (0, 0);

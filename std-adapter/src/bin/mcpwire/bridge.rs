@@ -56,7 +56,7 @@ use mcpwire_core::mcp::error::INTERNAL_ERROR;
 use mcpwire_core::mcp::json;
 use mcpwire_core::mcp::meta::{KEY_SUBSCRIPTION_ID, PROTOCOL_VERSION};
 use mcpwire_core::mcp::server::Failure;
-use mcpwire_tokio::channel::MAX_LIST_PAGES;
+use mcpwire_tokio::client::MAX_LIST_PAGES;
 use mcpwire_tokio::{
     App, CallError, Client, ForwardRequest, ForwardResult, HttpChannelConfig, RawMessage,
     RawResponse, SerialDevice, ServerCommand, StdioChannelConfig, ToolError, grpc_authority,
@@ -355,15 +355,11 @@ async fn connect(
         Downstream::Address(addr) => {
             let client = match grpc_authority(addr)? {
                 Some(authority) => {
-                    let mut config = mcpwire_tokio::ChannelConfig::new(authority);
-                    if let Some(token) = token {
-                        config
-                            .extra_metadata
-                            .push(("authorization".into(), format!("Bearer {token}")));
-                    }
+                    let mut config = mcpwire_tokio::client::grpc::Config::new(authority);
+                    config.bearer = token;
                     config.keepalive =
                         keepalive.map(|every| mcpwire_tokio::Keepalive::new(every, every));
-                    Client::grpc(mcpwire_tokio::Channel::with_config(config))
+                    Client::grpc(config).await?
                 }
                 None => Client::connect(addr).await?,
             };

@@ -5,7 +5,7 @@
 //! result JSON goes to stdout, progress (with `--progress`) to stderr.
 //! `--typed` sends `list` and `tool` as RPCs of the typed binding
 //! (`model_context_protocol.Mcp`) and `discover` over the tunnel
-//! ([`mcpwire_tokio::GrpcMode::Typed`]).
+//! ([`mcpwire_tokio::client::grpc::Mode::Typed`]).
 //! With `--stdio [-v] ... -- /abs/server [ARGS...]` the request goes to a
 //! stdio server launched as a child (the words after `--`); `-v` prints
 //! the era, the versions and whether a fallback happened to stderr.
@@ -22,7 +22,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use mcpwire_core::mcp::client::stdio::EraChoice;
-use mcpwire_tokio::{Channel, ChannelConfig, Client, ClientCall, GrpcMode, StreamMessage};
+use mcpwire_tokio::client::grpc;
+use mcpwire_tokio::{Call, Client, StreamMessage};
 use serde_json::{Value, json};
 
 pub const USAGE: &str = "usage: mcpwire call [--server ADDR | grpc://ADDR] [--typed] [--tls | --tls-ca PEM] [--tls-server-name NAME] discover | list | tool NAME [JSON-ARGS] [--progress] [--timeout-ms N]   (default 127.0.0.1:50051, cleartext;
@@ -408,8 +409,8 @@ async fn run_http(args: Args) -> ExitCode {
         eprintln!("mcpwire: transport {}", client.transport_name());
     }
     let (code, call) = request_and_print(&client, args).await;
-    if verbose && let Some(ClientCall::Http(c)) = &call {
-        eprintln!("mcpwire: {}", c.facts());
+    if verbose && let Some(facts) = call.as_ref().and_then(Call::http_facts) {
+        eprintln!("mcpwire: {facts}");
     }
     // A 2025 session is deleted.
     if let Some(stopped) = client.close().await
@@ -422,27 +423,29 @@ async fn run_http(args: Args) -> ExitCode {
 
 /// The gRPC tunnel (or the typed binding): one request.
 async fn run(args: Args) -> ExitCode {
-    let mut config = ChannelConfig::new(args.server.clone());
+    let mut config = grpc::Config::new(args.server.clone());
     if args.typed {
-        config.mode = GrpcMode::Typed;
+        config.mode = grpc::Mode::Typed;
     }
-    if let Ok(token) = std::env::var("MCPWIRE_TOKEN") {
-        config
-            .extra_metadata
-            .push(("authorization".into(), format!("Bearer {token}")));
-    }
+    config.bearer = std::env::var("MCPWIRE_TOKEN").ok();
     if let Err(e) = secure(&mut config, &args.tls) {
         eprintln!("mcpwire: {e}");
         return ExitCode::FAILURE;
     }
-    let client = Client::grpc(Channel::with_config(config));
+    let client = match Client::grpc(config).await {
+        Ok(client) => client,
+        Err(e) => {
+            eprintln!("mcpwire: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     request_and_print(&client, args).await.0
 }
 
 /// Sends the command's request on `client`: its progress (with
 /// `--progress`) and errors go to stderr, its result to stdout. The call,
 /// when it started, comes back for its facts.
-async fn request_and_print(client: &Client, args: Args) -> (ExitCode, Option<ClientCall>) {
+async fn request_and_print(client: &Client, args: Args) -> (ExitCode, Option<Call>) {
     let mut params = args.params;
     if args.progress {
         params["_meta"] = json!({"progressToken": "mcpwire-cli"});
@@ -506,7 +509,7 @@ fn print_response(r: &Value) -> ExitCode {
 }
 
 #[cfg(feature = "tls")]
-fn secure(config: &mut ChannelConfig, tls: &Tls) -> Result<(), String> {
+fn secure(config: &mut grpc::Config, tls: &Tls) -> Result<(), String> {
     config.tls = client_tls(tls)?;
     Ok(())
 }
@@ -533,7 +536,7 @@ fn client_tls(tls: &Tls) -> Result<Option<mcpwire_tokio::ClientTlsConfig>, Strin
 }
 
 #[cfg(not(feature = "tls"))]
-fn secure(_config: &mut ChannelConfig, tls: &Tls) -> Result<(), String> {
+fn secure(_config: &mut grpc::Config, tls: &Tls) -> Result<(), String> {
     if tls.on || tls.server_name.is_some() {
         return Err("this mcpwire is built without the `tls` feature".into());
     }

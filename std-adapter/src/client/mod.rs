@@ -1,7 +1,15 @@
-//! One MCP client for every transport: [`Client`] holds a gRPC
-//! [`Channel`], a Streamable HTTP [`HttpChannel`] or a line link
-//! ([`StdioChannel`]: a stdio child, or an HTTP server of an older era),
-//! and gives the same calls and the same JSON-RPC errors over each.
+//! One MCP client for every transport: [`Client`] speaks the gRPC
+//! tunnel or typed binding ([`grpc::Config`], [`Client::grpc`]), Streamable
+//! HTTP ([`Client::http`]) or a line link ([`Client::stdio`]: a stdio
+//! child, or an HTTP server of an older era), and gives the same calls
+//! ([`Call`]), the same typed methods and the same JSON-RPC errors over
+//! each. [`Client::connect`] takes an address (`grpc://`, `http://`,
+//! `https://`).
+//!
+//! The gRPC client runs the core's [`TunnelClient`] engine on the one
+//! tokio driver of every client engine ([`dispatch`]): every MCP rule of
+//! a call is the core's; the driver opens the links the engine asks for
+//! and moves octets.
 //!
 //! Over HTTP the era is chosen deliberately (MCP 2026-07-28 §8.3):
 //! [`Client::http`] probes with `server/discover` and reads the answer by
@@ -13,24 +21,49 @@
 //! back to the 2025-11-25 Streamable HTTP session, and from there, when
 //! `initialize` is refused too, to the 2024-11-05 HTTP+SSE shape. Which
 //! era was taken, and why, is in [`Client::era`].
+//!
+//! [`TunnelClient`]: mcpwire_core::mcp::client::TunnelClient
+
+mod call;
+pub(crate) mod calls;
+mod dispatch;
+pub(crate) mod error;
+pub mod grpc;
+mod link;
+mod mailbox;
+pub(crate) mod typed;
 
 use std::time::Duration;
 
 use mcpwire_core::grpc::Code;
 use mcpwire_core::http1::MediaType;
+use mcpwire_core::mcp::client::CallOptions;
 use mcpwire_core::mcp::client::http::era::{self, ProbeVerdict};
 use mcpwire_core::mcp::client::http::{HttpFailure, Judgement};
 use mcpwire_core::mcp::client::stdio::{Era, EraChoice};
-use mcpwire_core::mcp::meta::PROTOCOL_VERSION;
+/// The MCP revision every request declares in `params._meta`.
+pub use mcpwire_core::mcp::meta::PROTOCOL_VERSION;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
-use crate::channel::calls::typed_helpers;
-use crate::channel::typed::{call_tool_result, named_params, result_of};
-use crate::channel::{CallStream, RawMessage, RawResponse, StreamMessage};
+use std::io::Write as _;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use call::EngineCall;
+use calls::typed_helpers;
+use dispatch::{Command, Handle};
+use error::complete_request;
+pub use error::{CallDiagnostics, CallError, RawMessage, RawResponse, StreamMessage};
+pub use typed::{
+    CallToolResult, GetPromptResult, JsonRpcError, MAX_LIST_PAGES, Progress, Prompt,
+    PromptArgument, Resource, ResourceContents, Tool,
+};
+use typed::{call_tool_result, named_params, result_of};
+
 use crate::{
-    CallError, CallToolResult, Channel, ChannelConfig, EraInfo, GrpcMode, HttpCall, HttpChannel,
-    HttpChannelConfig, HttpLinkConfig, StdioCall, StdioChannel, StdioChannelConfig, Stopped,
+    EraInfo, HttpCall, HttpChannel, HttpChannelConfig, HttpLinkConfig, StdioCall, StdioChannel,
+    StdioChannelConfig, Stopped,
 };
 
 /// Rounds of a multi round-trip call before giving up.
@@ -44,9 +77,21 @@ pub struct Client {
     era: Option<EraInfo>,
 }
 
+/// A client engine's task, and what every call of it carries.
+#[derive(Debug)]
+struct Engine {
+    handle: Handle,
+    /// The gRPC binding, for a gRPC client.
+    grpc: Option<grpc::Mode>,
+    next_id: AtomicU64,
+    capabilities: Value,
+    request_timeout: Duration,
+    max_message: usize,
+}
+
 #[derive(Clone)]
 enum Transport {
-    Grpc(Channel),
+    Engine(Arc<Engine>),
     Http(HttpChannel),
     /// A stdio child.
     Line(StdioChannel),
@@ -66,43 +111,54 @@ impl std::fmt::Debug for Client {
 /// One call in progress, whatever the transport: its notifications, then
 /// its response. Dropping it before the end cancels it (an HTTP stream
 /// closed, a gRPC stream reset, `notifications/cancelled` on stdio).
-pub enum ClientCall {
-    Grpc(CallStream),
+#[derive(Debug)]
+pub struct Call(CallKind);
+
+#[derive(Debug)]
+enum CallKind {
+    Engine(EngineCall),
     Http(HttpCall),
     Line(StdioCall),
 }
 
-impl std::fmt::Debug for ClientCall {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Grpc(_) => f.write_str("ClientCall::Grpc"),
-            Self::Http(c) => f.debug_tuple("ClientCall::Http").field(c).finish(),
-            Self::Line(c) => f.debug_tuple("ClientCall::Line").field(c).finish(),
+impl Call {
+    /// What is known of the call's HTTP exchange, over Streamable HTTP.
+    pub fn http_facts(&self) -> Option<crate::HttpFacts> {
+        match &self.0 {
+            CallKind::Http(c) => Some(c.facts()),
+            _ => None,
         }
     }
-}
 
-impl ClientCall {
+    /// The request's id (`null` for a notification).
+    pub fn id(&self) -> &Value {
+        match &self.0 {
+            CallKind::Engine(c) => c.id(),
+            CallKind::Http(c) => c.id(),
+            CallKind::Line(c) => c.id(),
+        }
+    }
+
     /// The next message: notifications as they arrive, then the response
     /// (a result or the server's JSON-RPC error); `Ok(None)` after it.
     pub async fn next(&mut self) -> Result<Option<StreamMessage>, CallError> {
-        match self {
-            Self::Grpc(c) => c.next().await,
-            Self::Http(c) => c.next().await,
-            Self::Line(c) => c.next().await,
+        match &mut self.0 {
+            CallKind::Engine(c) => c.next().await,
+            CallKind::Http(c) => c.next().await,
+            CallKind::Line(c) => c.next().await,
         }
     }
 
-    /// [`ClientCall::next`] as JSON text: over gRPC each message as the
+    /// [`Call::next`] as JSON text: over gRPC each message as the
     /// client engine validated it, not parsed here; over the other
     /// transports the message written back as text.
     pub async fn next_raw(&mut self) -> Result<Option<RawMessage>, CallError> {
         // The other transports' futures are boxed: a forwarding handler's
         // state stays as small as the gRPC call's.
-        let message = match self {
-            Self::Grpc(c) => return c.next_raw().await,
-            Self::Http(c) => Box::pin(c.next()).await?,
-            Self::Line(c) => Box::pin(c.next()).await?,
+        let message = match &mut self.0 {
+            CallKind::Engine(c) => return c.next_raw().await,
+            CallKind::Http(c) => Box::pin(c.next()).await?,
+            CallKind::Line(c) => Box::pin(c.next()).await?,
         };
         let text = |v: &Value| serde_json::to_vec(v).unwrap_or_default();
         Ok(message.map(|m| match m {
@@ -129,14 +185,26 @@ impl ClientCall {
 }
 
 impl Client {
-    /// A client of the gRPC server behind `channel`: the tunnel, or the
-    /// typed binding with the tunnel fallback when its
-    /// [`mode`](ChannelConfig::mode) is [`GrpcMode::Typed`].
-    pub fn grpc(channel: Channel) -> Self {
-        Self {
-            transport: Transport::Grpc(channel),
+    /// A client of the gRPC server of `config`: the tunnel, or the typed
+    /// binding with the tunnel fallback when its [`mode`](grpc::Config::mode)
+    /// is [`grpc::Mode::Typed`]. It connects at the first call (and anew
+    /// when the server went away); an error for metadata the engine
+    /// cannot carry. Needs a tokio runtime (the engine runs in a task).
+    pub async fn grpc(config: grpc::Config) -> Result<Self, CallError> {
+        let handle = config
+            .spawn()
+            .map_err(|e| CallError::new(Code::InvalidArgument, e))?;
+        Ok(Self {
+            transport: Transport::Engine(Arc::new(Engine {
+                handle,
+                grpc: Some(config.mode),
+                next_id: AtomicU64::new(1),
+                capabilities: config.client_capabilities,
+                request_timeout: config.request_timeout,
+                max_message: config.max_message_bytes,
+            })),
             era: None,
-        }
+        })
     }
 
     /// Launches the stdio server of `config` and runs its handshake.
@@ -273,15 +341,13 @@ impl Client {
     /// A client of `address`: `http://` or `https://` (Streamable HTTP, the
     /// era probed), or `grpc://HOST:PORT` (the gRPC tunnel, cleartext).
     /// A stdio server is [`Client::stdio`]; TLS for gRPC is
-    /// [`Client::grpc`] with a configured [`Channel`].
+    /// [`Client::grpc`] with a [`grpc::Config`].
     pub async fn connect(address: &str) -> Result<Self, CallError> {
         if address.starts_with("http://") || address.starts_with("https://") {
             return Self::http(HttpChannelConfig::new(address), EraChoice::Probe).await;
         }
         if let Some(authority) = grpc_authority(address)? {
-            return Ok(Self::grpc(Channel::with_config(ChannelConfig::new(
-                authority,
-            ))));
+            return Self::grpc(grpc::Config::new(authority)).await;
         }
         Err(CallError::new(
             Code::InvalidArgument,
@@ -295,10 +361,10 @@ impl Client {
     /// The transport, in words.
     pub fn transport_name(&self) -> &'static str {
         match &self.transport {
-            Transport::Grpc(c) if c.config().mode == GrpcMode::Typed => {
-                "gRPC typed binding (tunnel fallback)"
-            }
-            Transport::Grpc(_) => "gRPC tunnel",
+            Transport::Engine(e) => match e.grpc {
+                Some(grpc::Mode::Typed) => "gRPC typed binding (tunnel fallback)",
+                _ => "gRPC tunnel",
+            },
             Transport::Http(_) => "Streamable HTTP",
             Transport::Line(_) => "stdio",
             Transport::LegacyHttp(_) => match self.era.as_ref().map(|e| e.era) {
@@ -320,33 +386,33 @@ impl Client {
         &self,
         request: Value,
         timeout: Option<Duration>,
-    ) -> Result<ClientCall, CallError> {
-        Ok(match &self.transport {
-            Transport::Grpc(c) => ClientCall::Grpc(c.call_with_timeout(request, timeout).await?),
-            Transport::Http(c) => ClientCall::Http(c.call_with_timeout(request, timeout).await?),
+    ) -> Result<Call, CallError> {
+        Ok(Call(match &self.transport {
+            Transport::Engine(e) => CallKind::Engine(e.call(request, timeout).await?),
+            Transport::Http(c) => CallKind::Http(c.call_with_timeout(request, timeout).await?),
             Transport::Line(c) | Transport::LegacyHttp(c) => {
-                ClientCall::Line(c.call_with_timeout(request, timeout).await?)
+                CallKind::Line(c.call_with_timeout(request, timeout).await?)
             }
-        })
+        }))
     }
 
     /// Starts a call of `method` with `params` as JSON text (a JSON
     /// object); `meta_complete` says that its `_meta` has the protocol
     /// version and the client capabilities (as a request a server engine
-    /// admitted has). Over gRPC the text is sent as it is
-    /// ([`Channel::call_raw`]); the other transports parse it. Read the
-    /// answer with [`ClientCall::next_raw`] (or [`ClientCall::next`]).
+    /// admitted has). Over gRPC the text is sent as it is; the other
+    /// transports parse it. Read the answer with [`Call::next_raw`] (or
+    /// [`Call::next`]).
     pub async fn call_raw(
         &self,
         method: &str,
         params: &[u8],
         meta_complete: bool,
         timeout: Option<Duration>,
-    ) -> Result<ClientCall, CallError> {
-        if let Transport::Grpc(c) = &self.transport {
-            return Ok(ClientCall::Grpc(
-                c.call_raw(method, params, meta_complete, timeout).await?,
-            ));
+    ) -> Result<Call, CallError> {
+        if let Transport::Engine(e) = &self.transport
+            && let Some(call) = e.call_raw(method, params, meta_complete, timeout).await?
+        {
+            return Ok(Call(CallKind::Engine(call)));
         }
         let params: Value = serde_json::from_slice(params)
             .map_err(|_| CallError::invalid_request("params is not JSON"))?;
@@ -355,7 +421,7 @@ impl Client {
     }
 
     /// [`Client::call_with_timeout`] with the transport's timeout.
-    pub async fn call(&self, request: Value) -> Result<ClientCall, CallError> {
+    pub async fn call(&self, request: Value) -> Result<Call, CallError> {
         self.call_with_timeout(request, None).await
     }
 
@@ -420,7 +486,7 @@ impl Client {
     /// the acknowledgement and the change notifications arrive on the
     /// returned call, without a timeout, until it is dropped (which ends
     /// the subscription) or the server ends it.
-    pub async fn listen(&self, params: Value) -> Result<ClientCall, CallError> {
+    pub async fn listen(&self, params: Value) -> Result<Call, CallError> {
         self.call(json!({"jsonrpc": "2.0", "method": "subscriptions/listen", "params": params}))
             .await
     }
@@ -432,12 +498,114 @@ impl Client {
     pub async fn close(&self) -> Option<Stopped> {
         match &self.transport {
             Transport::Line(c) | Transport::LegacyHttp(c) => Some(c.shutdown().await),
-            Transport::Grpc(_) | Transport::Http(_) => None,
+            Transport::Engine(_) | Transport::Http(_) => None,
+        }
+    }
+
+    /// The input schema of `tool` the client mirrors `x-mcp-header`
+    /// arguments from (learned from a `tools/list`), when the transport
+    /// mirrors them (gRPC, HTTP) and the tool has annotations.
+    pub async fn cached_schema(&self, tool: &str) -> Option<Value> {
+        match &self.transport {
+            Transport::Engine(e) => {
+                let (reply, answer) = tokio::sync::oneshot::channel();
+                let tool = serde_json::to_vec(tool).ok()?;
+                e.handle.send(Command::CachedSchema { tool, reply });
+                serde_json::from_slice(&answer.await.ok()??).ok()
+            }
+            Transport::Http(c) => c.cached_schema(tool),
+            Transport::Line(_) | Transport::LegacyHttp(_) => None,
+        }
+    }
+
+    /// Forgets the learned schemas: a tool's arguments are mirrored again
+    /// after the next `tools/list`.
+    pub fn clear_schemas(&self) {
+        if let Transport::Engine(e) = &self.transport {
+            e.handle.send(Command::ClearSchemas);
         }
     }
 }
 
-typed_helpers!(Client, ClientCall, "");
+impl Engine {
+    /// Starts a call of `request`, completed as every transport sends it.
+    async fn call(
+        &self,
+        mut request: Value,
+        timeout: Option<Duration>,
+    ) -> Result<EngineCall, CallError> {
+        let (method, _) = complete_request(&mut request, &self.next_id, &self.capabilities)?;
+        let body =
+            serde_json::to_vec(&request).map_err(|e| CallError::invalid_request(&e.to_string()))?;
+        let id = request.get("id").cloned().unwrap_or(Value::Null);
+        self.start(&method, id, body.into(), timeout, true).await
+    }
+
+    /// A call of `method` with `params` as JSON text: sent as it is when
+    /// `meta_complete` and `params` is an object, else `None` (the caller
+    /// completes it as a tree).
+    async fn call_raw(
+        &self,
+        method: &str,
+        params: &[u8],
+        meta_complete: bool,
+        timeout: Option<Duration>,
+    ) -> Result<Option<EngineCall>, CallError> {
+        let trimmed = params.trim_ascii();
+        if !meta_complete || trimmed.first() != Some(&b'{') {
+            return Ok(None);
+        }
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        // The fixed text is 45 octets and the id at most 20 digits, so the
+        // usual body (a method that needs no escape) fills it without a
+        // reallocation.
+        let mut body = Vec::with_capacity(65 + method.len() + trimmed.len());
+        body.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+        // Writing into a `Vec` does not fail.
+        let _ = write!(body, "{id}");
+        body.extend_from_slice(b",\"method\":");
+        serde_json::to_writer(&mut body, method)
+            .map_err(|e| CallError::invalid_request(&e.to_string()))?;
+        body.extend_from_slice(b",\"params\":");
+        body.extend_from_slice(trimmed);
+        body.push(b'}');
+        // Handed over without waiting: a refusal is the call's first
+        // event (a forwarding bridge reads it there).
+        self.start(method, Value::from(id), body.into(), timeout, false)
+            .await
+            .map(Some)
+    }
+
+    async fn start(
+        &self,
+        method: &str,
+        id: Value,
+        body: Arc<[u8]>,
+        timeout: Option<Duration>,
+        confirm: bool,
+    ) -> Result<EngineCall, CallError> {
+        // A listen stream lasts until it is cancelled or the server ends
+        // it (the engine gives it no deadline either).
+        let deadline = (method != "subscriptions/listen")
+            .then(|| tokio::time::Instant::now() + timeout.unwrap_or(self.request_timeout));
+        let options = CallOptions {
+            timeout,
+            binding: self.grpc.unwrap_or_default().binding(),
+        };
+        EngineCall::start(
+            self.handle.clone(),
+            id,
+            body,
+            options,
+            deadline,
+            self.max_message,
+            confirm,
+        )
+        .await
+    }
+}
+
+typed_helpers!(Client, Call, "");
 
 /// The `HOST:PORT` of a `grpc://HOST:PORT` address; `None` for another
 /// scheme; an error for user information (`user:password@`), which

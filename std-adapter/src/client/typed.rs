@@ -1,8 +1,9 @@
-//! The typed client helpers of a [`Channel`]: MCP's tool, resource and
-//! prompt methods (MCP 2026-07-28 §6–§8) with Rust types in and out, so an
-//! application never writes JSON-RPC by hand. The request's `_meta`
-//! (protocol version, client capabilities) is the channel's, as for
-//! [`Channel::request`]; list methods follow `nextCursor` to the last page.
+//! The typed client helpers of a [`Client`](super::Client): MCP's tool,
+//! resource and prompt methods (MCP 2026-07-28 §6–§8) with Rust types in
+//! and out, so an application never writes JSON-RPC by hand. The
+//! request's `_meta` (protocol version, client capabilities) is the
+//! client's, as for [`Client::request`](super::Client::request); list
+//! methods follow `nextCursor` to the last page.
 //!
 //! A JSON-RPC error response is an `Err` whose [`CallError::rpc`] holds
 //! its code, message and data; a tool's own failure (`isError: true`) is
@@ -14,7 +15,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 
-use super::{CallError, Channel};
+use super::CallError;
 
 /// Pages a list method reads at most: a server whose cursors never end
 /// fails the call instead of looping.
@@ -141,12 +142,6 @@ pub struct GetPromptResult {
     /// The messages (`{"role": ..., "content": {...}}`).
     pub messages: Vec<Value>,
 }
-
-super::calls::typed_helpers!(
-    Channel,
-    super::CallStream,
-    "The channel caches their schemas, as for any `tools/list`."
-);
 
 /// `{"name", "arguments"}` of `tools/call` and `prompts/get`.
 pub(crate) fn named_params(name: &str, arguments: impl Serialize) -> Result<Value, CallError> {

@@ -202,32 +202,32 @@ macro_rules! typed_helpers {
             #[doc = $tools_note]
             pub async fn list_tools(
                 &self,
-            ) -> Result<Vec<$crate::channel::Tool>, $crate::channel::CallError> {
-                $crate::channel::calls::list_tools(self).await
+            ) -> Result<Vec<$crate::client::Tool>, $crate::client::CallError> {
+                $crate::client::calls::list_tools(self).await
             }
 
             /// Calls tool `name` with `arguments` (a struct or map that
             /// serializes to a JSON object; `()` for none). A failure the
             /// tool reports is `Ok` with
-            /// [`CallToolResult::is_error`]($crate::channel::CallToolResult::is_error).
+            /// [`CallToolResult::is_error`]($crate::client::CallToolResult::is_error).
             pub async fn call_tool(
                 &self,
                 name: &str,
                 arguments: impl serde::Serialize,
-            ) -> Result<$crate::channel::CallToolResult, $crate::channel::CallError> {
-                $crate::channel::calls::call_tool(self, name, arguments).await
+            ) -> Result<$crate::client::CallToolResult, $crate::client::CallError> {
+                $crate::client::calls::call_tool(self, name, arguments).await
             }
 
             /// [`Self::call_tool`] for a tool with an output schema: its
             /// `structuredContent` as a `T`. A failure the tool reports is
             /// an error with
-            /// [`CallError::tool_error`]($crate::channel::CallError::tool_error).
+            /// [`CallError::tool_error`]($crate::client::CallError::tool_error).
             pub async fn call_tool_typed<T: serde::de::DeserializeOwned>(
                 &self,
                 name: &str,
                 arguments: impl serde::Serialize,
-            ) -> Result<T, $crate::channel::CallError> {
-                $crate::channel::calls::call_tool_typed(self, name, arguments).await
+            ) -> Result<T, $crate::client::CallError> {
+                $crate::client::calls::call_tool_typed(self, name, arguments).await
             }
 
             /// [`Self::call_tool`] asking for progress: `on_progress` sees
@@ -236,32 +236,32 @@ macro_rules! typed_helpers {
                 &self,
                 name: &str,
                 arguments: impl serde::Serialize,
-                on_progress: impl FnMut($crate::channel::Progress),
-            ) -> Result<$crate::channel::CallToolResult, $crate::channel::CallError> {
-                $crate::channel::calls::call_tool_with_progress(self, name, arguments, on_progress)
+                on_progress: impl FnMut($crate::client::Progress),
+            ) -> Result<$crate::client::CallToolResult, $crate::client::CallError> {
+                $crate::client::calls::call_tool_with_progress(self, name, arguments, on_progress)
                     .await
             }
 
             /// Every resource of the server (`resources/list`, all pages).
             pub async fn list_resources(
                 &self,
-            ) -> Result<Vec<$crate::channel::Resource>, $crate::channel::CallError> {
-                $crate::channel::calls::list_resources(self).await
+            ) -> Result<Vec<$crate::client::Resource>, $crate::client::CallError> {
+                $crate::client::calls::list_resources(self).await
             }
 
             /// The contents of the resource at `uri` (`resources/read`).
             pub async fn read_resource(
                 &self,
                 uri: &str,
-            ) -> Result<Vec<$crate::channel::ResourceContents>, $crate::channel::CallError> {
-                $crate::channel::calls::read_resource(self, uri).await
+            ) -> Result<Vec<$crate::client::ResourceContents>, $crate::client::CallError> {
+                $crate::client::calls::read_resource(self, uri).await
             }
 
             /// Every prompt of the server (`prompts/list`, all pages).
             pub async fn list_prompts(
                 &self,
-            ) -> Result<Vec<$crate::channel::Prompt>, $crate::channel::CallError> {
-                $crate::channel::calls::list_prompts(self).await
+            ) -> Result<Vec<$crate::client::Prompt>, $crate::client::CallError> {
+                $crate::client::calls::list_prompts(self).await
             }
 
             /// Prompt `name` with `arguments` (string values; `()` for none).
@@ -269,12 +269,12 @@ macro_rules! typed_helpers {
                 &self,
                 name: &str,
                 arguments: impl serde::Serialize,
-            ) -> Result<$crate::channel::GetPromptResult, $crate::channel::CallError> {
-                $crate::channel::calls::get_prompt(self, name, arguments).await
+            ) -> Result<$crate::client::GetPromptResult, $crate::client::CallError> {
+                $crate::client::calls::get_prompt(self, name, arguments).await
             }
         }
 
-        impl $crate::channel::calls::Calls for $ty {
+        impl $crate::client::calls::Calls for $ty {
             type Call = $call;
 
             fn request(
@@ -282,7 +282,7 @@ macro_rules! typed_helpers {
                 method: &str,
                 params: serde_json::Value,
             ) -> impl std::future::Future<
-                Output = Result<serde_json::Value, $crate::channel::CallError>,
+                Output = Result<serde_json::Value, $crate::client::CallError>,
             > + Send {
                 <$ty>::request(self, method, params)
             }
@@ -290,17 +290,17 @@ macro_rules! typed_helpers {
             fn call(
                 &self,
                 request: serde_json::Value,
-            ) -> impl std::future::Future<Output = Result<$call, $crate::channel::CallError>> + Send
+            ) -> impl std::future::Future<Output = Result<$call, $crate::client::CallError>> + Send
             {
                 <$ty>::call(self, request)
             }
         }
 
-        impl $crate::channel::calls::CallMessages for $call {
+        impl $crate::client::calls::CallMessages for $call {
             fn next_message(
                 &mut self,
             ) -> impl std::future::Future<
-                Output = Result<Option<$crate::channel::StreamMessage>, $crate::channel::CallError>,
+                Output = Result<Option<$crate::client::StreamMessage>, $crate::client::CallError>,
             > + Send {
                 self.next()
             }

@@ -1,0 +1,689 @@
+//! The one tokio driver of every client engine: a task that owns a core
+//! [`ClientEngine`] (the gRPC tunnel's, Streamable HTTP's, stdio's) and the
+//! links it asks for, and follows the core's run loop
+//! ([`mcpwire_core::drive`]): feed what a link read, drain the engine's
+//! events after every step, move its output into each link's write buffer,
+//! sleep until input, room to write, a link opened, a command or the
+//! engine's next deadline.
+//!
+//! No protocol lives here. The engine says when a link is needed
+//! ([`ClientEvent::Connect`]: the [`Connector`] opens it in a task of its
+//! own) and when it is done with one ([`ClientEvent::Disconnect`]: closed
+//! once its output is written); every MCP rule of a call is the engine's.
+//! What this task adds is what a long-lived tokio client needs around the
+//! engine: calls as [`Command`]s from any task, their events copied into
+//! each call's mailbox, and a queue for calls the engine cannot take yet
+//! ([`StartError::Busy`]: every slot taken, or not ready).
+//!
+//! Back-pressure: a link whose write buffer holds [`WRITE_HIGH`] octets is
+//! not read (a server that sends and never reads makes no more output
+//! gather here).
+
+use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
+use std::ops::Range;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
+
+use mcpwire_core::mcp::client::{
+    CallId, CallOptions, ClientEngine, ClientEvent, Diagnostics, LinkId, StartError,
+};
+use mcpwire_core::mcp::json;
+use tokio::io::ReadBuf;
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinSet;
+
+use super::link::{BoxIo, Connector, Opened};
+use super::mailbox;
+use crate::clock::{Timer, now};
+
+/// Octets read from a link at a time.
+const READ_BUF: usize = 64 << 10;
+/// A link's output gathered before the task waits for the socket to take
+/// it; past it the link is not read.
+pub(crate) const WRITE_HIGH: usize = 64 << 10;
+/// What the engine writes at a time.
+const TRANSMIT_CHUNK: usize = 16 << 10;
+/// Commands taken in one turn before the links are served again.
+const COMMAND_BATCH: usize = 64;
+
+/// What a client asks of its engine's task.
+#[derive(Debug)]
+pub(crate) enum Command {
+    /// Start a call of one JSON-RPC message (its text); its events go to
+    /// `events`. `accepted` answers at once: the engine took it, or it
+    /// waits for room, or why not; without it a refusal comes as
+    /// [`CallMsg::Refused`].
+    Start {
+        key: u64,
+        body: Arc<[u8]>,
+        options: CallOptions,
+        events: mailbox::Sender<CallMsg>,
+        accepted: Option<oneshot::Sender<Result<(), Refusal>>>,
+    },
+    /// Stop the call, or drop it if it waits.
+    Cancel { key: u64 },
+    /// The engine's learned input schema of a tool (raw JSON string of
+    /// its name).
+    CachedSchema {
+        tool: Vec<u8>,
+        reply: oneshot::Sender<Option<Vec<u8>>>,
+    },
+    /// Forget the learned schemas.
+    ClearSchemas,
+}
+
+/// Why the engine did not take a call.
+#[derive(Debug)]
+pub(crate) enum Refusal {
+    /// The engine is over (closed).
+    Gone,
+    /// The engine refused the request before a byte went out.
+    Invalid { code: i32, message: &'static str },
+    /// The request needs more than a call's buffer.
+    TooLarge { needed: usize },
+}
+
+/// The engine's events of one call, with their texts, copied out.
+#[derive(Debug)]
+pub(crate) enum CallMsg {
+    Notification(Vec<u8>),
+    /// The response, with a `result` (where it lies in the text, as the
+    /// engine found it).
+    Response(Vec<u8>, Option<Range<usize>>),
+    /// The JSON-RPC error response (the server's, or synthesized for a
+    /// transport failure: see `diagnostics.transport`); `message` is the
+    /// raw JSON string of `error.message`.
+    Failed {
+        response: Vec<u8>,
+        message: Vec<u8>,
+        diagnostics: Diagnostics,
+        www_authenticate: Option<String>,
+    },
+    /// The call is over.
+    Ended,
+    /// The engine did not take the call.
+    Refused(Refusal),
+}
+
+/// A client's handle on its engine's task; the task ends once every
+/// handle is dropped and the engine closed.
+#[derive(Debug, Clone)]
+pub(crate) struct Handle {
+    tx: mpsc::UnboundedSender<Command>,
+    next_key: Arc<AtomicU64>,
+}
+
+impl Handle {
+    /// A key for a new call.
+    pub(crate) fn key(&self) -> u64 {
+        self.next_key.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Sends `cmd`; `false` when the task is gone.
+    pub(crate) fn send(&self, cmd: Command) -> bool {
+        self.tx.send(cmd).is_ok()
+    }
+}
+
+/// Runs `engine` in a task of its own, its links opened by `connector`
+/// (the engine on the heap: its caches make it large).
+pub(crate) fn spawn<E, C>(engine: Box<E>, connector: C) -> Handle
+where
+    E: ClientEngine + Send + 'static,
+    C: Connector,
+{
+    let (tx, rx) = mpsc::unbounded_channel();
+    let task = Dispatcher {
+        engine,
+        connector: Arc::new(connector),
+        links: Vec::new(),
+        opening: JoinSet::new(),
+        calls: LocalMap::default(),
+        keys: LocalMap::default(),
+        waiting: VecDeque::new(),
+        read: vec![0; READ_BUF].into_boxed_slice(),
+        scratch: vec![0; TRANSMIT_CHUNK].into_boxed_slice(),
+        cursor: 0,
+        closing: false,
+    };
+    tokio::spawn(task.run(rx));
+    Handle {
+        tx,
+        next_key: Arc::new(AtomicU64::new(1)),
+    }
+}
+
+/// Hashes the task's own keys (the engine's call ids, the handles' keys;
+/// never a peer's input, so no flooding to guard against) with a multiply
+/// per word instead of SipHash: a few hashes per call.
+#[derive(Default)]
+struct LocalHasher(u64);
+
+impl Hasher for LocalHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    fn write_u16(&mut self, n: u16) {
+        self.write_u64(u64::from(n));
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+}
+
+type LocalMap<K, V> = HashMap<K, V, BuildHasherDefault<LocalHasher>>;
+
+/// A call the engine took.
+#[derive(Debug)]
+struct Live {
+    key: u64,
+    events: mailbox::Sender<CallMsg>,
+}
+
+/// A call the engine could not take yet.
+#[derive(Debug)]
+struct Waiting {
+    key: u64,
+    body: Arc<[u8]>,
+    options: CallOptions,
+    events: mailbox::Sender<CallMsg>,
+    /// Not yet answered: the call has not waited.
+    accepted: Option<oneshot::Sender<Result<(), Refusal>>>,
+}
+
+impl Waiting {
+    /// Nobody waits for the call any more.
+    fn abandoned(&self) -> bool {
+        self.accepted
+            .as_ref()
+            .map_or(self.events.is_closed(), oneshot::Sender::is_closed)
+    }
+
+    /// Tells the call whether it started (or waits); `false` when nobody
+    /// listens.
+    fn answer(&mut self, r: Result<(), Refusal>) -> bool {
+        match self.accepted.take() {
+            Some(tx) => tx.send(r).is_ok(),
+            None => match r {
+                Ok(()) => !self.events.is_closed(),
+                Err(refusal) => self.events.send(CallMsg::Refused(refusal)).is_ok(),
+            },
+        }
+    }
+}
+
+/// A link the engine asked for.
+struct Link {
+    id: LinkId,
+    /// `None` while it is being opened.
+    io: Option<BoxIo>,
+    /// Output not yet written: `out[written..]`.
+    out: Vec<u8>,
+    written: usize,
+    /// Input the engine did not take yet (it must write first, and the
+    /// write buffer is full): nothing more is read meanwhile.
+    pending: Vec<u8>,
+    eof: bool,
+    /// The engine is done with it: closed once `out` is written.
+    closing: bool,
+}
+
+impl Link {
+    fn backlog(&self) -> usize {
+        self.out.len() - self.written
+    }
+}
+
+/// What happened on a link.
+enum IoEvent {
+    Read {
+        at: usize,
+        n: usize,
+    },
+    Eof {
+        at: usize,
+    },
+    Wrote {
+        at: usize,
+        n: usize,
+    },
+    /// Written out and shut: the link can go.
+    Shut {
+        at: usize,
+    },
+    Failed {
+        at: usize,
+    },
+}
+
+struct Dispatcher<E, C> {
+    engine: Box<E>,
+    connector: Arc<C>,
+    links: Vec<Link>,
+    opening: JoinSet<(LinkId, Opened)>,
+    calls: LocalMap<CallId, Live>,
+    keys: LocalMap<u64, CallId>,
+    waiting: VecDeque<Waiting>,
+    read: Box<[u8]>,
+    scratch: Box<[u8]>,
+    /// Where the next scan of the links starts (fairness).
+    cursor: usize,
+    /// Every handle is gone: the engine was told to close.
+    closing: bool,
+}
+
+impl<E: ClientEngine, C: Connector> Dispatcher<E, C> {
+    async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Command>) {
+        let mut timer = Timer::new();
+        let mut commands_open = true;
+        loop {
+            self.turn();
+            if !commands_open && !self.closing && self.calls.is_empty() && self.waiting.is_empty() {
+                self.closing = true;
+                self.engine.close(now());
+                self.turn();
+            }
+            if self.closing && self.engine.is_closed() && self.links.is_empty() {
+                return;
+            }
+            timer.set(self.engine.poll_timeout());
+            let links = &mut self.links;
+            let read = &mut self.read;
+            let cursor = &mut self.cursor;
+            let io = std::future::poll_fn(|cx| poll_links(links, read, cursor, cx));
+            tokio::select! {
+                cmd = rx.recv(), if commands_open => match cmd {
+                    Some(cmd) => {
+                        self.command(cmd);
+                        // What queued meanwhile, in one turn: calls
+                        // started together go out in one write.
+                        for _ in 1..COMMAND_BATCH {
+                            let Ok(cmd) = rx.try_recv() else { break };
+                            self.command(cmd);
+                        }
+                    }
+                    None => commands_open = false,
+                },
+                event = io => self.on_io(event),
+                Some(opened) = self.opening.join_next(), if !self.opening.is_empty() => {
+                    if let Ok((link, opened)) = opened {
+                        self.opened(link, opened);
+                    }
+                }
+                () = timer.fired(), if timer.is_set() => self.engine.handle_timeout(now()),
+            }
+        }
+    }
+
+    /// Drains the engine, starts what waits, feeds what is pending and
+    /// moves the engine's output into the links' buffers.
+    fn turn(&mut self) {
+        for _ in 0..8 {
+            self.drain();
+            self.start_waiting();
+            self.feed_pending();
+            let moved = self.fill_outputs();
+            self.drain();
+            if !moved {
+                break;
+            }
+        }
+    }
+
+    fn command(&mut self, cmd: Command) {
+        match cmd {
+            Command::Start {
+                key,
+                body,
+                options,
+                events,
+                accepted,
+            } => {
+                self.waiting.push_back(Waiting {
+                    key,
+                    body,
+                    options,
+                    events,
+                    accepted,
+                });
+                self.start_waiting();
+            }
+            Command::Cancel { key } => {
+                if let Some(call) = self.keys.remove(&key) {
+                    self.calls.remove(&call);
+                    self.engine.cancel(call, now());
+                } else {
+                    self.waiting.retain(|w| w.key != key);
+                }
+            }
+            Command::CachedSchema { tool, reply } => {
+                let _ = reply.send(self.engine.cached_schema(&tool).map(<[u8]>::to_vec));
+            }
+            Command::ClearSchemas => self.engine.clear_schemas(),
+        }
+    }
+
+    /// Starts waiting calls while the engine takes them.
+    fn start_waiting(&mut self) {
+        while let Some(mut w) = self.waiting.pop_front() {
+            if w.abandoned() {
+                continue;
+            }
+            let refusal = match self.engine.start(&w.body, w.options, now()) {
+                Ok(call) => {
+                    if w.answer(Ok(())) {
+                        self.keys.insert(w.key, call);
+                        self.calls.insert(
+                            call,
+                            Live {
+                                key: w.key,
+                                events: w.events,
+                            },
+                        );
+                    } else {
+                        self.engine.cancel(call, now());
+                    }
+                    continue;
+                }
+                Err(StartError::Busy) => {
+                    // The call waits its turn.
+                    w.answer(Ok(()));
+                    self.waiting.push_front(w);
+                    return;
+                }
+                Err(StartError::Closed) => Refusal::Gone,
+                Err(StartError::Invalid(e)) => Refusal::Invalid {
+                    code: e.code,
+                    message: e.message,
+                },
+                Err(StartError::TooLarge { needed }) => Refusal::TooLarge { needed },
+            };
+            w.answer(Err(refusal));
+        }
+    }
+
+    /// Hands the engine's events to their calls, and opens and closes the
+    /// links it names.
+    fn drain(&mut self) {
+        while let Some(event) = self.engine.poll_event() {
+            let engine = &self.engine;
+            let text = |call| engine.message(call).unwrap_or_default().to_vec();
+            let (call, msg) = match event {
+                ClientEvent::Notification { call } => (call, CallMsg::Notification(text(call))),
+                ClientEvent::Response { call } => {
+                    let message = engine.message(call).unwrap_or_default();
+                    let result = engine.result(call).map(|r| json::span(message, r));
+                    (call, CallMsg::Response(message.to_vec(), result))
+                }
+                ClientEvent::Failed { call } => {
+                    let Some(error) = engine.failure(call) else {
+                        continue;
+                    };
+                    (
+                        call,
+                        CallMsg::Failed {
+                            response: error.response.to_vec(),
+                            message: error.message.to_vec(),
+                            diagnostics: error.diagnostics,
+                            www_authenticate: error
+                                .www_authenticate
+                                .map(|v| String::from_utf8_lossy(v).into_owned()),
+                        },
+                    )
+                }
+                ClientEvent::Ended { call } => (call, CallMsg::Ended),
+                ClientEvent::Warning { call, reason } => {
+                    eprintln!(
+                        "mcpwire: warning: tool {} in tools/list: {reason}",
+                        String::from_utf8_lossy(engine.warning_tool(call).unwrap_or_default())
+                    );
+                    continue;
+                }
+                ClientEvent::Connect { link } => {
+                    self.connect(link);
+                    continue;
+                }
+                ClientEvent::Disconnect { link } => {
+                    if let Some(l) = self.links.iter_mut().find(|l| l.id == link) {
+                        l.closing = true;
+                    }
+                    continue;
+                }
+                ClientEvent::Ready | ClientEvent::ConnectionClosed { .. } => continue,
+            };
+            if matches!(msg, CallMsg::Ended) {
+                if let Some(live) = self.calls.remove(&call) {
+                    self.keys.remove(&live.key);
+                    let _ = live.events.send(msg);
+                }
+            } else if let Some(live) = self.calls.get(&call) {
+                // The call may be gone (dropped): nothing to tell.
+                let _ = live.events.send(msg);
+            }
+        }
+    }
+
+    /// Opens `link` in a task of its own.
+    fn connect(&mut self, link: LinkId) {
+        self.links.push(Link {
+            id: link,
+            io: None,
+            out: Vec::new(),
+            written: 0,
+            pending: Vec::new(),
+            eof: false,
+            closing: false,
+        });
+        let connector = Arc::clone(&self.connector);
+        self.opening
+            .spawn(async move { (link, connector.connect(link).await) });
+    }
+
+    /// A link was opened, or could not be.
+    fn opened(&mut self, link: LinkId, opened: Opened) {
+        let Some(at) = self.links.iter().position(|l| l.id == link) else {
+            return;
+        };
+        if self.links[at].closing {
+            // Let go while it was being opened.
+            self.links.remove(at);
+            return;
+        }
+        match opened {
+            Ok((io, negotiated)) => {
+                self.links[at].io = Some(io);
+                self.engine.link_up(link, negotiated, now());
+            }
+            Err(e) => {
+                self.links.remove(at);
+                let reason = format!("{}: {e}", self.connector.describe());
+                self.engine.link_failed(link, reason.as_bytes(), now());
+            }
+        }
+    }
+
+    /// Moves the engine's output into the links' write buffers, up to the
+    /// high-water mark; whether any moved.
+    fn fill_outputs(&mut self) -> bool {
+        let mut moved = false;
+        for at in 0..self.links.len() {
+            moved |= self.fill(at);
+        }
+        moved
+    }
+
+    fn fill(&mut self, at: usize) -> bool {
+        let mut moved = false;
+        loop {
+            let link = &mut self.links[at];
+            if link.io.is_none() || link.backlog() >= WRITE_HIGH {
+                return moved;
+            }
+            let id = link.id;
+            if !self.engine.wants_transmit(id) {
+                return moved;
+            }
+            if link.written == link.out.len() {
+                link.out.clear();
+                link.written = 0;
+            }
+            let n = self.engine.poll_transmit(id, &mut self.scratch);
+            if n == 0 {
+                return moved;
+            }
+            self.links[at].out.extend_from_slice(&self.scratch[..n]);
+            moved = true;
+            self.drain();
+        }
+    }
+
+    fn on_io(&mut self, event: IoEvent) {
+        match event {
+            IoEvent::Read { at, n } => self.feed(at, n),
+            IoEvent::Eof { at } => {
+                let link = &mut self.links[at];
+                link.eof = true;
+                let id = link.id;
+                self.engine.recv_eof(id, now());
+            }
+            IoEvent::Wrote { at, n } => {
+                let link = &mut self.links[at];
+                link.written += n;
+                if link.written == link.out.len() {
+                    link.out.clear();
+                    link.written = 0;
+                }
+            }
+            IoEvent::Shut { at } => {
+                self.links.remove(at);
+            }
+            IoEvent::Failed { at } => {
+                let link = self.links.remove(at);
+                if !link.eof {
+                    self.engine.recv_eof(link.id, now());
+                }
+            }
+        }
+    }
+
+    /// Feeds the `n` octets just read on link `at` (in `self.read`).
+    fn feed(&mut self, at: usize, n: usize) {
+        let read = std::mem::take(&mut self.read);
+        self.feed_bytes(at, &read[..n]);
+        self.read = read;
+    }
+
+    /// Input kept while the link's output was full, fed once it has room.
+    fn feed_pending(&mut self) {
+        for at in 0..self.links.len() {
+            let link = &self.links[at];
+            if link.pending.is_empty() || link.backlog() >= WRITE_HIGH {
+                continue;
+            }
+            let pending = std::mem::take(&mut self.links[at].pending);
+            self.feed_bytes(at, &pending);
+        }
+    }
+
+    /// Feeds `input` of link `at` to the engine as the run loop says: a
+    /// `recv` at a time, the events after each; when it takes nothing it
+    /// writes first. What is left (the write buffer full) waits in the
+    /// link's `pending`.
+    fn feed_bytes(&mut self, at: usize, mut input: &[u8]) {
+        let id = self.links[at].id;
+        while !input.is_empty() {
+            let used = self.engine.recv(id, input, now());
+            input = &input[used.min(input.len())..];
+            self.drain();
+            if used > 0 {
+                continue;
+            }
+            if !self.engine.wants_transmit(id) {
+                // Takes nothing and owes nothing: the engine let the link
+                // go (its octets are dropped) or is stuck.
+                return;
+            }
+            self.fill(at);
+            if self.links.get(at).is_none_or(|l| l.backlog() >= WRITE_HIGH) {
+                break;
+            }
+        }
+        if let Some(link) = self.links.get_mut(at)
+            && link.id == id
+        {
+            link.pending.extend_from_slice(input);
+        }
+    }
+}
+
+/// Polls every open link: its write buffer into the socket, then (when
+/// it has room to answer and nothing waits) a read into `read`. The first
+/// link that did something says what.
+fn poll_links(
+    links: &mut [Link],
+    read: &mut [u8],
+    cursor: &mut usize,
+    cx: &mut Context<'_>,
+) -> Poll<IoEvent> {
+    let n = links.len();
+    for k in 0..n {
+        let at = (*cursor + k) % n;
+        let link = &mut links[at];
+        let reads =
+            !(link.eof || !link.pending.is_empty() || link.backlog() >= WRITE_HIGH || link.closing);
+        let Some(io) = link.io.as_mut() else {
+            continue;
+        };
+        if link.written < link.out.len() {
+            match Pin::new(&mut **io).poll_write(cx, &link.out[link.written..]) {
+                Poll::Ready(Ok(0)) | Poll::Ready(Err(_)) => {
+                    *cursor = at + 1;
+                    return Poll::Ready(IoEvent::Failed { at });
+                }
+                Poll::Ready(Ok(n)) => {
+                    *cursor = at + 1;
+                    return Poll::Ready(IoEvent::Wrote { at, n });
+                }
+                Poll::Pending => {}
+            }
+        } else if link.closing {
+            if Pin::new(&mut **io).poll_shutdown(cx).is_ready() {
+                *cursor = at + 1;
+                return Poll::Ready(IoEvent::Shut { at });
+            }
+            continue;
+        }
+        if !reads {
+            continue;
+        }
+        let mut buf = ReadBuf::new(read);
+        match Pin::new(&mut **io).poll_read(cx, &mut buf) {
+            Poll::Ready(Ok(())) => {
+                *cursor = at + 1;
+                let n = buf.filled().len();
+                return Poll::Ready(if n == 0 {
+                    IoEvent::Eof { at }
+                } else {
+                    IoEvent::Read { at, n }
+                });
+            }
+            Poll::Ready(Err(_)) => {
+                *cursor = at + 1;
+                return Poll::Ready(IoEvent::Failed { at });
+            }
+            Poll::Pending => {}
+        }
+    }
+    Poll::Pending
+}
