@@ -5,6 +5,9 @@
 //! mcpwire-device-probe HOST:PORT [scenario...]
 //! ```
 //!
+//! `MCPWIRE_TOKEN`, if set, is sent with every call as a bearer token (the
+//! device app requires one unless it runs with `--no-auth`).
+//!
 //! Scenarios (all by default): discover, tools-list, read-sensor, toggle,
 //! progress, cancel, deadline, unknown-tool, listen. Each prints one JSON
 //! line of what it saw; the last line is "N passed, N failed". Exit status
@@ -20,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use mcpwire_core::grpc::Code;
 use mcpwire_device_tools::app::HANDLERS;
-use mcpwire_tokio::{CallError, Channel, StreamMessage};
+use mcpwire_tokio::{CallError, Channel, ChannelConfig, StreamMessage};
 use serde_json::{Value, json};
 
 const SCENARIOS: &[&str] = &[
@@ -311,7 +314,13 @@ async fn main() -> ExitCode {
     if selected.is_empty() {
         selected = SCENARIOS.iter().map(|s| (*s).to_owned()).collect();
     }
-    let channel = Channel::new(addr);
+    let mut config = ChannelConfig::new(addr);
+    if let Ok(token) = std::env::var("MCPWIRE_TOKEN") {
+        config
+            .extra_metadata
+            .push(("authorization".into(), format!("Bearer {token}")));
+    }
+    let channel = Channel::with_config(config);
     // The Channel mirrors the tools' x-mcp-header annotations from the
     // last tools/list.
     let _ = channel.request("tools/list", json!({})).await;
