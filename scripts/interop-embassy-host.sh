@@ -12,10 +12,13 @@
 # lists the tools and calls them, one with progress; curl sends a raw POST
 # (200 with the JSON answer) and a GET (405, Allow: POST). grpc-js cancels
 # more listen streams than a connection has calls, one after the other
-# (each must free its call). A second instance of the app, run with a
-# bearer token (--token), refuses grpc-js and curl without it or with a
-# wrong one (UNAUTHENTICATED / 401 and the RFC 6750 challenge) and serves
-# them with it.
+# (each must free its call). The app requires a bearer token, as it does
+# by default (here from MCPWIRE_DEVICE_TOKEN): every client sends it
+# (grpc-js and the Python SDK from DEVICE_TOKEN, the probe and the embassy
+# client from MCPWIRE_TOKEN, curl from a header file), and grpc-js and curl
+# without it or with a wrong one are refused (UNAUTHENTICATED / 401 and the
+# RFC 6750 challenge). A second instance of the app, run with --no-auth,
+# warns that it is open and serves grpc-js and curl without a token.
 #
 #   sudo ./scripts/interop-embassy-host.sh
 #
@@ -23,7 +26,7 @@
 # removes (a unique name, mcpwire-emb-PID): three TAP devices in it,
 # bridged, with 10.77.0.1/24 on the kernel side (the bridge), the device app
 # on 10.77.0.2 behind the first, the embassy client on 10.77.0.3 behind the
-# second, the app with a token on 10.77.0.4 behind the third, the other
+# second, the app with --no-auth on 10.77.0.4 behind the third, the other
 # clients in the same namespace. No traffic leaves the namespace. The app is
 # stopped by its PID and the namespace deleted on exit, whatever happens.
 #
@@ -66,13 +69,14 @@ fi
 ns=mcpwire-emb-$$
 tap=mcptap0
 tap_client=mcptap1
-tap_token=mcptap2
+tap_open=mcptap2
 bridge=mcpbr0
 client_side=10.77.0.3/24
 host_side=10.77.0.1/24
 device=10.77.0.2
-device_token=10.77.0.4
-# The token of the second app (a test value, nothing secret).
+device_open=10.77.0.4
+# The device app's token (a test value, nothing secret). It reaches every
+# process through the environment or a file, never an argument.
 token=interop-device-token
 port=50051
 
@@ -103,7 +107,7 @@ note "namespace $ns: $bridge $host_side over $tap and $tap_client, the device at
 ip netns add "$ns"
 in_ns ip link set lo up
 in_ns ip link add "$bridge" type bridge
-for t in "$tap" "$tap_client" "$tap_token"; do
+for t in "$tap" "$tap_client" "$tap_open"; do
     in_ns ip tuntap add dev "$t" mode tap
     in_ns ip link set "$t" master "$bridge"
     in_ns ip link set "$t" up
@@ -112,23 +116,28 @@ in_ns ip addr add "$host_side" dev "$bridge"
 in_ns ip link set "$bridge" up
 
 # `ip netns exec` execs the app: its PID is the app's.
-background "$work/app.out" "$work/app.err" ip netns exec "$ns" "$app" --tap "$tap" --address "$device/24" -v
+MCPWIRE_DEVICE_TOKEN=$token background "$work/app.out" "$work/app.err" \
+    ip netns exec "$ns" "$app" --tap "$tap" --address "$device/24" -v
 app_pid=$bg_pid
 if ! wait_listening "$app_pid" "$work/app.out" 10 >/dev/null; then
     cat "$work/app.out" "$work/app.err"
     echo "the device app did not start" >&2
     exit 1
 fi
-note "$(head -n 1 "$work/app.out") (pid $app_pid)"
-background "$work/app2.out" "$work/app2.err" ip netns exec "$ns" "$app" --tap "$tap_token" \
-    --address "$device_token/24" --token "$token" -v
+note "$(head -n 1 "$work/app.out") (pid $app_pid, with a token)"
+background "$work/app2.out" "$work/app2.err" ip netns exec "$ns" "$app" --tap "$tap_open" \
+    --address "$device_open/24" --no-auth -v
 app2_pid=$bg_pid
 if ! wait_listening "$app2_pid" "$work/app2.out" 10 >/dev/null; then
     cat "$work/app2.out" "$work/app2.err"
-    echo "the device app with a token did not start" >&2
+    echo "the device app with --no-auth did not start" >&2
     exit 1
 fi
-note "$(head -n 1 "$work/app2.out") (pid $app2_pid, with a token)"
+note "$(head -n 1 "$work/app2.out") (pid $app2_pid, --no-auth)"
+# The clients' token: DEVICE_TOKEN (grpc-js, the Python SDK), MCPWIRE_TOKEN
+# (the probe, the embassy client) and a header file (curl).
+export DEVICE_TOKEN=$token MCPWIRE_TOKEN=$token
+printf 'authorization: Bearer %s\n' "$token" >"$work/auth.header"
 
 # report OK CLIENT SCENARIO LINE
 report() {
@@ -205,14 +214,14 @@ bounded 120 ip netns exec "$ns" "$python" "$dir/device_http.py" "$url" \
 json_scenarios python "$work/sdk.out" "$work/sdk.err" "$rc" sdk
 
 printf '\n==> curl -> %s\n' "$url"
-# curl_post NAME JSON [CURL-ARG...]: a raw POST, with the headers MCP
-# 2026-07-28 §5 asks for; the status and HTTP version in $work/curl.status,
-# the body in $work/curl.body.
+# curl_post NAME JSON [CURL-ARG...]: a raw POST with the token, and the
+# headers MCP 2026-07-28 §5 asks for; the status and HTTP version in
+# $work/curl.status, the body in $work/curl.body.
 curl_post() {
     local method
     method=$(sed -n 's/.*"method":"\([^"]*\)".*/\1/p' <<<"$2")
     bounded 20 ip netns exec "$ns" curl -sS --max-time 10 -o "$work/curl.body" \
-        -w '%{http_code} %{http_version}' "${@:3}" \
+        -w '%{http_code} %{http_version}' "${@:3}" -H @"$work/auth.header" \
         -H 'content-type: application/json' -H 'accept: application/json, text/event-stream' \
         -H 'mcp-protocol-version: 2026-07-28' -H "mcp-method: $method" \
         --data "$2" "$url" >"$work/curl.status" 2>"$work/curl.err" || true
@@ -234,17 +243,18 @@ for version in 1.1 2; do
     fi
 done
 rc=0
-head=$(bounded 20 ip netns exec "$ns" curl -sS --max-time 10 -o /dev/null -D - "$url" 2>"$work/curl.err") || rc=$?
+head=$(bounded 20 ip netns exec "$ns" curl -sS --max-time 10 -o /dev/null -D - -H @"$work/auth.header" "$url" \
+    2>"$work/curl.err") || rc=$?
 if [[ $head == 'HTTP/1.1 405'* && ${head,,} == *'allow: post'* ]]; then
     report true curl get-405 "$(head -n 1 <<<"$head" | tr -d '\r')"
 else
     report false curl get-405 "exit $rc: $(tr '\r\n' '  ' <<<"$head") $(cat "$work/curl.err")"
 fi
 
-printf '\n==> the device with a bearer token -> %s:%s\n' "$device_token" "$port"
+printf '\n==> the token: none, a wrong one, the right one -> %s:%s\n' "$device" "$port"
 for s in auth-missing auth-wrong auth-ok; do
     rc=0
-    DEVICE_TOKEN=$token bounded 60 ip netns exec "$ns" node "$dir/device.js" "$device_token:$port" "$s" \
+    bounded 60 ip netns exec "$ns" node "$dir/device.js" "$device:$port" "$s" \
         >"$work/run.out" 2>"$work/run.err" || rc=$?
     line=$(tail -n 1 "$work/run.out")
     if ((rc == 0)); then
@@ -253,18 +263,19 @@ for s in auth-missing auth-wrong auth-ok; do
         report false grpc-js "$s" "exit $rc: $line $(tail -n 5 "$work/run.err" | tr '\n' ' ')"
     fi
 done
-# curl_auth NAME AUTHORIZATION STATUS CHALLENGE: a POST of tools/list with
-# that authorization header (none when empty) gets STATUS and, when
-# CHALLENGE is set, that WWW-Authenticate.
+# curl_auth NAME ADDRESS HEADER-FILE STATUS CHALLENGE: a POST of
+# tools/list to the app at ADDRESS with the authorization of HEADER-FILE
+# (none when empty; a file keeps the token off the command line) gets
+# STATUS and, when CHALLENGE is set, that WWW-Authenticate.
 curl_auth() {
-    local name=$1 authorization=$2 want=$3 challenge=$4 head rc=0
+    local name=$1 address=$2 header=$3 want=$4 challenge=$5 head rc=0
     local args=(-sS --max-time 10 -o "$work/curl.body" -D -
         -H 'content-type: application/json' -H 'accept: application/json, text/event-stream'
         -H 'mcp-protocol-version: 2026-07-28' -H 'mcp-method: tools/list')
-    [[ -n $authorization ]] && args+=(-H "authorization: $authorization")
+    [[ -n $header ]] && args+=(-H @"$header")
     head=$(bounded 20 ip netns exec "$ns" curl "${args[@]}" \
         --data '{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{'"$meta"'}}' \
-        "http://$device_token:$port/mcp" 2>"$work/curl.err") || rc=$?
+        "http://$address:$port/mcp" 2>"$work/curl.err") || rc=$?
     local status got
     status=$(head -n 1 <<<"$head" | tr -d '\r')
     got=$(grep -i '^www-authenticate:' <<<"$head" | sed 's/^[^:]*: *//' | tr -d '\r' || true)
@@ -274,9 +285,29 @@ curl_auth() {
         report false curl "$name" "exit $rc: $status, WWW-Authenticate: $got (want $want $challenge) $(cat "$work/curl.err")"
     fi
 }
-curl_auth auth-missing '' 401 'Bearer realm="mcpwire"'
-curl_auth auth-wrong "Bearer not-$token" 401 'Bearer realm="mcpwire", error="invalid_token"'
-curl_auth auth-ok "Bearer $token" 200 ''
+printf 'authorization: Bearer not-%s\n' "$token" >"$work/wrong.header"
+curl_auth auth-missing "$device" '' 401 'Bearer realm="mcpwire"'
+curl_auth auth-wrong "$device" "$work/wrong.header" 401 'Bearer realm="mcpwire", error="invalid_token"'
+curl_auth auth-ok "$device" "$work/auth.header" 200 ''
+
+printf '\n==> the device with --no-auth -> %s:%s\n' "$device_open" "$port"
+# It says it is open, and serves callers without a token.
+warning=$(grep -m 1 'warning: --no-auth' "$work/app2.err" || true)
+if [[ $warning == *toggle_output* ]]; then
+    report true device no-auth-warning "$warning"
+else
+    report false device no-auth-warning "no warning on its stderr: $(head -n 5 "$work/app2.err" | tr '\n' ' ')"
+fi
+rc=0
+DEVICE_TOKEN='' bounded 60 ip netns exec "$ns" node "$dir/device.js" "$device_open:$port" tools-list \
+    >"$work/run.out" 2>"$work/run.err" || rc=$?
+line=$(tail -n 1 "$work/run.out")
+if ((rc == 0)); then
+    report true grpc-js no-auth-tools-list "$line"
+else
+    report false grpc-js no-auth-tools-list "exit $rc: $line $(tail -n 5 "$work/run.err" | tr '\n' ' ')"
+fi
+curl_auth no-auth-post "$device_open" '' 200 ''
 
 # The apps must have lived through all of it.
 for pid in "$app_pid" "$app2_pid"; do

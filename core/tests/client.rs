@@ -5,6 +5,8 @@ use core::time::Duration;
 
 use mcpwire_core::drive::Step;
 use mcpwire_core::grpc::Code;
+use mcpwire_core::h2::ErrorCode;
+use mcpwire_core::h2::frame::Frame;
 use mcpwire_core::mcp::auth::Decision;
 use mcpwire_core::mcp::client::{CallId, Client, ClientConfig, ClientEvent, StartError};
 use mcpwire_core::mcp::json;
@@ -259,7 +261,31 @@ impl<S: CallStore, T: CallStore, const C: usize, const N: usize> Pair<S, T, C, N
     fn seen(&self, call: CallId) -> Seen {
         self.client.app.seen.get(&call).cloned().unwrap_or_default()
     }
+
+    /// Sends what the client has to send into the pipe to the server,
+    /// which must have been empty, and returns the RST_STREAM frames in
+    /// it: stream id and error code. The octets stay in the pipe.
+    fn sent_resets(&mut self) -> Vec<(u32, ErrorCode)> {
+        assert!(self.up.is_empty(), "a run left octets in the pipe");
+        self.up.transmit(&mut *self.client);
+        let mut wire = self.up.pending();
+        let mut resets = Vec::new();
+        loop {
+            match Frame::parse(wire, MAX_FRAME_SIZE) {
+                Ok(Some((Frame::RstStream { stream_id, code }, n))) => {
+                    resets.push((stream_id, code));
+                    wire = &wire[n..];
+                }
+                Ok(Some((_, n))) => wire = &wire[n..],
+                Ok(None) if wire.is_empty() => return resets,
+                other => panic!("the client wrote {other:?}"),
+            }
+        }
+    }
 }
+
+/// The largest frame the client may write (RFC 9113 §4.2).
+const MAX_FRAME_SIZE: u32 = (1 << 24) - 1;
 
 fn tools_call(id: u32, name: &str, args: &str) -> String {
     format!(
@@ -510,6 +536,8 @@ fn a_cancel_resets_the_stream_and_the_handler_stops() {
         assert!(p.client.cancel(c));
         assert!(!p.client.is_active(c));
         assert!(!p.client.cancel(c));
+        // On the wire: RST_STREAM(CANCEL) on the call's stream, the first.
+        assert_eq!(p.sent_resets(), [(1, ErrorCode::CANCEL)]);
         p.run();
         assert!(
             p.server
@@ -536,6 +564,41 @@ fn a_cancel_resets_the_stream_and_the_handler_stops() {
         p.run();
         assert!(p.seen(d).response.is_some());
         assert!(p.seen(c).response.is_none());
+    });
+}
+
+/// A listen stream has no end of its own: the client ends it with
+/// `cancel`, which resets its stream with CANCEL (the binding: a client
+/// cancels a call with RST_STREAM(CANCEL)), and the server forgets it.
+#[test]
+fn an_ended_listen_stream_is_reset_with_cancel() {
+    each_split(|| {
+        let mut p = Pair::new();
+        let listen = p.call(
+            &format!(
+                r#"{{"jsonrpc":"2.0","id":7,"method":"subscriptions/listen","params":{{"notifications":{{"toolsListChanged":true}},{META}}}}}"#
+            ),
+            None,
+        );
+        p.run();
+        let seen = p.seen(listen);
+        assert!(
+            seen.notifications
+                .first()
+                .is_some_and(|n| n.contains("notifications/subscriptions/acknowledged")),
+            "{seen:?}"
+        );
+        assert!(p.client.is_active(listen));
+        assert_eq!(p.server.endpoint.store().in_use(), 1);
+        assert!(p.client.cancel(listen));
+        assert_eq!(p.sent_resets(), [(1, ErrorCode::CANCEL)]);
+        p.run();
+        assert_eq!(
+            p.server.endpoint.store().in_use(),
+            0,
+            "the server forgot it"
+        );
+        assert!(!p.seen(listen).ended, "no event after a cancel");
     });
 }
 
@@ -1013,6 +1076,9 @@ fn forty_calls_cancelled_while_their_answers_are_in_flight() {
         for c in &calls {
             assert!(p.client.cancel(*c));
         }
+        let resets = p.sent_resets();
+        let want: Vec<(u32, ErrorCode)> = (0..40).map(|i| (2 * i + 1, ErrorCode::CANCEL)).collect();
+        assert_eq!(resets, want, "RST_STREAM(CANCEL) on each call's stream");
         let d = p.down.deliver(&mut *p.client, p.now, &mut p.up);
         assert_eq!(d.end, Step::Done);
         assert!(!p.client.is_closed(), "{:?}", p.client.connection());

@@ -1332,6 +1332,157 @@ fn dropped_data_returns_to_the_connection_window_exactly_once<St: Rule>() {
     });
 }
 
+/// Resets a server remembers (the `R` of [`SvWith`]: the binding's
+/// figure).
+const RESETS: u32 = 64;
+
+/// Streams the server resets in [`reset_while_answering`]: eight more than
+/// it remembers, so the first eight are forgotten.
+const RESET_STREAMS: u32 = RESETS + 8;
+
+/// The id of the `i`th stream of [`reset_while_answering`] (from 0).
+fn nth_id(i: u32) -> u32 {
+    2 * i + 1
+}
+
+/// A server that answered [`RESET_STREAMS`] requests, one after the other
+/// on streams 1, 3, 5, …, with a head and DATA and then reset each with
+/// CANCEL (a handler that stopped mid-answer) while the client had not
+/// ended its request: each RST_STREAM follows the stream's DATA.
+fn reset_while_answering<St: Rule>(split: Split) -> SvWith<St> {
+    assert_eq!(RESETS as usize, mcpwire_core::mcp::REMEMBERED_RESETS);
+    let mut p = server::<St>(split);
+    for i in 0..RESET_STREAMS {
+        let id = nth_id(i);
+        let s = p.request(id, &req(), false);
+        p.conn
+            .send_headers(s, as_fields(&response("200", &[])), false)
+            .unwrap();
+        assert_eq!(p.conn.send_data(s, &[7; 100], false), Ok(100));
+        p.conn.reset(s, ErrorCode::CANCEL).unwrap();
+        let frames = p.take();
+        assert!(
+            matches!(
+                frames.as_slice(),
+                [
+                    Rx::Headers { stream: a, end_stream: false, .. },
+                    Rx::Data { stream: b, end_stream: false, .. },
+                    Rx::Rst { stream: c, code: ErrorCode::CANCEL },
+                ] if [*a, *b, *c] == [id; 3]
+            ),
+            "stream {id}: {frames:?}"
+        );
+    }
+    assert_eq!(p.conn.open_streams(), (0, 0));
+    p
+}
+
+/// What a client sends on a stream the server reset before the reset
+/// reached it: the rest of the request body, a WINDOW_UPDATE for the
+/// answer's DATA, its trailers (`trailers`: a header block), a reset of
+/// its own and a PRIORITY.
+fn late_frames(id: u32, trailers: &[u8]) -> Vec<u8> {
+    let mut late = Sv::data(id, &[9; 50], false);
+    late.extend(Sv::padded_data(id, &[9; 20], 30, false));
+    late.extend(Sv::window_update(id, 1000));
+    late.extend(Sv::headers_frame(id, trailers, true));
+    late.extend(Sv::rst(id, ErrorCode::CANCEL));
+    late.extend(Sv::priority(id, 0));
+    late
+}
+
+/// RFC 9113 §5.1 ("closed"): an endpoint must ignore the frames it
+/// receives on a stream after it sent RST_STREAM. The server remembers its
+/// last [`RESETS`] resets (`remember_reset`): late frames on each of them
+/// are ignored — no RST_STREAM, no GOAWAY, no event — their DATA returns to
+/// the connection window, and their header blocks are decoded (the HPACK
+/// table stays in step with the client's).
+fn late_frames_on_the_last_64_streams_reset_are_ignored<St: Rule>() {
+    both(|split| {
+        let mut p = reset_while_answering::<St>(split);
+        let window = p.conn.recv_window();
+        let remembered = RESET_STREAMS - RESETS..RESET_STREAMS;
+        let mut late = Vec::new();
+        for i in remembered.clone() {
+            // The oldest remembered stream's trailers add a table entry
+            // (`x-t: late`, index 62) that the next request refers to.
+            let trailers = if i == remembered.start {
+                lit_inc(b"x-t", b"late")
+            } else {
+                p.block(&fields(&[("grpc-status", "1")]))
+            };
+            late.extend(late_frames(nth_id(i), &trailers));
+        }
+        p.send(&late);
+        let frames = p.take();
+        assert!(
+            frames
+                .iter()
+                .all(|f| matches!(f, Rx::WindowUpdate { stream: 0, .. })),
+            "only the connection window is given back: {frames:?}"
+        );
+        assert_eq!(
+            p.take_events(),
+            vec![],
+            "nothing of a reset stream reaches the application"
+        );
+        assert!(p.data.values().all(Vec::is_empty), "no DATA either");
+        assert!(!p.conn.is_closed());
+        assert_eq!(
+            p.conn.recv_window(),
+            window,
+            "the late DATA returned to the connection window"
+        );
+        // The table kept the entry of the oldest remembered stream.
+        let next = nth_id(RESET_STREAMS);
+        let mut block = STATIC_POST.to_vec();
+        block.extend(indexed(62));
+        p.send(&Sv::headers_frame(next, &block, true));
+        match p.take_events().as_slice() {
+            [Ev::Headers { fields: f, .. }] => assert_eq!(get(f, "x-t"), Some("late")),
+            other => panic!("{other:?}"),
+        }
+        p.assert_request_works(next + 2);
+    });
+}
+
+/// Past [`RESETS`], the oldest reset goes: a stream reset before the last
+/// 64 is a closed stream the server no longer remembers. DATA or HEADERS
+/// there is then a connection error of type STREAM_CLOSED, as on any
+/// closed stream (RFC 9113 §5.1 lets an endpoint stop ignoring frames on a
+/// stream it reset; §5.4.1 lets it end the connection on a stream error;
+/// STREAM_CLOSED is what `headers_on_a_closed_stream_is_stream_closed`
+/// sends). WINDOW_UPDATE, RST_STREAM and PRIORITY stay harmless on any
+/// closed stream (§6.9: not an error; §5.1: ignored).
+fn frames_on_a_reset_stream_past_the_last_64_end_the_connection<St: Rule>() {
+    both(|split| {
+        let forgotten = 0..RESET_STREAMS - RESETS;
+        let mut p = reset_while_answering::<St>(split);
+        let mut harmless = Vec::new();
+        for i in forgotten.clone() {
+            harmless.extend(Sv::window_update(nth_id(i), 1000));
+            harmless.extend(Sv::rst(nth_id(i), ErrorCode::CANCEL));
+            harmless.extend(Sv::priority(nth_id(i), 0));
+        }
+        p.send(&harmless);
+        assert_eq!(p.take(), vec![]);
+        p.assert_alive();
+
+        // The oldest stream, and the newest the server forgot (the one
+        // reset just before the 64 it remembers).
+        for id in [nth_id(forgotten.start), nth_id(forgotten.end - 1)] {
+            let mut p = reset_while_answering::<St>(split);
+            p.send(&Sv::data(id, &[9; 50], false));
+            p.expect_goaway(ErrorCode::STREAM_CLOSED);
+
+            let mut p = reset_while_answering::<St>(split);
+            let h = p.headers(id, &fields(&[("grpc-status", "1")]), true);
+            p.send(&h);
+            p.expect_goaway(ErrorCode::STREAM_CLOSED);
+        }
+    });
+}
+
 // ---------------------------------------------------------------------------
 // Flow control
 // ---------------------------------------------------------------------------
@@ -2078,6 +2229,8 @@ each_storage!(
     oversize_trailers_after_the_response_started_reset_the_stream,
     trailers_on_a_stream_we_reset_are_decoded_and_ignored,
     dropped_data_returns_to_the_connection_window_exactly_once,
+    late_frames_on_the_last_64_streams_reset_are_ignored,
+    frames_on_a_reset_stream_past_the_last_64_end_the_connection,
     window_update_of_zero,
     window_overflow_past_2_31_minus_1,
     data_beyond_the_stream_window_is_a_flow_control_error,

@@ -1697,3 +1697,73 @@ fn listen_streams_past_the_quota_or_with_a_long_filter_are_refused_in_band() {
         );
     });
 }
+
+/// Issue #32 item 10 on the tunnel: the server answers and resets more
+/// calls than its connection remembers ([`REMEMBERED_RESETS`]) while their
+/// clients have not sent their request messages yet (`grpc-encoding gzip`:
+/// UNIMPLEMENTED, then RST_STREAM(NO_ERROR)). The request messages that
+/// then arrive on the last 64 are ignored (no handler, nothing on the
+/// wire, the connection serves on); one on a call reset before those, which
+/// the server no longer remembers, is DATA on a closed stream: GOAWAY
+/// (STREAM_CLOSED).
+#[test]
+fn late_request_messages_on_the_last_64_calls_reset_are_ignored_and_older_ones_are_not() {
+    use mcpwire_core::mcp::REMEMBERED_RESETS;
+    let calls = REMEMBERED_RESETS + 4;
+    let mut p = Pair::new();
+    let body = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{{{META}}}}}"#);
+    let mut wire = Vec::new();
+    for _ in 0..calls {
+        let s = p.client.open_stream().unwrap();
+        let mut fields = vec![
+            Field::new(b":method", b"POST"),
+            Field::new(b":scheme", b"http"),
+            Field::new(b":path", TUNNEL_PATH),
+            Field::new(b":authority", b"localhost"),
+            Field::new(b"content-type", b"application/grpc"),
+            Field::new(b"te", b"trailers"),
+            Field::new(b"grpc-encoding", b"gzip"),
+        ];
+        for (n, v) in mirrored("tools/list", None) {
+            fields.push(Field::new(n.as_bytes(), v.as_bytes()));
+        }
+        p.client
+            .send_headers(s, fields.iter().copied(), false)
+            .unwrap();
+        wire.extend(p.run_tapped());
+    }
+    // Client streams 1, 3, 5, …: each answered, then reset NO_ERROR.
+    let ids: Vec<u32> = (0..calls as u32).map(|i| 2 * i + 1).collect();
+    for &id in &ids {
+        assert_eq!(rst_codes(&wire, id), [ErrorCode::NO_ERROR.0], "stream {id}");
+    }
+    let (forgotten, remembered) = ids.split_at(calls - REMEMBERED_RESETS);
+    for &id in remembered {
+        let data = raw_data(id, &frame(body.as_bytes()));
+        assert_eq!(p.server.endpoint.recv(&data, p.now), data.len());
+        p.server.take_events();
+    }
+    let after = p.run_tapped();
+    assert!(
+        frames(&after).all(|(_, sid, _)| !remembered.contains(&sid)),
+        "{after:?}"
+    );
+    assert!(frames(&after).all(|(kind, _, _)| kind != 7), "no GOAWAY");
+    assert_eq!(take_requests().len(), 0, "no handler saw a late message");
+    let next = p.call(&mirrored("tools/list", None), &body);
+    p.run();
+    assert_eq!(p.client.seen[&next].trailer("grpc-status"), Some("0"));
+
+    // The newest call the server forgot.
+    let id = forgotten[forgotten.len() - 1];
+    let data = raw_data(id, &frame(body.as_bytes()));
+    assert_eq!(p.server.endpoint.recv(&data, p.now), data.len());
+    p.server.take_events();
+    let after = p.run_tapped();
+    let goaway: Vec<u32> = frames(&after)
+        .filter(|&(kind, _, _)| kind == 7)
+        .map(|(_, _, p)| u32::from_be_bytes([p[4], p[5], p[6], p[7]]))
+        .collect();
+    assert_eq!(goaway, [ErrorCode::STREAM_CLOSED.0], "{after:?}");
+    assert_eq!(take_requests().len(), 0);
+}

@@ -1,4 +1,4 @@
-//! The tokio `Channel` against the demo server in-process (127.0.0.1:0),
+//! The tokio gRPC `Client` against the demo server in-process (127.0.0.1:0),
 //! against the grpcio reference server `tests/grpc/ref_server.py`, and
 //! against scripted tunnel servers of the `h2` crate (module `scripted`:
 //! refused streams, the typed helpers).
@@ -663,7 +663,8 @@ async fn grpcio_reference_server_echo_and_progress() {
 }
 
 /// Tunnel servers of the `h2` crate, each answering from a script: the
-/// engine's retry of refused streams, and the typed helpers against
+/// engine's retry of refused streams, the code of the reset that ends a
+/// dropped call or listen stream, and the typed helpers against
 /// answers no server of this crate gives (several pages, `isError`,
 /// JSON-RPC errors with data).
 mod scripted {
@@ -1147,5 +1148,100 @@ mod scripted {
             .unwrap();
         assert_eq!(prompt.description.as_deref(), Some("A greeting"));
         assert_eq!(prompt.messages[0]["content"]["text"], "Say hello to Ada.");
+    }
+
+    /// What [`holding_server`] saw of each call: its method, and the code
+    /// of the RST_STREAM that ended it (`None`: the stream ended
+    /// otherwise).
+    type Ends = Arc<Mutex<Vec<(String, Option<h2::Reason>)>>>;
+
+    /// A tunnel server that answers each call with its head and one
+    /// notification (the acknowledgement of a listen stream, a progress
+    /// notification otherwise), then holds the stream open and records
+    /// the code of the reset that ends it.
+    async fn holding_server() -> (std::net::SocketAddr, Ends) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let ends = Ends::default();
+        let all = Arc::clone(&ends);
+        tokio::spawn(async move {
+            while let Ok((socket, _)) = listener.accept().await {
+                let all = Arc::clone(&all);
+                tokio::spawn(async move {
+                    let Ok(mut conn) = h2::server::handshake(socket).await else {
+                        return;
+                    };
+                    while let Some(Ok((request, mut respond))) = conn.accept().await {
+                        let all = Arc::clone(&all);
+                        tokio::spawn(async move {
+                            let request =
+                                unframe(&crate::common::read_body(request.into_body()).await);
+                            let method = request["method"].as_str().unwrap_or("").to_owned();
+                            let note = if method == "subscriptions/listen" {
+                                json!({"jsonrpc": "2.0",
+                                    "method": "notifications/subscriptions/acknowledged",
+                                    "params": {"notifications": {}, "_meta": {
+                                        "io.modelcontextprotocol/subscriptionId": request["id"]}}})
+                            } else {
+                                json!({"jsonrpc": "2.0", "method": "notifications/progress",
+                                    "params": {"progressToken": "t", "progress": 1}})
+                            };
+                            let head = http::Response::builder()
+                                .status(200)
+                                .header("content-type", "application/grpc+proto")
+                                .body(())
+                                .unwrap();
+                            let mut send = respond.send_response(head, false).unwrap();
+                            send.send_data(frame(&note), false).unwrap();
+                            let reset = std::future::poll_fn(|cx| send.poll_reset(cx)).await;
+                            all.lock().unwrap().push((method, reset.ok()));
+                        });
+                    }
+                });
+            }
+        });
+        (addr, ends)
+    }
+
+    /// Issue #32 item 9: a dropped call and a dropped listen stream each
+    /// reset their stream with CANCEL (the binding: "The client cancels a
+    /// call with RST_STREAM(CANCEL)"), not with any code.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_dropped_call_and_a_dropped_listen_stream_are_reset_with_cancel() {
+        let (addr, ends) = holding_server().await;
+        let channel =
+            mcpwire_tokio::Client::grpc(mcpwire_tokio::client::grpc::Config::new(addr.to_string()))
+                .await
+                .unwrap();
+        let requests = [
+            json!({"method": "tools/call", "params": {"name": "slow", "arguments": {},
+                "_meta": {"progressToken": "t"}}}),
+            json!({"method": "subscriptions/listen", "params": {"notifications": {}}}),
+        ];
+        for request in requests {
+            let method = request["method"].as_str().unwrap().to_owned();
+            let mut call = channel.call(request).await.unwrap();
+            match call.next().await.unwrap() {
+                Some(crate::StreamMessage::Notification(_)) => {}
+                other => panic!("{method}: {other:?}"),
+            }
+            drop(call);
+            let e = Arc::clone(&ends);
+            let m = method.clone();
+            assert!(
+                crate::eventually(std::time::Duration::from_secs(10), || {
+                    e.lock().unwrap().iter().any(|(name, _)| *name == m)
+                })
+                .await,
+                "{method}: the server saw no end"
+            );
+        }
+        assert_eq!(
+            *ends.lock().unwrap(),
+            [
+                ("tools/call".to_owned(), Some(h2::Reason::CANCEL)),
+                ("subscriptions/listen".to_owned(), Some(h2::Reason::CANCEL)),
+            ]
+        );
     }
 }

@@ -4,7 +4,8 @@
 //! connection, cancellation by drop (RST_STREAM); `mcpwire call --http2`;
 //! and scripted bad HTTP/2 peers on the reference `h2` crate: a stream
 //! reset before the response, a stream refused unprocessed (sent again),
-//! an HTML answer, an event stream reset after a notification, a graceful
+//! an HTML answer, an event stream reset after a notification, the code of
+//! the reset that ends a dropped call or listen stream (CANCEL), a graceful
 //! GOAWAY after each answer, an HTTP/1.1-only server; large requests and
 //! answers through the flow-control windows.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -384,6 +385,75 @@ async fn an_event_stream_reset_after_a_notification_fails_the_call() {
     let e = call.next().await.unwrap_err();
     assert_eq!(e.status, Code::Unavailable, "{e}");
     assert!(e.message.contains("reset"), "{e}");
+}
+
+/// Issue #32 item 9: a dropped call and a dropped listen stream each reset
+/// their stream with CANCEL (what tells a server over HTTP/2 that the
+/// client cancelled), not with any code. The peer answers each with an
+/// event stream and one event (a progress notification, or the listen
+/// stream's acknowledgement), then records the code of the reset that
+/// ends it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_call_and_a_dropped_listen_stream_are_reset_with_cancel() {
+    type Ends = Arc<Mutex<Vec<(String, Option<h2::Reason>)>>>;
+    let ends = Ends::default();
+    let all = Arc::clone(&ends);
+    let (addr, _) = h2_peer(move |_, seen, mut respond| {
+        let all = Arc::clone(&all);
+        async move {
+            let method = seen.mcp_method.unwrap_or_default();
+            let note = if method == "subscriptions/listen" {
+                json!({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
+                    "params": {"notifications": {}, "_meta": {
+                        "io.modelcontextprotocol/subscriptionId": seen.body["id"]}}})
+            } else {
+                json!({"jsonrpc": "2.0", "method": "notifications/progress",
+                    "params": {"progressToken": "t", "progress": 1}})
+            };
+            let mut send = respond
+                .send_response(head("text/event-stream"), false)
+                .unwrap();
+            send.send_data(
+                Bytes::from(format!("event: message\ndata: {note}\n\n")),
+                false,
+            )
+            .unwrap();
+            let reset = std::future::poll_fn(|cx| send.poll_reset(cx)).await;
+            all.lock().unwrap().push((method, reset.ok()));
+        }
+    })
+    .await;
+    let ch = h2c(addr);
+    let requests = [
+        json!({"method": "tools/call", "params": {"name": "slow", "arguments": {},
+            "_meta": {"progressToken": "t"}}}),
+        json!({"method": "subscriptions/listen", "params": {"notifications": {}}}),
+    ];
+    for request in requests {
+        let method = request["method"].as_str().unwrap().to_owned();
+        let mut call = ch.call(request).await.unwrap();
+        match call.next().await.unwrap() {
+            Some(StreamMessage::Notification(_)) => {}
+            other => panic!("{method}: {other:?}"),
+        }
+        drop(call);
+        let e = Arc::clone(&ends);
+        let m = method.clone();
+        assert!(
+            eventually_every(Duration::from_millis(10), Duration::from_secs(10), || {
+                e.lock().unwrap().iter().any(|(name, _)| *name == m)
+            })
+            .await,
+            "{method}: the peer saw no end"
+        );
+    }
+    assert_eq!(
+        *ends.lock().unwrap(),
+        [
+            ("tools/call".to_owned(), Some(h2::Reason::CANCEL)),
+            ("subscriptions/listen".to_owned(), Some(h2::Reason::CANCEL)),
+        ]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -8,8 +8,11 @@
 // Prints one JSON line with what it observed; exit 0 when the scenario's
 // expectations hold, 1 otherwise ("reason" says why), 2 on a usage error.
 // Scenarios: discover, tools-list, read-sensor, toggle, progress, cancel,
-// deadline, concurrent, listen-cancel; against a device run with a bearer
-// token (the environment's DEVICE_TOKEN): auth-missing, auth-wrong, auth-ok.
+// deadline, concurrent, listen-cancel; auth-missing, auth-wrong, auth-ok
+// against a device that requires a bearer token. The environment's
+// DEVICE_TOKEN, when set, is sent with every call as that token (the
+// device app requires one unless it runs with --no-auth), but by
+// auth-missing and auth-wrong.
 //
 // Every request carries the 2026-07-28 `_meta` and the mirrored metadata
 // (mcp-protocol-version, mcp-method, mcp-name); every call has a deadline
@@ -24,19 +27,19 @@ const CLIENT_INFO = { name: 'mcpwire-device-grpc-js', version: '0.1.0' };
 
 const request = requests(CLIENT_INFO);
 
+// The `authorization` sent with every call, when set.
+let authorization = process.env.DEVICE_TOKEN ? `Bearer ${process.env.DEVICE_TOKEN}` : null;
+
 function headersFor(msg) {
   const h = { 'mcp-protocol-version': PROTOCOL_VERSION, 'mcp-method': msg.method };
   if (msg.method === 'tools/call') h['mcp-name'] = msg.params.name;
+  if (authorization !== null) h.authorization = authorization;
   return h;
 }
-
-// The bearer token sent with every call, when set (auth-* scenarios).
-let authorization = null;
 
 function metadataFor(msg) {
   const md = new grpc.Metadata();
   for (const [k, v] of Object.entries(headersFor(msg))) md.set(k, v);
-  if (authorization !== null) md.set('authorization', authorization);
   return md;
 }
 
@@ -256,6 +259,7 @@ Object.assign(SCENARIOS, {
 
   async 'auth-missing'(client, ck) {
     deviceToken(ck);
+    authorization = null;
     const r = await call(client, request('tools/list'));
     refused(ck, r, 'missing bearer token', 'Bearer realm="mcpwire"');
   },

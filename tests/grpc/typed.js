@@ -10,7 +10,9 @@
 // get-prompt, complete, deadline, cancel; against the device app
 // (scripts/interop-embassy-host.sh): device-list-tools, device-read-sensor,
 // device-progress, device-deadline, device-cancel, device-no-resources,
-// and unknown-tool. Prints one JSON
+// and unknown-tool. The environment's DEVICE_TOKEN, when set, is sent with
+// every call as a bearer token (the device app requires one unless it runs
+// with --no-auth). Prints one JSON
 // line of observations; exit 0 = the expectations hold, 1 = not (`reason`),
 // 2 = usage.
 'use strict';
@@ -422,7 +424,16 @@ async function main() {
     console.error(`usage: node typed.js HOST:PORT {${Object.keys(scenarios).join(',')}}`);
     process.exit(2);
   }
-  const client = new Mcp(addr, grpc.credentials.createInsecure());
+  // grpc-js sends no call credentials over an insecure channel: the token
+  // goes in as metadata, added to every call by an interceptor.
+  const token = process.env.DEVICE_TOKEN;
+  const bearer = (options, nextCall) => new grpc.InterceptingCall(nextCall(options), {
+    start(metadata, listener, next) {
+      metadata.set('authorization', `Bearer ${token}`);
+      next(metadata, listener);
+    },
+  });
+  const client = new Mcp(addr, grpc.credentials.createInsecure(), token ? { interceptors: [bearer] } : {});
   let out;
   try {
     out = await scenarios[scenario](client);

@@ -18,6 +18,15 @@
 //! probe-rs runner of `.cargo/config.toml`); build with `--features defmt`
 //! to see the log over RTT, the address included.
 //!
+//! **No authentication.** This firmware takes any caller that reaches port
+//! 50051: it has no bearer tokens (`mcpwire-embassy`'s feature `auth`,
+//! `Config::tokens`, is left out to stay within 128 KiB of flash), so
+//! anyone on the network can call every tool, `toggle_output` (which
+//! drives the board's output) included, and the log says so at boot. Put
+//! the board on a network you trust (a lab segment, a VLAN, behind a
+//! firewall) until tokens fit the budget. The same application on the host
+//! (`examples/device-host`) requires a token by default.
+//!
 //! Tasks: the network stack, [`CONNECTIONS`] connection tasks (one TCP
 //! socket and one MCP engine each) and [`HANDLERS`] handler tasks (one tool
 //! call at a time each), all in one thread-mode executor. Everything is
@@ -185,6 +194,8 @@ async fn main(spawner: Spawner) {
     if let Some(config) = stack.config_v4() {
         info!("MCP on {}:{}", config.address.address(), PORT);
     }
+    // No tokens in this build: say so where whoever runs it looks.
+    warn!("no authentication: anyone on the network can call the tools, toggle_output included");
     for _ in 0..HANDLERS {
         spawner.spawn(handler_task(server).expect("handler task pool"));
     }

@@ -7,6 +7,8 @@
 //! ```
 //!
 //! Defaults: `--tap tap1 --address 10.77.0.3/24 --server 10.77.0.2:50051`.
+//! `MCPWIRE_TOKEN`, if set, is sent with every call as a bearer token (the
+//! device app requires one unless it runs with `--no-auth`).
 //! The TAP device must exist, be up and reach the server on its link
 //! (`scripts/interop-embassy-host.sh` bridges it with the device app's TAP
 //! inside a network namespace). Scenarios (all by default): tools-list,
@@ -285,9 +287,18 @@ async fn main(spawner: Spawner) {
         exit(1);
     }
     eprintln!("mcpwire-device-client: connected");
+    // The engine's metadata is static, as in a firmware's flash.
+    let metadata: &'static [(&'static str, &'static str)] = match std::env::var("MCPWIRE_TOKEN") {
+        Ok(token) => {
+            let value: &'static str = Box::leak(format!("Bearer {token}").into_boxed_str());
+            Box::leak(Box::new([("authorization", value)]))
+        }
+        Err(_) => &[],
+    };
     let engine = ENGINE.init(Engine::new(
         ClientConfig {
             request_timeout: Duration::from_secs(20),
+            metadata,
             ..ClientConfig::default()
         },
         SlabStore::new(),

@@ -5,6 +5,9 @@
 //! mcpwire-device-probe HOST:PORT [scenario...]
 //! ```
 //!
+//! `MCPWIRE_TOKEN`, if set, is sent with every call as a bearer token (the
+//! device app requires one unless it runs with `--no-auth`).
+//!
 //! Scenarios (all by default): discover, tools-list, read-sensor, toggle,
 //! progress, cancel, deadline, unknown-tool, listen. Each prints one JSON
 //! line of what it saw; the last line is "N passed, N failed". Exit status
@@ -311,7 +314,9 @@ async fn main() -> ExitCode {
     if selected.is_empty() {
         selected = SCENARIOS.iter().map(|s| (*s).to_owned()).collect();
     }
-    let channel = match Client::grpc(grpc::Config::new(addr)).await {
+    let mut config = grpc::Config::new(addr);
+    config.bearer = std::env::var("MCPWIRE_TOKEN").ok();
+    let channel = match Client::grpc(config).await {
         Ok(client) => client,
         Err(e) => {
             eprintln!("mcpwire-device-probe: {e}");
