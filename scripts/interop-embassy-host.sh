@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The device firmware's application, run on the host (embassy's std
 # executor, embassy-net on a TAP device: examples/device-host), called by
-# @grpc/grpc-js (tests/grpc/device.js), by our tokio Channel
+# @grpc/grpc-js (tests/grpc/device.js), by our tokio client
 # (mcpwire-device-probe) and by the embassy client (mcpwire-device-client:
 # the core's Caller on its own embassy-net stack): discover, tools/list, the
 # tools, progress, cancel, deadlines, concurrent calls; the typed binding
@@ -195,7 +195,7 @@ for s in device-list-tools device-read-sensor device-progress device-deadline de
     fi
 done
 
-printf '\n==> tokio Channel (mcpwire-device-probe) -> %s:%s\n' "$device" "$port"
+printf '\n==> tokio client (mcpwire-device-probe) -> %s:%s\n' "$device" "$port"
 rc=0
 bounded 180 ip netns exec "$ns" "$probe" "$device:$port" >"$work/probe.out" 2>"$work/probe.err" || rc=$?
 json_scenarios channel "$work/probe.out" "$work/probe.err" "$rc" probe

@@ -239,7 +239,7 @@ step_conformance() {
 step_embassy() {
     # The device application (examples/device-tools on mcpwire-embassy) run
     # on the host: embassy's std executor on a TAP device in a network
-    # namespace, called by grpc-js and by our tokio Channel, and on the
+    # namespace, called by grpc-js and by our tokio client, and on the
     # same port over Streamable HTTP by the Python SDK and curl. Exits 77
     # (skipped) without root or /dev/net/tun, except in CI.
     bounded 1800 ./scripts/interop-embassy-host.sh
