@@ -129,7 +129,8 @@ impl<S: CallStore, const C: usize> App<Client<S, C, 4096, 16384>> for ClientApp 
                 ClientEvent::ConnectionClosed { .. }
                 | ClientEvent::Connect { .. }
                 | ClientEvent::Disconnect { .. }
-                | ClientEvent::Ready => {}
+                | ClientEvent::Ready
+                | ClientEvent::Skipped { .. } => {}
             }
         }
     }

@@ -9,11 +9,12 @@ use core::time::Duration;
 
 use mcpwire_core::grpc::Code;
 use mcpwire_core::mcp::SlabStore;
+use mcpwire_core::mcp::client::stdio::{StdioEngine, StdioEngineConfig};
 use mcpwire_core::mcp::client::{
     CallOptions, ClientConfig, ClientEngine, StartError, TunnelClient,
 };
 use mcpwire_core::mcp::registry::ToolInfo;
-use mcpwire_core::mcp::server::{Server, ServerConfig};
+use mcpwire_core::mcp::server::{Server, ServerConfig, StdioConfig, StdioServer};
 use mcpwire_core::time::Instant;
 
 mod support;
@@ -185,5 +186,128 @@ fn close_ends_every_link_and_the_engine() {
             ),
             Err(StartError::Closed)
         ));
+    });
+}
+
+// ----------------------------------------------------------------------
+// stdio
+// ----------------------------------------------------------------------
+
+type Stdio = StdioEngine<Vec<u8>, Heap, 8>;
+
+/// A stdio engine whose links are fresh stdio servers (a child each);
+/// `refuse` says which link numbers the driver could not start.
+fn stdio_net(refuse: &'static [u32]) -> Net<Stdio> {
+    let engine = Stdio::new(
+        StdioEngineConfig::default(),
+        vec![0; 1 << 16],
+        Heap,
+        Instant::ZERO,
+    );
+    Net::new(engine, move |link| {
+        if refuse.contains(&link.get()) {
+            return None;
+        }
+        let engine: StdioServer<'static, SlabStore<8192, 8>, 8> = StdioServer::new(
+            checked(registry(&TOOLS)),
+            StdioConfig::default(),
+            SlabStore::new(),
+            Instant::ZERO,
+        );
+        Some(Box::new(Served_::new(engine)) as Box<dyn Served>)
+    })
+}
+
+/// The first call asks for the server; the engine runs the era probe on
+/// it, says it is ready, and the calls that waited go (the driver tries
+/// them again after the `Ready`).
+#[test]
+fn the_stdio_engine_starts_its_server_and_probes_before_the_calls_go() {
+    each_split(|| {
+        let mut net = stdio_net(&[]);
+        assert!(matches!(
+            net.call(&tool_call(1, "echo", r#"{"text":"early"}"#)),
+            Err(StartError::Busy)
+        ));
+        assert_eq!(net.link_events, [("connect", 0), ("ready", 0)]);
+        let a = net
+            .call(&tool_call(1, "echo", r#"{"text":"one"}"#))
+            .unwrap();
+        let seen = net.seen(a);
+        assert!(seen.response.unwrap().contains("one"));
+        assert!(seen.ended);
+        let era = net.client.client().era();
+        assert_eq!(era.version(), Some("2026-07-28"));
+    });
+}
+
+/// A server that exits with a call in flight fails it (the server is
+/// gone: UNAVAILABLE); the link goes, and the next call starts a new
+/// server, which speaks the era already chosen (no second probe).
+#[test]
+fn a_server_that_exits_fails_its_calls_and_the_next_call_starts_another() {
+    each_split(|| {
+        let mut net = stdio_net(&[]);
+        let _ = net.call(&tool_call(1, "echo", "{}"));
+        let held = net.call(&tool_call(2, "hold", "{}")).unwrap();
+        net.server(0).go_away();
+        net.run();
+        let seen = net.seen(held);
+        let (code, message, diagnostics) = seen.failed.expect("failed");
+        assert_eq!(code, -32000, "{message}");
+        assert!(diagnostics.transport);
+        assert_eq!(diagnostics.grpc_status, Some(Code::Unavailable));
+        assert!(seen.ended);
+        assert_eq!(
+            net.link_events,
+            [("connect", 0), ("ready", 0), ("disconnect", 0)]
+        );
+        assert!(matches!(
+            net.call(&tool_call(3, "echo", r#"{"text":"again"}"#)),
+            Err(StartError::Busy)
+        ));
+        let again = net
+            .call(&tool_call(3, "echo", r#"{"text":"again"}"#))
+            .unwrap();
+        assert!(net.seen(again).response.unwrap().contains("again"));
+        assert_eq!(
+            net.link_events,
+            [
+                ("connect", 0),
+                ("ready", 0),
+                ("disconnect", 0),
+                ("connect", 1),
+                ("ready", 0)
+            ]
+        );
+    });
+}
+
+/// A server the driver could not start refuses the calls with its reason
+/// for a while (`relink_after`); then the next call tries again.
+#[test]
+fn a_server_that_cannot_be_started_refuses_calls_with_the_reason_then_retries() {
+    each_split(|| {
+        let mut net = stdio_net(&[0]);
+        assert!(matches!(
+            net.call(&tool_call(1, "echo", "{}")),
+            Err(StartError::Busy)
+        ));
+        assert!(matches!(
+            net.call(&tool_call(1, "echo", "{}")),
+            Err(StartError::Down)
+        ));
+        assert_eq!(net.client.down_reason(), Some(&b"refused"[..]));
+        net.advance(Duration::from_secs(2));
+        assert!(matches!(
+            net.call(&tool_call(1, "echo", "{}")),
+            Err(StartError::Busy)
+        ));
+        let a = net.call(&tool_call(1, "echo", r#"{"text":"up"}"#)).unwrap();
+        assert!(net.seen(a).response.unwrap().contains("up"));
+        assert_eq!(
+            net.link_events,
+            [("connect", 0), ("connect", 1), ("ready", 0)]
+        );
     });
 }

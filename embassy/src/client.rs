@@ -120,7 +120,8 @@ impl From<StartError> for ClientError {
             StartError::Invalid(r) => Self::Invalid { code: r.code },
             StartError::Busy => Self::Busy,
             StartError::TooLarge { .. } => Self::TooLarge,
-            StartError::Closed => Self::Closed,
+            // One connection's engine is never down: it is closed.
+            StartError::Closed | StartError::Down => Self::Closed,
         }
     }
 }

@@ -39,6 +39,9 @@ pub trait Served: Endpoint {
     fn serve(&mut self);
     /// The server goes away (GOAWAY, the end of its input...).
     fn go_away(&mut self);
+    /// The server is over: once its output is read, the client's link
+    /// ends (end of file).
+    fn finished(&self) -> bool;
 }
 
 /// A server engine with a small application: `echo` answers its `text`,
@@ -63,6 +66,7 @@ pub trait ServerLink: ServerEngine + Endpoint {
     fn link_handle_timeout(&mut self, now: Instant);
     fn link_recv_eof(&mut self);
     fn link_go_away(&mut self);
+    fn link_finished(&self) -> bool;
 }
 
 impl<E: ServerLink> Endpoint for Server<E> {
@@ -129,6 +133,9 @@ impl<E: ServerLink> Served for Server<E> {
         self.engine.link_go_away();
         self.serve();
     }
+    fn finished(&self) -> bool {
+        self.engine.link_finished()
+    }
 }
 
 /// One link: its server and pipes.
@@ -140,6 +147,8 @@ struct Link {
     down: Pipe<PIPE>,
     /// The engine let go of it.
     closed: bool,
+    /// The server ended and the client was told (end of file).
+    eof_told: bool,
 }
 
 /// A client engine and its links' servers.
@@ -176,9 +185,10 @@ impl<E: ClientEngine> Net<E> {
     }
 
     pub fn call_with(&mut self, message: &str, options: CallOptions) -> Result<CallId, StartError> {
-        let call = self.client.start(message.as_bytes(), options, self.now)?;
+        // A refused start may still have asked for a link.
+        let call = self.client.start(message.as_bytes(), options, self.now);
         self.run();
-        Ok(call)
+        call
     }
 
     /// What `call` saw.
@@ -239,6 +249,7 @@ impl<E: ClientEngine> Net<E> {
                                 up: Pipe::new(split()),
                                 down: Pipe::new(split()),
                                 closed: false,
+                                eof_told: false,
                             });
                             self.client.link_up(link, Negotiated::Nothing, self.now);
                         }
@@ -253,6 +264,7 @@ impl<E: ClientEngine> Net<E> {
                     }
                 }
                 ClientEvent::Ready => self.link_events.push(("ready", 0)),
+                ClientEvent::Skipped { .. } => self.link_events.push(("skipped", 0)),
                 ClientEvent::ConnectionClosed { .. } => self.link_events.push(("closed", 0)),
             }
         }
@@ -313,6 +325,15 @@ impl<E: ClientEngine> Net<E> {
                 break;
             }
         }
+        // A server that ended: its end reaches the client once its octets
+        // are read.
+        let link = &mut self.links[i];
+        if !link.eof_told && link.down.is_empty() && link.server.finished() {
+            link.eof_told = true;
+            self.client.recv_eof(id, now);
+            self.drain();
+            moved += 1;
+        }
         moved
     }
 
@@ -344,6 +365,9 @@ where
     fn link_go_away(&mut self) {
         self.go_away();
     }
+    fn link_finished(&self) -> bool {
+        self.is_closed()
+    }
 }
 
 impl<S: mcpwire_core::mcp::CallStore> ServerLink
@@ -360,6 +384,9 @@ impl<S: mcpwire_core::mcp::CallStore> ServerLink
     }
     fn link_go_away(&mut self) {
         self.go_away();
+    }
+    fn link_finished(&self) -> bool {
+        self.is_finished()
     }
 }
 
@@ -378,5 +405,8 @@ impl<S: mcpwire_core::mcp::CallStore, const CALLS: usize> ServerLink
     /// The server's end of output: as a child that exits.
     fn link_go_away(&mut self) {
         self.close();
+    }
+    fn link_finished(&self) -> bool {
+        self.is_finished()
     }
 }

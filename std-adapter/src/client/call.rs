@@ -278,6 +278,7 @@ impl Drop for EngineCall {
 fn refusal_error(r: Refusal) -> CallError {
     match r {
         Refusal::Gone => CallError::new(Code::Unavailable, "the client is closed"),
+        Refusal::Down(why) => CallError::new(Code::Unavailable, why),
         Refusal::Invalid { code, message } => {
             let mut e = CallError::invalid_request(message);
             e.diagnostics.rpc_code = Some(code);

@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 
 use mcpwire_core::mcp::client::{
-    CallId, CallOptions, ClientEngine, ClientEvent, Diagnostics, LinkId, StartError,
+    CallId, CallOptions, ClientEngine, ClientEvent, Diagnostics, LinkId, Skipped, StartError,
 };
 use mcpwire_core::mcp::json;
 use tokio::io::ReadBuf;
@@ -80,6 +80,8 @@ pub(crate) enum Command {
 pub(crate) enum Refusal {
     /// The engine is over (closed).
     Gone,
+    /// The engine cannot reach its server now, and why.
+    Down(String),
     /// The engine refused the request before a byte went out.
     Invalid { code: i32, message: &'static str },
     /// The request needs more than a call's buffer.
@@ -148,6 +150,7 @@ where
         scratch: vec![0; TRANSMIT_CHUNK].into_boxed_slice(),
         cursor: 0,
         closing: false,
+        skipped: SkipLog::default(),
     };
     tokio::spawn(task.run(rx));
     Handle {
@@ -281,6 +284,40 @@ struct Dispatcher<E, C> {
     cursor: usize,
     /// Every handle is gone: the engine was told to close.
     closing: bool,
+    skipped: SkipLog,
+}
+
+/// What the server sent that the engine dropped, logged on stderr at the
+/// first eight of each kind and then at powers of two (a server that
+/// writes logs to stdout does it on every line).
+#[derive(Debug, Default)]
+struct SkipLog {
+    counts: [u64; 3],
+}
+
+impl SkipLog {
+    fn log(&mut self, what: Skipped, text: &[u8]) {
+        let (kind, why) = match what {
+            Skipped::LineTooLong { .. } => (0, "a line over the line limit"),
+            Skipped::BadLine { json: true } => (1, "a JSON line that is not a JSON-RPC message"),
+            Skipped::BadLine { json: false } => {
+                (1, "not JSON: the server may be writing logs to stdout")
+            }
+            Skipped::Unmatched => (2, "a message no call waits for"),
+        };
+        let n = &mut self.counts[kind];
+        *n += 1;
+        if *n <= 8 || n.is_power_of_two() {
+            let len = match what {
+                Skipped::LineTooLong { len } => format!(" ({len} octets)"),
+                _ => String::new(),
+            };
+            eprintln!(
+                "mcpwire: skipped a server line #{n}{len}: {why}: {}",
+                String::from_utf8_lossy(text)
+            );
+        }
+    }
 }
 
 impl<E: ClientEngine, C: Connector> Dispatcher<E, C> {
@@ -403,6 +440,10 @@ impl<E: ClientEngine, C: Connector> Dispatcher<E, C> {
                     return;
                 }
                 Err(StartError::Closed) => Refusal::Gone,
+                Err(StartError::Down) => Refusal::Down(
+                    String::from_utf8_lossy(self.engine.down_reason().unwrap_or(b"unreachable"))
+                        .into_owned(),
+                ),
                 Err(StartError::Invalid(e)) => Refusal::Invalid {
                     code: e.code,
                     message: e.message,
@@ -458,6 +499,10 @@ impl<E: ClientEngine, C: Connector> Dispatcher<E, C> {
                     if let Some(l) = self.links.iter_mut().find(|l| l.id == link) {
                         l.closing = true;
                     }
+                    continue;
+                }
+                ClientEvent::Skipped { what } => {
+                    self.skipped.log(what, engine.skipped_text());
                     continue;
                 }
                 ClientEvent::Ready | ClientEvent::ConnectionClosed { .. } => continue,

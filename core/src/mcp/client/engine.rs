@@ -159,4 +159,14 @@ pub trait ClientEngine {
     /// Forgets the learned schemas: a tool's arguments are mirrored again
     /// after the next `tools/list`.
     fn clear_schemas(&mut self) {}
+
+    /// Why [`StartError::Down`]: the engine cannot reach its server now.
+    fn down_reason(&self) -> Option<&[u8]> {
+        None
+    }
+
+    /// The first octets of what the last [`ClientEvent::Skipped`] names.
+    fn skipped_text(&self) -> &[u8] {
+        &[]
+    }
 }

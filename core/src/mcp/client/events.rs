@@ -45,6 +45,21 @@ pub enum StartError {
     TooLarge { needed: usize },
     /// The connection is over.
     Closed,
+    /// The engine cannot reach its server for now (its link could not be
+    /// opened, or its handshake failed): the engine's
+    /// [`down_reason`](super::ClientEngine::down_reason) says why.
+    Down,
+}
+
+/// What the server sent that an engine dropped, for the driver's log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Skipped {
+    /// A line of `len` octets, over the line limit.
+    LineTooLong { len: usize },
+    /// A line that is not a JSON-RPC message (`json`: it is JSON).
+    BadLine { json: bool },
+    /// A message no call waits for.
+    Unmatched,
 }
 
 /// What a client reports about a call besides the JSON-RPC error.
@@ -127,6 +142,10 @@ pub enum ClientEvent {
     /// The engine's handshake is over (the era chosen): calls start at
     /// once from here on.
     Ready,
+    /// The engine dropped something the server sent; the engine's
+    /// [`skipped_text`](super::ClientEngine::skipped_text) has its first
+    /// octets.
+    Skipped { what: Skipped },
     /// The connection is over (the engine: closed for good); calls in
     /// progress failed before this.
     ConnectionClosed { error: Option<ConnectionError> },

@@ -45,12 +45,14 @@
 //! what was chosen and why. After a crash, `restarted` speaks the era
 //! already chosen (`initialize` again for a legacy server).
 
+mod engine;
 mod incoming;
 mod line;
 
 use core::time::Duration;
 
 pub use super::era::{Era, EraChoice, EraDiagnostics, LEGACY_VERSION};
+pub use engine::{StdioEngine, StdioEngineConfig};
 
 use super::events::CallId;
 use crate::mcp::envelope::Message;
