@@ -123,6 +123,13 @@ fn main() -> ! {
         size_of::<mcp::Store>()
     );
     hprintln!(
+        "sizes: mcp Client<SlabStore<{}, {}>, 4, 4096, 2048> {} B (its store {} B)",
+        mcp::SLAB_SIZE,
+        mcp::SLAB_COUNT,
+        size_of::<mcp::Client>(),
+        size_of::<mcp::Store>()
+    );
+    hprintln!(
         "sizes of the pairs (both ends, pipes, applications): h2 {} B, mcp {} B",
         size_of::<h2::H2Pair>(),
         size_of::<mcp::McpPair>()
