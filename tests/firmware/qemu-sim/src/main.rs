@@ -1,12 +1,14 @@
 //! The simulation scenarios of `mcpwire-core` on a Cortex-M4 under QEMU
 //! (`qemu-system-arm -machine mps2-an386`), with no allocator.
 //!
-//! A client `Connection` talks to a server `Connection`, then to the MCP
-//! tunnel [`Engine`](mcpwire_core::mcp::server::Engine), through in-memory
-//! byte pipes whose contents are cut into pieces of random sizes (a seeded
-//! generator, down to one byte): large bodies through small windows,
-//! interleaved streams, a reset mid-body, `tools/list`, a tool call with
-//! progress notifications, a cancelled call, an error before the handler.
+//! A client `Connection` talks to a server `Connection`, then the core's
+//! tunnel client engine ([`Client`](mcpwire_core::mcp::client::Client)) to
+//! its server engine ([`Server`](mcpwire_core::mcp::server::Server)),
+//! through in-memory byte pipes whose contents are cut into pieces of
+//! random sizes (a seeded generator, down to one byte): large bodies
+//! through small windows, interleaved streams, a reset mid-body,
+//! `tools/list`, a tool call with progress notifications, a cancelled call,
+//! an error before the handler.
 //! Each scenario prints one line through semihosting; QEMU exits with
 //! status 0 only if all passed (a panic exits with 1, `panic-semihosting`).
 //!
@@ -118,6 +120,13 @@ fn main() -> ! {
         mcp::SLAB_SIZE,
         mcp::SLAB_COUNT,
         size_of::<mcp::Server>(),
+        size_of::<mcp::Store>()
+    );
+    hprintln!(
+        "sizes: mcp Client<SlabStore<{}, {}>, 4, 4096, 2048> {} B (its store {} B)",
+        mcp::SLAB_SIZE,
+        mcp::SLAB_COUNT,
+        size_of::<mcp::Client>(),
         size_of::<mcp::Store>()
     );
     hprintln!(

@@ -1,35 +1,34 @@
-//! The MCP tunnel engine: our HTTP/2 client makes calls of the gRPC tunnel
-//! binding to the server engine ([`Server`]), over the pipes. The server side's
-//! application (the tool handlers) is the code below, in the loop.
+//! The MCP tunnel engines on both ends: the core's client engine
+//! ([`Client`], the gRPC tunnel client over one HTTP/2 connection) makes
+//! calls of the tunnel binding to the server engine ([`Server`]) over the
+//! pipes. The application of each side is the code below, in the loop: the
+//! server's tool handlers, and the client's record of what its events said.
 //!
-//! The client builds each call with the core's own pieces: the metadata
-//! from the body ([`mirror_headers`]) in a [`HeaderBuilder`], the head with
-//! `send_headers`, the message with the tunnel codec ([`JsonRpcMessage`])
-//! behind a gRPC prefix ([`write_prefix`]); it reads the answer with
-//! [`MessageDecoder`] and, for errors in trailers, [`error_from_trailers`].
+//! The client engine builds each call (metadata mirrored from the body,
+//! head, gRPC framing, `grpc-timeout`) and reads each answer (messages,
+//! trailers, the JSON-RPC error they carry), so the scenarios check what a
+//! client application sees: its events in order and their texts.
 
-use mcpwire_core::grpc::{Code, MessageDecoder, PREFIX_LEN, write_prefix};
-use mcpwire_core::h2::{Data, Event, HeaderBuilder, HeaderList, HeadersKind, Role, StreamRef};
-use mcpwire_core::hpack::Field;
+use core::time::Duration;
+
+use mcpwire_core::grpc::Code;
 use mcpwire_core::mcp::SlabStore;
-use mcpwire_core::mcp::client::{CallOutcome, error_from_trailers, mirror_headers};
+use mcpwire_core::mcp::client::{CallId as ClientCallId, ClientConfig, ClientEvent, DeviceClient};
 use mcpwire_core::mcp::json;
 use mcpwire_core::mcp::registry::{Registry, ServerInfo, ToolInfo};
 use mcpwire_core::mcp::server::{
     self as engine, CallId, CancelReason, RequestKind, SendError, ServerConfig, ServerEvent,
-    TUNNEL_PATH,
 };
 use mcpwire_core::mcp::writer::JsonWriter;
 use mcpwire_core::time::Instant;
-use mcpwire_proto::tunnel::JsonRpcMessage;
 
-use crate::h2::Conn;
-use crate::sim::{ConnPeer, Failed, Outcome, Pair, Peer, Rng, Text, context};
+use crate::sim::{Failed, Outcome, Pair, Peer, Rng, Text, context};
 use crate::stack::measured;
 use crate::{ensure, fail, failed, text};
 
-/// Octets of each call buffer: the request head, the request message and
-/// the outgoing message of one call.
+/// Octets of each call buffer: on the server the request head, the request
+/// message and the outgoing message of one call; on the client the framed
+/// request, or the messages that come back.
 pub const SLAB_SIZE: usize = 2048;
 /// Calls at a time.
 pub const SLAB_COUNT: usize = 4;
@@ -50,8 +49,6 @@ fn new_engine() -> Server {
 
 const CALLS: usize = 4;
 const PIPE: usize = 2048;
-/// Largest response message the client reads.
-const MESSAGE: usize = 1024;
 const SEEDS: [u32; 3] = [1, 2, 3];
 
 const TOOLS: [ToolInfo<'static>; 3] = [
@@ -336,348 +333,276 @@ impl Peer for ServerSide {
 }
 
 // ---------------------------------------------------------------------------
-// Client
+// Client: the core's engine and what its application saw
 // ---------------------------------------------------------------------------
 
-/// What the client saw of one call.
+/// The client engine of a device (4 calls, a 4 KiB HPACK table, 2 KiB
+/// frame buffers, a 2 KiB annotation cache, all inline) over a store like
+/// the server's: two buffers a call, so two calls at a time.
+pub type Client = DeviceClient<Store>;
+
+/// Metadata of every call: none, or what a scenario adds.
+type Metadata = &'static [(&'static str, &'static str)];
+
+fn new_client(metadata: Metadata) -> Client {
+    let config = ClientConfig {
+        authority: "mcu.local",
+        request_timeout: Duration::from_secs(10),
+        metadata,
+        ..ClientConfig::default()
+    };
+    Client::new(config, Store::new(), Instant::ZERO)
+}
+
+/// A failed call's JSON-RPC error code, gRPC status, and whether the
+/// transport failed (rather than the server answering with an error).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Error {
+    code: i32,
+    grpc_status: Option<Code>,
+    transport: bool,
+}
+
+/// What the client's application saw of one call.
 #[derive(Debug)]
 struct Seen {
+    call: ClientCallId,
     /// The request's id, raw JSON.
     id: &'static [u8],
-    head_ok: bool,
-    /// Message kinds in arrival order: `n`otification, `r`esult, `e`rror.
+    /// Events in order: `n`otification, `r`esponse, `f`ailed.
     order: [u8; 8],
-    messages: usize,
+    events: usize,
     progress: [i64; 4],
     progress_len: usize,
     /// Every notification carried the request's progress token.
     tokens_ok: bool,
     result: [u8; 768],
     result_len: usize,
-    grpc_status: Option<Code>,
-    mcp_error_code: Option<i64>,
-    /// The JSON-RPC error code the trailers stand for.
-    rpc_error: Option<i64>,
+    error: Option<Error>,
     ended: bool,
 }
 
 impl Seen {
-    fn order(&self) -> &[u8] {
-        &self.order[..self.messages.min(self.order.len())]
+    fn new(call: ClientCallId, id: &'static [u8]) -> Self {
+        Self {
+            call,
+            id,
+            order: [0; 8],
+            events: 0,
+            progress: [0; 4],
+            progress_len: 0,
+            tokens_ok: true,
+            result: [0; 768],
+            result_len: 0,
+            error: None,
+            ended: false,
+        }
     }
+
+    fn order(&self) -> &[u8] {
+        &self.order[..self.events.min(self.order.len())]
+    }
+
     fn result(&self) -> &[u8] {
         &self.result[..self.result_len]
     }
+
+    fn push(&mut self, kind: u8) {
+        if let Some(o) = self.order.get_mut(self.events) {
+            *o = kind;
+        }
+        self.events += 1;
+    }
 }
 
-#[derive(Debug)]
-struct ClientCall {
-    stream: StreamRef,
-    decoder: MessageDecoder,
-    message: [u8; MESSAGE],
-    seen: Seen,
-    reset_sent: bool,
+/// A progress notification of a call.
+fn on_notification(seen: &mut Seen, text: &[u8], token: &[u8]) -> Result<(), Failed> {
+    ensure!(
+        json::get(text, b"method").is_some_and(|m| json::str_eq(m, b"notifications/progress")),
+        "client: unexpected notification"
+    );
+    let params = json::get(text, b"params").unwrap_or(b"{}");
+    let progress = json::get(params, b"progress").and_then(json::as_i64);
+    let Some(slot) = seen.progress.get_mut(seen.progress_len) else {
+        fail!("client: too many notifications");
+    };
+    *slot = progress.unwrap_or(-1);
+    seen.progress_len += 1;
+    seen.tokens_ok &= json::get(params, b"progressToken").map(json::trim) == Some(token);
+    seen.push(b'n');
+    Ok(())
 }
 
 #[derive(Debug)]
 pub struct ClientSide {
-    conn: Conn,
-    calls: [Option<ClientCall>; CALLS],
+    client: Client,
+    calls: [Option<Seen>; CALLS],
 }
 
-/// Handles one JSON-RPC message of a call's response.
-fn on_message(seen: &mut Seen, message: &[u8], token: &[u8]) -> Result<(), Failed> {
-    let Ok(text) = JsonRpcMessage::decode(message) else {
-        fail!("client: not a JsonRpcMessage");
-    };
-    ensure!(
-        json::validate(text, json::DEFAULT_MAX_DEPTH).is_ok(),
-        "client: a message is not JSON"
-    );
-    let kind = if let Some(method) = json::get(text, b"method") {
-        ensure!(
-            json::str_eq(method, b"notifications/progress"),
-            "client: unexpected notification"
-        );
-        let params = json::get(text, b"params").unwrap_or(b"{}");
-        let progress = json::get(params, b"progress").and_then(json::as_i64);
-        let Some(slot) = seen.progress.get_mut(seen.progress_len) else {
-            fail!("client: too many notifications");
-        };
-        *slot = progress.unwrap_or(-1);
-        seen.progress_len += 1;
-        seen.tokens_ok &= json::get(params, b"progressToken").map(json::trim) == Some(token);
-        b'n'
-    } else if let Some(result) = json::get(text, b"result") {
-        ensure!(
-            json::get(text, b"id").map(json::trim) == Some(seen.id),
-            "client: response id differs"
-        );
-        let result = json::trim(result);
-        let Some(dst) = seen.result.get_mut(..result.len()) else {
-            fail!("client: result of {} bytes too long", result.len());
-        };
-        dst.copy_from_slice(result);
-        seen.result_len = result.len();
-        b'r'
-    } else {
-        b'e'
-    };
-    if let Some(o) = seen.order.get_mut(seen.messages) {
-        *o = kind;
-    }
-    seen.messages += 1;
-    Ok(())
-}
-
-/// Reads the status and the MCP error of trailers (or of a trailers-only
-/// response).
-fn on_trailers(seen: &mut Seen, fields: HeaderList<'_>) -> Result<(), Failed> {
-    let Some(status) = fields.get(b"grpc-status").and_then(Code::parse) else {
-        fail!("client: trailers without grpc-status");
-    };
-    seen.grpc_status = Some(status);
-    seen.mcp_error_code = fields.get(b"mcp-error-code").and_then(json::as_i64);
-    if status != Code::Ok {
-        let mut out = [0u8; 512];
-        if let (CallOutcome::RpcError, Some(response)) =
-            measured("mcp client error_from_trailers", || {
-                error_from_trailers(fields, seen.id, &mut out)
-            })
-        {
-            ensure!(
-                json::get(response, b"id").map(json::trim) == Some(seen.id),
-                "client: the error from the trailers has another id"
-            );
-            seen.rpc_error = json::get(response, b"error")
-                .and_then(|e| json::get(e, b"code"))
-                .and_then(json::as_i64);
-        }
-    }
-    seen.ended = true;
-    Ok(())
+/// The record of `call`, also after it was cancelled (an event for it then
+/// shows in its order).
+fn seen_of(calls: &mut [Option<Seen>], call: ClientCallId) -> Result<&mut Seen, Failed> {
+    calls
+        .iter_mut()
+        .flatten()
+        .find(|s| s.call == call)
+        .ok_or_else(|| failed!("client: an event of an unknown call"))
 }
 
 impl ClientSide {
-    fn new() -> Self {
+    fn new(metadata: Metadata) -> Self {
         Self {
-            conn: Conn::new(
-                Role::Client,
-                mcpwire_core::h2::Config::default(),
-                Instant::ZERO,
-            ),
+            client: new_client(metadata),
             calls: [const { None }; CALLS],
         }
     }
 
-    /// Starts a tunnel call carrying `body`, whose id is `id`. The metadata
-    /// comes from the body; `mcp_name` replaces the `mcp-name` it gives.
-    fn call(
-        &mut self,
-        body: &str,
-        id: &'static [u8],
-        mcp_name: Option<&[u8]>,
-    ) -> Result<usize, Failed> {
+    /// Starts a call of the request `body`, whose id is `id`.
+    fn call(&mut self, body: &str, id: &'static [u8], now: Instant) -> Result<usize, Failed> {
         let Some(index) = self.calls.iter().position(Option::is_none) else {
             fail!("client: no room for another call");
         };
-        let body = body.as_bytes();
-        let stream = self
-            .conn
-            .open_stream()
-            .map_err(|e| failed!("client: open_stream: {e}"))?;
-        let mut metadata = HeaderBuilder::<512>::new();
-        let mut fits = true;
-        measured("mcp client mirror_headers", || {
-            mirror_headers(body, None, |name, value| {
-                let value = match mcp_name {
-                    Some(other) if name == b"mcp-name" => other,
-                    _ => value,
-                };
-                fits &= metadata.push(Field::new(name, value));
-            })
+        let call = measured("mcp client call", || {
+            self.client.call(body.as_bytes(), None, now)
         })
-        .map_err(|e| failed!("client: mirror_headers: {}", e.message))?;
-        ensure!(fits, "client: metadata too long");
-        let head = [
-            Field::new(b":method", b"POST"),
-            Field::new(b":scheme", b"http"),
-            Field::new(b":path", TUNNEL_PATH),
-            Field::new(b":authority", b"mcu.local"),
-            Field::new(b"content-type", b"application/grpc"),
-            Field::new(b"te", b"trailers"),
-            Field::new(b"grpc-timeout", b"10S"),
-        ];
-        measured("h2 send_headers", || {
-            self.conn
-                .send_headers(stream, head.into_iter().chain(metadata.list()), false)
-        })
-        .map_err(|e| failed!("client: send_headers: {e}"))?;
-        let mut framed = [0u8; 512];
-        let n = JsonRpcMessage::encode(body, &mut framed[PREFIX_LEN..])
-            .map_err(|e| failed!("client: message of {} bytes too long", e.needed))?;
-        framed[..PREFIX_LEN].copy_from_slice(&write_prefix(n as u32));
-        let taken = self
-            .conn
-            .send_data(stream, &framed[..PREFIX_LEN + n], true)
-            .map_err(|e| failed!("client: send_data: {e}"))?;
-        ensure!(taken == PREFIX_LEN + n, "client: request not taken whole");
-        self.calls[index] = Some(ClientCall {
-            stream,
-            decoder: MessageDecoder::new(MESSAGE),
-            message: [0; MESSAGE],
-            seen: Seen {
-                id,
-                head_ok: false,
-                order: [0; 8],
-                messages: 0,
-                progress: [0; 4],
-                progress_len: 0,
-                tokens_ok: true,
-                result: [0; 768],
-                result_len: 0,
-                grpc_status: None,
-                mcp_error_code: None,
-                rpc_error: None,
-                ended: false,
-            },
-            reset_sent: false,
-        });
+        .map_err(|e| failed!("client: call: {e:?}"))?;
+        self.calls[index] = Some(Seen::new(call, id));
         Ok(index)
     }
 
     fn cancel(&mut self, index: usize) -> Result<(), Failed> {
-        let Some(Some(c)) = self.calls.get_mut(index) else {
+        let Some(Some(seen)) = self.calls.get(index) else {
             fail!("client: no call {index}");
         };
-        self.conn
-            .reset(c.stream, mcpwire_core::h2::ErrorCode::CANCEL)
-            .map_err(|e| failed!("client: reset: {e}"))?;
-        c.reset_sent = true;
+        let call = seen.call;
+        ensure!(
+            measured("mcp client cancel", || self.client.cancel(call)),
+            "client: the call was over before its cancel"
+        );
         Ok(())
     }
 
     fn seen(&self, index: usize) -> Result<&Seen, Failed> {
         match self.calls.get(index) {
-            Some(Some(c)) => Ok(&c.seen),
+            Some(Some(s)) => Ok(s),
             _ => Err(failed!("client: no call {index}")),
         }
     }
 
-    fn find(&mut self, stream: StreamRef) -> Result<&mut ClientCall, Failed> {
-        self.calls
-            .iter_mut()
-            .flatten()
-            .find(|c| c.stream == stream && !c.seen.ended)
-            .ok_or_else(|| failed!("client: frames of an unknown stream"))
+    fn events(&mut self) -> Result<(), Failed> {
+        let Self { client, calls } = self;
+        while let Some(e) = measured("mcp client poll_event", || client.poll_event()) {
+            match e {
+                ClientEvent::Notification { call } => {
+                    let seen = seen_of(calls, call)?;
+                    let Some(text) = client.message(call) else {
+                        fail!("client: a notification without its text");
+                    };
+                    on_notification(seen, text, br#""job-7""#)?;
+                }
+                ClientEvent::Response { call } => {
+                    let seen = seen_of(calls, call)?;
+                    let (Some(message), Some(result)) = (client.message(call), client.result(call))
+                    else {
+                        fail!("client: a response without its text");
+                    };
+                    ensure!(
+                        json::get(message, b"id").map(json::trim) == Some(seen.id),
+                        "client: response id differs"
+                    );
+                    let result = json::trim(result);
+                    let Some(dst) = seen.result.get_mut(..result.len()) else {
+                        fail!("client: result of {} bytes too long", result.len());
+                    };
+                    dst.copy_from_slice(result);
+                    seen.result_len = result.len();
+                    seen.push(b'r');
+                }
+                ClientEvent::Failed { call } => {
+                    let seen = seen_of(calls, call)?;
+                    let Some(f) = client.failure(call) else {
+                        fail!("client: a failure without its error");
+                    };
+                    ensure!(
+                        json::get(f.response, b"id").map(json::trim) == Some(seen.id),
+                        "client: the error response has another id"
+                    );
+                    seen.error = Some(Error {
+                        code: f.code,
+                        grpc_status: f.diagnostics.grpc_status,
+                        transport: f.diagnostics.transport,
+                    });
+                    seen.push(b'f');
+                }
+                ClientEvent::Ended { call } => {
+                    let seen = seen_of(calls, call)?;
+                    ensure!(!seen.ended, "client: a call ended twice");
+                    seen.ended = true;
+                }
+                ClientEvent::Warning { reason, .. } => fail!("client: warning: {reason}"),
+                ClientEvent::ConnectionClosed { error } => {
+                    fail!("client: connection closed ({error:?})")
+                }
+                // Links are the multi-connection engine's, not this one's.
+                other => fail!("client: unexpected {other:?}"),
+            }
+        }
+        Ok(())
     }
 }
 
-impl ConnPeer for ClientSide {
-    fn conn(&mut self) -> &mut Conn {
-        &mut self.conn
-    }
-
+impl Peer for ClientSide {
     fn act(&mut self, _rng: &mut Rng, _now: Instant) -> Result<bool, Failed> {
         self.events()?;
         Ok(false)
     }
 
-    fn events(&mut self) -> Result<(), Failed> {
-        while let Some(e) = measured("h2 client poll_event", || self.conn.poll_event()) {
-            match e {
-                Event::Headers {
-                    stream,
-                    kind,
-                    end_stream,
-                } => {
-                    let fields = self.conn.headers(stream).unwrap_or(HeaderList::EMPTY);
-                    let Some(c) = self
-                        .calls
-                        .iter_mut()
-                        .flatten()
-                        .find(|c| c.stream == stream && !c.seen.ended)
-                    else {
-                        fail!("client: headers of an unknown stream");
-                    };
-                    match kind {
-                        HeadersKind::Response => {
-                            let grpc = fields
-                                .get(b"content-type")
-                                .is_some_and(|t| t.starts_with(b"application/grpc"));
-                            ensure!(
-                                fields.get(b":status") == Some(&b"200"[..]) && grpc,
-                                "client: response head not 200 application/grpc"
-                            );
-                            c.seen.head_ok = true;
-                        }
-                        HeadersKind::Trailers => {}
-                        _ => fail!("client: unexpected {kind:?}"),
-                    }
-                    if end_stream {
-                        ensure!(
-                            c.decoder.finish().is_ok(),
-                            "client: stream ended inside a message"
-                        );
-                        on_trailers(&mut c.seen, fields)?;
-                    }
-                }
-                Event::Reset {
-                    stream,
-                    code,
-                    remote,
-                } => {
-                    let ours = self
-                        .calls
-                        .iter()
-                        .flatten()
-                        .any(|c| c.stream == stream && c.reset_sent);
-                    ensure!(ours, "client: stream reset with {code} (remote {remote})");
-                }
-                Event::ConnectionClosed { error } => {
-                    fail!("client: connection closed ({error:?})")
-                }
-                Event::GoAway { code, .. } => fail!("client: GOAWAY {code}"),
-                _ => {}
-            }
-        }
-        Ok(())
+    fn recv(&mut self, input: &[u8], now: Instant) -> Result<usize, Failed> {
+        let n = measured("mcp client recv", || self.client.recv(input, now));
+        self.events()?;
+        Ok(n)
     }
 
-    fn data(
-        &mut self,
-        Data {
-            stream, mut bytes, ..
-        }: Data<'_>,
-    ) -> Result<(), Failed> {
-        let c = self.find(stream)?;
-        ensure!(c.seen.head_ok, "client: data before the response head");
-        while !bytes.is_empty() {
-            let (used, message) = c
-                .decoder
-                .feed(bytes, &mut c.message)
-                .map_err(|e| failed!("client: {}", e.message()))?;
-            if let Some(len) = message {
-                on_message(&mut c.seen, &c.message[..len], br#""job-7""#)?;
-            }
-            bytes = &bytes[used..];
+    fn poll_transmit(&mut self, out: &mut [u8]) -> Result<usize, Failed> {
+        let n = measured("mcp client poll_transmit", || {
+            self.client.poll_transmit(out)
+        });
+        self.events()?;
+        Ok(n)
+    }
+
+    fn timeout(&mut self, now: Instant) -> Result<(), Failed> {
+        if self.client.poll_timeout().is_some_and(|t| t <= now) {
+            measured("mcp client handle_timeout", || {
+                self.client.handle_timeout(now)
+            });
         }
-        Ok(())
+        self.events()
     }
 }
 
 pub type McpPair = Pair<ClientSide, ServerSide, PIPE>;
 
-/// Runs `scenario` once per seed on a fresh pair; the summary of the last
-/// run is the scenario's.
-fn with_seeds(mut scenario: impl FnMut(&mut McpPair) -> Outcome) -> Outcome {
+/// Runs `scenario` once per seed on a fresh pair whose client sends
+/// `metadata` with every call; the summary of the last run is the
+/// scenario's.
+fn with_seeds(metadata: Metadata, mut scenario: impl FnMut(&mut McpPair) -> Outcome) -> Outcome {
     let mut summary = Text::new();
     for seed in SEEDS {
-        let mut p = McpPair::new(ClientSide::new(), ServerSide::new(), seed);
+        let mut p = McpPair::new(ClientSide::new(metadata), ServerSide::new(), seed);
         summary = scenario(&mut p).map_err(|Failed| context(format_args!("seed {seed}")))?;
+        let client = &p.client.client;
         ensure!(
-            p.client.conn.error().is_none() && !p.server.engine.is_closed(),
+            client.connection().error().is_none()
+                && !client.is_closed()
+                && !p.server.engine.is_closed(),
             "seed {seed}: the connection failed"
+        );
+        // Every call ended or was cancelled: its buffers are back.
+        ensure!(
+            client.store().in_use() == 0,
+            "seed {seed}: the client holds {} buffers after its calls",
+            client.store().in_use()
         );
     }
     Ok(text!("{}; seeds {}", summary.as_str(), SEEDS.len()))
@@ -685,10 +610,11 @@ fn with_seeds(mut scenario: impl FnMut(&mut McpPair) -> Outcome) -> Outcome {
 
 fn ok_end(seen: &Seen, what: &str) -> Result<(), Failed> {
     ensure!(
-        seen.ended && seen.head_ok && seen.grpc_status == Some(Code::Ok),
-        "{what}: ended {}, grpc-status {:?}",
+        seen.ended && seen.error.is_none() && seen.order().last() == Some(&b'r'),
+        "{what}: ended {}, events {:?}, error {:?}",
         seen.ended,
-        seen.grpc_status
+        core::str::from_utf8(seen.order()),
+        seen.error
     );
     Ok(())
 }
@@ -699,14 +625,14 @@ fn ok_end(seen: &Seen, what: &str) -> Result<(), Failed> {
 
 /// `tools/list`, answered by the engine from the registry.
 pub fn tools_list() -> Outcome {
-    with_seeds(|p| {
-        let call = p.client.call(LIST, b"1", None)?;
+    with_seeds(&[], |p| {
+        let call = p.client.call(LIST, b"1", p.now)?;
         p.run()?;
         let seen = p.client.seen(call)?;
         ok_end(seen, "tools/list")?;
         ensure!(
             seen.order() == b"r",
-            "tools/list: messages {:?}",
+            "tools/list: events {:?}",
             seen.order()
         );
         ensure!(p.server.requests == 0, "tools/list reached the application");
@@ -729,7 +655,7 @@ pub fn tools_list() -> Outcome {
             "tools/list: tools {names:?}"
         );
         Ok(text!(
-            "3 tools listed by the engine, {} B result, grpc-status 0",
+            "3 tools listed by the engine, {} B result, then Ended",
             seen.result_len
         ))
     })
@@ -738,14 +664,14 @@ pub fn tools_list() -> Outcome {
 /// A `tools/call` whose handler sends 3 progress notifications, then
 /// its result.
 pub fn progress() -> Outcome {
-    with_seeds(|p| {
-        let call = p.client.call(COUNT, br#""c-2""#, None)?;
+    with_seeds(&[], |p| {
+        let call = p.client.call(COUNT, br#""c-2""#, p.now)?;
         p.run()?;
         let seen = p.client.seen(call)?;
         ok_end(seen, "count")?;
         ensure!(
             seen.order() == b"nnnr",
-            "count: message order {:?}",
+            "count: event order {:?}",
             core::str::from_utf8(seen.order())
         );
         ensure!(
@@ -768,17 +694,17 @@ pub fn progress() -> Outcome {
             p.server.answered
         );
         Ok(text!(
-            "3 progress notifications in order, then the result, grpc-status 0 ({} busy retries)",
+            "3 progress notifications in order, then the result ({} busy retries)",
             p.server.busy
         ))
     })
 }
 
-/// A call cancelled by the client's RST_STREAM(CANCEL): the engine reports
-/// it; a later call on the connection is answered.
+/// A call the client engine cancels (RST_STREAM(CANCEL)): the engine
+/// reports it; a later call on the connection is answered.
 pub fn cancel() -> Outcome {
-    with_seeds(|p| {
-        let wait = p.client.call(WAIT, b"3", None)?;
+    with_seeds(&[], |p| {
+        let wait = p.client.call(WAIT, b"3", p.now)?;
         p.run()?;
         ensure!(p.server.requests == 1, "wait: the handler did not get it");
         let Some(call) = p.server.handlers.iter().flatten().next().map(|h| h.call) else {
@@ -786,6 +712,11 @@ pub fn cancel() -> Outcome {
         };
         p.client.cancel(wait)?;
         p.run()?;
+        ensure!(
+            p.up.frames().resets() == 1,
+            "wait: {} RST_STREAM from the client",
+            p.up.frames().resets()
+        );
         ensure!(
             p.server.cancelled == Some((call, CancelReason::Reset))
                 && p.server.cancelled_tool == Some(Tool::Wait),
@@ -798,10 +729,10 @@ pub fn cancel() -> Outcome {
         );
         let seen = p.client.seen(wait)?;
         ensure!(
-            seen.messages == 0 && !seen.ended,
-            "wait: the cancelled call got an answer"
+            seen.events == 0 && !seen.ended,
+            "wait: the cancelled call got an event"
         );
-        let echo = p.client.call(ECHO, b"4", None)?;
+        let echo = p.client.call(ECHO, b"4", p.now)?;
         p.run()?;
         let seen = p.client.seen(echo)?;
         ok_end(seen, "echo after the cancel")?;
@@ -818,34 +749,44 @@ pub fn cancel() -> Outcome {
     })
 }
 
-/// An error found before the handler runs (`mcp-name` says another tool
-/// than the body): a trailers-only response with `grpc-status` and
-/// `mcp-error-code`.
+/// An error found before the handler runs: the client's metadata adds a
+/// second `mcp-name` (`count`, where the body's tool is `echo`; the engine
+/// mirrors the body's, so a wrong one alone cannot be sent), which the
+/// server engine refuses with -32020 in a trailers-only response. The
+/// client engine reads `tools/list` again and retries once, as the binding
+/// says, then fails the call with the server's error.
 pub fn error_before_handler() -> Outcome {
-    with_seeds(|p| {
-        let call = p.client.call(ECHO, b"4", Some(b"count"))?;
+    with_seeds(&[("mcp-name", "count")], |p| {
+        let call = p.client.call(ECHO, b"4", p.now)?;
         p.run()?;
         let seen = p.client.seen(call)?;
         ensure!(
-            seen.ended && seen.head_ok && seen.messages == 0,
-            "mismatch: ended {}, {} messages",
+            seen.ended && seen.order() == b"f",
+            "mismatch: ended {}, events {:?}",
             seen.ended,
-            seen.messages
+            core::str::from_utf8(seen.order())
         );
+        let expected = Error {
+            code: -32020,
+            grpc_status: Some(Code::InvalidArgument),
+            transport: false,
+        };
         ensure!(
-            seen.grpc_status == Some(Code::InvalidArgument),
-            "mismatch: grpc-status {:?}",
-            seen.grpc_status
-        );
-        ensure!(
-            seen.mcp_error_code == Some(-32020) && seen.rpc_error == Some(-32020),
-            "mismatch: mcp-error-code {:?}, JSON-RPC error {:?}",
-            seen.mcp_error_code,
-            seen.rpc_error
+            seen.error == Some(expected),
+            "mismatch: error {:?}",
+            seen.error
         );
         ensure!(p.server.requests == 0, "mismatch: the handler ran");
+        // Up: the call, the re-list, the retry. Down: each error
+        // trailers-only (one HEADERS), the re-list's head and trailers.
+        ensure!(
+            p.up.frames().headers() == 3 && p.down.frames().headers() == 4,
+            "mismatch: {} HEADERS up, {} down",
+            p.up.frames().headers(),
+            p.down.frames().headers()
+        );
         Ok(text!(
-            "mcp-name mismatch -> trailers-only, grpc-status 3, mcp-error-code -32020 (error_from_trailers agrees)"
+            "mcp-name twice -> trailers-only -32020, grpc-status 3, no handler; the client engine re-listed, retried once, then Failed -32020"
         ))
     })
 }

@@ -164,6 +164,9 @@ pub struct FrameCounts {
 }
 
 impl FrameCounts {
+    pub fn headers(&self) -> u32 {
+        self.by_type[1]
+    }
     pub fn window_updates(&self) -> u32 {
         self.by_type[8]
     }
