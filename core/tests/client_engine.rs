@@ -1,5 +1,6 @@
 //! The client engines through their one contract ([`ClientEngine`]): each
-//! binding's engine against the core's server engine of that binding, over
+//! binding's engine (the gRPC tunnel's, Streamable HTTP's over HTTP/1.1
+//! and HTTP/2) against the core's server engine of that binding, over
 //! links the engine asks for, on the pipes of `mcpwire-sim` cut every way
 //! ([`each_split`]). What a driver sees: links opened and closed when the
 //! engine says, calls answered, failures that say why.
@@ -9,11 +10,13 @@ use core::time::Duration;
 
 use mcpwire_core::grpc::Code;
 use mcpwire_core::mcp::SlabStore;
+use mcpwire_core::mcp::client::era::EraChoice;
 use mcpwire_core::mcp::client::{
-    CallOptions, ClientConfig, ClientEngine, StartError, TunnelClient,
+    CallOptions, ClientConfig, ClientEngine, Http2Mode, HttpClient, HttpClientConfig, StartError,
+    TunnelClient,
 };
 use mcpwire_core::mcp::registry::ToolInfo;
-use mcpwire_core::mcp::server::{Server, ServerConfig};
+use mcpwire_core::mcp::server::{HttpConfig, HttpServer, Server, ServerConfig};
 use mcpwire_core::time::Instant;
 
 mod support;
@@ -186,4 +189,351 @@ fn close_ends_every_link_and_the_engine() {
             Err(StartError::Closed)
         ));
     });
+}
+
+// ---------------------------------------------------------------------
+// Streamable HTTP (MCP 2026-07-28 §5): the HTTP/1.1 pool against the
+// core's HttpServer on each link, HTTP/2 against the tunnel server's
+// `POST /mcp`.
+// ---------------------------------------------------------------------
+
+/// An HTTP engine: 8 calls, 4 HTTP/1.1 links at most.
+type Http = HttpClient<Heap, 8, 4, 4096, 16384>;
+
+/// `lookup`'s `region` is mirrored in `Mcp-Param-Region`, which the
+/// server requires.
+const LOOKUP: ToolInfo<'static> = support::mcp::lookup(
+    r#"{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"}}}"#,
+);
+const HTTP_TOOLS: [ToolInfo<'static>; 3] = [support::mcp::ECHO, TOOLS[1], LOOKUP];
+
+/// Which wire a test runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Wire {
+    Http1,
+    Http2,
+}
+
+const WIRES: [Wire; 2] = [Wire::Http1, Wire::Http2];
+
+fn http_config(wire: Wire) -> HttpClientConfig {
+    HttpClientConfig {
+        http2: match wire {
+            Wire::Http1 => Http2Mode::Never,
+            Wire::Http2 => Http2Mode::Always,
+        },
+        era: EraChoice::Modern,
+        pool_size: 2,
+        ..HttpClientConfig::default()
+    }
+}
+
+/// An HTTP engine whose links each reach a fresh server of `wire`
+/// (authorizing only `token` when given).
+fn http_net(wire: Wire, config: HttpClientConfig, token: Option<&'static str>) -> Net<Http> {
+    let client = Http::new(config, Heap, Instant::ZERO);
+    Net::new(client, move |_| {
+        let served: Box<dyn Served> = match wire {
+            Wire::Http1 => {
+                let engine: HttpServer<'static, SlabStore<16384, 2>> = HttpServer::new(
+                    checked(registry(&HTTP_TOOLS)),
+                    HttpConfig {
+                        authorize: token.is_some(),
+                        ..HttpConfig::default()
+                    },
+                    SlabStore::new(),
+                    Instant::ZERO,
+                );
+                let server = Served_::new(engine);
+                Box::new(match token {
+                    Some(t) => server.with_token(t),
+                    None => server,
+                })
+            }
+            Wire::Http2 => {
+                let engine: Server<'static, SlabStore<16384, 8>, 8, 4096, 16384> = Server::new(
+                    checked(registry(&HTTP_TOOLS)),
+                    ServerConfig {
+                        authorize: token.is_some(),
+                        ..ServerConfig::default()
+                    },
+                    SlabStore::new(),
+                    Instant::ZERO,
+                );
+                let server = Served_::new(engine);
+                Box::new(match token {
+                    Some(t) => server.with_token(t),
+                    None => server,
+                })
+            }
+        };
+        Some(served)
+    })
+}
+
+fn connects(net: &Net<Http>) -> usize {
+    net.link_events.iter().filter(|e| e.0 == "connect").count()
+}
+
+/// A call answered as one JSON body, a call with a progress token
+/// answered as an event stream (its progress, then its response), and a
+/// notification (202: the call ends with no message), on each wire.
+#[test]
+fn http_answers_come_as_json_as_an_event_stream_and_as_202() {
+    for wire in WIRES {
+        each_split(|| {
+            let mut net = http_net(wire, http_config(wire), None);
+            let json = net
+                .call(&tool_call(1, "echo", r#"{"text":"plain"}"#))
+                .unwrap();
+            let seen = net.seen(json);
+            assert!(
+                seen.response
+                    .as_deref()
+                    .unwrap_or_default()
+                    .contains("plain"),
+                "{wire:?} {seen:?} {:?}",
+                net.link_events
+            );
+            assert!(seen.notifications.is_empty() && seen.ended);
+            let with_progress = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"streamed"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"progressToken":"p2"}}}"#;
+            let sse = net.call(with_progress).unwrap();
+            let seen = net.seen(sse);
+            assert_eq!(seen.notifications.len(), 1, "{wire:?} {seen:?}");
+            assert!(
+                seen.notifications[0].contains("notifications/progress"),
+                "{wire:?} {seen:?}"
+            );
+            assert!(seen.notifications[0].contains(r#""progressToken":"p2""#));
+            assert!(seen.response.unwrap().contains("streamed"));
+            let note = net
+                .call(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":9}}"#)
+                .unwrap();
+            let seen = net.seen(note);
+            assert!(seen.ended, "{wire:?} {seen:?}");
+            assert!(seen.response.is_none() && seen.failed.is_none());
+            assert_eq!(connects(&net), 1, "one link carried the three exchanges");
+        });
+    }
+}
+
+/// More calls than the pool's links: they wait in the engine, the engine
+/// opens no more links than the pool allows, and every call finishes.
+#[test]
+fn http1_calls_beyond_the_pool_wait_for_a_free_link() {
+    each_split(|| {
+        let mut net = http_net(Wire::Http1, http_config(Wire::Http1), None);
+        let now = net.now;
+        let calls: Vec<_> = (0..6)
+            .map(|n| {
+                let text = format!(r#"{{"text":"n{n}"}}"#);
+                net.client
+                    .start(
+                        tool_call(n, "echo", &text).as_bytes(),
+                        CallOptions::default(),
+                        now,
+                    )
+                    .unwrap()
+            })
+            .collect();
+        net.run();
+        assert_eq!(connects(&net), 2, "{:?}", net.link_events);
+        for (n, call) in calls.into_iter().enumerate() {
+            let seen = net.seen(call);
+            assert!(
+                seen.response
+                    .as_deref()
+                    .is_some_and(|r| r.contains(&format!("n{n}"))),
+                "{seen:?}"
+            );
+        }
+        assert_eq!(net.open_links(), [0, 1], "kept alive for the next calls");
+    });
+}
+
+/// A cancelled call closes its HTTP/1.1 link (the server's handler is
+/// cancelled) or resets its HTTP/2 stream; the other calls go on.
+#[test]
+fn http_a_cancelled_call_stops_on_the_wire_and_the_others_go_on() {
+    for wire in WIRES {
+        each_split(|| {
+            let mut net = http_net(wire, http_config(wire), None);
+            let held = net.call(&tool_call(1, "hold", "{}")).unwrap();
+            let other = net.call(&tool_call(2, "hold", "{}")).unwrap();
+            let now = net.now;
+            assert!(net.client.cancel(held, now));
+            net.run();
+            assert_eq!(net.server(0).cancelled(), 1, "{wire:?}");
+            if wire == Wire::Http1 {
+                assert_eq!(net.server(1).cancelled(), 0, "the other call's link");
+            }
+            assert!(!net.client.cancel(held, now), "the handle is dead");
+            match wire {
+                Wire::Http1 => assert!(net.link_events.contains(&("disconnect", 0))),
+                Wire::Http2 => assert!(!net.link_events.iter().any(|e| e.0 == "disconnect")),
+            }
+            let next = net.call(&tool_call(3, "echo", r#"{"text":"on"}"#)).unwrap();
+            assert!(net.seen(next).response.unwrap().contains("on"), "{wire:?}");
+            assert!(!net.seen(other).ended, "the other call runs on");
+            let seen = net.seen(held);
+            assert!(seen.response.is_none() && seen.failed.is_none() && !seen.ended);
+        });
+    }
+}
+
+/// The server closed a kept-alive link between exchanges: the next
+/// request, written there before the client learned it, goes once more
+/// on a new link and is answered.
+#[test]
+fn http1_a_request_on_a_link_the_server_closed_goes_again_on_a_new_one() {
+    each_split(|| {
+        let mut net = http_net(Wire::Http1, http_config(Wire::Http1), None);
+        let first = net.call(&tool_call(1, "echo", r#"{"text":"a"}"#)).unwrap();
+        assert!(net.seen(first).response.is_some());
+        net.close_by_server(0);
+        let second = net.call(&tool_call(2, "echo", r#"{"text":"b"}"#)).unwrap();
+        let seen = net.seen(second);
+        assert!(
+            seen.response
+                .as_deref()
+                .unwrap_or_default()
+                .contains("\"b\""),
+            "{seen:?} {:?}",
+            net.link_events
+        );
+        assert_eq!(
+            net.link_events,
+            [
+                ("ready", 0),
+                ("connect", 0),
+                ("disconnect", 0),
+                ("connect", 1)
+            ]
+        );
+    });
+}
+
+/// A `tools/call` whose annotated argument the client did not mirror (no
+/// `tools/list` seen yet) is refused with -32020: the engine reads
+/// `tools/list` again, learns the schema and sends the call once more,
+/// now with `Mcp-Param-Region`.
+#[test]
+fn http_a_header_mismatch_relists_the_tools_and_retries_once() {
+    for wire in WIRES {
+        each_split(|| {
+            let mut net = http_net(wire, http_config(wire), None);
+            let call = net
+                .call(&tool_call(1, "lookup", r#"{"region":"eu-north1"}"#))
+                .unwrap();
+            let seen = net.seen(call);
+            assert!(
+                seen.response
+                    .as_deref()
+                    .is_some_and(|r| r.contains("found")),
+                "{wire:?} {seen:?}"
+            );
+            assert!(net.client.cached_schema(br#""lookup""#).is_some());
+            assert_eq!(net.server(0).requests(), ["tools/call lookup"]);
+        });
+    }
+}
+
+/// The application's `tools/list` is learned, and a tool whose
+/// annotations are invalid is left out of the result with a warning.
+#[test]
+fn http_tools_list_is_learned_and_invalid_tools_are_left_out() {
+    const BAD: ToolInfo<'static> = ToolInfo {
+        name: "bad",
+        title: None,
+        description: "A number mirrored: invalid.",
+        input_schema: r#"{"type":"object","properties":{"n":{"type":"number","x-mcp-header":"N"}}}"#,
+    };
+    const LISTED: [ToolInfo<'static>; 3] = [support::mcp::ECHO, LOOKUP, BAD];
+    let mut net = Net::new(
+        Http::new(http_config(Wire::Http1), Heap, Instant::ZERO),
+        |_| {
+            let engine: HttpServer<'static, SlabStore<16384, 2>> = HttpServer::new(
+                registry(&LISTED),
+                HttpConfig::default(),
+                SlabStore::new(),
+                Instant::ZERO,
+            );
+            Some(Box::new(Served_::new(engine)) as Box<dyn Served>)
+        },
+    );
+    let list = net
+        .call(&format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{{{META}}}}}"#
+        ))
+        .unwrap();
+    let response = net.seen(list).response.unwrap();
+    assert!(
+        response.contains("lookup") && !response.contains("\"bad\""),
+        "{response}"
+    );
+    assert_eq!(net.warnings.len(), 1);
+    assert_eq!(net.warnings[0].0, "\"bad\"");
+    assert!(net.client.cached_schema(br#""lookup""#).is_some());
+}
+
+/// A server that wants a token answers 401 with its challenge: the call
+/// fails with the status and `WWW-Authenticate`; a token set at run time
+/// goes with the next call.
+#[test]
+fn http_a_401_fails_with_its_challenge_and_a_new_token_goes_next() {
+    for wire in WIRES {
+        each_split(|| {
+            let mut net = http_net(wire, http_config(wire), Some("sesame"));
+            let refused = net.call(&tool_call(1, "echo", r#"{"text":"x"}"#)).unwrap();
+            let seen = net.seen(refused);
+            let (code, message, diagnostics) = seen.failed.clone().expect("failed");
+            assert_eq!(code, -32603, "UNAUTHENTICATED maps to an internal error");
+            assert_eq!(diagnostics.http_status, Some(401), "{wire:?} {message}");
+            assert_eq!(diagnostics.grpc_status, Some(Code::Unauthenticated));
+            assert!(message.contains("401"), "{message}");
+            let challenge = seen.www_authenticate.expect("a challenge");
+            assert!(challenge.starts_with("Bearer"), "{challenge}");
+            assert!(net.client.set_bearer(Some("sesame")));
+            assert!(!net.client.set_bearer(Some("not a token")));
+            let allowed = net.call(&tool_call(2, "echo", r#"{"text":"in"}"#)).unwrap();
+            assert!(
+                net.seen(allowed).response.unwrap().contains("in"),
+                "{wire:?}"
+            );
+        });
+    }
+}
+
+/// A call past its deadline fails with DEADLINE_EXCEEDED and stops on the
+/// wire (the server's handler is cancelled); a `subscriptions/listen`
+/// without a timeout has no deadline: it lives on past the request
+/// timeout, with its acknowledgment.
+#[test]
+fn http_a_call_has_a_deadline_and_a_listen_has_none() {
+    for wire in WIRES {
+        each_split(|| {
+            let mut net = http_net(wire, http_config(wire), None);
+            let options = CallOptions::with_timeout(Duration::from_secs(5));
+            let held = net.call_with(&tool_call(1, "hold", "{}"), options).unwrap();
+            let listen = net
+                .call(&format!(
+                    r#"{{"jsonrpc":"2.0","id":2,"method":"subscriptions/listen","params":{{"notifications":{{"toolsListChanged":true}},{META}}}}}"#
+                ))
+                .unwrap();
+            net.advance(Duration::from_secs(6));
+            let seen = net.seen(held);
+            let (code, _, diagnostics) = seen.failed.expect("failed");
+            assert_eq!(code, -32001, "{wire:?}");
+            assert_eq!(diagnostics.grpc_status, Some(Code::DeadlineExceeded));
+            assert!(diagnostics.transport && seen.ended);
+            assert_eq!(net.server(0).cancelled(), 1, "{wire:?}");
+            for _ in 0..5 {
+                net.advance(Duration::from_secs(30));
+            }
+            let seen = net.seen(listen);
+            assert!(seen.failed.is_none() && !seen.ended, "{wire:?} {seen:?}");
+            assert_eq!(seen.notifications.len(), 1, "{seen:?}");
+            assert!(seen.notifications[0].contains("notifications/subscriptions/acknowledged"));
+        });
+    }
 }
