@@ -7,10 +7,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use core::time::Duration;
+use std::cell::RefCell;
+use std::rc::Rc;
 
 use mcpwire_core::grpc::Code;
 use mcpwire_core::mcp::SlabStore;
-use mcpwire_core::mcp::client::era::EraChoice;
+use mcpwire_core::mcp::client::era::{Era, EraChoice};
 use mcpwire_core::mcp::client::{
     CallOptions, ClientConfig, ClientEngine, Http2Mode, HttpClient, HttpClientConfig, StartError,
     TunnelClient,
@@ -21,6 +23,7 @@ use mcpwire_core::time::Instant;
 
 mod support;
 
+use support::legacy;
 use support::mcp::{META, checked, each_split, registry};
 use support::net::{Net, Served, Server as Served_};
 
@@ -536,4 +539,134 @@ fn http_a_call_has_a_deadline_and_a_listen_has_none() {
             assert!(seen.notifications[0].contains("notifications/subscriptions/acknowledged"));
         });
     }
+}
+
+// ---------------------------------------------------------------------
+// The era (MCP 2026-07-28 §8.3): the probe, and the fallback to the
+// older shapes against a scripted legacy server.
+// ---------------------------------------------------------------------
+
+fn probing(wire: Wire) -> HttpClientConfig {
+    HttpClientConfig {
+        era: EraChoice::Probe,
+        ..http_config(wire)
+    }
+}
+
+/// The first call waits while `server/discover` goes out; the core's
+/// server answers it as a modern server: the engine is ready, the call
+/// goes, and the era says what the probe learned.
+#[test]
+fn http_the_probe_finds_a_modern_server() {
+    for wire in WIRES {
+        each_split(|| {
+            let mut net = http_net(wire, probing(wire), None);
+            assert!(net.link_events.is_empty(), "nothing before a call");
+            let call = net.call(&tool_call(1, "echo", r#"{"text":"m"}"#)).unwrap();
+            assert!(
+                net.seen(call).response.unwrap().contains("\"m\""),
+                "{wire:?}"
+            );
+            assert_eq!(net.link_events, [("connect", 0), ("ready", 0)], "{wire:?}");
+            let era = net.client.era();
+            assert_eq!(era.era, Some(Era::Modern));
+            assert_eq!(era.version(), Some("2026-07-28"));
+            assert_eq!(era.server_versions(), Some(r#"["2026-07-28"]"#));
+            assert!(!era.fallback && era.reason.is_none());
+            assert_eq!(net.server(0).requests(), ["tools/call echo"]);
+        });
+    }
+}
+
+/// A probe answered 401 is no evidence of an era: the waiting call fails
+/// with the status and the challenge, nothing falls back; with a token,
+/// the next call probes again and goes.
+#[test]
+fn http_a_probe_answered_401_fails_the_calls_and_never_falls_back() {
+    for wire in WIRES {
+        each_split(|| {
+            let mut net = http_net(wire, probing(wire), Some("sesame"));
+            let call = net.call(&tool_call(1, "echo", r#"{"text":"x"}"#)).unwrap();
+            let seen = net.seen(call);
+            let (_, message, diagnostics) = seen.failed.clone().expect("failed");
+            assert_eq!(diagnostics.http_status, Some(401), "{wire:?} {message}");
+            assert!(seen.www_authenticate.unwrap().starts_with("Bearer"));
+            let era = net.client.era();
+            assert!(era.era.is_none() && !era.fallback, "{era:?}");
+            assert!(net.client.set_bearer(Some("sesame")));
+            let call = net.call(&tool_call(2, "echo", r#"{"text":"y"}"#)).unwrap();
+            assert!(
+                net.seen(call).response.unwrap().contains("\"y\""),
+                "{wire:?}"
+            );
+            assert_eq!(net.client.era().era, Some(Era::Modern));
+        });
+    }
+}
+
+/// A net of the engine and a scripted legacy server of `shape`.
+fn legacy_net(shape: legacy::Shape, era: EraChoice) -> (Net<Http>, Rc<RefCell<legacy::Legacy>>) {
+    let shared = legacy::Legacy::new(shape);
+    let server = Rc::clone(&shared);
+    let config = HttpClientConfig {
+        era,
+        ..http_config(Wire::Http1)
+    };
+    let net = Net::new(Http::new(config, Heap, Instant::ZERO), move |_| {
+        Some(Box::new(legacy::LegacyLink::new(Rc::clone(&server))) as Box<dyn Served>)
+    });
+    (net, shared)
+}
+
+/// A 2025-11-25 server refuses the probe (400, -32000 without an id): the
+/// engine falls back to `initialize`, keeps the session id, sends
+/// `notifications/initialized`, then the call with the session's fields
+/// and without the modern `_meta`; `close` ends the session with DELETE.
+#[test]
+fn http_the_probe_falls_back_to_the_2025_session() {
+    each_split(|| {
+        let (mut net, server) = legacy_net(legacy::Shape::Session, EraChoice::Probe);
+        let call = net
+            .call(&tool_call(1, "echo", r#"{"text":"old"}"#))
+            .unwrap();
+        let seen = net.seen(call);
+        assert!(
+            seen.response.as_deref().is_some_and(|r| r.contains("old")),
+            "{seen:?}"
+        );
+        let era = net.client.era();
+        assert_eq!(era.era, Some(Era::Legacy));
+        assert_eq!(era.version(), Some("2025-11-25"));
+        assert!(era.fallback && era.reason.is_some(), "{era:?}");
+        assert_eq!(era.probe_error, Some(-32000));
+        let now = net.now;
+        net.client.close(now);
+        net.run();
+        assert_eq!(
+            server.borrow().requests,
+            [
+                "POST /mcp server/discover session=- version=2026-07-28 modern-meta",
+                "POST /mcp initialize session=- version=-",
+                "POST /mcp notifications/initialized session=s-1 version=2025-11-25",
+                "POST /mcp tools/call session=s-1 version=2025-11-25",
+                "DELETE /mcp  session=s-1 version=2025-11-25",
+            ]
+        );
+        assert!(net.client.is_closed());
+        assert_eq!(net.link_events.last(), Some(&("closed", 0)));
+        assert!(net.open_links().is_empty());
+    });
+}
+
+/// `EraChoice::Legacy` skips the probe.
+#[test]
+fn http_the_legacy_choice_initializes_without_a_probe() {
+    let (mut net, server) = legacy_net(legacy::Shape::Session, EraChoice::Legacy);
+    let call = net
+        .call(&tool_call(1, "echo", r#"{"text":"old"}"#))
+        .unwrap();
+    assert!(net.seen(call).response.unwrap().contains("old"));
+    let requests = server.borrow().requests.clone();
+    assert_eq!(requests[0], "POST /mcp initialize session=- version=-");
+    assert!(!net.client.era().fallback);
 }

@@ -51,8 +51,6 @@ pub(super) enum Place {
 /// A request the engine makes for itself (the era's handshake, §8.3,
 /// §13), whose outcome the engine reads instead of the application.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-// The era's handshake makes them (the next step of this engine).
-#[allow(dead_code)]
 pub(super) enum Own {
     /// `server/discover`, asking for this version.
     Probe(&'static str),
@@ -103,6 +101,9 @@ pub(super) struct Call {
     pub(super) diagnostics: Diagnostics,
     pub(super) auth: ([u8; MAX_AUTH], Option<u16>),
     pub(super) terminal: Option<Terminal>,
+    /// The last judgement of the engine's own request (what the era's
+    /// rules read).
+    pub(super) own_judgement: Option<Judgement>,
 }
 
 /// A call's place in the engine.
@@ -306,6 +307,7 @@ impl<S: CallStore, const CALLS: usize, const CACHE: usize> Calls<S, CALLS, CACHE
             diagnostics: Diagnostics::default(),
             auth: ([0; MAX_AUTH], None),
             terminal: None,
+            own_judgement: None,
         });
         Some(i)
     }
@@ -483,6 +485,9 @@ impl<S: CallStore, const CALLS: usize, const CACHE: usize> Calls<S, CALLS, CACHE
             return;
         };
         c.place = Place::Done;
+        if c.own.is_some() {
+            c.own_judgement = Some(j);
+        }
         match j {
             Judgement::Notification { .. } => {}
             Judgement::Accepted => {
@@ -743,7 +748,13 @@ impl<S: CallStore, const CALLS: usize, const CACHE: usize> Calls<S, CALLS, CACHE
 
     /// Writes call `i`'s error response (the application's id, `code`,
     /// `message`) into its receive buffer, and makes it the outcome.
-    fn write_outcome(&mut self, i: usize, code: i32, message: &[u8], diagnostics: Diagnostics) {
+    pub(super) fn write_outcome(
+        &mut self,
+        i: usize,
+        code: i32,
+        message: &[u8],
+        diagnostics: Diagnostics,
+    ) {
         let Some(slot) = self.slots.get_mut(i) else {
             return;
         };
@@ -771,6 +782,48 @@ impl<S: CallStore, const CALLS: usize, const CACHE: usize> Calls<S, CALLS, CACHE
             diagnostics,
             delivered: false,
         });
+    }
+
+    /// Ends call `i` as call `from` failed (its JSON-RPC error, its
+    /// diagnostics, its `WWW-Authenticate`): the calls that waited for the
+    /// era's handshake get the handshake's failure. `false` when `from`
+    /// did not fail.
+    pub(super) fn fail_as(&mut self, i: usize, from: usize) -> bool {
+        let Some(c) = self.call(from) else {
+            return false;
+        };
+        let Some(t) = c.terminal.filter(|t| t.kind == Kind::Failed) else {
+            return false;
+        };
+        let auth = c.auth;
+        let response = self
+            .slots
+            .get(from)
+            .map_or(&[][..], |s| bytes(&self.store, &s.rx))
+            .get(t.at.0..t.at.1)
+            .unwrap_or(b"");
+        let error = json::get(response, b"error").unwrap_or(b"{}");
+        let code = json::get(error, b"code")
+            .and_then(json::as_i64)
+            .and_then(|c| i32::try_from(c).ok())
+            .unwrap_or(INTERNAL_ERROR);
+        let mut text = [0u8; TEXT_ROOM];
+        let message = json::get(error, b"message")
+            .and_then(|m| json::unescape(m, &mut text))
+            .map_or(&b"the era's handshake failed"[..], |m| m);
+        let mut message_copy = [0u8; TEXT_ROOM];
+        let n = message.len().min(TEXT_ROOM);
+        message_copy[..n].copy_from_slice(&message[..n]);
+        let Some(c) = self.call_mut(i) else {
+            return false;
+        };
+        if c.terminal.is_some() {
+            return true;
+        }
+        c.place = Place::Done;
+        c.auth = auth;
+        self.write_outcome(i, code, &message_copy[..n], t.diagnostics);
+        true
     }
 
     /// The next event of the calls: the notification just judged, a
@@ -880,7 +933,6 @@ impl<S: CallStore, const CALLS: usize, const CACHE: usize> Calls<S, CALLS, CACHE
             _ => None,
         }
     }
-
 }
 
 fn push_warnings(queue: &mut Queue, call: CallId, warnings: &Warnings) {

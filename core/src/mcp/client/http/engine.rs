@@ -38,6 +38,16 @@
 //! their `WWW-Authenticate` ([`Failure::www_authenticate`]). A call's
 //! deadline is the request timeout, none for `subscriptions/listen`.
 //!
+//! # The era
+//!
+//! As [`HttpClientConfig::era`] says (§8.3): by default the first call
+//! waits while `server/discover` probes the server; a modern answer makes
+//! the engine `Ready`; an answer that is no evidence (401, 403, a 5xx, no
+//! answer) fails the waiting calls; a legacy one falls back to the 2025
+//! session shape (`initialize`, then `Mcp-Session-Id` and the negotiated
+//! version on every request, the bodies without the modern `_meta` keys,
+//! `DELETE` at `close`). [`HttpClient::era`] says what was learned.
+//!
 //! # The run loop
 //!
 //! [`ClientEngine`]'s. A notification's text is read before the next
@@ -47,14 +57,15 @@
 use super::call::{Calls, Own, Place};
 use super::config::{DRAIN_WAIT, Http2Mode, HttpClientConfig};
 use super::h2link::{H2Link, H2State};
+use super::lifecycle::EraState;
 use super::pool::{Link, LinkState};
 use super::request::RequestError;
-use super::send::{self, Shape};
+use super::send;
 use crate::grpc::Code;
 use crate::h2::{InlineStorage, Storage};
 use crate::http1::ClientConnection;
 use crate::mcp::client::engine::{CallOptions, ClientEngine, LinkId, Negotiated};
-use crate::mcp::client::era::{Era, EraChoice, EraDiagnostics};
+use crate::mcp::client::era::EraDiagnostics;
 use crate::mcp::client::events::{CallId, ClientEvent, Failure, StartError};
 use crate::mcp::error::{INVALID_REQUEST, RpcError};
 use crate::mcp::json;
@@ -68,46 +79,6 @@ pub(super) use super::response::ResponseReader;
 pub(super) enum Version {
     Http1,
     Http2,
-}
-
-/// Where the engine stands with the server's era.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Phase {
-    /// Calls go (in this era).
-    Ready(Era),
-}
-
-/// The era and what its requests carry.
-#[derive(Debug)]
-pub(super) struct EraState {
-    pub(super) phase: Phase,
-    pub(super) diagnostics: EraDiagnostics,
-    /// `Ready` is owed to the driver.
-    pub(super) ready_owed: bool,
-}
-
-impl EraState {
-    fn new(choice: EraChoice) -> Self {
-        let mut diagnostics = EraDiagnostics::new();
-        // The era probe and the older shapes come with the next steps of
-        // this engine; until then every choice speaks the modern era.
-        let _ = choice;
-        diagnostics.set_modern(diagnostics.requested);
-        Self {
-            phase: Phase::Ready(Era::Modern),
-            diagnostics,
-            ready_owed: true,
-        }
-    }
-
-    pub(super) fn is_ready(&self) -> bool {
-        matches!(self.phase, Phase::Ready(_))
-    }
-
-    /// The shape of the era's requests.
-    pub(super) fn shape(&self) -> Shape<'_> {
-        Shape::Modern
-    }
 }
 
 /// The Streamable HTTP client engine: `CALLS` calls at a time (and HTTP/2
@@ -265,6 +236,7 @@ impl<
     /// Moves every call forward: calls onto free links and streams, links
     /// asked for, requests written.
     pub(super) fn pump(&mut self) {
+        self.begin_handshake();
         match self.version {
             Some(Version::Http2) => self.pump_h2(),
             _ => self.pump_pool(),
@@ -314,7 +286,13 @@ impl<
             None => 1,
             _ => self.config.pool_size.clamp(1, LINKS),
         };
-        while waiting > coming && open < limit && !self.closing {
+        let own_waiting = self
+            .calls
+            .slots
+            .iter()
+            .filter_map(|s| s.call.as_ref())
+            .any(|c| c.own.is_some() && c.place == Place::Queued);
+        while waiting > coming && open < limit && (!self.closing || own_waiting) {
             let Some(li) = self.pool.iter().position(|l| l.state == LinkState::Free) else {
                 break;
             };
@@ -423,10 +401,6 @@ impl<
             Place::Queued | Place::Done => {}
         }
     }
-
-    /// The engine's own exchanges that ended are read (the era's
-    /// handshake).
-    pub(super) fn settle_own(&mut self) {}
 
     /// After calls' states changed: links whose call left them drain the
     /// rest of its answer.
@@ -717,14 +691,23 @@ impl<
         }
         self.closing = true;
         self.fail_queued(b"the client closed before the call was sent");
+        if self.era.has_session() {
+            // The 2025 session ends with DELETE (§13.2), before the links go.
+            self.send_delete();
+            self.pump();
+        }
         for link in self.pool.iter_mut() {
             match link.state {
                 LinkState::Idle | LinkState::Draining { .. } => link.close(),
-                LinkState::Connect => link.state = LinkState::Free,
+                LinkState::Connect if !self.calls.slots.iter().any(|s| s.call.is_some()) => {
+                    link.state = LinkState::Free;
+                }
                 _ => {}
             }
         }
-        self.h2.go_away();
+        if !self.calls.slots.iter().any(|s| s.call.is_some()) {
+            self.h2.go_away();
+        }
         self.pump();
     }
 

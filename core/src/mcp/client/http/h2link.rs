@@ -9,7 +9,7 @@
 //! [`DRAIN_WAIT`], then is reset with CANCEL; a cancelled call's stream is
 //! reset at once.
 
-use super::call::{Fed, Place};
+use super::call::{Fed, Own, Place};
 use super::config::DRAIN_WAIT;
 use super::engine::HttpClient;
 use super::pool::Replay;
@@ -242,7 +242,7 @@ impl<
         let Place::Stream(stream) = c.place else {
             return;
         };
-        let delete = c.own == Some(super::call::Own::Delete);
+        let delete = c.own == Some(Own::Delete);
         if !c.head_sent {
             let shape = self.era.shape();
             let fields = match send::write_h2_fields(&mut self.calls, i, &self.config, shape) {
@@ -429,6 +429,13 @@ impl<
                     };
                     if kind == HeadersKind::Response {
                         let fields = self.h2.conn.headers(stream).unwrap_or(HeaderList::EMPTY);
+                        if self
+                            .calls
+                            .call(i)
+                            .is_some_and(|c| c.own == Some(Own::Initialize))
+                        {
+                            self.era.set_session(fields.get(b"mcp-session-id"));
+                        }
                         let judgement = self.calls.on_head(
                             i,
                             status_of(&fields),

@@ -25,13 +25,15 @@
 //!
 //! Inside the engine, one concept a file: `call` a call's slot, judge and
 //! outcome; `send` a request's body and head for the era; `pool` the
-//! HTTP/1.1 links; `h2link` the HTTP/2 link.
+//! HTTP/1.1 links; `h2link` the HTTP/2 link; `lifecycle` the era's
+//! handshake (§8.3, §13).
 
 mod call;
 pub mod config;
 mod engine;
 pub mod era;
 mod h2link;
+mod lifecycle;
 mod pool;
 pub mod request;
 pub mod response;

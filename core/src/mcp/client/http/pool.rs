@@ -11,7 +11,7 @@
 //! of the octets fed again are body octets to judge and how many are
 //! framing to skip ([`Replay`]).
 
-use super::call::{Fed, Place};
+use super::call::{Fed, Own, Place};
 use super::engine::HttpClient;
 use crate::grpc::Code;
 use crate::h2::Storage;
@@ -198,10 +198,21 @@ impl<
                     if let Some(i) = call {
                         let mut fields = [EMPTY_HEADER; MAX_HEADERS];
                         let link = &self.pool[li];
-                        let (media, auth) = match link.conn.head(&mut fields) {
-                            Some(h) => (h.header(b"content-type"), h.header(b"www-authenticate")),
-                            None => (None, None),
+                        let (media, auth, session) = match link.conn.head(&mut fields) {
+                            Some(h) => (
+                                h.header(b"content-type"),
+                                h.header(b"www-authenticate"),
+                                h.header(b"mcp-session-id"),
+                            ),
+                            None => (None, None, None),
                         };
+                        if self
+                            .calls
+                            .call(i)
+                            .is_some_and(|c| c.own == Some(Own::Initialize))
+                        {
+                            self.era.set_session(session);
+                        }
                         let judgement = self.calls.on_head(i, status, media, auth);
                         if let Some(j) = judgement {
                             self.calls.judged(i, j);

@@ -23,8 +23,6 @@ pub(super) const MAX_FIELDS: usize = 40;
 
 /// The shape of the era's requests.
 #[derive(Debug, Clone, Copy)]
-// The legacy shapes come with the era's handshake (the next step).
-#[allow(dead_code)]
 pub(super) enum Shape<'a> {
     /// 2026-07-28: the mirrored fields.
     Modern,
@@ -32,6 +30,8 @@ pub(super) enum Shape<'a> {
     Session(Session<'a>),
     /// The 2024 HTTP+SSE shape: every message `POST`ed to the target the
     /// `endpoint` event named.
+    // Spoken from the next step of the engine on.
+    #[allow(dead_code)]
     HttpSse { target: &'a str },
 }
 
