@@ -670,3 +670,100 @@ fn http_the_legacy_choice_initializes_without_a_probe() {
     assert_eq!(requests[0], "POST /mcp initialize session=- version=-");
     assert!(!net.client.era().fallback);
 }
+
+/// A 2024-11-05 server refuses the probe and `initialize` (405): the
+/// engine opens the event stream with `GET`, `POST`s `initialize`,
+/// `notifications/initialized` and the calls to the target its
+/// `endpoint` event names, and takes each response off the stream by id
+/// (two calls at once each get their own).
+#[test]
+fn http_the_probe_falls_back_to_the_2024_http_sse_shape() {
+    each_split(|| {
+        let (mut net, server) = legacy_net(legacy::Shape::HttpSse, EraChoice::Probe);
+        let now = net.now;
+        let a = net
+            .client
+            .start(
+                tool_call(1, "echo", r#"{"text":"older"}"#).as_bytes(),
+                CallOptions::default(),
+                now,
+            )
+            .unwrap();
+        let b = net
+            .client
+            .start(
+                tool_call(2, "echo", r#"{"text":"oldest"}"#).as_bytes(),
+                CallOptions::default(),
+                now,
+            )
+            .unwrap();
+        net.run();
+        for (call, text) in [(a, "\"older\""), (b, "\"oldest\"")] {
+            let seen = net.seen(call);
+            assert!(
+                seen.response.as_deref().is_some_and(|r| r.contains(text)),
+                "{seen:?} {:?}",
+                server.borrow().requests
+            );
+        }
+        let era = net.client.era();
+        assert_eq!(era.era, Some(Era::HttpSse), "{era:?}");
+        assert_eq!(era.version(), Some("2024-11-05"));
+        assert!(era.fallback);
+        let requests = server.borrow().requests.clone();
+        assert_eq!(
+            requests[..5],
+            [
+                "POST /mcp server/discover session=- version=2026-07-28 modern-meta",
+                "POST /mcp initialize session=- version=-",
+                "GET /mcp  session=- version=-",
+                "POST /messages?sessionId=abc initialize session=- version=-",
+                "POST /messages?sessionId=abc notifications/initialized session=- version=-",
+            ]
+        );
+        let mut calls = requests[5..].to_vec();
+        calls.sort();
+        assert_eq!(
+            calls,
+            [
+                "POST /messages?sessionId=abc tools/call session=- version=-",
+                "POST /messages?sessionId=abc tools/call session=- version=-",
+            ]
+        );
+        let now = net.now;
+        net.client.close(now);
+        net.run();
+        assert!(net.client.is_closed());
+        assert!(net.open_links().is_empty(), "the stream's link closed too");
+    });
+}
+
+/// Closing the engine lets a call in progress finish, then closes every
+/// link; the engine says it is over and takes no call.
+#[test]
+fn http_close_ends_every_link_and_the_engine() {
+    for wire in WIRES {
+        each_split(|| {
+            let mut net = http_net(wire, http_config(wire), None);
+            let options = CallOptions::with_timeout(Duration::from_secs(5));
+            let held = net.call_with(&tool_call(1, "hold", "{}"), options).unwrap();
+            let now = net.now;
+            net.client.close(now);
+            net.run();
+            assert!(!net.client.is_closed(), "{wire:?}: a call is in progress");
+            assert!(matches!(
+                net.client.start(
+                    tool_call(2, "echo", "{}").as_bytes(),
+                    CallOptions::default(),
+                    now
+                ),
+                Err(StartError::Closed)
+            ));
+            net.advance(Duration::from_secs(6));
+            assert!(net.seen(held).ended);
+            assert!(net.client.is_closed(), "{wire:?} {:?}", net.link_events);
+            assert!(net.open_links().is_empty());
+            assert_eq!(net.link_events.last(), Some(&("closed", 0)));
+        });
+    }
+}

@@ -44,6 +44,9 @@ pub(super) enum Place {
     Link(usize),
     /// A stream of the HTTP/2 link.
     Stream(StreamRef),
+    /// `POST`ed and accepted in the 2024 HTTP+SSE shape: its response
+    /// comes on the event stream.
+    Posted,
     /// Over on the wire (judged, or given up).
     Done,
 }
@@ -60,6 +63,8 @@ pub(super) enum Own {
     Initialized,
     /// The `DELETE` that ends a 2025 session.
     Delete,
+    /// The `GET` of the 2024 shape's event stream, which stays open.
+    Events,
 }
 
 /// A call in progress.
@@ -92,6 +97,9 @@ pub(super) struct Call {
     pub(super) fresh: bool,
     /// The one resend (a closed keep-alive link, a refused stream) is used.
     pub(super) resent: bool,
+    /// A request of the 2024 shape: its `POST` is answered 202, its
+    /// response comes on the event stream.
+    pub(super) posted: bool,
     pub(super) deadline: Option<Instant>,
     pub(super) reader: ResponseReader,
     /// Octets of answer given to the reader since the message it writes
@@ -300,6 +308,7 @@ impl<S: CallStore, const CALLS: usize, const CACHE: usize> Calls<S, CALLS, CACHE
             got: false,
             fresh: false,
             resent: false,
+            posted: false,
             deadline,
             reader,
             fed: 0,
@@ -366,7 +375,8 @@ impl<S: CallStore, const CALLS: usize, const CACHE: usize> Calls<S, CALLS, CACHE
             .get(c.cur.0..c.cur.1)
             .unwrap_or(b"");
         c.reader = match c.own {
-            Some(Own::Initialized | Own::Delete) => ResponseReader::accepted(),
+            _ if c.posted => ResponseReader::accepted(),
+            Some(Own::Initialized | Own::Delete | Own::Events) => ResponseReader::accepted(),
             _ => ResponseReader::new(body).unwrap_or_else(|_| ResponseReader::accepted()),
         };
     }
@@ -490,6 +500,8 @@ impl<S: CallStore, const CALLS: usize, const CACHE: usize> Calls<S, CALLS, CACHE
         }
         match j {
             Judgement::Notification { .. } => {}
+            // The 2024 shape: the response comes on the event stream.
+            Judgement::Accepted if c.posted => c.place = Place::Posted,
             Judgement::Accepted => {
                 c.terminal = Some(Terminal {
                     kind: Kind::Nothing,
@@ -782,6 +794,56 @@ impl<S: CallStore, const CALLS: usize, const CACHE: usize> Calls<S, CALLS, CACHE
             diagnostics,
             delivered: false,
         });
+    }
+
+    /// Copies `len` octets of call `from`'s receive buffer (a message of
+    /// the 2024 event stream) to the start of call `to`'s; `false` when
+    /// the store cannot hold them.
+    pub(super) fn copy_rx(&mut self, from: usize, len: usize, to: usize) -> bool {
+        let Some(slot) = self.slots.get_mut(to) else {
+            return false;
+        };
+        if !ensure(&mut self.store, &mut slot.rx, len.max(RX_MIN)) {
+            return false;
+        }
+        // Both buffers are the store's: the text goes through the stack.
+        let mut chunk = [0u8; 64];
+        let mut at = 0;
+        while at < len {
+            let n = (len - at).min(chunk.len());
+            let Some(src) = self
+                .slots
+                .get(from)
+                .and_then(|s| bytes(&self.store, &s.rx).get(at..at + n))
+            else {
+                return false;
+            };
+            chunk[..n].copy_from_slice(src);
+            let Some(dst) = self
+                .slots
+                .get_mut(to)
+                .and_then(|s| s.rx.as_mut())
+                .map(|b| self.store.bytes_mut(b))
+                .and_then(|b| b.get_mut(at..at + n))
+            else {
+                return false;
+            };
+            dst.copy_from_slice(&chunk[..n]);
+            at += n;
+        }
+        true
+    }
+
+    /// Where a message of the event stream of length `len` is written in
+    /// call `i`'s receive buffer (grown to it): the buffer, or `None`.
+    pub(super) fn rx_room(&mut self, i: usize, want: usize) -> Option<&mut [u8]> {
+        let slot = self.slots.get_mut(i)?;
+        let want = want.clamp(RX_MIN, self.max_message.max(RX_MIN));
+        let have = bytes(&self.store, &slot.rx).len();
+        if have < want && !ensure(&mut self.store, &mut slot.rx, want) {
+            let _ = ensure(&mut self.store, &mut slot.rx, have.max(RX_MIN));
+        }
+        slot.rx.as_mut().map(|b| self.store.bytes_mut(b))
     }
 
     /// Ends call `i` as call `from` failed (its JSON-RPC error, its

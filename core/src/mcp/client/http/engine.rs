@@ -46,7 +46,10 @@
 //! answer) fails the waiting calls; a legacy one falls back to the 2025
 //! session shape (`initialize`, then `Mcp-Session-Id` and the negotiated
 //! version on every request, the bodies without the modern `_meta` keys,
-//! `DELETE` at `close`). [`HttpClient::era`] says what was learned.
+//! `DELETE` at `close`), and when `initialize` is refused too, to the
+//! 2024 HTTP+SSE shape (a `GET` event stream whose `endpoint` event names
+//! where messages are `POST`ed; their responses come on that stream,
+//! matched by id). [`HttpClient::era`] says what was learned.
 //!
 //! # The run loop
 //!
@@ -60,10 +63,10 @@ use super::h2link::{H2Link, H2State};
 use super::lifecycle::EraState;
 use super::pool::{Link, LinkState};
 use super::request::RequestError;
-use super::send;
+use super::send::{self, Shape};
 use crate::grpc::Code;
 use crate::h2::{InlineStorage, Storage};
-use crate::http1::ClientConnection;
+use crate::http1::{ClientConnection, SseParser};
 use crate::mcp::client::engine::{CallOptions, ClientEngine, LinkId, Negotiated};
 use crate::mcp::client::era::EraDiagnostics;
 use crate::mcp::client::events::{CallId, ClientEvent, Failure, StartError};
@@ -105,6 +108,10 @@ pub struct HttpClient<
     /// length.
     pub(super) bearer: Option<(S::Buf, usize)>,
     pub(super) version: Option<Version>,
+    /// The 2024 shape's event stream: its parser, and the octets fed to
+    /// it since its last event.
+    pub(super) events_parser: SseParser,
+    pub(super) events_fed: usize,
     pub(super) next_link: u32,
     pub(super) now: Instant,
     pub(super) closing: bool,
@@ -156,6 +163,8 @@ impl<
                 Http2Mode::Always => Some(Version::Http2),
                 Http2Mode::Alpn => None,
             },
+            events_parser: SseParser::new(),
+            events_fed: 0,
             next_link: 0,
             now,
             closing: false,
@@ -233,6 +242,29 @@ impl<
         id
     }
 
+    /// After any input: links whose call left them drain, the engine's own
+    /// exchanges that ended are read (each may start the next step of the
+    /// era's handshake), and every call moves forward.
+    pub(super) fn advance(&mut self) {
+        // A handshake has at most a few steps; each may end at once (a
+        // request that cannot be written).
+        for _ in 0..8 {
+            self.settle_links();
+            self.settle_own();
+            self.pump();
+            let own_over = self
+                .calls
+                .slots
+                .iter()
+                .filter_map(|s| s.call.as_ref())
+                .any(|c| c.own.is_some() && c.terminal.is_some());
+            if !own_over {
+                break;
+            }
+        }
+        self.settle_links();
+    }
+
     /// Moves every call forward: calls onto free links and streams, links
     /// asked for, requests written.
     pub(super) fn pump(&mut self) {
@@ -240,6 +272,22 @@ impl<
         match self.version {
             Some(Version::Http2) => self.pump_h2(),
             _ => self.pump_pool(),
+        }
+        if self.closing && !self.calls.slots.iter().any(|s| s.call.is_some()) {
+            // Closing: the links go once no call needs them.
+            for link in self.pool.iter_mut() {
+                match link.state {
+                    LinkState::Idle => link.close(),
+                    LinkState::Connect => link.state = LinkState::Free,
+                    _ => {}
+                }
+            }
+            if !self.h2.going_away {
+                self.h2.go_away();
+            }
+            if self.h2.state == H2State::Up {
+                self.pump_h2();
+            }
         }
     }
 
@@ -281,10 +329,18 @@ impl<
             .iter()
             .filter(|l| l.state != LinkState::Free)
             .count();
-        // Until the first link tells the version, it is the only one.
+        // Until the first link tells the version, it is the only one; the
+        // 2024 shape's event stream holds a link beside the pool's.
+        let stream = usize::from(
+            self.calls
+                .slots
+                .iter()
+                .filter_map(|s| s.call.as_ref())
+                .any(|c| c.own == Some(Own::Events) && matches!(c.place, Place::Link(_))),
+        );
         let limit = match self.version {
             None => 1,
-            _ => self.config.pool_size.clamp(1, LINKS),
+            _ => (self.config.pool_size.max(1) + stream).min(LINKS),
         };
         let own_waiting = self
             .calls
@@ -316,6 +372,14 @@ impl<
             );
             return;
         }
+        let own = self.calls.call(i).and_then(|c| c.own);
+        if let Some(c) = self.calls.call_mut(i) {
+            // The 2024 shape: a request's POST is answered 202, its
+            // response comes on the event stream.
+            c.posted = matches!(shape, Shape::HttpSse { .. })
+                && own != Some(Own::Events)
+                && c.reader.expect() == super::response::Expect::Response;
+        }
         self.calls.reset_reader(i);
         match send::write_http1(&mut self.calls, i, &self.config, shape) {
             Ok(()) => {}
@@ -334,13 +398,11 @@ impl<
             generation,
         };
         link.conn = ClientConnection::new();
-        let _ = link.conn.start(
-            if self.calls.call(i).and_then(|c| c.own) == Some(Own::Delete) {
-                "DELETE"
-            } else {
-                "POST"
-            },
-        );
+        let _ = link.conn.start(match own {
+            Some(Own::Delete) => "DELETE",
+            Some(Own::Events) => "GET",
+            _ => "POST",
+        });
     }
 
     /// Fails call `i` whose request could not be written.
@@ -398,7 +460,7 @@ impl<
                 }
             }
             Place::Stream(s) => self.h2.cancel(s),
-            Place::Queued | Place::Done => {}
+            Place::Queued | Place::Posted | Place::Done => {}
         }
     }
 
@@ -488,7 +550,7 @@ impl<
             .admit(message, token, token_len, reader, deadline, None)
             .ok_or(StartError::Busy)?;
         let call = self.calls.call_id(i);
-        self.pump();
+        self.advance();
         Ok(call)
     }
 
@@ -499,7 +561,7 @@ impl<
         };
         self.abandon(i);
         self.calls.release(i);
-        self.pump();
+        self.advance();
         true
     }
 
@@ -569,7 +631,7 @@ impl<
                 self.h2.up(link, self.config.h2, now);
             }
         }
-        self.pump();
+        self.advance();
     }
 
     fn link_failed(&mut self, link: LinkId, reason: &[u8], now: Instant) {
@@ -582,8 +644,7 @@ impl<
             self.h2.state = H2State::Free;
         }
         self.fail_waiting_if_stranded(reason);
-        self.settle_own();
-        self.pump();
+        self.advance();
     }
 
     fn recv(&mut self, link: LinkId, input: &[u8], now: Instant) -> usize {
@@ -598,9 +659,7 @@ impl<
             // Octets of a link the engine let go: dropped.
             input.len()
         };
-        self.settle_links();
-        self.settle_own();
-        self.pump();
+        self.advance();
         n
     }
 
@@ -612,9 +671,7 @@ impl<
             self.h2.conn.recv_eof();
             self.drain_h2();
         }
-        self.settle_links();
-        self.settle_own();
-        self.pump();
+        self.advance();
     }
 
     fn wants_transmit(&self, link: LinkId) -> bool {
@@ -679,9 +736,7 @@ impl<
             self.h2.handle_timeout(now);
             self.drain_h2();
         }
-        self.settle_links();
-        self.settle_own();
-        self.pump();
+        self.advance();
     }
 
     fn close(&mut self, now: Instant) {
@@ -690,6 +745,17 @@ impl<
             return;
         }
         self.closing = true;
+        // The 2024 shape's event stream ends with the engine.
+        for i in 0..CALLS {
+            if self
+                .calls
+                .call(i)
+                .is_some_and(|c| c.own == Some(Own::Events))
+            {
+                self.abandon(i);
+                self.calls.release(i);
+            }
+        }
         self.fail_queued(b"the client closed before the call was sent");
         if self.era.has_session() {
             // The 2025 session ends with DELETE (§13.2), before the links go.
@@ -697,18 +763,11 @@ impl<
             self.pump();
         }
         for link in self.pool.iter_mut() {
-            match link.state {
-                LinkState::Idle | LinkState::Draining { .. } => link.close(),
-                LinkState::Connect if !self.calls.slots.iter().any(|s| s.call.is_some()) => {
-                    link.state = LinkState::Free;
-                }
-                _ => {}
+            if let LinkState::Draining { .. } = link.state {
+                link.close();
             }
         }
-        if !self.calls.slots.iter().any(|s| s.call.is_some()) {
-            self.h2.go_away();
-        }
-        self.pump();
+        self.advance();
     }
 
     fn is_closed(&self) -> bool {

@@ -528,8 +528,7 @@ impl<
         self.pump_h2();
         let n = self.h2.conn.poll_transmit(out);
         self.drain_h2();
-        self.settle_own();
-        self.pump();
+        self.advance();
         n
     }
 }

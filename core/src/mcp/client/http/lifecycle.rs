@@ -1,7 +1,7 @@
 //! The era's handshake of the Streamable HTTP client engine (MCP
 //! 2026-07-28 §8.3, §13.2): the first call of the application waits while
 //! the engine makes its own requests and reads their answers with the
-//! era rules of [`era`](super::era).
+//! era rules of [`era`](super::era) (§13.1 for the 2024 shape).
 //!
 //! - [`EraChoice::Probe`]: `POST server/discover` with the preferred
 //!   modern version. A `DiscoverResult` → modern, `Ready`, the calls go.
@@ -16,13 +16,18 @@
 //!   on every later request, `notifications/initialized` first, and
 //!   [`close`](crate::mcp::client::ClientEngine::close) ends the session
 //!   with `DELETE`.
+//! - `initialize` refused with 400, 404 or 405 and no modern error → the
+//!   2024 HTTP+SSE shape (§13.1, over HTTP/1.1): the engine's `GET` opens
+//!   the event stream ([`events`](super::events)); its `endpoint` event
+//!   names where `initialize`, `notifications/initialized` and every call
+//!   are `POST`ed (answered 202), their responses come on the stream.
 //!
 //! After a failed handshake the era is unknown again: the next call
 //! starts it over. What was learned is [`EraDiagnostics`] (the engine's
 //! [`era`](super::HttpClient::era)).
 
 use super::call::{Own, Place};
-use super::engine::HttpClient;
+use super::engine::{HttpClient, Version};
 use super::era::{self, InitializeVerdict, MAX_SESSION_ID, ProbeVerdict};
 use super::request::Session;
 use super::response::{HttpFailure, Judgement, ResponseReader};
@@ -58,6 +63,9 @@ pub(super) enum Phase {
     Initializing,
     /// `notifications/initialized` is out.
     Initialized,
+    /// The 2024 shape's event stream is opening: its `endpoint` event is
+    /// awaited.
+    Streaming,
     /// Calls go, in this era.
     Ready(Era),
 }
@@ -72,7 +80,14 @@ pub(super) struct EraState {
     pub(super) ready_owed: bool,
     /// The 2025 session's `Mcp-Session-Id`, when the server gave one.
     session: ([u8; MAX_SESSION_ID], usize),
+    /// The 2024 HTTP+SSE shape is spoken (or being set up).
+    sse: bool,
+    /// Where the 2024 shape's messages go (the `endpoint` event's target).
+    post_target: ([u8; POST_TARGET], usize),
 }
+
+/// Room for the 2024 shape's `POST` target.
+const POST_TARGET: usize = 256;
 
 impl EraState {
     pub(super) fn new(choice: EraChoice) -> Self {
@@ -82,6 +97,8 @@ impl EraState {
             diagnostics: EraDiagnostics::new(),
             ready_owed: false,
             session: ([0; MAX_SESSION_ID], 0),
+            sse: false,
+            post_target: ([0; POST_TARGET], 0),
         };
         if choice == EraChoice::Modern {
             state.diagnostics.set_modern(state.diagnostics.requested);
@@ -118,12 +135,43 @@ impl EraState {
         }
     }
 
+    /// Where the `endpoint` event's target is written.
+    pub(super) fn post_target_room(&mut self) -> &mut [u8] {
+        &mut self.post_target.0
+    }
+
+    /// The `endpoint` event's target is the first `len` octets of its room.
+    pub(super) fn set_post_target(&mut self, len: usize) {
+        self.post_target.1 = len.min(POST_TARGET);
+    }
+
+    /// The 2024 shape's event stream is gone: the era is unknown again.
+    pub(super) fn lost_stream(&mut self) {
+        self.phase = Phase::Unknown;
+        self.sse = false;
+        self.post_target.1 = 0;
+    }
+
     /// The shape of the requests that go now.
     pub(super) fn shape(&self) -> Shape<'_> {
+        let sse = matches!(
+            self.phase,
+            Phase::Initializing | Phase::Initialized | Phase::Ready(Era::HttpSse)
+        );
+        if self.sse && sse {
+            let target = self
+                .post_target
+                .0
+                .get(..self.post_target.1)
+                .and_then(|t| core::str::from_utf8(t).ok())
+                .unwrap_or("/");
+            return Shape::HttpSse { target };
+        }
         match self.phase {
-            Phase::Unknown | Phase::Probing | Phase::Ready(Era::Modern | Era::HttpSse) => {
-                Shape::Modern
-            }
+            Phase::Unknown
+            | Phase::Probing
+            | Phase::Streaming
+            | Phase::Ready(Era::Modern | Era::HttpSse) => Shape::Modern,
             Phase::Initializing => Shape::Session(Session::default()),
             Phase::Initialized | Phase::Ready(Era::Legacy) => Shape::Session(Session {
                 id: self.session_id(),
@@ -199,7 +247,7 @@ impl<
     }
 
     /// `POST initialize` (the 2025-11-25 lifecycle, §13.3).
-    fn send_initialize(&mut self) {
+    pub(super) fn send_initialize(&mut self) {
         let mut room = [0u8; OWN_ROOM];
         let mut w = JsonWriter::new(&mut room);
         write_initialize(
@@ -263,12 +311,31 @@ impl<
                 Own::Initialize => self.on_initialize(i, judgement, status, timed_out),
                 Own::Initialized => {
                     if matches!(judgement, Judgement::Accepted) {
-                        self.era.ready(Era::Legacy);
+                        let era = if self.era.sse {
+                            Era::HttpSse
+                        } else {
+                            Era::Legacy
+                        };
+                        self.era.ready(era);
                     } else {
                         self.handshake_failed(Some(i), b"notifications/initialized was refused");
                     }
                 }
                 Own::Delete => {}
+                Own::Events if self.era.phase == Phase::Streaming => {
+                    let why: &[u8] = if timed_out {
+                        b"no endpoint event on the 2024 event stream within the probe timeout"
+                    } else {
+                        b"the 2024 HTTP+SSE event stream could not be opened"
+                    };
+                    self.handshake_failed(Some(i), why);
+                }
+                Own::Events => {
+                    if matches!(self.era.phase, Phase::Initializing | Phase::Initialized) {
+                        self.handshake_failed(Some(i), b"the 2024 event stream ended");
+                    }
+                    self.events_lost();
+                }
             }
             self.calls.release(i);
         }
@@ -338,15 +405,24 @@ impl<
                 let mut copy = [0u8; 64];
                 let n = version.len().min(copy.len());
                 copy[..n].copy_from_slice(&version[..n]);
-                self.era.diagnostics.set_legacy(Era::Legacy, &copy[..n]);
+                let era = if self.era.sse {
+                    Era::HttpSse
+                } else {
+                    Era::Legacy
+                };
+                self.era.diagnostics.set_legacy(era, &copy[..n]);
                 self.send_initialized();
             }
-            InitializeVerdict::HttpSse => {
+            InitializeVerdict::HttpSse if self.era.sse => {
+                self.handshake_failed(Some(i), b"initialize was refused on the 2024 shape too");
+            }
+            InitializeVerdict::HttpSse if self.version == Some(Version::Http2) => {
                 self.handshake_failed(
                     Some(i),
-                    b"initialize was refused: the 2024-11-05 HTTP+SSE shape is not spoken",
+                    b"initialize was refused: the 2024 HTTP+SSE shape is spoken over HTTP/1.1 only",
                 );
             }
+            InitializeVerdict::HttpSse => self.open_events(),
             InitializeVerdict::Failed(_) if timed_out => {
                 self.handshake_failed(None, b"no answer to initialize within the probe timeout");
             }
@@ -354,11 +430,31 @@ impl<
         }
     }
 
+    /// The 2024 shape (§13.1): `GET` the endpoint for its event stream,
+    /// whose `endpoint` event names where messages go.
+    fn open_events(&mut self) {
+        self.era.sse = true;
+        self.era.phase = Phase::Streaming;
+        if self
+            .start_own(b"", Own::Events, ResponseReader::accepted())
+            .is_none()
+        {
+            self.handshake_failed(None, b"no call slot or buffer for the 2024 event stream");
+        }
+    }
+
     /// The handshake failed: every call that waited for it fails, as the
     /// engine's own request `own` failed when it did (its status, its
-    /// challenge), else with `why`; the era is unknown again.
+    /// challenge), else with `why`; the era is unknown again (an event
+    /// stream opened for it is closed).
     fn handshake_failed(&mut self, own: Option<usize>, why: &[u8]) {
-        self.era.phase = Phase::Unknown;
+        for j in 0..CALLS {
+            if self.is_events(j) && Some(j) != own {
+                self.abandon(j);
+                self.calls.release(j);
+            }
+        }
+        self.era.lost_stream();
         for j in 0..CALLS {
             let waiting = self.calls.call(j).is_some_and(|c| {
                 c.own.is_none() && c.place == Place::Queued && c.terminal.is_none()

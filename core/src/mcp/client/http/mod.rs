@@ -26,12 +26,13 @@
 //! Inside the engine, one concept a file: `call` a call's slot, judge and
 //! outcome; `send` a request's body and head for the era; `pool` the
 //! HTTP/1.1 links; `h2link` the HTTP/2 link; `lifecycle` the era's
-//! handshake (§8.3, §13).
+//! handshake (§8.3, §13); `events` the 2024 shape's event stream.
 
 mod call;
 pub mod config;
 mod engine;
 pub mod era;
+mod events;
 mod h2link;
 mod lifecycle;
 mod pool;

@@ -16,7 +16,7 @@ use super::engine::HttpClient;
 use crate::grpc::Code;
 use crate::h2::Storage;
 use crate::http1::head::EMPTY_HEADER;
-use crate::http1::{ClientConnection, MAX_HEADERS, ResponseEvent};
+use crate::http1::{ClientConnection, MAX_HEADERS, MediaType, ResponseEvent};
 use crate::mcp::client::engine::LinkId;
 use crate::mcp::client::events::ClientEvent;
 use crate::mcp::store::CallStore;
@@ -149,18 +149,14 @@ impl<
                     && s.call.as_ref().is_some_and(|c| c.place == Place::Link(li))
             });
             let mut used = body;
-            if live {
-                let (fed, judgement) = self.calls.on_body(r.slot, &input[..body]);
-                if let Some(j) = judgement {
-                    self.calls.judged(r.slot, j);
-                }
-                if let Fed::Note(n) = fed {
-                    used = n;
-                }
+            let mut stopped = false;
+            if live && let Fed::Note(n) = self.feed_link(r.slot, &input[..body]) {
+                used = n;
+                stopped = true;
             }
             r.body -= used;
             pos = used;
-            if r.body > 0 {
+            if stopped || r.body > 0 {
                 self.pool[li].replay = Some(r);
                 return pos;
             }
@@ -206,15 +202,13 @@ impl<
                             ),
                             None => (None, None, None),
                         };
-                        if self
-                            .calls
-                            .call(i)
-                            .is_some_and(|c| c.own == Some(Own::Initialize))
-                        {
+                        let own = self.calls.call(i).and_then(|c| c.own);
+                        if own == Some(Own::Initialize) {
                             self.era.set_session(session);
                         }
-                        let judgement = self.calls.on_head(i, status, media, auth);
-                        if let Some(j) = judgement {
+                        if own == Some(Own::Events) {
+                            self.events_head(i, status, MediaType::of(media));
+                        } else if let Some(j) = self.calls.on_head(i, status, media, auth) {
                             self.calls.judged(i, j);
                         }
                     }
@@ -224,11 +218,7 @@ impl<
                         let start = pos + range.start;
                         let end = pos + range.end;
                         let data = input.get(start..end).unwrap_or_default();
-                        let (fed, judgement) = self.calls.on_body(i, data);
-                        if let Some(j) = judgement {
-                            self.calls.judged(i, j);
-                        }
-                        if let Fed::Note(n) = fed {
+                        if let Fed::Note(n) = self.feed_link(i, data) {
                             let generation = self.calls.call_id(i).generation;
                             self.pool[li].replay = Some(Replay {
                                 slot: i,
@@ -242,7 +232,14 @@ impl<
                     }
                 }
                 ResponseEvent::End { keep_alive } => {
-                    if let Some(i) = call
+                    if let Some(i) = call.filter(|&i| self.is_events(i)) {
+                        self.calls.fail_transport(
+                            i,
+                            Code::Unavailable,
+                            b"the 2024 event stream ended",
+                            None,
+                        );
+                    } else if let Some(i) = call
                         && let Some(j) = self.calls.on_end(i)
                     {
                         self.calls.judged(i, j);
@@ -259,6 +256,19 @@ impl<
             pos += r.consumed;
             self.settle_links();
         }
+    }
+
+    /// Body octets of call `i`'s answer on a link: judged, or read as the
+    /// 2024 shape's event stream.
+    fn feed_link(&mut self, i: usize, data: &[u8]) -> Fed {
+        if self.is_events(i) {
+            return self.events_data(i, data);
+        }
+        let (fed, judgement) = self.calls.on_body(i, data);
+        if let Some(j) = judgement {
+            self.calls.judged(i, j);
+        }
+        fed
     }
 
     /// The exchange of link `li` is over: the link serves the next one,

@@ -10,7 +10,7 @@ use super::call::{Calls, Own};
 use super::config::HttpClientConfig;
 use super::request::{
     Endpoint, RequestError, Session, legacy_post_fields, post_fields, write_delete,
-    write_legacy_post, write_post,
+    write_get_events, write_legacy_post, write_post,
 };
 use crate::mcp::client::calls::{Mode, bytes, bytes_mut, ensure};
 use crate::mcp::client::stdio::line::write_request;
@@ -30,8 +30,6 @@ pub(super) enum Shape<'a> {
     Session(Session<'a>),
     /// The 2024 HTTP+SSE shape: every message `POST`ed to the target the
     /// `endpoint` event named.
-    // Spoken from the next step of the engine on.
-    #[allow(dead_code)]
     HttpSse { target: &'a str },
 }
 
@@ -140,6 +138,15 @@ pub(super) fn write_http1<S: CallStore, const CALLS: usize, const CACHE: usize>(
             .filter(|t| !t.is_empty());
         let body = head.get(cur.0..).unwrap_or(b"");
         let written = match shape {
+            // The 2024 shape's stream is opened at the endpoint's URL.
+            _ if own == Some(Own::Events) => {
+                let endpoint = Endpoint {
+                    authority: config.authority,
+                    target: config.target,
+                    bearer,
+                };
+                write_get_events(tail, &endpoint, &Session::default())
+            }
             Shape::Modern => {
                 let endpoint = Endpoint {
                     authority: config.authority,
