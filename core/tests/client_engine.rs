@@ -14,8 +14,8 @@ use mcpwire_core::grpc::Code;
 use mcpwire_core::mcp::SlabStore;
 use mcpwire_core::mcp::client::era::{Era, EraChoice};
 use mcpwire_core::mcp::client::{
-    CallOptions, ClientConfig, ClientEngine, Http2Mode, HttpClient, HttpClientConfig, StartError,
-    TunnelClient,
+    CallOptions, ClientConfig, ClientEngine, Http2Mode, HttpClient, HttpClientConfig, Negotiated,
+    StartError, TunnelClient,
 };
 use mcpwire_core::mcp::registry::ToolInfo;
 use mcpwire_core::mcp::server::{HttpConfig, HttpServer, Server, ServerConfig};
@@ -764,6 +764,58 @@ fn http_close_ends_every_link_and_the_engine() {
             assert!(net.client.is_closed(), "{wire:?} {:?}", net.link_events);
             assert!(net.open_links().is_empty());
             assert_eq!(net.link_events.last(), Some(&("closed", 0)));
+        });
+    }
+}
+
+/// With `Http2Mode::Alpn` the first link tells the version: ALPN `h2`
+/// makes it the HTTP/2 link that carries every call; no ALPN (cleartext)
+/// makes it the first link of the HTTP/1.1 pool.
+#[test]
+fn http_alpn_picks_the_version_of_the_first_link() {
+    for (negotiated, wire) in [
+        (Negotiated::Http2, Wire::Http2),
+        (Negotiated::Nothing, Wire::Http1),
+    ] {
+        each_split(|| {
+            let config = HttpClientConfig {
+                http2: Http2Mode::Alpn,
+                ..http_config(wire)
+            };
+            let mut net = http_net(wire, config, None);
+            net.negotiated = negotiated;
+            let now = net.now;
+            let calls: Vec<_> = (0..3)
+                .map(|n| {
+                    let text = format!(r#"{{"text":"v{n}"}}"#);
+                    net.client
+                        .start(
+                            tool_call(n, "echo", &text).as_bytes(),
+                            CallOptions::default(),
+                            now,
+                        )
+                        .unwrap()
+                })
+                .collect();
+            net.run();
+            for (n, call) in calls.into_iter().enumerate() {
+                let seen = net.seen(call);
+                assert!(
+                    seen.response
+                        .as_deref()
+                        .is_some_and(|r| r.contains(&format!("v{n}"))),
+                    "{negotiated:?} {seen:?}"
+                );
+            }
+            // HTTP/2 carries the three calls on its one link; HTTP/1.1 has
+            // a pool of two.
+            let expected = if wire == Wire::Http2 { 1 } else { 2 };
+            assert_eq!(
+                connects(&net),
+                expected,
+                "{negotiated:?} {:?}",
+                net.link_events
+            );
         });
     }
 }

@@ -75,7 +75,7 @@ use crate::mcp::json;
 use crate::mcp::store::CallStore;
 use crate::time::Instant;
 
-pub(super) use super::response::ResponseReader;
+use super::response::ResponseReader;
 
 /// The HTTP version of the engine's links, once known.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -348,6 +348,18 @@ impl<
             .iter()
             .filter_map(|s| s.call.as_ref())
             .any(|c| c.own.is_some() && c.place == Place::Queued);
+        let fresh_waiting = self
+            .calls
+            .next_queued(Self::eligible(ready))
+            .and_then(|i| self.calls.call(i))
+            .is_some_and(|c| c.fresh);
+        if fresh_waiting && coming == 0 && open >= limit {
+            // A call resent after a closed link needs a new one: an idle
+            // kept-alive link makes room.
+            if let Some(link) = self.pool.iter_mut().find(|l| l.state == LinkState::Idle) {
+                link.close();
+            }
+        }
         while waiting > coming && open < limit && (!self.closing || own_waiting) {
             let Some(li) = self.pool.iter().position(|l| l.state == LinkState::Free) else {
                 break;
@@ -675,7 +687,7 @@ impl<
     }
 
     fn wants_transmit(&self, link: LinkId) -> bool {
-        if let Some(l) = self.pool.iter().find(|l| l.id == link) {
+        if let Some(l) = self.pool.iter().find(|l| l.id == link && l.is_open()) {
             return match l.state {
                 LinkState::Busy { slot, .. } => self
                     .calls
@@ -688,7 +700,7 @@ impl<
     }
 
     fn poll_transmit(&mut self, link: LinkId, out: &mut [u8]) -> usize {
-        if let Some(li) = self.pool.iter().position(|l| l.id == link) {
+        if let Some(li) = self.pool.iter().position(|l| l.id == link && l.is_open()) {
             return self.transmit_link(li, out);
         }
         if self.h2.id == link && self.h2.state == H2State::Up {
