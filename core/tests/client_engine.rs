@@ -1,24 +1,32 @@
 //! The client engines through their one contract ([`ClientEngine`]): each
-//! binding's engine against the core's server engine of that binding, over
+//! binding's engine (the gRPC tunnel's, Streamable HTTP's over HTTP/1.1
+//! and HTTP/2) against the core's server engine of that binding, over
 //! links the engine asks for, on the pipes of `mcpwire-sim` cut every way
 //! ([`each_split`]). What a driver sees: links opened and closed when the
 //! engine says, calls answered, failures that say why.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use core::time::Duration;
+use std::cell::RefCell;
+use std::rc::Rc;
 
 use mcpwire_core::grpc::Code;
 use mcpwire_core::mcp::SlabStore;
+use mcpwire_core::mcp::client::era::{Era, EraChoice};
 use mcpwire_core::mcp::client::stdio::{StdioEngine, StdioEngineConfig};
 use mcpwire_core::mcp::client::{
-    CallOptions, ClientConfig, ClientEngine, StartError, TunnelClient,
+    CallOptions, ClientConfig, ClientEngine, Http2Mode, HttpClient, HttpClientConfig, Negotiated,
+    StartError, TunnelClient,
 };
 use mcpwire_core::mcp::registry::ToolInfo;
-use mcpwire_core::mcp::server::{Server, ServerConfig, StdioConfig, StdioServer};
+use mcpwire_core::mcp::server::{
+    HttpConfig, HttpServer, Server, ServerConfig, StdioConfig, StdioServer,
+};
 use mcpwire_core::time::Instant;
 
 mod support;
 
+use support::legacy;
 use support::mcp::{META, checked, each_split, registry};
 use support::net::{Net, Served, Server as Served_};
 
@@ -310,4 +318,630 @@ fn a_server_that_cannot_be_started_refuses_calls_with_the_reason_then_retries() 
             [("connect", 0), ("connect", 1), ("ready", 0)]
         );
     });
+}
+
+// ---------------------------------------------------------------------
+// Streamable HTTP (MCP 2026-07-28 §5): the HTTP/1.1 pool against the
+// core's HttpServer on each link, HTTP/2 against the tunnel server's
+// `POST /mcp`.
+// ---------------------------------------------------------------------
+
+/// An HTTP engine: 8 calls, 4 HTTP/1.1 links at most.
+type Http = HttpClient<Heap, 8, 4, 4096, 16384>;
+
+/// `lookup`'s `region` is mirrored in `Mcp-Param-Region`, which the
+/// server requires.
+const LOOKUP: ToolInfo<'static> = support::mcp::lookup(
+    r#"{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"}}}"#,
+);
+const HTTP_TOOLS: [ToolInfo<'static>; 3] = [support::mcp::ECHO, TOOLS[1], LOOKUP];
+
+/// Which wire a test runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Wire {
+    Http1,
+    Http2,
+}
+
+const WIRES: [Wire; 2] = [Wire::Http1, Wire::Http2];
+
+fn http_config(wire: Wire) -> HttpClientConfig {
+    HttpClientConfig {
+        http2: match wire {
+            Wire::Http1 => Http2Mode::Never,
+            Wire::Http2 => Http2Mode::Always,
+        },
+        era: EraChoice::Modern,
+        pool_size: 2,
+        ..HttpClientConfig::default()
+    }
+}
+
+/// An HTTP engine whose links each reach a fresh server of `wire`
+/// (authorizing only `token` when given).
+fn http_net(wire: Wire, config: HttpClientConfig, token: Option<&'static str>) -> Net<Http> {
+    let client = Http::new(config, Heap, Instant::ZERO);
+    Net::new(client, move |_| {
+        let served: Box<dyn Served> = match wire {
+            Wire::Http1 => {
+                let engine: HttpServer<'static, SlabStore<16384, 2>> = HttpServer::new(
+                    checked(registry(&HTTP_TOOLS)),
+                    HttpConfig {
+                        authorize: token.is_some(),
+                        ..HttpConfig::default()
+                    },
+                    SlabStore::new(),
+                    Instant::ZERO,
+                );
+                let server = Served_::new(engine);
+                Box::new(match token {
+                    Some(t) => server.with_token(t),
+                    None => server,
+                })
+            }
+            Wire::Http2 => {
+                let engine: Server<'static, SlabStore<16384, 8>, 8, 4096, 16384> = Server::new(
+                    checked(registry(&HTTP_TOOLS)),
+                    ServerConfig {
+                        authorize: token.is_some(),
+                        ..ServerConfig::default()
+                    },
+                    SlabStore::new(),
+                    Instant::ZERO,
+                );
+                let server = Served_::new(engine);
+                Box::new(match token {
+                    Some(t) => server.with_token(t),
+                    None => server,
+                })
+            }
+        };
+        Some(served)
+    })
+}
+
+fn connects(net: &Net<Http>) -> usize {
+    net.link_events.iter().filter(|e| e.0 == "connect").count()
+}
+
+/// A call answered as one JSON body, a call with a progress token
+/// answered as an event stream (its progress, then its response), and a
+/// notification (202: the call ends with no message), on each wire.
+#[test]
+fn http_answers_come_as_json_as_an_event_stream_and_as_202() {
+    for wire in WIRES {
+        each_split(|| {
+            let mut net = http_net(wire, http_config(wire), None);
+            let json = net
+                .call(&tool_call(1, "echo", r#"{"text":"plain"}"#))
+                .unwrap();
+            let seen = net.seen(json);
+            assert!(
+                seen.response
+                    .as_deref()
+                    .unwrap_or_default()
+                    .contains("plain"),
+                "{wire:?} {seen:?} {:?}",
+                net.link_events
+            );
+            assert!(seen.notifications.is_empty() && seen.ended);
+            let with_progress = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"streamed"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"progressToken":"p2"}}}"#;
+            let sse = net.call(with_progress).unwrap();
+            let seen = net.seen(sse);
+            assert_eq!(seen.notifications.len(), 1, "{wire:?} {seen:?}");
+            assert!(
+                seen.notifications[0].contains("notifications/progress"),
+                "{wire:?} {seen:?}"
+            );
+            assert!(seen.notifications[0].contains(r#""progressToken":"p2""#));
+            assert!(seen.response.unwrap().contains("streamed"));
+            let note = net
+                .call(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":9}}"#)
+                .unwrap();
+            let seen = net.seen(note);
+            assert!(seen.ended, "{wire:?} {seen:?}");
+            assert!(seen.response.is_none() && seen.failed.is_none());
+            assert_eq!(connects(&net), 1, "one link carried the three exchanges");
+        });
+    }
+}
+
+/// More calls than the pool's links: they wait in the engine, the engine
+/// opens no more links than the pool allows, and every call finishes.
+#[test]
+fn http1_calls_beyond_the_pool_wait_for_a_free_link() {
+    each_split(|| {
+        let mut net = http_net(Wire::Http1, http_config(Wire::Http1), None);
+        let now = net.now;
+        let calls: Vec<_> = (0..6)
+            .map(|n| {
+                let text = format!(r#"{{"text":"n{n}"}}"#);
+                net.client
+                    .start(
+                        tool_call(n, "echo", &text).as_bytes(),
+                        CallOptions::default(),
+                        now,
+                    )
+                    .unwrap()
+            })
+            .collect();
+        net.run();
+        assert_eq!(connects(&net), 2, "{:?}", net.link_events);
+        for (n, call) in calls.into_iter().enumerate() {
+            let seen = net.seen(call);
+            assert!(
+                seen.response
+                    .as_deref()
+                    .is_some_and(|r| r.contains(&format!("n{n}"))),
+                "{seen:?}"
+            );
+        }
+        assert_eq!(net.open_links(), [0, 1], "kept alive for the next calls");
+    });
+}
+
+/// A cancelled call closes its HTTP/1.1 link (the server's handler is
+/// cancelled) or resets its HTTP/2 stream; the other calls go on.
+#[test]
+fn http_a_cancelled_call_stops_on_the_wire_and_the_others_go_on() {
+    for wire in WIRES {
+        each_split(|| {
+            let mut net = http_net(wire, http_config(wire), None);
+            let held = net.call(&tool_call(1, "hold", "{}")).unwrap();
+            let other = net.call(&tool_call(2, "hold", "{}")).unwrap();
+            let now = net.now;
+            assert!(net.client.cancel(held, now));
+            net.run();
+            assert_eq!(net.server(0).cancelled(), 1, "{wire:?}");
+            if wire == Wire::Http1 {
+                assert_eq!(net.server(1).cancelled(), 0, "the other call's link");
+            }
+            assert!(!net.client.cancel(held, now), "the handle is dead");
+            match wire {
+                Wire::Http1 => assert!(net.link_events.contains(&("disconnect", 0))),
+                Wire::Http2 => assert!(!net.link_events.iter().any(|e| e.0 == "disconnect")),
+            }
+            let next = net.call(&tool_call(3, "echo", r#"{"text":"on"}"#)).unwrap();
+            assert!(net.seen(next).response.unwrap().contains("on"), "{wire:?}");
+            assert!(!net.seen(other).ended, "the other call runs on");
+            let seen = net.seen(held);
+            assert!(seen.response.is_none() && seen.failed.is_none() && !seen.ended);
+        });
+    }
+}
+
+/// The server closed a kept-alive link between exchanges: the next
+/// request, written there before the client learned it, goes once more
+/// on a new link and is answered.
+#[test]
+fn http1_a_request_on_a_link_the_server_closed_goes_again_on_a_new_one() {
+    each_split(|| {
+        let mut net = http_net(Wire::Http1, http_config(Wire::Http1), None);
+        let first = net.call(&tool_call(1, "echo", r#"{"text":"a"}"#)).unwrap();
+        assert!(net.seen(first).response.is_some());
+        net.close_by_server(0);
+        let second = net.call(&tool_call(2, "echo", r#"{"text":"b"}"#)).unwrap();
+        let seen = net.seen(second);
+        assert!(
+            seen.response
+                .as_deref()
+                .unwrap_or_default()
+                .contains("\"b\""),
+            "{seen:?} {:?}",
+            net.link_events
+        );
+        assert_eq!(
+            net.link_events,
+            [
+                ("ready", 0),
+                ("connect", 0),
+                ("disconnect", 0),
+                ("connect", 1)
+            ]
+        );
+    });
+}
+
+/// A `tools/call` whose annotated argument the client did not mirror (no
+/// `tools/list` seen yet) is refused with -32020: the engine reads
+/// `tools/list` again, learns the schema and sends the call once more,
+/// now with `Mcp-Param-Region`.
+#[test]
+fn http_a_header_mismatch_relists_the_tools_and_retries_once() {
+    for wire in WIRES {
+        each_split(|| {
+            let mut net = http_net(wire, http_config(wire), None);
+            let call = net
+                .call(&tool_call(1, "lookup", r#"{"region":"eu-north1"}"#))
+                .unwrap();
+            let seen = net.seen(call);
+            assert!(
+                seen.response
+                    .as_deref()
+                    .is_some_and(|r| r.contains("found")),
+                "{wire:?} {seen:?}"
+            );
+            assert!(net.client.cached_schema(br#""lookup""#).is_some());
+            assert_eq!(net.server(0).requests(), ["tools/call lookup"]);
+        });
+    }
+}
+
+/// The application's `tools/list` is learned, and a tool whose
+/// annotations are invalid is left out of the result with a warning.
+#[test]
+fn http_tools_list_is_learned_and_invalid_tools_are_left_out() {
+    const BAD: ToolInfo<'static> = ToolInfo {
+        name: "bad",
+        title: None,
+        description: "A number mirrored: invalid.",
+        input_schema: r#"{"type":"object","properties":{"n":{"type":"number","x-mcp-header":"N"}}}"#,
+    };
+    const LISTED: [ToolInfo<'static>; 3] = [support::mcp::ECHO, LOOKUP, BAD];
+    let mut net = Net::new(
+        Http::new(http_config(Wire::Http1), Heap, Instant::ZERO),
+        |_| {
+            let engine: HttpServer<'static, SlabStore<16384, 2>> = HttpServer::new(
+                registry(&LISTED),
+                HttpConfig::default(),
+                SlabStore::new(),
+                Instant::ZERO,
+            );
+            Some(Box::new(Served_::new(engine)) as Box<dyn Served>)
+        },
+    );
+    let list = net
+        .call(&format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{{{META}}}}}"#
+        ))
+        .unwrap();
+    let response = net.seen(list).response.unwrap();
+    assert!(
+        response.contains("lookup") && !response.contains("\"bad\""),
+        "{response}"
+    );
+    assert_eq!(net.warnings.len(), 1);
+    assert_eq!(net.warnings[0].0, "\"bad\"");
+    assert!(net.client.cached_schema(br#""lookup""#).is_some());
+}
+
+/// A server that wants a token answers 401 with its challenge: the call
+/// fails with the status and `WWW-Authenticate`; a token set at run time
+/// goes with the next call.
+#[test]
+fn http_a_401_fails_with_its_challenge_and_a_new_token_goes_next() {
+    for wire in WIRES {
+        each_split(|| {
+            let mut net = http_net(wire, http_config(wire), Some("sesame"));
+            let refused = net.call(&tool_call(1, "echo", r#"{"text":"x"}"#)).unwrap();
+            let seen = net.seen(refused);
+            let (code, message, diagnostics) = seen.failed.clone().expect("failed");
+            assert_eq!(code, -32603, "UNAUTHENTICATED maps to an internal error");
+            assert_eq!(diagnostics.http_status, Some(401), "{wire:?} {message}");
+            assert_eq!(diagnostics.grpc_status, Some(Code::Unauthenticated));
+            assert!(message.contains("401"), "{message}");
+            let challenge = seen.www_authenticate.expect("a challenge");
+            assert!(challenge.starts_with("Bearer"), "{challenge}");
+            assert!(net.client.set_bearer(Some("sesame")));
+            assert!(!net.client.set_bearer(Some("not a token")));
+            let allowed = net.call(&tool_call(2, "echo", r#"{"text":"in"}"#)).unwrap();
+            assert!(
+                net.seen(allowed).response.unwrap().contains("in"),
+                "{wire:?}"
+            );
+        });
+    }
+}
+
+/// A call past its deadline fails with DEADLINE_EXCEEDED and stops on the
+/// wire (the server's handler is cancelled); a `subscriptions/listen`
+/// without a timeout has no deadline: it lives on past the request
+/// timeout, with its acknowledgment.
+#[test]
+fn http_a_call_has_a_deadline_and_a_listen_has_none() {
+    for wire in WIRES {
+        each_split(|| {
+            let mut net = http_net(wire, http_config(wire), None);
+            let options = CallOptions::with_timeout(Duration::from_secs(5));
+            let held = net.call_with(&tool_call(1, "hold", "{}"), options).unwrap();
+            let listen = net
+                .call(&format!(
+                    r#"{{"jsonrpc":"2.0","id":2,"method":"subscriptions/listen","params":{{"notifications":{{"toolsListChanged":true}},{META}}}}}"#
+                ))
+                .unwrap();
+            net.advance(Duration::from_secs(6));
+            let seen = net.seen(held);
+            let (code, _, diagnostics) = seen.failed.expect("failed");
+            assert_eq!(code, -32001, "{wire:?}");
+            assert_eq!(diagnostics.grpc_status, Some(Code::DeadlineExceeded));
+            assert!(diagnostics.transport && seen.ended);
+            assert_eq!(net.server(0).cancelled(), 1, "{wire:?}");
+            for _ in 0..5 {
+                net.advance(Duration::from_secs(30));
+            }
+            let seen = net.seen(listen);
+            assert!(seen.failed.is_none() && !seen.ended, "{wire:?} {seen:?}");
+            assert_eq!(seen.notifications.len(), 1, "{seen:?}");
+            assert!(seen.notifications[0].contains("notifications/subscriptions/acknowledged"));
+        });
+    }
+}
+
+// ---------------------------------------------------------------------
+// The era (MCP 2026-07-28 §8.3): the probe, and the fallback to the
+// older shapes against a scripted legacy server.
+// ---------------------------------------------------------------------
+
+fn probing(wire: Wire) -> HttpClientConfig {
+    HttpClientConfig {
+        era: EraChoice::Probe,
+        ..http_config(wire)
+    }
+}
+
+/// The first call waits while `server/discover` goes out; the core's
+/// server answers it as a modern server: the engine is ready, the call
+/// goes, and the era says what the probe learned.
+#[test]
+fn http_the_probe_finds_a_modern_server() {
+    for wire in WIRES {
+        each_split(|| {
+            let mut net = http_net(wire, probing(wire), None);
+            assert!(net.link_events.is_empty(), "nothing before a call");
+            let call = net.call(&tool_call(1, "echo", r#"{"text":"m"}"#)).unwrap();
+            assert!(
+                net.seen(call).response.unwrap().contains("\"m\""),
+                "{wire:?}"
+            );
+            assert_eq!(net.link_events, [("connect", 0), ("ready", 0)], "{wire:?}");
+            let era = net.client.era();
+            assert_eq!(era.era, Some(Era::Modern));
+            assert_eq!(era.version(), Some("2026-07-28"));
+            assert_eq!(era.server_versions(), Some(r#"["2026-07-28"]"#));
+            assert!(!era.fallback && era.reason.is_none());
+            assert_eq!(net.server(0).requests(), ["tools/call echo"]);
+        });
+    }
+}
+
+/// A probe answered 401 is no evidence of an era: the waiting call fails
+/// with the status and the challenge, nothing falls back; with a token,
+/// the next call probes again and goes.
+#[test]
+fn http_a_probe_answered_401_fails_the_calls_and_never_falls_back() {
+    for wire in WIRES {
+        each_split(|| {
+            let mut net = http_net(wire, probing(wire), Some("sesame"));
+            let call = net.call(&tool_call(1, "echo", r#"{"text":"x"}"#)).unwrap();
+            let seen = net.seen(call);
+            let (_, message, diagnostics) = seen.failed.clone().expect("failed");
+            assert_eq!(diagnostics.http_status, Some(401), "{wire:?} {message}");
+            assert!(seen.www_authenticate.unwrap().starts_with("Bearer"));
+            let era = net.client.era();
+            assert!(era.era.is_none() && !era.fallback, "{era:?}");
+            assert!(net.client.set_bearer(Some("sesame")));
+            let call = net.call(&tool_call(2, "echo", r#"{"text":"y"}"#)).unwrap();
+            assert!(
+                net.seen(call).response.unwrap().contains("\"y\""),
+                "{wire:?}"
+            );
+            assert_eq!(net.client.era().era, Some(Era::Modern));
+        });
+    }
+}
+
+/// A net of the engine and a scripted legacy server of `shape`.
+fn legacy_net(shape: legacy::Shape, era: EraChoice) -> (Net<Http>, Rc<RefCell<legacy::Legacy>>) {
+    let shared = legacy::Legacy::new(shape);
+    let server = Rc::clone(&shared);
+    let config = HttpClientConfig {
+        era,
+        ..http_config(Wire::Http1)
+    };
+    let net = Net::new(Http::new(config, Heap, Instant::ZERO), move |_| {
+        Some(Box::new(legacy::LegacyLink::new(Rc::clone(&server))) as Box<dyn Served>)
+    });
+    (net, shared)
+}
+
+/// A 2025-11-25 server refuses the probe (400, -32000 without an id): the
+/// engine falls back to `initialize`, keeps the session id, sends
+/// `notifications/initialized`, then the call with the session's fields
+/// and without the modern `_meta`; `close` ends the session with DELETE.
+#[test]
+fn http_the_probe_falls_back_to_the_2025_session() {
+    each_split(|| {
+        let (mut net, server) = legacy_net(legacy::Shape::Session, EraChoice::Probe);
+        let call = net
+            .call(&tool_call(1, "echo", r#"{"text":"old"}"#))
+            .unwrap();
+        let seen = net.seen(call);
+        assert!(
+            seen.response.as_deref().is_some_and(|r| r.contains("old")),
+            "{seen:?}"
+        );
+        let era = net.client.era();
+        assert_eq!(era.era, Some(Era::Legacy));
+        assert_eq!(era.version(), Some("2025-11-25"));
+        assert!(era.fallback && era.reason.is_some(), "{era:?}");
+        assert_eq!(era.probe_error, Some(-32000));
+        let now = net.now;
+        net.client.close(now);
+        net.run();
+        assert_eq!(
+            server.borrow().requests,
+            [
+                "POST /mcp server/discover session=- version=2026-07-28 modern-meta",
+                "POST /mcp initialize session=- version=-",
+                "POST /mcp notifications/initialized session=s-1 version=2025-11-25",
+                "POST /mcp tools/call session=s-1 version=2025-11-25",
+                "DELETE /mcp  session=s-1 version=2025-11-25",
+            ]
+        );
+        assert!(net.client.is_closed());
+        assert_eq!(net.link_events.last(), Some(&("closed", 0)));
+        assert!(net.open_links().is_empty());
+    });
+}
+
+/// `EraChoice::Legacy` skips the probe.
+#[test]
+fn http_the_legacy_choice_initializes_without_a_probe() {
+    let (mut net, server) = legacy_net(legacy::Shape::Session, EraChoice::Legacy);
+    let call = net
+        .call(&tool_call(1, "echo", r#"{"text":"old"}"#))
+        .unwrap();
+    assert!(net.seen(call).response.unwrap().contains("old"));
+    let requests = server.borrow().requests.clone();
+    assert_eq!(requests[0], "POST /mcp initialize session=- version=-");
+    assert!(!net.client.era().fallback);
+}
+
+/// A 2024-11-05 server refuses the probe and `initialize` (405): the
+/// engine opens the event stream with `GET`, `POST`s `initialize`,
+/// `notifications/initialized` and the calls to the target its
+/// `endpoint` event names, and takes each response off the stream by id
+/// (two calls at once each get their own).
+#[test]
+fn http_the_probe_falls_back_to_the_2024_http_sse_shape() {
+    each_split(|| {
+        let (mut net, server) = legacy_net(legacy::Shape::HttpSse, EraChoice::Probe);
+        let now = net.now;
+        let a = net
+            .client
+            .start(
+                tool_call(1, "echo", r#"{"text":"older"}"#).as_bytes(),
+                CallOptions::default(),
+                now,
+            )
+            .unwrap();
+        let b = net
+            .client
+            .start(
+                tool_call(2, "echo", r#"{"text":"oldest"}"#).as_bytes(),
+                CallOptions::default(),
+                now,
+            )
+            .unwrap();
+        net.run();
+        for (call, text) in [(a, "\"older\""), (b, "\"oldest\"")] {
+            let seen = net.seen(call);
+            assert!(
+                seen.response.as_deref().is_some_and(|r| r.contains(text)),
+                "{seen:?} {:?}",
+                server.borrow().requests
+            );
+        }
+        let era = net.client.era();
+        assert_eq!(era.era, Some(Era::HttpSse), "{era:?}");
+        assert_eq!(era.version(), Some("2024-11-05"));
+        assert!(era.fallback);
+        let requests = server.borrow().requests.clone();
+        assert_eq!(
+            requests[..5],
+            [
+                "POST /mcp server/discover session=- version=2026-07-28 modern-meta",
+                "POST /mcp initialize session=- version=-",
+                "GET /mcp  session=- version=-",
+                "POST /messages?sessionId=abc initialize session=- version=-",
+                "POST /messages?sessionId=abc notifications/initialized session=- version=-",
+            ]
+        );
+        let mut calls = requests[5..].to_vec();
+        calls.sort();
+        assert_eq!(
+            calls,
+            [
+                "POST /messages?sessionId=abc tools/call session=- version=-",
+                "POST /messages?sessionId=abc tools/call session=- version=-",
+            ]
+        );
+        let now = net.now;
+        net.client.close(now);
+        net.run();
+        assert!(net.client.is_closed());
+        assert!(net.open_links().is_empty(), "the stream's link closed too");
+    });
+}
+
+/// Closing the engine lets a call in progress finish, then closes every
+/// link; the engine says it is over and takes no call.
+#[test]
+fn http_close_ends_every_link_and_the_engine() {
+    for wire in WIRES {
+        each_split(|| {
+            let mut net = http_net(wire, http_config(wire), None);
+            let options = CallOptions::with_timeout(Duration::from_secs(5));
+            let held = net.call_with(&tool_call(1, "hold", "{}"), options).unwrap();
+            let now = net.now;
+            net.client.close(now);
+            net.run();
+            assert!(!net.client.is_closed(), "{wire:?}: a call is in progress");
+            assert!(matches!(
+                net.client.start(
+                    tool_call(2, "echo", "{}").as_bytes(),
+                    CallOptions::default(),
+                    now
+                ),
+                Err(StartError::Closed)
+            ));
+            net.advance(Duration::from_secs(6));
+            assert!(net.seen(held).ended);
+            assert!(net.client.is_closed(), "{wire:?} {:?}", net.link_events);
+            assert!(net.open_links().is_empty());
+            assert_eq!(net.link_events.last(), Some(&("closed", 0)));
+        });
+    }
+}
+
+/// With `Http2Mode::Alpn` the first link tells the version: ALPN `h2`
+/// makes it the HTTP/2 link that carries every call; no ALPN (cleartext)
+/// makes it the first link of the HTTP/1.1 pool.
+#[test]
+fn http_alpn_picks_the_version_of_the_first_link() {
+    for (negotiated, wire) in [
+        (Negotiated::Http2, Wire::Http2),
+        (Negotiated::Nothing, Wire::Http1),
+    ] {
+        each_split(|| {
+            let config = HttpClientConfig {
+                http2: Http2Mode::Alpn,
+                ..http_config(wire)
+            };
+            let mut net = http_net(wire, config, None);
+            net.negotiated = negotiated;
+            let now = net.now;
+            let calls: Vec<_> = (0..3)
+                .map(|n| {
+                    let text = format!(r#"{{"text":"v{n}"}}"#);
+                    net.client
+                        .start(
+                            tool_call(n, "echo", &text).as_bytes(),
+                            CallOptions::default(),
+                            now,
+                        )
+                        .unwrap()
+                })
+                .collect();
+            net.run();
+            for (n, call) in calls.into_iter().enumerate() {
+                let seen = net.seen(call);
+                assert!(
+                    seen.response
+                        .as_deref()
+                        .is_some_and(|r| r.contains(&format!("v{n}"))),
+                    "{negotiated:?} {seen:?}"
+                );
+            }
+            // HTTP/2 carries the three calls on its one link; HTTP/1.1 has
+            // a pool of two.
+            let expected = if wire == Wire::Http2 { 1 } else { 2 };
+            assert_eq!(
+                connects(&net),
+                expected,
+                "{negotiated:?} {:?}",
+                net.link_events
+            );
+        });
+    }
 }

@@ -191,6 +191,24 @@ pub enum MediaType {
     Other,
 }
 
+impl MediaType {
+    /// What a `Content-Type` value (of any HTTP version) says a body is.
+    pub fn of(content_type: Option<&[u8]>) -> Self {
+        let Some(value) = content_type else {
+            return Self::Other;
+        };
+        let essence = value.split(|&b| b == b';').next().unwrap_or_default();
+        let essence = trim(essence);
+        if essence.eq_ignore_ascii_case(b"application/json") {
+            Self::Json
+        } else if essence.eq_ignore_ascii_case(b"text/event-stream") {
+            Self::EventStream
+        } else {
+            Self::Other
+        }
+    }
+}
+
 /// How a response's body is delimited (RFC 9112 §6.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ResponseBody {
@@ -265,18 +283,7 @@ impl<'b, 'h> ResponseHead<'b, 'h> {
 
     /// What `Content-Type` says the body is.
     pub fn content_type(&self) -> MediaType {
-        let Some(value) = self.header(b"content-type") else {
-            return MediaType::Other;
-        };
-        let essence = value.split(|&b| b == b';').next().unwrap_or_default();
-        let essence = trim(essence);
-        if essence.eq_ignore_ascii_case(b"application/json") {
-            MediaType::Json
-        } else if essence.eq_ignore_ascii_case(b"text/event-stream") {
-            MediaType::EventStream
-        } else {
-            MediaType::Other
-        }
+        MediaType::of(self.header(b"content-type"))
     }
 
     /// How the body is delimited (RFC 9112 §6.3), given whether the request

@@ -9,6 +9,8 @@
 //! - [`hpack`]: the HPACK reference corpus and decoding helpers.
 //! - [`net`]: a client engine of any binding and the servers its links
 //!   reach, on the pipes of `mcpwire-sim` and a virtual clock.
+//! - [`legacy`]: a scripted server of the older Streamable HTTP shapes
+//!   (2025 sessions, 2024 HTTP+SSE), for the client's era fallback.
 //! - [`mcp`]: the fixtures of the MCP engine tests (registry, `_meta`,
 //!   stores) and the endpoint-with-application adapter they run on the
 //!   simulation pipes of `mcpwire-sim`.
@@ -19,6 +21,7 @@
 
 pub mod h2;
 pub mod hpack;
+pub mod legacy;
 pub mod mcp;
 pub mod net;
 pub mod peer;

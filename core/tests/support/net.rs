@@ -8,10 +8,11 @@
 use std::collections::HashMap;
 
 use mcpwire_core::drive::Endpoint;
+use mcpwire_core::mcp::auth::Decision;
 use mcpwire_core::mcp::client::{
     CallId, CallOptions, ClientEngine, ClientEvent, Diagnostics, LinkId, Negotiated, StartError,
 };
-use mcpwire_core::mcp::server::{RequestKind, ServerEngine, ServerEvent};
+use mcpwire_core::mcp::server::{RequestKind, SendError, ServerEngine, ServerEvent};
 use mcpwire_core::time::Instant;
 use mcpwire_sim::Pipe;
 
@@ -27,6 +28,8 @@ pub struct Seen {
     pub response: Option<String>,
     /// Code, message (raw JSON string), diagnostics.
     pub failed: Option<(i32, String, Diagnostics)>,
+    /// The failure's `WWW-Authenticate`.
+    pub www_authenticate: Option<String>,
     pub ended: bool,
 }
 
@@ -41,14 +44,36 @@ pub trait Served: Endpoint {
     fn go_away(&mut self);
     /// The server is over: once its output is read, the client's link
     /// ends (end of file).
-    fn finished(&self) -> bool;
+    fn finished(&self) -> bool {
+        false
+    }
+    /// Calls of the server that were cancelled (the client reset or
+    /// closed them).
+    fn cancelled(&self) -> usize {
+        0
+    }
+    /// Requests the server's application saw, as `method` or
+    /// `method name` (the tool called).
+    fn requests(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
-/// A server engine with a small application: `echo` answers its `text`,
-/// every other tool call is kept (unanswered) in `held`.
+/// A server engine with a small application: `echo` answers its `text`
+/// (after a `notifications/progress` when the request has a progress
+/// token), `lookup` answers `found`, every other tool call is kept
+/// (unanswered) in `held`; with `token`, only requests carrying that
+/// bearer token are authorized.
 pub struct Server<E> {
     pub engine: E,
     pub held: Vec<mcpwire_core::mcp::server::CallId>,
+    pub token: Option<&'static str>,
+    /// Calls the engine cancelled.
+    pub cancelled: Vec<mcpwire_core::mcp::server::CallId>,
+    /// `method` or `method name` of every request handed to the application.
+    pub requests: Vec<String>,
+    /// Results owed once the progress before them is out.
+    owed: Vec<(mcpwire_core::mcp::server::CallId, String)>,
 }
 
 impl<E> Server<E> {
@@ -56,7 +81,18 @@ impl<E> Server<E> {
         Self {
             engine,
             held: Vec::new(),
+            token: None,
+            cancelled: Vec::new(),
+            requests: Vec::new(),
+            owed: Vec::new(),
         }
+    }
+
+    /// Authorizes only requests carrying `Authorization: Bearer <token>`
+    /// (the engine's configuration must ask for authorization).
+    pub fn with_token(mut self, token: &'static str) -> Self {
+        self.token = Some(token);
+        self
     }
 }
 
@@ -101,33 +137,85 @@ impl<E: ServerLink> Served for Server<E> {
         self.serve();
     }
     fn serve(&mut self) {
+        self.owed.retain(|(call, result)| {
+            self.engine.respond(*call, result.as_bytes()) == Err(SendError::Busy)
+        });
         while let Some(e) = self.engine.poll_event() {
-            let ServerEvent::Request { call } = e else {
-                continue;
+            let call = match e {
+                ServerEvent::Request { call } => call,
+                ServerEvent::Authorize { call } => {
+                    let ok = self.token.is_some() && self.engine.bearer_token(call) == self.token;
+                    let decision = if ok {
+                        Decision::Allow { principal: "p" }
+                    } else {
+                        Decision::Unauthenticated
+                    };
+                    self.engine.authorize(call, decision);
+                    continue;
+                }
+                ServerEvent::Cancelled { call, .. } => {
+                    self.cancelled.push(call);
+                    continue;
+                }
+                ServerEvent::Writable { .. } => {
+                    self.owed.retain(|(call, result)| {
+                        self.engine.respond(*call, result.as_bytes()) == Err(SendError::Busy)
+                    });
+                    continue;
+                }
+                ServerEvent::ConnectionClosed { .. } => continue,
             };
             let Some(request) = self.engine.request(call) else {
                 continue;
             };
             let mut buf = [0u8; 4096];
-            let echo = match request.kind {
+            let (text, name) = match request.kind {
                 RequestKind::CallTool {
                     name: "echo",
                     arguments,
                     ..
-                } => arguments.str(b"text", &mut buf).map(str::to_owned),
-                _ => None,
-            };
-            match echo {
-                Some(text) => {
-                    let result = format!(
-                        r#"{{"content":[{{"type":"text","text":{}}}]}}"#,
-                        serde_json::to_string(&text).unwrap()
-                    );
-                    let _ = self.engine.respond(call, result.as_bytes());
+                } => (arguments.str(b"text", &mut buf).map(str::to_owned), "echo"),
+                RequestKind::CallTool { name: "lookup", .. } => {
+                    (Some("found".to_owned()), "lookup")
                 }
-                None => self.held.push(call),
+                RequestKind::CallTool { name, .. } => (None, name),
+                _ => (None, ""),
+            };
+            let seen = if name.is_empty() {
+                request.method().to_owned()
+            } else {
+                format!("{} {name}", request.method())
+            };
+            self.requests.push(seen);
+            let token = request.progress_token().map(<[u8]>::to_vec);
+            let Some(text) = text else {
+                self.held.push(call);
+                continue;
+            };
+            let result = format!(
+                r#"{{"content":[{{"type":"text","text":{}}}]}}"#,
+                serde_json::to_string(&text).unwrap()
+            );
+            if let Some(token) = token {
+                let params = format!(
+                    r#"{{"progressToken":{},"progress":1,"total":2}}"#,
+                    String::from_utf8_lossy(&token)
+                );
+                let _ = self.engine.progress(call, params.as_bytes());
+                self.owed.push((call, result));
+                self.owed.retain(|(call, result)| {
+                    self.engine.respond(*call, result.as_bytes()) == Err(SendError::Busy)
+                });
+                continue;
             }
+            let _ = self.engine.respond(call, result.as_bytes());
         }
+    }
+    fn cancelled(&self) -> usize {
+        self.cancelled.len()
+    }
+    fn requests(&self) -> Vec<String> {
+        self.requests.clone()
     }
     fn go_away(&mut self) {
         self.engine.link_go_away();
@@ -149,6 +237,9 @@ struct Link {
     closed: bool,
     /// The server ended and the client was told (end of file).
     eof_told: bool,
+    /// The server closed its side: what the client writes is lost, and
+    /// the client learns of the end once it wrote something.
+    server_gone: bool,
 }
 
 /// A client engine and its links' servers.
@@ -164,6 +255,8 @@ pub struct Net<E> {
     /// `("ready", 0)`, `("closed", 0)`.
     pub link_events: Vec<(&'static str, u32)>,
     pub warnings: Vec<(String, &'static str)>,
+    /// What the driver's transport negotiated for every link (ALPN).
+    pub negotiated: Negotiated,
 }
 
 impl<E: ClientEngine> Net<E> {
@@ -176,6 +269,7 @@ impl<E: ClientEngine> Net<E> {
             seen: HashMap::new(),
             link_events: Vec::new(),
             warnings: Vec::new(),
+            negotiated: Negotiated::Nothing,
         }
     }
 
@@ -206,6 +300,19 @@ impl<E: ClientEngine> Net<E> {
         &mut *link.server
     }
 
+    /// The server of link `id` closes the connection between exchanges
+    /// (its keep-alive ended): the client learns it only once it wrote its
+    /// next request there, which is lost.
+    pub fn close_by_server(&mut self, id: u32) {
+        let link = self
+            .links
+            .iter_mut()
+            .find(|l| l.id.get() == id)
+            .expect("a link of that number");
+        link.server.recv_eof();
+        link.server_gone = true;
+    }
+
     /// Links the engine holds open.
     pub fn open_links(&self) -> Vec<u32> {
         self.links
@@ -232,7 +339,10 @@ impl<E: ClientEngine> Net<E> {
                 ClientEvent::Failed { call } => {
                     let f = self.client.failure(call).expect("a failure");
                     let failed = (f.code, s(f.message), f.diagnostics);
-                    self.seen.entry(call).or_default().failed = Some(failed);
+                    let auth = f.www_authenticate.map(s);
+                    let seen = self.seen.entry(call).or_default();
+                    seen.failed = Some(failed);
+                    seen.www_authenticate = auth;
                 }
                 ClientEvent::Ended { call } => self.seen.entry(call).or_default().ended = true,
                 ClientEvent::Warning { call, reason } => {
@@ -250,8 +360,9 @@ impl<E: ClientEngine> Net<E> {
                                 down: Pipe::new(split()),
                                 closed: false,
                                 eof_told: false,
+                                server_gone: false,
                             });
-                            self.client.link_up(link, Negotiated::Nothing, self.now);
+                            self.client.link_up(link, self.negotiated, self.now);
                         }
                         None => self.client.link_failed(link, b"refused", self.now),
                     }
@@ -295,6 +406,24 @@ impl<E: ClientEngine> Net<E> {
         }
         let id = link.id;
         let mut moved = 0;
+        if link.server_gone {
+            // What the client writes now is lost; then it reads the end.
+            let mut wrote = 0;
+            while self.client.wants_transmit(id) {
+                let mut sink = [0u8; 4096];
+                let n = self.client.poll_transmit(id, &mut sink);
+                if n == 0 {
+                    break;
+                }
+                wrote += n;
+            }
+            if wrote > 0 {
+                link.closed = true;
+                self.client.recv_eof(id, now);
+                return wrote;
+            }
+            return 0;
+        }
         // Client to server.
         while self.client.wants_transmit(id) {
             let client = &mut self.client;

@@ -1,10 +1,15 @@
 //! The `tools/list` annotation cache: the input schemas with
 //! `x-mcp-header` annotations, learned from every `tools/list` result the
 //! client sees (the application's, or its own re-list after -32020, every
-//! page), and the warnings for the tools left out.
+//! page), and the warnings for the tools left out; and the re-list rule
+//! of a `tools/call` refused with -32020 (MCP 2026-07-28 §5.5.4), the same
+//! for every engine that mirrors arguments ([`after_answer`],
+//! [`write_relist`]): the tunnel's and Streamable HTTP's.
 
 use super::calls::{Mode, Slot, bytes, bytes_mut, ensure, reopen};
+use super::config::MAX_PAGES;
 use super::request::frame_into;
+use crate::mcp::error::{HEADER_MISMATCH, RpcError};
 use crate::mcp::json;
 use crate::mcp::mirror::Annotations;
 use crate::mcp::registry::MAX_CLIENT_ANNOTATIONS;
@@ -179,6 +184,98 @@ pub(super) fn learn<const N: usize>(
     }
 }
 
+/// What the re-list rule makes of the answer to one request of a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Relist<'c> {
+    /// The answer is the call's: hand it out.
+    Deliver,
+    /// Read `tools/list` (page `page`, after `cursor`, a raw JSON string).
+    Page { page: u8, cursor: Option<&'c [u8]> },
+    /// The re-list is over: send the application's call once more.
+    Retry,
+    /// The re-list failed: the application gets this error, with its own
+    /// id (never the re-list's).
+    Failed(RpcError),
+}
+
+/// The re-list rule (§5.5.4) on the answer `message` (a JSON-RPC response)
+/// to the request of a call in `mode`: a `tools/call` (`tool_call`) refused
+/// with -32020 reads every page of `tools/list` again (at most
+/// [`MAX_PAGES`]), learning each into `cache` (`warnings` for the tools
+/// left out), then is sent once more. `cursor` holds the next page's
+/// cursor.
+pub(super) fn after_answer<'c, const N: usize>(
+    mode: Mode,
+    tool_call: bool,
+    message: &[u8],
+    cache: &mut Cache<N>,
+    warnings: &mut Warnings,
+    cursor: &'c mut [u8; 256],
+) -> Relist<'c> {
+    let error = json::get(message, b"error");
+    let code = error
+        .and_then(|e| json::get(e, b"code"))
+        .and_then(json::as_i64);
+    match mode {
+        Mode::Call if tool_call && code == Some(i64::from(HEADER_MISMATCH)) => Relist::Page {
+            page: 0,
+            cursor: None,
+        },
+        Mode::Relist(page) if error.is_none() => {
+            let result = json::get(message, b"result").unwrap_or(b"{}");
+            let next = json::get(result, b"nextCursor")
+                .filter(|c| json::kind(c) == Some(json::Kind::String))
+                .map(json::trim)
+                .and_then(|c| {
+                    let dst = cursor.get_mut(..c.len())?;
+                    dst.copy_from_slice(c);
+                    Some(c.len())
+                });
+            learn(cache, result, page == 0, None, warnings);
+            match next {
+                Some(n) if page + 1 < MAX_PAGES => Relist::Page {
+                    page: page + 1,
+                    cursor: cursor.get(..n),
+                },
+                _ => Relist::Retry,
+            }
+        }
+        Mode::Relist(_) => Relist::Failed(RpcError::new(
+            code.and_then(|c| i32::try_from(c).ok())
+                .unwrap_or(HEADER_MISMATCH),
+            "tools/list, read again after -32020, failed",
+        )),
+        _ => Relist::Deliver,
+    }
+}
+
+/// Writes the client's own `tools/list` request (page `cursor`, a raw JSON
+/// string) carrying `meta`, the `_meta` of the application's request.
+pub(super) fn write_relist(w: &mut JsonWriter<'_>, meta: Option<&[u8]>, cursor: Option<&[u8]>) {
+    crate::mcp::envelope::write_request(w, RELIST_ID, b"tools/list", |w| {
+        w.raw(b"{");
+        let mut first = true;
+        if let Some(c) = cursor {
+            w.raw(b"\"cursor\":").raw(c);
+            first = false;
+        }
+        if let Some(m) = meta {
+            if !first {
+                w.raw(b",");
+            }
+            w.raw(b"\"_meta\":").raw(m);
+        }
+        w.raw(b"}");
+    });
+}
+
+/// Where the `_meta` of `request` (raw JSON) lies in it.
+pub(super) fn meta_span(request: &[u8]) -> Option<core::ops::Range<usize>> {
+    json::get(request, b"params")
+        .and_then(|p| json::get(p, b"_meta"))
+        .map(|m| json::span(request, json::trim(m)))
+}
+
 /// Points the call at a new `tools/list` request (page `cursor`), written
 /// after the application's request in `req`. `false` when it does not fit.
 pub(super) fn start_relist<S: CallStore>(
@@ -194,33 +291,14 @@ pub(super) fn start_relist<S: CallStore>(
     // The original `_meta`, whatever its size, is copied from the original
     // request (before `at` in the same buffer) straight into the re-list.
     let (orig_at, orig_end) = a.orig_json;
-    let meta = {
-        let orig = bytes(store, &slot.req)
+    let meta = meta_span(
+        bytes(store, &slot.req)
             .get(orig_at..orig_end)
-            .unwrap_or(b"");
-        json::get(orig, b"params")
-            .and_then(|p| json::get(p, b"_meta"))
-            .map(|m| json::span(orig, json::trim(m)))
-            .map(|r| orig_at + r.start..orig_at + r.end)
-    };
+            .unwrap_or(b""),
+    )
+    .map(|r| orig_at + r.start..orig_at + r.end);
     let at = a.orig_frame.1;
-    let write = |w: &mut JsonWriter<'_>, meta: Option<&[u8]>| {
-        crate::mcp::envelope::write_request(w, RELIST_ID, b"tools/list", |w| {
-            w.raw(b"{");
-            let mut first = true;
-            if let Some(c) = cursor {
-                w.raw(b"\"cursor\":").raw(c);
-                first = false;
-            }
-            if let Some(m) = meta {
-                if !first {
-                    w.raw(b",");
-                }
-                w.raw(b"\"_meta\":").raw(m);
-            }
-            w.raw(b"}");
-        });
-    };
+    let write = |w: &mut JsonWriter<'_>, meta: Option<&[u8]>| write_relist(w, meta, cursor);
     let frame = |buf: &mut [u8]| -> Result<(usize, usize), usize> {
         if buf.len() < at {
             return Err(usize::MAX);

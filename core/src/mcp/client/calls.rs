@@ -6,7 +6,7 @@
 use super::events::Diagnostics;
 use super::metadata::Located;
 use crate::grpc::{Code, MessageDecoder};
-use crate::h2::StreamRef;
+use crate::h2::{ErrorCode, StreamRef};
 use crate::mcp::error::{INTERNAL_ERROR, RpcError, code_for_status};
 use crate::mcp::json;
 use crate::mcp::store::CallStore;
@@ -239,6 +239,18 @@ pub(super) fn write_failure<S: CallStore>(
     let at = write_error(req, 0, id.as_slice(), code, message)
         .or_else(|| write_error(req, 0, b"null", code, b"failed"));
     (true, at)
+}
+
+/// The status a call fails with when its HTTP/2 stream is reset with
+/// `code` (every engine over HTTP/2 maps resets so).
+pub(super) fn status_for_reset(code: ErrorCode) -> Code {
+    match code {
+        ErrorCode::CANCEL => Code::Cancelled,
+        ErrorCode::REFUSED_STREAM => Code::Unavailable,
+        ErrorCode::ENHANCE_YOUR_CALM => Code::ResourceExhausted,
+        ErrorCode::INADEQUATE_SECURITY => Code::PermissionDenied,
+        _ => Code::Internal,
+    }
 }
 
 /// Marks the failure of call `slot` as never processed by the server.

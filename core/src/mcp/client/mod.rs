@@ -122,6 +122,7 @@ pub type DeviceClient<S> = Client<S, 4, 4096, 2048>;
 pub type HostClient<S, B> = Client<S, 32, 4096, 16384, B>;
 pub use engine::{CallOptions, ClientEngine, LinkId, Negotiated};
 pub use events::{CallId, ClientEvent, Diagnostics, Failure, Skipped, StartError};
+pub use http::{Http2Mode, HttpClient, HttpClientConfig};
 pub use keepalive::Keepalive;
 pub use metadata::{CallOutcome, error_from_trailers, mirror_headers};
 pub use tunnel::TunnelClient;

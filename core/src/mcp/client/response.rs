@@ -6,18 +6,17 @@
 //! follows (a -32020 on a `tools/call` starts the re-list and the retry).
 
 use super::State;
-use super::cache::{Warnings, learn, start_relist};
+use super::cache::{Relist, Warnings, after_answer, learn, start_relist};
 use super::calls::{
     ERROR_ROOM, Kind, Mode, Slot, Terminal, Wire, abort, bytes, bytes_mut, copy_id, ensure,
     fail_rpc, fail_transport, mark_refused, offset_in, outcome_bytes, outcome_member, reopen,
-    restart,
+    restart, status_for_reset,
 };
-use super::config::MAX_PAGES;
 use super::events::{CallId, Queued};
 use super::metadata::{CallOutcome, error_from_trailers};
 use crate::grpc::Code;
 use crate::h2::{ConnectionError, ErrorCode, HeaderList, HeadersKind, StreamRef};
-use crate::mcp::error::{HEADER_MISMATCH, RpcError};
+
 use crate::mcp::json;
 use crate::mcp::store::CallStore;
 use crate::mcp::writer::JsonWriter;
@@ -191,13 +190,7 @@ impl<S: CallStore, R: Records<Slot<S::Buf>>, const CACHE: usize> State<S, R, CAC
         if a.terminal.is_some() {
             return;
         }
-        let status = match code {
-            ErrorCode::CANCEL => Code::Cancelled,
-            ErrorCode::REFUSED_STREAM => Code::Unavailable,
-            ErrorCode::ENHANCE_YOUR_CALM => Code::ResourceExhausted,
-            ErrorCode::INADEQUATE_SECURITY => Code::PermissionDenied,
-            _ => Code::Internal,
-        };
+        let status = status_for_reset(code);
         let http = a.diagnostics.http_status;
         let refused = code == ErrorCode::REFUSED_STREAM && http.is_none();
         if refused && !a.resent {
@@ -394,89 +387,63 @@ impl<S: CallStore, R: Records<Slot<S::Buf>>, const CACHE: usize> State<S, R, CAC
     /// of call `i`: hand it out, or relist and retry.
     fn outcome(&mut self, i: usize, in_req: bool, at: (usize, usize)) {
         let call = self.call_id(i);
-        let (is_error, code, mode, tool_call, tools_list, diagnostics) = {
+        let (is_error, mode, tool_call, tools_list, diagnostics) = {
             let slot = &self.slots[i];
             let Some(a) = slot.active.as_ref() else {
                 return;
             };
             let text = outcome_bytes(&self.store, slot, in_req);
             let error = outcome_member(a, text, in_req, at, a.response_error, b"error");
-            let code = error
-                .and_then(|e| json::get(e, b"code"))
-                .and_then(json::as_i64);
             (
                 error.is_some(),
-                code,
                 a.mode,
                 a.tool_call,
                 a.tools_list,
                 a.diagnostics,
             )
         };
-        if mode == Mode::Call
-            && tool_call
-            && code == Some(i64::from(HEADER_MISMATCH))
-            && start_relist(
-                &mut self.store,
-                &mut self.slots[i],
-                None,
-                0,
-                self.max_message,
-            )
-        {
-            // The server's tool differs from the cache: read tools/list
-            // again, then send the call once more.
-            return;
-        }
         let mut warnings = Warnings::new();
-        if let Mode::Relist(page) = mode
-            && !is_error
-        {
-            let mut cursor = [0u8; 256];
-            let mut cursor_len = None;
-            {
-                let text = &bytes(&self.store, &self.slots[i].rx)[at.0..at.1];
-                let result = json::get(text, b"result").unwrap_or(b"{}");
-                if let Some(c) = json::get(result, b"nextCursor")
-                    .filter(|c| json::kind(c) == Some(json::Kind::String))
-                    .map(json::trim)
-                    && let Some(dst) = cursor.get_mut(..c.len())
-                {
-                    dst.copy_from_slice(c);
-                    cursor_len = Some(c.len());
+        let mut cursor = [0u8; 256];
+        let next = {
+            let text = outcome_bytes(&self.store, &self.slots[i], in_req)
+                .get(at.0..at.1)
+                .unwrap_or(b"");
+            after_answer(
+                mode,
+                tool_call,
+                text,
+                &mut self.cache,
+                &mut warnings,
+                &mut cursor,
+            )
+        };
+        self.push_warnings(call, &warnings);
+        let slot = &mut self.slots[i];
+        match next {
+            Relist::Deliver => {}
+            Relist::Page { page, cursor } => {
+                if start_relist(&mut self.store, slot, cursor, page, self.max_message) {
+                    // The server's tool differs from the cache: read
+                    // tools/list again, then send the call once more.
+                    return;
                 }
-                learn(&mut self.cache, result, page == 0, None, &mut warnings);
+                if page > 0 {
+                    // A page that does not fit ends the re-list: the call
+                    // goes again with what was learned.
+                    restart(slot, Mode::Retry, self.max_message);
+                    return;
+                }
             }
-            self.push_warnings(call, &warnings);
-            let slot = &mut self.slots[i];
-            if let Some(n) = cursor_len
-                && page + 1 < MAX_PAGES
-                && start_relist(
-                    &mut self.store,
-                    slot,
-                    Some(&cursor[..n]),
-                    page + 1,
-                    self.max_message,
-                )
-            {
+            Relist::Retry => {
+                restart(slot, Mode::Retry, self.max_message);
                 return;
             }
-            restart(slot, Mode::Retry, self.max_message);
-            return;
+            Relist::Failed(e) => {
+                fail_rpc(&mut self.store, slot, e);
+                return;
+            }
         }
-        if let Mode::Relist(_) = mode {
-            // The re-list failed: the application gets an error with its
-            // own id, never the re-list's.
-            let code = code
-                .and_then(|c| i32::try_from(c).ok())
-                .unwrap_or(HEADER_MISMATCH);
-            fail_rpc(
-                &mut self.store,
-                &mut self.slots[i],
-                RpcError::new(code, "tools/list, read again after -32020, failed"),
-            );
-            return;
-        }
+        let mut warnings = Warnings::new();
         let kind = if is_error {
             Kind::Failed
         } else {

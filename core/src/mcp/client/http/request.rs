@@ -221,7 +221,7 @@ where
     Ok(head + body.len())
 }
 
-fn check_bearer(bearer: Option<&str>) -> Result<(), RequestError> {
+pub(super) fn check_bearer(bearer: Option<&str>) -> Result<(), RequestError> {
     match bearer {
         Some(token) if !is_token68(token.as_bytes()) => Err(RequestError::BadEndpoint(
             "bearer token outside the token68 alphabet",

@@ -102,16 +102,7 @@ impl ResponseReader {
     /// The reader for the exchange that sends `request` (one JSON-RPC
     /// message): a request waits for its response, matched by id.
     pub fn new(request: &[u8]) -> Result<Self, RpcError> {
-        let mut reader = Self {
-            expect: Expect::Accepted,
-            id: [0; MAX_ID],
-            id_len: 0,
-            mode: Mode::Head,
-            status: 0,
-            media: MediaType::Other,
-            len: 0,
-            sse: SseParser::new(),
-        };
+        let mut reader = Self::accepted();
         let is_request = json::get(request, b"method").is_some();
         if let Some(id) = json::get(request, b"id").filter(|_| is_request) {
             let id = json::trim(id);
@@ -124,6 +115,27 @@ impl ResponseReader {
             reader.expect = Expect::Response;
         }
         Ok(reader)
+    }
+
+    /// The reader of an exchange whose answer is only its status: a
+    /// request of the 2024 HTTP+SSE shape (its response comes on the event
+    /// stream, §13.1), a `DELETE`. 2xx is [`Judgement::Accepted`].
+    pub fn accepted() -> Self {
+        Self {
+            expect: Expect::Accepted,
+            id: [0; MAX_ID],
+            id_len: 0,
+            mode: Mode::Head,
+            status: 0,
+            media: MediaType::Other,
+            len: 0,
+            sse: SseParser::new(),
+        }
+    }
+
+    /// The status of the response head, once it came (0 before).
+    pub fn status(&self) -> u16 {
+        self.status
     }
 
     pub fn expect(&self) -> Expect {

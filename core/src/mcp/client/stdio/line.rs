@@ -1,10 +1,13 @@
 //! Writing the client's lines (MCP 2026-07-28 §6): a request as one
 //! compact line, with the request's `_meta` merged in for the modern era
-//! (§3.3) and left as the application wrote it for the 2025-11-25 era;
-//! the handshake's own requests and `notifications/cancelled`.
+//! (§3.3), and for the legacy eras without the modern per-request keys
+//! (version, capabilities, client info, log level: the 2025-11-25
+//! lifecycle has them from `initialize`); the handshake's own requests and
+//! `notifications/cancelled`. The HTTP client writes its bodies with the
+//! same rules ([`write_request`]).
 
 use crate::mcp::json;
-use crate::mcp::meta::{KEY_CLIENT_CAPABILITIES, KEY_PROTOCOL_VERSION};
+use crate::mcp::meta::{KEY_CLIENT_CAPABILITIES, KEY_LOG_LEVEL, KEY_PROTOCOL_VERSION};
 use crate::mcp::writer::JsonWriter;
 
 /// `io.modelcontextprotocol/clientInfo`.
@@ -12,7 +15,7 @@ pub(super) const KEY_CLIENT_INFO: &[u8] = b"io.modelcontextprotocol/clientInfo";
 
 /// What a modern request's `_meta` gets when the application left it out.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct ModernMeta<'a> {
+pub(in crate::mcp::client) struct ModernMeta<'a> {
     pub version: &'a str,
     /// Raw JSON object.
     pub capabilities: &'a str,
@@ -50,10 +53,23 @@ pub(super) fn compact(w: &mut JsonWriter<'_>, raw: &[u8]) {
     w.raw(&raw[from..]);
 }
 
-/// Writes the request `body` (a validated JSON object) as a line, with
-/// `meta` merged into `params._meta` (members the application wrote win)
-/// when given.
+/// Writes the request `body` (a validated JSON object) as a line: see
+/// [`write_request`].
 pub(super) fn write_request_line(
+    w: &mut JsonWriter<'_>,
+    body: &[u8],
+    meta: Option<ModernMeta<'_>>,
+) {
+    write_request(w, body, meta);
+    w.raw(b"\n");
+}
+
+/// Writes the request `body` (a validated JSON object) compactly: in the
+/// modern era (`meta` given) with `meta` merged into `params._meta`
+/// (members the application wrote win); in a legacy era (`None`) without
+/// the modern per-request keys of `params._meta` ([`MODERN_KEYS`]; a
+/// `_meta` left empty is dropped), which a legacy server does not know.
+pub(in crate::mcp::client) fn write_request(
     w: &mut JsonWriter<'_>,
     body: &[u8],
     meta: Option<ModernMeta<'_>>,
@@ -72,6 +88,7 @@ pub(super) fn write_request_line(
                 saw_params = true;
                 write_params(w, value, m);
             }
+            None if json::str_eq(key, b"params") => write_legacy_params(w, value),
             _ => compact(w, value),
         }
     }
@@ -82,7 +99,58 @@ pub(super) fn write_request_line(
         w.raw(b"\"params\":");
         write_params(w, b"{}", m);
     }
-    w.raw(b"}\n");
+    w.raw(b"}");
+}
+
+/// The `_meta` keys of a modern request (§3.2) that the legacy eras do
+/// not have: their requests go without them.
+pub(in crate::mcp::client) const MODERN_KEYS: [&[u8]; 4] = [
+    KEY_PROTOCOL_VERSION,
+    KEY_CLIENT_CAPABILITIES,
+    KEY_CLIENT_INFO,
+    KEY_LOG_LEVEL,
+];
+
+/// `params` of a legacy request: its `_meta` without [`MODERN_KEYS`].
+fn write_legacy_params(w: &mut JsonWriter<'_>, params: &[u8]) {
+    if json::kind(params) != Some(json::Kind::Object) {
+        return compact(w, params);
+    }
+    w.raw(b"{");
+    let mut first = true;
+    for (key, value) in json::members(params) {
+        let kept = if json::str_eq(key, b"_meta") && json::kind(value) == Some(json::Kind::Object) {
+            let mut kept = json::members(value)
+                .filter(|(k, _)| !MODERN_KEYS.iter().any(|m| json::str_eq(k, m)))
+                .peekable();
+            if kept.peek().is_none() {
+                continue;
+            }
+            Some(kept)
+        } else {
+            None
+        };
+        if !first {
+            w.raw(b",");
+        }
+        first = false;
+        w.raw(key).raw(b":");
+        match kept {
+            Some(members) => {
+                w.raw(b"{");
+                for (n, (k, v)) in members.enumerate() {
+                    if n > 0 {
+                        w.raw(b",");
+                    }
+                    w.raw(k).raw(b":");
+                    compact(w, v);
+                }
+                w.raw(b"}");
+            }
+            None => compact(w, value),
+        }
+    }
+    w.raw(b"}");
 }
 
 fn write_params(w: &mut JsonWriter<'_>, params: &[u8], m: ModernMeta<'_>) {
@@ -193,6 +261,26 @@ mod tests {
         assert!(
             no_params
                 .contains(",\"params\":{\"_meta\":{\"io.modelcontextprotocol/protocolVersion\"")
+        );
+    }
+
+    #[test]
+    fn legacy_requests_lose_the_modern_meta_keys_only() {
+        let got = line(
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"c","version":"1"},"io.modelcontextprotocol/logLevel":"info","progressToken":7,"traceparent":"00-x"}}}"#,
+            None,
+        );
+        assert_eq!(
+            got,
+            "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"t\",\"_meta\":{\"progressToken\":7,\"traceparent\":\"00-x\"}}}\n"
+        );
+        let only_modern = line(
+            r#"{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#,
+            None,
+        );
+        assert_eq!(
+            only_modern,
+            "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/list\",\"params\":{}}\n"
         );
     }
 

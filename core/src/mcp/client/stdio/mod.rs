@@ -6,7 +6,8 @@
 //! Every message is one line. [`StdioClient::call`] writes a request as a
 //! compact line into the caller's buffer, with the request's `_meta`
 //! (protocol version, client capabilities, client info) merged in for the
-//! modern era and nothing added in the 2025-11-25 era. The client's own
+//! modern era, and the modern per-request keys taken out in the
+//! 2025-11-25 era (a legacy server has them from `initialize`). The client's own
 //! lines — the era probe, `initialize`, `notifications/initialized`,
 //! `notifications/cancelled` — come out of [`StdioClient::poll_transmit`].
 //!
@@ -47,7 +48,7 @@
 
 mod engine;
 mod incoming;
-mod line;
+pub(in crate::mcp::client) mod line;
 
 use core::time::Duration;
 
