@@ -24,14 +24,18 @@
 //! that says so; the server's own errors (version errors among them) go
 //! back as they came. The host's credential stays here: downstream the
 //! bridge sends `MCPWIRE_TOKEN`, if set. A stdio child that crashes fails
-//! its calls in flight and is started again (`--restart-max`,
-//! `--restart-backoff-ms`); until the new child is ready the bridge takes
+//! its calls in flight and is started again (`--restart-max` times within
+//! `--restart-window-ms`, after `--restart-backoff-ms`); until the new
+//! child is ready the bridge takes
 //! no new work: a call is refused at once, -32603 "the server is
 //! restarting (attempt N of M)" with `data.grpcStatus` `Unavailable` (over
 //! Streamable HTTP a JSON-RPC error like any other, as the transports
 //! document names no HTTP status for it; over the typed service INTERNAL
-//! with `mcp-error-code`), and the host chooses when to try again. After
-//! the last start fails every call fails at once, saying so. A gRPC server
+//! with `mcp-error-code`), and the host chooses when to try again. A
+//! crash past the budget pauses the restarts until it refills: every call
+//! fails at once meanwhile, saying so and for how long, and then a child
+//! is started again, so one host that crashes the child again and again
+//! locks the others out for a window, not for good. A gRPC server
 //! that goes silent without closing (no FIN from a board switched off) is
 //! found by keepalive PINGs (`--keepalive-ms`, 5 s by default): the calls
 //! in flight fail UNAVAILABLE instead of waiting for their deadlines.
@@ -83,11 +87,13 @@ pub const USAGE: &str = "usage: mcpwire bridge HOST-SIDE [--timeout-ms N] [RESTA
   --serial DEVICE: a serial device (a board's UART, /dev/ttyACM0, a pseudo-terminal) that speaks
          the stdio binding, opened raw (8N1, no flow control) at --baud N (default 115200), and
          opened again as RESTART says when it goes away
-  RESTART (a stdio server or device): [--restart-max N] starts in a row that may fail (default 5),
-         [--restart-backoff-ms N] the first wait before a restart (default 100, doubling up to 5 s);
-         the calls in flight at a crash fail, and until the new child is ready every new call is
-         refused at once (-32603 \"the server is restarting (attempt N of M)\"); after the last
-         start fails, every call fails at once
+  RESTART (a stdio server or device): [--restart-max N] restarts within [--restart-window-ms N]
+         (default 5 within 30000), [--restart-backoff-ms N] the first wait before a restart
+         (default 100, doubling up to 5 s); the calls in flight at a crash fail, and until the new
+         child is ready every new call is refused at once (-32603 \"the server is restarting
+         (attempt N of M)\"); a crash past the budget pauses the restarts until its oldest leaves
+         the window, every call refused meanwhile, saying how long; a child that stays up 10 s
+         makes the budget whole
   --timeout-ms N: a forwarded call's longest wait; a gRPC host's deadline goes downstream as
          what is left of it (the shorter of the two; without --timeout-ms the host's alone, and
          without either the client's 60 s); listen streams have none but the host's
@@ -124,6 +130,7 @@ enum Host {
 struct Restart {
     max: Option<u32>,
     backoff: Option<Duration>,
+    window: Option<Duration>,
 }
 
 impl Restart {
@@ -135,6 +142,9 @@ impl Restart {
         }
         if let Some(backoff) = self.backoff {
             config.restart_backoff = backoff;
+        }
+        if let Some(window) = self.window {
+            config.restart_window = window;
         }
         config.refuse_while_restarting = true;
         config
@@ -203,6 +213,15 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Args, String> {
                     .parse()
                     .map_err(|_| format!("bad --restart-backoff-ms {v}"))?;
                 restart.backoff = Some(Duration::from_millis(ms));
+            }
+            "--restart-window-ms" => {
+                let v = value("--restart-window-ms")?;
+                let ms: u64 = v
+                    .parse()
+                    .ok()
+                    .filter(|&ms| ms > 0)
+                    .ok_or_else(|| format!("bad --restart-window-ms {v}"))?;
+                restart.window = Some(Duration::from_millis(ms));
             }
             "--to" => to = Some(value("--to")?),
             "--serial" => serial = Some(value("--serial")?),
@@ -295,10 +314,11 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Args, String> {
         }
     };
     if matches!(downstream, Downstream::Address(_))
-        && (restart.max.is_some() || restart.backoff.is_some())
+        && (restart.max.is_some() || restart.backoff.is_some() || restart.window.is_some())
     {
         return Err(
-            "--restart-max and --restart-backoff-ms go with -- /ABS/SERVER or --serial".into(),
+            "--restart-max, --restart-backoff-ms and --restart-window-ms go with -- /ABS/SERVER or --serial"
+                .into(),
         );
     }
     Ok(Args {
