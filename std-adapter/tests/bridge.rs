@@ -744,6 +744,96 @@ async fn a_stdio_child_that_crashes_fails_its_call_refuses_new_ones_then_the_nex
     assert_eq!(err.matches("restarting the server").count(), 1, "{err}");
 }
 
+/// One host that crashes the child again and again (#32 A6): six crashes
+/// in a row spend the budget of 5 restarts per window (`--restart-window-ms
+/// 5000` here, 30 s by default); every call is refused meanwhile, saying
+/// so, and once the window refills a child answers again. (Before, the
+/// sixth crash ended the restarts for good: every later call failed with
+/// "did not stay up after 5 restarts in a row", though each start had
+/// succeeded.)
+#[tokio::test]
+async fn a_spent_restart_budget_refills_and_the_next_child_answers() {
+    let child = python_child(
+        &[
+            "--restart-max",
+            "5",
+            "--restart-window-ms",
+            "5000",
+            "--restart-backoff-ms",
+            "20",
+        ],
+        "tests/stdio/misbehaving_server.py",
+        &[],
+    );
+    let mut bridge = Bridge::spawn(&refs(&child));
+    bridge.startup_line().await;
+    let start = tokio::time::Instant::now();
+    let mut crashes = 0;
+    for n in 0.. {
+        if crashes == 6 {
+            break;
+        }
+        assert!(start.elapsed() < PATIENCE, "{crashes} crashes");
+        let id = format!("c{n}");
+        bridge.send(tool_call(json!(id), "crash", json!({}))).await;
+        let answer = bridge.recv().await;
+        assert_eq!(answer["id"], id, "{answer}");
+        let message = answer["error"]["message"].as_str().unwrap_or_default();
+        if message.contains("the server is restarting") {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        } else {
+            assert!(
+                message.contains("the bridge's call to the server"),
+                "{answer}"
+            );
+            crashes += 1;
+        }
+    }
+    // The budget is spent: a call is refused at once, saying why and for
+    // how long (the window is 5 s; the six crashes took about 2).
+    bridge
+        .send(tool_call(json!("p"), "echo", json!({"text": "now"})))
+        .await;
+    let paused = bridge.recv().await;
+    if start.elapsed() < Duration::from_secs(4) {
+        let message = paused["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("crashed again after 5 restarts within 5 s")
+                && message.contains("restarts pause for"),
+            "{paused}"
+        );
+        assert_eq!(paused["error"]["code"], -32603, "{paused}");
+    }
+    // Once the window refills, a child is started and answers.
+    let served = tokio::time::Instant::now();
+    for n in 0.. {
+        assert!(
+            served.elapsed() < PATIENCE,
+            "no child answered after the window"
+        );
+        let id = format!("e{n}");
+        bridge
+            .send(tool_call(json!(id), "echo", json!({"text": "back"})))
+            .await;
+        let answer = bridge.recv().await;
+        assert_eq!(answer["id"], id, "{answer}");
+        if answer.get("result").is_some() {
+            assert_eq!(answer["result"]["content"][0]["text"], "back", "{answer}");
+            break;
+        }
+        let message = answer["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("restarts pause for") || message.contains("the server is restarting"),
+            "{answer}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let (status, _, err) = bridge.finish_with_output().await;
+    assert!(status.success(), "{err}");
+    assert!(err.contains("restarts pause for"), "{err}");
+    assert_eq!(err.matches("restarting the server").count(), 6, "{err}");
+}
+
 /// A pseudo-terminal: its device side (the master, where a board's UART
 /// would be) and the path of its terminal side, which the bridge opens as
 /// a serial device.
