@@ -38,9 +38,9 @@ mod store;
 mod tls;
 
 pub use app::{
-    App, Completion, CompletionRequest, Content, ForwardRequest, ForwardResult, ListenEvent,
-    LogLevel, PromptGet, PromptMessage, PromptResult, RawResult, ResourceContent, ResourceRead,
-    Role, Schema, StateSeal, ToolCall, ToolError, ToolResult,
+    App, Completion, CompletionRequest, Content, ForwardRequest, ForwardResult, LearntTools,
+    ListenEvent, LogLevel, PromptGet, PromptMessage, PromptResult, RawResult, ResourceContent,
+    ResourceRead, Role, Schema, StateSeal, ToolCall, ToolError, ToolResult,
 };
 #[cfg(feature = "schemars")]
 pub use app::{IntoToolResult, Structured};

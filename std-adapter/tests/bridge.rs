@@ -2053,6 +2053,18 @@ async fn a_typed_list_of_more_than_1024_pages_fails() {
         &["endless", count.to_str().unwrap()],
     );
     let bridge = Listening::spawn(true, &refs(&child), &[]).await;
+    // The bridge read the list for its schemas first: as many pages.
+    let pages = || {
+        std::fs::read_to_string(&count)
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    assert!(
+        common::eventually_every(Duration::from_millis(20), PATIENCE, || pages() == 1024).await,
+        "{} pages",
+        pages()
+    );
     let (result, trailers) = typed_call(&bridge.addr, Rpc::ListTools, json!({})).await;
     assert!(result.is_none(), "{result:?}");
     let header = |name: &str| trailers.get(name).map(|v| v.to_str().unwrap().to_owned());
@@ -2062,8 +2074,7 @@ async fn a_typed_list_of_more_than_1024_pages_fails() {
         Some("-32603"),
         "{trailers:?}"
     );
-    let pages = std::fs::read_to_string(&count).unwrap();
-    assert_eq!(pages.lines().count(), 1024);
+    assert_eq!(pages(), 2 * 1024);
     let (status, _, _) = bridge.terminate().await;
     assert!(status.success());
 }
@@ -2357,17 +2368,32 @@ async fn the_hosts_deadline_is_the_servers() {
     let list = || json!({"jsonrpc": "2.0", "method": "tools/list", "params": {}});
     // Without --timeout-ms: a gRPC host's 90 s (longer than the client's
     // 60 s default) and 2 s, then an HTTP host, which sends none.
-    let bridge = Listening::spawn(false, &["--to", &to], &[]).await;
+    // Each bridge reads the list for its schemas before its startup line:
+    // that call is not a host's.
+    let hosts_calls = std::sync::Mutex::new(Vec::new());
+    let spawned = |bridge: Listening| {
+        seen.lock().unwrap().clear();
+        bridge
+    };
+    let kept = |hosts_calls: &std::sync::Mutex<Vec<_>>| {
+        hosts_calls
+            .lock()
+            .unwrap()
+            .extend(seen.lock().unwrap().drain(..));
+    };
+    let bridge = spawned(Listening::spawn(false, &["--to", &to], &[]).await);
     grpc_lists(&bridge, list()).await;
     let http = bridge.host(Transport::Http, None).await.unwrap();
     http.call(list()).await.unwrap().response().await.unwrap();
+    kept(&hosts_calls);
     bridge.terminate().await;
     // With --timeout-ms 500: the shorter of the two.
-    let bridge = Listening::spawn(false, &["--timeout-ms", "500", "--to", &to], &[]).await;
+    let bridge = spawned(Listening::spawn(false, &["--timeout-ms", "500", "--to", &to], &[]).await);
     grpc_lists(&bridge, list()).await;
+    kept(&hosts_calls);
     bridge.terminate().await;
-    let seen: Vec<u64> = seen
-        .lock()
+    let seen: Vec<u64> = hosts_calls
+        .into_inner()
         .unwrap()
         .iter()
         .filter(|(method, _)| method == "tools/list")

@@ -8,7 +8,9 @@
 //! (`--listen`: Streamable HTTP, the gRPC tunnel and the typed service on
 //! one port, a bearer token required unless `--no-auth`, Origin checked).
 //! The engine judges each host message as the binding says (envelope,
-//! `_meta`, version, mirrored headers, ids in use, cancellation); every
+//! `_meta`, version, mirrored headers, ids in use, cancellation; a
+//! `tools/call`'s `Mcp-Param-*` headers against the server's schemas,
+//! which [`LearntTools`] reads from its `tools/list` and keeps); every
 //! request it admits is forwarded as one downstream call, unchanged but
 //! for its id: the client picks the downstream id, the engine puts the
 //! host's back on the response, and the bridge puts it on a listen's
@@ -62,9 +64,9 @@ use mcpwire_core::mcp::meta::{KEY_SUBSCRIPTION_ID, PROTOCOL_VERSION};
 use mcpwire_core::mcp::server::Failure;
 use mcpwire_tokio::channel::MAX_LIST_PAGES;
 use mcpwire_tokio::{
-    App, CallError, Client, ForwardRequest, ForwardResult, HttpChannelConfig, RawMessage,
-    RawResponse, SerialDevice, ServerCommand, StdioChannelConfig, ToolError, grpc_authority,
-    redact_url,
+    App, CallError, Client, ForwardRequest, ForwardResult, HttpChannelConfig, LearntTools,
+    RawMessage, RawResponse, SerialDevice, ServerCommand, StdioChannelConfig, ToolError,
+    grpc_authority, redact_url,
 };
 use memchr::memmem;
 use serde_json::{Value, json};
@@ -166,6 +168,12 @@ struct Args {
 /// wait for their deadlines. Every 5 s of silence during a call a PING
 /// goes out, and 5 s without an answer fail the calls (UNAVAILABLE).
 const DEFAULT_KEEPALIVE: Duration = Duration::from_secs(5);
+
+/// The longest wait for the server's tool list before the host side
+/// starts: a slower list is learnt in the background, and until then a
+/// call with an `Mcp-Param-*` header is refused (-32020), as it cannot be
+/// checked.
+const FIRST_LIST_WAIT: Duration = Duration::from_secs(5);
 
 /// A stdio child's shutdown: its stdin closed, then SIGTERM after this
 /// long, then SIGKILL after as long again, so the bridge itself ends well
@@ -443,7 +451,16 @@ async fn run(args: Args) -> ExitCode {
         ),
         None => (String::new(), None),
     };
-    let app = forwarding_app(client.clone(), args.timeout, discover);
+    // The server's tool schemas, for the mirrored-header check: read before
+    // the host is served (up to FIRST_LIST_WAIT), then kept in the
+    // background.
+    let tools = Arc::new(LearntTools::new());
+    let learner = {
+        let (tools, client) = (Arc::clone(&tools), client.clone());
+        tokio::spawn(async move { tools.follow(&client).await })
+    };
+    let _ = tokio::time::timeout(FIRST_LIST_WAIT, tools.first_read()).await;
+    let app = forwarding_app(client.clone(), args.timeout, discover, tools);
     match args.host {
         Host::Stdio => {
             eprintln!(
@@ -460,6 +477,7 @@ async fn run(args: Args) -> ExitCode {
                 served = app.serve_stdio_with(config) => served,
                 () = shutdown_signal() => Ok(()),
             };
+            learner.abort();
             finish(client, served).await
         }
         Host::Listen {
@@ -468,7 +486,9 @@ async fn run(args: Args) -> ExitCode {
             no_auth,
         } => {
             let sides = format!("MCP {PROTOCOL_VERSION} -> server side {server_side}{translation}");
-            listen_host(client, app, &addr, opts, no_auth, &sides).await
+            let exit = listen_host(client, app, &addr, opts, no_auth, &sides).await;
+            learner.abort();
+            exit
         }
     }
 }
@@ -551,28 +571,47 @@ async fn finish(client: Client, served: std::io::Result<()>) -> ExitCode {
 /// The one forwarding path of both host sides: every request the engine
 /// admits goes to the server through `client`; `discover`, when given, is
 /// the answer to `server/discover` (an older-era server has none).
-fn forwarding_app(client: Client, timeout: Option<Duration>, discover: Option<Arc<Value>>) -> App {
+fn forwarding_app(
+    client: Client,
+    timeout: Option<Duration>,
+    discover: Option<Arc<Value>>,
+    tools: Arc<LearntTools>,
+) -> App {
     // One client for every call: a clone of `Client` copies its era's
     // strings.
     let client = Arc::new(client);
-    App::new("mcpwire-bridge", env!("CARGO_PKG_VERSION")).forward(move |request| {
-        let client = Arc::clone(&client);
-        let discover = discover.clone();
-        async move {
-            let Some(discover) = discover else {
-                return forward_request(&client, request, timeout).await;
-            };
-            // An older-era server: its discovery is the bridge's, and its
-            // results get the fields the current era requires.
-            if request.method() == "server/discover" {
-                return Ok(ForwardResult::Value(Value::clone(&discover)));
+    let learnt = Arc::clone(&tools);
+    App::new("mcpwire-bridge", env!("CARGO_PKG_VERSION"))
+        .forward(move |request| {
+            let client = Arc::clone(&client);
+            let discover = discover.clone();
+            let tools = Arc::clone(&learnt);
+            async move {
+                let method = request.method().to_owned();
+                // A tools/list answered to a host teaches the schemas too.
+                let learn = method == "tools/list";
+                if discover.is_none() && !learn {
+                    return forward_request(&client, request, timeout).await;
+                }
+                // An older-era server: its discovery is the bridge's, and
+                // its results get the fields the current era requires.
+                if let Some(discover) = &discover
+                    && method == "server/discover"
+                {
+                    return Ok(ForwardResult::Value(Value::clone(discover)));
+                }
+                let params = learn.then(|| request.params().clone());
+                let mut result = into_value(forward_request(&client, request, timeout).await?)?;
+                if discover.is_some() {
+                    current_era_result(&method, &mut result);
+                }
+                if let Some(params) = params {
+                    tools.learn_answer(&params, &result);
+                }
+                Ok(result.into())
             }
-            let method = request.method().to_owned();
-            let mut result = into_value(forward_request(&client, request, timeout).await?)?;
-            current_era_result(&method, &mut result);
-            Ok(result.into())
-        }
-    })
+        })
+        .forward_tools(tools)
 }
 
 /// A result as a tree (its text parsed: the era's fields and the pages
