@@ -2406,3 +2406,382 @@ async fn the_hosts_deadline_is_the_servers() {
     assert!((300..=500).contains(&seen[3]), "{seen:?}");
     assert!((300..=500).contains(&seen[4]), "{seen:?}");
 }
+
+// Mirrored parameters (#32 item 4): the bridge's host side holds a
+// `tools/call`'s `Mcp-Param-*` headers to the schema the server's
+// `tools/list` gave, as `mcpwire serve` does.
+
+/// The `tools/call`s a [`Scripted`] server took: arguments and header.
+type Calls = std::sync::Arc<std::sync::Mutex<Vec<(Value, Option<String>)>>>;
+
+/// A gRPC server of one tool, `regional`, whose `region` argument is
+/// annotated (`x-mcp-header: Region`) once `annotated` is set; its
+/// `tools/list` fails when `list_fails`. Its listen streams acknowledge
+/// `toolsListChanged` and carry an event at each send on `changed`.
+struct Scripted {
+    addr: std::net::SocketAddr,
+    annotated: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// `tools/list` calls answered.
+    lists: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    /// Listen streams acknowledged.
+    listens: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    /// Each `tools/call`'s arguments and `mcp-param-region` header.
+    calls: Calls,
+    changed: tokio::sync::broadcast::Sender<()>,
+}
+
+impl Scripted {
+    async fn start(list_fails: bool) -> Self {
+        use std::sync::Arc;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let scripted = Self {
+            addr: listener.local_addr().unwrap(),
+            annotated: Arc::new(std::sync::atomic::AtomicBool::new(true)),
+            lists: Arc::default(),
+            listens: Arc::default(),
+            calls: Arc::default(),
+            changed: tokio::sync::broadcast::channel(4).0,
+        };
+        let (annotated, lists, listens, calls, changed) = (
+            Arc::clone(&scripted.annotated),
+            Arc::clone(&scripted.lists),
+            Arc::clone(&scripted.listens),
+            Arc::clone(&scripted.calls),
+            scripted.changed.clone(),
+        );
+        tokio::spawn(async move {
+            while let Ok((socket, _)) = listener.accept().await {
+                let (annotated, lists, listens, calls, changed) = (
+                    Arc::clone(&annotated),
+                    Arc::clone(&lists),
+                    Arc::clone(&listens),
+                    Arc::clone(&calls),
+                    changed.clone(),
+                );
+                tokio::spawn(async move {
+                    let Ok(mut conn) = h2::server::handshake(socket).await else {
+                        return;
+                    };
+                    while let Some(Ok((request, mut respond))) = conn.accept().await {
+                        let region = request
+                            .headers()
+                            .get("mcp-param-region")
+                            .and_then(|v| v.to_str().ok())
+                            .map(str::to_owned);
+                        let (annotated, lists, listens, calls) = (
+                            Arc::clone(&annotated),
+                            Arc::clone(&lists),
+                            Arc::clone(&listens),
+                            Arc::clone(&calls),
+                        );
+                        let mut events = changed.subscribe();
+                        tokio::spawn(async move {
+                            let mut octets = common::read_body(request.into_body()).await;
+                            let mut messages = Vec::new();
+                            common::take_messages(&mut octets, &mut messages);
+                            let request = messages.pop().unwrap();
+                            let id = request["id"].clone();
+                            let answer = |body: Value| {
+                                let mut message = json!({"jsonrpc": "2.0", "id": id});
+                                message
+                                    .as_object_mut()
+                                    .unwrap()
+                                    .extend(body.as_object().unwrap().clone());
+                                common::frame(&serde_json::to_vec(&message).unwrap())
+                            };
+                            let body = match request["method"].as_str().unwrap_or_default() {
+                                "server/discover" => json!({"result": {"resultType": "complete",
+                                    "supportedVersions": [VERSION],
+                                    "capabilities": {"tools": {"listChanged": true}},
+                                    "ttlMs": 0, "cacheScope": "public"}}),
+                                "tools/list" if list_fails => {
+                                    lists.fetch_add(1, Ordering::SeqCst);
+                                    json!({"error": {"code": -32603, "message": "the list is down"}})
+                                }
+                                "tools/list" => {
+                                    let mut region = json!({"type": "string"});
+                                    if annotated.load(Ordering::SeqCst) {
+                                        region["x-mcp-header"] = json!("Region");
+                                    }
+                                    lists.fetch_add(1, Ordering::SeqCst);
+                                    json!({"result": {"resultType": "complete", "ttlMs": 0,
+                                        "cacheScope": "public", "tools": [{"name": "regional",
+                                        "inputSchema": {"type": "object",
+                                            "properties": {"region": region}}}]}})
+                                }
+                                "subscriptions/listen" if !list_fails => {
+                                    let head = http::Response::builder()
+                                        .status(200)
+                                        .header("content-type", "application/grpc+proto")
+                                        .body(())
+                                        .unwrap();
+                                    let mut send = respond.send_response(head, false).unwrap();
+                                    let meta =
+                                        json!({"io.modelcontextprotocol/subscriptionId": id});
+                                    let note = |method: &str, extra: Value| {
+                                        let mut params = json!({"_meta": meta});
+                                        params
+                                            .as_object_mut()
+                                            .unwrap()
+                                            .extend(extra.as_object().unwrap().clone());
+                                        common::frame(
+                                            &serde_json::to_vec(&json!({"jsonrpc": "2.0",
+                                                "method": method, "params": params}))
+                                            .unwrap(),
+                                        )
+                                    };
+                                    let ack = note(
+                                        "notifications/subscriptions/acknowledged",
+                                        json!({"notifications": {"toolsListChanged": true}}),
+                                    );
+                                    if send.send_data(ack, false).is_err() {
+                                        return;
+                                    }
+                                    listens.fetch_add(1, Ordering::SeqCst);
+                                    while events.recv().await.is_ok() {
+                                        let event =
+                                            note("notifications/tools/list_changed", json!({}));
+                                        if send.send_data(event, false).is_err() {
+                                            return;
+                                        }
+                                    }
+                                    return;
+                                }
+                                "tools/call" => {
+                                    calls
+                                        .lock()
+                                        .unwrap()
+                                        .push((request["params"]["arguments"].clone(), region));
+                                    json!({"result": {"resultType": "complete",
+                                        "content": [{"type": "text", "text": "called"}]}})
+                                }
+                                _ => {
+                                    json!({"error": {"code": -32601, "message": "Method not found"}})
+                                }
+                            };
+                            common::answer_grpc(&mut respond, [answer(body)]);
+                        });
+                    }
+                });
+            }
+        });
+        scripted
+    }
+
+    fn calls(&self) -> usize {
+        self.calls.lock().unwrap().len()
+    }
+}
+
+/// A `tools/call` of `regional` with `arguments`, POSTed over HTTP/1.1 to
+/// the bridge at `addr` with `extra` headers (CRLF-ended): the status line
+/// and the JSON-RPC answer.
+async fn post_regional(addr: &str, arguments: Value, extra: &str) -> (String, Value) {
+    use tokio::io::AsyncReadExt;
+    let body = tool_call(json!(9), "regional", arguments).to_string();
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nMcp-Protocol-Version: {VERSION}\r\n\
+         Mcp-Method: tools/call\r\nMcp-Name: regional\r\n{extra}Content-Length: {}\r\n\
+         Connection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(PATIENCE, stream.read_to_end(&mut answer)).await;
+    let text = String::from_utf8_lossy(&answer);
+    let status = text.lines().next().unwrap_or_default().to_owned();
+    // A JSON body or an event stream: the last `data:` line or the body.
+    let body = &text[text.find("\r\n\r\n").map_or(0, |i| i + 4)..];
+    let json = body
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .next_back()
+        .unwrap_or(body.trim());
+    (
+        status,
+        serde_json::from_str(json).unwrap_or_else(|e| panic!("{text}: {e}")),
+    )
+}
+
+/// The same `tools/call` on the bridge's gRPC tunnel, with `extra`
+/// headers: its trailers' `grpc-status` and `mcp-error-code`.
+async fn tunnel_regional(
+    addr: &str,
+    arguments: Value,
+    extra: &[(&str, &str)],
+) -> (Option<String>, Option<String>) {
+    let mut send = common::connect(addr.parse().unwrap()).await;
+    let body = tool_call(json!(9), "regional", arguments);
+    let reply = common::call(&mut send, body, extra).await;
+    (
+        reply.get("grpc-status").map(str::to_owned),
+        reply.get("mcp-error-code").map(str::to_owned),
+    )
+}
+
+/// `Mcp-Param-Region: us-west` with `{"region":"eu-secret"}`: a gateway in
+/// front of `mcpwire bridge --listen` that routes or authorizes on the
+/// header would take it for us-west. The bridge learnt the server's
+/// schema (its `tools/list`) and refuses the call as `mcpwire serve` does
+/// (400 or INVALID_ARGUMENT, -32020), over HTTP/1.1 and the tunnel, and so
+/// a call without the header; the server's tool never runs. (Before, the
+/// bridge checked no `Mcp-Param-*` header: the tool ran with eu-secret.) A
+/// header that matches is served. When the server's list changes (its
+/// listen stream says so) the bridge reads it again: without the
+/// annotation the header is ignored, as `mcpwire serve` ignores it, and
+/// with it again the call is refused again.
+#[tokio::test]
+async fn a_param_header_that_differs_from_the_argument_is_refused() {
+    let server = Scripted::start(false).await;
+    let bridge = Listening::spawn(false, &["--to", &format!("grpc://{}", server.addr)], &[]).await;
+    let secret = || json!({"region": "eu-secret"});
+    let refused = |label: &'static str| {
+        let addr = bridge.addr.clone();
+        async move {
+            for (extra, why) in [
+                ("Mcp-Param-Region: us-west\r\n", "a header that differs"),
+                ("", "no header for an argument the body gives"),
+            ] {
+                let (status, answer) = post_regional(&addr, secret(), extra).await;
+                assert!(
+                    status.starts_with("HTTP/1.1 400"),
+                    "{label}, {why}: {status}: {answer}"
+                );
+                assert_eq!(answer["error"]["code"], -32020, "{label}, {why}: {answer}");
+            }
+            for (extra, why) in [
+                (
+                    &[("mcp-param-region", "us-west")][..],
+                    "a header that differs",
+                ),
+                (&[], "no header"),
+            ] {
+                let (status, code) = tunnel_regional(&addr, secret(), extra).await;
+                assert_eq!(status.as_deref(), Some("3"), "{label}, {why}");
+                assert_eq!(code.as_deref(), Some("-32020"), "{label}, {why}");
+            }
+        }
+    };
+    refused("at the start").await;
+    assert_eq!(server.calls(), 0, "the server's tool ran");
+    // The header that matches is served, and the server sees it too.
+    let (status, answer) =
+        post_regional(&bridge.addr, secret(), "Mcp-Param-Region: eu-secret\r\n").await;
+    assert!(status.starts_with("HTTP/1.1 200"), "{status}: {answer}");
+    assert_eq!(answer["result"]["content"][0]["text"], "called", "{answer}");
+    let (status, code) = tunnel_regional(
+        &bridge.addr,
+        secret(),
+        &[("mcp-param-region", "=?base64?ZXUtc2VjcmV0?=")],
+    )
+    .await;
+    assert_eq!((status.as_deref(), code), (Some("0"), None));
+    {
+        let calls = server.calls.lock().unwrap();
+        assert_eq!(calls.len(), 2, "{calls:?}");
+        assert_eq!(calls[0].1.as_deref(), Some("eu-secret"), "{calls:?}");
+    }
+    // The list changes: the bridge reads it again (the server's listen
+    // stream carries the event).
+    assert!(
+        common::eventually_every(Duration::from_millis(20), PATIENCE, || {
+            server.listens.load(Ordering::SeqCst) > 0
+        })
+        .await,
+        "the bridge holds no listen stream"
+    );
+    let change = |annotated: bool| {
+        let lists = server.lists.load(Ordering::SeqCst);
+        server.annotated.store(annotated, Ordering::SeqCst);
+        let _ = server.changed.send(());
+        let server = &server;
+        async move {
+            assert!(
+                common::eventually_every(Duration::from_millis(20), PATIENCE, || {
+                    server.lists.load(Ordering::SeqCst) > lists
+                })
+                .await,
+                "the bridge did not read the changed list"
+            );
+            // The read's answer is learnt as it reaches the bridge.
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    };
+    change(false).await;
+    let (status, answer) =
+        post_regional(&bridge.addr, secret(), "Mcp-Param-Region: us-west\r\n").await;
+    assert!(status.starts_with("HTTP/1.1 200"), "{status}: {answer}");
+    assert_eq!(server.calls(), 3);
+    change(true).await;
+    refused("annotated again").await;
+    assert_eq!(server.calls(), 3, "the server's tool ran");
+    let (status, _, err) = bridge.terminate().await;
+    assert!(status.success(), "{err}");
+}
+
+/// A server whose `tools/list` fails: the bridge knows no schema, so a
+/// call that carries an `Mcp-Param-*` header is refused (-32020: it cannot
+/// be checked) instead of forwarded unchecked, and one without is
+/// forwarded. A stdio host sends no headers: its call is forwarded.
+#[tokio::test]
+async fn a_param_header_the_bridge_cannot_check_is_refused() {
+    let server = Scripted::start(true).await;
+    let to = format!("grpc://{}", server.addr);
+    let bridge = Listening::spawn(false, &["--to", &to], &[]).await;
+    let eu = || json!({"region": "eu"});
+    let (status, answer) = post_regional(&bridge.addr, eu(), "Mcp-Param-Region: eu\r\n").await;
+    assert!(status.starts_with("HTTP/1.1 400"), "{status}: {answer}");
+    assert_eq!(answer["error"]["code"], -32020, "{answer}");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("not known")),
+        "{answer}"
+    );
+    let (status, code) = tunnel_regional(&bridge.addr, eu(), &[("mcp-param-region", "eu")]).await;
+    assert_eq!(
+        (status.as_deref(), code.as_deref()),
+        (Some("3"), Some("-32020"))
+    );
+    assert_eq!(server.calls(), 0, "the server's tool ran");
+    let (status, answer) = post_regional(&bridge.addr, eu(), "").await;
+    assert!(status.starts_with("HTTP/1.1 200"), "{status}: {answer}");
+    assert_eq!(server.calls(), 1);
+    let (status, _, err) = bridge.terminate().await;
+    assert!(status.success(), "{err}");
+    assert!(err.contains("tools/list failed"), "{err}");
+    let mut stdio = Bridge::spawn(&["--to", &to]);
+    stdio.send(tool_call(json!(1), "regional", eu())).await;
+    let answer = stdio.recv().await;
+    assert_eq!(answer["result"]["content"][0]["text"], "called", "{answer}");
+    assert!(stdio.finish().await.success());
+    assert_eq!(server.calls(), 2);
+}
+
+/// A stdio host sends no headers: the bridge's call downstream carries the
+/// `Mcp-Param-Region` of the argument, from the schema its client learnt
+/// when the bridge read the server's list, so a gateway in front of the
+/// server routes on what the tool gets. (Before, a host that had not
+/// listed the tools got its first call sent without the header: a server
+/// that checks refuses it and the client lists and sends it again, but a
+/// gateway that routes on the header saw none.)
+#[tokio::test]
+async fn a_stdio_hosts_call_goes_downstream_with_the_arguments_header() {
+    let server = Scripted::start(false).await;
+    let mut stdio = Bridge::spawn(&["--to", &format!("grpc://{}", server.addr)]);
+    stdio
+        .send(tool_call(
+            json!(1),
+            "regional",
+            json!({"region": "eu-secret"}),
+        ))
+        .await;
+    let answer = stdio.recv().await;
+    assert_eq!(answer["result"]["content"][0]["text"], "called", "{answer}");
+    assert!(stdio.finish().await.success());
+    let calls = server.calls.lock().unwrap().clone();
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    assert_eq!(calls[0].1.as_deref(), Some("eu-secret"), "{calls:?}");
+}
