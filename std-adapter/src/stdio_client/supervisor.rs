@@ -24,7 +24,8 @@ use super::lines::{LineReceiver, LineSender, lines};
 #[cfg(unix)]
 use super::serial;
 use super::{EraInfo, LineServer, StdioChannelConfig, Stopped, error};
-use crate::channel::CallError;
+use crate::channel::{CallError, JsonRpcError};
+use mcpwire_core::mcp::error::UNSUPPORTED_PROTOCOL_VERSION;
 
 /// Calls in flight at a time; more wait their turn.
 const CALLS: usize = 64;
@@ -567,7 +568,18 @@ impl Supervisor {
                         self.core.handshake_error().unwrap_or("unknown")
                     );
                     self.log(&why);
+                    // The start's error carries the server's -32022, so
+                    // that its versions reach whoever started the channel.
+                    let version = self
+                        .version_refusal()
+                        .and_then(|rpc| Some((rpc, self.ready_tx.take()?)));
                     self.give_up(why);
+                    if let Some((rpc, tx)) = version {
+                        let mut e = error(Code::FailedPrecondition, rpc.message.clone());
+                        e.diagnostics.rpc_code = i32::try_from(rpc.code).ok();
+                        e.rpc = Some(Box::new(rpc));
+                        let _ = tx.send(Err(e));
+                    }
                 }
                 StdioEvent::RestartNeeded => {
                     self.log(
@@ -604,6 +616,21 @@ impl Supervisor {
                 StdioEvent::Closed => {}
             }
         }
+    }
+
+    /// The server's -32022 to the probe, when it named versions this
+    /// client speaks in neither era (the handshake failed on it).
+    fn version_refusal(&self) -> Option<JsonRpcError> {
+        let era = self.core.era();
+        if era.probe_error != Some(i64::from(UNSUPPORTED_PROTOCOL_VERSION)) || era.fallback {
+            return None;
+        }
+        let supported: serde_json::Value = serde_json::from_str(era.server_versions()?).ok()?;
+        Some(JsonRpcError {
+            code: i64::from(UNSUPPORTED_PROTOCOL_VERSION),
+            message: "Unsupported protocol version".to_owned(),
+            data: Some(serde_json::json!({"supported": supported, "requested": era.requested})),
+        })
     }
 
     fn send(&mut self, call: CallId, msg: Msg) {
