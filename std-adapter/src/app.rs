@@ -23,6 +23,7 @@ mod forward;
 mod handler;
 mod learnt;
 pub(crate) mod link;
+mod reconnect;
 mod result;
 mod seal;
 #[cfg(feature = "schemars")]
@@ -45,6 +46,7 @@ pub use handler::{CompletionRequest, LogLevel, PromptGet, ResourceRead, ToolCall
 use handler::{RawParams, check_raw};
 pub use learnt::LearntTools;
 use link::Link;
+pub use reconnect::{Reconnect, server_refusal};
 pub use result::{
     Completion, Content, PromptMessage, PromptResult, ResourceContent, Role, ToolError, ToolResult,
 };

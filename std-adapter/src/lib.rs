@@ -39,8 +39,9 @@ mod tls;
 
 pub use app::{
     App, Completion, CompletionRequest, Content, ForwardRequest, ForwardResult, LearntTools,
-    ListenEvent, LogLevel, PromptGet, PromptMessage, PromptResult, RawResult, ResourceContent,
-    ResourceRead, Role, Schema, StateSeal, ToolCall, ToolError, ToolResult,
+    ListenEvent, LogLevel, PromptGet, PromptMessage, PromptResult, RawResult, Reconnect,
+    ResourceContent, ResourceRead, Role, Schema, StateSeal, ToolCall, ToolError, ToolResult,
+    server_refusal,
 };
 #[cfg(feature = "schemars")]
 pub use app::{IntoToolResult, Structured};

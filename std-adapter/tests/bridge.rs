@@ -596,14 +596,21 @@ async fn the_token_goes_downstream_and_nowhere_else() {
 
 #[tokio::test]
 async fn an_unauthorized_bridge_says_so() {
-    // Over HTTP the era probe meets the 401 at startup: the bridge does not start.
+    // Over HTTP the era probe meets the 401 at startup: the bridge stays
+    // up and answers the host's request with the refusal.
     let harness = token_server().await;
-    let bridge =
+    let mut bridge =
         Bridge::spawn_with_token(&["--to", &url(&harness, Transport::Http)], Some("wrong"));
+    bridge
+        .send(request(json!(1), "tools/list", json!({})))
+        .await;
+    let refused = bridge.recv().await;
+    assert_eq!(refused["id"], 1, "{refused}");
+    assert_eq!(refused["error"]["data"]["httpStatus"], 401, "{refused}");
     let (status, out, err) = bridge.finish_with_output().await;
-    assert!(!status.success());
+    assert!(status.success(), "{err}");
     assert!(out.is_empty(), "{out}");
-    assert!(err.contains("cannot reach the server"), "{err}");
+    assert!(err.contains("the server refused the bridge"), "{err}");
     // Over gRPC the first call meets UNAUTHENTICATED: a failed call.
     let mut bridge = Bridge::spawn(&["--to", &url(&harness, Transport::Grpc)]);
     bridge

@@ -25,7 +25,12 @@
 //! child). A call that breaks downstream is a JSON-RPC error to the host
 //! that says so; the server's own errors (version errors among them) go
 //! back as they came. The host's credential stays here: downstream the
-//! bridge sends `MCPWIRE_TOKEN`, if set. A stdio child that crashes fails
+//! bridge sends `MCPWIRE_TOKEN`, if set. A server that refuses the bridge
+//! (401 or 403 to that token, or -32022 naming only versions the bridge
+//! does not speak) does not end it ([`Reconnect`]): each host request is
+//! answered with a JSON-RPC error that names the refusal, and the server
+//! is tried again at the next; a token that expires later is refused per
+//! call, in the same words. A stdio child that crashes fails
 //! its calls in flight and is started again (`--restart-max` times within
 //! `--restart-window-ms`, after `--restart-backoff-ms`); until the new
 //! child is ready the bridge takes
@@ -65,8 +70,8 @@ use mcpwire_core::mcp::server::Failure;
 use mcpwire_tokio::channel::MAX_LIST_PAGES;
 use mcpwire_tokio::{
     App, CallError, Client, ForwardRequest, ForwardResult, HttpChannelConfig, LearntTools,
-    RawMessage, RawResponse, SerialDevice, ServerCommand, StdioChannelConfig, ToolError,
-    grpc_authority, redact_url,
+    RawMessage, RawResponse, Reconnect, SerialDevice, ServerCommand, StdioChannelConfig, ToolError,
+    grpc_authority, redact_url, server_refusal,
 };
 use memchr::memmem;
 use serde_json::{Value, json};
@@ -101,7 +106,9 @@ pub const USAGE: &str = "usage: mcpwire bridge HOST-SIDE [--timeout-ms N] [RESTA
          without either the client's 60 s); listen streams have none but the host's
   each request is forwarded to the server, with a progress token of the bridge's (the host's
   goes back on its progress); the host's token is never sent on
-  (MCPWIRE_TOKEN, if set, is the bearer token sent downstream over HTTP and gRPC)";
+  (MCPWIRE_TOKEN, if set, is the bearer token sent downstream over HTTP and gRPC; a server
+  that refuses it, or speaks none of the bridge's versions, is answered to each request as a
+  JSON-RPC error naming the refusal, and tried again at the next)";
 
 /// The host side's own request timeout: none to speak of (a year).
 const NO_HOST_TIMEOUT: Duration = Duration::from_secs(365 * 24 * 3600);
@@ -114,6 +121,21 @@ enum Downstream {
         pass_env: Vec<String>,
     },
     Serial(SerialDevice),
+}
+
+impl Downstream {
+    /// The server side in words, before it is reached.
+    fn describe(&self) -> String {
+        match self {
+            Self::Address(a) => redact_url(a),
+            Self::Child { command, .. } => {
+                format!("stdio {}", command.first().map_or("", String::as_str))
+            }
+            Self::Serial(device) => {
+                format!("serial {} at {} baud", device.path.display(), device.baud)
+            }
+        }
+    }
 }
 
 /// The host side.
@@ -421,50 +443,140 @@ async fn connect(
     }
 }
 
+/// The server side, as the bridge reaches it: how to connect, and the
+/// learner of its tool schemas, started with the connection.
+struct ServerSide {
+    downstream: Downstream,
+    restart: Restart,
+    keepalive: Option<Duration>,
+    tools: Arc<LearntTools>,
+    learner: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// An attempt was refused: the next one that succeeds says so.
+    refused: std::sync::atomic::AtomicBool,
+}
+
+/// The server side, connected.
+struct Connected {
+    client: Client,
+    /// The answer to `server/discover` of an older-era server.
+    discover: Option<Arc<Value>>,
+    /// The server side in words, for the startup sentence.
+    description: String,
+}
+
+impl ServerSide {
+    /// Connects; an older-era server's discovery is made from what it
+    /// answers, and its tool schemas are read (up to FIRST_LIST_WAIT) and
+    /// then kept in the background.
+    async fn connect(&self) -> Result<Connected, CallError> {
+        let (client, target) = connect(&self.downstream, &self.restart, self.keepalive).await?;
+        let server_side = match client.era() {
+            Some(era) => format!("{} {target} ({era})", client.transport_name()),
+            None => format!(
+                "{} {target} (MCP {PROTOCOL_VERSION}, the binding's one era)",
+                client.transport_name()
+            ),
+        };
+        let older = client
+            .era()
+            .filter(|era| era.era != Era::Modern)
+            .map(|era| format!("{} {}", era.era.describe(), era.version));
+        // Era translation: the host side stays the current era; an older
+        // server's discovery is the bridge's, from what the server answers.
+        let (translation, discover) = match &older {
+            Some(older) => (
+                format!(
+                    "; the server speaks {older}: the host side stays MCP {PROTOCOL_VERSION} and its server/discover is answered from what the server reported"
+                ),
+                Some(Arc::new(legacy_discover(&client).await)),
+            ),
+            None => (String::new(), None),
+        };
+        let learner = {
+            let (tools, client) = (Arc::clone(&self.tools), client.clone());
+            tokio::spawn(async move { tools.follow(&client).await })
+        };
+        if let Ok(mut slot) = self.learner.lock()
+            && let Some(old) = slot.replace(learner)
+        {
+            old.abort();
+        }
+        let _ = tokio::time::timeout(FIRST_LIST_WAIT, self.tools.first_read()).await;
+        let description = format!("{server_side}{translation}");
+        if self.refused.swap(false, Ordering::Relaxed) {
+            eprintln!("mcpwire bridge: the server let the bridge in: server side {description}");
+        }
+        Ok(Connected {
+            client,
+            discover,
+            description,
+        })
+    }
+
+    fn stop_learning(&self) {
+        if let Ok(mut slot) = self.learner.lock()
+            && let Some(learner) = slot.take()
+        {
+            learner.abort();
+        }
+    }
+}
+
 async fn run(args: Args) -> ExitCode {
-    let (client, target) = match connect(&args.downstream, &args.restart, args.keepalive).await {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("mcpwire bridge: cannot reach the server: {e}");
-            return ExitCode::FAILURE;
+    let side = Arc::new(ServerSide {
+        downstream: args.downstream,
+        restart: args.restart,
+        keepalive: args.keepalive,
+        tools: Arc::new(LearntTools::new()),
+        learner: std::sync::Mutex::new(None),
+        refused: std::sync::atomic::AtomicBool::new(false),
+    });
+    let again = {
+        let side = Arc::clone(&side);
+        move || {
+            let side = Arc::clone(&side);
+            async move { side.connect().await }
         }
     };
-    let server_side = match client.era() {
-        Some(era) => format!("{} {target} ({era})", client.transport_name()),
-        None => format!(
-            "{} {target} (MCP {PROTOCOL_VERSION}, the binding's one era)",
-            client.transport_name()
-        ),
+    // A server that refuses the bridge (its credentials, its versions)
+    // does not end it: each request is answered with the refusal, and the
+    // server is tried again at the next (the host shows its user why).
+    // Any other failure to reach it at the start does.
+    let (downstream, server_side) = match side.connect().await {
+        Ok(connected) => {
+            let description = connected.description.clone();
+            let reconnect = Reconnect::connected(connected);
+            (reconnect, description)
+        }
+        Err(e) => match server_refusal(&e) {
+            Some(refusal) => {
+                side.refused.store(true, Ordering::Relaxed);
+                eprintln!(
+                    "mcpwire bridge: the server refused the bridge: {}; each request is answered with this refusal (JSON-RPC {}) and the server is tried again at the next",
+                    refusal.message, refusal.code
+                );
+                let description = format!(
+                    "{} (not connected: it refused the bridge)",
+                    side.downstream.describe()
+                );
+                (Reconnect::new(again), description)
+            }
+            None => {
+                eprintln!("mcpwire bridge: cannot reach the server: {e}");
+                return ExitCode::FAILURE;
+            }
+        },
     };
-    let older = client
-        .era()
-        .filter(|era| era.era != Era::Modern)
-        .map(|era| format!("{} {}", era.era.describe(), era.version));
-    // Era translation: the host side stays the current era; an older
-    // server's discovery is the bridge's, from what the server answers.
-    let (translation, discover) = match &older {
-        Some(older) => (
-            format!(
-                "; the server speaks {older}: the host side stays MCP {PROTOCOL_VERSION} and its server/discover is answered from what the server reported"
-            ),
-            Some(Arc::new(legacy_discover(&client).await)),
-        ),
-        None => (String::new(), None),
-    };
-    // The server's tool schemas, for the mirrored-header check: read before
-    // the host is served (up to FIRST_LIST_WAIT), then kept in the
-    // background.
-    let tools = Arc::new(LearntTools::new());
-    let learner = {
-        let (tools, client) = (Arc::clone(&tools), client.clone());
-        tokio::spawn(async move { tools.follow(&client).await })
-    };
-    let _ = tokio::time::timeout(FIRST_LIST_WAIT, tools.first_read()).await;
-    let app = forwarding_app(client.clone(), args.timeout, discover, tools);
-    match args.host {
+    let downstream = Arc::new(downstream);
+    let app = forwarding_app(
+        Arc::clone(&downstream),
+        args.timeout,
+        Arc::clone(&side.tools),
+    );
+    let exit = match args.host {
         Host::Stdio => {
             eprintln!(
-                "mcpwire bridge {}: host side stdio (MCP {PROTOCOL_VERSION}, JSON-RPC lines on stdin and stdout) -> server side {server_side}{translation}",
+                "mcpwire bridge {}: host side stdio (MCP {PROTOCOL_VERSION}, JSON-RPC lines on stdin and stdout) -> server side {server_side}",
                 env!("CARGO_PKG_VERSION")
             );
             let config = mcpwire_tokio::StdioConfig {
@@ -477,20 +589,19 @@ async fn run(args: Args) -> ExitCode {
                 served = app.serve_stdio_with(config) => served,
                 () = shutdown_signal() => Ok(()),
             };
-            learner.abort();
-            finish(client, served).await
+            finish(&downstream, served).await
         }
         Host::Listen {
             addr,
             opts,
             no_auth,
         } => {
-            let sides = format!("MCP {PROTOCOL_VERSION} -> server side {server_side}{translation}");
-            let exit = listen_host(client, app, &addr, opts, no_auth, &sides).await;
-            learner.abort();
-            exit
+            let sides = format!("MCP {PROTOCOL_VERSION} -> server side {server_side}");
+            listen_host(&downstream, app, &addr, opts, no_auth, &sides).await
         }
-    }
+    };
+    side.stop_learning();
+    exit
 }
 
 /// Completes at SIGTERM or Ctrl-C (never, when neither can be watched).
@@ -516,7 +627,7 @@ async fn shutdown_signal() {
 /// The network host side: one forwarding app on the server of `opts`
 /// (Streamable HTTP, the gRPC tunnel, the typed service), until SIGTERM.
 async fn listen_host(
-    client: Client,
+    downstream: &Reconnect<Connected>,
     app: App,
     addr: &str,
     opts: super::ServeOptions,
@@ -532,7 +643,9 @@ async fn listen_host(
         Ok(s) => s,
         Err(e) => {
             eprintln!("mcpwire bridge: cannot listen on {addr}: {e}");
-            client.close().await;
+            if let Some(c) = downstream.current() {
+                c.client.close().await;
+            }
             return ExitCode::FAILURE;
         }
     };
@@ -552,13 +665,15 @@ async fn listen_host(
         env!("CARGO_PKG_VERSION")
     );
     let served = server.serve_with_shutdown(app, shutdown_signal()).await;
-    finish(client, served).await
+    finish(downstream, served).await
 }
 
 /// The end of either host side: the server side closed (a child stopped,
 /// a session deleted), then the exit status of how the host side ended.
-async fn finish(client: Client, served: std::io::Result<()>) -> ExitCode {
-    client.close().await;
+async fn finish(downstream: &Reconnect<Connected>, served: std::io::Result<()>) -> ExitCode {
+    if let Some(c) = downstream.current() {
+        c.client.close().await;
+    }
     match served {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -569,39 +684,40 @@ async fn finish(client: Client, served: std::io::Result<()>) -> ExitCode {
 }
 
 /// The one forwarding path of both host sides: every request the engine
-/// admits goes to the server through `client`; `discover`, when given, is
-/// the answer to `server/discover` (an older-era server has none).
+/// admits goes to the server `downstream` reaches (connected at the first
+/// request, when the server refused the bridge at the start: until it lets
+/// the bridge in, each request is answered with the refusal); an
+/// older-era server's `server/discover` is the bridge's. The tool lists
+/// hosts read teach `tools` too.
 fn forwarding_app(
-    client: Client,
+    downstream: Arc<Reconnect<Connected>>,
     timeout: Option<Duration>,
-    discover: Option<Arc<Value>>,
     tools: Arc<LearntTools>,
 ) -> App {
-    // One client for every call: a clone of `Client` copies its era's
-    // strings.
-    let client = Arc::new(client);
     let learnt = Arc::clone(&tools);
     App::new("mcpwire-bridge", env!("CARGO_PKG_VERSION"))
         .forward(move |request| {
-            let client = Arc::clone(&client);
-            let discover = discover.clone();
+            let downstream = Arc::clone(&downstream);
             let tools = Arc::clone(&learnt);
             async move {
+                let connected = downstream.get().await?;
+                let client = &connected.client;
+                let discover = connected.discover.as_deref();
                 let method = request.method().to_owned();
                 // A tools/list answered to a host teaches the schemas too.
                 let learn = method == "tools/list";
                 if discover.is_none() && !learn {
-                    return forward_request(&client, request, timeout).await;
+                    return forward_request(client, request, timeout).await;
                 }
                 // An older-era server: its discovery is the bridge's, and
                 // its results get the fields the current era requires.
-                if let Some(discover) = &discover
+                if let Some(discover) = discover
                     && method == "server/discover"
                 {
-                    return Ok(ForwardResult::Value(Value::clone(discover)));
+                    return Ok(ForwardResult::Value(discover.clone()));
                 }
                 let params = learn.then(|| request.params().clone());
-                let mut result = into_value(forward_request(&client, request, timeout).await?)?;
+                let mut result = into_value(forward_request(client, request, timeout).await?)?;
                 if discover.is_some() {
                     current_era_result(&method, &mut result);
                 }
@@ -1050,12 +1166,14 @@ fn downstream_tool_error(transport: &str, e: &CallError) -> ToolError {
     if let Some(status) = e.diagnostics.http_status {
         data["httpStatus"] = json!(status);
     }
+    // A refusal of the bridge's credentials (a token that expired) says
+    // so, as the refusal at the start does.
+    let why = server_refusal(e)
+        .filter(|r| r.code == INTERNAL_ERROR)
+        .map_or_else(|| e.message.clone(), |r| r.message);
     let mut out = ToolError::new(
         code,
-        format!(
-            "the bridge's call to the server ({transport}) failed: {}",
-            e.message
-        ),
+        format!("the bridge's call to the server ({transport}) failed: {why}"),
     );
     out.data = Some(data);
     out
