@@ -626,6 +626,183 @@ async fn an_unauthorized_bridge_says_so() {
     harness.stop().await;
 }
 
+/// A server that refuses the bridge's token (401), then lets it in, then
+/// refuses it again (the token expired): the bridge stays up throughout.
+/// Each request it cannot forward is answered with a JSON-RPC error that
+/// names the 401 (`data.httpStatus`), and the server is tried again at the
+/// next request, so a request after the server lets the bridge in is
+/// served. Over Streamable HTTP the first refusal is the era probe's at
+/// startup (before, `mcpwire bridge --stdio-host` exited there, before the
+/// host's first request was answered); over the gRPC tunnel, every call's.
+#[tokio::test]
+async fn a_refused_bridge_stays_up_says_why_and_serves_once_let_in() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicUsize};
+    for transport in BOTH {
+        let open = Arc::new(AtomicBool::new(false));
+        let refusals = Arc::new(AtomicUsize::new(0));
+        let (gate, refused) = (Arc::clone(&open), Arc::clone(&refusals));
+        let server = mcpwire_tokio::Server::bind("127.0.0.1:0")
+            .await
+            .unwrap()
+            .with_auth(move |token: Option<&str>| {
+                if gate.load(Ordering::SeqCst) && token == Some(SECRET) {
+                    mcpwire_tokio::AuthDecision::Allow {
+                        principal: "bridge".into(),
+                    }
+                } else {
+                    refused.fetch_add(1, Ordering::SeqCst);
+                    mcpwire_tokio::AuthDecision::Unauthenticated
+                }
+            });
+        let counters = Arc::new(common::Counters::default());
+        let app = common::app(&counters, Duration::from_secs(3600));
+        let harness = common::serve(server, app, counters);
+        let mut bridge =
+            Bridge::spawn_with_token(&["--to", &url(&harness, transport)], Some(SECRET));
+        let startup = bridge.startup_line().await;
+        let refusal = |answer: &Value, id: &str| {
+            assert_eq!(answer["id"], id, "{transport:?}: {answer}");
+            assert_eq!(answer["error"]["code"], -32603, "{transport:?}: {answer}");
+            assert_eq!(
+                answer["error"]["data"]["httpStatus"], 401,
+                "{transport:?}: {answer}"
+            );
+            assert!(
+                answer["error"]["message"].as_str().is_some_and(
+                    |m| m.contains("refused the bridge's credentials (401 Unauthorized)")
+                ),
+                "{transport:?}: {answer}"
+            );
+        };
+        for (id, method) in [("r1", "server/discover"), ("r2", "tools/list")] {
+            bridge.send(request(json!(id), method, json!({}))).await;
+            refusal(&bridge.recv().await, id);
+        }
+        // Tried again at each request.
+        assert!(
+            refusals.load(Ordering::SeqCst) >= 2,
+            "{transport:?}: {startup}"
+        );
+        open.store(true, Ordering::SeqCst);
+        bridge
+            .send(tool_call(json!("ok1"), "echo", json!({"text": "in"})))
+            .await;
+        let served = bridge.recv().await;
+        assert_eq!(
+            served["result"]["content"][0]["text"], "in",
+            "{transport:?}: {served}"
+        );
+        // The token expires: refused again, and served once it is back.
+        open.store(false, Ordering::SeqCst);
+        bridge
+            .send(tool_call(json!("r3"), "echo", json!({"text": "out"})))
+            .await;
+        refusal(&bridge.recv().await, "r3");
+        open.store(true, Ordering::SeqCst);
+        bridge
+            .send(tool_call(json!("ok2"), "echo", json!({"text": "back"})))
+            .await;
+        let served = bridge.recv().await;
+        assert_eq!(
+            served["result"]["content"][0]["text"], "back",
+            "{transport:?}: {served}"
+        );
+        let (status, _, err) = bridge.finish_with_output().await;
+        assert!(status.success(), "{transport:?}: {err}");
+        if let Transport::Http = transport {
+            assert!(
+                startup.contains("the server refused the bridge") && startup.contains("401"),
+                "{startup}"
+            );
+            assert!(err.contains("the server let the bridge in"), "{err}");
+        }
+        harness.stop().await;
+    }
+}
+
+/// A modern server of another version only answers -32022 with the
+/// versions it speaks: the host sees that error, `data.supported` and
+/// all, for each request, and the bridge stays up. Over Streamable HTTP
+/// and from a stdio child. (Before, the probe fell back to `initialize`,
+/// which the server refused too, and the bridge exited with "the server
+/// refused initialize".)
+#[tokio::test]
+async fn a_servers_version_error_reaches_the_host() {
+    use tokio::io::AsyncReadExt;
+    // Every POST is answered 400 with -32022 and the request's id.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                loop {
+                    let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+                        match socket.read(&mut chunk).await {
+                            Ok(n) if n > 0 => buf.extend_from_slice(&chunk[..n]),
+                            _ => return,
+                        }
+                        continue;
+                    };
+                    let head = String::from_utf8_lossy(&buf[..end]).to_lowercase();
+                    let len: usize = head
+                        .lines()
+                        .find_map(|l| l.strip_prefix("content-length:"))
+                        .map_or(0, |v| v.trim().parse().unwrap());
+                    while buf.len() < end + 4 + len {
+                        match socket.read(&mut chunk).await {
+                            Ok(n) if n > 0 => buf.extend_from_slice(&chunk[..n]),
+                            _ => return,
+                        }
+                    }
+                    let body: Value =
+                        serde_json::from_slice(&buf[end + 4..end + 4 + len]).unwrap_or_default();
+                    buf.drain(..end + 4 + len);
+                    let answer = json!({"jsonrpc": "2.0", "id": body["id"], "error": {
+                        "code": -32022, "message": "Unsupported protocol version",
+                        "data": {"supported": ["2027-01-01"], "requested": VERSION}}})
+                    .to_string();
+                    let response = format!(
+                        "HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{answer}",
+                        answer.len()
+                    );
+                    if socket.write_all(response.as_bytes()).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    let http = vec!["--to".to_owned(), format!("http://{addr}/mcp")];
+    let child = python_child(
+        &["--pass-env", "VERSIONS"],
+        "tests/stdio/misbehaving_server.py",
+        &[],
+    );
+    for (label, args) in [("http", http), ("stdio child", child)] {
+        let mut bridge = Bridge::spawn_with_env(&refs(&args), None, &[("VERSIONS", "2027-01-01")]);
+        for (id, method) in [("v1", "server/discover"), ("v2", "tools/list")] {
+            bridge.send(request(json!(id), method, json!({}))).await;
+            let answer = bridge.recv().await;
+            assert_eq!(answer["id"], id, "{label}: {answer}");
+            assert_eq!(answer["error"]["code"], -32022, "{label}: {answer}");
+            assert_eq!(
+                answer["error"]["data"]["supported"],
+                json!(["2027-01-01"]),
+                "{label}: {answer}"
+            );
+        }
+        let (status, _, err) = bridge.finish_with_output().await;
+        assert!(status.success(), "{label}: {err}");
+        assert!(
+            err.contains("the server refused the bridge"),
+            "{label}: {err}"
+        );
+    }
+}
+
 /// The Python interpreter itself (the child gets an empty environment):
 /// `MCPWIRE_TEST_PYTHON`, else what `python3` says it is.
 fn python() -> PathBuf {
