@@ -63,7 +63,7 @@ use std::time::Duration;
 
 use mcpwire_core::grpc::Code;
 use mcpwire_core::mcp::client::stdio::{Era, EraChoice};
-use mcpwire_core::mcp::error::INTERNAL_ERROR;
+use mcpwire_core::mcp::error::{INTERNAL_ERROR, UNSUPPORTED_PROTOCOL_VERSION};
 use mcpwire_core::mcp::json;
 use mcpwire_core::mcp::meta::{KEY_SUBSCRIPTION_ID, PROTOCOL_VERSION};
 use mcpwire_core::mcp::server::Failure;
@@ -542,24 +542,30 @@ async fn run(args: Args) -> ExitCode {
     // does not end it: each request is answered with the refusal, and the
     // server is tried again at the next (the host shows its user why).
     // Any other failure to reach it at the start does.
-    let (downstream, server_side) = match side.connect().await {
+    let (downstream, server_side, refused) = match side.connect().await {
         Ok(connected) => {
             let description = connected.description.clone();
-            let reconnect = Reconnect::connected(connected);
-            (reconnect, description)
+            (Reconnect::connected(connected), description, None)
         }
         Err(e) => match server_refusal(&e) {
             Some(refusal) => {
                 side.refused.store(true, Ordering::Relaxed);
-                eprintln!(
-                    "mcpwire bridge: the server refused the bridge: {}; each request is answered with this refusal (JSON-RPC {}) and the server is tried again at the next",
-                    refusal.message, refusal.code
+                let why = match refusal.data.as_ref().and_then(|d| d.get("supported")) {
+                    Some(versions) if refusal.code == UNSUPPORTED_PROTOCOL_VERSION => format!(
+                        "the server refused the bridge's protocol version {PROTOCOL_VERSION} ({}): it speaks {versions}",
+                        refusal.message
+                    ),
+                    _ => refusal.message.clone(),
+                };
+                let note = format!(
+                    "mcpwire bridge: {why}; each request is answered with this refusal (JSON-RPC {}) and the server is tried again at the next",
+                    refusal.code
                 );
                 let description = format!(
                     "{} (not connected: it refused the bridge)",
                     side.downstream.describe()
                 );
-                (Reconnect::new(again), description)
+                (Reconnect::new(again), description, Some(note))
             }
             None => {
                 eprintln!("mcpwire bridge: cannot reach the server: {e}");
@@ -579,6 +585,9 @@ async fn run(args: Args) -> ExitCode {
                 "mcpwire bridge {}: host side stdio (MCP {PROTOCOL_VERSION}, JSON-RPC lines on stdin and stdout) -> server side {server_side}",
                 env!("CARGO_PKG_VERSION")
             );
+            if let Some(note) = &refused {
+                eprintln!("{note}");
+            }
             let config = mcpwire_tokio::StdioConfig {
                 // The downstream call has its own timeout (--timeout-ms,
                 // or the client's); the host side adds none.
@@ -597,7 +606,13 @@ async fn run(args: Args) -> ExitCode {
             no_auth,
         } => {
             let sides = format!("MCP {PROTOCOL_VERSION} -> server side {server_side}");
-            listen_host(&downstream, app, &addr, opts, no_auth, &sides).await
+            let listen = Listen {
+                addr: &addr,
+                no_auth,
+                sides: &sides,
+                note: refused.as_deref(),
+            };
+            listen_host(&downstream, app, opts, listen).await
         }
     };
     side.stop_learning();
@@ -626,14 +641,28 @@ async fn shutdown_signal() {
 
 /// The network host side: one forwarding app on the server of `opts`
 /// (Streamable HTTP, the gRPC tunnel, the typed service), until SIGTERM.
+/// What the network host side says of itself: its address, whether
+/// anyone may call, the sides in words, and a note after its startup
+/// sentence (a server that refused the bridge).
+struct Listen<'a> {
+    addr: &'a str,
+    no_auth: bool,
+    sides: &'a str,
+    note: Option<&'a str>,
+}
+
 async fn listen_host(
     downstream: &Reconnect<Connected>,
     app: App,
-    addr: &str,
     opts: super::ServeOptions,
-    no_auth: bool,
-    sides: &str,
+    listen: Listen<'_>,
 ) -> ExitCode {
+    let Listen {
+        addr,
+        no_auth,
+        sides,
+        note,
+    } = listen;
     let mut opts = opts;
     // The downstream call has its own timeout (--timeout-ms, or the
     // client's): its -32001 says which side gave up. The host side adds
@@ -664,6 +693,9 @@ async fn listen_host(
         "mcpwire bridge {}: host side {sentence}, {sides}",
         env!("CARGO_PKG_VERSION")
     );
+    if let Some(note) = note {
+        eprintln!("{note}");
+    }
     let served = server.serve_with_shutdown(app, shutdown_signal()).await;
     finish(downstream, served).await
 }
