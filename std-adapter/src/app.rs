@@ -46,7 +46,7 @@ pub use handler::{CompletionRequest, LogLevel, PromptGet, ResourceRead, ToolCall
 use handler::{RawParams, check_raw};
 pub use learnt::LearntTools;
 use link::Link;
-pub use reconnect::{Reconnect, server_refusal};
+pub use reconnect::{Reconnect, refused_discover, server_refusal};
 pub use result::{
     Completion, Content, PromptMessage, PromptResult, ResourceContent, Role, ToolError, ToolResult,
 };

@@ -41,7 +41,7 @@ pub use app::{
     App, Completion, CompletionRequest, Content, ForwardRequest, ForwardResult, LearntTools,
     ListenEvent, LogLevel, PromptGet, PromptMessage, PromptResult, RawResult, Reconnect,
     ResourceContent, ResourceRead, Role, Schema, StateSeal, ToolCall, ToolError, ToolResult,
-    server_refusal,
+    refused_discover, server_refusal,
 };
 #[cfg(feature = "schemars")]
 pub use app::{IntoToolResult, Structured};

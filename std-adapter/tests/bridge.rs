@@ -629,9 +629,10 @@ async fn an_unauthorized_bridge_says_so() {
 /// A server that refuses the bridge's token (401), then lets it in, then
 /// refuses it again (the token expired): the bridge stays up throughout.
 /// Each request it cannot forward is answered with a JSON-RPC error that
-/// names the 401 (`data.httpStatus`), and the server is tried again at the
-/// next request, so a request after the server lets the bridge in is
-/// served. Over Streamable HTTP the first refusal is the era probe's at
+/// names the 401 (`data.httpStatus`), but for `server/discover`, answered
+/// by the bridge with the refusal in its `instructions`; the server is
+/// tried again at the next request, so a request after the server lets
+/// the bridge in is served. Over Streamable HTTP the first refusal is the era probe's at
 /// startup (before, `mcpwire bridge --stdio-host` exited there, before the
 /// host's first request was answered); over the gRPC tunnel, every call's.
 #[tokio::test]
@@ -675,10 +676,28 @@ async fn a_refused_bridge_stays_up_says_why_and_serves_once_let_in() {
                 "{transport:?}: {answer}"
             );
         };
-        for (id, method) in [("r1", "server/discover"), ("r2", "tools/list")] {
-            bridge.send(request(json!(id), method, json!({}))).await;
-            refusal(&bridge.recv().await, id);
-        }
+        // The host's discovery is the bridge's, naming the refusal (an
+        // error there would send an SDK host to a legacy initialize that
+        // hides it); its next request gets the refusal.
+        bridge
+            .send(request(json!("d1"), "server/discover", json!({})))
+            .await;
+        let discovered = bridge.recv().await;
+        assert_eq!(
+            discovered["result"]["capabilities"],
+            json!({"tools": {}}),
+            "{transport:?}: {discovered}"
+        );
+        assert!(
+            discovered["result"]["instructions"]
+                .as_str()
+                .is_some_and(|i| i.contains("(401 Unauthorized)")),
+            "{transport:?}: {discovered}"
+        );
+        bridge
+            .send(request(json!("r2"), "tools/list", json!({})))
+            .await;
+        refusal(&bridge.recv().await, "r2");
         // Tried again at each request.
         assert!(
             refusals.load(Ordering::SeqCst) >= 2,

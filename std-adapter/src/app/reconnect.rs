@@ -151,6 +151,44 @@ pub fn server_refusal(e: &CallError) -> Option<ToolError> {
     Some(out)
 }
 
+/// The answer to a host's `server/discover` while the server refuses the
+/// bridge's credentials (`refusal`, from [`server_refusal`]): a
+/// `DiscoverResult` of the bridge itself (its host side speaks the
+/// current era whatever the server), with the `tools` capability alone,
+/// the refusal as its `instructions`, and cached by nobody. An error here
+/// would send an SDK host that probes (the Python SDK) to the legacy
+/// `initialize`, which a modern host side refuses for its missing `_meta`:
+/// the host would show that, not the refusal. Told that the server is
+/// modern and has tools, a host lists them (the TypeScript SDK asks only
+/// for what the capabilities name), and that request gets the refusal as
+/// its error. A refusal of the versions (-32022) is no such case: the
+/// SDKs report a -32022 to `server/discover` as it is.
+/// `None` when `refusal` is not a refusal of the credentials (its
+/// `data.grpcStatus` UNAUTHENTICATED or PERMISSION_DENIED, as
+/// [`server_refusal`] and a refused call say it).
+pub fn refused_discover(
+    refusal: &ToolError,
+    name: &str,
+    version: &str,
+) -> Option<serde_json::Value> {
+    let status = refusal.data.as_ref()?.get("grpcStatus")?.as_str()?;
+    if !matches!(status, "Unauthenticated" | "PermissionDenied") {
+        return None;
+    }
+    Some(json!({
+        "resultType": "complete",
+        "supportedVersions": [mcpwire_core::mcp::meta::PROTOCOL_VERSION],
+        "capabilities": {"tools": {}},
+        "instructions": format!(
+            "{}. Every request is refused until the server accepts the bridge.",
+            refusal.message
+        ),
+        "ttlMs": 0,
+        "cacheScope": "private",
+        "_meta": {"io.modelcontextprotocol/serverInfo": {"name": name, "version": version}},
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::atomic::AtomicUsize;
@@ -183,6 +221,23 @@ mod tests {
         assert_eq!(e.code, -32022);
         assert_eq!(e.data.unwrap()["supported"], json!(["2027-01-01"]));
         assert!(server_refusal(&CallError::new(Code::Unavailable, "connection refused")).is_none());
+    }
+
+    #[test]
+    fn only_refused_credentials_get_the_bridges_discovery() {
+        let refusal = server_refusal(&unauthorized()).unwrap();
+        let discover = refused_discover(&refusal, "b", "1").unwrap();
+        assert_eq!(discover["capabilities"], json!({"tools": {}}));
+        assert!(
+            discover["instructions"]
+                .as_str()
+                .is_some_and(|i| i.contains("(401 Unauthorized)")),
+            "{discover}"
+        );
+        let mut other = ToolError::internal("the server's stdout closed");
+        assert_eq!(refused_discover(&other, "b", "1"), None);
+        other.data = Some(json!({"grpcStatus": "Unavailable"}));
+        assert_eq!(refused_discover(&other, "b", "1"), None);
     }
 
     #[tokio::test]

@@ -71,7 +71,7 @@ use mcpwire_tokio::channel::MAX_LIST_PAGES;
 use mcpwire_tokio::{
     App, CallError, Client, ForwardRequest, ForwardResult, HttpChannelConfig, LearntTools,
     RawMessage, RawResponse, Reconnect, SerialDevice, ServerCommand, StdioChannelConfig, ToolError,
-    grpc_authority, redact_url, server_refusal,
+    grpc_authority, redact_url, refused_discover, server_refusal,
 };
 use memchr::memmem;
 use serde_json::{Value, json};
@@ -732,10 +732,29 @@ fn forwarding_app(
             let downstream = Arc::clone(&downstream);
             let tools = Arc::clone(&learnt);
             async move {
-                let connected = downstream.get().await?;
+                let method = request.method().to_owned();
+                // Refused credentials: a host's discovery is the bridge's,
+                // and the host learns of the refusal at its next request,
+                // not from a legacy fallback that hides it.
+                let refused = |e: ToolError| match method.as_str() {
+                    "server/discover" => {
+                        refused_discover(&e, "mcpwire-bridge", env!("CARGO_PKG_VERSION"))
+                            .map(ForwardResult::Value)
+                            .ok_or(e)
+                    }
+                    _ => Err(e),
+                };
+                let connected = match downstream.get().await {
+                    Ok(c) => c,
+                    Err(e) => return refused(e),
+                };
                 let client = &connected.client;
                 let discover = connected.discover.as_deref();
-                let method = request.method().to_owned();
+                if discover.is_none() && method == "server/discover" {
+                    return forward_request(client, request, timeout)
+                        .await
+                        .or_else(refused);
+                }
                 // A tools/list answered to a host teaches the schemas too.
                 let learn = method == "tools/list";
                 if discover.is_none() && !learn {
