@@ -260,6 +260,31 @@ fn a_modern_version_error_picks_another_version_not_a_fallback() {
     assert!(written(&mut c)[0].contains("\"initialize\""));
 }
 
+/// A -32022 naming only versions this client speaks in neither era: the
+/// server is modern and cannot be spoken to; `initialize` would be
+/// refused too, so the handshake fails with the server's versions noted.
+#[test]
+fn a_version_error_naming_only_foreign_versions_fails_the_handshake() {
+    let mut c = client(StdioClientConfig::default(), 4096);
+    c.begin(Instant::ZERO);
+    written(&mut c);
+    feed(
+        &mut c,
+        "{\"jsonrpc\":\"2.0\",\"id\":\"mcpwire-probe\",\"error\":{\"code\":-32022,\"message\":\"Unsupported protocol version\",\"data\":{\"supported\":[\"2027-01-01\"],\"requested\":\"2026-07-28\"}}}\n",
+        Instant::ZERO,
+    );
+    assert!(!c.era().fallback);
+    assert_eq!(c.era().probe_error, Some(-32022));
+    assert_eq!(c.era().server_versions(), Some("[\"2027-01-01\"]"));
+    assert!(
+        c.handshake_error()
+            .is_some_and(|why| why.contains("-32022")),
+        "{:?}",
+        c.handshake_error()
+    );
+    assert!(written(&mut c).is_empty());
+}
+
 #[test]
 fn a_silent_probe_restarts_the_child_then_initializes() {
     let config = StdioClientConfig {

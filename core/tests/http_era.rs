@@ -166,6 +166,26 @@ fn modern_errors_in_a_400_are_read_before_any_fallback() {
         probe_of(&error(-32022, r#","data":{"supported":["2025-11-25"]}"#)),
         ProbeVerdict::Legacy(_)
     ));
+    // Only versions it speaks in neither era: the server is modern and
+    // its error is the answer (an `initialize` would be refused as well);
+    // no usable list leaves the fallback open.
+    assert_eq!(
+        probe_of(&error(
+            -32022,
+            r#","data":{"supported":["2027-01-01"],"requested":"2026-07-28"}"#
+        )),
+        ProbeVerdict::Refused { code: -32022 }
+    );
+    for data in [
+        "",
+        r#","data":{"supported":[]}"#,
+        r#","data":{"supported":[7]}"#,
+    ] {
+        assert!(
+            matches!(probe_of(&error(-32022, data)), ProbeVerdict::Legacy(_)),
+            "{data}"
+        );
+    }
     // A capability or a header: the server is modern; reported.
     assert_eq!(
         probe_of(&error(-32021, "")),

@@ -21,7 +21,9 @@
 
 mod forward;
 mod handler;
+mod learnt;
 pub(crate) mod link;
+mod reconnect;
 mod result;
 mod seal;
 #[cfg(feature = "schemars")]
@@ -42,7 +44,9 @@ use tokio::sync::broadcast;
 pub use forward::{ForwardRequest, ForwardResult, RawResult};
 use handler::RawParams;
 pub use handler::{CompletionRequest, LogLevel, PromptGet, ResourceRead, ToolCall};
+pub use learnt::LearntTools;
 use link::Link;
+pub use reconnect::{Reconnect, refused_discover, server_refusal};
 pub use result::{
     Completion, Content, PromptMessage, PromptResult, ResourceContent, Role, ToolError, ToolResult,
 };
@@ -157,6 +161,8 @@ pub struct App {
     completion: Option<Arc<CompleteFn>>,
     listen: Option<broadcast::Sender<ListenEvent>>,
     forward: Option<Arc<ForwardFn>>,
+    /// The forwarded server's tool schemas, for the mirrored-header check.
+    forward_tools: Option<Arc<LearntTools>>,
     /// `,"_meta":{serverInfo}}`: what ends every handler's result.
     result_meta: Arc<[u8]>,
 }
@@ -188,6 +194,7 @@ impl std::fmt::Debug for App {
             .field("completion", &self.completion.is_some())
             .field("listen", &self.listen.is_some())
             .field("forward", &self.forward.is_some())
+            .field("forward_tools", &self.forward_tools.is_some())
             .finish()
     }
 }
@@ -212,6 +219,7 @@ impl App {
             completion: None,
             listen: None,
             forward: None,
+            forward_tools: None,
             result_meta: result_meta.into(),
         }
     }
@@ -479,6 +487,20 @@ impl App {
         self
     }
 
+    /// The tool schemas of the server [`forward`](Self::forward) reaches,
+    /// as `tools` learns them: the engine holds each forwarded
+    /// `tools/call`'s `Mcp-Param-*` headers to its tool's schema as it
+    /// holds a call to this app's own tools (-32020 for a header that
+    /// differs from the argument, or that is missing for an argument the
+    /// body gives), and refuses an `Mcp-Param-*` header for a tool whose
+    /// schema is not known (-32020: it cannot be checked, and a gateway in
+    /// front may route or authorize on it). Without it a forwarded call's
+    /// `Mcp-Param-*` headers are not checked.
+    pub fn forward_tools(mut self, tools: Arc<LearntTools>) -> Self {
+        self.forward_tools = Some(tools);
+        self
+    }
+
     /// The engine's registry, built once per server.
     ///
     /// The engine borrows its descriptions for `'static` (a firmware keeps
@@ -550,6 +572,11 @@ impl App {
             listen: self.listen.is_some(),
             completions: self.completion.is_some(),
             forward: self.forward.is_some(),
+            // Leaked as the descriptions are: one handle per server.
+            forwarded_tools: self.forward_tools.as_ref().map(|t| {
+                let tools: &'static Arc<LearntTools> = Box::leak(Box::new(Arc::clone(t)));
+                &**tools as &'static dyn mcpwire_core::mcp::registry::ForwardedTools
+            }),
             plain_schemas: Default::default(),
         };
         registry.check()?;

@@ -37,9 +37,10 @@ mod store;
 mod tls;
 
 pub use app::{
-    App, Completion, CompletionRequest, Content, ForwardRequest, ForwardResult, ListenEvent,
-    LogLevel, PromptGet, PromptMessage, PromptResult, RawResult, ResourceContent, ResourceRead,
-    Role, Schema, StateSeal, ToolCall, ToolError, ToolResult,
+    App, Completion, CompletionRequest, Content, ForwardRequest, ForwardResult, LearntTools,
+    ListenEvent, LogLevel, PromptGet, PromptMessage, PromptResult, RawResult, Reconnect,
+    ResourceContent, ResourceRead, Role, Schema, StateSeal, ToolCall, ToolError, ToolResult,
+    refused_discover, server_refusal,
 };
 #[cfg(feature = "schemars")]
 pub use app::{IntoToolResult, Structured};

@@ -27,9 +27,14 @@
 //!   UNAVAILABLE and a message that says so (never an invented result);
 //!   the child is started again after a backoff (doubling from
 //!   [`StdioChannelConfig::restart_backoff`] up to
-//!   [`StdioChannelConfig::max_backoff`]; after
-//!   [`StdioChannelConfig::max_restarts`] failed starts in a row the
-//!   channel gives up and every call fails at once with the reason).
+//!   [`StdioChannelConfig::max_backoff`]), at most
+//!   [`StdioChannelConfig::max_restarts`] times within
+//!   [`StdioChannelConfig::restart_window`] (5 per 30 s): a crash past that
+//!   budget pauses the restarts until it refills, every call failing at
+//!   once meanwhile with the reason and the time left, so one caller that
+//!   crashes the child again and again locks the others out for a window,
+//!   not for good; a child that stays up 10 s makes the budget whole. A
+//!   child that never gets ready makes the channel give up instead.
 //!   While it restarts (from the crash until the new child is ready), new
 //!   calls wait (bounded by their own timeout) and start once the new
 //!   child is ready, or, with
@@ -186,9 +191,16 @@ pub struct StdioChannelConfig {
     pub restart_backoff: Duration,
     /// The longest wait before a restart. Default 5 s.
     pub max_backoff: Duration,
-    /// Starts in a row that may fail (the child exits before it is
-    /// ready, or cannot be spawned) before the channel gives up. Default 5.
+    /// Restarts within [`restart_window`](Self::restart_window): the
+    /// budget. A crash past it pauses the restarts until the oldest of
+    /// them leaves the window (calls are refused meanwhile, each saying
+    /// so), then the child is started again; a child that stays up 10 s
+    /// makes the budget whole again. Before the first child is ready a
+    /// budget spent is a start that failed: the channel gives up. 0 turns
+    /// restarts off (the first crash ends the channel). Default 5.
     pub max_restarts: u32,
+    /// The window of the restart budget. Default 30 s.
+    pub restart_window: Duration,
     /// While the server restarts (from its crash until the new child is
     /// ready), a new call fails at once with UNAVAILABLE and "the server
     /// is restarting (attempt N of M)", and so do calls that waited for a
@@ -242,6 +254,7 @@ impl StdioChannelConfig {
             restart_backoff: Duration::from_millis(100),
             max_backoff: Duration::from_secs(5),
             max_restarts: 5,
+            restart_window: Duration::from_secs(30),
             refuse_while_restarting: false,
             close_wait: Duration::from_secs(2),
             term_wait: Duration::from_secs(2),

@@ -598,14 +598,21 @@ async fn the_token_goes_downstream_and_nowhere_else() {
 
 #[tokio::test]
 async fn an_unauthorized_bridge_says_so() {
-    // Over HTTP the era probe meets the 401 at startup: the bridge does not start.
+    // Over HTTP the era probe meets the 401 at startup: the bridge stays
+    // up and answers the host's request with the refusal.
     let harness = token_server().await;
-    let bridge =
+    let mut bridge =
         Bridge::spawn_with_token(&["--to", &url(&harness, Transport::Http)], Some("wrong"));
+    bridge
+        .send(request(json!(1), "tools/list", json!({})))
+        .await;
+    let refused = bridge.recv().await;
+    assert_eq!(refused["id"], 1, "{refused}");
+    assert_eq!(refused["error"]["data"]["httpStatus"], 401, "{refused}");
     let (status, out, err) = bridge.finish_with_output().await;
-    assert!(!status.success());
+    assert!(status.success(), "{err}");
     assert!(out.is_empty(), "{out}");
-    assert!(err.contains("cannot reach the server"), "{err}");
+    assert!(err.contains("the server refused the bridge"), "{err}");
     // Over gRPC the first call meets UNAUTHENTICATED: a failed call.
     let mut bridge = Bridge::spawn(&["--to", &url(&harness, Transport::Grpc)]);
     bridge
@@ -619,6 +626,203 @@ async fn an_unauthorized_bridge_says_so() {
     );
     assert!(bridge.finish().await.success());
     harness.stop().await;
+}
+
+/// A server that refuses the bridge's token (401), then lets it in, then
+/// refuses it again (the token expired): the bridge stays up throughout.
+/// Each request it cannot forward is answered with a JSON-RPC error that
+/// names the 401 (`data.httpStatus`), but for `server/discover`, answered
+/// by the bridge with the refusal in its `instructions`; the server is
+/// tried again at the next request, so a request after the server lets
+/// the bridge in is served. Over Streamable HTTP the first refusal is the era probe's at
+/// startup (before, `mcpwire bridge --stdio-host` exited there, before the
+/// host's first request was answered); over the gRPC tunnel, every call's.
+#[tokio::test]
+async fn a_refused_bridge_stays_up_says_why_and_serves_once_let_in() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicUsize};
+    for transport in BOTH {
+        let open = Arc::new(AtomicBool::new(false));
+        let refusals = Arc::new(AtomicUsize::new(0));
+        let (gate, refused) = (Arc::clone(&open), Arc::clone(&refusals));
+        let server = mcpwire_tokio::Server::bind("127.0.0.1:0")
+            .await
+            .unwrap()
+            .with_auth(move |token: Option<&str>| {
+                if gate.load(Ordering::SeqCst) && token == Some(SECRET) {
+                    mcpwire_tokio::AuthDecision::Allow {
+                        principal: "bridge".into(),
+                    }
+                } else {
+                    refused.fetch_add(1, Ordering::SeqCst);
+                    mcpwire_tokio::AuthDecision::Unauthenticated
+                }
+            });
+        let counters = Arc::new(common::Counters::default());
+        let app = common::app(&counters, Duration::from_secs(3600));
+        let harness = common::serve(server, app, counters);
+        let mut bridge =
+            Bridge::spawn_with_token(&["--to", &url(&harness, transport)], Some(SECRET));
+        let startup = bridge.startup_line().await;
+        let refusal = |answer: &Value, id: &str| {
+            assert_eq!(answer["id"], id, "{transport:?}: {answer}");
+            assert_eq!(answer["error"]["code"], -32603, "{transport:?}: {answer}");
+            assert_eq!(
+                answer["error"]["data"]["httpStatus"], 401,
+                "{transport:?}: {answer}"
+            );
+            assert!(
+                answer["error"]["message"].as_str().is_some_and(
+                    |m| m.contains("refused the bridge's credentials (401 Unauthorized)")
+                ),
+                "{transport:?}: {answer}"
+            );
+        };
+        // The host's discovery is the bridge's, naming the refusal (an
+        // error there would send an SDK host to a legacy initialize that
+        // hides it); its next request gets the refusal.
+        bridge
+            .send(request(json!("d1"), "server/discover", json!({})))
+            .await;
+        let discovered = bridge.recv().await;
+        assert_eq!(
+            discovered["result"]["capabilities"],
+            json!({"tools": {}}),
+            "{transport:?}: {discovered}"
+        );
+        assert!(
+            discovered["result"]["instructions"]
+                .as_str()
+                .is_some_and(|i| i.contains("(401 Unauthorized)")),
+            "{transport:?}: {discovered}"
+        );
+        bridge
+            .send(request(json!("r2"), "tools/list", json!({})))
+            .await;
+        refusal(&bridge.recv().await, "r2");
+        // Tried again at each request.
+        assert!(
+            refusals.load(Ordering::SeqCst) >= 2,
+            "{transport:?}: {startup}"
+        );
+        open.store(true, Ordering::SeqCst);
+        bridge
+            .send(tool_call(json!("ok1"), "echo", json!({"text": "in"})))
+            .await;
+        let served = bridge.recv().await;
+        assert_eq!(
+            served["result"]["content"][0]["text"], "in",
+            "{transport:?}: {served}"
+        );
+        // The token expires: refused again, and served once it is back.
+        open.store(false, Ordering::SeqCst);
+        bridge
+            .send(tool_call(json!("r3"), "echo", json!({"text": "out"})))
+            .await;
+        refusal(&bridge.recv().await, "r3");
+        open.store(true, Ordering::SeqCst);
+        bridge
+            .send(tool_call(json!("ok2"), "echo", json!({"text": "back"})))
+            .await;
+        let served = bridge.recv().await;
+        assert_eq!(
+            served["result"]["content"][0]["text"], "back",
+            "{transport:?}: {served}"
+        );
+        let (status, _, err) = bridge.finish_with_output().await;
+        assert!(status.success(), "{transport:?}: {err}");
+        if let Transport::Http = transport {
+            assert!(startup.contains("not connected"), "{startup}");
+            assert!(
+                err.contains("the server refused the bridge's credentials (401 Unauthorized)"),
+                "{err}"
+            );
+            assert!(err.contains("the server let the bridge in"), "{err}");
+        }
+        harness.stop().await;
+    }
+}
+
+/// A modern server of another version only answers -32022 with the
+/// versions it speaks: the host sees that error, `data.supported` and
+/// all, for each request, and the bridge stays up. Over Streamable HTTP
+/// and from a stdio child. (Before, the probe fell back to `initialize`,
+/// which the server refused too, and the bridge exited with "the server
+/// refused initialize".)
+#[tokio::test]
+async fn a_servers_version_error_reaches_the_host() {
+    use tokio::io::AsyncReadExt;
+    // Every POST is answered 400 with -32022 and the request's id.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                loop {
+                    let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+                        match socket.read(&mut chunk).await {
+                            Ok(n) if n > 0 => buf.extend_from_slice(&chunk[..n]),
+                            _ => return,
+                        }
+                        continue;
+                    };
+                    let head = String::from_utf8_lossy(&buf[..end]).to_lowercase();
+                    let len: usize = head
+                        .lines()
+                        .find_map(|l| l.strip_prefix("content-length:"))
+                        .map_or(0, |v| v.trim().parse().unwrap());
+                    while buf.len() < end + 4 + len {
+                        match socket.read(&mut chunk).await {
+                            Ok(n) if n > 0 => buf.extend_from_slice(&chunk[..n]),
+                            _ => return,
+                        }
+                    }
+                    let body: Value =
+                        serde_json::from_slice(&buf[end + 4..end + 4 + len]).unwrap_or_default();
+                    buf.drain(..end + 4 + len);
+                    let answer = json!({"jsonrpc": "2.0", "id": body["id"], "error": {
+                        "code": -32022, "message": "Unsupported protocol version",
+                        "data": {"supported": ["2027-01-01"], "requested": VERSION}}})
+                    .to_string();
+                    let response = format!(
+                        "HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{answer}",
+                        answer.len()
+                    );
+                    if socket.write_all(response.as_bytes()).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    let http = vec!["--to".to_owned(), format!("http://{addr}/mcp")];
+    let child = python_child(
+        &["--pass-env", "VERSIONS"],
+        "tests/stdio/misbehaving_server.py",
+        &[],
+    );
+    for (label, args) in [("http", http), ("stdio child", child)] {
+        let mut bridge = Bridge::spawn_with_env(&refs(&args), None, &[("VERSIONS", "2027-01-01")]);
+        for (id, method) in [("v1", "server/discover"), ("v2", "tools/list")] {
+            bridge.send(request(json!(id), method, json!({}))).await;
+            let answer = bridge.recv().await;
+            assert_eq!(answer["id"], id, "{label}: {answer}");
+            assert_eq!(answer["error"]["code"], -32022, "{label}: {answer}");
+            assert_eq!(
+                answer["error"]["data"]["supported"],
+                json!(["2027-01-01"]),
+                "{label}: {answer}"
+            );
+        }
+        let (status, _, err) = bridge.finish_with_output().await;
+        assert!(status.success(), "{label}: {err}");
+        assert!(
+            err.contains("the server refused the bridge"),
+            "{label}: {err}"
+        );
+    }
 }
 
 /// The Python interpreter itself (the child gets an empty environment):
@@ -717,8 +921,8 @@ async fn a_stdio_child_that_crashes_fails_its_call_refuses_new_ones_then_the_nex
         "answered after {:?}",
         sent.elapsed()
     );
-    // Its one restart spent, the next crash ends the restarts: every call
-    // fails at once, saying so.
+    // Its one restart spent, the next crash pauses the restarts for the
+    // rest of the window (30 s): every call fails at once, saying so.
     bridge
         .send(tool_call(json!("c2"), "crash", json!({})))
         .await;
@@ -735,15 +939,105 @@ async fn a_stdio_child_that_crashes_fails_its_call_refuses_new_ones_then_the_nex
         assert_eq!(gone["id"], id, "{gone}");
         assert_eq!(gone["error"]["code"], -32603, "{gone}");
         assert!(
-            gone["error"]["message"]
-                .as_str()
-                .is_some_and(|m| m.contains("the server did not stay up after its one restart")),
+            gone["error"]["message"].as_str().is_some_and(|m| m
+                .contains("the server crashed again after its one restart")
+                && m.contains("restarts pause for")),
             "{gone}"
         );
     }
     let (status, _, err) = bridge.finish_with_output().await;
     assert!(status.success(), "{err}");
     assert_eq!(err.matches("restarting the server").count(), 1, "{err}");
+}
+
+/// One host that crashes the child again and again (#32 A6): six crashes
+/// in a row spend the budget of 5 restarts per window (`--restart-window-ms
+/// 5000` here, 30 s by default); every call is refused meanwhile, saying
+/// so, and once the window refills a child answers again. (Before, the
+/// sixth crash ended the restarts for good: every later call failed with
+/// "did not stay up after 5 restarts in a row", though each start had
+/// succeeded.)
+#[tokio::test]
+async fn a_spent_restart_budget_refills_and_the_next_child_answers() {
+    let child = python_child(
+        &[
+            "--restart-max",
+            "5",
+            "--restart-window-ms",
+            "5000",
+            "--restart-backoff-ms",
+            "20",
+        ],
+        "tests/stdio/misbehaving_server.py",
+        &[],
+    );
+    let mut bridge = Bridge::spawn(&refs(&child));
+    bridge.startup_line().await;
+    let start = tokio::time::Instant::now();
+    let mut crashes = 0;
+    for n in 0.. {
+        if crashes == 6 {
+            break;
+        }
+        assert!(start.elapsed() < PATIENCE, "{crashes} crashes");
+        let id = format!("c{n}");
+        bridge.send(tool_call(json!(id), "crash", json!({}))).await;
+        let answer = bridge.recv().await;
+        assert_eq!(answer["id"], id, "{answer}");
+        let message = answer["error"]["message"].as_str().unwrap_or_default();
+        if message.contains("the server is restarting") {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        } else {
+            assert!(
+                message.contains("the bridge's call to the server"),
+                "{answer}"
+            );
+            crashes += 1;
+        }
+    }
+    // The budget is spent: a call is refused at once, saying why and for
+    // how long (the window is 5 s; the six crashes took about 2).
+    bridge
+        .send(tool_call(json!("p"), "echo", json!({"text": "now"})))
+        .await;
+    let paused = bridge.recv().await;
+    if start.elapsed() < Duration::from_secs(4) {
+        let message = paused["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("crashed again after 5 restarts within 5 s")
+                && message.contains("restarts pause for"),
+            "{paused}"
+        );
+        assert_eq!(paused["error"]["code"], -32603, "{paused}");
+    }
+    // Once the window refills, a child is started and answers.
+    let served = tokio::time::Instant::now();
+    for n in 0.. {
+        assert!(
+            served.elapsed() < PATIENCE,
+            "no child answered after the window"
+        );
+        let id = format!("e{n}");
+        bridge
+            .send(tool_call(json!(id), "echo", json!({"text": "back"})))
+            .await;
+        let answer = bridge.recv().await;
+        assert_eq!(answer["id"], id, "{answer}");
+        if answer.get("result").is_some() {
+            assert_eq!(answer["result"]["content"][0]["text"], "back", "{answer}");
+            break;
+        }
+        let message = answer["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("restarts pause for") || message.contains("the server is restarting"),
+            "{answer}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let (status, _, err) = bridge.finish_with_output().await;
+    assert!(status.success(), "{err}");
+    assert!(err.contains("restarts pause for"), "{err}");
+    assert_eq!(err.matches("restarting the server").count(), 6, "{err}");
 }
 
 /// A pseudo-terminal: its device side (the master, where a board's UART
@@ -1965,6 +2259,18 @@ async fn a_typed_list_of_more_than_1024_pages_fails() {
         &["endless", count.to_str().unwrap()],
     );
     let bridge = Listening::spawn(true, &refs(&child), &[]).await;
+    // The bridge read the list for its schemas first: as many pages.
+    let pages = || {
+        std::fs::read_to_string(&count)
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    assert!(
+        common::eventually_every(Duration::from_millis(20), PATIENCE, || pages() == 1024).await,
+        "{} pages",
+        pages()
+    );
     let (result, trailers) = typed_call(&bridge.addr, Rpc::ListTools, json!({})).await;
     assert!(result.is_none(), "{result:?}");
     let header = |name: &str| trailers.get(name).map(|v| v.to_str().unwrap().to_owned());
@@ -1974,8 +2280,7 @@ async fn a_typed_list_of_more_than_1024_pages_fails() {
         Some("-32603"),
         "{trailers:?}"
     );
-    let pages = std::fs::read_to_string(&count).unwrap();
-    assert_eq!(pages.lines().count(), 1024);
+    assert_eq!(pages(), 2 * 1024);
     let (status, _, _) = bridge.terminate().await;
     assert!(status.success());
 }
@@ -2269,17 +2574,32 @@ async fn the_hosts_deadline_is_the_servers() {
     let list = || json!({"jsonrpc": "2.0", "method": "tools/list", "params": {}});
     // Without --timeout-ms: a gRPC host's 90 s (longer than the client's
     // 60 s default) and 2 s, then an HTTP host, which sends none.
-    let bridge = Listening::spawn(false, &["--to", &to], &[]).await;
+    // Each bridge reads the list for its schemas before its startup line:
+    // that call is not a host's.
+    let hosts_calls = std::sync::Mutex::new(Vec::new());
+    let spawned = |bridge: Listening| {
+        seen.lock().unwrap().clear();
+        bridge
+    };
+    let kept = |hosts_calls: &std::sync::Mutex<Vec<_>>| {
+        hosts_calls
+            .lock()
+            .unwrap()
+            .extend(seen.lock().unwrap().drain(..));
+    };
+    let bridge = spawned(Listening::spawn(false, &["--to", &to], &[]).await);
     grpc_lists(&bridge, list()).await;
     let http = bridge.host(Transport::Http, None).await.unwrap();
     http.call(list()).await.unwrap().response().await.unwrap();
+    kept(&hosts_calls);
     bridge.terminate().await;
     // With --timeout-ms 500: the shorter of the two.
-    let bridge = Listening::spawn(false, &["--timeout-ms", "500", "--to", &to], &[]).await;
+    let bridge = spawned(Listening::spawn(false, &["--timeout-ms", "500", "--to", &to], &[]).await);
     grpc_lists(&bridge, list()).await;
+    kept(&hosts_calls);
     bridge.terminate().await;
-    let seen: Vec<u64> = seen
-        .lock()
+    let seen: Vec<u64> = hosts_calls
+        .into_inner()
         .unwrap()
         .iter()
         .filter(|(method, _)| method == "tools/list")
@@ -2291,4 +2611,383 @@ async fn the_hosts_deadline_is_the_servers() {
     assert!((55_000..=60_000).contains(&seen[2]), "{seen:?}");
     assert!((300..=500).contains(&seen[3]), "{seen:?}");
     assert!((300..=500).contains(&seen[4]), "{seen:?}");
+}
+
+// Mirrored parameters (#32 item 4): the bridge's host side holds a
+// `tools/call`'s `Mcp-Param-*` headers to the schema the server's
+// `tools/list` gave, as `mcpwire serve` does.
+
+/// The `tools/call`s a [`Scripted`] server took: arguments and header.
+type Calls = std::sync::Arc<std::sync::Mutex<Vec<(Value, Option<String>)>>>;
+
+/// A gRPC server of one tool, `regional`, whose `region` argument is
+/// annotated (`x-mcp-header: Region`) once `annotated` is set; its
+/// `tools/list` fails when `list_fails`. Its listen streams acknowledge
+/// `toolsListChanged` and carry an event at each send on `changed`.
+struct Scripted {
+    addr: std::net::SocketAddr,
+    annotated: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// `tools/list` calls answered.
+    lists: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    /// Listen streams acknowledged.
+    listens: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    /// Each `tools/call`'s arguments and `mcp-param-region` header.
+    calls: Calls,
+    changed: tokio::sync::broadcast::Sender<()>,
+}
+
+impl Scripted {
+    async fn start(list_fails: bool) -> Self {
+        use std::sync::Arc;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let scripted = Self {
+            addr: listener.local_addr().unwrap(),
+            annotated: Arc::new(std::sync::atomic::AtomicBool::new(true)),
+            lists: Arc::default(),
+            listens: Arc::default(),
+            calls: Arc::default(),
+            changed: tokio::sync::broadcast::channel(4).0,
+        };
+        let (annotated, lists, listens, calls, changed) = (
+            Arc::clone(&scripted.annotated),
+            Arc::clone(&scripted.lists),
+            Arc::clone(&scripted.listens),
+            Arc::clone(&scripted.calls),
+            scripted.changed.clone(),
+        );
+        tokio::spawn(async move {
+            while let Ok((socket, _)) = listener.accept().await {
+                let (annotated, lists, listens, calls, changed) = (
+                    Arc::clone(&annotated),
+                    Arc::clone(&lists),
+                    Arc::clone(&listens),
+                    Arc::clone(&calls),
+                    changed.clone(),
+                );
+                tokio::spawn(async move {
+                    let Ok(mut conn) = h2::server::handshake(socket).await else {
+                        return;
+                    };
+                    while let Some(Ok((request, mut respond))) = conn.accept().await {
+                        let region = request
+                            .headers()
+                            .get("mcp-param-region")
+                            .and_then(|v| v.to_str().ok())
+                            .map(str::to_owned);
+                        let (annotated, lists, listens, calls) = (
+                            Arc::clone(&annotated),
+                            Arc::clone(&lists),
+                            Arc::clone(&listens),
+                            Arc::clone(&calls),
+                        );
+                        let mut events = changed.subscribe();
+                        tokio::spawn(async move {
+                            let mut octets = common::read_body(request.into_body()).await;
+                            let mut messages = Vec::new();
+                            common::take_messages(&mut octets, &mut messages);
+                            let request = messages.pop().unwrap();
+                            let id = request["id"].clone();
+                            let answer = |body: Value| {
+                                let mut message = json!({"jsonrpc": "2.0", "id": id});
+                                message
+                                    .as_object_mut()
+                                    .unwrap()
+                                    .extend(body.as_object().unwrap().clone());
+                                common::frame(&serde_json::to_vec(&message).unwrap())
+                            };
+                            let body = match request["method"].as_str().unwrap_or_default() {
+                                "server/discover" => json!({"result": {"resultType": "complete",
+                                    "supportedVersions": [VERSION],
+                                    "capabilities": {"tools": {"listChanged": true}},
+                                    "ttlMs": 0, "cacheScope": "public"}}),
+                                "tools/list" if list_fails => {
+                                    lists.fetch_add(1, Ordering::SeqCst);
+                                    json!({"error": {"code": -32603, "message": "the list is down"}})
+                                }
+                                "tools/list" => {
+                                    let mut region = json!({"type": "string"});
+                                    if annotated.load(Ordering::SeqCst) {
+                                        region["x-mcp-header"] = json!("Region");
+                                    }
+                                    lists.fetch_add(1, Ordering::SeqCst);
+                                    json!({"result": {"resultType": "complete", "ttlMs": 0,
+                                        "cacheScope": "public", "tools": [{"name": "regional",
+                                        "inputSchema": {"type": "object",
+                                            "properties": {"region": region}}}]}})
+                                }
+                                "subscriptions/listen" if !list_fails => {
+                                    let head = http::Response::builder()
+                                        .status(200)
+                                        .header("content-type", "application/grpc+proto")
+                                        .body(())
+                                        .unwrap();
+                                    let mut send = respond.send_response(head, false).unwrap();
+                                    let meta =
+                                        json!({"io.modelcontextprotocol/subscriptionId": id});
+                                    let note = |method: &str, extra: Value| {
+                                        let mut params = json!({"_meta": meta});
+                                        params
+                                            .as_object_mut()
+                                            .unwrap()
+                                            .extend(extra.as_object().unwrap().clone());
+                                        common::frame(
+                                            &serde_json::to_vec(&json!({"jsonrpc": "2.0",
+                                                "method": method, "params": params}))
+                                            .unwrap(),
+                                        )
+                                    };
+                                    let ack = note(
+                                        "notifications/subscriptions/acknowledged",
+                                        json!({"notifications": {"toolsListChanged": true}}),
+                                    );
+                                    if send.send_data(ack, false).is_err() {
+                                        return;
+                                    }
+                                    listens.fetch_add(1, Ordering::SeqCst);
+                                    while events.recv().await.is_ok() {
+                                        let event =
+                                            note("notifications/tools/list_changed", json!({}));
+                                        if send.send_data(event, false).is_err() {
+                                            return;
+                                        }
+                                    }
+                                    return;
+                                }
+                                "tools/call" => {
+                                    calls
+                                        .lock()
+                                        .unwrap()
+                                        .push((request["params"]["arguments"].clone(), region));
+                                    json!({"result": {"resultType": "complete",
+                                        "content": [{"type": "text", "text": "called"}]}})
+                                }
+                                _ => {
+                                    json!({"error": {"code": -32601, "message": "Method not found"}})
+                                }
+                            };
+                            common::answer_grpc(&mut respond, [answer(body)]);
+                        });
+                    }
+                });
+            }
+        });
+        scripted
+    }
+
+    fn calls(&self) -> usize {
+        self.calls.lock().unwrap().len()
+    }
+}
+
+/// A `tools/call` of `regional` with `arguments`, POSTed over HTTP/1.1 to
+/// the bridge at `addr` with `extra` headers (CRLF-ended): the status line
+/// and the JSON-RPC answer.
+async fn post_regional(addr: &str, arguments: Value, extra: &str) -> (String, Value) {
+    use tokio::io::AsyncReadExt;
+    let body = tool_call(json!(9), "regional", arguments).to_string();
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nMcp-Protocol-Version: {VERSION}\r\n\
+         Mcp-Method: tools/call\r\nMcp-Name: regional\r\n{extra}Content-Length: {}\r\n\
+         Connection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(PATIENCE, stream.read_to_end(&mut answer)).await;
+    let text = String::from_utf8_lossy(&answer);
+    let status = text.lines().next().unwrap_or_default().to_owned();
+    // A JSON body or an event stream: the last `data:` line or the body.
+    let body = &text[text.find("\r\n\r\n").map_or(0, |i| i + 4)..];
+    let json = body
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .next_back()
+        .unwrap_or(body.trim());
+    (
+        status,
+        serde_json::from_str(json).unwrap_or_else(|e| panic!("{text}: {e}")),
+    )
+}
+
+/// The same `tools/call` on the bridge's gRPC tunnel, with `extra`
+/// headers: its trailers' `grpc-status` and `mcp-error-code`.
+async fn tunnel_regional(
+    addr: &str,
+    arguments: Value,
+    extra: &[(&str, &str)],
+) -> (Option<String>, Option<String>) {
+    let mut send = common::connect(addr.parse().unwrap()).await;
+    let body = tool_call(json!(9), "regional", arguments);
+    let reply = common::call(&mut send, body, extra).await;
+    (
+        reply.get("grpc-status").map(str::to_owned),
+        reply.get("mcp-error-code").map(str::to_owned),
+    )
+}
+
+/// `Mcp-Param-Region: us-west` with `{"region":"eu-secret"}`: a gateway in
+/// front of `mcpwire bridge --listen` that routes or authorizes on the
+/// header would take it for us-west. The bridge learnt the server's
+/// schema (its `tools/list`) and refuses the call as `mcpwire serve` does
+/// (400 or INVALID_ARGUMENT, -32020), over HTTP/1.1 and the tunnel, and so
+/// a call without the header; the server's tool never runs. (Before, the
+/// bridge checked no `Mcp-Param-*` header: the tool ran with eu-secret.) A
+/// header that matches is served. When the server's list changes (its
+/// listen stream says so) the bridge reads it again: without the
+/// annotation the header is ignored, as `mcpwire serve` ignores it, and
+/// with it again the call is refused again.
+#[tokio::test]
+async fn a_param_header_that_differs_from_the_argument_is_refused() {
+    let server = Scripted::start(false).await;
+    let bridge = Listening::spawn(false, &["--to", &format!("grpc://{}", server.addr)], &[]).await;
+    let secret = || json!({"region": "eu-secret"});
+    let refused = |label: &'static str| {
+        let addr = bridge.addr.clone();
+        async move {
+            for (extra, why) in [
+                ("Mcp-Param-Region: us-west\r\n", "a header that differs"),
+                ("", "no header for an argument the body gives"),
+            ] {
+                let (status, answer) = post_regional(&addr, secret(), extra).await;
+                assert!(
+                    status.starts_with("HTTP/1.1 400"),
+                    "{label}, {why}: {status}: {answer}"
+                );
+                assert_eq!(answer["error"]["code"], -32020, "{label}, {why}: {answer}");
+            }
+            for (extra, why) in [
+                (
+                    &[("mcp-param-region", "us-west")][..],
+                    "a header that differs",
+                ),
+                (&[], "no header"),
+            ] {
+                let (status, code) = tunnel_regional(&addr, secret(), extra).await;
+                assert_eq!(status.as_deref(), Some("3"), "{label}, {why}");
+                assert_eq!(code.as_deref(), Some("-32020"), "{label}, {why}");
+            }
+        }
+    };
+    refused("at the start").await;
+    assert_eq!(server.calls(), 0, "the server's tool ran");
+    // The header that matches is served, and the server sees it too.
+    let (status, answer) =
+        post_regional(&bridge.addr, secret(), "Mcp-Param-Region: eu-secret\r\n").await;
+    assert!(status.starts_with("HTTP/1.1 200"), "{status}: {answer}");
+    assert_eq!(answer["result"]["content"][0]["text"], "called", "{answer}");
+    let (status, code) = tunnel_regional(
+        &bridge.addr,
+        secret(),
+        &[("mcp-param-region", "=?base64?ZXUtc2VjcmV0?=")],
+    )
+    .await;
+    assert_eq!((status.as_deref(), code), (Some("0"), None));
+    {
+        let calls = server.calls.lock().unwrap();
+        assert_eq!(calls.len(), 2, "{calls:?}");
+        assert_eq!(calls[0].1.as_deref(), Some("eu-secret"), "{calls:?}");
+    }
+    // The list changes: the bridge reads it again (the server's listen
+    // stream carries the event).
+    assert!(
+        common::eventually_every(Duration::from_millis(20), PATIENCE, || {
+            server.listens.load(Ordering::SeqCst) > 0
+        })
+        .await,
+        "the bridge holds no listen stream"
+    );
+    let change = |annotated: bool| {
+        let lists = server.lists.load(Ordering::SeqCst);
+        server.annotated.store(annotated, Ordering::SeqCst);
+        let _ = server.changed.send(());
+        let server = &server;
+        async move {
+            assert!(
+                common::eventually_every(Duration::from_millis(20), PATIENCE, || {
+                    server.lists.load(Ordering::SeqCst) > lists
+                })
+                .await,
+                "the bridge did not read the changed list"
+            );
+            // The read's answer is learnt as it reaches the bridge.
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    };
+    change(false).await;
+    let (status, answer) =
+        post_regional(&bridge.addr, secret(), "Mcp-Param-Region: us-west\r\n").await;
+    assert!(status.starts_with("HTTP/1.1 200"), "{status}: {answer}");
+    assert_eq!(server.calls(), 3);
+    change(true).await;
+    refused("annotated again").await;
+    assert_eq!(server.calls(), 3, "the server's tool ran");
+    let (status, _, err) = bridge.terminate().await;
+    assert!(status.success(), "{err}");
+}
+
+/// A server whose `tools/list` fails: the bridge knows no schema, so a
+/// call that carries an `Mcp-Param-*` header is refused (-32020: it cannot
+/// be checked) instead of forwarded unchecked, and one without is
+/// forwarded. A stdio host sends no headers: its call is forwarded.
+#[tokio::test]
+async fn a_param_header_the_bridge_cannot_check_is_refused() {
+    let server = Scripted::start(true).await;
+    let to = format!("grpc://{}", server.addr);
+    let bridge = Listening::spawn(false, &["--to", &to], &[]).await;
+    let eu = || json!({"region": "eu"});
+    let (status, answer) = post_regional(&bridge.addr, eu(), "Mcp-Param-Region: eu\r\n").await;
+    assert!(status.starts_with("HTTP/1.1 400"), "{status}: {answer}");
+    assert_eq!(answer["error"]["code"], -32020, "{answer}");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("not known")),
+        "{answer}"
+    );
+    let (status, code) = tunnel_regional(&bridge.addr, eu(), &[("mcp-param-region", "eu")]).await;
+    assert_eq!(
+        (status.as_deref(), code.as_deref()),
+        (Some("3"), Some("-32020"))
+    );
+    assert_eq!(server.calls(), 0, "the server's tool ran");
+    let (status, answer) = post_regional(&bridge.addr, eu(), "").await;
+    assert!(status.starts_with("HTTP/1.1 200"), "{status}: {answer}");
+    assert_eq!(server.calls(), 1);
+    let (status, _, err) = bridge.terminate().await;
+    assert!(status.success(), "{err}");
+    assert!(err.contains("tools/list failed"), "{err}");
+    let mut stdio = Bridge::spawn(&["--to", &to]);
+    stdio.send(tool_call(json!(1), "regional", eu())).await;
+    let answer = stdio.recv().await;
+    assert_eq!(answer["result"]["content"][0]["text"], "called", "{answer}");
+    assert!(stdio.finish().await.success());
+    assert_eq!(server.calls(), 2);
+}
+
+/// A stdio host sends no headers: the bridge's call downstream carries the
+/// `Mcp-Param-Region` of the argument, from the schema its client learnt
+/// when the bridge read the server's list, so a gateway in front of the
+/// server routes on what the tool gets. (Before, a host that had not
+/// listed the tools got its first call sent without the header: a server
+/// that checks refuses it and the client lists and sends it again, but a
+/// gateway that routes on the header saw none.)
+#[tokio::test]
+async fn a_stdio_hosts_call_goes_downstream_with_the_arguments_header() {
+    let server = Scripted::start(false).await;
+    let mut stdio = Bridge::spawn(&["--to", &format!("grpc://{}", server.addr)]);
+    stdio
+        .send(tool_call(
+            json!(1),
+            "regional",
+            json!({"region": "eu-secret"}),
+        ))
+        .await;
+    let answer = stdio.recv().await;
+    assert_eq!(answer["result"]["content"][0]["text"], "called", "{answer}");
+    assert!(stdio.finish().await.success());
+    let calls = server.calls.lock().unwrap().clone();
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    assert_eq!(calls[0].1.as_deref(), Some("eu-secret"), "{calls:?}");
 }

@@ -15,7 +15,9 @@ server: server/discover is -32601, initialize is needed); SILENT_PROBE=1
 while that file does not exist, and create it: the next child works);
 STDERR_FLOOD=1 (writes octets without a newline to stderr without end, from a
 thread, once started); STOP_READING=1 (after answering server/discover,
-never reads stdin again, and lives on).
+never reads stdin again, and lives on); VERSIONS=V1,V2 (a modern server of
+those versions only: a request naming another, in its _meta or as
+initialize's protocolVersion, is -32022 with data.supported).
 """
 import json
 import os
@@ -64,6 +66,15 @@ for line in sys.stdin:
     if rid is None:
         continue
     params = msg.get("params") or {}
+    versions = os.environ.get("VERSIONS")
+    if versions:
+        asked = (params.get("_meta") or {}).get(
+            "io.modelcontextprotocol/protocolVersion", params.get("protocolVersion"))
+        if asked not in versions.split(","):
+            send({"jsonrpc": "2.0", "id": rid, "error": {
+                "code": -32022, "message": "Unsupported protocol version",
+                "data": {"supported": versions.split(","), "requested": asked}}})
+            continue
     legacy = os.environ.get("LEGACY") == "1" or os.environ.get("SILENT_PROBE") == "1"
     if method == "server/discover" and os.environ.get("SILENT_PROBE") == "1":
         continue

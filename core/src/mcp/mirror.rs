@@ -695,6 +695,23 @@ pub(crate) fn check_after_version<'s, const N: usize>(
     Ok(())
 }
 
+/// A request with an `mcp-param-*` header for a tool whose input schema a
+/// forwarding server does not know: the header cannot be checked against
+/// the body, so it is refused rather than passed on unchecked (a gateway
+/// in front may route or authorize on it).
+#[cfg(feature = "forward")]
+pub const UNCHECKED_PARAM_HEADER: RpcError = mismatch(
+    "an mcp-param header for a tool whose input schema is not known here: it cannot be checked against the body",
+);
+
+/// Whether `headers` has an `mcp-param-*` field.
+#[cfg(feature = "forward")]
+pub(crate) fn has_param_header(headers: &(impl HeaderSource + ?Sized)) -> bool {
+    headers
+        .find_header(&mut |name| is_any_param_header(name))
+        .is_some()
+}
+
 /// A request whose annotated argument's path has a member twice: the
 /// body is not one request (-32600), whatever the headers say.
 pub const REPEATED_ARGUMENT: RpcError = RpcError::new(

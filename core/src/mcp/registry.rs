@@ -5,6 +5,8 @@
 //! keeps them in flash. Input schemas are JSON text, checked once by
 //! [`Registry::check`].
 
+#[cfg(feature = "forward")]
+use super::error::RpcError;
 use super::json;
 use super::mirror::{AnnotationError, Annotations};
 use super::writer::JsonWriter;
@@ -81,11 +83,53 @@ pub struct Registry<'r> {
     /// server it forwards to. The envelope, `_meta`, version and mirrored
     /// header checks still run first; the lists above are not served.
     pub forward: bool,
+    /// The tool schemas of the server a forwarding registry forwards to,
+    /// as it learnt them (feature `forward`): a `tools/call`'s
+    /// `mcp-param-*` headers are checked against them as against
+    /// [`tools`](Self::tools), and refused (-32020) for a tool whose schema
+    /// is not known. `None`: a forwarded call's `mcp-param-*` headers are
+    /// not checked (only `mcp-name` and `mcp-method` are).
+    #[cfg(feature = "forward")]
+    pub forwarded_tools: Option<&'r dyn ForwardedTools>,
     /// The tools whose input schema has no `x-mcp-header` annotation, as
     /// [`check`](Self::check) found them: a call to one of them skips its
     /// schema in the mirrored-header check. Start from the default, which
     /// knows none (every call reads its tool's schema).
     pub plain_schemas: PlainSchemas,
+}
+
+/// What a forwarding registry knows of one tool of the server it forwards
+/// to (feature `forward`).
+#[cfg(feature = "forward")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ForwardedSchema<'a> {
+    /// An input schema with `x-mcp-header` annotations (JSON text): a
+    /// call's `mcp-param-*` headers are checked against its arguments.
+    Annotated(&'a [u8]),
+    /// An input schema without annotations: nothing to check, and an
+    /// `mcp-param-*` header is ignored, as a server does for its own tool.
+    Plain,
+    /// No schema known: the server's list was never read or did not name
+    /// the tool, or the tool's annotations are invalid. A call with an
+    /// `mcp-param-*` header is refused (-32020): it cannot be checked, and
+    /// a gateway in front may route or authorize on it.
+    Unknown,
+}
+
+/// The tool schemas a forwarding registry learnt from the server it
+/// forwards to (its `tools/list`, read again when the list changes), kept
+/// by the application (feature `forward`); the engine looks one up per
+/// `tools/call` of a binding that mirrors headers.
+#[cfg(feature = "forward")]
+pub trait ForwardedTools: Sync + core::fmt::Debug {
+    /// Calls `check` with what is known of the tool called `name` (a raw
+    /// JSON string, quotes and escapes as the request has them) and
+    /// returns its answer; the schema need live only as long as the call.
+    fn with_schema(
+        &self,
+        name: &[u8],
+        check: &mut dyn FnMut(ForwardedSchema<'_>) -> Result<(), RpcError>,
+    ) -> Result<(), RpcError>;
 }
 
 /// Which tools of a registry, by index, have an input schema without an
@@ -146,6 +190,8 @@ impl<'r> Registry<'r> {
             listen: false,
             completions: false,
             forward: false,
+            #[cfg(feature = "forward")]
+            forwarded_tools: None,
             plain_schemas: PlainSchemas::NONE,
         }
     }
@@ -458,6 +504,8 @@ mod tests {
             listen: true,
             completions: false,
             forward: false,
+            #[cfg(feature = "forward")]
+            forwarded_tools: None,
             plain_schemas: Default::default(),
         }
     }

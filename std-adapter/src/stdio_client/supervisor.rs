@@ -24,14 +24,16 @@ use super::lines::{LineReceiver, LineSender, lines};
 #[cfg(unix)]
 use super::serial;
 use super::{EraInfo, LineServer, StdioChannelConfig, Stopped, error};
-use crate::client::CallError;
+use crate::client::{CallError, JsonRpcError};
+use mcpwire_core::mcp::error::UNSUPPORTED_PROTOCOL_VERSION;
 
 /// Calls in flight at a time; more wait their turn.
 const CALLS: usize = 64;
 /// Listen streams open at a time: half the calls, so that streams that
 /// last never leave the calls without a turn; one more is refused.
 const MAX_LISTENS: usize = CALLS / 2;
-/// A child that ran this long before it crashed resets the backoff.
+/// A child that ran this long before it crashed has stayed up: the
+/// restart budget is whole again, and the backoff back at its start.
 const STABLE: Duration = Duration::from_secs(10);
 
 pub(super) enum Command {
@@ -125,10 +127,18 @@ struct Supervisor {
     /// The next child is started at this instant (the backoff).
     restart_at: Option<Instant>,
     /// From a crash until the next child is ready: the start under way
-    /// (counted as `attempts`).
+    /// (the last of `recent`).
     restarting: bool,
-    /// Failed starts in a row.
-    attempts: u32,
+    /// The restarts within the budget's window
+    /// ([`StdioChannelConfig::restart_window`]), oldest first: at most
+    /// `max_restarts` of them.
+    recent: VecDeque<Instant>,
+    /// The budget is spent: no child until then, and every call is
+    /// refused meanwhile (the last start is the pause's end).
+    paused_until: Option<Instant>,
+    /// A child was ready once: before that, a spent budget is a start
+    /// that failed (the channel gives up), not a pause.
+    was_ready: bool,
     ready_tx: Option<oneshot::Sender<Result<(), CallError>>>,
     era: Arc<Mutex<Option<EraInfo>>>,
     restarts: Arc<AtomicU64>,
@@ -180,7 +190,9 @@ pub(super) fn spawn(
         restart: None,
         restart_at: None,
         restarting: false,
-        attempts: 0,
+        recent: VecDeque::new(),
+        paused_until: None,
+        was_ready: false,
         ready_tx: Some(ready_tx),
         skipped: [0; 3],
         era,
@@ -370,7 +382,12 @@ impl Supervisor {
                 }
                 Wake::Relaunch => {
                     self.restart_at = None;
-                    self.relaunch();
+                    if self.paused_until.take().is_some() {
+                        // The pause is over: a start of the refilled budget.
+                        self.restart = Some(Duration::ZERO);
+                    } else {
+                        self.relaunch();
+                    }
                 }
                 // The server read a line: the calls that wait may start.
                 Wake::Drained => {}
@@ -389,6 +406,10 @@ impl Supervisor {
             } => {
                 if let Some(why) = &self.failed {
                     let _ = events.send(Msg::Error(error(Code::Unavailable, why.clone())));
+                    return;
+                }
+                if let Some(until) = self.paused_until {
+                    let _ = events.send(Msg::Error(self.paused_error(until)));
                     return;
                 }
                 if self.restarting && self.config.refuse_while_restarting {
@@ -547,7 +568,18 @@ impl Supervisor {
                         self.core.handshake_error().unwrap_or("unknown")
                     );
                     self.log(&why);
+                    // The start's error carries the server's -32022, so
+                    // that its versions reach whoever started the channel.
+                    let version = self
+                        .version_refusal()
+                        .and_then(|rpc| Some((rpc, self.ready_tx.take()?)));
                     self.give_up(why);
+                    if let Some((rpc, tx)) = version {
+                        let mut e = error(Code::FailedPrecondition, rpc.message.clone());
+                        e.diagnostics.rpc_code = i32::try_from(rpc.code).ok();
+                        e.rpc = Some(Box::new(rpc));
+                        let _ = tx.send(Err(e));
+                    }
                 }
                 StdioEvent::RestartNeeded => {
                     self.log(
@@ -584,6 +616,21 @@ impl Supervisor {
                 StdioEvent::Closed => {}
             }
         }
+    }
+
+    /// The server's -32022 to the probe, when it named versions this
+    /// client speaks in neither era (the handshake failed on it).
+    fn version_refusal(&self) -> Option<JsonRpcError> {
+        let era = self.core.era();
+        if era.probe_error != Some(i64::from(UNSUPPORTED_PROTOCOL_VERSION)) || era.fallback {
+            return None;
+        }
+        let supported: serde_json::Value = serde_json::from_str(era.server_versions()?).ok()?;
+        Some(JsonRpcError {
+            code: i64::from(UNSUPPORTED_PROTOCOL_VERSION),
+            message: "Unsupported protocol version".to_owned(),
+            data: Some(serde_json::json!({"supported": supported, "requested": era.requested})),
+        })
     }
 
     fn send(&mut self, call: CallId, msg: Msg) {
@@ -653,6 +700,7 @@ impl Supervisor {
             e.reopen = false;
         }
         self.restarting = false;
+        self.was_ready = true;
         if let Some(tx) = self.ready_tx.take() {
             let _ = tx.send(Ok(()));
         }
@@ -701,44 +749,87 @@ impl Supervisor {
             return;
         }
         if ran >= STABLE {
-            self.attempts = 0;
+            self.recent.clear();
         }
-        let wait = self
-            .config
-            .restart_backoff
-            .saturating_mul(1 << self.attempts.min(16))
-            .min(self.config.max_backoff);
-        self.restart = Some(wait);
+        self.restart = Some(self.backoff());
     }
 
-    /// A fresh child is owed: stops the old one, counts the start, and
-    /// sets the backoff's end (or gives up). From here until the new child
+    /// The wait before the next start: doubling with each restart of the
+    /// window, from [`StdioChannelConfig::restart_backoff`] up to
+    /// [`StdioChannelConfig::max_backoff`].
+    fn backoff(&mut self) -> Duration {
+        self.forget_old_restarts(Instant::now());
+        let shift = u32::try_from(self.recent.len()).unwrap_or(u32::MAX).min(16);
+        self.config
+            .restart_backoff
+            .saturating_mul(1 << shift)
+            .min(self.config.max_backoff)
+    }
+
+    /// Drops the restarts that left the budget's window by `now`.
+    fn forget_old_restarts(&mut self, now: Instant) {
+        let window = self.config.restart_window;
+        while self
+            .recent
+            .front()
+            .is_some_and(|&at| now.saturating_duration_since(at) >= window)
+        {
+            self.recent.pop_front();
+        }
+    }
+
+    /// A fresh child is owed: stops the old one, counts the start in the
+    /// budget, and sets the backoff's end. From here until the new child
     /// is ready the channel is restarting: with
     /// [`StdioChannelConfig::refuse_while_restarting`] new calls, and calls
-    /// that waited for a turn, fail at once; otherwise they wait.
+    /// that waited for a turn, fail at once; otherwise they wait. A budget
+    /// spent (`max_restarts` starts within `restart_window`) pauses the
+    /// restarts until its oldest start leaves the window, every call
+    /// refused meanwhile; before any child was ready, or with restarts
+    /// off, the channel gives up instead.
     async fn schedule_restart(&mut self, wait: Duration) {
         if let Some(r) = self.child.take() {
             stop(r, Duration::from_millis(200), Duration::from_millis(200)).await;
         }
-        self.attempts += 1;
-        if self.attempts > self.config.max_restarts {
-            let why = match self.config.max_restarts {
-                0 => "the server stopped and restarts are off: the channel gave up".to_owned(),
-                1 => "the server did not stay up after its one restart: the channel gave up"
-                    .to_owned(),
-                n => format!(
-                    "the server did not stay up after {n} restarts in a row: the channel gave up"
-                ),
-            };
-            self.log(&why);
-            self.give_up(why);
+        let now = Instant::now();
+        self.forget_old_restarts(now);
+        let max = self.config.max_restarts;
+        if self.recent.len() >= usize::try_from(max).unwrap_or(usize::MAX) {
+            let window = words(self.config.restart_window);
+            if max == 0 || !self.was_ready {
+                let why = match max {
+                    0 => "the server stopped and restarts are off: the channel gave up".to_owned(),
+                    1 => "the server did not start after its one restart: the channel gave up"
+                        .to_owned(),
+                    n => format!(
+                        "the server did not start after {n} restarts within {window}: the channel gave up"
+                    ),
+                };
+                self.log(&why);
+                self.give_up(why);
+                return;
+            }
+            let until = self
+                .recent
+                .front()
+                .map_or(now, |&at| at + self.config.restart_window);
+            self.paused_until = Some(until);
+            self.restarting = false;
+            self.log(&format!(
+                "the server crashed again after {} within {window}: restarts pause for {}",
+                restarts(max),
+                words(until.saturating_duration_since(now))
+            ));
+            self.refuse_waiting();
+            self.restart_at = Some(until);
             return;
         }
+        self.recent.push_back(now);
         self.restarting = true;
         if self.config.refuse_while_restarting {
             self.refuse_waiting();
         }
-        self.restart_at = Some(Instant::now() + wait);
+        self.restart_at = Some(now + wait);
     }
 
     /// The refusal of a call while the server restarts.
@@ -747,13 +838,28 @@ impl Supervisor {
             Code::Unavailable,
             format!(
                 "the server is restarting (attempt {} of {}); new calls are refused until it is back",
-                self.attempts, self.config.max_restarts
+                self.recent.len(),
+                self.config.max_restarts
+            ),
+        )
+    }
+
+    /// The refusal of a call while the restarts pause (until `until`).
+    fn paused_error(&self, until: Instant) -> CallError {
+        error(
+            Code::Unavailable,
+            format!(
+                "the server crashed again after {} within {}: restarts pause for {} more, and calls are refused until it is back",
+                restarts(self.config.max_restarts),
+                words(self.config.restart_window),
+                words(until.saturating_duration_since(Instant::now()))
             ),
         )
     }
 
     /// Fails the calls that wait for a turn (none of them reached the
-    /// child); a listen stream waits to be sent again.
+    /// child), with the restart's or the pause's refusal; a listen stream
+    /// waits to be sent again.
     fn refuse_waiting(&mut self) {
         let refused: Vec<u64> = self
             .queued
@@ -763,7 +869,11 @@ impl Supervisor {
             .collect();
         for key in refused {
             if let Some(e) = self.calls.remove(&key) {
-                let _ = e.events.send(Msg::Error(self.restarting_error()));
+                let why = match self.paused_until {
+                    Some(until) => self.paused_error(until),
+                    None => self.restarting_error(),
+                };
+                let _ = e.events.send(Msg::Error(why));
             }
         }
         let calls = &self.calls;
@@ -773,8 +883,10 @@ impl Supervisor {
     /// Starts the fresh child at the end of the backoff.
     fn relaunch(&mut self) {
         self.log(&format!(
-            "restarting the server (start {} in a row)",
-            self.attempts
+            "restarting the server (restart {} of {} within {})",
+            self.recent.len(),
+            self.config.max_restarts,
+            words(self.config.restart_window)
         ));
         match self.launch() {
             Ok(r) => {
@@ -786,12 +898,7 @@ impl Supervisor {
             }
             Err(e) => {
                 self.log(&e);
-                let wait = self
-                    .config
-                    .restart_backoff
-                    .saturating_mul(1 << self.attempts.min(16))
-                    .min(self.config.max_backoff);
-                self.restart = Some(wait);
+                self.restart = Some(self.backoff());
             }
         }
     }
@@ -801,6 +908,7 @@ impl Supervisor {
         self.ready = false;
         self.restarting = false;
         self.restart_at = None;
+        self.paused_until = None;
         if let Some(tx) = self.ready_tx.take() {
             let _ = tx.send(Err(error(Code::Unavailable, why.clone())));
         }
@@ -820,6 +928,27 @@ impl Supervisor {
             Some(r) => stop(r, self.config.close_wait, self.config.term_wait).await,
             None => Stopped::NotRunning,
         }
+    }
+}
+
+/// `n` restarts, in words.
+fn restarts(n: u32) -> String {
+    match n {
+        1 => "its one restart".to_owned(),
+        n => format!("{n} restarts"),
+    }
+}
+
+/// A duration as a diagnostic says it: whole seconds, else tenths of one,
+/// else milliseconds.
+fn words(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms >= 1000 && ms.is_multiple_of(1000) {
+        format!("{} s", ms / 1000)
+    } else if ms >= 1000 {
+        format!("{:.1} s", d.as_secs_f64())
+    } else {
+        format!("{ms} ms")
     }
 }
 

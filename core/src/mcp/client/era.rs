@@ -13,6 +13,11 @@ use crate::mcp::writer::JsonWriter;
 
 /// The revision of the legacy lifecycle (`initialize`, §13.3).
 pub const LEGACY_VERSION: &str = "2025-11-25";
+/// The older revisions the legacy lifecycle reaches (`initialize` offers
+/// [`LEGACY_VERSION`] and takes the server's counter-offer; the 2024
+/// HTTP+SSE shape is the oldest): a -32022 that names one of them sends
+/// the client to `initialize`.
+pub const LEGACY_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
 /// The revision of the 2024 HTTP+SSE shape (§13.1).
 pub const HTTP_SSE_VERSION: &str = "2024-11-05";
 /// The notification that ends the legacy handshake.
@@ -71,6 +76,11 @@ pub(crate) enum Verdict {
     Retry(&'static str),
     /// Legacy: the reason, the child still usable (it answered).
     Legacy(&'static str),
+    /// -32022 naming only versions this client speaks in neither era: a
+    /// modern server that cannot be spoken to. Its error is the answer;
+    /// `initialize` would only be refused too (§8.3: a recognised modern
+    /// error is no reason to fall back).
+    Unsupported,
 }
 
 /// The first version of `list` (raw JSON array) that this client speaks
@@ -83,6 +93,23 @@ pub(crate) fn mutual(list: Option<&[u8]>) -> Option<&'static str> {
             .copied()
             .find(|ours| json::str_eq(v, ours.as_bytes()))
     })
+}
+
+/// Whether `list` (raw JSON) is a non-empty array of strings, none of them
+/// a version this client speaks, modern or legacy. Anything else (no list,
+/// an empty one, a legacy version) leaves the legacy fallback open, as
+/// §8.3 asks of an unusable `supported`.
+fn names_only_foreign_versions(list: &[u8]) -> bool {
+    let mut any = false;
+    let foreign = json::elements(list).all(|v| {
+        any = true;
+        json::kind(v) == Some(json::Kind::String)
+            && !SUPPORTED_VERSIONS
+                .iter()
+                .chain(LEGACY_VERSIONS)
+                .any(|ours| json::str_eq(v, ours.as_bytes()))
+    });
+    any && foreign && json::kind(list) == Some(json::Kind::Array)
 }
 
 /// Reads the answer to a probe that asked for `requested`.
@@ -101,6 +128,9 @@ pub(crate) fn classify(message: &Message<'_>, requested: &str) -> Verdict {
                 let supported = json::get(error, b"data").and_then(|d| json::get(d, b"supported"));
                 return match mutual(supported) {
                     Some(v) if v != requested => Verdict::Retry(v),
+                    None if supported.is_some_and(names_only_foreign_versions) => {
+                        Verdict::Unsupported
+                    }
                     _ => Verdict::Legacy("-32022 names no other modern version this client speaks"),
                 };
             }

@@ -12,6 +12,8 @@ use super::super::error::{
 };
 use super::super::meta::{MISSING_META, ParamsIndex, RequestMeta, SUPPORTED_VERSIONS};
 use super::super::mirror::{self, Annotations, HeaderSource, Mirrored};
+#[cfg(feature = "forward")]
+use super::super::registry::{ForwardedSchema, ForwardedTools, MAX_CLIENT_ANNOTATIONS};
 use super::super::registry::{MAX_ANNOTATIONS, Registry};
 use super::super::writer::JsonWriter;
 use super::super::{envelope, json};
@@ -144,6 +146,16 @@ pub fn check_indexed<H: HeaderSource + ?Sized>(
         None => None,
     };
     let arguments = ParamsIndex::get(p, &index.arguments).filter(|_| is_tool_call);
+    #[cfg(feature = "forward")]
+    if is_tool_call && let Some(tools) = registry.forwarded_tools {
+        let body = Mirrored {
+            protocol_version: meta.protocol_version,
+            method: method_raw,
+            name,
+            arguments,
+        };
+        return check_forwarded(tools, &body, &mirrors, headers);
+    }
     // No lookup at all when no tool is annotated.
     let tool = (is_tool_call && !registry.no_schema_annotated())
         .then(|| name.and_then(|n| registry.tool_index(n)))
@@ -165,6 +177,45 @@ pub fn check_indexed<H: HeaderSource + ?Sized>(
         arguments,
     };
     mirror::check_after_version(&body, &mirrors, headers, annotations.as_ref())
+}
+
+/// The mirrored headers of a forwarded `tools/call`, held to the schema
+/// the forwarding registry learnt for its tool as a server holds a call to
+/// its own tools ([`mirror::check`]); a tool without a known schema may
+/// not carry an `mcp-param-*` header. Out of line: the annotations of a
+/// learnt schema (up to [`MAX_CLIENT_ANNOTATIONS`], as many as a client
+/// mirrors) take room that the usual check does not.
+#[cfg(feature = "forward")]
+#[inline(never)]
+fn check_forwarded<H: HeaderSource + ?Sized>(
+    tools: &dyn ForwardedTools,
+    body: &Mirrored<'_>,
+    mirrors: &mirror::Mirrors<'_>,
+    headers: &H,
+) -> Result<(), RpcError> {
+    let unknown = |body: &Mirrored<'_>| {
+        mirror::check_after_version::<0>(body, mirrors, headers, None)?;
+        if mirror::has_param_header(headers) {
+            return Err(mirror::UNCHECKED_PARAM_HEADER);
+        }
+        Ok(())
+    };
+    let Some(name) = body.name else {
+        return unknown(body);
+    };
+    tools.with_schema(name, &mut |schema| match schema {
+        ForwardedSchema::Annotated(text) => {
+            match Annotations::<'_, MAX_CLIENT_ANNOTATIONS>::collect(json::trim(text)) {
+                Ok(annotations) => {
+                    mirror::check_after_version(body, mirrors, headers, Some(&annotations))
+                }
+                // Annotations the engine cannot follow are no schema.
+                Err(_) => unknown(body),
+            }
+        }
+        ForwardedSchema::Plain => mirror::check_after_version::<0>(body, mirrors, headers, None),
+        ForwardedSchema::Unknown => unknown(body),
+    })
 }
 
 /// Where a checked request goes.
@@ -548,6 +599,116 @@ mod tests {
                 assert_eq!(result.is_ok(), ok, "{tool} {param:?}: {result:?}");
             }
         }
+    }
+
+    /// Tool schemas as a bridge learnt them: `lookup` annotated, `plain`
+    /// not, every other tool unknown.
+    #[cfg(feature = "forward")]
+    #[derive(Debug)]
+    struct Learnt;
+
+    #[cfg(feature = "forward")]
+    impl ForwardedTools for Learnt {
+        fn with_schema(
+            &self,
+            name: &[u8],
+            check: &mut dyn FnMut(ForwardedSchema<'_>) -> Result<(), RpcError>,
+        ) -> Result<(), RpcError> {
+            check(if json::str_eq(name, b"lookup") {
+                ForwardedSchema::Annotated(
+                    br#"{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"}}}"#,
+                )
+            } else if json::str_eq(name, b"plain") {
+                ForwardedSchema::Plain
+            } else {
+                ForwardedSchema::Unknown
+            })
+        }
+    }
+
+    /// A forwarding registry holds a `tools/call` to the schema it learnt
+    /// for the tool: an annotated argument's header must match, a plain
+    /// tool's `mcp-param-*` headers are ignored, and a tool without a known
+    /// schema may carry none; other methods are not looked up.
+    #[cfg(feature = "forward")]
+    #[test]
+    fn a_forwarding_registry_checks_params_against_the_learnt_schemas() {
+        let info = ServerInfo {
+            name: "bridge",
+            version: "1",
+            instructions: None,
+        };
+        let registry = Registry {
+            forward: true,
+            forwarded_tools: Some(&Learnt),
+            ..Registry::new(info, &[])
+        };
+        let call = |tool: &str, region: Option<&[u8]>, arguments: &str| {
+            let params = std::format!(
+                r#"{{"_meta":{{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{{}}}},"name":"{tool}","arguments":{arguments}}}"#
+            );
+            let mut fields: std::vec::Vec<(&[u8], &[u8])> = std::vec![
+                (b"mcp-protocol-version", b"2026-07-28"),
+                (b"mcp-method", b"tools/call"),
+                (b"mcp-name", tool.as_bytes()),
+            ];
+            if let Some(v) = region {
+                fields.push((b"mcp-param-region", v));
+            }
+            check(
+                &registry,
+                b"tools/call",
+                b"\"tools/call\"",
+                Some(params.as_bytes()),
+                Some(&Fields(&fields)),
+            )
+            .map_err(|e| (e.code, e.message))
+        };
+        let eu = r#"{"region":"eu"}"#;
+        assert_eq!(call("lookup", Some(b"eu"), eu), Ok(()));
+        assert_eq!(call("lookup", Some(b"=?base64?ZXU=?="), eu), Ok(()));
+        for (region, arguments) in [
+            (Some(&b"us"[..]), eu),
+            (None, eu),
+            (Some(b"eu"), r#"{"region":"eu-secret"}"#),
+        ] {
+            let e = call("lookup", region, arguments).unwrap_err();
+            assert_eq!(e.0, HEADER_MISMATCH, "{region:?} {arguments}: {e:?}");
+        }
+        // An argument the body does not give: no header to hold it to.
+        assert_eq!(call("lookup", None, "{}"), Ok(()));
+        assert_eq!(call("plain", Some(b"anything"), eu), Ok(()));
+        assert_eq!(call("other", None, eu), Ok(()));
+        assert_eq!(
+            call("other", Some(b"eu"), eu),
+            Err((HEADER_MISMATCH, mirror::UNCHECKED_PARAM_HEADER.message))
+        );
+        // The name is still checked first.
+        let fields: [(&[u8], &[u8]); 3] = [
+            (b"mcp-protocol-version", b"2026-07-28"),
+            (b"mcp-method", b"tools/call"),
+            (b"mcp-name", b"plain"),
+        ];
+        let params = br#"{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}},"name":"lookup","arguments":{}}"#;
+        let e = check(
+            &registry,
+            b"tools/call",
+            b"\"tools/call\"",
+            Some(&params[..]),
+            Some(&Fields(&fields)),
+        );
+        assert_eq!(e.map_err(|e| e.code), Err(HEADER_MISMATCH));
+        // Without headers (stdio) nothing is looked up.
+        assert!(
+            check::<Fields<'_>>(
+                &registry,
+                b"tools/call",
+                b"\"tools/call\"",
+                Some(&params[..]),
+                None
+            )
+            .is_ok()
+        );
     }
 
     #[test]

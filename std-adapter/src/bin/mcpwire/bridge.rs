@@ -8,7 +8,9 @@
 //! (`--listen`: Streamable HTTP, the gRPC tunnel and the typed service on
 //! one port, a bearer token required unless `--no-auth`, Origin checked).
 //! The engine judges each host message as the binding says (envelope,
-//! `_meta`, version, mirrored headers, ids in use, cancellation); every
+//! `_meta`, version, mirrored headers, ids in use, cancellation; a
+//! `tools/call`'s `Mcp-Param-*` headers against the server's schemas,
+//! which [`LearntTools`] reads from its `tools/list` and keeps); every
 //! request it admits is forwarded as one downstream call, unchanged but
 //! for its id: the client picks the downstream id, the engine puts the
 //! host's back on the response, and the bridge puts it on a listen's
@@ -23,15 +25,24 @@
 //! child). A call that breaks downstream is a JSON-RPC error to the host
 //! that says so; the server's own errors (version errors among them) go
 //! back as they came. The host's credential stays here: downstream the
-//! bridge sends `MCPWIRE_TOKEN`, if set. A stdio child that crashes fails
-//! its calls in flight and is started again (`--restart-max`,
-//! `--restart-backoff-ms`); until the new child is ready the bridge takes
+//! bridge sends `MCPWIRE_TOKEN`, if set. A server that refuses the bridge
+//! (401 or 403 to that token, or -32022 naming only versions the bridge
+//! does not speak) does not end it ([`Reconnect`]): each host request is
+//! answered with a JSON-RPC error that names the refusal, and the server
+//! is tried again at the next; a token that expires later is refused per
+//! call, in the same words. A stdio child that crashes fails
+//! its calls in flight and is started again (`--restart-max` times within
+//! `--restart-window-ms`, after `--restart-backoff-ms`); until the new
+//! child is ready the bridge takes
 //! no new work: a call is refused at once, -32603 "the server is
 //! restarting (attempt N of M)" with `data.grpcStatus` `Unavailable` (over
 //! Streamable HTTP a JSON-RPC error like any other, as the transports
 //! document names no HTTP status for it; over the typed service INTERNAL
-//! with `mcp-error-code`), and the host chooses when to try again. After
-//! the last start fails every call fails at once, saying so. A gRPC server
+//! with `mcp-error-code`), and the host chooses when to try again. A
+//! crash past the budget pauses the restarts until it refills: every call
+//! fails at once meanwhile, saying so and for how long, and then a child
+//! is started again, so one host that crashes the child again and again
+//! locks the others out for a window, not for good. A gRPC server
 //! that goes silent without closing (no FIN from a board switched off) is
 //! found by keepalive PINGs (`--keepalive-ms`, 5 s by default): the calls
 //! in flight fail UNAVAILABLE instead of waiting for their deadlines.
@@ -52,15 +63,15 @@ use std::time::Duration;
 
 use mcpwire_core::grpc::Code;
 use mcpwire_core::mcp::client::stdio::{Era, EraChoice};
-use mcpwire_core::mcp::error::INTERNAL_ERROR;
+use mcpwire_core::mcp::error::{INTERNAL_ERROR, UNSUPPORTED_PROTOCOL_VERSION};
 use mcpwire_core::mcp::json;
 use mcpwire_core::mcp::meta::{KEY_SUBSCRIPTION_ID, PROTOCOL_VERSION};
 use mcpwire_core::mcp::server::Failure;
 use mcpwire_tokio::client::MAX_LIST_PAGES;
 use mcpwire_tokio::{
-    App, CallError, Client, ForwardRequest, ForwardResult, HttpChannelConfig, RawMessage,
-    RawResponse, SerialDevice, ServerCommand, StdioChannelConfig, ToolError, grpc_authority,
-    redact_url,
+    App, CallError, Client, ForwardRequest, ForwardResult, HttpChannelConfig, LearntTools,
+    RawMessage, RawResponse, Reconnect, SerialDevice, ServerCommand, StdioChannelConfig, ToolError,
+    grpc_authority, redact_url, refused_discover, server_refusal,
 };
 use memchr::memmem;
 use serde_json::{Value, json};
@@ -83,17 +94,21 @@ pub const USAGE: &str = "usage: mcpwire bridge HOST-SIDE [--timeout-ms N] [RESTA
   --serial DEVICE: a serial device (a board's UART, /dev/ttyACM0, a pseudo-terminal) that speaks
          the stdio binding, opened raw (8N1, no flow control) at --baud N (default 115200), and
          opened again as RESTART says when it goes away
-  RESTART (a stdio server or device): [--restart-max N] starts in a row that may fail (default 5),
-         [--restart-backoff-ms N] the first wait before a restart (default 100, doubling up to 5 s);
-         the calls in flight at a crash fail, and until the new child is ready every new call is
-         refused at once (-32603 \"the server is restarting (attempt N of M)\"); after the last
-         start fails, every call fails at once
+  RESTART (a stdio server or device): [--restart-max N] restarts within [--restart-window-ms N]
+         (default 5 within 30000), [--restart-backoff-ms N] the first wait before a restart
+         (default 100, doubling up to 5 s); the calls in flight at a crash fail, and until the new
+         child is ready every new call is refused at once (-32603 \"the server is restarting
+         (attempt N of M)\"); a crash past the budget pauses the restarts until its oldest leaves
+         the window, every call refused meanwhile, saying how long; a child that stays up 10 s
+         makes the budget whole
   --timeout-ms N: a forwarded call's longest wait; a gRPC host's deadline goes downstream as
          what is left of it (the shorter of the two; without --timeout-ms the host's alone, and
          without either the client's 60 s); listen streams have none but the host's
   each request is forwarded to the server, with a progress token of the bridge's (the host's
   goes back on its progress); the host's token is never sent on
-  (MCPWIRE_TOKEN, if set, is the bearer token sent downstream over HTTP and gRPC)";
+  (MCPWIRE_TOKEN, if set, is the bearer token sent downstream over HTTP and gRPC; a server
+  that refuses it, or speaks none of the bridge's versions, is answered to each request as a
+  JSON-RPC error naming the refusal, and tried again at the next)";
 
 /// The host side's own request timeout: none to speak of (a year).
 const NO_HOST_TIMEOUT: Duration = Duration::from_secs(365 * 24 * 3600);
@@ -106,6 +121,21 @@ enum Downstream {
         pass_env: Vec<String>,
     },
     Serial(SerialDevice),
+}
+
+impl Downstream {
+    /// The server side in words, before it is reached.
+    fn describe(&self) -> String {
+        match self {
+            Self::Address(a) => redact_url(a),
+            Self::Child { command, .. } => {
+                format!("stdio {}", command.first().map_or("", String::as_str))
+            }
+            Self::Serial(device) => {
+                format!("serial {} at {} baud", device.path.display(), device.baud)
+            }
+        }
+    }
 }
 
 /// The host side.
@@ -124,6 +154,7 @@ enum Host {
 struct Restart {
     max: Option<u32>,
     backoff: Option<Duration>,
+    window: Option<Duration>,
 }
 
 impl Restart {
@@ -135,6 +166,9 @@ impl Restart {
         }
         if let Some(backoff) = self.backoff {
             config.restart_backoff = backoff;
+        }
+        if let Some(window) = self.window {
+            config.restart_window = window;
         }
         config.refuse_while_restarting = true;
         config
@@ -156,6 +190,12 @@ struct Args {
 /// wait for their deadlines. Every 5 s of silence during a call a PING
 /// goes out, and 5 s without an answer fail the calls (UNAVAILABLE).
 const DEFAULT_KEEPALIVE: Duration = Duration::from_secs(5);
+
+/// The longest wait for the server's tool list before the host side
+/// starts: a slower list is learnt in the background, and until then a
+/// call with an `Mcp-Param-*` header is refused (-32020), as it cannot be
+/// checked.
+const FIRST_LIST_WAIT: Duration = Duration::from_secs(5);
 
 /// A stdio child's shutdown: its stdin closed, then SIGTERM after this
 /// long, then SIGKILL after as long again, so the bridge itself ends well
@@ -203,6 +243,15 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Args, String> {
                     .parse()
                     .map_err(|_| format!("bad --restart-backoff-ms {v}"))?;
                 restart.backoff = Some(Duration::from_millis(ms));
+            }
+            "--restart-window-ms" => {
+                let v = value("--restart-window-ms")?;
+                let ms: u64 = v
+                    .parse()
+                    .ok()
+                    .filter(|&ms| ms > 0)
+                    .ok_or_else(|| format!("bad --restart-window-ms {v}"))?;
+                restart.window = Some(Duration::from_millis(ms));
             }
             "--to" => to = Some(value("--to")?),
             "--serial" => serial = Some(value("--serial")?),
@@ -295,10 +344,11 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Args, String> {
         }
     };
     if matches!(downstream, Downstream::Address(_))
-        && (restart.max.is_some() || restart.backoff.is_some())
+        && (restart.max.is_some() || restart.backoff.is_some() || restart.window.is_some())
     {
         return Err(
-            "--restart-max and --restart-backoff-ms go with -- /ABS/SERVER or --serial".into(),
+            "--restart-max, --restart-backoff-ms and --restart-window-ms go with -- /ABS/SERVER or --serial"
+                .into(),
         );
     }
     Ok(Args {
@@ -389,43 +439,151 @@ async fn connect(
     }
 }
 
+/// The server side, as the bridge reaches it: how to connect, and the
+/// learner of its tool schemas, started with the connection.
+struct ServerSide {
+    downstream: Downstream,
+    restart: Restart,
+    keepalive: Option<Duration>,
+    tools: Arc<LearntTools>,
+    learner: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// An attempt was refused: the next one that succeeds says so.
+    refused: std::sync::atomic::AtomicBool,
+}
+
+/// The server side, connected.
+struct Connected {
+    client: Client,
+    /// The answer to `server/discover` of an older-era server.
+    discover: Option<Arc<Value>>,
+    /// The server side in words, for the startup sentence.
+    description: String,
+}
+
+impl ServerSide {
+    /// Connects; an older-era server's discovery is made from what it
+    /// answers, and its tool schemas are read (up to FIRST_LIST_WAIT) and
+    /// then kept in the background.
+    async fn connect(&self) -> Result<Connected, CallError> {
+        let (client, target) = connect(&self.downstream, &self.restart, self.keepalive).await?;
+        let server_side = match client.era() {
+            Some(era) => format!("{} {target} ({era})", client.transport_name()),
+            None => format!(
+                "{} {target} (MCP {PROTOCOL_VERSION}, the binding's one era)",
+                client.transport_name()
+            ),
+        };
+        let older = client
+            .era()
+            .filter(|era| era.era != Era::Modern)
+            .map(|era| format!("{} {}", era.era.describe(), era.version));
+        // Era translation: the host side stays the current era; an older
+        // server's discovery is the bridge's, from what the server answers.
+        let (translation, discover) = match &older {
+            Some(older) => (
+                format!(
+                    "; the server speaks {older}: the host side stays MCP {PROTOCOL_VERSION} and its server/discover is answered from what the server reported"
+                ),
+                Some(Arc::new(legacy_discover(&client).await)),
+            ),
+            None => (String::new(), None),
+        };
+        let learner = {
+            let (tools, client) = (Arc::clone(&self.tools), client.clone());
+            tokio::spawn(async move { tools.follow(&client).await })
+        };
+        if let Ok(mut slot) = self.learner.lock()
+            && let Some(old) = slot.replace(learner)
+        {
+            old.abort();
+        }
+        let _ = tokio::time::timeout(FIRST_LIST_WAIT, self.tools.first_read()).await;
+        let description = format!("{server_side}{translation}");
+        if self.refused.swap(false, Ordering::Relaxed) {
+            eprintln!("mcpwire bridge: the server let the bridge in: server side {description}");
+        }
+        Ok(Connected {
+            client,
+            discover,
+            description,
+        })
+    }
+
+    fn stop_learning(&self) {
+        if let Ok(mut slot) = self.learner.lock()
+            && let Some(learner) = slot.take()
+        {
+            learner.abort();
+        }
+    }
+}
+
 async fn run(args: Args) -> ExitCode {
-    let (client, target) = match connect(&args.downstream, &args.restart, args.keepalive).await {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("mcpwire bridge: cannot reach the server: {e}");
-            return ExitCode::FAILURE;
+    let side = Arc::new(ServerSide {
+        downstream: args.downstream,
+        restart: args.restart,
+        keepalive: args.keepalive,
+        tools: Arc::new(LearntTools::new()),
+        learner: std::sync::Mutex::new(None),
+        refused: std::sync::atomic::AtomicBool::new(false),
+    });
+    let again = {
+        let side = Arc::clone(&side);
+        move || {
+            let side = Arc::clone(&side);
+            async move { side.connect().await }
         }
     };
-    let server_side = match client.era() {
-        Some(era) => format!("{} {target} ({era})", client.transport_name()),
-        None => format!(
-            "{} {target} (MCP {PROTOCOL_VERSION}, the binding's one era)",
-            client.transport_name()
-        ),
+    // A server that refuses the bridge (its credentials, its versions)
+    // does not end it: each request is answered with the refusal, and the
+    // server is tried again at the next (the host shows its user why).
+    // Any other failure to reach it at the start does.
+    let (downstream, server_side, refused) = match side.connect().await {
+        Ok(connected) => {
+            let description = connected.description.clone();
+            (Reconnect::connected(connected), description, None)
+        }
+        Err(e) => match server_refusal(&e) {
+            Some(refusal) => {
+                side.refused.store(true, Ordering::Relaxed);
+                let why = match refusal.data.as_ref().and_then(|d| d.get("supported")) {
+                    Some(versions) if refusal.code == UNSUPPORTED_PROTOCOL_VERSION => format!(
+                        "the server refused the bridge's protocol version {PROTOCOL_VERSION} ({}): it speaks {versions}",
+                        refusal.message
+                    ),
+                    _ => refusal.message.clone(),
+                };
+                let note = format!(
+                    "mcpwire bridge: {why}; each request is answered with this refusal (JSON-RPC {}) and the server is tried again at the next",
+                    refusal.code
+                );
+                let description = format!(
+                    "{} (not connected: it refused the bridge)",
+                    side.downstream.describe()
+                );
+                (Reconnect::new(again), description, Some(note))
+            }
+            None => {
+                eprintln!("mcpwire bridge: cannot reach the server: {e}");
+                return ExitCode::FAILURE;
+            }
+        },
     };
-    let older = client
-        .era()
-        .filter(|era| era.era != Era::Modern)
-        .map(|era| format!("{} {}", era.era.describe(), era.version));
-    // Era translation: the host side stays the current era; an older
-    // server's discovery is the bridge's, from what the server answers.
-    let (translation, discover) = match &older {
-        Some(older) => (
-            format!(
-                "; the server speaks {older}: the host side stays MCP {PROTOCOL_VERSION} and its server/discover is answered from what the server reported"
-            ),
-            Some(Arc::new(legacy_discover(&client).await)),
-        ),
-        None => (String::new(), None),
-    };
-    let app = forwarding_app(client.clone(), args.timeout, discover);
-    match args.host {
+    let downstream = Arc::new(downstream);
+    let app = forwarding_app(
+        Arc::clone(&downstream),
+        args.timeout,
+        Arc::clone(&side.tools),
+    );
+    let exit = match args.host {
         Host::Stdio => {
             eprintln!(
-                "mcpwire bridge {}: host side stdio (MCP {PROTOCOL_VERSION}, JSON-RPC lines on stdin and stdout) -> server side {server_side}{translation}",
+                "mcpwire bridge {}: host side stdio (MCP {PROTOCOL_VERSION}, JSON-RPC lines on stdin and stdout) -> server side {server_side}",
                 env!("CARGO_PKG_VERSION")
             );
+            if let Some(note) = &refused {
+                eprintln!("{note}");
+            }
             let config = mcpwire_tokio::StdioConfig {
                 // The downstream call has its own timeout (--timeout-ms,
                 // or the client's); the host side adds none.
@@ -436,17 +594,25 @@ async fn run(args: Args) -> ExitCode {
                 served = app.serve_stdio_with(config) => served,
                 () = shutdown_signal() => Ok(()),
             };
-            finish(client, served).await
+            finish(&downstream, served).await
         }
         Host::Listen {
             addr,
             opts,
             no_auth,
         } => {
-            let sides = format!("MCP {PROTOCOL_VERSION} -> server side {server_side}{translation}");
-            listen_host(client, app, &addr, opts, no_auth, &sides).await
+            let sides = format!("MCP {PROTOCOL_VERSION} -> server side {server_side}");
+            let listen = Listen {
+                addr: &addr,
+                no_auth,
+                sides: &sides,
+                note: refused.as_deref(),
+            };
+            listen_host(&downstream, app, opts, listen).await
         }
-    }
+    };
+    side.stop_learning();
+    exit
 }
 
 /// Completes at SIGTERM or Ctrl-C (never, when neither can be watched).
@@ -471,14 +637,28 @@ async fn shutdown_signal() {
 
 /// The network host side: one forwarding app on the server of `opts`
 /// (Streamable HTTP, the gRPC tunnel, the typed service), until SIGTERM.
-async fn listen_host(
-    client: Client,
-    app: App,
-    addr: &str,
-    opts: super::ServeOptions,
+/// What the network host side says of itself: its address, whether
+/// anyone may call, the sides in words, and a note after its startup
+/// sentence (a server that refused the bridge).
+struct Listen<'a> {
+    addr: &'a str,
     no_auth: bool,
-    sides: &str,
+    sides: &'a str,
+    note: Option<&'a str>,
+}
+
+async fn listen_host(
+    downstream: &Reconnect<Connected>,
+    app: App,
+    opts: super::ServeOptions,
+    listen: Listen<'_>,
 ) -> ExitCode {
+    let Listen {
+        addr,
+        no_auth,
+        sides,
+        note,
+    } = listen;
     let mut opts = opts;
     // The downstream call has its own timeout (--timeout-ms, or the
     // client's): its -32001 says which side gave up. The host side adds
@@ -488,7 +668,9 @@ async fn listen_host(
         Ok(s) => s,
         Err(e) => {
             eprintln!("mcpwire bridge: cannot listen on {addr}: {e}");
-            client.close().await;
+            if let Some(c) = downstream.current() {
+                c.client.close().await;
+            }
             return ExitCode::FAILURE;
         }
     };
@@ -507,14 +689,19 @@ async fn listen_host(
         "mcpwire bridge {}: host side {sentence}, {sides}",
         env!("CARGO_PKG_VERSION")
     );
+    if let Some(note) = note {
+        eprintln!("{note}");
+    }
     let served = server.serve_with_shutdown(app, shutdown_signal()).await;
-    finish(client, served).await
+    finish(downstream, served).await
 }
 
 /// The end of either host side: the server side closed (a child stopped,
 /// a session deleted), then the exit status of how the host side ended.
-async fn finish(client: Client, served: std::io::Result<()>) -> ExitCode {
-    client.close().await;
+async fn finish(downstream: &Reconnect<Connected>, served: std::io::Result<()>) -> ExitCode {
+    if let Some(c) = downstream.current() {
+        c.client.close().await;
+    }
     match served {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -525,30 +712,69 @@ async fn finish(client: Client, served: std::io::Result<()>) -> ExitCode {
 }
 
 /// The one forwarding path of both host sides: every request the engine
-/// admits goes to the server through `client`; `discover`, when given, is
-/// the answer to `server/discover` (an older-era server has none).
-fn forwarding_app(client: Client, timeout: Option<Duration>, discover: Option<Arc<Value>>) -> App {
-    // One client for every call: a clone of `Client` copies its era's
-    // strings.
-    let client = Arc::new(client);
-    App::new("mcpwire-bridge", env!("CARGO_PKG_VERSION")).forward(move |request| {
-        let client = Arc::clone(&client);
-        let discover = discover.clone();
-        async move {
-            let Some(discover) = discover else {
-                return forward_request(&client, request, timeout).await;
-            };
-            // An older-era server: its discovery is the bridge's, and its
-            // results get the fields the current era requires.
-            if request.method() == "server/discover" {
-                return Ok(ForwardResult::Value(Value::clone(&discover)));
+/// admits goes to the server `downstream` reaches (connected at the first
+/// request, when the server refused the bridge at the start: until it lets
+/// the bridge in, each request is answered with the refusal); an
+/// older-era server's `server/discover` is the bridge's. The tool lists
+/// hosts read teach `tools` too.
+fn forwarding_app(
+    downstream: Arc<Reconnect<Connected>>,
+    timeout: Option<Duration>,
+    tools: Arc<LearntTools>,
+) -> App {
+    let learnt = Arc::clone(&tools);
+    App::new("mcpwire-bridge", env!("CARGO_PKG_VERSION"))
+        .forward(move |request| {
+            let downstream = Arc::clone(&downstream);
+            let tools = Arc::clone(&learnt);
+            async move {
+                let method = request.method().to_owned();
+                // Refused credentials: a host's discovery is the bridge's,
+                // and the host learns of the refusal at its next request,
+                // not from a legacy fallback that hides it.
+                let refused = |e: ToolError| match method.as_str() {
+                    "server/discover" => {
+                        refused_discover(&e, "mcpwire-bridge", env!("CARGO_PKG_VERSION"))
+                            .map(ForwardResult::Value)
+                            .ok_or(e)
+                    }
+                    _ => Err(e),
+                };
+                let connected = match downstream.get().await {
+                    Ok(c) => c,
+                    Err(e) => return refused(e),
+                };
+                let client = &connected.client;
+                let discover = connected.discover.as_deref();
+                if discover.is_none() && method == "server/discover" {
+                    return forward_request(client, request, timeout)
+                        .await
+                        .or_else(refused);
+                }
+                // A tools/list answered to a host teaches the schemas too.
+                let learn = method == "tools/list";
+                if discover.is_none() && !learn {
+                    return forward_request(client, request, timeout).await;
+                }
+                // An older-era server: its discovery is the bridge's, and
+                // its results get the fields the current era requires.
+                if let Some(discover) = discover
+                    && method == "server/discover"
+                {
+                    return Ok(ForwardResult::Value(discover.clone()));
+                }
+                let params = learn.then(|| request.params().clone());
+                let mut result = into_value(forward_request(client, request, timeout).await?)?;
+                if discover.is_some() {
+                    current_era_result(&method, &mut result);
+                }
+                if let Some(params) = params {
+                    tools.learn_answer(&params, &result);
+                }
+                Ok(result.into())
             }
-            let method = request.method().to_owned();
-            let mut result = into_value(forward_request(&client, request, timeout).await?)?;
-            current_era_result(&method, &mut result);
-            Ok(result.into())
-        }
-    })
+        })
+        .forward_tools(tools)
 }
 
 /// A result as a tree (its text parsed: the era's fields and the pages
@@ -987,12 +1213,14 @@ fn downstream_tool_error(transport: &str, e: &CallError) -> ToolError {
     if let Some(status) = e.diagnostics.http_status {
         data["httpStatus"] = json!(status);
     }
+    // A refusal of the bridge's credentials (a token that expired) says
+    // so, as the refusal at the start does.
+    let why = server_refusal(e)
+        .filter(|r| r.code == INTERNAL_ERROR)
+        .map_or_else(|| e.message.clone(), |r| r.message);
     let mut out = ToolError::new(
         code,
-        format!(
-            "the bridge's call to the server ({transport}) failed: {}",
-            e.message
-        ),
+        format!("the bridge's call to the server ({transport}) failed: {why}"),
     );
     out.data = Some(data);
     out

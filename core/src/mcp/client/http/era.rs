@@ -8,8 +8,9 @@
 //!
 //! 1. `POST` a modern `server/discover` ([`probe`]): a `DiscoverResult` →
 //!    modern; -32022 naming another version this client speaks → probe
-//!    again with it; -32021 or -32020 → the server is modern and the
-//!    request is wrong: reported, no fallback; 401, 403, 5xx, no answer
+//!    again with it; -32022 naming only versions it speaks in neither era,
+//!    -32021 or -32020 → the server is modern and cannot be spoken to as
+//!    asked: reported, no fallback; 401, 403, 5xx, no answer
 //!    or a broken transport → an error, never era evidence; a 4xx whose
 //!    body is empty, not JSON-RPC or an unrecognised error → legacy.
 //! 2. Legacy: `POST` `initialize` with no session ([`initialize`]): an
@@ -41,8 +42,9 @@ pub enum ProbeVerdict {
     /// -32022 naming another modern version this client speaks: probe
     /// again with it (once).
     Retry(&'static str),
-    /// The server is modern and refused the request (-32021 a capability
-    /// it needs, -32020 a header that does not match the body): the
+    /// The server is modern and refused the request (-32022 naming only
+    /// versions this client speaks in neither era, -32021 a capability it
+    /// needs, -32020 a header that does not match the body): the
     /// application is told; no fallback.
     Refused { code: i64 },
     /// Not evidence of an era (401, 403, a 5xx, no answer, a body that a
@@ -93,6 +95,9 @@ pub fn probe(judgement: &Judgement, status: u16, buf: &[u8], requested: &str) ->
                 Verdict::Modern(v) => ProbeVerdict::Modern(v),
                 Verdict::Retry(v) => ProbeVerdict::Retry(v),
                 Verdict::Legacy(why) => ProbeVerdict::Legacy(why),
+                Verdict::Unsupported => ProbeVerdict::Refused {
+                    code: i64::from(UNSUPPORTED_PROTOCOL_VERSION),
+                },
             }
         }
         Judgement::Failed(_) if (400..500).contains(&status) => {

@@ -156,6 +156,10 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, const CALLS: usize> StdioClient<B, CALLS> {
                 self.era.fall_back(why);
                 self.initialize();
             }
+            // `server_versions` and `probe_error` say which versions.
+            Verdict::Unsupported => self.fail_handshake(
+                "the server answered -32022 and speaks none of this client's protocol versions",
+            ),
         }
     }
 
