@@ -563,6 +563,10 @@ fn http_a_header_mismatch_relists_the_tools_and_retries_once() {
             );
             assert!(net.client.cached_schema(br#""lookup""#).is_some());
             assert_eq!(net.server(0).requests(), ["tools/call lookup"]);
+            let diagnostics = seen.diagnostics.expect("diagnostics with the response");
+            assert!(diagnostics.relisted, "{wire:?} {diagnostics:?}");
+            assert_eq!(diagnostics.http2, wire == Wire::Http2);
+            assert_eq!(diagnostics.http_status, Some(200));
         });
     }
 }
@@ -730,6 +734,52 @@ fn http_a_probe_answered_401_fails_the_calls_and_never_falls_back() {
     }
 }
 
+/// A call of `start_handshake` sends nothing of its own: it waits while
+/// the probe finds the server modern and ends with no message; with the
+/// modern era chosen it ends at once, before any link.
+#[test]
+fn http_a_handshake_call_waits_for_the_probe_and_sends_nothing() {
+    for wire in WIRES {
+        each_split(|| {
+            let mut net = http_net(wire, probing(wire), None);
+            let now = net.now;
+            let waiter = net.client.start_handshake(now).unwrap();
+            net.run();
+            let seen = net.seen(waiter);
+            assert!(seen.ended, "{wire:?} {seen:?}");
+            assert!(seen.response.is_none() && seen.failed.is_none(), "{seen:?}");
+            assert_eq!(net.link_events, [("connect", 0), ("ready", 0)], "{wire:?}");
+            assert_eq!(net.client.era().era, Some(Era::Modern));
+            assert!(net.server(0).requests().is_empty(), "only the probe went");
+            let call = net.call(&tool_call(1, "echo", r#"{"text":"m"}"#)).unwrap();
+            assert!(net.seen(call).response.unwrap().contains("\"m\""));
+        });
+        let mut net = http_net(wire, http_config(wire), None);
+        let now = net.now;
+        let waiter = net.client.start_handshake(now).unwrap();
+        net.run();
+        assert!(net.seen(waiter).ended, "{wire:?}");
+        assert_eq!(net.link_events, [("ready", 0)], "no link");
+    }
+}
+
+/// A handshake call fails as the probe did: 401 with its challenge.
+#[test]
+fn http_a_handshake_call_fails_with_the_probes_401() {
+    for wire in WIRES {
+        let mut net = http_net(wire, probing(wire), Some("sesame"));
+        let now = net.now;
+        let waiter = net.client.start_handshake(now).unwrap();
+        net.run();
+        let seen = net.seen(waiter);
+        let (_, message, diagnostics) = seen.failed.clone().expect("failed");
+        assert_eq!(diagnostics.http_status, Some(401), "{wire:?} {message}");
+        assert_eq!(diagnostics.grpc_status, Some(Code::Unauthenticated));
+        assert!(seen.www_authenticate.unwrap().starts_with("Bearer"));
+        assert!(seen.ended);
+    }
+}
+
 /// A net of the engine and a scripted legacy server of `shape`.
 fn legacy_net(shape: legacy::Shape, era: EraChoice) -> (Net<Http>, Rc<RefCell<legacy::Legacy>>) {
     let shared = legacy::Legacy::new(shape);
@@ -781,6 +831,45 @@ fn http_the_probe_falls_back_to_the_2025_session() {
         assert!(net.client.is_closed());
         assert_eq!(net.link_events.last(), Some(&("closed", 0)));
         assert!(net.open_links().is_empty());
+    });
+}
+
+/// The server ends the 2025 session (it expired): the next call is
+/// answered 404, fails saying so (UNAVAILABLE, no result invented), and
+/// the call after it goes in a new session, `initialize` first (no
+/// probe: the era is known).
+#[test]
+fn http_a_2025_session_the_server_ended_is_initialized_again() {
+    each_split(|| {
+        let (mut net, server) = legacy_net(legacy::Shape::Session, EraChoice::Probe);
+        let first = net.call(&tool_call(1, "echo", r#"{"text":"a"}"#)).unwrap();
+        assert!(net.seen(first).response.unwrap().contains("\"a\""));
+        server.borrow_mut().end_session();
+        let lost = net.call(&tool_call(2, "echo", r#"{"text":"b"}"#)).unwrap();
+        let seen = net.seen(lost);
+        let (_, message, diagnostics) = seen.failed.expect("failed");
+        assert_eq!(diagnostics.http_status, Some(404), "{message}");
+        assert_eq!(diagnostics.grpc_status, Some(Code::Unavailable));
+        assert!(message.contains("ended the 2025 session"), "{message}");
+        let again = net.call(&tool_call(3, "echo", r#"{"text":"c"}"#)).unwrap();
+        assert!(
+            net.seen(again)
+                .response
+                .as_deref()
+                .is_some_and(|r| r.contains("\"c\"")),
+            "{:?}",
+            server.borrow().requests
+        );
+        assert_eq!(net.client.era().era, Some(Era::Legacy));
+        assert_eq!(
+            server.borrow().requests[4..],
+            [
+                "POST /mcp tools/call session=s-1 version=2025-11-25",
+                "POST /mcp initialize session=- version=-",
+                "POST /mcp notifications/initialized session=s-2 version=2025-11-25",
+                "POST /mcp tools/call session=s-2 version=2025-11-25",
+            ]
+        );
     });
 }
 

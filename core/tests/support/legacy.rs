@@ -7,7 +7,8 @@
 //! - [`Shape::Session`] (2025-11-25): a request before `initialize` is
 //!   answered 400 with -32000 and no id (as the TypeScript SDK's server
 //!   does); `initialize` gives `Mcp-Session-Id`; every later request must
-//!   carry it (400 otherwise); `DELETE` ends the session.
+//!   carry it (400 otherwise; 404 for a session the server ended,
+//!   [`Legacy::end_session`]); `DELETE` ends the session.
 //! - [`Shape::HttpSse`] (2024-11-05): `POST` to the endpoint is 405; `GET`
 //!   opens the event stream whose first event is `endpoint`, naming
 //!   `/messages?sessionId=abc`; messages `POST`ed there are answered 202,
@@ -38,6 +39,8 @@ pub struct Legacy {
     pub requests: Vec<String>,
     /// Events owed on the 2024 stream.
     stream_out: Vec<u8>,
+    /// Sessions opened so far: the current one is `s-{sessions}`.
+    sessions: u32,
 }
 
 impl Legacy {
@@ -46,7 +49,14 @@ impl Legacy {
             shape,
             requests: Vec::new(),
             stream_out: Vec::new(),
+            sessions: 0,
         }))
+    }
+
+    /// The server forgets the current session (it expired): a request
+    /// that carries its id is answered 404 (§13.2).
+    pub fn end_session(&mut self) {
+        self.sessions += 1;
     }
 }
 
@@ -149,13 +159,26 @@ impl LegacyLink {
         session: Option<String>,
         message: &Value,
     ) {
+        let current = {
+            let n = self.shared.borrow().sessions;
+            match n {
+                0 => SESSION.to_owned(),
+                n => format!("s-{}", n + 1),
+            }
+        };
         if rpc == "initialize" {
             let result = json!({"jsonrpc":"2.0","id":message["id"],"result":{
                 "protocolVersion":"2025-11-25","capabilities":{"tools":{}},
                 "serverInfo":{"name":"legacy","version":"1"}}});
-            return self.json("200 OK", &[("Mcp-Session-Id", SESSION)], &result);
+            return self.json("200 OK", &[("Mcp-Session-Id", &current)], &result);
         }
-        if session.as_deref() != Some(SESSION) {
+        if let Some(old) = session.as_deref()
+            && old != current
+            && old.starts_with("s-")
+        {
+            return self.respond("404 Not Found", &[], "");
+        }
+        if session.as_deref() != Some(current.as_str()) {
             let error = json!({"jsonrpc":"2.0","id":null,"error":{"code":-32000,
                 "message":"Bad Request: Server not initialized"}});
             return self.json("400 Bad Request", &[], &error);

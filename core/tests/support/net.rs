@@ -30,6 +30,8 @@ pub struct Seen {
     pub failed: Option<(i32, String, Diagnostics)>,
     /// The failure's `WWW-Authenticate`.
     pub www_authenticate: Option<String>,
+    /// What the engine reported of the exchange with its outcome.
+    pub diagnostics: Option<Diagnostics>,
     pub ended: bool,
 }
 
@@ -334,15 +336,20 @@ impl<E: ClientEngine> Net<E> {
                 }
                 ClientEvent::Response { call } => {
                     let text = s(self.client.message(call).unwrap_or_default());
-                    self.seen.entry(call).or_default().response = Some(text);
+                    let diagnostics = self.client.diagnostics(call);
+                    let seen = self.seen.entry(call).or_default();
+                    seen.response = Some(text);
+                    seen.diagnostics = diagnostics;
                 }
                 ClientEvent::Failed { call } => {
                     let f = self.client.failure(call).expect("a failure");
                     let failed = (f.code, s(f.message), f.diagnostics);
                     let auth = f.www_authenticate.map(s);
+                    let diagnostics = self.client.diagnostics(call);
                     let seen = self.seen.entry(call).or_default();
                     seen.failed = Some(failed);
                     seen.www_authenticate = auth;
+                    seen.diagnostics = diagnostics;
                 }
                 ClientEvent::Ended { call } => self.seen.entry(call).or_default().ended = true,
                 ClientEvent::Warning { call, reason } => {

@@ -112,6 +112,9 @@ pub(super) struct Call {
     /// The last judgement of the engine's own request (what the era's
     /// rules read).
     pub(super) own_judgement: Option<Judgement>,
+    /// A call that sends nothing: it waits for the era's handshake
+    /// ([`ClientEngine::start_handshake`](crate::mcp::client::ClientEngine::start_handshake)).
+    pub(super) handshake: bool,
 }
 
 /// A call's place in the engine.
@@ -317,6 +320,7 @@ impl<S: CallStore, const CALLS: usize, const CACHE: usize> Calls<S, CALLS, CACHE
             auth: ([0; MAX_AUTH], None),
             terminal: None,
             own_judgement: None,
+            handshake: false,
         });
         Some(i)
     }
@@ -354,10 +358,12 @@ impl<S: CallStore, const CALLS: usize, const CACHE: usize> Calls<S, CALLS, CACHE
         if mode == Mode::Retry {
             c.cur = c.orig;
         }
-        // Whether a stale link or a refused stream was retried stays known.
+        // Whether a stale link or a refused stream was retried, and
+        // whether the call was re-listed, stays known.
         c.diagnostics = Diagnostics {
             retried: c.diagnostics.retried,
             refused: c.diagnostics.refused,
+            relisted: c.diagnostics.relisted || mode != Mode::Call,
             ..Diagnostics::default()
         };
         self.reset_reader(i);
@@ -390,6 +396,32 @@ impl<S: CallStore, const CALLS: usize, const CACHE: usize> Calls<S, CALLS, CACHE
             .filter(|(_, c)| c.place == Place::Queued && c.terminal.is_none() && eligible(c))
             .min_by_key(|(_, c)| c.seq)
             .map(|(i, _)| i)
+    }
+
+    /// The era is known: the calls that waited only for the handshake
+    /// end (no message).
+    pub(super) fn handshake_over(&mut self) {
+        for slot in self.slots.iter_mut() {
+            let Some(c) = slot.call.as_mut() else {
+                continue;
+            };
+            if c.handshake && c.place == Place::Queued && c.terminal.is_none() {
+                c.place = Place::Done;
+                c.terminal = Some(Terminal {
+                    kind: Kind::Nothing,
+                    in_req: false,
+                    at: (0, 0),
+                    diagnostics: c.diagnostics,
+                    delivered: false,
+                });
+            }
+        }
+    }
+
+    /// What is known of `call`'s exchange, once it has an outcome.
+    pub(super) fn diagnostics(&self, call: CallId) -> Option<Diagnostics> {
+        let i = self.slot_of(call)?;
+        Some(self.slots[i].call.as_ref()?.terminal.as_ref()?.diagnostics)
     }
 
     /// The call whose exchange is HTTP/1.1 link `link`'s, or HTTP/2

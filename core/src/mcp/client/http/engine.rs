@@ -69,7 +69,7 @@ use crate::h2::{InlineStorage, Storage};
 use crate::http1::{ClientConnection, SseParser};
 use crate::mcp::client::engine::{CallOptions, ClientEngine, LinkId, Negotiated};
 use crate::mcp::client::era::EraDiagnostics;
-use crate::mcp::client::events::{CallId, ClientEvent, Failure, StartError};
+use crate::mcp::client::events::{CallId, ClientEvent, Diagnostics, Failure, StartError};
 use crate::mcp::error::{INVALID_REQUEST, RpcError};
 use crate::mcp::json;
 use crate::mcp::store::CallStore;
@@ -269,6 +269,9 @@ impl<
     /// asked for, requests written.
     pub(super) fn pump(&mut self) {
         self.begin_handshake();
+        if self.era.is_ready() {
+            self.calls.handshake_over();
+        }
         match self.version {
             Some(Version::Http2) => self.pump_h2(),
             _ => self.pump_pool(),
@@ -415,6 +418,27 @@ impl<
             Some(Own::Events) => "GET",
             _ => "POST",
         });
+    }
+
+    /// The last judgement of call `i`'s exchange. In the 2025 session
+    /// shape a 404 says the server ended the session (§13.2): the call
+    /// fails saying so, and the next call initializes a new session.
+    pub(super) fn judge(&mut self, i: usize, j: super::response::Judgement) {
+        if let super::response::Judgement::Failed(f) = &j
+            && f.status == 404
+            && self.era.has_session()
+            && self.calls.call(i).is_some_and(|c| c.own.is_none())
+        {
+            self.era.session_ended();
+            self.calls.fail_transport(
+                i,
+                Code::Unavailable,
+                b"the server ended the 2025 session (404 to its Mcp-Session-Id): the next call starts a new one",
+                Some(404),
+            );
+            return;
+        }
+        self.calls.judged(i, j);
     }
 
     /// Fails call `i` whose request could not be written.
@@ -564,6 +588,28 @@ impl<
         let call = self.calls.call_id(i);
         self.advance();
         Ok(call)
+    }
+
+    fn start_handshake(&mut self, now: Instant) -> Result<CallId, StartError> {
+        self.now = now;
+        if self.closing {
+            return Err(StartError::Closed);
+        }
+        let deadline = Some(now.saturating_add(self.config.request_timeout));
+        let i = self
+            .calls
+            .admit(b"", None, 0, ResponseReader::accepted(), deadline, None)
+            .ok_or(StartError::Busy)?;
+        if let Some(c) = self.calls.call_mut(i) {
+            c.handshake = true;
+        }
+        let call = self.calls.call_id(i);
+        self.advance();
+        Ok(call)
+    }
+
+    fn diagnostics(&self, call: CallId) -> Option<Diagnostics> {
+        self.calls.diagnostics(call)
     }
 
     fn cancel(&mut self, call: CallId, now: Instant) -> bool {

@@ -215,6 +215,7 @@ impl<
                     c.place = Place::Stream(stream);
                     c.head_sent = false;
                     c.sent = 0;
+                    c.diagnostics.http2 = true;
                 }
             }
         }
@@ -389,7 +390,7 @@ impl<
         };
         let (fed, judgement) = self.calls.on_body(i, data);
         if let Some(j) = judgement {
-            self.calls.judged(i, j);
+            self.judge(i, j);
         }
         if let Fed::Note(n) = fed {
             return Some(n);
@@ -401,7 +402,7 @@ impl<
                 .is_some_and(|c| c.place == Place::Stream(stream))
             && let Some(j) = self.calls.on_end(i)
         {
-            self.calls.judged(i, j);
+            self.judge(i, j);
         }
         if !end
             && self
@@ -443,7 +444,7 @@ impl<
                             fields.get(b"www-authenticate"),
                         );
                         if let Some(j) = judgement {
-                            self.calls.judged(i, j);
+                            self.judge(i, j);
                         }
                     }
                     let on_stream = |c: &super::call::Call| c.place == Place::Stream(stream);
@@ -451,7 +452,7 @@ impl<
                         && self.calls.call(i).is_some_and(on_stream)
                         && let Some(j) = self.calls.on_end(i)
                     {
-                        self.calls.judged(i, j);
+                        self.judge(i, j);
                     }
                     if !end_stream && !self.calls.call(i).is_some_and(on_stream) {
                         let until = self.now.saturating_add(DRAIN_WAIT);

@@ -16,6 +16,8 @@
 //!   on every later request, `notifications/initialized` first, and
 //!   [`close`](crate::mcp::client::ClientEngine::close) ends the session
 //!   with `DELETE`.
+//! - A 404 to a request of the 2025 session: the server ended it; that
+//!   call fails saying so, and the next one starts with `initialize`.
 //! - `initialize` refused with 400, 404 or 405 and no modern error → the
 //!   2024 HTTP+SSE shape (§13.1, over HTTP/1.1): the engine's `GET` opens
 //!   the event stream ([`events`](super::events)); its `endpoint` event
@@ -82,6 +84,9 @@ pub(super) struct EraState {
     session: ([u8; MAX_SESSION_ID], usize),
     /// The 2024 HTTP+SSE shape is spoken (or being set up).
     sse: bool,
+    /// The server ended the 2025 session: the handshake starts again with
+    /// `initialize`, the era being known.
+    reinitialize: bool,
     /// Where the 2024 shape's messages go (the `endpoint` event's target).
     post_target: ([u8; POST_TARGET], usize),
 }
@@ -98,6 +103,7 @@ impl EraState {
             ready_owed: false,
             session: ([0; MAX_SESSION_ID], 0),
             sse: false,
+            reinitialize: false,
             post_target: ([0; POST_TARGET], 0),
         };
         if choice == EraChoice::Modern {
@@ -150,6 +156,14 @@ impl EraState {
         self.phase = Phase::Unknown;
         self.sse = false;
         self.post_target.1 = 0;
+    }
+
+    /// The server answered 404 to the 2025 session's id (§13.2): the era
+    /// is unknown again and the next handshake is `initialize`.
+    pub(super) fn session_ended(&mut self) {
+        self.phase = Phase::Unknown;
+        self.session.1 = 0;
+        self.reinitialize = true;
     }
 
     /// The shape of the requests that go now.
@@ -214,6 +228,7 @@ impl<
         }
         match self.era.choice {
             EraChoice::Legacy => self.send_initialize(),
+            _ if self.era.reinitialize => self.send_initialize(),
             _ => self.send_probe(self.era.diagnostics.requested),
         }
     }
