@@ -562,6 +562,9 @@ fn http_a_header_mismatch_relists_the_tools_and_retries_once() {
                 "{wire:?} {seen:?}"
             );
             assert!(net.client.cached_schema(br#""lookup""#).is_some());
+            // The same through the contract a driver holds.
+            let engine: &dyn ClientEngine = &net.client;
+            assert!(engine.cached_schema(br#""lookup""#).is_some());
             assert_eq!(net.server(0).requests(), ["tools/call lookup"]);
             let diagnostics = seen.diagnostics.expect("diagnostics with the response");
             assert!(diagnostics.relisted, "{wire:?} {diagnostics:?}");

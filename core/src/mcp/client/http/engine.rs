@@ -612,6 +612,14 @@ impl<
         self.calls.diagnostics(call)
     }
 
+    fn cached_schema(&self, tool: &[u8]) -> Option<&[u8]> {
+        self.calls.cache.get(tool)
+    }
+
+    fn clear_schemas(&mut self) {
+        self.calls.cache.clear();
+    }
+
     fn cancel(&mut self, call: CallId, now: Instant) -> bool {
         self.now = now;
         let Some(i) = self.calls.slot_of(call) else {
