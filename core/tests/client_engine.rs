@@ -737,6 +737,29 @@ fn http_a_probe_answered_401_fails_the_calls_and_never_falls_back() {
     }
 }
 
+/// A server that says GOAWAY while a call's answer is still to come, then
+/// answers it: the response arrives (the stream's last DATA closes the
+/// draining connection in the same read), and the next call goes on a new
+/// link.
+#[test]
+fn http2_an_answer_after_the_servers_goaway_arrives_and_the_next_call_relinks() {
+    each_split(|| {
+        let mut net = http_net(Wire::Http2, http_config(Wire::Http2), None);
+        let held = net.call(&tool_call(1, "hold", "{}")).unwrap();
+        net.server(0).go_away();
+        net.server(0).answer_held();
+        net.run();
+        let seen = net.seen(held);
+        assert!(
+            seen.response.as_deref().is_some_and(|r| r.contains("content")),
+            "{seen:?}"
+        );
+        let next = net.call(&tool_call(2, "echo", r#"{"text":"n"}"#)).unwrap();
+        assert!(net.seen(next).response.unwrap().contains("\"n\""));
+        assert_eq!(connects(&net), 2);
+    });
+}
+
 /// A call of `start_handshake` sends nothing of its own: it waits while
 /// the probe finds the server modern and ends with no message; with the
 /// modern era chosen it ends at once, before any link.

@@ -54,14 +54,12 @@
 //! [`StdioChannel::call_tool_with_progress`]; [`StdioChannel::request`] and
 //! [`StdioChannel::call`] take any method as JSON.
 
-pub(crate) mod http_link;
 mod lines;
 #[cfg(unix)]
 mod serial;
 mod supervisor;
 mod typed;
 
-pub use http_link::HttpLinkConfig;
 #[cfg(unix)]
 pub use serial::{DEFAULT_BAUD, SerialDevice};
 
@@ -159,11 +157,6 @@ impl ServerCommand {
 pub enum LineServer {
     /// A child process, over its stdin and stdout (the stdio binding).
     Command(ServerCommand),
-    /// An older-era HTTP server (MCP 2026-07-28 §13): the 2025 Streamable
-    /// HTTP shape with sessions, or the 2024 HTTP+SSE shape, told apart by
-    /// the answer to `initialize`. Always the legacy lifecycle: a modern
-    /// server is reached with the HTTP channel.
-    LegacyHttp(HttpLinkConfig),
     /// A serial device running the stdio binding (a board's UART): its
     /// octets instead of a child's stdout and stdin; opened again after it
     /// went away, as a child is started again after a crash.
@@ -225,15 +218,6 @@ impl StdioChannelConfig {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
         Self::with_server(LineServer::Command(command), name)
-    }
-
-    /// Settings for an older-era HTTP server at `link.url`; the era is the
-    /// legacy lifecycle (no probe: the HTTP channel's probe chose it).
-    pub fn legacy_http(link: HttpLinkConfig) -> Self {
-        let name = link.url.clone();
-        let mut config = Self::with_server(LineServer::LegacyHttp(link), name);
-        config.era = EraChoice::Legacy;
-        config
     }
 
     /// Settings for a serial device running the stdio binding.

@@ -44,6 +44,8 @@ pub trait Served: Endpoint {
     fn serve(&mut self);
     /// The server goes away (GOAWAY, the end of its input...).
     fn go_away(&mut self);
+    /// Answers every held call with an empty result.
+    fn answer_held(&mut self) {}
     /// The server is over: once its output is read, the client's link
     /// ends (end of file).
     fn finished(&self) -> bool {
@@ -221,6 +223,12 @@ impl<E: ServerLink> Served for Server<E> {
     }
     fn go_away(&mut self) {
         self.engine.link_go_away();
+        self.serve();
+    }
+    fn answer_held(&mut self) {
+        for call in std::mem::take(&mut self.held) {
+            let _ = self.engine.respond(call, br#"{"content":[]}"#);
+        }
         self.serve();
     }
     fn finished(&self) -> bool {

@@ -55,7 +55,8 @@ pub(crate) enum Command {
     /// Start a call of one JSON-RPC message (its text); its events go to
     /// `events`. `accepted` answers at once: the engine took it, or it
     /// waits for room, or why not; without it a refusal comes as
-    /// [`CallMsg::Refused`].
+    /// [`CallMsg::Refused`]. An empty `body` is a call that waits for the
+    /// engine's handshake ([`ClientEngine::start_handshake`]).
     Start {
         key: u64,
         body: Arc<[u8]>,
@@ -73,6 +74,22 @@ pub(crate) enum Command {
     },
     /// Forget the learned schemas.
     ClearSchemas,
+    /// Close the engine gracefully (the calls in progress end; a 2025
+    /// HTTP session is deleted); the task ends once it is closed
+    /// ([`Handle::closed`]).
+    Close,
+    /// Runs engine-specific code on the task (the era, a bearer token):
+    /// the engine as `Any`, for the caller that knows its type.
+    Engine(EngineFn),
+}
+
+/// Code run on the engine's task with the engine, as `Any`.
+pub(crate) struct EngineFn(pub(crate) Box<dyn FnOnce(&mut dyn std::any::Any) + Send>);
+
+impl std::fmt::Debug for EngineFn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("EngineFn")
+    }
 }
 
 /// Why the engine did not take a call.
@@ -104,6 +121,8 @@ pub(crate) enum CallMsg {
         diagnostics: Diagnostics,
         www_authenticate: Option<String>,
     },
+    /// What the engine reports of the exchange, before its response.
+    Diagnostics(Diagnostics),
     /// The call is over.
     Ended,
     /// The engine did not take the call.
@@ -127,6 +146,11 @@ impl Handle {
     /// Sends `cmd`; `false` when the task is gone.
     pub(crate) fn send(&self, cmd: Command) -> bool {
         self.tx.send(cmd).is_ok()
+    }
+
+    /// Waits until the task is over.
+    pub(crate) async fn closed(&self) {
+        self.tx.closed().await;
     }
 }
 
@@ -320,7 +344,7 @@ impl SkipLog {
     }
 }
 
-impl<E: ClientEngine, C: Connector> Dispatcher<E, C> {
+impl<E: ClientEngine + 'static, C: Connector> Dispatcher<E, C> {
     async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Command>) {
         let mut timer = Timer::new();
         let mut commands_open = true;
@@ -408,6 +432,13 @@ impl<E: ClientEngine, C: Connector> Dispatcher<E, C> {
                 let _ = reply.send(self.engine.cached_schema(&tool).map(<[u8]>::to_vec));
             }
             Command::ClearSchemas => self.engine.clear_schemas(),
+            Command::Engine(EngineFn(f)) => f(&mut *self.engine),
+            Command::Close => {
+                if !self.closing {
+                    self.closing = true;
+                    self.engine.close(now());
+                }
+            }
         }
     }
 
@@ -417,7 +448,11 @@ impl<E: ClientEngine, C: Connector> Dispatcher<E, C> {
             if w.abandoned() {
                 continue;
             }
-            let refusal = match self.engine.start(&w.body, w.options, now()) {
+            let started = match w.body.is_empty() {
+                true => self.engine.start_handshake(now()),
+                false => self.engine.start(&w.body, w.options, now()),
+            };
+            let refusal = match started {
                 Ok(call) => {
                     if w.answer(Ok(())) {
                         self.keys.insert(w.key, call);
@@ -463,6 +498,10 @@ impl<E: ClientEngine, C: Connector> Dispatcher<E, C> {
             let (call, msg) = match event {
                 ClientEvent::Notification { call } => (call, CallMsg::Notification(text(call))),
                 ClientEvent::Response { call } => {
+                    if let (Some(d), Some(live)) = (engine.diagnostics(call), self.calls.get(&call))
+                    {
+                        let _ = live.events.send(CallMsg::Diagnostics(d));
+                    }
                     let message = engine.message(call).unwrap_or_default();
                     let result = engine.result(call).map(|r| json::span(message, r));
                     (call, CallMsg::Response(message.to_vec(), result))

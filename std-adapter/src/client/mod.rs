@@ -1,34 +1,35 @@
 //! One MCP client for every transport: [`Client`] speaks the gRPC
 //! tunnel or typed binding ([`grpc::Config`], [`Client::grpc`]), Streamable
-//! HTTP ([`Client::http`]) or a line link ([`Client::stdio`]: a stdio
-//! child, or an HTTP server of an older era), and gives the same calls
-//! ([`Call`]), the same typed methods and the same JSON-RPC errors over
-//! each. [`Client::connect`] takes an address (`grpc://`, `http://`,
+//! HTTP ([`http::Config`], [`Client::http`]) or stdio ([`Client::stdio`]: a
+//! child process or a serial device), and gives the same calls ([`Call`]),
+//! the same typed methods and the same JSON-RPC errors over each.
+//! [`Client::connect`] takes an address (`grpc://`, `http://`,
 //! `https://`).
 //!
-//! The gRPC client runs the core's [`TunnelClient`] engine on the one
-//! tokio driver of every client engine ([`dispatch`]): every MCP rule of
-//! a call is the core's; the driver opens the links the engine asks for
-//! and moves octets.
+//! The gRPC and HTTP clients run the core's engines ([`TunnelClient`],
+//! [`HttpClient`]) on the one tokio driver of every client engine
+//! ([`dispatch`]): every MCP rule of a call is the core's; the driver
+//! opens the links the engine asks for and moves octets.
 //!
-//! Over HTTP the era is chosen deliberately (MCP 2026-07-28 §8.3):
-//! [`Client::http`] probes with `server/discover` and reads the answer by
-//! the core's rules ([`mcpwire_core::mcp::client::http::era::probe`]): a
-//! modern answer keeps the modern channel; 401, 403, a 5xx or no answer is
-//! the error the application gets, never a reason to fall back; a refusal
-//! of a modern server (-32021, -32020) is reported; anything else (a
-//! method the server does not know, a 4xx without a modern error) falls
-//! back to the 2025-11-25 Streamable HTTP session, and from there, when
-//! `initialize` is refused too, to the 2024-11-05 HTTP+SSE shape. Which
-//! era was taken, and why, is in [`Client::era`].
+//! Over HTTP the era is chosen deliberately (MCP 2026-07-28 §8.3), by the
+//! core's engine: [`Client::http`] waits while it probes with
+//! `server/discover`; a modern answer keeps the modern shape; 401, 403, a
+//! 5xx or no answer is the error the application gets, never a reason to
+//! fall back; a refusal of a modern server (-32021, -32020) is reported;
+//! anything else (a method the server does not know, a 4xx without a
+//! modern error) falls back to the 2025-11-25 Streamable HTTP session, and
+//! from there, when `initialize` is refused too, to the 2024-11-05
+//! HTTP+SSE shape. Which era was taken, and why, is in [`Client::era`].
 //!
 //! [`TunnelClient`]: mcpwire_core::mcp::client::TunnelClient
+//! [`HttpClient`]: mcpwire_core::mcp::client::HttpClient
 
 mod call;
 pub(crate) mod calls;
 mod dispatch;
 pub(crate) mod error;
 pub mod grpc;
+pub mod http;
 mod link;
 mod mailbox;
 pub(crate) mod typed;
@@ -36,15 +37,14 @@ pub(crate) mod typed;
 use std::time::Duration;
 
 use mcpwire_core::grpc::Code;
-use mcpwire_core::http1::MediaType;
 use mcpwire_core::mcp::client::CallOptions;
-use mcpwire_core::mcp::client::http::era::{self, ProbeVerdict};
-use mcpwire_core::mcp::client::http::{HttpFailure, Judgement};
-use mcpwire_core::mcp::client::stdio::{Era, EraChoice};
+use mcpwire_core::mcp::client::era::Era;
+use mcpwire_core::mcp::meta::KEY_CLIENT_INFO;
 /// The MCP revision every request declares in `params._meta`.
 pub use mcpwire_core::mcp::meta::PROTOCOL_VERSION;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
+use url::Url;
 
 use std::io::Write as _;
 use std::sync::Arc;
@@ -55,16 +55,17 @@ use calls::typed_helpers;
 use dispatch::{Command, Handle};
 use error::complete_request;
 pub use error::{CallDiagnostics, CallError, RawMessage, RawResponse, StreamMessage};
+pub use http::HttpFacts;
 pub use typed::{
     CallToolResult, GetPromptResult, JsonRpcError, MAX_LIST_PAGES, Progress, Prompt,
     PromptArgument, Resource, ResourceContents, Tool,
 };
 use typed::{call_tool_result, named_params, result_of};
 
-use crate::{
-    EraInfo, HttpCall, HttpChannel, HttpChannelConfig, HttpLinkConfig, StdioCall, StdioChannel,
-    StdioChannelConfig, Stopped,
-};
+use crate::{EraInfo, StdioCall, StdioChannel, StdioChannelConfig, Stopped};
+
+/// How long [`Client::close`] waits for an older-era HTTP session to end.
+pub const SESSION_CLOSE_WAIT: Duration = Duration::from_secs(2);
 
 /// Rounds of a multi round-trip call before giving up.
 pub const MAX_INPUT_ROUNDS: usize = 16;
@@ -83,8 +84,12 @@ struct Engine {
     handle: Handle,
     /// The gRPC binding, for a gRPC client.
     grpc: Option<grpc::Mode>,
+    /// What the calls of a Streamable HTTP client share.
+    http: Option<Arc<http::Context>>,
     next_id: AtomicU64,
     capabilities: Value,
+    /// `io.modelcontextprotocol/clientInfo` added to requests that lack it.
+    client_info: Option<Value>,
     request_timeout: Duration,
     max_message: usize,
 }
@@ -92,11 +97,8 @@ struct Engine {
 #[derive(Clone)]
 enum Transport {
     Engine(Arc<Engine>),
-    Http(HttpChannel),
     /// A stdio child.
     Line(StdioChannel),
-    /// An HTTP server of an older era, spoken to as a line link.
-    LegacyHttp(StdioChannel),
 }
 
 impl std::fmt::Debug for Client {
@@ -112,29 +114,35 @@ impl std::fmt::Debug for Client {
 /// its response. Dropping it before the end cancels it (an HTTP stream
 /// closed, a gRPC stream reset, `notifications/cancelled` on stdio).
 #[derive(Debug)]
-pub struct Call(CallKind);
+pub struct Call {
+    kind: CallKind,
+    /// Over Streamable HTTP, what its facts are made of.
+    http: Option<Arc<http::Context>>,
+}
 
 #[derive(Debug)]
 enum CallKind {
     Engine(EngineCall),
-    Http(HttpCall),
     Line(StdioCall),
 }
 
 impl Call {
-    /// What is known of the call's HTTP exchange, over Streamable HTTP.
-    pub fn http_facts(&self) -> Option<crate::HttpFacts> {
-        match &self.0 {
-            CallKind::Http(c) => Some(c.facts()),
-            _ => None,
+    /// What is known of the call's HTTP exchange, over Streamable HTTP:
+    /// the URL, the era, and once an answer came its status, its HTTP
+    /// version, the `WWW-Authenticate` of a 401 or 403, whether it was
+    /// sent again after -32020.
+    pub fn http_facts(&self) -> Option<HttpFacts> {
+        let context = self.http.as_ref()?;
+        match &self.kind {
+            CallKind::Engine(c) => Some(context.facts(c.diagnostics())),
+            CallKind::Line(_) => None,
         }
     }
 
     /// The request's id (`null` for a notification).
     pub fn id(&self) -> &Value {
-        match &self.0 {
+        match &self.kind {
             CallKind::Engine(c) => c.id(),
-            CallKind::Http(c) => c.id(),
             CallKind::Line(c) => c.id(),
         }
     }
@@ -142,22 +150,21 @@ impl Call {
     /// The next message: notifications as they arrive, then the response
     /// (a result or the server's JSON-RPC error); `Ok(None)` after it.
     pub async fn next(&mut self) -> Result<Option<StreamMessage>, CallError> {
-        match &mut self.0 {
+        let r = match &mut self.kind {
             CallKind::Engine(c) => c.next().await,
-            CallKind::Http(c) => c.next().await,
             CallKind::Line(c) => c.next().await,
-        }
+        };
+        r.map_err(|e| self.with_facts(e))
     }
 
-    /// [`Call::next`] as JSON text: over gRPC each message as the
-    /// client engine validated it, not parsed here; over the other
-    /// transports the message written back as text.
+    /// [`Call::next`] as JSON text: over gRPC and HTTP each message as the
+    /// client engine validated it, not parsed here; over stdio the
+    /// message written back as text.
     pub async fn next_raw(&mut self) -> Result<Option<RawMessage>, CallError> {
         // The other transports' futures are boxed: a forwarding handler's
-        // state stays as small as the gRPC call's.
-        let message = match &mut self.0 {
-            CallKind::Engine(c) => return c.next_raw().await,
-            CallKind::Http(c) => Box::pin(c.next()).await?,
+        // state stays as small as the engine's call.
+        let message = match &mut self.kind {
+            CallKind::Engine(c) => return c.next_raw().await.map_err(|e| self.with_facts(e)),
             CallKind::Line(c) => Box::pin(c.next()).await?,
         };
         let text = |v: &Value| serde_json::to_vec(v).unwrap_or_default();
@@ -165,6 +172,14 @@ impl Call {
             StreamMessage::Notification(n) => RawMessage::Notification(text(&n)),
             StreamMessage::Response(r) => RawMessage::Response(RawResponse::new(text(&r))),
         }))
+    }
+
+    /// `e` with the call's HTTP facts, over Streamable HTTP.
+    fn with_facts(&self, mut e: CallError) -> CallError {
+        if let Some(facts) = self.http_facts() {
+            e.diagnostics.http = Some(Box::new(facts));
+        }
+        e
     }
 
     /// Waits for the response, skipping notifications.
@@ -198,8 +213,10 @@ impl Client {
             transport: Transport::Engine(Arc::new(Engine {
                 handle,
                 grpc: Some(config.mode),
+                http: None,
                 next_id: AtomicU64::new(1),
                 capabilities: config.client_capabilities,
+                client_info: None,
                 request_timeout: config.request_timeout,
                 max_message: config.max_message_bytes,
             })),
@@ -216,125 +233,34 @@ impl Client {
         })
     }
 
-    /// A client of the HTTP server of `config`, its era chosen by `choice`:
-    /// `Probe` (the default of [`Client::connect`]) asks `server/discover`
-    /// and falls back as the module documentation says; `Modern` keeps the
-    /// 2026-07-28 channel whatever the answer; `Legacy` starts with the
-    /// 2025-11-25 session.
-    pub async fn http(config: HttpChannelConfig, choice: EraChoice) -> Result<Self, CallError> {
-        let link = HttpLinkConfig {
-            url: config.url.clone(),
-            bearer: config.bearer.clone(),
-        };
-        let channel = HttpChannel::with_config(config)?;
-        let modern = |version: String, server_versions: Option<String>| EraInfo {
-            era: Era::Modern,
-            version,
-            requested: PROTOCOL_VERSION.to_owned(),
-            server_versions,
-            fallback: None,
-            probe_error: None,
-            restarted_for_fallback: false,
-        };
-        match choice {
-            EraChoice::Modern => {
-                return Ok(Self {
-                    transport: Transport::Http(channel),
-                    era: Some(modern(PROTOCOL_VERSION.to_owned(), None)),
-                });
-            }
-            EraChoice::Legacy => return Self::legacy_http(link, None, None).await,
-            EraChoice::Probe => {}
-        }
-        let mut call = channel
-            .call(json!({"jsonrpc": "2.0", "method": "server/discover", "params": {}}))
-            .await?;
-        let answer = loop {
-            match call.next().await {
-                Ok(Some(StreamMessage::Response(r))) => break Ok(r),
-                Ok(Some(StreamMessage::Notification(_))) => {}
-                Ok(None) => {
-                    break Err(CallError::new(
-                        Code::Internal,
-                        "server/discover ended without a response",
-                    ));
-                }
-                Err(e) => break Err(e),
-            }
-        };
-        let facts = call.facts();
-        let status = facts.status.unwrap_or(0);
-        let (judgement, message) = match &answer {
-            Ok(response) => {
-                let bytes = serde_json::to_vec(response).unwrap_or_default();
-                let error = response.pointer("/error/code").and_then(Value::as_i64);
-                let len = bytes.len();
-                (Judgement::Response { len, error }, bytes)
-            }
-            Err(e) => {
-                let failure = HttpFailure {
-                    reason: "the probe failed",
-                    status: e.diagnostics.http_status.unwrap_or(status),
-                    media: MediaType::Other,
-                    excerpt: 0,
-                };
-                (Judgement::Failed(failure), Vec::new())
-            }
-        };
-        let status = match &judgement {
-            Judgement::Failed(f) => f.status,
-            _ => status,
-        };
-        match era::probe(&judgement, status, &message, PROTOCOL_VERSION) {
-            ProbeVerdict::Modern(version) => {
-                let server_versions = answer
-                    .as_ref()
-                    .ok()
-                    .and_then(|r| r.pointer("/result/supportedVersions"))
-                    .map(Value::to_string);
-                Ok(Self {
-                    transport: Transport::Http(channel),
-                    era: Some(modern(version.to_owned(), server_versions)),
-                })
-            }
-            ProbeVerdict::Legacy(why) => {
-                let code = answer
-                    .as_ref()
-                    .ok()
-                    .and_then(|r| r.pointer("/error/code"))
-                    .and_then(Value::as_i64);
-                Self::legacy_http(link, Some(why), code).await
-            }
-            // The channel already sent the request again with a version
-            // the server named (-32022): a second one is not an era.
-            ProbeVerdict::Retry(version) => Err(CallError::new(
-                Code::FailedPrecondition,
-                format!("server/discover: the server asks for version {version} again"),
-            )),
-            ProbeVerdict::Refused { .. } | ProbeVerdict::Failed(_) => Err(match answer {
-                Ok(response) => result_of(response).err().unwrap_or_else(|| {
-                    CallError::new(Code::Internal, "server/discover was refused")
-                }),
-                Err(e) => e,
-            }),
-        }
-    }
-
-    /// The older HTTP shapes, reached by a fallback for `why` (or chosen).
-    async fn legacy_http(
-        link: HttpLinkConfig,
-        why: Option<&str>,
-        probe_error: Option<i64>,
-    ) -> Result<Self, CallError> {
-        let channel = StdioChannel::connect(StdioChannelConfig::legacy_http(link)).await?;
-        let mut era = channel.era();
-        if let Some(info) = era.as_mut() {
-            info.fallback = why.map(|w| format!("server/discover: {w}"));
-            info.probe_error = probe_error;
+    /// A client of the Streamable HTTP endpoint of `config`, which runs
+    /// the era's handshake (MCP 2026-07-28 §8.3) before it returns:
+    /// [`EraChoice::Probe`](http::EraChoice::Probe) (the default of
+    /// [`Client::connect`]) asks `server/discover` and falls back as the
+    /// module documentation says; `Modern` speaks the 2026-07-28 shape
+    /// without a request; `Legacy` starts with the 2025-11-25 session.
+    /// The handshake's failure is the error: 401 or 403 (with its
+    /// `WWW-Authenticate`), a modern server's refusal, no answer. Needs a
+    /// tokio runtime (the engine runs in a task).
+    pub async fn http(config: http::Config) -> Result<Self, CallError> {
+        let (handle, context) = config.spawn()?;
+        if config.era != http::EraChoice::Modern {
+            http::handshake(&handle, &context, config.max_message_bytes).await?;
+        } else {
+            http::note_era(&handle, &context).await;
         }
         Ok(Self {
-            transport: Transport::LegacyHttp(channel),
-            era,
+            era: context.era(),
+            transport: Transport::Engine(Arc::new(Engine {
+                handle,
+                grpc: None,
+                http: Some(context),
+                next_id: AtomicU64::new(1),
+                capabilities: config.client_capabilities,
+                client_info: config.client_info,
+                request_timeout: config.request_timeout,
+                max_message: config.max_message_bytes,
+            })),
         })
     }
 
@@ -343,11 +269,12 @@ impl Client {
     /// A stdio server is [`Client::stdio`]; TLS for gRPC is
     /// [`Client::grpc`] with a [`grpc::Config`].
     pub async fn connect(address: &str) -> Result<Self, CallError> {
-        if address.starts_with("http://") || address.starts_with("https://") {
-            return Self::http(HttpChannelConfig::new(address), EraChoice::Probe).await;
-        }
         if let Some(authority) = grpc_authority(address)? {
             return Self::grpc(grpc::Config::new(authority)).await;
+        }
+        let scheme = Url::parse(address).map(|u| u.scheme().to_owned());
+        if let Ok("http" | "https") = scheme.as_deref() {
+            return Self::http(http::Config::new(address)?).await;
         }
         Err(CallError::new(
             Code::InvalidArgument,
@@ -361,21 +288,20 @@ impl Client {
     /// The transport, in words.
     pub fn transport_name(&self) -> &'static str {
         match &self.transport {
+            Transport::Engine(e) if e.http.is_some() => {
+                http::transport_name(self.era.as_ref().map(|e| e.era))
+            }
             Transport::Engine(e) => match e.grpc {
                 Some(grpc::Mode::Typed) => "gRPC typed binding (tunnel fallback)",
                 _ => "gRPC tunnel",
             },
-            Transport::Http(_) => "Streamable HTTP",
             Transport::Line(_) => "stdio",
-            Transport::LegacyHttp(_) => match self.era.as_ref().map(|e| e.era) {
-                Some(Era::HttpSse) => "HTTP+SSE (2024-11-05)",
-                _ => "Streamable HTTP with a session (2025-11-25)",
-            },
         }
     }
 
-    /// The era spoken, the versions and whether a fallback occurred (for
-    /// gRPC, where there is one era, `None`).
+    /// The era spoken, the versions and whether a fallback occurred, as
+    /// the handshake found them (for gRPC, where there is one era,
+    /// `None`).
     pub fn era(&self) -> Option<&EraInfo> {
         self.era.as_ref()
     }
@@ -387,13 +313,16 @@ impl Client {
         request: Value,
         timeout: Option<Duration>,
     ) -> Result<Call, CallError> {
-        Ok(Call(match &self.transport {
-            Transport::Engine(e) => CallKind::Engine(e.call(request, timeout).await?),
-            Transport::Http(c) => CallKind::Http(c.call_with_timeout(request, timeout).await?),
-            Transport::Line(c) | Transport::LegacyHttp(c) => {
-                CallKind::Line(c.call_with_timeout(request, timeout).await?)
-            }
-        }))
+        Ok(match &self.transport {
+            Transport::Engine(e) => Call {
+                kind: CallKind::Engine(e.call(request, timeout).await?),
+                http: e.http.clone(),
+            },
+            Transport::Line(c) => Call {
+                kind: CallKind::Line(c.call_with_timeout(request, timeout).await?),
+                http: None,
+            },
+        })
     }
 
     /// Starts a call of `method` with `params` as JSON text (a JSON
@@ -412,7 +341,10 @@ impl Client {
         if let Transport::Engine(e) = &self.transport
             && let Some(call) = e.call_raw(method, params, meta_complete, timeout).await?
         {
-            return Ok(Call(CallKind::Engine(call)));
+            return Ok(Call {
+                kind: CallKind::Engine(call),
+                http: e.http.clone(),
+            });
         }
         let params: Value = serde_json::from_slice(params)
             .map_err(|_| CallError::invalid_request("params is not JSON"))?;
@@ -482,6 +414,18 @@ impl Client {
         ))
     }
 
+    /// The server's `server/discover` result (a JSON-RPC error is an
+    /// `Err` whose [`CallError::rpc`] holds it).
+    pub async fn discover(&self) -> Result<Value, CallError> {
+        calls::discover(self).await
+    }
+
+    /// The items under `key` of every page of a list method (raw JSON),
+    /// at most [`MAX_LIST_PAGES`] pages.
+    pub async fn list_all(&self, method: &str, key: &str) -> Result<Vec<Value>, CallError> {
+        calls::list_all(self, method, key).await
+    }
+
     /// Opens a `subscriptions/listen` stream with `params` (its filter):
     /// the acknowledgement and the change notifications arrive on the
     /// returned call, without a timeout, until it is dropped (which ends
@@ -492,13 +436,42 @@ impl Client {
     }
 
     /// Ends the client: a stdio child is stopped (stdin closed, then
-    /// SIGTERM, then SIGKILL) and a 2025 HTTP session deleted; network
-    /// connections close as the last clone goes. How a child or a session
-    /// ended, when there was one.
+    /// SIGTERM, then SIGKILL); the session of an older-era HTTP server is
+    /// ended (a 2025 session deleted, the 2024 event stream closed: the
+    /// calls in progress get [`SESSION_CLOSE_WAIT`] to finish, and every
+    /// clone's calls are refused after it); network connections close as
+    /// the last clone goes. How a child or a session ended, when there was
+    /// one.
     pub async fn close(&self) -> Option<Stopped> {
         match &self.transport {
-            Transport::Line(c) | Transport::LegacyHttp(c) => Some(c.shutdown().await),
-            Transport::Engine(_) | Transport::Http(_) => None,
+            Transport::Line(c) => Some(c.shutdown().await),
+            Transport::Engine(e) if self.era.as_ref().is_some_and(|e| e.era != Era::Modern) => {
+                e.handle.send(Command::Close);
+                let _ = tokio::time::timeout(SESSION_CLOSE_WAIT, e.handle.closed()).await;
+                Some(Stopped::SessionClosed)
+            }
+            Transport::Engine(_) => None,
+        }
+    }
+
+    /// Replaces the bearer token sent with every later request (`None`:
+    /// none), on a running client: a token refreshed by an OAuth flow,
+    /// or the one a 401's challenge asked for. Streamable HTTP only; an
+    /// error when the token is not a `token68` (RFC 9110 §11.2), and over
+    /// the other transports.
+    pub async fn set_bearer(&self, token: Option<&str>) -> Result<(), CallError> {
+        match &self.transport {
+            Transport::Engine(e) if e.http.is_some() => {
+                http::set_bearer(&e.handle, token.map(str::to_owned)).await
+            }
+            Transport::Engine(_) => Err(CallError::new(
+                Code::FailedPrecondition,
+                "a gRPC client's token is its configuration's: make a new client",
+            )),
+            Transport::Line(_) => Err(CallError::new(
+                Code::FailedPrecondition,
+                "a stdio server takes no bearer token",
+            )),
         }
     }
 
@@ -513,8 +486,7 @@ impl Client {
                 e.handle.send(Command::CachedSchema { tool, reply });
                 serde_json::from_slice(&answer.await.ok()??).ok()
             }
-            Transport::Http(c) => c.cached_schema(tool),
-            Transport::Line(_) | Transport::LegacyHttp(_) => None,
+            Transport::Line(_) => None,
         }
     }
 
@@ -534,7 +506,11 @@ impl Engine {
         mut request: Value,
         timeout: Option<Duration>,
     ) -> Result<EngineCall, CallError> {
-        let (method, _) = complete_request(&mut request, &self.next_id, &self.capabilities)?;
+        let (method, meta) = complete_request(&mut request, &self.next_id, &self.capabilities)?;
+        if let Some(info) = &self.client_info {
+            meta.entry(String::from_utf8_lossy(KEY_CLIENT_INFO))
+                .or_insert_with(|| info.clone());
+        }
         let body =
             serde_json::to_vec(&request).map_err(|e| CallError::invalid_request(&e.to_string()))?;
         let id = request.get("id").cloned().unwrap_or(Value::Null);
@@ -615,8 +591,15 @@ pub fn grpc_authority(address: &str) -> Result<Option<&str>, CallError> {
     let Some(authority) = address.strip_prefix("grpc://") else {
         return Ok(None);
     };
-    let authority = authority.trim_end_matches('/');
-    if authority.is_empty() || authority.contains(['@', '/']) {
+    let plain = Url::parse(address).is_ok_and(|u| {
+        u.host_str().is_some_and(|h| !h.is_empty())
+            && u.username().is_empty()
+            && u.password().is_none()
+            && matches!(u.path(), "" | "/")
+            && u.query().is_none()
+            && u.fragment().is_none()
+    });
+    if !plain {
         return Err(CallError::new(
             Code::InvalidArgument,
             format!(
@@ -625,19 +608,34 @@ pub fn grpc_authority(address: &str) -> Result<Option<&str>, CallError> {
             ),
         ));
     }
-    Ok(Some(authority))
+    Ok(Some(authority.trim_end_matches('/')))
 }
 
 /// `address` (a URL or `scheme://host:port`) without its user information
-/// (`user:password@`): what may be printed or put in an error.
+/// (`user:password@`): what may be printed or put in an error. An address
+/// without any is shown as it was written.
 pub fn redact_url(address: &str) -> String {
-    let Some((scheme, rest)) = address.split_once("://") else {
-        return address.to_owned();
-    };
-    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    match rest.get(..end).and_then(|authority| authority.rfind('@')) {
-        Some(at) => format!("{scheme}://{}", rest.get(at + 1..).unwrap_or_default()),
-        None => address.to_owned(),
+    match Url::parse(address) {
+        Ok(mut url) => {
+            if url.username().is_empty() && url.password().is_none() {
+                return address.to_owned();
+            }
+            // Only a URL that cannot have user information refuses these.
+            let _ = url.set_username("");
+            let _ = url.set_password(None);
+            url.into()
+        }
+        // Not a URL: whatever stands before an `@` of its authority goes.
+        Err(_) => {
+            let Some((scheme, rest)) = address.split_once("://") else {
+                return address.to_owned();
+            };
+            let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+            match rest.get(..end).and_then(|authority| authority.rfind('@')) {
+                Some(at) => format!("{scheme}://{}", rest.get(at + 1..).unwrap_or_default()),
+                None => address.to_owned(),
+            }
+        }
     }
 }
 
@@ -651,7 +649,8 @@ mod tests {
             redact_url("https://user:secret@example.test:8443/mcp"),
             "https://example.test:8443/mcp"
         );
-        assert_eq!(redact_url("http://u:p@h?x=1"), "http://h?x=1");
+        assert_eq!(redact_url("http://u:p@h?x=1"), "http://h/?x=1");
+        assert_eq!(redact_url("http://u:p@"), "http://");
         assert_eq!(
             redact_url("grpc://127.0.0.1:50051"),
             "grpc://127.0.0.1:50051"

@@ -4,7 +4,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::process::Stdio;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -19,7 +19,6 @@ use tokio::process::Child;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-use super::http_link;
 use super::lines::{LineReceiver, LineSender, lines};
 #[cfg(unix)]
 use super::serial;
@@ -71,11 +70,9 @@ struct Entry {
 }
 
 struct Running {
-    /// The child process; none for an HTTP link.
+    /// The child process; none for a serial device.
     child: Option<Child>,
-    /// An HTTP link's task, why it ended and its shape.
-    link: Option<LinkState>,
-    /// Lines for the child's stdin (or the link), written by their own
+    /// Lines for the child's stdin, written by their own
     /// task so that a child that stops reading never stops this one
     /// reading its stdout; dropping it closes the child's stdin.
     stdin: Option<LineSender>,
@@ -85,7 +82,7 @@ struct Running {
 
 impl Running {
     /// A server over a byte pipe: `child`'s stdin and stdout, or a serial
-    /// device's two halves (no child, no link: closed when dropped). The
+    /// device's two halves (no child: closed when dropped). The
     /// lines go out through their own writer task.
     fn piped(
         child: Option<Child>,
@@ -96,18 +93,11 @@ impl Running {
         tokio::spawn(write_lines(stdin, rx));
         Self {
             child,
-            link: None,
             stdin: Some(tx),
             stdout: Box::new(stdout),
             started: Instant::now(),
         }
     }
-}
-
-struct LinkState {
-    task: tokio::task::JoinHandle<()>,
-    fatal: Arc<Mutex<Option<String>>>,
-    http_sse: Arc<AtomicBool>,
 }
 
 type Core = StdioClient<Vec<u8>, CALLS>;
@@ -164,10 +154,7 @@ pub(super) fn spawn(
         max_line_bytes: config.max_line_bytes,
         request_timeout: config.request_timeout,
         probe_timeout: config.probe_timeout,
-        era: match config.server {
-            LineServer::LegacyHttp(_) => mcpwire_core::mcp::client::stdio::EraChoice::Legacy,
-            _ => config.era,
-        },
+        era: config.era,
         client_capabilities: config.client_capabilities,
         ..StdioClientConfig::default()
     };
@@ -242,24 +229,6 @@ impl Supervisor {
     fn launch(&self) -> Result<Running, String> {
         let c = match &self.config.server {
             LineServer::Command(c) => c,
-            LineServer::LegacyHttp(link) => {
-                let l = http_link::launch(
-                    link,
-                    self.config.max_line_bytes,
-                    &self.config.stderr_prefix,
-                )?;
-                return Ok(Running {
-                    child: None,
-                    link: Some(LinkState {
-                        task: l.task,
-                        fatal: l.fatal,
-                        http_sse: l.http_sse,
-                    }),
-                    stdin: Some(l.lines),
-                    stdout: Box::new(l.messages),
-                    started: Instant::now(),
-                });
-            }
             #[cfg(unix)]
             LineServer::Serial(device) => {
                 let (reader, writer) = serial::open(device)?;
@@ -673,14 +642,6 @@ impl Supervisor {
 
     fn on_ready(&mut self) {
         self.ready = true;
-        if self
-            .child
-            .as_ref()
-            .and_then(|r| r.link.as_ref())
-            .is_some_and(|l| l.http_sse.load(Ordering::Relaxed))
-        {
-            self.core.set_http_sse();
-        }
         let d = self.core.era();
         let info = EraInfo {
             era: d
@@ -708,15 +669,6 @@ impl Supervisor {
 
     /// The child's stdout ended: it exited or crashed.
     async fn crashed(&mut self) {
-        // A link that knows why it ended says so before the engine guesses.
-        let fatal = self
-            .child
-            .as_ref()
-            .and_then(|r| r.link.as_ref())
-            .and_then(|l| l.fatal.lock().ok().and_then(|mut f| f.take()));
-        if let Some(why) = fatal {
-            self.give_up(why);
-        }
         self.core.recv_eof();
         self.ready = false;
         self.events();
@@ -724,14 +676,7 @@ impl Supervisor {
             return;
         };
         let ran = r.started.elapsed();
-        if let Some(link) = r.link.take() {
-            link.task.abort();
-            if self.failed.is_some() {
-                // The server is neither era, or refused: no restart helps.
-                return;
-            }
-            self.log("the HTTP session ended");
-        } else if let Some(child) = r.child.as_mut() {
+        if let Some(child) = r.child.as_mut() {
             let status = match tokio::time::timeout(self.config.close_wait, child.wait()).await {
                 Ok(Ok(s)) => s.to_string(),
                 _ => {
@@ -742,7 +687,7 @@ impl Supervisor {
             };
             self.log(&format!("the server's stdout closed ({status})"));
         } else {
-            // Neither a child nor a link: a serial device.
+            // No child: a serial device.
             self.log("the serial device closed: opening it again");
         }
         if self.failed.is_some() || self.restart.is_some() {
@@ -1014,18 +959,8 @@ async fn write_lines(mut stdin: impl AsyncWrite + Unpin, mut rx: LineReceiver) {
 /// `term_wait`, then SIGKILL.
 async fn stop(mut r: Running, close_wait: Duration, term_wait: Duration) -> Stopped {
     drop(r.stdin.take());
-    if let Some(mut link) = r.link.take() {
-        // The link ends its session (`DELETE`) once its lines end.
-        if tokio::time::timeout(close_wait, &mut link.task)
-            .await
-            .is_err()
-        {
-            link.task.abort();
-        }
-        return Stopped::SessionClosed;
-    }
     let Some(child) = r.child.as_mut() else {
-        // Neither a link nor a child: a serial device, closed as `r` goes.
+        // No child: a serial device, closed as `r` goes.
         return Stopped::DeviceClosed;
     };
     if let Ok(Ok(s)) = tokio::time::timeout(close_wait, child.wait()).await {

@@ -62,16 +62,16 @@ use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use mcpwire_core::grpc::Code;
-use mcpwire_core::mcp::client::stdio::{Era, EraChoice};
+use mcpwire_core::mcp::client::stdio::Era;
 use mcpwire_core::mcp::error::{INTERNAL_ERROR, UNSUPPORTED_PROTOCOL_VERSION};
 use mcpwire_core::mcp::json;
 use mcpwire_core::mcp::meta::{KEY_SUBSCRIPTION_ID, PROTOCOL_VERSION};
 use mcpwire_core::mcp::server::Failure;
 use mcpwire_tokio::client::MAX_LIST_PAGES;
 use mcpwire_tokio::{
-    App, CallError, Client, ForwardRequest, ForwardResult, HttpChannelConfig, LearntTools,
-    RawMessage, RawResponse, Reconnect, SerialDevice, ServerCommand, StdioChannelConfig, ToolError,
-    grpc_authority, redact_url, refused_discover, server_refusal,
+    App, CallError, Client, ForwardRequest, ForwardResult, LearntTools, RawMessage, RawResponse,
+    Reconnect, SerialDevice, ServerCommand, StdioChannelConfig, ToolError, grpc_authority,
+    redact_url, refused_discover, server_refusal,
 };
 use memchr::memmem;
 use serde_json::{Value, json};
@@ -397,9 +397,9 @@ async fn connect(
     let token = std::env::var("MCPWIRE_TOKEN").ok();
     match downstream {
         Downstream::Address(url) if url.starts_with("http://") || url.starts_with("https://") => {
-            let mut config = HttpChannelConfig::new(url.clone());
+            let mut config = mcpwire_tokio::client::http::Config::new(url)?;
             config.bearer = token;
-            let client = Client::http(config, EraChoice::Probe).await?;
+            let client = Client::http(config).await?;
             Ok((client, redact_url(url)))
         }
         Downstream::Address(addr) => {

@@ -10,8 +10,8 @@
 //! stdio server launched as a child (the words after `--`); `-v` prints
 //! the era, the versions and whether a fallback happened to stderr.
 //! With an `http://HOST:PORT/PATH` or `https://...` URL instead of
-//! `--server`, the request goes to that modern Streamable HTTP endpoint
-//! ([`HttpChannel`](mcpwire_tokio::HttpChannel); `https://` trusts the
+//! `--server`, the request goes to that Streamable HTTP endpoint
+//! ([`Client::http`](mcpwire_tokio::Client::http); `https://` trusts the
 //! platform's roots, or those of `--tls-ca`, and verifies
 //! `--tls-server-name` when given); `-v` prints the era, the versions and
 //! the HTTP facts to stderr. `https://` speaks HTTP/2 when the server
@@ -78,7 +78,7 @@ struct Args {
     /// `-v` (HTTP): the diagnostics line on stderr.
     verbose: bool,
     /// `--http1` / `--http2` (HTTP).
-    http2: mcpwire_tokio::Http2Mode,
+    http2: mcpwire_tokio::client::http::Http2Mode,
     /// `--typed` (gRPC): the typed binding, the tunnel as its fallback.
     typed: bool,
 }
@@ -186,8 +186,8 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Args, String> {
             "--http1" | "--http2" if http2.is_some() => {
                 return Err("one of --http1 and --http2".into());
             }
-            "--http1" => http2 = Some(mcpwire_tokio::Http2Mode::Never),
-            "--http2" => http2 = Some(mcpwire_tokio::Http2Mode::PriorKnowledge),
+            "--http1" => http2 = Some(mcpwire_tokio::client::http::Http2Mode::Never),
+            "--http2" => http2 = Some(mcpwire_tokio::client::http::Http2Mode::Always),
             // The gRPC tunnel by URL, as `Client::connect` takes it.
             _ if flag.starts_with("grpc://") => {
                 server = flag["grpc://".len()..].trim_end_matches('/').to_owned();
@@ -370,12 +370,19 @@ async fn run_stdio(mut args: Args) -> ExitCode {
 /// An `http://` URL: one request to a Streamable HTTP endpoint, its era
 /// probed first (or chosen with `--era`).
 async fn run_http(args: Args) -> ExitCode {
-    use mcpwire_tokio::HttpChannelConfig;
-    let mut config = HttpChannelConfig::new(args.http.clone().unwrap_or_default());
+    let mut config =
+        match mcpwire_tokio::client::http::Config::new(args.http.as_deref().unwrap_or_default()) {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("mcpwire: {e}\n{USAGE}");
+                return ExitCode::from(2);
+            }
+        };
     config.bearer = std::env::var("MCPWIRE_TOKEN").ok();
     config.http2 = args.http2;
+    config.era = args.http_era;
     if let Some(t) = args.timeout {
-        config.timeout = t;
+        config.request_timeout = t;
     }
     #[cfg(feature = "tls")]
     match client_tls(&args.tls) {
@@ -387,7 +394,7 @@ async fn run_http(args: Args) -> ExitCode {
     }
     // A tool's x-mcp-header annotations come from tools/list, which the
     // channel reads when the server refuses the call's headers (-32020).
-    let client = match Client::http(config, args.http_era).await {
+    let client = match Client::http(config).await {
         Ok(c) => c,
         Err(e) => {
             eprintln!("mcpwire: {e}");
