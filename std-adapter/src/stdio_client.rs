@@ -56,14 +56,12 @@
 
 pub(crate) mod http_link;
 mod lines;
-#[cfg(unix)]
-mod serial;
 mod supervisor;
 mod typed;
 
-pub use http_link::HttpLinkConfig;
 #[cfg(unix)]
-pub use serial::{DEFAULT_BAUD, SerialDevice};
+pub use crate::client::stdio::serial::{DEFAULT_BAUD, SerialDevice};
+pub use http_link::HttpLinkConfig;
 
 use std::ffi::OsString;
 use std::fmt;

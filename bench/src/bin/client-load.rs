@@ -23,7 +23,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use mcpwire_core::mcp::client::stdio::EraChoice;
-use mcpwire_tokio::{Client, HttpChannelConfig, ServerCommand, StdioChannelConfig};
+use mcpwire_tokio::client::stdio;
+use mcpwire_tokio::{Client, HttpChannelConfig, ServerCommand};
 use serde_json::json;
 
 const USAGE: &str = "usage: mcpwire-client-load --calls N [--concurrency C] [--text-bytes B] \
@@ -110,7 +111,7 @@ async fn run(o: Options) -> Result<String, String> {
     let channel = match &o.target {
         Target::Stdio(command) => {
             let server = ServerCommand::new(&command[0]).args(&command[1..]);
-            Client::stdio(StdioChannelConfig::new(server)).await
+            Client::stdio(stdio::Config::new(server)).await
         }
         Target::Http(url) => {
             let mut config = HttpChannelConfig::new(url.as_str());

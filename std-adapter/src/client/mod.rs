@@ -31,6 +31,7 @@ pub(crate) mod error;
 pub mod grpc;
 mod link;
 mod mailbox;
+pub mod stdio;
 pub(crate) mod typed;
 
 use std::time::Duration;
@@ -53,8 +54,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use call::EngineCall;
 use calls::typed_helpers;
 use dispatch::{Command, Handle};
-use error::complete_request;
 pub use error::{CallDiagnostics, CallError, RawMessage, RawResponse, StreamMessage};
+use error::{complete_id, complete_request};
 pub use typed::{
     CallToolResult, GetPromptResult, JsonRpcError, MAX_LIST_PAGES, Progress, Prompt,
     PromptArgument, Resource, ResourceContents, Tool,
@@ -84,17 +85,20 @@ struct Engine {
     /// The gRPC binding, for a gRPC client.
     grpc: Option<grpc::Mode>,
     next_id: AtomicU64,
-    capabilities: Value,
+    /// The client capabilities this side adds to a request's `_meta`
+    /// (with the protocol version); `None` where the engine merges its
+    /// own `_meta` (stdio: as the era says).
+    capabilities: Option<Value>,
     request_timeout: Duration,
     max_message: usize,
+    /// How the stdio servers ended, for a stdio client.
+    stops: Option<stdio::Stops>,
 }
 
 #[derive(Clone)]
 enum Transport {
     Engine(Arc<Engine>),
     Http(HttpChannel),
-    /// A stdio child.
-    Line(StdioChannel),
     /// An HTTP server of an older era, spoken to as a line link.
     LegacyHttp(StdioChannel),
 }
@@ -199,20 +203,47 @@ impl Client {
                 handle,
                 grpc: Some(config.mode),
                 next_id: AtomicU64::new(1),
-                capabilities: config.client_capabilities,
+                capabilities: Some(config.client_capabilities),
                 request_timeout: config.request_timeout,
                 max_message: config.max_message_bytes,
+                stops: None,
             })),
             era: None,
         })
     }
 
-    /// Launches the stdio server of `config` and runs its handshake.
-    pub async fn stdio(config: StdioChannelConfig) -> Result<Self, CallError> {
-        let channel = StdioChannel::connect(config).await?;
+    /// Starts the stdio server of `config` (a child process, or a serial
+    /// device) and runs its handshake; returns once calls can go, or with
+    /// why the server could not be started or refused the handshake (its
+    /// -32022, with the versions it speaks, as the call error's `rpc`).
+    pub async fn stdio(config: stdio::Config) -> Result<Self, CallError> {
+        config
+            .check()
+            .map_err(|e| CallError::new(Code::InvalidArgument, e))?;
+        let stops = stdio::Stops::default();
+        let handle = config.spawn(stops.clone());
+        let (reply, ready) = tokio::sync::oneshot::channel();
+        handle.send(Command::Open { reply });
+        let opened = ready.await.unwrap_or(Err(dispatch::Refusal::Gone));
+        let era = dispatch::status(&handle).await.and_then(|s| s.era);
+        if let Err(refusal) = opened {
+            let mut e = call::refusal_error(refusal);
+            if let Some(versions) = era.as_ref().and_then(|e| e.refused_versions()) {
+                e = error::version_refusal(versions, PROTOCOL_VERSION);
+            }
+            return Err(e);
+        }
         Ok(Self {
-            era: channel.era(),
-            transport: Transport::Line(channel),
+            era: era.as_ref().map(stdio::era_info),
+            transport: Transport::Engine(Arc::new(Engine {
+                handle,
+                grpc: None,
+                next_id: AtomicU64::new(1),
+                capabilities: None,
+                request_timeout: config.request_timeout,
+                max_message: config.max_line_bytes,
+                stops: Some(stops),
+            })),
         })
     }
 
@@ -363,10 +394,10 @@ impl Client {
         match &self.transport {
             Transport::Engine(e) => match e.grpc {
                 Some(grpc::Mode::Typed) => "gRPC typed binding (tunnel fallback)",
-                _ => "gRPC tunnel",
+                Some(grpc::Mode::Tunnel) => "gRPC tunnel",
+                None => "stdio",
             },
             Transport::Http(_) => "Streamable HTTP",
-            Transport::Line(_) => "stdio",
             Transport::LegacyHttp(_) => match self.era.as_ref().map(|e| e.era) {
                 Some(Era::HttpSse) => "HTTP+SSE (2024-11-05)",
                 _ => "Streamable HTTP with a session (2025-11-25)",
@@ -390,7 +421,7 @@ impl Client {
         Ok(Call(match &self.transport {
             Transport::Engine(e) => CallKind::Engine(e.call(request, timeout).await?),
             Transport::Http(c) => CallKind::Http(c.call_with_timeout(request, timeout).await?),
-            Transport::Line(c) | Transport::LegacyHttp(c) => {
+            Transport::LegacyHttp(c) => {
                 CallKind::Line(c.call_with_timeout(request, timeout).await?)
             }
         }))
@@ -497,8 +528,29 @@ impl Client {
     /// ended, when there was one.
     pub async fn close(&self) -> Option<Stopped> {
         match &self.transport {
-            Transport::Line(c) | Transport::LegacyHttp(c) => Some(c.shutdown().await),
-            Transport::Engine(_) | Transport::Http(_) => None,
+            Transport::LegacyHttp(c) => Some(c.shutdown().await),
+            Transport::Engine(e) => {
+                let (done, closed) = tokio::sync::oneshot::channel();
+                if e.handle.send(Command::Close { done }) {
+                    let _ = closed.await;
+                }
+                match &e.stops {
+                    Some(stops) => Some(stops.last().await),
+                    None => None,
+                }
+            }
+            Transport::Http(_) => None,
+        }
+    }
+
+    /// How many times the client opened a new link after its first: a
+    /// stdio server started again, a new connection after one went away.
+    pub async fn reconnects(&self) -> u64 {
+        match &self.transport {
+            Transport::Engine(e) => dispatch::status(&e.handle)
+                .await
+                .map_or(0, |s| s.links.saturating_sub(1)),
+            _ => 0,
         }
     }
 
@@ -514,7 +566,7 @@ impl Client {
                 serde_json::from_slice(&answer.await.ok()??).ok()
             }
             Transport::Http(c) => c.cached_schema(tool),
-            Transport::Line(_) | Transport::LegacyHttp(_) => None,
+            Transport::LegacyHttp(_) => None,
         }
     }
 
@@ -534,7 +586,10 @@ impl Engine {
         mut request: Value,
         timeout: Option<Duration>,
     ) -> Result<EngineCall, CallError> {
-        let (method, _) = complete_request(&mut request, &self.next_id, &self.capabilities)?;
+        let method = match &self.capabilities {
+            Some(capabilities) => complete_request(&mut request, &self.next_id, capabilities)?.0,
+            None => complete_id(&mut request, &self.next_id)?,
+        };
         let body =
             serde_json::to_vec(&request).map_err(|e| CallError::invalid_request(&e.to_string()))?;
         let id = request.get("id").cloned().unwrap_or(Value::Null);
