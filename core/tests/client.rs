@@ -130,6 +130,8 @@ impl<S: CallStore, const C: usize> App<Client<S, C, 4096, 16384>> for ClientApp 
                 | ClientEvent::Connect { .. }
                 | ClientEvent::Disconnect { .. }
                 | ClientEvent::Ready
+                | ClientEvent::Down
+                | ClientEvent::Note
                 | ClientEvent::Skipped { .. } => {}
             }
         }

@@ -13,7 +13,7 @@ use std::rc::Rc;
 use mcpwire_core::grpc::Code;
 use mcpwire_core::mcp::SlabStore;
 use mcpwire_core::mcp::client::era::{Era, EraChoice};
-use mcpwire_core::mcp::client::stdio::{StdioEngine, StdioEngineConfig};
+use mcpwire_core::mcp::client::stdio::{RestartPolicy, StdioEngine, StdioEngineConfig};
 use mcpwire_core::mcp::client::{
     CallOptions, ClientConfig, ClientEngine, Http2Mode, HttpClient, HttpClientConfig, Negotiated,
     StartError, TunnelClient,
@@ -206,12 +206,11 @@ type Stdio = StdioEngine<Vec<u8>, Heap, 8>;
 /// A stdio engine whose links are fresh stdio servers (a child each);
 /// `refuse` says which link numbers the driver could not start.
 fn stdio_net(refuse: &'static [u32]) -> Net<Stdio> {
-    let engine = Stdio::new(
-        StdioEngineConfig::default(),
-        vec![0; 1 << 16],
-        Heap,
-        Instant::ZERO,
-    );
+    stdio_net_with(StdioEngineConfig::default(), refuse)
+}
+
+fn stdio_net_with(config: StdioEngineConfig, refuse: &'static [u32]) -> Net<Stdio> {
+    let engine = Stdio::new(config, vec![0; 1 << 16], Heap, Instant::ZERO);
     Net::new(engine, move |link| {
         if refuse.contains(&link.get()) {
             return None;
@@ -224,6 +223,19 @@ fn stdio_net(refuse: &'static [u32]) -> Net<Stdio> {
         );
         Some(Box::new(Served_::new(engine)) as Box<dyn Served>)
     })
+}
+
+fn listen(id: u32) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":"L{id}","method":"subscriptions/listen","params":{{"notifications":{{"toolsListChanged":true}},{META}}}}}"#
+    )
+}
+
+/// The server of the current link crashes (its stdout closes) and the
+/// engine is told.
+fn crash(net: &mut Net<Stdio>, link: u32) {
+    net.server(link).go_away();
+    net.run();
 }
 
 /// The first call asks for the server; the engine runs the era probe on
@@ -244,25 +256,27 @@ fn the_stdio_engine_starts_its_server_and_probes_before_the_calls_go() {
         let seen = net.seen(a);
         assert!(seen.response.unwrap().contains("one"));
         assert!(seen.ended);
-        let era = net.client.client().era();
+        let era = net.client.era().expect("an era");
         assert_eq!(era.version(), Some("2026-07-28"));
     });
 }
 
 /// A server that exits with a call in flight fails it (the server is
-/// gone: UNAVAILABLE); the link goes, and the next call starts a new
-/// server, which speaks the era already chosen (no second probe).
+/// gone: UNAVAILABLE); the engine starts another after the backoff, says
+/// so, and the new one speaks the era already chosen (no second probe).
+/// Calls meanwhile wait.
 #[test]
-fn a_server_that_exits_fails_its_calls_and_the_next_call_starts_another() {
+fn a_server_that_exits_fails_its_calls_and_is_started_again_after_the_backoff() {
     each_split(|| {
         let mut net = stdio_net(&[]);
-        let _ = net.call(&tool_call(1, "echo", "{}"));
-        let held = net.call(&tool_call(2, "hold", "{}")).unwrap();
-        net.server(0).go_away();
+        net.client.open(net.now);
         net.run();
+        let held = net.call(&tool_call(2, "hold", "{}")).unwrap();
+        crash(&mut net, 0);
         let seen = net.seen(held);
         let (code, message, diagnostics) = seen.failed.expect("failed");
         assert_eq!(code, -32000, "{message}");
+        assert!(message.contains("stdout closed"), "{message}");
         assert!(diagnostics.transport);
         assert_eq!(diagnostics.grpc_status, Some(Code::Unavailable));
         assert!(seen.ended);
@@ -270,53 +284,171 @@ fn a_server_that_exits_fails_its_calls_and_the_next_call_starts_another() {
             net.link_events,
             [("connect", 0), ("ready", 0), ("disconnect", 0)]
         );
+        // Within the backoff: the call waits.
         assert!(matches!(
             net.call(&tool_call(3, "echo", r#"{"text":"again"}"#)),
             Err(StartError::Busy)
         ));
+        net.advance(Duration::from_millis(100));
+        assert_eq!(
+            net.notes,
+            ["restarting the server (restart 1 of 5 within 30 s)"]
+        );
         let again = net
             .call(&tool_call(3, "echo", r#"{"text":"again"}"#))
             .unwrap();
         assert!(net.seen(again).response.unwrap().contains("again"));
-        assert_eq!(
-            net.link_events,
-            [
-                ("connect", 0),
-                ("ready", 0),
-                ("disconnect", 0),
-                ("connect", 1),
-                ("ready", 0)
-            ]
-        );
+        assert_eq!(net.link_events[3..], [("connect", 1), ("ready", 0)]);
+        assert_eq!(net.client.restarts(), 1);
+        assert_eq!(net.server(1).requests(), ["tools/call echo"]);
     });
 }
 
-/// A server the driver could not start refuses the calls with its reason
-/// for a while (`relink_after`); then the next call tries again.
+/// A server the driver could not start before any was ready: the engine
+/// gives up, says why at once, and stays down.
 #[test]
-fn a_server_that_cannot_be_started_refuses_calls_with_the_reason_then_retries() {
+fn a_server_that_cannot_be_started_ends_the_engine_with_the_reason() {
     each_split(|| {
         let mut net = stdio_net(&[0]);
-        assert!(matches!(
-            net.call(&tool_call(1, "echo", "{}")),
-            Err(StartError::Busy)
-        ));
+        net.client.open(net.now);
+        net.run();
+        assert_eq!(net.downs, ["the server could not be started: refused"]);
         assert!(matches!(
             net.call(&tool_call(1, "echo", "{}")),
             Err(StartError::Down)
         ));
-        assert_eq!(net.client.down_reason(), Some(&b"refused"[..]));
-        net.advance(Duration::from_secs(2));
+        net.advance(Duration::from_secs(60));
         assert!(matches!(
             net.call(&tool_call(1, "echo", "{}")),
-            Err(StartError::Busy)
+            Err(StartError::Down)
         ));
-        let a = net.call(&tool_call(1, "echo", r#"{"text":"up"}"#)).unwrap();
-        assert!(net.seen(a).response.unwrap().contains("up"));
+        assert_eq!(net.link_events, [("connect", 0)]);
+    });
+}
+
+/// Crashes past the budget pause the restarts until the oldest leaves
+/// the window: calls are refused meanwhile with the reason and the time
+/// left; then a server starts again and answers.
+#[test]
+fn crashes_past_the_budget_pause_the_restarts_until_the_window_refills() {
+    each_split(|| {
+        let config = StdioEngineConfig {
+            restart: RestartPolicy {
+                max_restarts: 2,
+                window: Duration::from_secs(5),
+                ..RestartPolicy::default()
+            },
+            ..StdioEngineConfig::default()
+        };
+        let mut net = stdio_net_with(config, &[]);
+        net.client.open(net.now);
+        net.run();
+        for link in 0..2 {
+            crash(&mut net, link);
+            net.advance(Duration::from_millis(500));
+        }
+        crash(&mut net, 2);
+        assert_eq!(net.client.restarts(), 2);
         assert_eq!(
-            net.link_events,
-            [("connect", 0), ("connect", 1), ("ready", 0)]
+            net.notes.last().map(String::as_str),
+            Some("the server crashed again after 2 restarts within 5 s: restarts pause for 4 s")
         );
+        net.advance(Duration::from_millis(1500));
+        assert!(matches!(
+            net.call(&tool_call(1, "echo", "{}")),
+            Err(StartError::Down)
+        ));
+        let why = String::from_utf8_lossy(net.client.down_reason().unwrap()).into_owned();
+        assert!(why.contains("restarts pause for 2.5 s more"), "{why}");
+        net.advance(Duration::from_secs(3));
+        let a = net
+            .call(&tool_call(1, "echo", r#"{"text":"back"}"#))
+            .unwrap();
+        assert!(net.seen(a).response.unwrap().contains("back"));
+        assert_eq!(net.client.restarts(), 3);
+    });
+}
+
+/// With `refuse_while_restarting`, a call while a new server starts is
+/// refused at once, saying which attempt it is; once the server is back
+/// calls go.
+#[test]
+fn calls_are_refused_while_the_server_restarts_when_asked() {
+    each_split(|| {
+        let config = StdioEngineConfig {
+            refuse_while_restarting: true,
+            ..StdioEngineConfig::default()
+        };
+        let mut net = stdio_net_with(config, &[]);
+        net.client.open(net.now);
+        net.run();
+        crash(&mut net, 0);
+        assert!(matches!(
+            net.call(&tool_call(1, "echo", "{}")),
+            Err(StartError::Down)
+        ));
+        let why = String::from_utf8_lossy(net.client.down_reason().unwrap()).into_owned();
+        assert!(
+            why.starts_with("the server is restarting (attempt 1 of 5)"),
+            "{why}"
+        );
+        net.advance(Duration::from_millis(100));
+        let a = net.call(&tool_call(1, "echo", r#"{"text":"ok"}"#)).unwrap();
+        assert!(net.seen(a).response.unwrap().contains("ok"));
+    });
+}
+
+/// A listen stream outlives a crash: the same call is acknowledged again
+/// by the new server, never failed; a call in flight is failed.
+#[test]
+fn a_listen_stream_is_sent_again_to_the_restarted_server() {
+    each_split(|| {
+        let mut net = stdio_net(&[]);
+        net.client.open(net.now);
+        net.run();
+        let l = net.call(&listen(1)).unwrap();
+        let acks = |net: &Net<Stdio>| {
+            net.seen(l)
+                .notifications
+                .iter()
+                .filter(|n| n.contains("notifications/subscriptions/acknowledged"))
+                .count()
+        };
+        assert_eq!(acks(&net), 1);
+        crash(&mut net, 0);
+        net.advance(Duration::from_millis(100));
+        assert_eq!(acks(&net), 2);
+        let seen = net.seen(l);
+        assert!(seen.failed.is_none() && !seen.ended, "{seen:?}");
+        assert_eq!(net.server(1).requests(), Vec::<String>::new());
+        // Cancelled, it is not sent to the next one.
+        assert!(net.client.cancel(l, net.now));
+        net.run();
+        crash(&mut net, 1);
+        net.advance(Duration::from_millis(200));
+        assert_eq!(acks(&net), 2);
+    });
+}
+
+/// At most half of the calls are listen streams: the next is refused
+/// (RESOURCE_EXHAUSTED), and calls still go.
+#[test]
+fn listen_streams_take_at_most_half_the_calls() {
+    each_split(|| {
+        let mut net = stdio_net(&[]);
+        net.client.open(net.now);
+        net.run();
+        for i in 0..4 {
+            net.call(&listen(i)).unwrap();
+        }
+        assert!(matches!(
+            net.call(&listen(9)),
+            Err(StartError::Exhausted(why)) if why.contains("listen streams")
+        ));
+        let a = net
+            .call(&tool_call(1, "echo", r#"{"text":"a turn"}"#))
+            .unwrap();
+        assert!(net.seen(a).response.unwrap().contains("a turn"));
     });
 }
 
@@ -751,7 +883,9 @@ fn http2_an_answer_after_the_servers_goaway_arrives_and_the_next_call_relinks() 
         net.run();
         let seen = net.seen(held);
         assert!(
-            seen.response.as_deref().is_some_and(|r| r.contains("content")),
+            seen.response
+                .as_deref()
+                .is_some_and(|r| r.contains("content")),
             "{seen:?}"
         );
         let next = net.call(&tool_call(2, "echo", r#"{"text":"n"}"#)).unwrap();

@@ -120,6 +120,8 @@ impl From<StartError> for ClientError {
             StartError::Invalid(r) => Self::Invalid { code: r.code },
             StartError::Busy => Self::Busy,
             StartError::TooLarge { .. } => Self::TooLarge,
+            // A limit of the engine's calls: free again after a call ends.
+            StartError::Exhausted(_) => Self::Busy,
             // One connection's engine is never down: it is closed.
             StartError::Closed | StartError::Down => Self::Closed,
         }

@@ -15,7 +15,7 @@
 //!
 //! On the client side: [`Client`] over gRPC ([`client::grpc`]), Streamable
 //! HTTP ([`client::http`]: the modern shape, or a 2025 session or the 2024
-//! HTTP+SSE shape found by the era probe) and stdio ([`StdioChannel`]: a
+//! HTTP+SSE shape found by the era probe) and stdio ([`client::stdio`]: a
 //! child or a serial device), with the same typed calls.
 //!
 //! The same app serves the stdio binding (one JSON-RPC message a line on
@@ -29,7 +29,6 @@ mod clock;
 mod outbox;
 pub mod portable;
 mod server;
-pub mod stdio_client;
 mod storage;
 mod store;
 #[cfg(feature = "tls")]
@@ -45,16 +44,14 @@ pub use app::{
 pub use app::{IntoToolResult, Structured};
 pub use auth::{Auth, AuthDecision, BearerTokens};
 pub use client::grpc::Keepalive;
+#[cfg(unix)]
+pub use client::stdio::{DEFAULT_BAUD, SerialDevice};
+pub use client::stdio::{ServerCommand, Stopped};
 pub use client::{
-    Call, CallDiagnostics, CallError, CallToolResult, Client, HttpFacts, JsonRpcError, RawMessage,
-    RawResponse, StreamMessage, Tool, grpc_authority, redact_url,
+    Call, CallDiagnostics, CallError, CallToolResult, Client, EraInfo, HttpFacts, JsonRpcError,
+    RawMessage, RawResponse, StreamMessage, Tool, grpc_authority, redact_url,
 };
 pub use server::stdio::{self, StdioConfig};
 pub use server::{AllowedHosts, Server, ServerConfig};
-#[cfg(unix)]
-pub use stdio_client::{DEFAULT_BAUD, SerialDevice};
-pub use stdio_client::{
-    EraInfo, LineServer, ServerCommand, StdioCall, StdioChannel, StdioChannelConfig, Stopped,
-};
 #[cfg(feature = "tls")]
 pub use tls::{ClientTlsConfig, TlsConfig, crypto_provider};

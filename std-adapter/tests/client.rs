@@ -16,8 +16,8 @@ use common::Counters;
 use mcpwire_core::grpc::Code;
 use mcpwire_core::mcp::client::stdio::Era;
 use mcpwire_tokio::{
-    BearerTokens, Client, Server, ServerCommand, StdioChannelConfig, StreamMessage, client::grpc,
-    client::http,
+    BearerTokens, Client, Server, ServerCommand, StreamMessage,
+    client::{grpc, http, stdio},
 };
 use serde_json::json;
 
@@ -135,9 +135,7 @@ async fn the_same_calls_over_http_grpc_and_stdio() {
         "--tick-ms",
         "50",
     ]);
-    let stdio = Client::stdio(StdioChannelConfig::new(command))
-        .await
-        .unwrap();
+    let stdio = Client::stdio(stdio::Config::new(command)).await.unwrap();
     assert_eq!(stdio.transport_name(), "stdio");
     assert_eq!(stdio.era().unwrap().era, Era::Modern);
 

@@ -46,7 +46,6 @@ fn modern(url: impl AsRef<str>) -> HttpConfig {
     config
 }
 
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lists_and_calls_with_progress_over_h2c() {
     let server = start().await;
@@ -338,7 +337,8 @@ async fn a_stream_refused_unprocessed_is_sent_again() {
         send.send_data(Bytes::from(body.to_string()), true).unwrap();
     })
     .await;
-    let r = h2c(addr).await
+    let r = h2c(addr)
+        .await
         .call(echo_call())
         .await
         .unwrap()
@@ -357,7 +357,8 @@ async fn an_html_answer_over_h2_is_an_error_that_shows_it() {
             .unwrap();
     })
     .await;
-    let e = h2c(addr).await
+    let e = h2c(addr)
+        .await
         .call(echo_call())
         .await
         .unwrap()
@@ -488,7 +489,8 @@ async fn prior_knowledge_to_an_http1_only_server_fails_in_bounded_time() {
         }
     });
     let started = std::time::Instant::now();
-    let e = h2c(addr).await
+    let e = h2c(addr)
+        .await
         .call(echo_call())
         .await
         .unwrap()

@@ -159,8 +159,7 @@ async fn a_url_that_is_no_mcp_server_fails_the_connect_with_the_reason() {
     let peer = peer("streamable-http");
     // The 2025 server's port, a path it does not serve: 404 to initialize,
     // then 404 to the GET of the 2024 shape.
-    let Err(err) = Client::http(config(format!("http://{}/nothing", peer.addr))).await
-    else {
+    let Err(err) = Client::http(config(format!("http://{}/nothing", peer.addr))).await else {
         panic!("a URL of neither era connected");
     };
     assert!(err.to_string().contains("neither era"), "{err}");

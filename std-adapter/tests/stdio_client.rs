@@ -1,4 +1,4 @@
-//! The supervised stdio client (`StdioChannel`) against real children:
+//! The stdio client (`Client::stdio`) against real children:
 //! `mcpwire serve --stdio`, and a Python script that misbehaves on request
 //! (tests/stdio/misbehaving_server.py): it crashes mid-call, never answers,
 //! ignores the end of its stdin, writes logs or a 10 MB line to stdout, or
@@ -10,9 +10,8 @@ use std::time::{Duration, Instant};
 
 use mcpwire_core::grpc::Code;
 use mcpwire_core::mcp::client::stdio::Era;
-use mcpwire_tokio::{
-    ServerCommand, StdioCall, StdioChannel, StdioChannelConfig, Stopped, StreamMessage,
-};
+use mcpwire_tokio::client::stdio;
+use mcpwire_tokio::{Call, Client, ServerCommand, Stopped, StreamMessage};
 use serde_json::json;
 
 /// The Python interpreter itself (not a shim, which needs the
@@ -33,12 +32,12 @@ fn script() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/stdio/misbehaving_server.py")
 }
 
-fn python_server(env: &[(&str, &str)]) -> StdioChannelConfig {
+fn python_server(env: &[(&str, &str)]) -> stdio::Config {
     let mut command = ServerCommand::new(python()).arg(script());
     for (k, v) in env {
         command = command.env(*k, *v);
     }
-    let mut config = StdioChannelConfig::new(command);
+    let mut config = stdio::Config::new(command);
     // The probe's wait includes the interpreter's start, which a busy
     // machine slows down: a probe that timed out would restart the child
     // into the older era.
@@ -48,7 +47,7 @@ fn python_server(env: &[(&str, &str)]) -> StdioChannelConfig {
 
 /// The Python server that crashes once (at its `crash` tool), the marker
 /// file of that crash named `name`: the restarted child does not crash.
-fn crashing_once(name: &str) -> (PathBuf, StdioChannelConfig) {
+fn crashing_once(name: &str) -> (PathBuf, stdio::Config) {
     let marker = temp(name);
     let config = python_server(&[("CRASH_FILE", marker.to_str().unwrap())]);
     (marker, config)
@@ -66,10 +65,8 @@ fn temp(name: &str) -> PathBuf {
 #[tokio::test]
 async fn mcpwire_serve_stdio_is_modern_and_its_tools_answer_with_progress() {
     let command = ServerCommand::new(env!("CARGO_BIN_EXE_mcpwire")).args(["serve", "--stdio"]);
-    let channel = StdioChannel::connect(StdioChannelConfig::new(command))
-        .await
-        .unwrap();
-    let era = channel.era().unwrap();
+    let channel = Client::stdio(stdio::Config::new(command)).await.unwrap();
+    let era = channel.era().unwrap().clone();
     assert_eq!(era.era, Era::Modern);
     assert_eq!(era.version, "2026-07-28");
     assert_eq!(era.fallback, None);
@@ -92,13 +89,13 @@ async fn mcpwire_serve_stdio_is_modern_and_its_tools_answer_with_progress() {
     // A tool error of the server is its JSON-RPC error.
     let e = channel.call_tool("nope", json!({})).await.unwrap_err();
     assert_eq!(e.rpc.unwrap().code, -32602);
-    assert_eq!(channel.shutdown().await, Stopped::Exited(Some(0)));
+    assert_eq!(channel.close().await.unwrap(), Stopped::Exited(Some(0)));
 }
 
 #[tokio::test]
 async fn a_crash_mid_call_fails_the_call_and_the_next_call_works_after_the_restart() {
     let (marker, config) = crashing_once("crashed");
-    let channel = StdioChannel::connect(config).await.unwrap();
+    let channel = Client::stdio(config).await.unwrap();
     let e = channel.call_tool("crash", json!({})).await.unwrap_err();
     assert_eq!(e.status, Code::Unavailable, "{e}");
     assert!(e.message.contains("stdout closed"), "{e}");
@@ -108,17 +105,17 @@ async fn a_crash_mid_call_fails_the_call_and_the_next_call_works_after_the_resta
         .await
         .unwrap();
     assert_eq!(r.text(), "again");
-    assert_eq!(channel.restarts(), 1);
+    assert_eq!(channel.reconnects().await, 1);
     let r = channel.call_tool("crash", json!({})).await.unwrap();
     assert_eq!(r.text(), "no crash this time");
-    channel.shutdown().await;
+    channel.close().await;
     let _ = std::fs::remove_file(marker);
 }
 
 #[tokio::test]
 async fn a_call_never_answered_times_out_and_the_child_sees_notifications_cancelled() {
     let seen = temp("seen-cancel");
-    let channel = StdioChannel::connect(python_server(&[("SEEN_FILE", seen.to_str().unwrap())]))
+    let channel = Client::stdio(python_server(&[("SEEN_FILE", seen.to_str().unwrap())]))
         .await
         .unwrap();
     let started = Instant::now();
@@ -153,7 +150,7 @@ async fn a_call_never_answered_times_out_and_the_child_sees_notifications_cancel
         .await
         .unwrap();
     assert_eq!(r.text(), "still");
-    channel.shutdown().await;
+    channel.close().await;
     let _ = std::fs::remove_file(seen);
 }
 
@@ -162,9 +159,9 @@ async fn a_child_that_ignores_eof_and_sigterm_is_killed_within_the_bounds() {
     let mut config = python_server(&[("IGNORE_EOF", "1")]);
     config.close_wait = Duration::from_millis(300);
     config.term_wait = Duration::from_millis(300);
-    let channel = StdioChannel::connect(config).await.unwrap();
+    let channel = Client::stdio(config).await.unwrap();
     let started = Instant::now();
-    assert_eq!(channel.shutdown().await, Stopped::Killed);
+    assert_eq!(channel.close().await.unwrap(), Stopped::Killed);
     let took = started.elapsed();
     // Both waits, then the kill: not a hang (the upper bound's margin is
     // for a busy machine).
@@ -173,13 +170,13 @@ async fn a_child_that_ignores_eof_and_sigterm_is_killed_within_the_bounds() {
         "{took:?}"
     );
     // A well-behaved child exits when its stdin closes.
-    let channel = StdioChannel::connect(python_server(&[])).await.unwrap();
-    assert_eq!(channel.shutdown().await, Stopped::Exited(Some(0)));
+    let channel = Client::stdio(python_server(&[])).await.unwrap();
+    assert_eq!(channel.close().await.unwrap(), Stopped::Exited(Some(0)));
 }
 
 #[tokio::test]
 async fn stdout_garbage_is_reported_and_the_channel_works() {
-    let channel = StdioChannel::connect(python_server(&[("GARBAGE", "1")]))
+    let channel = Client::stdio(python_server(&[("GARBAGE", "1")]))
         .await
         .unwrap();
     let r = channel
@@ -187,14 +184,14 @@ async fn stdout_garbage_is_reported_and_the_channel_works() {
         .await
         .unwrap();
     assert_eq!(r.text(), "ok");
-    channel.shutdown().await;
+    channel.close().await;
 }
 
 #[tokio::test]
 async fn a_10_mb_line_over_the_limit_fails_its_call_and_the_next_call_works() {
     let mut config = python_server(&[]);
     config.max_line_bytes = 1 << 20;
-    let channel = StdioChannel::connect(config).await.unwrap();
+    let channel = Client::stdio(config).await.unwrap();
     let started = Instant::now();
     let e = channel.call_tool("big", json!({})).await.unwrap_err();
     assert_eq!(e.status, Code::ResourceExhausted, "{e}");
@@ -205,29 +202,29 @@ async fn a_10_mb_line_over_the_limit_fails_its_call_and_the_next_call_works() {
         .await
         .unwrap();
     assert_eq!(r.text(), "after");
-    channel.shutdown().await;
+    channel.close().await;
 }
 
 #[tokio::test]
 async fn the_child_gets_only_the_environment_it_is_given() {
-    let channel = StdioChannel::connect(python_server(&[("MCPWIRE_TOKEN", "s3cret")]))
+    let channel = Client::stdio(python_server(&[("MCPWIRE_TOKEN", "s3cret")]))
         .await
         .unwrap();
     let r = channel.call_tool("env", json!({})).await.unwrap();
     assert_eq!(r.text(), "MCPWIRE_TOKEN");
-    channel.shutdown().await;
+    channel.close().await;
 }
 
 #[tokio::test]
 async fn a_legacy_server_gets_initialize_and_requests_without_meta() {
     let seen = temp("seen-legacy");
-    let channel = StdioChannel::connect(python_server(&[
+    let channel = Client::stdio(python_server(&[
         ("LEGACY", "1"),
         ("SEEN_FILE", seen.to_str().unwrap()),
     ]))
     .await
     .unwrap();
-    let era = channel.era().unwrap();
+    let era = channel.era().unwrap().clone();
     assert_eq!(era.era, Era::Legacy);
     assert_eq!(era.version, "2025-11-25");
     assert!(era.fallback.unwrap().contains("method not found"));
@@ -238,7 +235,7 @@ async fn a_legacy_server_gets_initialize_and_requests_without_meta() {
         .await
         .unwrap();
     assert_eq!(r.text(), "old");
-    channel.shutdown().await;
+    channel.close().await;
     let text = std::fs::read_to_string(&seen).unwrap();
     let lines: Vec<&str> = text.lines().collect();
     assert!(lines[0].contains("server/discover"), "{lines:?}");
@@ -255,8 +252,8 @@ async fn a_legacy_server_gets_initialize_and_requests_without_meta() {
 async fn a_silent_probe_restarts_the_child_then_initializes() {
     let mut config = python_server(&[("SILENT_PROBE", "1")]);
     config.probe_timeout = Duration::from_millis(500);
-    let channel = StdioChannel::connect(config).await.unwrap();
-    let era = channel.era().unwrap();
+    let channel = Client::stdio(config).await.unwrap();
+    let era = channel.era().unwrap().clone();
     assert_eq!(era.era, Era::Legacy);
     assert!(era.restarted_for_fallback);
     assert!(era.fallback.unwrap().contains("no answer"));
@@ -265,12 +262,12 @@ async fn a_silent_probe_restarts_the_child_then_initializes() {
         .await
         .unwrap();
     assert_eq!(r.text(), "x");
-    channel.shutdown().await;
+    channel.close().await;
 }
 
 #[tokio::test]
 async fn a_relative_executable_is_refused() {
-    let e = StdioChannel::connect(StdioChannelConfig::new(ServerCommand::new("python3")))
+    let e = Client::stdio(stdio::Config::new(ServerCommand::new("python3")))
         .await
         .unwrap_err();
     assert!(e.message.contains("absolute path"), "{e}");
@@ -293,7 +290,7 @@ fn listen_method(m: Option<StreamMessage>) -> String {
 
 /// Opens listen stream L1 for tool list changes and reads its
 /// acknowledgement and the server's first change.
-async fn listen_for_tool_changes(channel: &StdioChannel) -> StdioCall {
+async fn listen_for_tool_changes(channel: &Client) -> Call {
     let mut listen = channel
         .call(json!({"method": "subscriptions/listen", "id": "L1",
             "params": {"notifications": {"toolsListChanged": true}}}))
@@ -313,7 +310,7 @@ async fn listen_for_tool_changes(channel: &StdioChannel) -> StdioCall {
 #[tokio::test]
 async fn a_listen_stream_is_sent_again_to_the_restarted_child() {
     let (marker, config) = crashing_once("crashed-listen");
-    let channel = StdioChannel::connect(config).await.unwrap();
+    let channel = Client::stdio(config).await.unwrap();
     let mut listen = listen_for_tool_changes(&channel).await;
     channel.call_tool("crash", json!({})).await.unwrap_err();
     // The same stream: the new child acknowledges the listen sent again.
@@ -324,9 +321,9 @@ async fn a_listen_stream_is_sent_again_to_the_restarted_child() {
         listen_method(next.unwrap()),
         "notifications/subscriptions/acknowledged"
     );
-    assert_eq!(channel.restarts(), 1);
+    assert_eq!(channel.reconnects().await, 1);
     drop(listen);
-    channel.shutdown().await;
+    channel.close().await;
     let _ = std::fs::remove_file(marker);
 }
 
@@ -335,9 +332,9 @@ async fn refusing_while_restarting_fails_new_calls_at_once_and_keeps_a_listen_st
     let (marker, mut config) = crashing_once("crashed-refuse");
     config.refuse_while_restarting = true;
     // Long enough that "at once" (half of it) holds on a busy machine.
-    config.restart_backoff = Duration::from_millis(4000);
-    config.max_restarts = 2;
-    let channel = StdioChannel::connect(config).await.unwrap();
+    config.restart.backoff = Duration::from_millis(4000);
+    config.restart.max_restarts = 2;
+    let channel = Client::stdio(config).await.unwrap();
     let mut listen = listen_for_tool_changes(&channel).await;
     channel.call_tool("crash", json!({})).await.unwrap_err();
     // Within the backoff: refused at once, saying why.
@@ -370,9 +367,9 @@ async fn refusing_while_restarting_fails_new_calls_at_once_and_keeps_a_listen_st
         .await
         .unwrap();
     assert_eq!(r.text(), "again");
-    assert_eq!(channel.restarts(), 1);
+    assert_eq!(channel.reconnects().await, 1);
     drop(listen);
-    channel.shutdown().await;
+    channel.close().await;
     let _ = std::fs::remove_file(marker);
 }
 
@@ -394,7 +391,7 @@ fn own_rss_kib() -> u64 {
 async fn a_child_that_stops_reading_holds_a_bounded_backlog() {
     let mut config = python_server(&[("STOP_READING", "1")]);
     config.max_line_bytes = 2 << 20;
-    let channel = StdioChannel::connect(config).await.unwrap();
+    let channel = Client::stdio(config).await.unwrap();
     let text = "x".repeat(1 << 20);
     let before = own_rss_kib();
     for i in 0..32 {
@@ -413,7 +410,7 @@ async fn a_child_that_stops_reading_holds_a_bounded_backlog() {
     // 32 MiB of lines were given up; at most 2 MiB (and the pipe's
     // 64 KiB) wait, plus what the allocator keeps of the calls' bodies.
     assert!(grown < 16 << 10, "grew by {grown} KiB");
-    assert_eq!(channel.shutdown().await, Stopped::Terminated);
+    assert_eq!(channel.close().await.unwrap(), Stopped::Terminated);
 }
 
 /// Listen streams last as long as their callers keep them: at most half
@@ -421,7 +418,7 @@ async fn a_child_that_stops_reading_holds_a_bounded_backlog() {
 /// calls still have their turn.
 #[tokio::test]
 async fn listen_streams_take_at_most_half_the_calls() {
-    let channel = StdioChannel::connect(python_server(&[])).await.unwrap();
+    let channel = Client::stdio(python_server(&[])).await.unwrap();
     let listen = || {
         json!({"jsonrpc": "2.0", "method": "subscriptions/listen",
             "params": {"notifications": {"toolsListChanged": true}}})
@@ -438,10 +435,9 @@ async fn listen_streams_take_at_most_half_the_calls() {
         }
         streams.push(stream);
     }
-    let mut refused = channel.call(listen()).await.unwrap();
-    let e = refused.next().await.unwrap_err();
+    let e = channel.call(listen()).await.unwrap_err();
     assert_eq!(e.status, Code::ResourceExhausted, "{e}");
-    assert!(e.message.contains("32 listen streams"), "{e}");
+    assert!(e.message.contains("listen streams"), "{e}");
     let r = channel
         .call_tool("echo", json!({"text": "a turn"}))
         .await
@@ -455,5 +451,5 @@ async fn listen_streams_take_at_most_half_the_calls() {
         matches!(ack, Ok(Some(StreamMessage::Notification(_)))),
         "{ack:?}"
     );
-    channel.shutdown().await;
+    channel.close().await;
 }

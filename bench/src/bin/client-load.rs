@@ -22,8 +22,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use mcpwire_tokio::client::http;
-use mcpwire_tokio::{Client, ServerCommand, StdioChannelConfig};
+use mcpwire_tokio::client::{http, stdio};
+use mcpwire_tokio::{Client, ServerCommand};
 use serde_json::json;
 
 const USAGE: &str = "usage: mcpwire-client-load --calls N [--concurrency C] [--text-bytes B] \
@@ -110,7 +110,7 @@ async fn run(o: Options) -> Result<String, String> {
     let channel = match &o.target {
         Target::Stdio(command) => {
             let server = ServerCommand::new(&command[0]).args(&command[1..]);
-            Client::stdio(StdioChannelConfig::new(server)).await
+            Client::stdio(stdio::Config::new(server)).await
         }
         Target::Http(url) => {
             let mut config = http::Config::new(url).map_err(|e| format!("{url}: {e}"))?;

@@ -241,7 +241,9 @@ impl World {
                     ClientEvent::Warning { call, .. } => {
                         assert!(self.client.warning_tool(call).is_some());
                     }
-                    ClientEvent::ConnectionClosed { .. } => {}
+                    // The link, readiness and input events come from the
+                    // engines that drive links; this connection has one.
+                    _ => {}
                 }
             }
             if !moved {

@@ -265,6 +265,10 @@ pub struct Net<E> {
     /// `("ready", 0)`, `("closed", 0)`.
     pub link_events: Vec<(&'static str, u32)>,
     pub warnings: Vec<(String, &'static str)>,
+    /// The engine's notes for the operator ([`ClientEvent::Note`]).
+    pub notes: Vec<String>,
+    /// What `down_reason` said at each [`ClientEvent::Down`].
+    pub downs: Vec<String>,
     /// What the driver's transport negotiated for every link (ALPN).
     pub negotiated: Negotiated,
 }
@@ -279,6 +283,8 @@ impl<E: ClientEngine> Net<E> {
             seen: HashMap::new(),
             link_events: Vec::new(),
             warnings: Vec::new(),
+            notes: Vec::new(),
+            downs: Vec::new(),
             negotiated: Negotiated::Nothing,
         }
     }
@@ -390,6 +396,14 @@ impl<E: ClientEngine> Net<E> {
                     }
                 }
                 ClientEvent::Ready => self.link_events.push(("ready", 0)),
+                ClientEvent::Down => {
+                    let why = s(self.client.down_reason().unwrap_or_default());
+                    self.downs.push(why);
+                }
+                ClientEvent::Note => {
+                    let note = s(self.client.note_text());
+                    self.notes.push(note);
+                }
                 ClientEvent::Skipped { .. } => self.link_events.push(("skipped", 0)),
                 ClientEvent::ConnectionClosed { .. } => self.link_events.push(("closed", 0)),
             }

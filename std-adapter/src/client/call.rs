@@ -288,10 +288,11 @@ impl Drop for EngineCall {
 }
 
 /// The error of a call the engine did not take.
-fn refusal_error(r: Refusal) -> CallError {
+pub(super) fn refusal_error(r: Refusal) -> CallError {
     match r {
         Refusal::Gone => CallError::new(Code::Unavailable, "the client is closed"),
         Refusal::Down(why) => CallError::new(Code::Unavailable, why),
+        Refusal::Exhausted(why) => CallError::new(Code::ResourceExhausted, why),
         Refusal::Invalid { code, message } => {
             let mut e = CallError::invalid_request(message);
             e.diagnostics.rpc_code = Some(code);

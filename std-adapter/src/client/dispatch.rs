@@ -27,6 +27,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 
+use mcpwire_core::mcp::client::era::EraDiagnostics;
 use mcpwire_core::mcp::client::{
     CallId, CallOptions, ClientEngine, ClientEvent, Diagnostics, LinkId, Skipped, StartError,
 };
@@ -48,6 +49,9 @@ pub(crate) const WRITE_HIGH: usize = 64 << 10;
 const TRANSMIT_CHUNK: usize = 16 << 10;
 /// Commands taken in one turn before the links are served again.
 const COMMAND_BATCH: usize = 64;
+/// How long a link the engine let go of may take to write what it still
+/// has; a peer that reads nothing more does not keep it open.
+const CLOSE_LINGER: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// What a client asks of its engine's task.
 #[derive(Debug)]
@@ -74,22 +78,30 @@ pub(crate) enum Command {
     },
     /// Forget the learned schemas.
     ClearSchemas,
-    /// Close the engine gracefully (the calls in progress end; a 2025
-    /// HTTP session is deleted); the task ends once it is closed
-    /// ([`Handle::closed`]).
-    Close,
-    /// Runs engine-specific code on the task (the era, a bearer token):
-    /// the engine as `Any`, for the caller that knows its type.
-    Engine(EngineFn),
+    /// Reach for the server now; answered once the engine is ready, or
+    /// with why it cannot reach the server.
+    Open {
+        reply: oneshot::Sender<Result<(), Refusal>>,
+    },
+    /// What the engine knows of its server.
+    Status { reply: oneshot::Sender<Status> },
+    /// End the engine: calls in progress end, links close; answered once
+    /// the engine's task is over.
+    Close { done: oneshot::Sender<()> },
+    /// Replace the bearer token of later requests; answered with whether
+    /// the engine took it ([`ClientEngine::set_bearer`]).
+    SetBearer {
+        token: Option<String>,
+        reply: oneshot::Sender<bool>,
+    },
 }
 
-/// Code run on the engine's task with the engine, as `Any`.
-pub(crate) struct EngineFn(pub(crate) Box<dyn FnOnce(&mut dyn std::any::Any) + Send>);
-
-impl std::fmt::Debug for EngineFn {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("EngineFn")
-    }
+/// What the engine knows of its server ([`Command::Status`]).
+#[derive(Debug, Clone)]
+pub(crate) struct Status {
+    pub(crate) era: Option<EraDiagnostics>,
+    /// Links opened so far.
+    pub(crate) links: u64,
 }
 
 /// Why the engine did not take a call.
@@ -99,6 +111,8 @@ pub(crate) enum Refusal {
     Gone,
     /// The engine cannot reach its server now, and why.
     Down(String),
+    /// A limit of the client, and which.
+    Exhausted(&'static str),
     /// The engine refused the request before a byte went out.
     Invalid { code: i32, message: &'static str },
     /// The request needs more than a call's buffer.
@@ -147,11 +161,15 @@ impl Handle {
     pub(crate) fn send(&self, cmd: Command) -> bool {
         self.tx.send(cmd).is_ok()
     }
+}
 
-    /// Waits until the task is over.
-    pub(crate) async fn closed(&self) {
-        self.tx.closed().await;
+/// What the engine knows of its server; `None` when its task is over.
+pub(crate) async fn status(handle: &Handle) -> Option<Status> {
+    let (reply, status) = oneshot::channel();
+    if !handle.send(Command::Status { reply }) {
+        return None;
     }
+    status.await.ok()
 }
 
 /// Runs `engine` in a task of its own, its links opened by `connector`
@@ -175,6 +193,10 @@ where
         cursor: 0,
         closing: false,
         skipped: SkipLog::default(),
+        ready: false,
+        ready_waiters: Vec::new(),
+        closed_waiters: Vec::new(),
+        links_opened: 0,
     };
     tokio::spawn(task.run(rx));
     Handle {
@@ -262,8 +284,9 @@ struct Link {
     /// write buffer is full): nothing more is read meanwhile.
     pending: Vec<u8>,
     eof: bool,
-    /// The engine is done with it: closed once `out` is written.
-    closing: bool,
+    /// The engine is done with it: closed once `out` is written, or when
+    /// this runs out ([`CLOSE_LINGER`]).
+    closing: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
 impl Link {
@@ -306,9 +329,15 @@ struct Dispatcher<E, C> {
     scratch: Box<[u8]>,
     /// Where the next scan of the links starts (fairness).
     cursor: usize,
-    /// Every handle is gone: the engine was told to close.
+    /// Every handle is gone, or a close was asked: the engine was told to
+    /// close.
     closing: bool,
     skipped: SkipLog,
+    /// The engine said [`ClientEvent::Ready`] last (not `Down`).
+    ready: bool,
+    ready_waiters: Vec<oneshot::Sender<Result<(), Refusal>>>,
+    closed_waiters: Vec<oneshot::Sender<()>>,
+    links_opened: u64,
 }
 
 /// What the server sent that the engine dropped, logged on stderr at the
@@ -344,7 +373,7 @@ impl SkipLog {
     }
 }
 
-impl<E: ClientEngine + 'static, C: Connector> Dispatcher<E, C> {
+impl<E: ClientEngine, C: Connector> Dispatcher<E, C> {
     async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Command>) {
         let mut timer = Timer::new();
         let mut commands_open = true;
@@ -356,6 +385,9 @@ impl<E: ClientEngine + 'static, C: Connector> Dispatcher<E, C> {
                 self.turn();
             }
             if self.closing && self.engine.is_closed() && self.links.is_empty() {
+                for done in self.closed_waiters.drain(..) {
+                    let _ = done.send(());
+                }
                 return;
             }
             timer.set(self.engine.poll_timeout());
@@ -432,13 +464,39 @@ impl<E: ClientEngine + 'static, C: Connector> Dispatcher<E, C> {
                 let _ = reply.send(self.engine.cached_schema(&tool).map(<[u8]>::to_vec));
             }
             Command::ClearSchemas => self.engine.clear_schemas(),
-            Command::Engine(EngineFn(f)) => f(&mut *self.engine),
-            Command::Close => {
+            Command::Open { reply } => {
+                if self.ready {
+                    let _ = reply.send(Ok(()));
+                } else if self.closing {
+                    let _ = reply.send(Err(Refusal::Gone));
+                } else {
+                    self.ready_waiters.push(reply);
+                    self.engine.open(now());
+                }
+            }
+            Command::Status { reply } => {
+                let _ = reply.send(Status {
+                    era: self.engine.era().cloned(),
+                    links: self.links_opened,
+                });
+            }
+            Command::SetBearer { token, reply } => {
+                let _ = reply.send(self.engine.set_bearer(token.as_deref()));
+            }
+            Command::Close { done } => {
+                self.closed_waiters.push(done);
                 if !self.closing {
                     self.closing = true;
                     self.engine.close(now());
                 }
             }
+        }
+    }
+
+    /// Answers the calls waiting for the engine to be ready.
+    fn tell_ready(&mut self, r: impl Fn() -> Result<(), Refusal>) {
+        for reply in self.ready_waiters.drain(..) {
+            let _ = reply.send(r());
         }
     }
 
@@ -484,6 +542,7 @@ impl<E: ClientEngine + 'static, C: Connector> Dispatcher<E, C> {
                     message: e.message,
                 },
                 Err(StartError::TooLarge { needed }) => Refusal::TooLarge { needed },
+                Err(StartError::Exhausted(why)) => Refusal::Exhausted(why),
             };
             w.answer(Err(refusal));
         }
@@ -535,8 +594,10 @@ impl<E: ClientEngine + 'static, C: Connector> Dispatcher<E, C> {
                     continue;
                 }
                 ClientEvent::Disconnect { link } => {
-                    if let Some(l) = self.links.iter_mut().find(|l| l.id == link) {
-                        l.closing = true;
+                    if let Some(l) = self.links.iter_mut().find(|l| l.id == link)
+                        && l.closing.is_none()
+                    {
+                        l.closing = Some(Box::pin(tokio::time::sleep(CLOSE_LINGER)));
                     }
                     continue;
                 }
@@ -544,7 +605,31 @@ impl<E: ClientEngine + 'static, C: Connector> Dispatcher<E, C> {
                     self.skipped.log(what, engine.skipped_text());
                     continue;
                 }
-                ClientEvent::Ready | ClientEvent::ConnectionClosed { .. } => continue,
+                ClientEvent::Ready => {
+                    self.ready = true;
+                    self.tell_ready(|| Ok(()));
+                    continue;
+                }
+                ClientEvent::Down => {
+                    self.ready = false;
+                    let why = String::from_utf8_lossy(
+                        self.engine
+                            .down_reason()
+                            .unwrap_or(b"the server cannot be reached"),
+                    )
+                    .into_owned();
+                    self.tell_ready(|| Err(Refusal::Down(why.clone())));
+                    continue;
+                }
+                ClientEvent::Note => {
+                    self.connector
+                        .note(&String::from_utf8_lossy(engine.note_text()));
+                    continue;
+                }
+                ClientEvent::ConnectionClosed { .. } => {
+                    self.tell_ready(|| Err(Refusal::Gone));
+                    continue;
+                }
             };
             if matches!(msg, CallMsg::Ended) {
                 if let Some(live) = self.calls.remove(&call) {
@@ -560,6 +645,7 @@ impl<E: ClientEngine + 'static, C: Connector> Dispatcher<E, C> {
 
     /// Opens `link` in a task of its own.
     fn connect(&mut self, link: LinkId) {
+        self.links_opened += 1;
         self.links.push(Link {
             id: link,
             io: None,
@@ -567,7 +653,7 @@ impl<E: ClientEngine + 'static, C: Connector> Dispatcher<E, C> {
             written: 0,
             pending: Vec::new(),
             eof: false,
-            closing: false,
+            closing: None,
         });
         let connector = Arc::clone(&self.connector);
         self.opening
@@ -579,7 +665,7 @@ impl<E: ClientEngine + 'static, C: Connector> Dispatcher<E, C> {
         let Some(at) = self.links.iter().position(|l| l.id == link) else {
             return;
         };
-        if self.links[at].closing {
+        if self.links[at].closing.is_some() {
             // Let go while it was being opened.
             self.links.remove(at);
             return;
@@ -724,11 +810,20 @@ fn poll_links(
     for k in 0..n {
         let at = (*cursor + k) % n;
         let link = &mut links[at];
-        let reads =
-            !(link.eof || !link.pending.is_empty() || link.backlog() >= WRITE_HIGH || link.closing);
+        let reads = !(link.eof
+            || !link.pending.is_empty()
+            || link.backlog() >= WRITE_HIGH
+            || link.closing.is_some());
         let Some(io) = link.io.as_mut() else {
             continue;
         };
+        if let Some(linger) = link.closing.as_mut()
+            && linger.as_mut().poll(cx).is_ready()
+        {
+            // What it still had to write is dropped with it.
+            *cursor = at + 1;
+            return Poll::Ready(IoEvent::Shut { at });
+        }
         if link.written < link.out.len() {
             match Pin::new(&mut **io).poll_write(cx, &link.out[link.written..]) {
                 Poll::Ready(Ok(0)) | Poll::Ready(Err(_)) => {
@@ -741,7 +836,7 @@ fn poll_links(
                 }
                 Poll::Pending => {}
             }
-        } else if link.closing {
+        } else if link.closing.is_some() {
             if Pin::new(&mut **io).poll_shutdown(cx).is_ready() {
                 *cursor = at + 1;
                 return Poll::Ready(IoEvent::Shut { at });

@@ -171,19 +171,10 @@ pub(crate) fn complete_request<'r>(
     next_id: &AtomicU64,
     capabilities: &Value,
 ) -> Result<(String, &'r mut Map<String, Value>), CallError> {
+    let method = complete_id(request, next_id)?;
     let Some(obj) = request.as_object_mut() else {
         return Err(CallError::invalid_request("a request is a JSON object"));
     };
-    let method = obj
-        .get("method")
-        .and_then(Value::as_str)
-        .map(str::to_owned)
-        .ok_or_else(|| CallError::invalid_request("a request needs a method"))?;
-    obj.entry("jsonrpc").or_insert_with(|| json!("2.0"));
-    if !method.starts_with("notifications/") && !obj.contains_key("id") {
-        let id = next_id.fetch_add(1, Ordering::Relaxed);
-        obj.insert("id".into(), json!(id));
-    }
     let params = obj.entry("params").or_insert_with(|| json!({}));
     let Some(params) = params.as_object_mut() else {
         return Err(CallError::invalid_request("params is not an object"));
@@ -197,6 +188,40 @@ pub(crate) fn complete_request<'r>(
     meta.entry(key(KEY_CLIENT_CAPABILITIES))
         .or_insert_with(|| capabilities.clone());
     Ok((method, meta))
+}
+
+/// The server's -32022 to the era probe, naming `versions` (raw JSON
+/// array) and none this client speaks: the error a start reports.
+pub(crate) fn version_refusal(versions: &str, requested: &str) -> CallError {
+    let supported: Value = serde_json::from_str(versions).unwrap_or(Value::Null);
+    let rpc = super::JsonRpcError {
+        code: i64::from(mcpwire_core::mcp::error::UNSUPPORTED_PROTOCOL_VERSION),
+        message: "Unsupported protocol version".to_owned(),
+        data: Some(json!({"supported": supported, "requested": requested})),
+    };
+    let mut e = CallError::new(Code::FailedPrecondition, rpc.message.clone());
+    e.diagnostics.rpc_code = i32::try_from(rpc.code).ok();
+    e.rpc = Some(Box::new(rpc));
+    e
+}
+
+/// The `jsonrpc` member and an id (not for a notification) added to
+/// `request` when it lacks them; its method.
+pub(crate) fn complete_id(request: &mut Value, next_id: &AtomicU64) -> Result<String, CallError> {
+    let Some(obj) = request.as_object_mut() else {
+        return Err(CallError::invalid_request("a request is a JSON object"));
+    };
+    let method = obj
+        .get("method")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        .ok_or_else(|| CallError::invalid_request("a request needs a method"))?;
+    obj.entry("jsonrpc").or_insert_with(|| json!("2.0"));
+    if !method.starts_with("notifications/") && !obj.contains_key("id") {
+        let id = next_id.fetch_add(1, Ordering::Relaxed);
+        obj.insert("id".into(), json!(id));
+    }
+    Ok(method)
 }
 
 /// A `_meta` key of the core's, as a JSON object key.

@@ -31,10 +31,10 @@ pub use mcpwire_core::mcp::client::era::EraChoice;
 pub use mcpwire_core::mcp::client::http::{DEFAULT_POOL_SIZE, Http2Mode};
 
 use super::call::EngineCall;
-use super::dispatch::{self, Command, EngineFn, Handle};
+use super::dispatch::{self, Command, Handle};
+use super::era::EraInfo;
 use super::link::{self, Connector, Opening};
 use super::{CallError, StreamMessage, redact_url};
-use crate::EraInfo;
 use crate::storage::HeapStorage;
 use crate::store::HeapStore;
 
@@ -141,7 +141,7 @@ impl Config {
     }
 
     /// Starts the engine's task.
-    pub(crate) fn spawn(&self) -> Result<(Handle, Arc<Context>), CallError> {
+    pub(crate) fn spawn(&self) -> Result<Handle, CallError> {
         let end = endpoint(&self.url)?;
         let capabilities = serde_json::to_string(&self.client_capabilities)
             .map_err(|e| CallError::new(Code::InvalidArgument, e.to_string()))?;
@@ -182,11 +182,7 @@ impl Config {
                 false => None,
             },
         };
-        let context = Arc::new(Context {
-            url: redact_url(self.url.as_str()),
-            era: Mutex::new(None),
-        });
-        Ok((dispatch::spawn(engine, connector), context))
+        Ok(dispatch::spawn(engine, connector))
     }
 
     /// The TLS of an `https://` endpoint, offering the ALPN of
@@ -314,25 +310,21 @@ pub(crate) struct Context {
     /// The endpoint, without user information.
     url: String,
     /// The era, as the engine knew it after the handshake.
-    era: Mutex<Option<EraInfo>>,
+    era: Option<EraInfo>,
 }
 
 impl Context {
-    /// The era noted after the handshake.
-    pub(crate) fn era(&self) -> Option<EraInfo> {
-        self.era
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+    /// The context of the client of `config`, speaking `era`.
+    pub(crate) fn new(config: &Config, era: Option<EraInfo>) -> Self {
+        Self {
+            url: redact_url(config.url.as_str()),
+            era,
+        }
     }
 
     /// The facts of a call whose engine reported `diagnostics`.
     pub(crate) fn facts(&self, diagnostics: Option<(&Diagnostics, Option<&str>)>) -> HttpFacts {
-        let era = self
-            .era
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
+        let era = self.era.as_ref();
         let (d, auth) = match diagnostics {
             Some((d, auth)) => (*d, auth),
             None => (Diagnostics::default(), None),
@@ -340,15 +332,12 @@ impl Context {
         HttpFacts {
             url: self.url.clone(),
             status: d.http_status,
-            era: era.as_ref().map_or("unknown", |e| e.era.describe()),
+            era: era.map_or("unknown", |e| e.era.describe()),
             http_version: d
                 .http_status
                 .map(|_| if d.http2 { "HTTP/2" } else { "HTTP/1.1" }),
-            requested_version: era
-                .as_ref()
-                .map(|e| e.requested.clone())
-                .unwrap_or_default(),
-            version: era.as_ref().map(|e| e.version.clone()).unwrap_or_default(),
+            requested_version: era.map(|e| e.requested.clone()).unwrap_or_default(),
+            version: era.map(|e| e.version.clone()).unwrap_or_default(),
             www_authenticate: auth.map(str::to_owned),
             retried_after_32020: d.relisted,
         }
@@ -401,70 +390,55 @@ impl fmt::Display for HttpFacts {
 }
 
 /// Waits for the engine of `handle` to know the server's era (the probe
-/// and its fallbacks, MCP 2026-07-28 §8.3), then notes it in `context`:
-/// the handshake's failure (401 with its challenge, a modern server's
+/// and its fallbacks, MCP 2026-07-28 §8.3), and returns it: the
+/// handshake's failure (401 with its challenge, a modern server's
 /// refusal, no answer) is the error.
 pub(crate) async fn handshake(
     handle: &Handle,
-    context: &Context,
+    choice: EraChoice,
     max_message: usize,
-) -> Result<(), CallError> {
-    let mut waiter = EngineCall::start(
-        handle.clone(),
-        Value::Null,
-        Arc::from(&[][..]),
-        CallOptions::default(),
-        None,
-        max_message,
-        true,
-    )
-    .await?;
-    loop {
-        match waiter.next().await? {
-            None => break,
-            Some(StreamMessage::Notification(_)) => {}
-            // A modern server's refusal of the probe.
-            Some(StreamMessage::Response(response)) => {
-                super::typed::result_of(response)?;
-                break;
+) -> Result<Option<EraInfo>, CallError> {
+    if choice != EraChoice::Modern {
+        // A call of no message: it ends once the engine's handshake is over.
+        let mut waiter = EngineCall::start(
+            handle.clone(),
+            Value::Null,
+            Arc::from(&[][..]),
+            CallOptions::default(),
+            None,
+            max_message,
+            true,
+        )
+        .await?;
+        loop {
+            match waiter.next().await? {
+                None => break,
+                Some(StreamMessage::Notification(_)) => {}
+                // A modern server's refusal of the probe.
+                Some(StreamMessage::Response(response)) => {
+                    super::typed::result_of(response)?;
+                    break;
+                }
             }
         }
     }
-    note_era(handle, context).await;
-    Ok(())
-}
-
-/// Notes the engine's era in `context`.
-pub(crate) async fn note_era(handle: &Handle, context: &Context) {
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    handle.send(Command::Engine(EngineFn(Box::new(move |engine| {
-        if let Some(e) = engine.downcast_mut::<Engine>() {
-            let _ = tx.send(era_info(e.era()));
-        }
-    }))));
-    if let Ok(era) = rx.await
-        && let Ok(mut slot) = context.era.lock()
-    {
-        *slot = era;
-    }
+    let status = dispatch::status(handle).await;
+    Ok(status.and_then(|s| s.era).as_ref().and_then(era_info))
 }
 
 /// Replaces the bearer token of the engine of `handle`.
 pub(crate) async fn set_bearer(handle: &Handle, token: Option<String>) -> Result<(), CallError> {
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    handle.send(Command::Engine(EngineFn(Box::new(move |engine| {
-        let set = engine
-            .downcast_mut::<Engine>()
-            .map(|e| e.set_bearer(token.as_deref()));
-        let _ = tx.send(set);
-    }))));
-    match rx.await {
-        Ok(Some(true)) => Ok(()),
-        Ok(Some(false)) => Err(CallError::new(
+    let (reply, taken) = tokio::sync::oneshot::channel();
+    if !handle.send(Command::SetBearer { token, reply }) {
+        return Err(CallError::new(Code::Unavailable, "the client is closed"));
+    }
+    match taken.await {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(CallError::new(
             Code::InvalidArgument,
             "the bearer token is not a token68 (RFC 9110 §11.2)",
         )),
-        _ => Err(CallError::new(Code::Unavailable, "the client is closed")),
+        Err(_) => Err(CallError::new(Code::Unavailable, "the client is closed")),
     }
 }
 
@@ -518,10 +492,4 @@ mod tests {
             assert!(!e.message.contains("secret"), "{e}");
         }
     }
-}
-
-#[cfg(test)]
-#[test]
-fn engine_size() {
-    eprintln!("ENGINE SIZE {}", std::mem::size_of::<Engine>());
 }

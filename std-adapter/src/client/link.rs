@@ -34,6 +34,12 @@ pub(crate) trait Connector: Send + Sync + 'static {
     /// Where links go, for the error of one that could not be opened
     /// (`connect to 127.0.0.1:50051`).
     fn describe(&self) -> String;
+
+    /// A line of the engine for the operator (a restart, a pause), on
+    /// stderr.
+    fn note(&self, text: &str) {
+        eprintln!("mcpwire: {text}");
+    }
 }
 
 /// A TCP connection to `addr`, without Nagle's delay (a call's request

@@ -1,44 +1,48 @@
 //! One MCP client for every transport: [`Client`] speaks the gRPC
 //! tunnel or typed binding ([`grpc::Config`], [`Client::grpc`]), Streamable
-//! HTTP ([`http::Config`], [`Client::http`]) or stdio ([`Client::stdio`]: a
-//! child process or a serial device), and gives the same calls ([`Call`]),
-//! the same typed methods and the same JSON-RPC errors over each.
-//! [`Client::connect`] takes an address (`grpc://`, `http://`,
-//! `https://`).
+//! HTTP ([`http::Config`], [`Client::http`]) or stdio ([`stdio::Config`],
+//! [`Client::stdio`]: a child process or a serial device), and gives the
+//! same calls ([`Call`]), the same typed methods and the same JSON-RPC
+//! errors over each. [`Client::connect`] takes an address (`grpc://`,
+//! `http://`, `https://`).
 //!
-//! The gRPC and HTTP clients run the core's engines ([`TunnelClient`],
-//! [`HttpClient`]) on the one tokio driver of every client engine
+//! Each runs its binding's core engine ([`TunnelClient`], [`HttpClient`],
+//! [`StdioEngine`]) on the one tokio driver of every client engine
 //! ([`dispatch`]): every MCP rule of a call is the core's; the driver
-//! opens the links the engine asks for and moves octets.
+//! opens the links the engine asks for (a connection, a child) and moves
+//! octets.
 //!
-//! Over HTTP the era is chosen deliberately (MCP 2026-07-28 §8.3), by the
-//! core's engine: [`Client::http`] waits while it probes with
-//! `server/discover`; a modern answer keeps the modern shape; 401, 403, a
-//! 5xx or no answer is the error the application gets, never a reason to
-//! fall back; a refusal of a modern server (-32021, -32020) is reported;
-//! anything else (a method the server does not know, a 4xx without a
-//! modern error) falls back to the 2025-11-25 Streamable HTTP session, and
-//! from there, when `initialize` is refused too, to the 2024-11-05
-//! HTTP+SSE shape. Which era was taken, and why, is in [`Client::era`].
+//! Over HTTP and stdio the era is chosen deliberately (MCP 2026-07-28
+//! §8.3), by the core's engine: [`Client::http`] and [`Client::stdio`]
+//! wait while it probes with `server/discover`; a modern answer keeps the
+//! modern shape; 401, 403, a 5xx or no answer is the error the
+//! application gets, never a reason to fall back; a refusal of a modern
+//! server (-32021, -32020) is reported; anything else (a method the
+//! server does not know, a 4xx without a modern error) falls back to the
+//! 2025-11-25 lifecycle (over HTTP a session), and over HTTP from there,
+//! when `initialize` is refused too, to the 2024-11-05 HTTP+SSE shape.
+//! Which era was taken, and why, is in [`Client::era`].
 //!
 //! [`TunnelClient`]: mcpwire_core::mcp::client::TunnelClient
 //! [`HttpClient`]: mcpwire_core::mcp::client::HttpClient
+//! [`StdioEngine`]: mcpwire_core::mcp::client::stdio::StdioEngine
 
 mod call;
 pub(crate) mod calls;
 mod dispatch;
+pub mod era;
 pub(crate) mod error;
 pub mod grpc;
 pub mod http;
 mod link;
 mod mailbox;
+pub mod stdio;
 pub(crate) mod typed;
 
 use std::time::Duration;
 
 use mcpwire_core::grpc::Code;
 use mcpwire_core::mcp::client::CallOptions;
-use mcpwire_core::mcp::client::era::Era;
 use mcpwire_core::mcp::meta::KEY_CLIENT_INFO;
 /// The MCP revision every request declares in `params._meta`.
 pub use mcpwire_core::mcp::meta::PROTOCOL_VERSION;
@@ -53,19 +57,17 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use call::EngineCall;
 use calls::typed_helpers;
 use dispatch::{Command, Handle};
-use error::complete_request;
+use era::Era;
+pub use era::EraInfo;
 pub use error::{CallDiagnostics, CallError, RawMessage, RawResponse, StreamMessage};
+use error::{complete_id, complete_request};
 pub use http::HttpFacts;
+pub use stdio::Stopped;
 pub use typed::{
     CallToolResult, GetPromptResult, JsonRpcError, MAX_LIST_PAGES, Progress, Prompt,
     PromptArgument, Resource, ResourceContents, Tool,
 };
 use typed::{call_tool_result, named_params, result_of};
-
-use crate::{EraInfo, StdioCall, StdioChannel, StdioChannelConfig, Stopped};
-
-/// How long [`Client::close`] waits for an older-era HTTP session to end.
-pub const SESSION_CLOSE_WAIT: Duration = Duration::from_secs(2);
 
 /// Rounds of a multi round-trip call before giving up.
 pub const MAX_INPUT_ROUNDS: usize = 16;
@@ -74,7 +76,7 @@ pub const MAX_INPUT_ROUNDS: usize = 16;
 /// connections (or the child).
 #[derive(Clone)]
 pub struct Client {
-    transport: Transport,
+    engine: Arc<Engine>,
     era: Option<EraInfo>,
 }
 
@@ -87,18 +89,17 @@ struct Engine {
     /// What the calls of a Streamable HTTP client share.
     http: Option<Arc<http::Context>>,
     next_id: AtomicU64,
-    capabilities: Value,
-    /// `io.modelcontextprotocol/clientInfo` added to requests that lack it.
+    /// The client capabilities this side adds to a request's `_meta`
+    /// (with the protocol version); `None` where the engine merges its
+    /// own `_meta` (stdio: as the era says).
+    capabilities: Option<Value>,
+    /// `io.modelcontextprotocol/clientInfo` added to requests that lack
+    /// it (Streamable HTTP).
     client_info: Option<Value>,
     request_timeout: Duration,
     max_message: usize,
-}
-
-#[derive(Clone)]
-enum Transport {
-    Engine(Arc<Engine>),
-    /// A stdio child.
-    Line(StdioChannel),
+    /// How the stdio servers ended, for a stdio client.
+    stops: Option<stdio::Stops>,
 }
 
 impl std::fmt::Debug for Client {
@@ -115,15 +116,9 @@ impl std::fmt::Debug for Client {
 /// closed, a gRPC stream reset, `notifications/cancelled` on stdio).
 #[derive(Debug)]
 pub struct Call {
-    kind: CallKind,
+    call: EngineCall,
     /// Over Streamable HTTP, what its facts are made of.
     http: Option<Arc<http::Context>>,
-}
-
-#[derive(Debug)]
-enum CallKind {
-    Engine(EngineCall),
-    Line(StdioCall),
 }
 
 impl Call {
@@ -133,45 +128,28 @@ impl Call {
     /// sent again after -32020.
     pub fn http_facts(&self) -> Option<HttpFacts> {
         let context = self.http.as_ref()?;
-        match &self.kind {
-            CallKind::Engine(c) => Some(context.facts(c.diagnostics())),
-            CallKind::Line(_) => None,
-        }
+        Some(context.facts(self.call.diagnostics()))
     }
 
     /// The request's id (`null` for a notification).
     pub fn id(&self) -> &Value {
-        match &self.kind {
-            CallKind::Engine(c) => c.id(),
-            CallKind::Line(c) => c.id(),
-        }
+        self.call.id()
     }
 
     /// The next message: notifications as they arrive, then the response
     /// (a result or the server's JSON-RPC error); `Ok(None)` after it.
+    /// Over Streamable HTTP an error carries the call's
+    /// [`HttpFacts`] in [`CallDiagnostics::http`].
     pub async fn next(&mut self) -> Result<Option<StreamMessage>, CallError> {
-        let r = match &mut self.kind {
-            CallKind::Engine(c) => c.next().await,
-            CallKind::Line(c) => c.next().await,
-        };
+        let r = self.call.next().await;
         r.map_err(|e| self.with_facts(e))
     }
 
-    /// [`Call::next`] as JSON text: over gRPC and HTTP each message as the
-    /// client engine validated it, not parsed here; over stdio the
-    /// message written back as text.
+    /// [`Call::next`] as JSON text: each message as the client engine
+    /// validated it, not parsed here.
     pub async fn next_raw(&mut self) -> Result<Option<RawMessage>, CallError> {
-        // The other transports' futures are boxed: a forwarding handler's
-        // state stays as small as the engine's call.
-        let message = match &mut self.kind {
-            CallKind::Engine(c) => return c.next_raw().await.map_err(|e| self.with_facts(e)),
-            CallKind::Line(c) => Box::pin(c.next()).await?,
-        };
-        let text = |v: &Value| serde_json::to_vec(v).unwrap_or_default();
-        Ok(message.map(|m| match m {
-            StreamMessage::Notification(n) => RawMessage::Notification(text(&n)),
-            StreamMessage::Response(r) => RawMessage::Response(RawResponse::new(text(&r))),
-        }))
+        let r = self.call.next_raw().await;
+        r.map_err(|e| self.with_facts(e))
     }
 
     /// `e` with the call's HTTP facts, over Streamable HTTP.
@@ -210,57 +188,83 @@ impl Client {
             .spawn()
             .map_err(|e| CallError::new(Code::InvalidArgument, e))?;
         Ok(Self {
-            transport: Transport::Engine(Arc::new(Engine {
+            engine: Arc::new(Engine {
                 handle,
                 grpc: Some(config.mode),
                 http: None,
                 next_id: AtomicU64::new(1),
-                capabilities: config.client_capabilities,
+                capabilities: Some(config.client_capabilities),
                 client_info: None,
                 request_timeout: config.request_timeout,
                 max_message: config.max_message_bytes,
-            })),
+                stops: None,
+            }),
             era: None,
         })
     }
 
-    /// Launches the stdio server of `config` and runs its handshake.
-    pub async fn stdio(config: StdioChannelConfig) -> Result<Self, CallError> {
-        let channel = StdioChannel::connect(config).await?;
+    /// Starts the stdio server of `config` (a child process, or a serial
+    /// device) and runs its handshake; returns once calls can go, or with
+    /// why the server could not be started or refused the handshake (its
+    /// -32022, with the versions it speaks, as the call error's `rpc`).
+    pub async fn stdio(config: stdio::Config) -> Result<Self, CallError> {
+        config
+            .check()
+            .map_err(|e| CallError::new(Code::InvalidArgument, e))?;
+        let stops = stdio::Stops::default();
+        let handle = config.spawn(stops.clone());
+        let (reply, ready) = tokio::sync::oneshot::channel();
+        handle.send(Command::Open { reply });
+        let opened = ready.await.unwrap_or(Err(dispatch::Refusal::Gone));
+        let era = dispatch::status(&handle).await.and_then(|s| s.era);
+        if let Err(refusal) = opened {
+            let mut e = call::refusal_error(refusal);
+            if let Some(versions) = era.as_ref().and_then(|e| e.refused_versions()) {
+                e = error::version_refusal(versions, PROTOCOL_VERSION);
+            }
+            return Err(e);
+        }
         Ok(Self {
-            era: channel.era(),
-            transport: Transport::Line(channel),
+            era: era.as_ref().map(stdio::era_info),
+            engine: Arc::new(Engine {
+                handle,
+                grpc: None,
+                http: None,
+                next_id: AtomicU64::new(1),
+                capabilities: None,
+                client_info: None,
+                request_timeout: config.request_timeout,
+                max_message: config.max_line_bytes,
+                stops: Some(stops),
+            }),
         })
     }
 
     /// A client of the Streamable HTTP endpoint of `config`, which runs
     /// the era's handshake (MCP 2026-07-28 §8.3) before it returns:
-    /// [`EraChoice::Probe`](http::EraChoice::Probe) (the default of
-    /// [`Client::connect`]) asks `server/discover` and falls back as the
-    /// module documentation says; `Modern` speaks the 2026-07-28 shape
-    /// without a request; `Legacy` starts with the 2025-11-25 session.
-    /// The handshake's failure is the error: 401 or 403 (with its
-    /// `WWW-Authenticate`), a modern server's refusal, no answer. Needs a
-    /// tokio runtime (the engine runs in a task).
+    /// [`EraChoice::Probe`](era::EraChoice::Probe) (the default) asks
+    /// `server/discover` and falls back as the module documentation says;
+    /// `Modern` speaks the 2026-07-28 shape without a request; `Legacy`
+    /// starts with the 2025-11-25 session. The handshake's failure is the
+    /// error: 401 or 403 (with its `WWW-Authenticate`), a modern server's
+    /// refusal, no answer. Needs a tokio runtime (the engine runs in a
+    /// task).
     pub async fn http(config: http::Config) -> Result<Self, CallError> {
-        let (handle, context) = config.spawn()?;
-        if config.era != http::EraChoice::Modern {
-            http::handshake(&handle, &context, config.max_message_bytes).await?;
-        } else {
-            http::note_era(&handle, &context).await;
-        }
+        let handle = config.spawn()?;
+        let era = http::handshake(&handle, config.era, config.max_message_bytes).await?;
         Ok(Self {
-            era: context.era(),
-            transport: Transport::Engine(Arc::new(Engine {
+            engine: Arc::new(Engine {
                 handle,
                 grpc: None,
-                http: Some(context),
+                http: Some(Arc::new(http::Context::new(&config, era.clone()))),
                 next_id: AtomicU64::new(1),
-                capabilities: config.client_capabilities,
+                capabilities: Some(config.client_capabilities),
                 client_info: config.client_info,
                 request_timeout: config.request_timeout,
                 max_message: config.max_message_bytes,
-            })),
+                stops: None,
+            }),
+            era,
         })
     }
 
@@ -287,15 +291,12 @@ impl Client {
 
     /// The transport, in words.
     pub fn transport_name(&self) -> &'static str {
-        match &self.transport {
-            Transport::Engine(e) if e.http.is_some() => {
-                http::transport_name(self.era.as_ref().map(|e| e.era))
-            }
-            Transport::Engine(e) => match e.grpc {
-                Some(grpc::Mode::Typed) => "gRPC typed binding (tunnel fallback)",
-                _ => "gRPC tunnel",
-            },
-            Transport::Line(_) => "stdio",
+        let e = &self.engine;
+        match e.grpc {
+            Some(grpc::Mode::Typed) => "gRPC typed binding (tunnel fallback)",
+            Some(grpc::Mode::Tunnel) => "gRPC tunnel",
+            None if e.http.is_some() => http::transport_name(self.era.as_ref().map(|e| e.era)),
+            None => "stdio",
         }
     }
 
@@ -313,23 +314,18 @@ impl Client {
         request: Value,
         timeout: Option<Duration>,
     ) -> Result<Call, CallError> {
-        Ok(match &self.transport {
-            Transport::Engine(e) => Call {
-                kind: CallKind::Engine(e.call(request, timeout).await?),
-                http: e.http.clone(),
-            },
-            Transport::Line(c) => Call {
-                kind: CallKind::Line(c.call_with_timeout(request, timeout).await?),
-                http: None,
-            },
+        let e = &self.engine;
+        Ok(Call {
+            call: e.call(request, timeout).await?,
+            http: e.http.clone(),
         })
     }
 
     /// Starts a call of `method` with `params` as JSON text (a JSON
     /// object); `meta_complete` says that its `_meta` has the protocol
     /// version and the client capabilities (as a request a server engine
-    /// admitted has). Over gRPC the text is sent as it is; the other
-    /// transports parse it. Read the answer with [`Call::next_raw`] (or
+    /// admitted has): then it is sent as it is, else it is parsed and
+    /// completed. Read the answer with [`Call::next_raw`] (or
     /// [`Call::next`]).
     pub async fn call_raw(
         &self,
@@ -338,11 +334,10 @@ impl Client {
         meta_complete: bool,
         timeout: Option<Duration>,
     ) -> Result<Call, CallError> {
-        if let Transport::Engine(e) = &self.transport
-            && let Some(call) = e.call_raw(method, params, meta_complete, timeout).await?
-        {
+        let e = &self.engine;
+        if let Some(call) = e.call_raw(method, params, meta_complete, timeout).await? {
             return Ok(Call {
-                kind: CallKind::Engine(call),
+                call,
                 http: e.http.clone(),
             });
         }
@@ -435,23 +430,23 @@ impl Client {
             .await
     }
 
-    /// Ends the client: a stdio child is stopped (stdin closed, then
-    /// SIGTERM, then SIGKILL); the session of an older-era HTTP server is
-    /// ended (a 2025 session deleted, the 2024 event stream closed: the
-    /// calls in progress get [`SESSION_CLOSE_WAIT`] to finish, and every
-    /// clone's calls are refused after it); network connections close as
-    /// the last clone goes. How a child or a session ended, when there was
-    /// one.
+    /// Ends the client: listen streams end, the calls in progress run to
+    /// their answer, then a stdio child is stopped (stdin closed, then
+    /// SIGTERM, then SIGKILL) or the session of an older-era HTTP server
+    /// ended (a 2025 session deleted, the 2024 event stream closed), and
+    /// the connections close; every clone's later calls are refused. How
+    /// a child or a session ended, when there was one.
     pub async fn close(&self) -> Option<Stopped> {
-        match &self.transport {
-            Transport::Line(c) => Some(c.shutdown().await),
-            Transport::Engine(e) if self.era.as_ref().is_some_and(|e| e.era != Era::Modern) => {
-                e.handle.send(Command::Close);
-                let _ = tokio::time::timeout(SESSION_CLOSE_WAIT, e.handle.closed()).await;
-                Some(Stopped::SessionClosed)
-            }
-            Transport::Engine(_) => None,
+        let e = &self.engine;
+        let (done, closed) = tokio::sync::oneshot::channel();
+        if e.handle.send(Command::Close { done }) {
+            let _ = closed.await;
         }
+        if let Some(stops) = &e.stops {
+            return Some(stops.last().await);
+        }
+        let older = self.era.as_ref().is_some_and(|era| era.era != Era::Modern);
+        (e.http.is_some() && older).then_some(Stopped::SessionClosed)
     }
 
     /// Replaces the bearer token sent with every later request (`None`:
@@ -460,42 +455,40 @@ impl Client {
     /// error when the token is not a `token68` (RFC 9110 §11.2), and over
     /// the other transports.
     pub async fn set_bearer(&self, token: Option<&str>) -> Result<(), CallError> {
-        match &self.transport {
-            Transport::Engine(e) if e.http.is_some() => {
-                http::set_bearer(&e.handle, token.map(str::to_owned)).await
-            }
-            Transport::Engine(_) => Err(CallError::new(
+        let e = &self.engine;
+        if e.http.is_none() {
+            return Err(CallError::new(
                 Code::FailedPrecondition,
-                "a gRPC client's token is its configuration's: make a new client",
-            )),
-            Transport::Line(_) => Err(CallError::new(
-                Code::FailedPrecondition,
-                "a stdio server takes no bearer token",
-            )),
+                "only a Streamable HTTP client's token can change: make a new client",
+            ));
         }
+        http::set_bearer(&e.handle, token.map(str::to_owned)).await
+    }
+
+    /// How many times the client opened a new link after its first: a
+    /// stdio server started again, a new connection after one went away.
+    pub async fn reconnects(&self) -> u64 {
+        dispatch::status(&self.engine.handle)
+            .await
+            .map_or(0, |s| s.links.saturating_sub(1))
     }
 
     /// The input schema of `tool` the client mirrors `x-mcp-header`
     /// arguments from (learned from a `tools/list`), when the transport
     /// mirrors them (gRPC, HTTP) and the tool has annotations.
     pub async fn cached_schema(&self, tool: &str) -> Option<Value> {
-        match &self.transport {
-            Transport::Engine(e) => {
-                let (reply, answer) = tokio::sync::oneshot::channel();
-                let tool = serde_json::to_vec(tool).ok()?;
-                e.handle.send(Command::CachedSchema { tool, reply });
-                serde_json::from_slice(&answer.await.ok()??).ok()
-            }
-            Transport::Line(_) => None,
-        }
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let tool = serde_json::to_vec(tool).ok()?;
+        self.engine
+            .handle
+            .send(Command::CachedSchema { tool, reply });
+        serde_json::from_slice(&answer.await.ok()??).ok()
     }
 
     /// Forgets the learned schemas: a tool's arguments are mirrored again
     /// after the next `tools/list`.
     pub fn clear_schemas(&self) {
-        if let Transport::Engine(e) = &self.transport {
-            e.handle.send(Command::ClearSchemas);
-        }
+        self.engine.handle.send(Command::ClearSchemas);
     }
 }
 
@@ -506,11 +499,17 @@ impl Engine {
         mut request: Value,
         timeout: Option<Duration>,
     ) -> Result<EngineCall, CallError> {
-        let (method, meta) = complete_request(&mut request, &self.next_id, &self.capabilities)?;
-        if let Some(info) = &self.client_info {
-            meta.entry(String::from_utf8_lossy(KEY_CLIENT_INFO))
-                .or_insert_with(|| info.clone());
-        }
+        let method = match &self.capabilities {
+            Some(capabilities) => {
+                let (method, meta) = complete_request(&mut request, &self.next_id, capabilities)?;
+                if let Some(info) = &self.client_info {
+                    meta.entry(String::from_utf8_lossy(KEY_CLIENT_INFO))
+                        .or_insert_with(|| info.clone());
+                }
+                method
+            }
+            None => complete_id(&mut request, &self.next_id)?,
+        };
         let body =
             serde_json::to_vec(&request).map_err(|e| CallError::invalid_request(&e.to_string()))?;
         let id = request.get("id").cloned().unwrap_or(Value::Null);
@@ -584,58 +583,50 @@ impl Engine {
 typed_helpers!(Client, Call, "");
 
 /// The `HOST:PORT` of a `grpc://HOST:PORT` address; `None` for another
-/// scheme; an error for user information (`user:password@`), which
-/// belongs in the configuration (a bearer token), not in an address that
-/// errors and logs show.
-pub fn grpc_authority(address: &str) -> Result<Option<&str>, CallError> {
-    let Some(authority) = address.strip_prefix("grpc://") else {
-        return Ok(None);
+/// scheme; an error for no port, a path, or user information (a bearer
+/// token belongs in the configuration, not in an address that logs show).
+pub fn grpc_authority(address: &str) -> Result<Option<String>, CallError> {
+    // One that does not parse (`grpc://:1`) is a bad gRPC address still.
+    let grpc = address.get(..7).map(str::to_ascii_lowercase);
+    let url = match url::Url::parse(address) {
+        Ok(url) if url.scheme() == "grpc" => url,
+        Err(_) if grpc.as_deref() == Some("grpc://") => return Err(bad_grpc(address)),
+        _ => return Ok(None),
     };
-    let plain = Url::parse(address).is_ok_and(|u| {
-        u.host_str().is_some_and(|h| !h.is_empty())
-            && u.username().is_empty()
-            && u.password().is_none()
-            && matches!(u.path(), "" | "/")
-            && u.query().is_none()
-            && u.fragment().is_none()
-    });
-    if !plain {
-        return Err(CallError::new(
-            Code::InvalidArgument,
-            format!(
-                "{}: a gRPC address is grpc://HOST:PORT, without credentials or a path",
-                redact_url(address)
-            ),
-        ));
+    let authority = url.host_str().zip(url.port());
+    let authority = authority.map(|(host, port)| format!("{host}:{port}"));
+    match authority {
+        // Nothing else: the URL is written back as the authority alone.
+        Some(a) if url.as_str().trim_end_matches('/') == format!("grpc://{a}") => Ok(Some(a)),
+        _ => Err(bad_grpc(address)),
     }
-    Ok(Some(authority.trim_end_matches('/')))
+}
+
+/// The error of a bad `grpc://` address, without its credentials.
+fn bad_grpc(address: &str) -> CallError {
+    let address = redact_url(address);
+    let why = "a gRPC address is grpc://HOST:PORT, without credentials or a path";
+    CallError::new(Code::InvalidArgument, format!("{address}: {why}"))
 }
 
 /// `address` (a URL or `scheme://host:port`) without its user information
-/// (`user:password@`): what may be printed or put in an error. An address
-/// without any is shown as it was written.
+/// (`user:password@`): what may be printed or put in an error. Such a URL
+/// comes back as the `url` crate writes it (`http://h` as `http://h/`);
+/// text that is no URL loses everything up to its last `@`.
 pub fn redact_url(address: &str) -> String {
-    match Url::parse(address) {
-        Ok(mut url) => {
-            if url.username().is_empty() && url.password().is_none() {
-                return address.to_owned();
-            }
-            // Only a URL that cannot have user information refuses these.
+    match url::Url::parse(address) {
+        Ok(mut url) if !url.username().is_empty() || url.password().is_some() => {
+            // A URL with user information has a host: both succeed.
             let _ = url.set_username("");
             let _ = url.set_password(None);
             url.into()
         }
-        // Not a URL: whatever stands before an `@` of its authority goes.
-        Err(_) => {
-            let Some((scheme, rest)) = address.split_once("://") else {
-                return address.to_owned();
-            };
-            let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-            match rest.get(..end).and_then(|authority| authority.rfind('@')) {
-                Some(at) => format!("{scheme}://{}", rest.get(at + 1..).unwrap_or_default()),
-                None => address.to_owned(),
-            }
-        }
+        Ok(_) => address.to_owned(),
+        Err(_) => match (address.split_once("://"), address.rsplit_once('@')) {
+            (Some((scheme, _)), Some((_, rest))) => format!("{scheme}://{rest}"),
+            (None, Some((_, rest))) => rest.to_owned(),
+            (_, None) => address.to_owned(),
+        },
     }
 }
 
@@ -650,21 +641,29 @@ mod tests {
             "https://example.test:8443/mcp"
         );
         assert_eq!(redact_url("http://u:p@h?x=1"), "http://h/?x=1");
-        assert_eq!(redact_url("http://u:p@"), "http://");
         assert_eq!(
             redact_url("grpc://127.0.0.1:50051"),
             "grpc://127.0.0.1:50051"
         );
         assert_eq!(redact_url("http://h/mcp?a=b@c"), "http://h/mcp?a=b@c");
         assert_eq!(redact_url("ftp://a:b@h/x"), "ftp://h/x");
+        assert_eq!(redact_url("grpc://u@h:1"), "grpc://h:1");
+        // Not a URL (a port past 65535): still no credentials.
+        assert_eq!(redact_url("http://u:secret@h:99999/x"), "http://h:99999/x");
+        assert_eq!(redact_url("127.0.0.1:50051"), "127.0.0.1:50051");
     }
 
     #[test]
     fn a_grpc_address_is_host_and_port_only() {
         use super::grpc_authority;
-        assert_eq!(grpc_authority("grpc://h:1/").unwrap(), Some("h:1"));
-        assert_eq!(grpc_authority("http://h/mcp").unwrap(), None);
-        for bad in ["grpc://u:secret@h:1", "grpc://h:1/x", "grpc://"] {
+        let authority = |a| grpc_authority(a).unwrap();
+        assert_eq!(authority("grpc://h:1/").as_deref(), Some("h:1"));
+        assert_eq!(authority("GRPC://[::1]:5").as_deref(), Some("[::1]:5"));
+        assert_eq!(authority("http://h/mcp"), None);
+        assert_eq!(authority("127.0.0.1:50051"), None);
+        let bad = "grpc://u:secret@h:1 grpc://u:secret@h:99999 grpc://h:1/x grpc://h:1?q \
+                   grpc://h:1#f grpc://h grpc://:1 grpc://";
+        for bad in bad.split_whitespace() {
             let e = grpc_authority(bad).unwrap_err();
             assert!(!e.message.contains("secret"), "{e}");
             assert!(e.message.contains("grpc://HOST:PORT"), "{e}");

@@ -141,8 +141,9 @@ pub trait ClientEngine {
     /// Lets time pass.
     fn handle_timeout(&mut self, now: Instant);
 
-    /// Ends the engine gracefully: no new call; the calls in progress end;
-    /// every link is closed ([`ClientEvent::Disconnect`]), then
+    /// Ends the engine gracefully: no new call; listen streams (which a
+    /// server never ends) fail with "the client closed", the other calls
+    /// in progress run to their end; every link is closed ([`ClientEvent::Disconnect`]), then
     /// [`ClientEvent::ConnectionClosed`].
     fn close(&mut self, now: Instant);
 
@@ -193,5 +194,33 @@ pub trait ClientEngine {
     /// The first octets of what the last [`ClientEvent::Skipped`] names.
     fn skipped_text(&self) -> &[u8] {
         &[]
+    }
+
+    /// Reaches for the server now, before the first call (an engine that
+    /// opens its links at the first call otherwise): a driver that wants
+    /// to know at once whether the server can be reached calls it, then
+    /// waits for [`ClientEvent::Ready`] or [`ClientEvent::Down`].
+    fn open(&mut self, now: Instant) {
+        let _ = now;
+    }
+
+    /// The text of the last [`ClientEvent::Note`].
+    fn note_text(&self) -> &[u8] {
+        &[]
+    }
+
+    /// What the engine learned of the server's era (bindings with more
+    /// than one era: Streamable HTTP, stdio).
+    fn era(&self) -> Option<&super::era::EraDiagnostics> {
+        None
+    }
+
+    /// Replaces the bearer token of every later request (`None`: no
+    /// `Authorization`), for bindings that send one. `false`, and nothing
+    /// changed, when the engine sends none or refuses this one (not a
+    /// `token68`, RFC 9110 §11.2; no room for it).
+    fn set_bearer(&mut self, token: Option<&str>) -> bool {
+        let _ = token;
+        false
     }
 }

@@ -239,6 +239,19 @@ impl EraDiagnostics {
             .flatten()
     }
 
+    /// The versions the server named when it refused the probe with
+    /// -32022 and none of them is one this client speaks in either era
+    /// (no fallback: the handshake failed on it): what the application
+    /// reports as the server's -32022, `data.supported`.
+    pub fn refused_versions(&self) -> Option<&str> {
+        if self.fallback
+            || self.probe_error != Some(i64::from(crate::mcp::error::UNSUPPORTED_PROTOCOL_VERSION))
+        {
+            return None;
+        }
+        self.server_versions()
+    }
+
     pub(crate) fn modern_version(&self) -> Option<&'static str> {
         self.modern_version
     }

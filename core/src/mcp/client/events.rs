@@ -49,6 +49,9 @@ pub enum StartError {
     /// opened, or its handshake failed): the engine's
     /// [`down_reason`](super::ClientEngine::down_reason) says why.
     Down,
+    /// A limit of the client refuses the call (the binding's
+    /// `RESOURCE_EXHAUSTED`), for the reason given.
+    Exhausted(&'static str),
 }
 
 /// What the server sent that an engine dropped, for the driver's log.
@@ -148,6 +151,14 @@ pub enum ClientEvent {
     /// The engine's handshake is over (the era chosen): calls start at
     /// once from here on.
     Ready,
+    /// The engine cannot reach its server, for now or for good: calls are
+    /// refused ([`StartError::Down`]) and
+    /// [`down_reason`](super::ClientEngine::down_reason) says why.
+    Down,
+    /// Something the operator should know (a server restarted, restarts
+    /// paused): the engine's [`note_text`](super::ClientEngine::note_text),
+    /// a line for a log.
+    Note,
     /// The engine dropped something the server sent; the engine's
     /// [`skipped_text`](super::ClientEngine::skipped_text) has its first
     /// octets.

@@ -683,6 +683,25 @@ impl<
         self.pump();
     }
 
+    /// Ends the calls without a deadline (a `subscriptions/listen` stream,
+    /// which a server keeps open for as long as the client does): each is
+    /// reset (RST_STREAM CANCEL) and fails with UNAVAILABLE and `message`.
+    /// A client that closes gracefully ends these first and lets the
+    /// others run to their answer.
+    pub fn end_listens(&mut self, message: &[u8]) {
+        for slot in self.st.slots.iter_mut() {
+            if slot
+                .active
+                .as_ref()
+                .is_some_and(|a| a.terminal.is_none() && a.deadline.is_none())
+            {
+                abort(&mut self.st.store, slot, Code::Unavailable, message);
+            }
+        }
+        self.drain();
+        self.pump();
+    }
+
     /// Writes pending frames into `out`; call until it returns 0.
     pub fn poll_transmit(&mut self, out: &mut [u8]) -> usize {
         self.pump();

@@ -412,6 +412,8 @@ impl<
             .flatten()
         {
             if c.up {
+                // Listen streams would hold the connection open for ever.
+                c.client.end_listens(b"the client closed");
                 c.client.go_away();
             } else {
                 c.client.fail_calls(

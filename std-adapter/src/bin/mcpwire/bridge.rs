@@ -67,11 +67,11 @@ use mcpwire_core::mcp::error::{INTERNAL_ERROR, UNSUPPORTED_PROTOCOL_VERSION};
 use mcpwire_core::mcp::json;
 use mcpwire_core::mcp::meta::{KEY_SUBSCRIPTION_ID, PROTOCOL_VERSION};
 use mcpwire_core::mcp::server::Failure;
-use mcpwire_tokio::client::MAX_LIST_PAGES;
+use mcpwire_tokio::client::{MAX_LIST_PAGES, stdio};
 use mcpwire_tokio::{
     App, CallError, Client, ForwardRequest, ForwardResult, LearntTools, RawMessage, RawResponse,
-    Reconnect, SerialDevice, ServerCommand, StdioChannelConfig, ToolError, grpc_authority,
-    redact_url, refused_discover, server_refusal,
+    Reconnect, SerialDevice, ServerCommand, ToolError, grpc_authority, redact_url,
+    refused_discover, server_refusal,
 };
 use memchr::memmem;
 use serde_json::{Value, json};
@@ -160,15 +160,15 @@ struct Restart {
 impl Restart {
     /// A stdio server's (or device's) restart settings: the flags given,
     /// and, as the bridge recipe asks, no new work while it restarts.
-    fn apply(&self, mut config: StdioChannelConfig) -> StdioChannelConfig {
+    fn apply(&self, mut config: stdio::Config) -> stdio::Config {
         if let Some(max) = self.max {
-            config.max_restarts = max;
+            config.restart.max_restarts = max;
         }
         if let Some(backoff) = self.backoff {
-            config.restart_backoff = backoff;
+            config.restart.backoff = backoff;
         }
         if let Some(window) = self.window {
-            config.restart_window = window;
+            config.restart.window = window;
         }
         config.refuse_while_restarting = true;
         config
@@ -422,14 +422,14 @@ async fn connect(
             for name in pass_env {
                 server = server.pass_env(name.clone());
             }
-            let mut config = StdioChannelConfig::new(server);
+            let mut config = stdio::Config::new(server);
             config.close_wait = CHILD_STOP_WAIT;
             config.term_wait = CHILD_STOP_WAIT;
             let client = Client::stdio(restart.apply(config)).await?;
             Ok((client, program))
         }
         Downstream::Serial(device) => {
-            let config = StdioChannelConfig::serial(device.clone());
+            let config = stdio::Config::serial(device.clone());
             let client = Client::stdio(restart.apply(config)).await?;
             Ok((
                 client,

@@ -322,12 +322,13 @@ pub fn main(args: impl Iterator<Item = String>) -> ExitCode {
 
 /// `--stdio`: launches the server, runs the request, shuts the server down.
 async fn run_stdio(mut args: Args) -> ExitCode {
-    use mcpwire_tokio::{ServerCommand, StdioChannelConfig};
+    use mcpwire_tokio::ServerCommand;
+    use mcpwire_tokio::client::stdio;
     let Some(s) = args.stdio.take() else {
         return ExitCode::from(2);
     };
     let mut config = match s.serial {
-        Some(device) => StdioChannelConfig::serial(device),
+        Some(device) => stdio::Config::serial(device),
         None => {
             let mut words = s.command.into_iter();
             let mut command = ServerCommand::new(words.next().unwrap_or_default())
@@ -342,7 +343,7 @@ async fn run_stdio(mut args: Args) -> ExitCode {
             if let Some(dir) = s.cwd {
                 command = command.current_dir(dir);
             }
-            StdioChannelConfig::new(command)
+            stdio::Config::new(command)
         }
     };
     config.era = s.era;

@@ -612,6 +612,14 @@ impl<
         self.calls.diagnostics(call)
     }
 
+    fn era(&self) -> Option<&EraDiagnostics> {
+        Some(&self.era.diagnostics)
+    }
+
+    fn set_bearer(&mut self, token: Option<&str>) -> bool {
+        HttpClient::set_bearer(self, token)
+    }
+
     fn cached_schema(&self, tool: &[u8]) -> Option<&[u8]> {
         self.calls.cache.get(tool)
     }

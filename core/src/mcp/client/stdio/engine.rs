@@ -1,25 +1,40 @@
 //! The stdio binding's [`ClientEngine`]: a [`StdioClient`] (every rule of
 //! the binding's client side lives there) over a server's pipes, one link
 //! at a time: the driver's child process (or serial device), asked for at
-//! the first call and again after the last one ended (its stdout closed:
-//! it exited or crashed; or the era probe left it unusable).
+//! [`open`](ClientEngine::open) or the first call.
 //!
 //! A call's line is written into a buffer of the call store when it
 //! starts and goes out after the lines before it; a line cut by a cancel
-//! is finished first (a half line would garble the next). While the
-//! handshake runs, or a new server starts, calls wait
-//! ([`StartError::Busy`]). A link the driver could not open, or a failed
-//! handshake, makes the engine refuse calls for
-//! [`StdioEngineConfig::relink_after`] ([`StartError::Down`], with the
-//! reason); the next call after that asks for a new link.
+//! is finished first (a half line would garble the next), and the line of
+//! a call that ended before a byte of it went out is dropped. Lines that
+//! wait for the server to read them hold at most
+//! [`max_line_bytes`](super::StdioClientConfig::max_line_bytes): past it
+//! new calls wait ([`StartError::Busy`]), so a server that stops reading
+//! holds a bounded backlog. At most half of the calls are listen streams
+//! (they last as long as their callers keep them, and would leave calls
+//! no turn).
+//!
+//! A server that stops (its stdout closed: it exited or crashed) fails
+//! its calls in flight and is started again as the [`RestartPolicy`]
+//! says: after a backoff, within a budget per window; past the budget the
+//! restarts pause until it refills, every call refused meanwhile with the
+//! reason and the time left ([`StartError::Down`]); before any server was
+//! ready, or with restarts off, the engine gives up, for good. While a
+//! new server starts, calls wait, or, with
+//! [`StdioEngineConfig::refuse_while_restarting`], are refused at once
+//! saying so. Listen streams outlive a restart: their lines go again to
+//! the new server once it is ready. Each restart and pause is a
+//! [`ClientEvent::Note`] for the operator.
 
 use core::time::Duration;
 
+use super::restart::{Next, RestartPolicy, Restarts, Text};
 use super::{
     LOCAL_CLOSED, LOCAL_TIMEOUT, StdioClient, StdioClientConfig, StdioEvent, StdioStartError,
 };
 use crate::grpc::Code;
 use crate::mcp::client::engine::{CallOptions, ClientEngine, LinkId, Negotiated};
+use crate::mcp::client::era::EraDiagnostics;
 use crate::mcp::client::events::{CallId, ClientEvent, Diagnostics, Failure, Skipped, StartError};
 use crate::mcp::json;
 use crate::mcp::store::CallStore;
@@ -27,33 +42,26 @@ use crate::time::Instant;
 
 /// Room for the `_meta` the client merges into a request's line.
 const META_ROOM: usize = 512;
-/// Octets kept of a link failure's reason.
-const REASON: usize = 192;
-/// Link events owed to the driver.
-const OWED: usize = 4;
+/// Events owed to the driver.
+const OWED: usize = 8;
 /// Room for the client's own lines (the probe, `initialize`, a
 /// cancellation), written whole and sent in whatever pieces the driver
 /// asks for.
 const OWN: usize = 2048;
 
 /// Settings of the stdio engine.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Default)]
 pub struct StdioEngineConfig {
     /// The binding's client settings.
     pub client: StdioClientConfig,
-    /// How long calls are refused after a link that could not be opened
-    /// or a failed handshake, before the next call asks for a new link.
-    /// Default 1 s.
-    pub relink_after: Duration,
-}
-
-impl Default for StdioEngineConfig {
-    fn default() -> Self {
-        Self {
-            client: StdioClientConfig::default(),
-            relink_after: Duration::from_secs(1),
-        }
-    }
+    /// When a server that stopped is started again.
+    pub restart: RestartPolicy,
+    /// While a new server starts (from the stop until it is ready), calls
+    /// are refused at once ([`StartError::Down`]: "the server is
+    /// restarting (attempt N of M)") instead of waiting for it. A bridge
+    /// refuses: its host learns at once and chooses when to try again.
+    /// Default off.
+    pub refuse_while_restarting: bool,
 }
 
 /// A call's line on its way out.
@@ -65,6 +73,8 @@ struct Line<B> {
     /// The call was cancelled: the rest of its line still goes (a half
     /// line would garble the next), unless none of it went.
     cancelled: bool,
+    /// A listen stream's: kept once sent, to go again to the next server.
+    keep: bool,
 }
 
 /// The engine's link.
@@ -72,6 +82,24 @@ struct Line<B> {
 struct Link {
     id: LinkId,
     up: bool,
+    /// When it came up.
+    since: Instant,
+}
+
+/// Where the engine is with its server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Life {
+    /// No server asked for yet.
+    Idle,
+    /// A server starts (its link is asked for, or runs the handshake).
+    Starting,
+    Ready,
+    /// A server stopped: the next starts at this instant.
+    Restarting(Instant),
+    /// The budget is spent: the restarts pause until this instant.
+    Paused(Instant),
+    /// No server will come: `reason` says why.
+    GaveUp,
 }
 
 /// The stdio client engine: `CALLS` calls at a time; `B` holds the line
@@ -82,9 +110,13 @@ pub struct StdioEngine<B, S: CallStore, const CALLS: usize> {
     store: S,
     link: Option<Link>,
     next_link: u32,
+    life: Life,
+    restarts: Restarts,
     /// The handshake ran on an earlier link: a new one goes on in the era
     /// it chose.
     begun: bool,
+    /// A server got ready once.
+    was_ready: bool,
     /// What the last `Skipped` was, for its text.
     skipped: Option<Skipped>,
     lines: [Option<Line<S::Buf>>; CALLS],
@@ -94,8 +126,10 @@ pub struct StdioEngine<B, S: CallStore, const CALLS: usize> {
     order: [u8; CALLS],
     queued: usize,
     owed: [Option<ClientEvent>; OWED],
-    /// Why calls are refused, and until when.
-    down: Option<([u8; REASON], usize, Instant)>,
+    /// Why calls are refused ([`StartError::Down`]).
+    reason: Text,
+    /// The last [`ClientEvent::Note`]'s text.
+    note: Text,
     closing: bool,
     closed_told: bool,
     now: Instant,
@@ -105,6 +139,7 @@ impl<B, S: CallStore, const CALLS: usize> core::fmt::Debug for StdioEngine<B, S,
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("StdioEngine")
             .field("link", &self.link)
+            .field("life", &self.life)
             .field("queued", &self.queued)
             .field("closing", &self.closing)
             .finish_non_exhaustive()
@@ -116,20 +151,26 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, S: CallStore, const CALLS: usize> StdioEngine
     /// holds the line being read, `store` the lines going out.
     pub fn new(config: StdioEngineConfig, buf: B, store: S, now: Instant) -> Self {
         const { assert!(CALLS <= u8::MAX as usize, "at most 255 calls") };
+        let mut client = StdioClient::new(config.client, buf, now);
+        client.set_keep_listens(config.restart.max_restarts > 0);
         Self {
-            client: StdioClient::new(config.client, buf, now),
+            client,
             config,
             store,
             link: None,
             next_link: 0,
+            life: Life::Idle,
+            restarts: Restarts::new(config.restart),
             begun: false,
+            was_ready: false,
             skipped: None,
             lines: [const { None }; CALLS],
             own: ([0; OWN], 0, 0),
             order: [0; CALLS],
             queued: 0,
             owed: [None; OWED],
-            down: None,
+            reason: Text::new(),
+            note: Text::new(),
             closing: false,
             closed_told: false,
             now,
@@ -139,6 +180,11 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, S: CallStore, const CALLS: usize> StdioEngine
     /// The binding's client, for its era and state.
     pub fn client(&self) -> &StdioClient<B, CALLS> {
         &self.client
+    }
+
+    /// How many times a server was started again.
+    pub fn restarts(&self) -> u64 {
+        self.restarts.total
     }
 
     fn owe(&mut self, event: ClientEvent) {
@@ -153,34 +199,126 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, S: CallStore, const CALLS: usize> StdioEngine
         Some(first)
     }
 
+    fn note(&mut self, args: core::fmt::Arguments<'_>) {
+        self.note.set(args);
+        self.owe(ClientEvent::Note);
+    }
+
     /// Asks the driver for a new link.
     fn relink(&mut self) {
         let id = LinkId(self.next_link);
         self.next_link = self.next_link.wrapping_add(1);
-        self.link = Some(Link { id, up: false });
+        self.link = Some(Link {
+            id,
+            up: false,
+            since: self.now,
+        });
+        self.life = Life::Starting;
         self.owe(ClientEvent::Connect { link: id });
     }
 
-    /// Lets go of the link: its calls failed (the client says how).
+    /// Lets go of the link: its calls failed (the client says how); the
+    /// lines of listen streams stay for the next server.
     fn unlink(&mut self) {
         if let Some(link) = self.link.take() {
             self.owe(ClientEvent::Disconnect { link: link.id });
         }
-        // Nothing more goes to that server.
+        let mut kept = 0;
         for i in 0..self.queued {
-            let at = usize::from(self.order[i]);
-            if let Some(line) = self.lines[at].take() {
+            let at = self.order[i];
+            let keep = self.lines[usize::from(at)]
+                .as_mut()
+                .is_some_and(|l| l.keep && !l.cancelled);
+            if keep {
+                self.order[kept] = at;
+                kept += 1;
+            } else if let Some(line) = self.lines[usize::from(at)].take() {
                 self.store.put(line.buf);
             }
         }
-        self.queued = 0;
+        self.queued = kept;
     }
 
-    fn set_down(&mut self, reason: &[u8]) {
-        let mut text = [0u8; REASON];
-        let n = reason.len().min(REASON);
-        text[..n].copy_from_slice(&reason[..n]);
-        self.down = Some((text, n, self.now.saturating_add(self.config.relink_after)));
+    /// The server stopped (`at_once`: the probe left it unusable, start
+    /// the next without a backoff): the next one as the policy says.
+    fn stopped(&mut self, at_once: bool) {
+        let ran = self.link.filter(|l| l.up).map_or(Duration::ZERO, |l| {
+            self.now.saturating_duration_since(l.since)
+        });
+        self.unlink();
+        if self.closing {
+            return;
+        }
+        match self
+            .restarts
+            .after_stop(self.now, ran, self.was_ready, at_once)
+        {
+            Next::At(at) => {
+                self.life = Life::Restarting(at);
+                if self.config.refuse_while_restarting {
+                    self.restarts.restarting(&mut self.reason);
+                    self.owe(ClientEvent::Down);
+                }
+                if at <= self.now {
+                    self.restart();
+                }
+            }
+            Next::Paused(until) => {
+                self.life = Life::Paused(until);
+                let left = until.saturating_duration_since(self.now);
+                self.restarts.paused(left, &mut self.reason);
+                let mut note = Text::new();
+                self.restarts.paused_note(left, &mut note);
+                self.note = note;
+                self.owe(ClientEvent::Note);
+                self.owe(ClientEvent::Down);
+            }
+            Next::GiveUp => {
+                let mut why = Text::new();
+                self.restarts.gave_up(&mut why);
+                self.give_up(why);
+            }
+        }
+    }
+
+    /// Starts the next server.
+    fn restart(&mut self) {
+        let mut note = Text::new();
+        self.restarts.restarting_note(&mut note);
+        self.note = note;
+        self.owe(ClientEvent::Note);
+        self.relink();
+    }
+
+    /// No server will come: calls are refused with `why`, for good.
+    fn give_up(&mut self, why: Text) {
+        self.reason = why;
+        self.life = Life::GaveUp;
+        self.client
+            .fail_listens("the server stopped and will not be started again");
+        self.unlink();
+        self.owe(ClientEvent::Down);
+    }
+
+    /// Why a call is refused now, if it is.
+    fn refusal(&mut self) -> Option<StartError> {
+        match self.life {
+            Life::GaveUp => Some(StartError::Down),
+            Life::Paused(until) => {
+                let left = until.saturating_duration_since(self.now);
+                self.restarts.paused(left, &mut self.reason);
+                Some(StartError::Down)
+            }
+            Life::Restarting(_) if self.config.refuse_while_restarting => {
+                self.restarts.restarting(&mut self.reason);
+                Some(StartError::Down)
+            }
+            Life::Starting if self.config.refuse_while_restarting && self.was_ready => {
+                self.restarts.restarting(&mut self.reason);
+                Some(StartError::Down)
+            }
+            _ => None,
+        }
     }
 
     fn queue(&mut self, line: Line<S::Buf>) -> Result<(), Line<S::Buf>> {
@@ -191,6 +329,15 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, S: CallStore, const CALLS: usize> StdioEngine
         self.order[self.queued] = free as u8;
         self.queued += 1;
         Ok(())
+    }
+
+    /// Octets of lines that wait to go out.
+    fn backlog(&self) -> usize {
+        self.order[..self.queued]
+            .iter()
+            .filter_map(|&at| self.lines[usize::from(at)].as_ref())
+            .map(|l| l.len - l.sent)
+            .sum()
     }
 
     /// Writes the call's line for `message` into a buffer of the store.
@@ -242,13 +389,17 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, S: CallStore, const CALLS: usize> StdioEngine
         })
     }
 
-    /// Drops the lines fully sent (their calls go on without them).
+    /// Drops the lines fully sent (their calls go on without them; a
+    /// listen stream's stays for the next server) and those of cancelled
+    /// calls none of which went.
     fn release_sent(&mut self) {
         let mut kept = 0;
         for i in 0..self.queued {
             let at = self.order[i];
             let done = match &self.lines[usize::from(at)] {
-                Some(l) => l.sent >= l.len || (l.cancelled && l.sent == 0),
+                Some(l) => {
+                    (l.sent >= l.len && (!l.keep || l.cancelled)) || (l.cancelled && l.sent == 0)
+                }
                 None => true,
             };
             if done {
@@ -261,6 +412,31 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, S: CallStore, const CALLS: usize> StdioEngine
             }
         }
         self.queued = kept;
+    }
+
+    /// The call is over: its line goes unless part of it went.
+    fn line_ended(&mut self, call: CallId) {
+        for i in 0..self.queued {
+            let at = usize::from(self.order[i]);
+            if let Some(line) = self.lines[at].as_mut()
+                && line.call == call
+            {
+                line.cancelled = true;
+            }
+        }
+        self.release_sent();
+    }
+
+    /// A new server is ready: the kept lines of listen streams go again.
+    fn resend_listens(&mut self) {
+        for i in 0..self.queued {
+            let at = usize::from(self.order[i]);
+            if let Some(line) = self.lines[at].as_mut()
+                && line.keep
+            {
+                line.sent = 0;
+            }
+        }
     }
 }
 
@@ -277,17 +453,28 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, S: CallStore, const CALLS: usize> ClientEngin
         if self.closing {
             return Err(StartError::Closed);
         }
-        match self.down {
-            Some((_, _, until)) if now < until => return Err(StartError::Down),
-            Some(_) => self.down = None,
-            None => {}
+        if let Some(refused) = self.refusal() {
+            return Err(refused);
+        }
+        if self.life == Life::Idle {
+            self.relink();
         }
         let Some(link) = self.link else {
-            self.relink();
             return Err(StartError::Busy);
         };
         if !link.up || !self.client.is_ready() {
             return Err(StartError::Busy);
+        }
+        // The server has not read what went before: the call waits.
+        if self.backlog() >= self.config.client.max_line_bytes {
+            return Err(StartError::Busy);
+        }
+        let listen =
+            json::get(message, b"method").is_some_and(|m| json::str_eq(m, b"subscriptions/listen"));
+        if listen && self.client.listens() >= CALLS / 2 {
+            return Err(StartError::Exhausted(
+                "half of the client's calls are listen streams: no more (they would leave calls no turn)",
+            ));
         }
         let (call, buf, len) = self.write_line(message, options.timeout, now)?;
         let line = Line {
@@ -296,6 +483,7 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, S: CallStore, const CALLS: usize> ClientEngin
             len,
             sent: 0,
             cancelled: false,
+            keep: listen && self.config.restart.max_restarts > 0,
         };
         if let Err(line) = self.queue(line) {
             // Every line slot holds a call's line: the call slots are full.
@@ -308,15 +496,7 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, S: CallStore, const CALLS: usize> ClientEngin
 
     fn cancel(&mut self, call: CallId, now: Instant) -> bool {
         self.now = now;
-        for i in 0..self.queued {
-            let at = usize::from(self.order[i]);
-            if let Some(line) = self.lines[at].as_mut()
-                && line.call == call
-            {
-                line.cancelled = true;
-            }
-        }
-        self.release_sent();
+        self.line_ended(call);
         self.client.cancel(call)
     }
 
@@ -328,34 +508,49 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, S: CallStore, const CALLS: usize> ClientEngin
             StdioEvent::Notification { call } => ClientEvent::Notification { call },
             StdioEvent::Response { call } => ClientEvent::Response { call },
             StdioEvent::Failed { call } => ClientEvent::Failed { call },
-            StdioEvent::Ended { call } => ClientEvent::Ended { call },
-            StdioEvent::Ready => ClientEvent::Ready,
+            StdioEvent::Ended { call } => {
+                self.line_ended(call);
+                ClientEvent::Ended { call }
+            }
+            StdioEvent::Ready => {
+                self.life = Life::Ready;
+                self.was_ready = true;
+                self.resend_listens();
+                ClientEvent::Ready
+            }
             StdioEvent::HandshakeFailed => {
                 let why = self
                     .client
                     .handshake_error()
                     .unwrap_or("the handshake failed");
-                self.set_down(why.as_bytes());
-                self.unlink();
+                let mut text = Text::new();
+                text.set_bytes("the handshake failed: ", why.as_bytes());
+                self.note = text.clone();
+                self.owe(ClientEvent::Note);
+                self.give_up(text);
                 return self.poll_event();
             }
             StdioEvent::RestartNeeded => {
                 // The probe left the server unusable: a fresh one speaks
                 // the era it chose.
-                self.unlink();
-                self.relink();
+                self.note(format_args!(
+                    "server/discover left the server unusable: restarting it for initialize"
+                ));
+                self.stopped(true);
                 return self.poll_event();
             }
             StdioEvent::LineTooLong { len } => self.skip(Skipped::LineTooLong { len }),
             StdioEvent::BadLine { json } => self.skip(Skipped::BadLine { json }),
             StdioEvent::Unmatched => self.skip(Skipped::Unmatched),
             StdioEvent::Closed => {
-                // The server's stdout closed: it exited or crashed. The next
-                // call asks for another.
-                self.unlink();
+                // The server's stdout closed: it exited or crashed.
                 if self.closing {
+                    self.unlink();
                     self.closed_told = true;
                     return Some(ClientEvent::ConnectionClosed { error: None });
+                }
+                if self.link.is_some() {
+                    self.stopped(false);
                 }
                 return self.poll_event();
             }
@@ -404,6 +599,7 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, S: CallStore, const CALLS: usize> ClientEngin
             return;
         };
         l.up = true;
+        l.since = now;
         if self.begun {
             self.client.restarted(now);
         } else {
@@ -414,9 +610,19 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, S: CallStore, const CALLS: usize> ClientEngin
 
     fn link_failed(&mut self, link: LinkId, reason: &[u8], now: Instant) {
         self.now = now;
-        if self.link.is_some_and(|l| l.id == link) {
-            self.link = None;
-            self.set_down(reason);
+        if self.link.is_none_or(|l| l.id != link) {
+            return;
+        }
+        self.link = None;
+        let mut text = Text::new();
+        text.set_bytes("the server could not be started: ", reason);
+        if self.was_ready {
+            // As a server that stopped at once.
+            self.note = text;
+            self.owe(ClientEvent::Note);
+            self.stopped(false);
+        } else {
+            self.give_up(text);
         }
     }
 
@@ -438,7 +644,7 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, S: CallStore, const CALLS: usize> ClientEngin
     fn wants_transmit(&self, link: LinkId) -> bool {
         self.link.is_some_and(|l| l.id == link && l.up)
             && (self.own.2 < self.own.1
-                || self.next_line().is_some()
+                || (self.client.is_ready() && self.next_line().is_some())
                 || self.client.wants_transmit())
     }
 
@@ -447,8 +653,8 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, S: CallStore, const CALLS: usize> ClientEngin
             return 0;
         }
         // A line under way goes on; then calls' lines, oldest first (a
-        // cancellation follows its request); then the client's own (the
-        // handshake, cancellations).
+        // cancellation follows its request), once the handshake is over;
+        // then the client's own (the handshake, cancellations).
         let (own, len, sent) = &mut self.own;
         if *sent < *len {
             let n = (*len - *sent).min(out.len());
@@ -456,7 +662,9 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, S: CallStore, const CALLS: usize> ClientEngin
             *sent += n;
             return n;
         }
-        if let Some(i) = self.next_line() {
+        if self.client.is_ready()
+            && let Some(i) = self.next_line()
+        {
             let at = usize::from(self.order[i]);
             let Some(line) = self.lines[at].as_mut() else {
                 return 0;
@@ -478,8 +686,12 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, S: CallStore, const CALLS: usize> ClientEngin
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        let down = self.down.map(|(_, _, until)| until);
-        [self.client.poll_timeout(), down]
+        let life = match self.life {
+            Life::Restarting(at) => Some(at),
+            Life::Paused(until) => Some(until),
+            _ => None,
+        };
+        [self.client.poll_timeout(), life]
             .into_iter()
             .flatten()
             .min()
@@ -487,20 +699,38 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, S: CallStore, const CALLS: usize> ClientEngin
 
     fn handle_timeout(&mut self, now: Instant) {
         self.now = now;
-        if self.down.is_some_and(|(_, _, until)| now >= until) {
-            self.down = None;
+        match self.life {
+            Life::Restarting(at) if now >= at && !self.closing => self.restart(),
+            Life::Paused(until) if now >= until && !self.closing => {
+                self.restarts.after_pause(now);
+                self.restart();
+            }
+            _ => {}
         }
         self.client.handle_timeout(now);
+    }
+
+    fn open(&mut self, now: Instant) {
+        self.now = now;
+        if self.life == Life::Idle && !self.closing {
+            self.relink();
+        }
     }
 
     fn close(&mut self, now: Instant) {
         self.now = now;
         self.closing = true;
         if self.link.is_none() {
+            // Kept listen streams end with the engine.
+            self.client
+                .fail_listens("the client was closed before the server came back");
+            self.unlink();
+            self.queued = 0;
             return;
         }
         // The calls in progress fail, the link goes (the driver closes the
         // server's stdin), and the engine is over.
+        self.client.set_keep_listens(false);
         self.client.recv_eof();
     }
 
@@ -509,7 +739,20 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, S: CallStore, const CALLS: usize> ClientEngin
     }
 
     fn down_reason(&self) -> Option<&[u8]> {
-        self.down.as_ref().map(|(text, n, _)| &text[..*n])
+        matches!(
+            self.life,
+            Life::GaveUp | Life::Paused(_) | Life::Restarting(_) | Life::Starting
+        )
+        .then(|| self.reason.get())
+        .filter(|r| !r.is_empty())
+    }
+
+    fn note_text(&self) -> &[u8] {
+        self.note.get()
+    }
+
+    fn era(&self) -> Option<&EraDiagnostics> {
+        Some(self.client.era())
     }
 
     fn skipped_text(&self) -> &[u8] {

@@ -49,11 +49,13 @@
 mod engine;
 mod incoming;
 pub(in crate::mcp::client) mod line;
+mod restart;
 
 use core::time::Duration;
 
 pub use super::era::{Era, EraChoice, EraDiagnostics, LEGACY_VERSION};
 pub use engine::{StdioEngine, StdioEngineConfig};
+pub use restart::{MAX_RESTARTS, RestartPolicy};
 
 use super::events::CallId;
 use crate::mcp::envelope::Message;
@@ -298,6 +300,9 @@ pub struct StdioClient<B, const CALLS: usize> {
     era: EraDiagnostics,
     bad: ([u8; BAD_LINE_PREFIX], usize),
     eof: bool,
+    /// Listen streams outlive the server: they are sent again to the
+    /// next one.
+    keep_listens: bool,
     now: Instant,
 }
 
@@ -327,6 +332,7 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, const CALLS: usize> StdioClient<B, CALLS> {
             era: EraDiagnostics::new(),
             bad: ([0; BAD_LINE_PREFIX], 0),
             eof: false,
+            keep_listens: false,
             now,
         }
     }
@@ -410,6 +416,31 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, const CALLS: usize> StdioClient<B, CALLS> {
     /// What the client knows of the server's era.
     pub fn era(&self) -> &EraDiagnostics {
         &self.era
+    }
+
+    /// Listen streams outlive the server (off by default): the end of its
+    /// stdout and [`restarted`](Self::restarted) leave them open, and the
+    /// driver sends their lines again to the next server once it is
+    /// ready; [`fail_listens`](Self::fail_listens) ends them when there
+    /// is none.
+    pub fn set_keep_listens(&mut self, keep: bool) {
+        self.keep_listens = keep;
+    }
+
+    /// Fails the listen streams kept for a next server that will not
+    /// come ([`LOCAL_CLOSED`], `message`).
+    pub fn fail_listens(&mut self, message: &'static str) {
+        let keep = core::mem::replace(&mut self.keep_listens, false);
+        self.fail_all(LOCAL_CLOSED, message);
+        self.keep_listens = keep;
+    }
+
+    /// The listen streams open.
+    pub fn listens(&self) -> usize {
+        self.slots
+            .iter()
+            .filter(|s| s.listen && s.state == State::Live)
+            .count()
     }
 
     /// Whether calls may start.
@@ -922,8 +953,9 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, const CALLS: usize> StdioClient<B, CALLS> {
     }
 
     fn fail_all(&mut self, code: i32, message: &'static str) {
+        let keep = self.keep_listens;
         for s in self.slots.iter_mut() {
-            if s.state == State::Live {
+            if s.state == State::Live && !(keep && s.listen) {
                 s.state = State::Done {
                     outcome: Outcome::Local { code, message },
                     told: false,

@@ -48,7 +48,7 @@ impl SerialDevice {
 /// Opens `device` (never as this process's controlling terminal), sets it
 /// raw at its speed, drops what waited in its buffers from before this
 /// open, and returns its two halves.
-pub(super) fn open(device: &SerialDevice) -> Result<(SerialReader, SerialWriter), String> {
+pub(crate) fn open(device: &SerialDevice) -> Result<(SerialReader, SerialWriter), String> {
     let shown = device.path.display();
     let file = std::fs::OpenOptions::new()
         .read(true)
@@ -80,10 +80,10 @@ pub(super) fn open(device: &SerialDevice) -> Result<(SerialReader, SerialWriter)
 }
 
 /// What the device sends.
-pub(super) struct SerialReader(Arc<AsyncFd<File>>);
+pub(crate) struct SerialReader(Arc<AsyncFd<File>>);
 
 /// What goes to the device.
-pub(super) struct SerialWriter(Arc<AsyncFd<File>>);
+pub(crate) struct SerialWriter(Arc<AsyncFd<File>>);
 
 impl AsyncRead for SerialReader {
     fn poll_read(
