@@ -806,6 +806,44 @@ fn http_a_call_has_a_deadline_and_a_listen_has_none() {
     }
 }
 
+/// Closing the engine ends a listen stream (which a server keeps open
+/// for ever) with UNAVAILABLE "the client closed", lets a call in
+/// progress reach its answer, and then closes every link.
+#[test]
+fn http_close_ends_listen_streams_and_lets_calls_finish() {
+    for wire in WIRES {
+        each_split(|| {
+            let mut net = http_net(wire, http_config(wire), None);
+            let held = net.call(&tool_call(1, "hold", "{}")).unwrap();
+            let listen = net.call(&listen(2)).unwrap();
+            net.run();
+            let now = net.now;
+            net.client.close(now);
+            net.run();
+            let seen = net.seen(listen);
+            let (_, message, diagnostics) = seen.failed.clone().expect("failed");
+            assert!(message.contains("the client closed"), "{wire:?} {message}");
+            assert_eq!(diagnostics.grpc_status, Some(Code::Unavailable));
+            assert!(seen.ended, "{wire:?} {seen:?}");
+            assert!(
+                !net.client.is_closed(),
+                "{wire:?}: a call is still in progress"
+            );
+            net.server(0).answer_held();
+            net.run();
+            let seen = net.seen(held);
+            assert!(
+                seen.response
+                    .as_deref()
+                    .is_some_and(|r| r.contains("content")),
+                "{wire:?} {seen:?}"
+            );
+            assert!(net.client.is_closed(), "{wire:?} {:?}", net.link_events);
+            assert!(net.open_links().is_empty(), "{wire:?}");
+        });
+    }
+}
+
 // ---------------------------------------------------------------------
 // The era (MCP 2026-07-28 §8.3): the probe, and the fallback to the
 // older shapes against a scripted legacy server.

@@ -652,6 +652,10 @@ impl<
             return Some(e);
         }
         if let Some(e) = self.calls.poll_event() {
+            if self.closing && matches!(e, ClientEvent::Ended { .. }) {
+                // The last call gone lets the links go.
+                self.pump();
+            }
             return Some(e);
         }
         if self.closing && !self.closed_told && self.all_links_gone() {
@@ -828,6 +832,19 @@ impl<
             {
                 self.abandon(i);
                 self.calls.release(i);
+            }
+        }
+        // Listen streams, which a server never ends, would hold their
+        // links open for ever: they end here; the other calls run on.
+        for i in 0..CALLS {
+            if self
+                .calls
+                .call(i)
+                .is_some_and(|c| c.own.is_none() && c.deadline.is_none() && !c.handshake)
+            {
+                self.abandon(i);
+                self.calls
+                    .fail_transport(i, Code::Unavailable, b"the client closed", None);
             }
         }
         self.fail_queued(b"the client closed before the call was sent");
