@@ -13,6 +13,7 @@ use std::rc::Rc;
 use mcpwire_core::grpc::Code;
 use mcpwire_core::mcp::SlabStore;
 use mcpwire_core::mcp::client::era::{Era, EraChoice};
+use mcpwire_core::mcp::client::http::DRAIN_WAIT;
 use mcpwire_core::mcp::client::stdio::{RestartPolicy, StdioEngine, StdioEngineConfig};
 use mcpwire_core::mcp::client::{
     CallOptions, ClientConfig, ClientEngine, Http2Mode, HttpClient, HttpClientConfig, Negotiated,
@@ -1030,6 +1031,71 @@ fn http_the_probe_falls_back_to_the_2025_session() {
         assert_eq!(net.link_events.last(), Some(&("closed", 0)));
         assert!(net.open_links().is_empty());
     });
+}
+
+/// In a legacy era a disconnect is no cancellation (2025-11-25): a call
+/// given up, cancelled or past its deadline, is named in a `POST
+/// notifications/cancelled`; over a 2025 session its own exchange closes
+/// only after DRAIN_WAIT, once the server has the cancellation; on the
+/// 2024 shape (answers on the event stream) the notification is all.
+#[test]
+fn http_a_legacy_call_given_up_is_cancelled_with_a_notification() {
+    for shape in [legacy::Shape::Session, legacy::Shape::HttpSse] {
+        each_split(|| {
+            let (mut net, server) = legacy_net(shape, EraChoice::Legacy);
+            let held = net.call(&tool_call(1, "hold", "{}")).unwrap();
+            let cancels = |server: &Rc<RefCell<legacy::Legacy>>, id: &str| {
+                let tag = "notifications/cancelled ";
+                server
+                    .borrow()
+                    .requests
+                    .iter()
+                    .filter(|r| r.contains(tag) && r.ends_with(&format!("cancels={id}")))
+                    .count()
+            };
+            assert_eq!(cancels(&server, "1"), 0);
+            let disconnects = |net: &Net<Http>| {
+                net.link_events
+                    .iter()
+                    .filter(|e| e.0 == "disconnect")
+                    .count()
+            };
+            let before = disconnects(&net);
+            let now = net.now;
+            assert!(net.client.cancel(held, now));
+            net.run();
+            assert_eq!(
+                cancels(&server, "1"),
+                1,
+                "{shape:?} {:?}",
+                server.borrow().requests
+            );
+            assert_eq!(
+                disconnects(&net),
+                before,
+                "{shape:?}: closed before DRAIN_WAIT"
+            );
+            net.advance(DRAIN_WAIT + Duration::from_millis(1));
+            let closed = disconnects(&net) - before;
+            assert_eq!(
+                closed,
+                usize::from(shape == legacy::Shape::Session),
+                "{shape:?}"
+            );
+
+            let options = CallOptions::with_timeout(Duration::from_secs(5));
+            let timed = net.call_with(&tool_call(2, "hold", "{}"), options).unwrap();
+            net.advance(Duration::from_secs(6));
+            let (code, _, _) = net.seen(timed).failed.expect("failed");
+            assert_eq!(code, -32001, "{shape:?}");
+            assert_eq!(
+                cancels(&server, "2"),
+                1,
+                "{shape:?} {:?}",
+                server.borrow().requests
+            );
+        });
+    }
 }
 
 /// The server ends the 2025 session (it expired): the next call is

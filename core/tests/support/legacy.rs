@@ -13,6 +13,9 @@
 //!   opens the event stream whose first event is `endpoint`, naming
 //!   `/messages?sessionId=abc`; messages `POST`ed there are answered 202,
 //!   their responses go on the stream.
+//!
+//! A `tools/call` of `hold` is never answered; a
+//! `notifications/cancelled` is logged with the id it cancels.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -35,7 +38,8 @@ pub enum Shape {
 pub struct Legacy {
     pub shape: Shape,
     /// Each request as `METHOD target jsonrpc-method session=.. version=..`,
-    /// with `modern-meta` when its body carried a modern `_meta` key.
+    /// with `modern-meta` when its body carried a modern `_meta` key, and
+    /// `cancels=ID` for a `notifications/cancelled`.
     pub requests: Vec<String>,
     /// Events owed on the 2024 stream.
     stream_out: Vec<u8>,
@@ -140,6 +144,17 @@ impl LegacyLink {
         );
         if String::from_utf8_lossy(body).contains("io.modelcontextprotocol/") {
             seen.push_str(" modern-meta");
+        }
+        if rpc == "notifications/cancelled" {
+            seen.push_str(&format!(" cancels={}", message["params"]["requestId"]));
+        }
+        if message["params"]["name"] == "hold" {
+            // Never answered (on the 2024 shape: accepted, no event).
+            self.shared.borrow_mut().requests.push(seen);
+            if self.shared.borrow().shape == Shape::HttpSse {
+                self.respond("202 Accepted", &[], "Accepted");
+            }
+            return;
         }
         let shape = {
             let mut shared = self.shared.borrow_mut();

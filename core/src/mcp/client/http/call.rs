@@ -63,6 +63,9 @@ pub(super) enum Own {
     Initialized,
     /// The `DELETE` that ends a 2025 session.
     Delete,
+    /// `notifications/cancelled` for a call given up in a legacy era,
+    /// where a disconnect is no cancellation.
+    Cancelled,
     /// The `GET` of the 2024 shape's event stream, which stays open.
     Events,
 }
@@ -382,7 +385,9 @@ impl<S: CallStore, const CALLS: usize, const CACHE: usize> Calls<S, CALLS, CACHE
             .unwrap_or(b"");
         c.reader = match c.own {
             _ if c.posted => ResponseReader::accepted(),
-            Some(Own::Initialized | Own::Delete | Own::Events) => ResponseReader::accepted(),
+            Some(Own::Initialized | Own::Delete | Own::Events | Own::Cancelled) => {
+                ResponseReader::accepted()
+            }
             _ => ResponseReader::new(body).unwrap_or_else(|_| ResponseReader::accepted()),
         };
     }

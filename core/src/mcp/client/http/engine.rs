@@ -482,6 +482,26 @@ impl<
         }
     }
 
+    /// Gives up call `i` (cancelled, or past its deadline) for `reason`.
+    /// In a legacy era the server is told with `notifications/cancelled`
+    /// (a disconnect is no cancellation there), and the call's exchange is
+    /// only let go: read for [`DRAIN_WAIT`], then closed, so that the
+    /// server has the cancellation first. Otherwise its wire is abandoned.
+    pub(super) fn give_up(&mut self, i: usize, reason: &str) {
+        if !self.send_cancelled(i, reason) {
+            self.abandon(i);
+            return;
+        }
+        let Some(c) = self.calls.call_mut(i) else {
+            return;
+        };
+        // An HTTP/1.1 link whose call left drains (`settle_links`).
+        if let Place::Stream(s) = core::mem::replace(&mut c.place, Place::Done) {
+            let until = self.now.saturating_add(DRAIN_WAIT);
+            self.h2.linger(s, until);
+        }
+    }
+
     /// Gives up call `i`'s wire: its HTTP/1.1 link closes (the server sees
     /// the cancellation), its stream is reset with CANCEL.
     pub(super) fn abandon(&mut self, i: usize) {
@@ -633,7 +653,7 @@ impl<
         let Some(i) = self.calls.slot_of(call) else {
             return false;
         };
-        self.abandon(i);
+        self.give_up(i, "the client cancelled the request");
         self.calls.release(i);
         self.advance();
         true
@@ -798,7 +818,7 @@ impl<
                 .call(i)
                 .is_some_and(|c| c.terminal.is_none() && c.deadline.is_some_and(|d| now >= d));
             if due {
-                self.abandon(i);
+                self.give_up(i, "the request timed out");
                 self.calls
                     .fail_transport(i, Code::DeadlineExceeded, b"deadline exceeded", None);
             }

@@ -37,8 +37,8 @@ use super::send::Shape;
 use crate::grpc::Code;
 use crate::h2::Storage;
 use crate::http1::MediaType;
-use crate::mcp::client::calls::Kind;
 use crate::mcp::client::calls::bytes;
+use crate::mcp::client::calls::{Kind, Mode};
 use crate::mcp::client::era::{Era, EraChoice, EraDiagnostics, INITIALIZED, write_initialize};
 use crate::mcp::client::stdio::line::{ModernMeta, write_request};
 use crate::mcp::envelope::Message;
@@ -297,6 +297,56 @@ impl<
         }
     }
 
+    /// Tells the server of a legacy era that call `i` is given up
+    /// (2025-11-25: a disconnect is no cancellation): `POST
+    /// notifications/cancelled` naming its id. `false` when none went (a
+    /// modern era, a request the server never got, a notification, no
+    /// room): the caller closes the call's exchange instead.
+    pub(super) fn send_cancelled(&mut self, i: usize, reason: &str) -> bool {
+        if !self.era.is_ready() || !self.era.shape().legacy() {
+            return false;
+        }
+        let Some(slot) = self.calls.slots.get(i) else {
+            return false;
+        };
+        let Some(c) = slot.call.as_ref() else {
+            return false;
+        };
+        let seen = match c.place {
+            Place::Link(_) => c.sent > 0 || c.got,
+            Place::Stream(_) => c.head_sent,
+            Place::Posted => true,
+            Place::Queued | Place::Done => false,
+        };
+        if !seen || c.own.is_some() || c.mode != Mode::Call {
+            return false;
+        }
+        let body = bytes(&self.calls.store, &slot.req)
+            .get(c.orig.0..c.orig.1)
+            .unwrap_or(b"");
+        let Some(id) = json::get(body, b"id").map(json::trim) else {
+            return false;
+        };
+        let mut room = [0u8; OWN_ROOM];
+        let mut at = 0;
+        for part in [
+            &b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":"[..],
+            id,
+            b",\"reason\":\"",
+            reason.as_bytes(),
+            b"\"}}",
+        ] {
+            let Some(dst) = room.get_mut(at..at + part.len()) else {
+                return false;
+            };
+            dst.copy_from_slice(part);
+            at += part.len();
+        }
+        let message = &room[..at];
+        self.start_own(message, Own::Cancelled, ResponseReader::accepted())
+            .is_some()
+    }
+
     /// Ends the 2025 session: `DELETE` with its id (the engine closes).
     pub(super) fn send_delete(&mut self) {
         let _ = self.start_own(b"", Own::Delete, ResponseReader::accepted());
@@ -336,7 +386,7 @@ impl<
                         self.handshake_failed(Some(i), b"notifications/initialized was refused");
                     }
                 }
-                Own::Delete => {}
+                Own::Delete | Own::Cancelled => {}
                 Own::Events if self.era.phase == Phase::Streaming => {
                     let why: &[u8] = if timed_out {
                         b"no endpoint event on the 2024 event stream within the probe timeout"
