@@ -608,36 +608,63 @@ impl Engine {
 typed_helpers!(Client, Call, "");
 
 /// The `HOST:PORT` of a `grpc://HOST:PORT` address; `None` for another
-/// scheme; an error for user information (`user:password@`), which
-/// belongs in the configuration (a bearer token), not in an address that
-/// errors and logs show.
-pub fn grpc_authority(address: &str) -> Result<Option<&str>, CallError> {
-    let Some(authority) = address.strip_prefix("grpc://") else {
-        return Ok(None);
+/// scheme (or an address that is no URL); an error for a `grpc://`
+/// address without a host or a port, or with user information
+/// (`user:password@`, which belongs in the configuration: a bearer token,
+/// not an address that errors and logs show), a path, a query or a
+/// fragment.
+pub fn grpc_authority(address: &str) -> Result<Option<String>, CallError> {
+    // A `grpc://` address that does not parse (`grpc://:1`, a port past
+    // 65535) is a bad gRPC address, not another scheme.
+    let grpc = address
+        .get(..7)
+        .is_some_and(|s| s.eq_ignore_ascii_case("grpc://"));
+    let url = match url::Url::parse(address) {
+        Ok(url) if url.scheme() == "grpc" => Some(url),
+        Err(_) if grpc => None,
+        _ => return Ok(None),
     };
-    let authority = authority.trim_end_matches('/');
-    if authority.is_empty() || authority.contains(['@', '/']) {
-        return Err(CallError::new(
+    let authority = url.filter(|u| {
+        u.username().is_empty()
+            && u.password().is_none()
+            && matches!(u.path(), "" | "/")
+            && u.query().is_none()
+            && u.fragment().is_none()
+    });
+    match authority
+        .as_ref()
+        .and_then(|u| Some((u.host_str()?, u.port()?)))
+    {
+        Some((host, port)) if !host.is_empty() => Ok(Some(format!("{host}:{port}"))),
+        _ => Err(CallError::new(
             Code::InvalidArgument,
             format!(
                 "{}: a gRPC address is grpc://HOST:PORT, without credentials or a path",
                 redact_url(address)
             ),
-        ));
+        )),
     }
-    Ok(Some(authority))
 }
 
 /// `address` (a URL or `scheme://host:port`) without its user information
-/// (`user:password@`): what may be printed or put in an error.
+/// (`user:password@`): what may be printed or put in an error. A URL with
+/// user information comes back as the `url` crate writes it (`http://h`
+/// as `http://h/`); one without, unchanged. Text that is no URL loses
+/// everything up to its last `@`, in case it held credentials.
 pub fn redact_url(address: &str) -> String {
-    let Some((scheme, rest)) = address.split_once("://") else {
-        return address.to_owned();
-    };
-    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    match rest.get(..end).and_then(|authority| authority.rfind('@')) {
-        Some(at) => format!("{scheme}://{}", rest.get(at + 1..).unwrap_or_default()),
-        None => address.to_owned(),
+    match url::Url::parse(address) {
+        Ok(mut url) if !url.username().is_empty() || url.password().is_some() => {
+            // A URL with user information has a host: both succeed.
+            let _ = url.set_username("");
+            let _ = url.set_password(None);
+            url.into()
+        }
+        Ok(_) => address.to_owned(),
+        Err(_) => match (address.split_once("://"), address.rsplit_once('@')) {
+            (Some((scheme, _)), Some((_, rest))) => format!("{scheme}://{rest}"),
+            (None, Some((_, rest))) => rest.to_owned(),
+            (_, None) => address.to_owned(),
+        },
     }
 }
 
@@ -651,21 +678,42 @@ mod tests {
             redact_url("https://user:secret@example.test:8443/mcp"),
             "https://example.test:8443/mcp"
         );
-        assert_eq!(redact_url("http://u:p@h?x=1"), "http://h?x=1");
+        assert_eq!(redact_url("http://u:p@h?x=1"), "http://h/?x=1");
         assert_eq!(
             redact_url("grpc://127.0.0.1:50051"),
             "grpc://127.0.0.1:50051"
         );
         assert_eq!(redact_url("http://h/mcp?a=b@c"), "http://h/mcp?a=b@c");
         assert_eq!(redact_url("ftp://a:b@h/x"), "ftp://h/x");
+        assert_eq!(redact_url("grpc://u@h:1"), "grpc://h:1");
+        // Not a URL (a port past 65535): still no credentials.
+        assert_eq!(redact_url("http://u:secret@h:99999/x"), "http://h:99999/x");
+        assert_eq!(redact_url("127.0.0.1:50051"), "127.0.0.1:50051");
     }
 
     #[test]
     fn a_grpc_address_is_host_and_port_only() {
         use super::grpc_authority;
-        assert_eq!(grpc_authority("grpc://h:1/").unwrap(), Some("h:1"));
+        assert_eq!(
+            grpc_authority("grpc://h:1/").unwrap().as_deref(),
+            Some("h:1")
+        );
+        assert_eq!(
+            grpc_authority("GRPC://[::1]:50051").unwrap().as_deref(),
+            Some("[::1]:50051")
+        );
         assert_eq!(grpc_authority("http://h/mcp").unwrap(), None);
-        for bad in ["grpc://u:secret@h:1", "grpc://h:1/x", "grpc://"] {
+        assert_eq!(grpc_authority("127.0.0.1:50051").unwrap(), None);
+        for bad in [
+            "grpc://u:secret@h:1",
+            "grpc://u:secret@h:99999",
+            "grpc://h:1/x",
+            "grpc://h:1?q",
+            "grpc://h:1#f",
+            "grpc://h",
+            "grpc://:1",
+            "grpc://",
+        ] {
             let e = grpc_authority(bad).unwrap_err();
             assert!(!e.message.contains("secret"), "{e}");
             assert!(e.message.contains("grpc://HOST:PORT"), "{e}");
