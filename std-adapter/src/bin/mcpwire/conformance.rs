@@ -33,9 +33,6 @@ pub const PNG: [u8; 70] = [
     0x4e, 0x44, 0xae, 0x42, 0x60, 0x82,
 ];
 
-/// The name `serve --fixtures` knows this set by.
-pub const NAME: &str = "conformance";
-
 /// The fixture set; `seal` signs its `requestState` values. Call it
 /// inside a tokio runtime or not: it spawns nothing.
 pub fn app(seal: StateSeal) -> App {
