@@ -608,49 +608,36 @@ impl Engine {
 typed_helpers!(Client, Call, "");
 
 /// The `HOST:PORT` of a `grpc://HOST:PORT` address; `None` for another
-/// scheme (or an address that is no URL); an error for a `grpc://`
-/// address without a host or a port, or with user information
-/// (`user:password@`, which belongs in the configuration: a bearer token,
-/// not an address that errors and logs show), a path, a query or a
-/// fragment.
+/// scheme; an error for no port, a path, or user information (a bearer
+/// token belongs in the configuration, not in an address that logs show).
 pub fn grpc_authority(address: &str) -> Result<Option<String>, CallError> {
-    // A `grpc://` address that does not parse (`grpc://:1`, a port past
-    // 65535) is a bad gRPC address, not another scheme.
-    let grpc = address
-        .get(..7)
-        .is_some_and(|s| s.eq_ignore_ascii_case("grpc://"));
+    // One that does not parse (`grpc://:1`) is a bad gRPC address still.
+    let grpc = address.get(..7).map(str::to_ascii_lowercase);
     let url = match url::Url::parse(address) {
-        Ok(url) if url.scheme() == "grpc" => Some(url),
-        Err(_) if grpc => None,
+        Ok(url) if url.scheme() == "grpc" => url,
+        Err(_) if grpc.as_deref() == Some("grpc://") => return Err(bad_grpc(address)),
         _ => return Ok(None),
     };
-    let authority = url.filter(|u| {
-        u.username().is_empty()
-            && u.password().is_none()
-            && matches!(u.path(), "" | "/")
-            && u.query().is_none()
-            && u.fragment().is_none()
-    });
-    match authority
-        .as_ref()
-        .and_then(|u| Some((u.host_str()?, u.port()?)))
-    {
-        Some((host, port)) if !host.is_empty() => Ok(Some(format!("{host}:{port}"))),
-        _ => Err(CallError::new(
-            Code::InvalidArgument,
-            format!(
-                "{}: a gRPC address is grpc://HOST:PORT, without credentials or a path",
-                redact_url(address)
-            ),
-        )),
+    let authority = url.host_str().zip(url.port());
+    let authority = authority.map(|(host, port)| format!("{host}:{port}"));
+    match authority {
+        // Nothing else: the URL is written back as the authority alone.
+        Some(a) if url.as_str().trim_end_matches('/') == format!("grpc://{a}") => Ok(Some(a)),
+        _ => Err(bad_grpc(address)),
     }
 }
 
+/// The error of a bad `grpc://` address, without its credentials.
+fn bad_grpc(address: &str) -> CallError {
+    let address = redact_url(address);
+    let why = "a gRPC address is grpc://HOST:PORT, without credentials or a path";
+    CallError::new(Code::InvalidArgument, format!("{address}: {why}"))
+}
+
 /// `address` (a URL or `scheme://host:port`) without its user information
-/// (`user:password@`): what may be printed or put in an error. A URL with
-/// user information comes back as the `url` crate writes it (`http://h`
-/// as `http://h/`); one without, unchanged. Text that is no URL loses
-/// everything up to its last `@`, in case it held credentials.
+/// (`user:password@`): what may be printed or put in an error. Such a URL
+/// comes back as the `url` crate writes it (`http://h` as `http://h/`);
+/// text that is no URL loses everything up to its last `@`.
 pub fn redact_url(address: &str) -> String {
     match url::Url::parse(address) {
         Ok(mut url) if !url.username().is_empty() || url.password().is_some() => {
@@ -694,26 +681,14 @@ mod tests {
     #[test]
     fn a_grpc_address_is_host_and_port_only() {
         use super::grpc_authority;
-        assert_eq!(
-            grpc_authority("grpc://h:1/").unwrap().as_deref(),
-            Some("h:1")
-        );
-        assert_eq!(
-            grpc_authority("GRPC://[::1]:50051").unwrap().as_deref(),
-            Some("[::1]:50051")
-        );
-        assert_eq!(grpc_authority("http://h/mcp").unwrap(), None);
-        assert_eq!(grpc_authority("127.0.0.1:50051").unwrap(), None);
-        for bad in [
-            "grpc://u:secret@h:1",
-            "grpc://u:secret@h:99999",
-            "grpc://h:1/x",
-            "grpc://h:1?q",
-            "grpc://h:1#f",
-            "grpc://h",
-            "grpc://:1",
-            "grpc://",
-        ] {
+        let authority = |a| grpc_authority(a).unwrap();
+        assert_eq!(authority("grpc://h:1/").as_deref(), Some("h:1"));
+        assert_eq!(authority("GRPC://[::1]:5").as_deref(), Some("[::1]:5"));
+        assert_eq!(authority("http://h/mcp"), None);
+        assert_eq!(authority("127.0.0.1:50051"), None);
+        let bad = "grpc://u:secret@h:1 grpc://u:secret@h:99999 grpc://h:1/x grpc://h:1?q \
+                   grpc://h:1#f grpc://h grpc://:1 grpc://";
+        for bad in bad.split_whitespace() {
             let e = grpc_authority(bad).unwrap_err();
             assert!(!e.message.contains("secret"), "{e}");
             assert!(e.message.contains("grpc://HOST:PORT"), "{e}");
