@@ -663,36 +663,50 @@ impl Engine {
 typed_helpers!(Client, Call, "");
 
 /// The `HOST:PORT` of a `grpc://HOST:PORT` address; `None` for another
-/// scheme; an error for user information (`user:password@`), which
-/// belongs in the configuration (a bearer token), not in an address that
-/// errors and logs show.
-pub fn grpc_authority(address: &str) -> Result<Option<&str>, CallError> {
-    let Some(authority) = address.strip_prefix("grpc://") else {
-        return Ok(None);
+/// scheme; an error for no port, a path, or user information (a bearer
+/// token belongs in the configuration, not in an address that logs show).
+pub fn grpc_authority(address: &str) -> Result<Option<String>, CallError> {
+    // One that does not parse (`grpc://:1`) is a bad gRPC address still.
+    let grpc = address.get(..7).map(str::to_ascii_lowercase);
+    let url = match url::Url::parse(address) {
+        Ok(url) if url.scheme() == "grpc" => url,
+        Err(_) if grpc.as_deref() == Some("grpc://") => return Err(bad_grpc(address)),
+        _ => return Ok(None),
     };
-    let authority = authority.trim_end_matches('/');
-    if authority.is_empty() || authority.contains(['@', '/']) {
-        return Err(CallError::new(
-            Code::InvalidArgument,
-            format!(
-                "{}: a gRPC address is grpc://HOST:PORT, without credentials or a path",
-                redact_url(address)
-            ),
-        ));
+    let authority = url.host_str().zip(url.port());
+    let authority = authority.map(|(host, port)| format!("{host}:{port}"));
+    match authority {
+        // Nothing else: the URL is written back as the authority alone.
+        Some(a) if url.as_str().trim_end_matches('/') == format!("grpc://{a}") => Ok(Some(a)),
+        _ => Err(bad_grpc(address)),
     }
-    Ok(Some(authority))
+}
+
+/// The error of a bad `grpc://` address, without its credentials.
+fn bad_grpc(address: &str) -> CallError {
+    let address = redact_url(address);
+    let why = "a gRPC address is grpc://HOST:PORT, without credentials or a path";
+    CallError::new(Code::InvalidArgument, format!("{address}: {why}"))
 }
 
 /// `address` (a URL or `scheme://host:port`) without its user information
-/// (`user:password@`): what may be printed or put in an error.
+/// (`user:password@`): what may be printed or put in an error. Such a URL
+/// comes back as the `url` crate writes it (`http://h` as `http://h/`);
+/// text that is no URL loses everything up to its last `@`.
 pub fn redact_url(address: &str) -> String {
-    let Some((scheme, rest)) = address.split_once("://") else {
-        return address.to_owned();
-    };
-    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    match rest.get(..end).and_then(|authority| authority.rfind('@')) {
-        Some(at) => format!("{scheme}://{}", rest.get(at + 1..).unwrap_or_default()),
-        None => address.to_owned(),
+    match url::Url::parse(address) {
+        Ok(mut url) if !url.username().is_empty() || url.password().is_some() => {
+            // A URL with user information has a host: both succeed.
+            let _ = url.set_username("");
+            let _ = url.set_password(None);
+            url.into()
+        }
+        Ok(_) => address.to_owned(),
+        Err(_) => match (address.split_once("://"), address.rsplit_once('@')) {
+            (Some((scheme, _)), Some((_, rest))) => format!("{scheme}://{rest}"),
+            (None, Some((_, rest))) => rest.to_owned(),
+            (_, None) => address.to_owned(),
+        },
     }
 }
 
@@ -706,21 +720,30 @@ mod tests {
             redact_url("https://user:secret@example.test:8443/mcp"),
             "https://example.test:8443/mcp"
         );
-        assert_eq!(redact_url("http://u:p@h?x=1"), "http://h?x=1");
+        assert_eq!(redact_url("http://u:p@h?x=1"), "http://h/?x=1");
         assert_eq!(
             redact_url("grpc://127.0.0.1:50051"),
             "grpc://127.0.0.1:50051"
         );
         assert_eq!(redact_url("http://h/mcp?a=b@c"), "http://h/mcp?a=b@c");
         assert_eq!(redact_url("ftp://a:b@h/x"), "ftp://h/x");
+        assert_eq!(redact_url("grpc://u@h:1"), "grpc://h:1");
+        // Not a URL (a port past 65535): still no credentials.
+        assert_eq!(redact_url("http://u:secret@h:99999/x"), "http://h:99999/x");
+        assert_eq!(redact_url("127.0.0.1:50051"), "127.0.0.1:50051");
     }
 
     #[test]
     fn a_grpc_address_is_host_and_port_only() {
         use super::grpc_authority;
-        assert_eq!(grpc_authority("grpc://h:1/").unwrap(), Some("h:1"));
-        assert_eq!(grpc_authority("http://h/mcp").unwrap(), None);
-        for bad in ["grpc://u:secret@h:1", "grpc://h:1/x", "grpc://"] {
+        let authority = |a| grpc_authority(a).unwrap();
+        assert_eq!(authority("grpc://h:1/").as_deref(), Some("h:1"));
+        assert_eq!(authority("GRPC://[::1]:5").as_deref(), Some("[::1]:5"));
+        assert_eq!(authority("http://h/mcp"), None);
+        assert_eq!(authority("127.0.0.1:50051"), None);
+        let bad = "grpc://u:secret@h:1 grpc://u:secret@h:99999 grpc://h:1/x grpc://h:1?q \
+                   grpc://h:1#f grpc://h grpc://:1 grpc://";
+        for bad in bad.split_whitespace() {
             let e = grpc_authority(bad).unwrap_err();
             assert!(!e.message.contains("secret"), "{e}");
             assert!(e.message.contains("grpc://HOST:PORT"), "{e}");
