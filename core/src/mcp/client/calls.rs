@@ -28,7 +28,7 @@ pub(super) enum Mode {
     /// The application's request.
     Call,
     /// The client's own `tools/list` after a -32020, page `n`.
-    Relist(u8),
+    Relist(u16),
     /// The application's `tools/call`, sent once more.
     Retry,
 }

@@ -7,8 +7,10 @@ use crate::h2;
 /// Octets of input handed to the connection per
 /// [`Client::recv`](super::Client::recv).
 pub const RECV_CHUNK: usize = 512;
-/// Pages of `tools/list` read again after a -32020.
-pub const MAX_PAGES: u8 = 16;
+/// Pages a list walk reads at most ([`Pages`](super::pages::Pages)): the
+/// `tools/list` an engine reads again after a -32020, a host's list
+/// helpers. The gRPC binding's servers merge as many into one answer.
+pub const MAX_LIST_PAGES: usize = 1024;
 pub use crate::mcp::REMEMBERED_RESETS;
 
 /// Settings of the client.
@@ -31,6 +33,9 @@ pub struct ClientConfig {
     /// Keepalive PINGs that find a peer gone silent; `None` (the default)
     /// sends none.
     pub keepalive: Option<super::Keepalive>,
+    /// Pages of `tools/list` read again after a -32020 at most. Default
+    /// [`MAX_LIST_PAGES`].
+    pub max_list_pages: usize,
 }
 
 impl Default for ClientConfig {
@@ -43,6 +48,7 @@ impl Default for ClientConfig {
             metadata: &[],
             max_message_bytes: 4 << 20,
             keepalive: None,
+            max_list_pages: MAX_LIST_PAGES,
         }
     }
 }

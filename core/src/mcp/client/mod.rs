@@ -31,7 +31,8 @@
 //! annotations are invalid is dropped from the `tools/list` result handed to
 //! the application ([`ClientEvent::Warning`] says which); after -32020 on a
 //! `tools/call` the client reads `tools/list` again (every page, at most
-//! [`MAX_PAGES`]) and sends the call once more; a call whose stream the
+//! [`ClientConfig::max_list_pages`], walked by [`pages`]) and sends the
+//! call once more; a call whose stream the
 //! server refused unprocessed (RST_STREAM REFUSED_STREAM before a response,
 //! which a stream above a GOAWAY's last stream id also gets) is sent once
 //! more on a new stream, a second refusal fails it ([`Diagnostics`] says
@@ -102,6 +103,7 @@ pub mod events;
 pub mod http;
 mod keepalive;
 pub mod metadata;
+pub mod pages;
 mod request;
 mod response;
 pub mod stdio;
@@ -111,7 +113,7 @@ mod typed;
 
 use core::time::Duration;
 
-pub use config::{ClientConfig, MAX_PAGES, RECV_CHUNK, REMEMBERED_RESETS};
+pub use config::{ClientConfig, MAX_LIST_PAGES, RECV_CHUNK, REMEMBERED_RESETS};
 
 /// The client of a microcontroller: 4 concurrent calls, a 4 KiB HPACK
 /// table, 2 KiB frame buffers, everything inline.
@@ -185,6 +187,8 @@ struct State<S: CallStore, R, const CACHE: usize> {
     slots: R,
     store: S,
     max_message: usize,
+    /// Pages of `tools/list` a re-list reads at most.
+    max_pages: usize,
     cache: Cache<CACHE>,
     queue: Queue,
     /// The notification or warning last handed out (its text is read
@@ -277,6 +281,7 @@ impl<
                 slots: Default::default(),
                 store,
                 max_message: config.max_message_bytes,
+                max_pages: config.max_list_pages,
                 cache: Cache::new(),
                 queue: Queue::new(),
                 lent: None,

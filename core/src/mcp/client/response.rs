@@ -415,6 +415,7 @@ impl<S: CallStore, R: Records<Slot<S::Buf>>, const CACHE: usize> State<S, R, CAC
                 &mut self.cache,
                 &mut warnings,
                 &mut cursor,
+                self.max_pages,
             )
         };
         self.push_warnings(call, &warnings);

@@ -165,6 +165,8 @@ pub(super) struct Calls<S: CallStore, const CALLS: usize, const CACHE: usize> {
     pub(super) note: Option<Note>,
     /// The largest message (the configuration's, capped by the store).
     pub(super) max_message: usize,
+    /// Pages of `tools/list` a re-list reads at most.
+    pub(super) max_pages: usize,
     pub(super) next_seq: u32,
 }
 
@@ -215,8 +217,8 @@ impl Text {
 }
 
 impl<S: CallStore, const CALLS: usize, const CACHE: usize> Calls<S, CALLS, CACHE> {
-    pub(super) fn new(store: S, max_message: usize) -> Self {
-        let max_message = max_message.min(store.max_len());
+    pub(super) fn new(store: S, config: &super::config::HttpClientConfig) -> Self {
+        let max_message = config.max_message_bytes.min(store.max_len());
         Self {
             slots: core::array::from_fn(|_| Slot::default()),
             store,
@@ -225,6 +227,7 @@ impl<S: CallStore, const CALLS: usize, const CACHE: usize> Calls<S, CALLS, CACHE
             lent_warning: None,
             note: None,
             max_message,
+            max_pages: config.max_list_pages,
             next_seq: 0,
         }
     }
@@ -539,6 +542,7 @@ impl<S: CallStore, const CALLS: usize, const CACHE: usize> Calls<S, CALLS, CACHE
                     &mut self.cache,
                     &mut warnings,
                     &mut cursor,
+                    self.max_pages,
                 )
             } else {
                 Relist::Deliver
@@ -624,7 +628,7 @@ impl<S: CallStore, const CALLS: usize, const CACHE: usize> Calls<S, CALLS, CACHE
     /// Points call `i` at a `tools/list` request (page `page`, after
     /// `cursor`) written after the application's message, and queues it.
     /// `false` when it does not fit.
-    fn relist(&mut self, i: usize, page: u8, cursor: Option<&[u8]>) -> bool {
+    fn relist(&mut self, i: usize, page: u16, cursor: Option<&[u8]>) -> bool {
         let Some(slot) = self.slots.get_mut(i) else {
             return false;
         };

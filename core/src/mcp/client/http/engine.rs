@@ -153,7 +153,7 @@ impl<
     pub fn new(config: HttpClientConfig, store: S, now: Instant) -> Self {
         let mut client = Self {
             config,
-            calls: Calls::new(store, config.max_message_bytes),
+            calls: Calls::new(store, &config),
             pool: core::array::from_fn(|_| Link::new()),
             h2: H2Link::new(config.h2, now),
             era: EraState::new(config.era),
