@@ -1046,6 +1046,33 @@ mod scripted {
         assert_eq!(requests[1].1["params"]["cursor"], "page-2");
     }
 
+    /// A page whose `nextCursor` is not a string (nor null) is no page of
+    /// a list: the walk fails saying so, after the pages it read, instead
+    /// of taking it for the last page.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_list_whose_next_cursor_is_not_a_cursor_fails() {
+        fn numbered(request: &Value) -> Vec<Value> {
+            let page = request["params"]["cursor"].as_str().unwrap_or("");
+            let next = if page.is_empty() {
+                json!("p2")
+            } else {
+                json!(3)
+            };
+            vec![json!({"jsonrpc": "2.0", "id": request["id"], "result": {
+                "resources": [{"uri": "file:///a", "name": "a"}], "nextCursor": next}})]
+        }
+        let s = server(0, numbered).await;
+        let client = Client::grpc(grpc::Config::new(s.addr.to_string()))
+            .await
+            .unwrap();
+        let e = client.list_resources().await.unwrap_err();
+        assert_eq!(
+            e.message,
+            "resources/list: the list result's nextCursor is neither a string nor null"
+        );
+        assert_eq!(s.requests.lock().unwrap().len(), 2);
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn call_tool_returns_content_and_structured_content() {
         let s = server(0, mcp_server).await;
