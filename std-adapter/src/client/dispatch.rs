@@ -505,7 +505,10 @@ impl<E: ClientEngine, C: Connector> Dispatcher<E, C> {
                     self.skipped.log(what, engine.skipped_text());
                     continue;
                 }
-                ClientEvent::Ready | ClientEvent::ConnectionClosed { .. } => continue,
+                // No call of this driver answers input yet.
+                ClientEvent::InputRequired { .. }
+                | ClientEvent::Ready
+                | ClientEvent::ConnectionClosed { .. } => continue,
             };
             if matches!(msg, CallMsg::Ended) {
                 if let Some(live) = self.calls.remove(&call) {

@@ -591,6 +591,7 @@ impl Engine {
         let options = CallOptions {
             timeout,
             binding: self.grpc.unwrap_or_default().binding(),
+            ..CallOptions::default()
         };
         EngineCall::start(
             self.handle.clone(),
