@@ -299,6 +299,16 @@ pub(super) fn fail_rpc<S: CallStore>(store: &mut S, slot: &mut Slot<S::Buf>, e: 
     fail_rpc_text(store, slot, e.code, e.message.as_bytes());
 }
 
+/// Fails call `slot`, whose server asks for input once more after `max`
+/// rounds, saying so (its text built here, off the path of every answer).
+#[cold]
+#[inline(never)]
+pub(super) fn fail_too_many_rounds<S: CallStore>(store: &mut S, slot: &mut Slot<S::Buf>, max: u8) {
+    let mut text = [0u8; super::input::TOO_MANY_ROOM];
+    let why = super::input::too_many_rounds(max, &mut text);
+    fail_rpc_text(store, slot, INTERNAL_ERROR, why);
+}
+
 /// [`fail_rpc`] with a message written at run time.
 pub(super) fn fail_rpc_text<S: CallStore>(
     store: &mut S,

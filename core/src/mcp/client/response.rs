@@ -9,7 +9,7 @@ use super::State;
 use super::cache::{Relist, Warnings, after_answer, learn, start_relist};
 use super::calls::{
     ERROR_ROOM, Kind, Mode, Slot, Terminal, Wire, abort, bytes, bytes_mut, copy_id, ensure,
-    fail_rpc, fail_rpc_text, fail_transport, mark_refused, offset_in, outcome_bytes,
+    fail_rpc, fail_too_many_rounds, fail_transport, mark_refused, offset_in, outcome_bytes,
     outcome_member, reopen, restart, status_for_reset,
 };
 use super::events::{CallId, Queued};
@@ -17,7 +17,6 @@ use super::input;
 use super::metadata::{CallOutcome, error_from_trailers};
 use crate::grpc::Code;
 use crate::h2::{ConnectionError, ErrorCode, HeaderList, HeadersKind, StreamRef};
-use crate::mcp::error::INTERNAL_ERROR;
 
 use crate::mcp::json;
 use crate::mcp::store::CallStore;
@@ -463,9 +462,7 @@ impl<S: CallStore, R: Records<Slot<S::Buf>>, const CACHE: usize> State<S, R, CAC
                 return;
             }
             Some(Ok(rounds)) if rounds >= self.max_rounds => {
-                let mut text = [0u8; input::TOO_MANY_ROOM];
-                let why = input::too_many_rounds(self.max_rounds, &mut text);
-                fail_rpc_text(&mut self.store, slot, INTERNAL_ERROR, why);
+                fail_too_many_rounds(&mut self.store, slot, self.max_rounds);
                 return;
             }
             Some(Ok(_)) => {

@@ -620,10 +620,7 @@ impl<S: CallStore, const CALLS: usize, const CACHE: usize> Calls<S, CALLS, CACHE
                     return;
                 }
                 Some(Ok(())) if c.rounds >= self.max_rounds => {
-                    let mut text = [0u8; input::TOO_MANY_ROOM];
-                    let why = input::too_many_rounds(self.max_rounds, &mut text);
-                    let diagnostics = c.diagnostics;
-                    self.write_outcome(i, INTERNAL_ERROR, why, diagnostics);
+                    self.fail_too_many_rounds(i);
                     return;
                 }
                 Some(Ok(())) => {
@@ -810,6 +807,19 @@ impl<S: CallStore, const CALLS: usize, const CACHE: usize> Calls<S, CALLS, CACHE
             s => code_for_status(s),
         };
         self.write_outcome(i, code, message, diagnostics);
+    }
+
+    /// Fails call `i`, whose server asks for input once more after the
+    /// round limit, saying so (off the path of every answer).
+    #[cold]
+    #[inline(never)]
+    fn fail_too_many_rounds(&mut self, i: usize) {
+        let Some(diagnostics) = self.call(i).map(|c| c.diagnostics) else {
+            return;
+        };
+        let mut text = [0u8; input::TOO_MANY_ROOM];
+        let why = input::too_many_rounds(self.max_rounds, &mut text);
+        self.write_outcome(i, INTERNAL_ERROR, why, diagnostics);
     }
 
     /// Ends call `i` with a JSON-RPC error found by this end.

@@ -957,18 +957,7 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, const CALLS: usize> StdioClient<B, CALLS> {
                 Outcome::InputRequired => StdioEvent::InputRequired { call },
                 Outcome::TooManyRounds => {
                     let id = s.id;
-                    let mut text = [0u8; super::input::TOO_MANY_ROOM];
-                    let message =
-                        super::input::too_many_rounds(self.config.max_input_rounds, &mut text);
-                    let mut w = JsonWriter::new(&mut self.scratch);
-                    crate::mcp::envelope::write_error(
-                        &mut w,
-                        id.get(),
-                        crate::mcp::error::INTERNAL_ERROR,
-                        message,
-                        None,
-                    );
-                    let n = w.finish().map_or(0, <[u8]>::len);
+                    let n = self.write_too_many_rounds(id);
                     self.lent = (Some(call), Lent::Scratch(n));
                     StdioEvent::Failed { call }
                 }
@@ -1058,6 +1047,25 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, const CALLS: usize> StdioClient<B, CALLS> {
     /// `recv`.
     pub fn unmatched(&self) -> &[u8] {
         self.buf.as_ref().get(..self.line).unwrap_or(b"")
+    }
+
+    /// Writes the failure of a call (its id `id`) whose server asks for
+    /// input once more after the round limit into the scratch buffer; its
+    /// length (off the path of every event).
+    #[cold]
+    #[inline(never)]
+    fn write_too_many_rounds(&mut self, id: Raw) -> usize {
+        let mut text = [0u8; super::input::TOO_MANY_ROOM];
+        let message = super::input::too_many_rounds(self.config.max_input_rounds, &mut text);
+        let mut w = JsonWriter::new(&mut self.scratch);
+        crate::mcp::envelope::write_error(
+            &mut w,
+            id.get(),
+            crate::mcp::error::INTERNAL_ERROR,
+            message,
+            None,
+        );
+        w.finish().map_or(0, <[u8]>::len)
     }
 
     fn slot_of(&self, call: CallId) -> Option<usize> {
