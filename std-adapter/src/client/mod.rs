@@ -31,6 +31,7 @@ pub(crate) mod error;
 pub mod grpc;
 mod link;
 mod mailbox;
+mod rounds;
 pub mod stdio;
 pub(crate) mod typed;
 
@@ -67,8 +68,9 @@ use crate::{
     StdioChannelConfig, Stopped,
 };
 
-/// Rounds of a multi round-trip call before giving up.
-pub const MAX_INPUT_ROUNDS: usize = 16;
+/// Rounds of a multi round-trip call before giving up (the core engines'
+/// limit).
+pub const MAX_INPUT_ROUNDS: usize = mcpwire_core::mcp::client::MAX_INPUT_ROUNDS as usize;
 
 /// An MCP client over any transport. Cheap to clone: clones share the
 /// connections (or the child).
@@ -473,6 +475,9 @@ impl Client {
     /// as the requests) go back as `inputResponses` with the result's
     /// `requestState`, until the tool completes; at most
     /// [`MAX_INPUT_ROUNDS`] rounds. An error of `on_input` ends the call.
+    /// Over gRPC and stdio the rounds are the core engine's (one request timeout for
+    /// the whole call; each round's request has its own id, the first's
+    /// with `#1`, `#2`... appended).
     pub async fn call_tool_with_input(
         &self,
         name: &str,
@@ -482,6 +487,10 @@ impl Client {
     ) -> Result<CallToolResult, CallError> {
         let mut params = named_params(name, arguments)?;
         params["_meta"] = json!({ "io.modelcontextprotocol/clientCapabilities": capabilities });
+        if let Transport::Engine(e) = &self.transport {
+            return e.call_tool_with_input(params, &mut on_input).await;
+        }
+        // The rounds here, until HTTP moves onto the dispatcher.
         for _ in 0..MAX_INPUT_ROUNDS {
             let mut result = result_of(self.request("tools/call", params.clone()).await?)?;
             if result.get("resultType").and_then(Value::as_str) != Some("input_required") {
@@ -646,6 +655,7 @@ impl Engine {
         let options = CallOptions {
             timeout,
             binding: self.grpc.unwrap_or_default().binding(),
+            ..CallOptions::default()
         };
         EngineCall::start(
             self.handle.clone(),

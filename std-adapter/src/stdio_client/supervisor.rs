@@ -611,7 +611,8 @@ impl Supervisor {
                         ));
                     }
                 }
-                StdioEvent::Closed => {}
+                // No call of the supervisor answers input (StdioClient::expect_input).
+                StdioEvent::InputRequired { .. } | StdioEvent::Closed => {}
             }
         }
     }
