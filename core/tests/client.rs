@@ -58,6 +58,8 @@ struct Seen {
     /// The failure said the call went out a second time.
     retried: bool,
     www_authenticate: Option<String>,
+    /// What the server asked, at each `InputRequired`.
+    inputs: Vec<String>,
     ended: bool,
 }
 
@@ -125,6 +127,10 @@ impl<S: CallStore, const C: usize> App<Client<S, C, 4096, 16384>> for ClientApp 
                 ClientEvent::Warning { call, reason } => self
                     .warnings
                     .push((s(client.warning_tool(call).unwrap()), reason)),
+                ClientEvent::InputRequired { call } => {
+                    let requests = s(client.input_requests(call).unwrap());
+                    self.seen.entry(call).or_default().inputs.push(requests)
+                }
                 // One connection's engine asks for no link.
                 ClientEvent::ConnectionClosed { .. }
                 | ClientEvent::Connect { .. }
@@ -1115,7 +1121,7 @@ fn forty_calls_cancelled_while_their_answers_are_in_flight() {
 #[cfg(feature = "typed")]
 mod typed {
     use super::*;
-    use mcpwire_core::mcp::client::Binding;
+    use mcpwire_core::mcp::client::{Binding, CallOptions};
 
     impl Pair {
         fn call_on(&mut self, binding: Binding, body: &str) -> Result<CallId, StartError> {
@@ -1163,6 +1169,60 @@ mod typed {
             let content = json::get(result, b"content").unwrap();
             let first = json::elements(content).next().unwrap();
             assert_eq!(json::get(first, b"text"), Some(&br#""hi""#[..]));
+            assert!(seen.ended);
+        });
+    }
+
+    /// A typed call whose server asks for input: the next round is
+    /// transcoded again, with the answers and the `requestState`, and its
+    /// result ends the call (with the round's id).
+    #[test]
+    fn a_typed_call_that_asks_for_input_goes_on_in_its_next_round() {
+        each_split(|| {
+            let mut p = Pair::new();
+            let options = CallOptions {
+                binding: Binding::Typed,
+                answers_input: true,
+                ..CallOptions::default()
+            };
+            let body = tools_call(9, "echo", r#"{"text":"x"}"#);
+            let c = p.client.call_with(body.as_bytes(), options, p.now).unwrap();
+            p.run();
+            let first = p.server.app.requests[0].call;
+            p.server
+                .endpoint
+                .respond(
+                    first,
+                    br#"{"resultType":"input_required","inputRequests":{"ok":{"method":"roots/list"}},"requestState":"st"}"#,
+                )
+                .unwrap();
+            p.run();
+            let seen = p.seen(c);
+            assert_eq!(
+                seen.inputs,
+                [r#"{"ok":{"method":"roots/list"}}"#],
+                "{seen:?}"
+            );
+            p.client
+                .answer_input(c, br#"{"ok":{"roots":[]}}"#, p.now)
+                .unwrap();
+            p.run();
+            assert_eq!(p.server.app.requests.len(), 2);
+            let params = &p.server.app.requests[1].params;
+            assert!(params.contains(r#""requestState":"st""#), "{params}");
+            assert!(params.contains(r#""inputResponses":{"ok":"#), "{params}");
+            assert!(params.contains(r#""arguments":{"text":"x"}"#), "{params}");
+            p.server
+                .endpoint
+                .respond(p.server.app.requests[1].call, br#"{"content":[]}"#)
+                .unwrap();
+            p.run();
+            let seen = p.seen(c);
+            let r = seen.response.expect("a response");
+            assert!(
+                r.starts_with(r##"{"jsonrpc":"2.0","id":"9#1","result":"##),
+                "{r}"
+            );
             assert!(seen.ended);
         });
     }

@@ -16,8 +16,8 @@ use mcpwire_core::mcp::client::era::{Era, EraChoice};
 use mcpwire_core::mcp::client::http::DRAIN_WAIT;
 use mcpwire_core::mcp::client::stdio::{RestartPolicy, StdioEngine, StdioEngineConfig};
 use mcpwire_core::mcp::client::{
-    CallOptions, ClientConfig, ClientEngine, Http2Mode, HttpClient, HttpClientConfig, Negotiated,
-    StartError, TunnelClient,
+    CallId, CallOptions, ClientConfig, ClientEngine, Http2Mode, HttpClient, HttpClientConfig,
+    Negotiated, StartError, TunnelClient,
 };
 use mcpwire_core::mcp::registry::ToolInfo;
 use mcpwire_core::mcp::server::{
@@ -31,7 +31,7 @@ use support::legacy;
 use support::mcp::{META, checked, each_split, registry};
 use support::net::{Net, Served, Server as Served_};
 
-const TOOLS: [ToolInfo<'static>; 2] = [
+const TOOLS: [ToolInfo<'static>; 4] = [
     support::mcp::ECHO,
     ToolInfo {
         name: "hold",
@@ -39,7 +39,26 @@ const TOOLS: [ToolInfo<'static>; 2] = [
         description: "Never answers.",
         input_schema: r#"{"type":"object"}"#,
     },
+    ASK,
+    NAG,
 ];
+
+/// Asks for a name, then whether to greet it, then greets
+/// (`support::net::rounds_result`).
+const ASK: ToolInfo<'static> = ToolInfo {
+    name: "ask",
+    title: None,
+    description: "Asks twice, then answers.",
+    input_schema: r#"{"type":"object"}"#,
+};
+
+/// Asks for the roots for ever.
+const NAG: ToolInfo<'static> = ToolInfo {
+    name: "nag",
+    title: None,
+    description: "Never done asking.",
+    input_schema: r#"{"type":"object"}"#,
+};
 
 /// A heap store the engine clones for each connection.
 #[derive(Debug, Clone, Copy)]
@@ -82,7 +101,11 @@ fn tool_call(id: u32, name: &str, args: &str) -> String {
 /// A tunnel engine whose links reach a fresh tunnel server each; `refuse`
 /// says which link numbers are refused.
 fn tunnel_net(refuse: &'static [u32]) -> Net<Tunnel> {
-    Net::new(Tunnel::new(ClientConfig::default(), Heap), move |link| {
+    tunnel_net_with(ClientConfig::default(), refuse)
+}
+
+fn tunnel_net_with(config: ClientConfig, refuse: &'static [u32]) -> Net<Tunnel> {
+    Net::new(Tunnel::new(config, Heap), move |link| {
         if refuse.contains(&link.get()) {
             return None;
         }
@@ -467,7 +490,7 @@ type Http = HttpClient<Heap, 8, 4, 4096, 16384>;
 const LOOKUP: ToolInfo<'static> = support::mcp::lookup(
     r#"{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"}}}"#,
 );
-const HTTP_TOOLS: [ToolInfo<'static>; 3] = [support::mcp::ECHO, TOOLS[1], LOOKUP];
+const HTTP_TOOLS: [ToolInfo<'static>; 5] = [support::mcp::ECHO, TOOLS[1], LOOKUP, ASK, NAG];
 
 /// Which wire a test runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1296,5 +1319,264 @@ fn http_alpn_picks_the_version_of_the_first_link() {
                 net.link_events
             );
         });
+    }
+}
+
+// ---------------------------------------------------------------------
+// Multi round-trip requests (MCP 2026-07-28 §9), on every binding: the
+// test server's `ask` asks twice (a name, then whether to greet it) and
+// then answers; `nag` never stops asking.
+// ---------------------------------------------------------------------
+
+/// The bindings the multi round-trip tests run on.
+#[derive(Debug, Clone, Copy)]
+enum Binding {
+    Tunnel,
+    Http(Wire),
+    Stdio,
+}
+
+const BINDINGS: [Binding; 4] = [
+    Binding::Tunnel,
+    Binding::Http(Wire::Http1),
+    Binding::Http(Wire::Http2),
+    Binding::Stdio,
+];
+
+/// A call of `tool` that declares the elicitation capability.
+fn asking_call(id: u32, tool: &str) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{tool}","arguments":{{}},"_meta":{{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{{"elicitation":{{}}}}}}}}}}"#
+    )
+}
+
+/// Runs `test` on a net of `binding` whose engine answers at most
+/// `max_rounds` rounds of input (each engine in a frame of its own: they
+/// are large, and a debug build does not share their stack room).
+fn on_binding(binding: Binding, max_rounds: u8, test: impl RoundsTest) {
+    #[inline(never)]
+    fn tunnel(max_rounds: u8, test: impl RoundsTest) {
+        let config = ClientConfig {
+            max_input_rounds: max_rounds,
+            ..ClientConfig::default()
+        };
+        test.run(tunnel_net_with(config, &[]));
+    }
+    #[inline(never)]
+    fn http(wire: Wire, max_rounds: u8, test: impl RoundsTest) {
+        let config = HttpClientConfig {
+            max_input_rounds: max_rounds,
+            ..http_config(wire)
+        };
+        test.run(http_net(wire, config, None));
+    }
+    #[inline(never)]
+    fn stdio(max_rounds: u8, test: impl RoundsTest) {
+        let mut config = StdioEngineConfig::default();
+        config.client.max_input_rounds = max_rounds;
+        test.run(stdio_net_with(config, &[]));
+    }
+    match binding {
+        Binding::Tunnel => tunnel(max_rounds, test),
+        Binding::Http(wire) => http(wire, max_rounds, test),
+        Binding::Stdio => stdio(max_rounds, test),
+    }
+}
+
+/// A test body for a net of any engine.
+trait RoundsTest {
+    fn run<E: ClientEngine>(&self, net: Net<E>);
+}
+
+/// Starts a call (again after the stdio engine's `Busy` while it probes).
+fn start<E: ClientEngine>(net: &mut Net<E>, message: &str, options: CallOptions) -> CallId {
+    match net.call_with(message, options) {
+        Err(StartError::Busy) => net.call_with(message, options).unwrap(),
+        other => other.unwrap(),
+    }
+}
+
+/// Answers `call`'s input with `responses` and runs the net.
+fn answer<E: ClientEngine>(net: &mut Net<E>, call: CallId, responses: &str) {
+    let now = net.now;
+    net.client
+        .answer_input(call, responses.as_bytes(), now)
+        .unwrap();
+    net.run();
+}
+
+/// `ask` asks twice: each `InputRequired` hands out what it asks (and the
+/// whole `input_required` result); the answers go back in a new request
+/// with a new id, `inputResponses` and the `requestState` echoed, the
+/// client capabilities declared again; then the result comes on the same
+/// call. An answer that is not an object is refused and the call waits
+/// on. Without `answers_input` the `input_required` result is the call's
+/// response.
+#[test]
+fn a_tool_that_asks_twice_gets_its_answers_then_completes() {
+    struct Test;
+    impl RoundsTest for Test {
+        fn run<E: ClientEngine>(&self, mut net: Net<E>) {
+            let call = start(
+                &mut net,
+                &asking_call(5, "ask"),
+                CallOptions::answering_input(),
+            );
+            let seen = net.seen(call);
+            assert_eq!(seen.inputs.len(), 1, "{seen:?}");
+            let (requests, result) = &seen.inputs[0];
+            assert!(
+                requests.starts_with(r#"{"name":{"method":"elicitation/create""#),
+                "{requests}"
+            );
+            assert!(requests.contains("Your name?"));
+            assert!(
+                result.contains(r#""resultType":"input_required""#),
+                "{result}"
+            );
+            assert!(result.contains(r#""requestState":"s1""#), "{result}");
+            assert!(seen.response.is_none() && seen.failed.is_none() && !seen.ended);
+            let now = net.now;
+            assert!(matches!(
+                net.client.answer_input(call, b"[1]", now),
+                Err(StartError::Invalid(_))
+            ));
+            answer(
+                &mut net,
+                call,
+                r#"{"name":{"action":"accept","content":{"name":"Ada"}}}"#,
+            );
+            let seen = net.seen(call);
+            assert_eq!(seen.inputs.len(), 2, "{seen:?}");
+            assert!(seen.inputs[1].0.contains("Greet Ada?"), "{seen:?}");
+            answer(&mut net, call, r#"{"confirm":{"action":"accept"}}"#);
+            let seen = net.seen(call);
+            let response = seen.response.clone().unwrap_or_default();
+            assert!(response.contains("hello Ada"), "{seen:?}");
+            // The last round's request had its own id.
+            assert!(response.contains(r##""id":"5#2""##), "{response}");
+            assert!(seen.failed.is_none() && seen.ended && seen.inputs.len() == 2);
+            let caps = r#"caps={"elicitation":{}}"#;
+            assert_eq!(
+                net.server(0).rounds(),
+                [
+                    format!("ask id=5 state=- responses=- {caps}"),
+                    format!(
+                        r##"ask id="5#1" state="s1" responses={{"name":{{"action":"accept","content":{{"name":"Ada"}}}}}} {caps}"##
+                    ),
+                    format!(
+                        r##"ask id="5#2" state="s2:Ada" responses={{"confirm":{{"action":"accept"}}}} {caps}"##
+                    ),
+                ]
+            );
+            // A call that does not answer input gets the result itself.
+            let plain = start(&mut net, &asking_call(6, "ask"), CallOptions::default());
+            let seen = net.seen(plain);
+            assert!(seen.inputs.is_empty(), "{seen:?}");
+            assert!(
+                seen.response
+                    .is_some_and(|r| r.contains(r#""resultType":"input_required""#))
+            );
+            assert!(seen.ended);
+        }
+    }
+    for binding in BINDINGS {
+        eprintln!("{binding:?}");
+        each_split(|| on_binding(binding, 16, Test));
+    }
+}
+
+/// A server that asks once more than the engine answers fails the call,
+/// saying so; a round whose result had no `requestState` sends none.
+#[test]
+fn a_server_that_asks_past_the_round_limit_fails_the_call() {
+    struct Test;
+    impl RoundsTest for Test {
+        fn run<E: ClientEngine>(&self, mut net: Net<E>) {
+            let call = start(
+                &mut net,
+                &asking_call(7, "nag"),
+                CallOptions::answering_input(),
+            );
+            assert_eq!(net.seen(call).inputs.len(), 1);
+            answer(&mut net, call, r#"{"again":{"roots":[]}}"#);
+            assert_eq!(net.seen(call).inputs.len(), 2);
+            answer(&mut net, call, r#"{"again":{"roots":[]}}"#);
+            let seen = net.seen(call);
+            let (code, message, diagnostics) = seen.failed.clone().expect("failed");
+            assert_eq!(code, -32603);
+            assert_eq!(
+                message,
+                r#""the server still asks for input after 2 rounds""#
+            );
+            assert!(!diagnostics.transport, "{seen:?}");
+            assert!(seen.ended && seen.inputs.len() == 2 && seen.response.is_none());
+            let rounds = net.server(0).rounds();
+            let states: Vec<_> = rounds
+                .iter()
+                .map(|r| r.split(' ').nth(2).unwrap_or_default())
+                .collect();
+            assert_eq!(
+                states,
+                ["state=-", r#"state="nag""#, "state=-"],
+                "{rounds:?}"
+            );
+        }
+    }
+    for binding in BINDINGS {
+        eprintln!("{binding:?}");
+        each_split(|| on_binding(binding, 2, Test));
+    }
+}
+
+/// A call cancelled while it waits for input is over: no event follows,
+/// nothing reaches the server (the call has no request there), an answer
+/// is refused; a call's deadline runs on while it waits: past it the call
+/// fails with DEADLINE_EXCEEDED.
+#[test]
+fn a_call_waiting_for_input_can_be_cancelled_and_times_out() {
+    struct Test;
+    impl RoundsTest for Test {
+        fn run<E: ClientEngine>(&self, mut net: Net<E>) {
+            let call = start(
+                &mut net,
+                &asking_call(8, "ask"),
+                CallOptions::answering_input(),
+            );
+            assert_eq!(net.seen(call).inputs.len(), 1);
+            let now = net.now;
+            assert!(net.client.cancel(call, now));
+            net.run();
+            assert!(matches!(
+                net.client.answer_input(call, b"{}", now),
+                Err(StartError::Invalid(_))
+            ));
+            let seen = net.seen(call);
+            assert!(seen.response.is_none() && seen.failed.is_none() && !seen.ended);
+            assert_eq!(net.server(0).cancelled(), 0);
+            assert_eq!(net.server(0).rounds().len(), 1);
+            let mut options = CallOptions::with_timeout(Duration::from_secs(5));
+            options.answers_input = true;
+            let timed = start(&mut net, &asking_call(9, "ask"), options);
+            net.advance(Duration::from_secs(3));
+            answer(
+                &mut net,
+                timed,
+                r#"{"name":{"action":"accept","content":{"name":"Bo"}}}"#,
+            );
+            assert_eq!(net.seen(timed).inputs.len(), 2);
+            // Five seconds in all, not five a round.
+            net.advance(Duration::from_secs(3));
+            let seen = net.seen(timed);
+            let (code, _, diagnostics) = seen.failed.clone().expect("failed");
+            assert_eq!(code, -32001, "{seen:?}");
+            assert_eq!(diagnostics.grpc_status, Some(Code::DeadlineExceeded));
+            assert!(seen.ended && seen.response.is_none());
+            assert_eq!(net.server(0).rounds().len(), 3);
+        }
+    }
+    for binding in BINDINGS {
+        eprintln!("{binding:?}");
+        each_split(|| on_binding(binding, 16, Test));
     }
 }

@@ -17,7 +17,11 @@
 //! error), then [`Step::Done`]. The engine's rules apply: metadata mirrored
 //! from the body, `grpc-timeout` from the time left, re-list and retry once
 //! after -32020, a refused stream sent once more, errors read from the
-//! trailers.
+//! trailers. A call started with [`Client::call_with`] and
+//! [`CallOptions::answers_input`](engine::CallOptions::answers_input)
+//! whose server asks for input (MCP 2026-07-28 §9) yields
+//! [`Step::InputRequired`] and waits for [`CallStream::answer_input`]; the
+//! engine sends the next round.
 //!
 //! The run loop is the core's ([`mcpwire_core::drive`]): each turn writes
 //! the engine's output while it wants to transmit, then sleeps until input
@@ -62,6 +66,8 @@
 //!             match step {
 //!                 Step::Notification(_) => {}
 //!                 Step::Response(_) | Step::Failed { .. } => {}
+//!                 // Only for a call started with `answers_input`.
+//!                 Step::InputRequired(_) => {}
 //!                 Step::Done => break,
 //!             }
 //!         }
@@ -136,6 +142,11 @@ pub enum Step<'b> {
     Notification(&'b [u8]),
     /// The JSON-RPC response with its `result`.
     Response(&'b [u8]),
+    /// The server asks for input (a call started with
+    /// [`CallOptions::answers_input`](engine::CallOptions::answers_input)):
+    /// the result's `inputRequests` object. Answer with
+    /// [`CallStream::answer_input`]; the call goes on.
+    InputRequired(&'b [u8]),
     /// The JSON-RPC error response (from the server, or synthesized for a
     /// transport failure: see `diagnostics.transport`).
     Failed {
@@ -193,6 +204,7 @@ enum Seen {
 const NOTE: u8 = 0;
 const RESPONSE: u8 = 1;
 const FAILED: u8 = 2;
+const INPUT: u8 = 3;
 
 impl<
     's,
@@ -227,7 +239,22 @@ impl<
         body: &[u8],
         timeout: Option<core::time::Duration>,
     ) -> Result<CallStream<'_, 's, S, CALLS, TABLE, BUF, B, CACHE, L>, ClientError> {
-        let call = self.engine.call(body, timeout, now())?;
+        let options = engine::CallOptions {
+            timeout,
+            ..engine::CallOptions::default()
+        };
+        self.call_with(body, options).await
+    }
+
+    /// [`Client::call`] with all of a call's options: its timeout, and
+    /// whether the application answers the server's requests for input
+    /// ([`Step::InputRequired`]).
+    pub async fn call_with(
+        &mut self,
+        body: &[u8],
+        options: engine::CallOptions,
+    ) -> Result<CallStream<'_, 's, S, CALLS, TABLE, BUF, B, CACHE, L>, ClientError> {
+        let call = self.engine.call_with(body, options, now())?;
         self.transmit().await?;
         Ok(CallStream {
             client: self,
@@ -547,6 +574,7 @@ impl<
                     return Ok(match kind {
                         NOTE => Step::Notification(json),
                         RESPONSE => Step::Response(json),
+                        INPUT => Step::InputRequired(json),
                         _ => Step::Failed {
                             code,
                             response: json,
@@ -564,6 +592,17 @@ impl<
             }
             self.client.turn().await?;
         }
+    }
+
+    /// Answers the call's [`Step::InputRequired`] with `responses` (one
+    /// JSON object keyed as the `inputRequests`): the engine sends the
+    /// call's next round. [`ClientError::Invalid`] when the call waits for
+    /// no input or `responses` is not a JSON object.
+    pub async fn answer_input(&mut self, responses: &[u8]) -> Result<(), ClientError> {
+        self.client
+            .engine
+            .answer_input(self.call, responses, now())?;
+        self.client.transmit().await
     }
 
     /// Stops the call: RST_STREAM(CANCEL).
@@ -603,6 +642,10 @@ fn look<
         }
         ClientEvent::Response { call } if call == me => {
             (RESPONSE, copy(text(call)), 0, Diagnostics::default())
+        }
+        ClientEvent::InputRequired { call } if call == me => {
+            let requests = engine.input_requests(call).unwrap_or(b"{}");
+            (INPUT, copy(requests), 0, Diagnostics::default())
         }
         ClientEvent::Failed { call } if call == me => match engine.failure(call) {
             Some(f) => (FAILED, copy(f.response), f.code, f.diagnostics),

@@ -3,7 +3,8 @@
 //! engine, run by a small loop in the test. What a user sees: `tools/list`
 //! answered; a call whose stream the server refuses once is sent once more
 //! and answered; a call refused twice fails visibly as refused, and the
-//! connection still serves the next call.
+//! connection still serves the next call; a call whose server asks for
+//! input gets it, and its answer goes in the next round.
 
 #![allow(
     clippy::unwrap_used,
@@ -21,7 +22,7 @@ use embedded_io_async::{Read, Write};
 use mcpwire_core::drive::{self, Feed};
 use mcpwire_core::grpc::Code;
 use mcpwire_core::h2::InlineStorage;
-use mcpwire_core::mcp::client::ClientConfig;
+use mcpwire_core::mcp::client::{CallOptions, ClientConfig};
 use mcpwire_core::mcp::registry::{Registry, ToolInfo};
 use mcpwire_core::mcp::server::{Server as Engine, ServerConfig, ServerEvent};
 use mcpwire_core::mcp::{CallStore, SlabStore};
@@ -51,7 +52,14 @@ const ECHO: ToolInfo<'static> = ToolInfo {
     description: "Returns its text.",
     input_schema: r#"{"type":"object","properties":{"text":{"type":"string"}}}"#,
 };
-const TOOLS: [ToolInfo<'static>; 1] = [ECHO];
+/// Asks for input once (no `requestState` yet), then answers `echo`'s way.
+const ASK: ToolInfo<'static> = ToolInfo {
+    name: "ask",
+    title: None,
+    description: "Asks once.",
+    input_schema: r#"{"type":"object"}"#,
+};
+const TOOLS: [ToolInfo<'static>; 2] = [ECHO, ASK];
 
 fn registry() -> Registry<'static> {
     Registry::new(INFO, &TOOLS)
@@ -92,13 +100,23 @@ impl CallStore for Refusing {
 }
 
 /// Answers every tool call `echo`'s way (its `params` as text), keeping
-/// the `params` it was asked with in `seen`.
+/// the `params` it was asked with in `seen`; `ask` without a
+/// `requestState` asks for input first.
 fn answer(engine: &mut ServerEngine, seen: &mut Vec<String>) {
     while let Some(e) = engine.poll_event() {
         if let ServerEvent::Request { call } = e {
             let params = engine.request(call).expect("its request").params;
             let params = String::from_utf8_lossy(params).into_owned();
-            let result = json!({ "content": [{ "type": "text", "text": params }] });
+            let parsed: Value = serde_json::from_str(&params).expect("json");
+            let result = if parsed["name"] == "ask" && parsed.get("requestState").is_none() {
+                json!({"resultType": "input_required",
+                    "inputRequests": {"ok": {"method": "elicitation/create",
+                        "params": {"mode": "form", "message": "Proceed?",
+                            "requestedSchema": {"type": "object"}}}},
+                    "requestState": "s1"})
+            } else {
+                json!({ "content": [{ "type": "text", "text": params }] })
+            };
             engine
                 .respond(call, &serde_json::to_vec(&result).expect("json"))
                 .expect("answered");
@@ -143,6 +161,8 @@ async fn serve(engine: &mut ServerEngine, mut io: End<'_>, seen: &mut Vec<String
 /// What one call gave.
 #[derive(Debug, Default)]
 struct Outcome {
+    /// What the server asked, at each `InputRequired`.
+    inputs: Vec<Value>,
     response: Option<Value>,
     /// The code, `grpc-status`, transport failure, refused, retried and
     /// the JSON-RPC error response.
@@ -153,13 +173,31 @@ type McpClient<'s> =
     Client<'s, SlabStore<8192, 4>, 2, 4096, 16384, InlineStorage<16384>, 2048, Staged<'s, End<'s>>>;
 
 async fn run_call(client: &mut McpClient<'_>, body: &Value) -> Result<Outcome, ClientError> {
+    run_call_with(client, body, CallOptions::default(), &[]).await
+}
+
+/// A call with `options`, each of its `InputRequired` answered with the
+/// next of `answers`.
+async fn run_call_with(
+    client: &mut McpClient<'_>,
+    body: &Value,
+    options: CallOptions,
+    answers: &[Value],
+) -> Result<Outcome, ClientError> {
     let body = serde_json::to_vec(body).expect("json");
     let mut out = vec![0u8; 8192];
-    let mut call = client.call(&body, None).await?;
+    let mut call = client.call_with(&body, options).await?;
     let mut seen = Outcome::default();
     loop {
         match call.next(&mut out).await? {
             Step::Notification(_) => {}
+            Step::InputRequired(requests) => {
+                seen.inputs
+                    .push(serde_json::from_slice(requests).expect("json"));
+                let answer = &answers[seen.inputs.len() - 1];
+                call.answer_input(&serde_json::to_vec(answer).expect("json"))
+                    .await?;
+            }
             Step::Response(j) => seen.response = Some(serde_json::from_slice(j).expect("json")),
             Step::Failed {
                 code,
@@ -275,4 +313,38 @@ fn a_call_refused_twice_fails_as_refused() {
     assert!(seen[0].contains("yes"));
     let next = next.expect("the next call ran");
     assert_eq!(next.response.expect("a response")["id"], 52);
+}
+
+/// A call that answers input gets what the server asks; its answer goes in
+/// the next round's request (a new id, `inputResponses`, the
+/// `requestState` echoed), whose result ends the call. Without
+/// `answers_input` the `input_required` result is the response.
+#[test]
+fn a_server_that_asks_for_input_gets_the_answer_in_the_next_round() {
+    let ((asked, plain), _, seen) = with_server(0, async |client| {
+        let call = request(json!(60), "tools/call", json!({ "name": "ask" }));
+        let answers = [json!({ "ok": { "action": "accept" } })];
+        let asked = run_call_with(client, &call, CallOptions::answering_input(), &answers).await;
+        let plain = run_call(client, &call).await;
+        (asked, plain)
+    });
+    let asked = asked.expect("the call ran");
+    assert_eq!(asked.inputs.len(), 1, "{asked:?}");
+    assert_eq!(asked.inputs[0]["ok"]["params"]["message"], "Proceed?");
+    let r = asked.response.expect("a response");
+    assert_eq!(r["id"], "60#1", "{r}");
+    let text = r["result"]["content"][0]["text"].as_str().expect("text");
+    let params: Value = serde_json::from_str(text).expect("json");
+    assert_eq!(
+        params["inputResponses"],
+        json!({ "ok": { "action": "accept" } })
+    );
+    assert_eq!(params["requestState"], "s1");
+    assert_eq!(seen.len(), 3, "{seen:?}");
+    let plain = plain.expect("the call ran");
+    assert!(plain.inputs.is_empty());
+    assert_eq!(
+        plain.response.expect("a response")["result"]["resultType"],
+        "input_required"
+    );
 }

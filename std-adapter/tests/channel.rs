@@ -1046,6 +1046,91 @@ mod scripted {
         assert_eq!(requests[1].1["params"]["cursor"], "page-2");
     }
 
+    /// A page whose `nextCursor` is not a string (nor null) is no page of
+    /// a list: the walk fails saying so, after the pages it read, instead
+    /// of taking it for the last page.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_list_whose_next_cursor_is_not_a_cursor_fails() {
+        fn numbered(request: &Value) -> Vec<Value> {
+            let page = request["params"]["cursor"].as_str().unwrap_or("");
+            let next = if page.is_empty() {
+                json!("p2")
+            } else {
+                json!(3)
+            };
+            vec![json!({"jsonrpc": "2.0", "id": request["id"], "result": {
+                "resources": [{"uri": "file:///a", "name": "a"}], "nextCursor": next}})]
+        }
+        let s = server(0, numbered).await;
+        let client = Client::grpc(grpc::Config::new(s.addr.to_string()))
+            .await
+            .unwrap();
+        let e = client.list_resources().await.unwrap_err();
+        assert_eq!(
+            e.message,
+            "resources/list: the list result's nextCursor is neither a string nor null"
+        );
+        assert_eq!(s.requests.lock().unwrap().len(), 2);
+    }
+
+    /// Over gRPC the rounds of a tool that asks for input are the core
+    /// engine's: each round's request has a new id (the first's with `#1`,
+    /// `#2`...), the answers in `inputResponses`, the result's
+    /// `requestState` and the declared capabilities; a server that never
+    /// stops asking fails the call after the engine's round limit.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_tool_that_never_stops_asking_fails_after_the_round_limit() {
+        fn asking(request: &Value) -> Vec<Value> {
+            let round = request["params"]["requestState"]
+                .as_str()
+                .and_then(|s| s.strip_prefix('r'))
+                .map_or(0, |n| n.parse::<u32>().unwrap());
+            vec![json!({"jsonrpc": "2.0", "id": request["id"], "result": {
+                "resultType": "input_required",
+                "inputRequests": {"q": {"method": "roots/list"}},
+                "requestState": format!("r{}", round + 1)}})]
+        }
+        let s = server(0, asking).await;
+        let client = Client::grpc(grpc::Config::new(s.addr.to_string()))
+            .await
+            .unwrap();
+        let mut asked = 0;
+        let e = client
+            .call_tool_with_input("nag", json!({}), json!({"roots": {}}), |requests| {
+                assert_eq!(requests["q"]["method"], "roots/list");
+                asked += 1;
+                Ok(json!({"q": {"roots": []}}).as_object().unwrap().clone())
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(asked, mcpwire_tokio::client::MAX_INPUT_ROUNDS);
+        let rpc = e.rpc.as_ref().expect("a JSON-RPC error");
+        assert_eq!(rpc.code, -32603);
+        assert_eq!(
+            rpc.message,
+            "the server still asks for input after 16 rounds"
+        );
+        let requests = s.requests.lock().unwrap();
+        assert_eq!(requests.len(), 17);
+        let first = requests[0].1["id"].to_string();
+        for (round, (_, request)) in requests.iter().enumerate() {
+            let params = &request["params"];
+            assert_eq!(
+                params["_meta"]["io.modelcontextprotocol/clientCapabilities"],
+                json!({"roots": {}})
+            );
+            if round == 0 {
+                assert!(params.get("inputResponses").is_none(), "{request}");
+                assert!(params.get("requestState").is_none(), "{request}");
+                continue;
+            }
+            assert_eq!(request["id"], format!("{first}#{round}"), "{request}");
+            assert_eq!(params["inputResponses"], json!({"q": {"roots": []}}));
+            assert_eq!(params["requestState"], format!("r{round}"));
+            assert_eq!(params["name"], "nag");
+        }
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn call_tool_returns_content_and_structured_content() {
         let s = server(0, mcp_server).await;

@@ -12,6 +12,7 @@ use mcpwire_core::mcp::auth::Decision;
 use mcpwire_core::mcp::client::{
     CallId, CallOptions, ClientEngine, ClientEvent, Diagnostics, LinkId, Negotiated, StartError,
 };
+use mcpwire_core::mcp::meta::ParamsIndex;
 use mcpwire_core::mcp::server::{RequestKind, SendError, ServerEngine, ServerEvent};
 use mcpwire_core::time::Instant;
 use mcpwire_sim::Pipe;
@@ -32,6 +33,9 @@ pub struct Seen {
     pub www_authenticate: Option<String>,
     /// What the engine reported of the exchange with its outcome.
     pub diagnostics: Option<Diagnostics>,
+    /// At each `InputRequired`: what the server asks (`input_requests`)
+    /// and the whole result (`result`).
+    pub inputs: Vec<(String, String)>,
     pub ended: bool,
 }
 
@@ -61,6 +65,65 @@ pub trait Served: Endpoint {
     fn requests(&self) -> Vec<String> {
         Vec::new()
     }
+    /// The `tools/call` requests of the multi round-trip tools (`ask`,
+    /// `nag`) the server saw: `tool id=<id> state=<requestState>
+    /// responses=<inputResponses> caps=<clientCapabilities>` (`-` for a
+    /// member left out).
+    fn rounds(&self) -> Vec<String> {
+        Vec::new()
+    }
+}
+
+/// The result of the multi round-trip tools of the test server, for a
+/// request with `state` (`params.requestState`, raw) and `responses`
+/// (`params.inputResponses`, raw): `ask` asks for a name, then whether to
+/// greet it (the name travels in its `requestState`), then greets; `nag`
+/// asks for the roots for ever, with a `requestState` every other round
+/// (when the request had none).
+pub fn rounds_result(tool: &str, state: Option<&[u8]>, responses: Option<&[u8]>) -> String {
+    let state: Option<String> = state.map(|s| serde_json::from_slice(s).unwrap());
+    let responses: serde_json::Value = responses
+        .map(|r| serde_json::from_slice(r).unwrap())
+        .unwrap_or_default();
+    let asks = |requests: serde_json::Value, state: Option<&str>| {
+        let mut r = serde_json::json!({"resultType": "input_required", "inputRequests": requests});
+        if let Some(state) = state {
+            r["requestState"] = state.into();
+        }
+        r.to_string()
+    };
+    match (tool, state.as_deref()) {
+        ("ask", None) => asks(
+            serde_json::json!({"name": {"method": "elicitation/create", "params": {
+                "mode": "form", "message": "Your name?",
+                "requestedSchema": {"type": "object",
+                    "properties": {"name": {"type": "string"}}}}}}),
+            Some("s1"),
+        ),
+        ("ask", Some("s1")) => {
+            let name = responses["name"]["content"]["name"].as_str().unwrap_or("?");
+            asks(
+                serde_json::json!({"confirm": {"method": "elicitation/create", "params": {
+                    "mode": "form", "message": format!("Greet {name}?"),
+                    "requestedSchema": {"type": "object"}}}}),
+                Some(&format!("s2:{name}")),
+            )
+        }
+        ("ask", Some(state)) => {
+            let name = state.strip_prefix("s2:").unwrap_or("?");
+            let text = match responses["confirm"]["action"].as_str() {
+                Some("accept") => format!("hello {name}"),
+                _ => "no greeting".to_owned(),
+            };
+            serde_json::json!({"resultType": "complete",
+                "content": [{"type": "text", "text": text}]})
+            .to_string()
+        }
+        (_, state) => asks(
+            serde_json::json!({"again": {"method": "roots/list"}}),
+            state.is_none().then_some("nag"),
+        ),
+    }
 }
 
 /// A server engine with a small application: `echo` answers its `text`
@@ -76,6 +139,8 @@ pub struct Server<E> {
     pub cancelled: Vec<mcpwire_core::mcp::server::CallId>,
     /// `method` or `method name` of every request handed to the application.
     pub requests: Vec<String>,
+    /// The requests of the multi round-trip tools ([`Served::rounds`]).
+    pub rounds: Vec<String>,
     /// Results owed once the progress before them is out.
     owed: Vec<(mcpwire_core::mcp::server::CallId, String)>,
 }
@@ -88,6 +153,7 @@ impl<E> Server<E> {
             token: None,
             cancelled: Vec::new(),
             requests: Vec::new(),
+            rounds: Vec::new(),
             owed: Vec::new(),
         }
     }
@@ -191,6 +257,26 @@ impl<E: ServerLink> Served for Server<E> {
                 format!("{} {name}", request.method())
             };
             self.requests.push(seen);
+            if matches!(name, "ask" | "nag") {
+                let at = |span| ParamsIndex::get(request.params, span);
+                let (state, responses) = (
+                    at(&request.index.request_state),
+                    at(&request.index.input_responses),
+                );
+                let s = |raw: Option<&[u8]>| {
+                    raw.map_or("-".to_owned(), |r| String::from_utf8_lossy(r).into_owned())
+                };
+                self.rounds.push(format!(
+                    "{name} id={} state={} responses={} caps={}",
+                    s(Some(request.id)),
+                    s(state),
+                    s(responses),
+                    s(Some(request.meta.client_capabilities)),
+                ));
+                let result = rounds_result(name, state, responses);
+                let _ = self.engine.respond(call, result.as_bytes());
+                continue;
+            }
             let token = request.progress_token().map(<[u8]>::to_vec);
             let Some(text) = text else {
                 self.held.push(call);
@@ -220,6 +306,9 @@ impl<E: ServerLink> Served for Server<E> {
     }
     fn requests(&self) -> Vec<String> {
         self.requests.clone()
+    }
+    fn rounds(&self) -> Vec<String> {
+        self.rounds.clone()
     }
     fn go_away(&mut self) {
         self.engine.link_go_away();
@@ -364,6 +453,15 @@ impl<E: ClientEngine> Net<E> {
                     seen.failed = Some(failed);
                     seen.www_authenticate = auth;
                     seen.diagnostics = diagnostics;
+                }
+                ClientEvent::InputRequired { call } => {
+                    let requests = s(self.client.input_requests(call).unwrap_or_default());
+                    let result = s(self.client.result(call).unwrap_or_default());
+                    self.seen
+                        .entry(call)
+                        .or_default()
+                        .inputs
+                        .push((requests, result));
                 }
                 ClientEvent::Ended { call } => self.seen.entry(call).or_default().ended = true,
                 ClientEvent::Warning { call, reason } => {

@@ -19,7 +19,10 @@ use mcpwire_core::mcp::registry::{ForwardedSchema, ForwardedTools};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
-use crate::client::{MAX_LIST_PAGES, StreamMessage};
+#[cfg(doc)]
+use crate::client::MAX_LIST_PAGES;
+use crate::client::StreamMessage;
+use crate::client::typed::PageWalk;
 use crate::{CallError, Client};
 
 /// One tool as learnt.
@@ -99,24 +102,16 @@ impl LearntTools {
     }
 
     /// Reads every page of the server's `tools/list` and learns it whole;
-    /// the tools it names. A list of more than [`MAX_LIST_PAGES`] pages is
-    /// an error, its pages read learnt as pages.
+    /// the tools it names. A list of more than
+    /// [`MAX_LIST_PAGES`](crate::client::MAX_LIST_PAGES) pages (or
+    /// one whose `nextCursor` is not a cursor) is an error, its pages read
+    /// learnt as pages.
     pub async fn read(&self, client: &Client) -> Result<usize, CallError> {
         let mut tools = Vec::new();
-        let mut cursor: Option<Value> = None;
-        for page in 0.. {
-            if page == MAX_LIST_PAGES {
-                self.learn_page(&tools);
-                return Err(CallError::new(
-                    mcpwire_core::grpc::Code::Internal,
-                    format!("the server's tools/list has more than {MAX_LIST_PAGES} pages"),
-                ));
-            }
-            let mut params = json!({"_meta": meta()});
-            if let Some(c) = cursor.take() {
-                params["cursor"] = c;
-            }
-            let answer = client.request("tools/list", params).await?;
+        let mut walk = PageWalk::default();
+        let mut params = json!({"_meta": meta()});
+        loop {
+            let answer = client.request("tools/list", params.clone()).await?;
             let mut result = crate::client::typed::result_of(answer)?;
             match result.get_mut("tools").map(Value::take) {
                 Some(Value::Array(page)) => tools.extend(page),
@@ -127,9 +122,14 @@ impl LearntTools {
                     ));
                 }
             }
-            match result.get_mut("nextCursor").map(Value::take) {
-                Some(c @ Value::String(_)) => cursor = Some(c),
-                _ => break,
+            match walk.next("the server's tools/list", &params, &result) {
+                Ok(Some(next)) => params = next,
+                Ok(None) => break,
+                Err(e) => {
+                    // What was read is learnt as pages.
+                    self.learn_page(&tools);
+                    return Err(e);
+                }
             }
         }
         self.learn_list(&tools);

@@ -1,15 +1,19 @@
-//! `mcpwire serve`: the demo application (or, with `--fixtures
-//! conformance`, the conformance suite's fixture set) over the gRPC tunnel
-//! binding, the typed gRPC service `model_context_protocol.Mcp` and
-//! Streamable HTTP on one port, or with `--stdio` over stdin and stdout (MCP §6: stdout carries
-//! MCP messages only; this program writes its own words to stderr);
-//! `mcpwire call`: discovers, lists and calls tools of a tunnel server, a
-//! Streamable HTTP endpoint or a stdio child; `mcpwire conformance-client`:
-//! the driver of the conformance suite's client scenarios.
+//! The `mcpwire` command line (clap): `serve` (this file) the demo
+//! application, or with `--fixtures conformance` the conformance suite's
+//! fixture set, over the gRPC tunnel binding, the typed gRPC service
+//! `model_context_protocol.Mcp` and Streamable HTTP on one port, or with
+//! `--stdio` over stdin and stdout (MCP §6: stdout carries MCP messages
+//! only; this program writes its own words to stderr); `call` one
+//! request to any server; `bridge` a host side joined to a server side;
+//! `conformance-client` the driver of the conformance suite's client
+//! scenarios. A usage error exits 2, a failure 1.
 
+use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use clap::{Parser, Subcommand, ValueEnum};
 use mcpwire_tokio::{App, Server, StateSeal};
 
 #[path = "mcpwire/bridge.rs"]
@@ -27,125 +31,85 @@ mod demo;
 /// (HMAC-SHA256; its bytes as they are). Unset: a random key per process.
 const STATE_KEY_VAR: &str = "MCPWIRE_STATE_KEY";
 
-const USAGE: &str = "usage: mcpwire serve [--listen ADDR]   (default 127.0.0.1:50051)
-         [--token TOKEN]... [--token-file FILE]   require one of these bearer tokens
-         [--tls-cert PEM --tls-key PEM]          serve TLS only (ALPN h2 or http/1.1)
-         [--http-path PATH]   the Streamable HTTP endpoint (default /mcp), on the same port as gRPC
-         [--allow-host NAME]...   Host (:authority)/Origin names accepted besides loopback (* for any)
-           (both over HTTP/1.1 and HTTP/2 alike)
-         [--tick-ms N]   the demo's listen source announces tools/list_changed every N ms (default 5000)
-         [--fixtures demo|conformance]   what is served: the demo (default), or every tool,
-           resource and prompt the official MCP conformance suite calls by name (its
-           requestState is sealed with the key in MCPWIRE_STATE_KEY, random when unset)
-  --token-file: one token a line, optionally followed by a principal name
-  (blank lines and lines starting with # are skipped); prefer it to
-  --token, which other users can see in the process list.
-       mcpwire serve --stdio [--tick-ms N] [--fixtures F]   the app on stdin and stdout, one JSON-RPC
-         message a line (MCP stdio); exits 0 at the end of stdin
-       mcpwire call [--server ADDR] [--tls | --tls-ca PEM] [--tls-server-name NAME] discover | list | tool NAME [JSON-ARGS] [--progress] [--timeout-ms N]
-         (MCPWIRE_TOKEN, if set, is sent as a bearer token)
-       mcpwire call --stdio [-v] [--era probe|modern|legacy] [--pass-env NAME]... [--inherit-env] [--cwd DIR]
-         discover | list | tool NAME [JSON-ARGS] [--progress] [--timeout-ms N] -- /ABS/SERVER [ARGS...]
-         launches a stdio server (empty environment but --pass-env; MCPWIRE_TOKEN is passed to it);
-         -v prints the era, versions and fallback to stderr
-       mcpwire call http://HOST:PORT/PATH [-v] discover | list | tool NAME [JSON-ARGS] [--progress] [--timeout-ms N]
-         a modern Streamable HTTP endpoint (MCPWIRE_TOKEN, if set, is sent as a bearer token);
-         -v prints the era, versions, URL, status and content type to stderr
-       mcpwire bridge --stdio-host --to http[s]://HOST:PORT/PATH | grpc://HOST:PORT   a stdio host reaches that server
-       mcpwire bridge --stdio-host [--pass-env NAME]... -- /ABS/SERVER [ARGS...]   ... or a stdio child
-       mcpwire bridge --listen [ADDR:]PORT (--token-file FILE | --no-auth) [--tls-cert PEM --tls-key PEM] (--to URL | -- /ABS/SERVER ...)
-         network hosts (Streamable HTTP, gRPC) reach that server; `mcpwire bridge --help` for more
-         (requests forwarded with their ids, progress and cancellation; diagnostics on stderr)
-       mcpwire conformance-client URL   the driver the MCP conformance suite runs per client scenario
-         (MCP_CONFORMANCE_SCENARIO names it, MCP_CONFORMANCE_CONTEXT carries its data)";
+/// MCP 2026-07-28 over the gRPC tunnel, the typed gRPC service,
+/// Streamable HTTP and stdio.
+#[derive(Debug, Parser)]
+#[command(name = "mcpwire", version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Serve the demo (or the conformance fixtures) over gRPC and
+    /// Streamable HTTP on one port, or over stdio
+    Serve(ServeArgs),
+    /// Send one request to a gRPC server, a Streamable HTTP endpoint, a
+    /// stdio server or a serial device; its result to stdout
+    Call(call::CallArgs),
+    /// Join a host (stdio or the network) to a server over any transport
+    /// (`mcpwire bridge --help` for its options)
+    #[command(disable_help_flag = true)]
+    Bridge {
+        #[arg(
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            value_name = "ARGS"
+        )]
+        args: Vec<String>,
+    },
+    /// The driver the MCP conformance suite runs for each client scenario
+    ConformanceClient(conformance_client::Args),
+}
 
 fn main() -> ExitCode {
-    let mut args = std::env::args().skip(1);
-    let mut listen = String::from("127.0.0.1:50051");
-    let mut listen_given = false;
-    let mut stdio = false;
-    let mut tick = Duration::from_secs(5);
-    let mut fixtures = Fixtures::Demo;
-    let mut opts = ServeOptions::default();
-    match args.next().as_deref() {
-        Some("serve") => {}
-        Some("call") => return call::main(args),
-        Some("bridge") => return bridge::main(args),
-        Some(conformance_client::NAME) => return conformance_client::main(args),
-        Some("-h" | "--help") => {
-            println!("{USAGE}");
-            return ExitCode::SUCCESS;
+    match Cli::parse().command {
+        Command::Serve(args) => serve_main(args),
+        Command::Call(args) => call::main(args),
+        Command::Bridge { mut args } => {
+            // clap takes a leading `--` as its own; to the bridge it
+            // starts the server's command.
+            if std::env::args_os().nth(2).is_some_and(|a| a == "--") {
+                args.insert(0, "--".into());
+            }
+            bridge::main(args.into_iter())
         }
-        _ => {
-            eprintln!("{USAGE}");
-            return ExitCode::from(2);
-        }
+        Command::ConformanceClient(args) => conformance_client::main(args),
     }
-    while let Some(arg) = args.next() {
-        match (arg.as_str(), arg.split_once('=')) {
-            ("--listen", _) => match args.next() {
-                Some(addr) => (listen, listen_given) = (addr, true),
-                None => {
-                    eprintln!("--listen needs an address\n{USAGE}");
-                    return ExitCode::from(2);
-                }
-            },
-            (_, Some(("--listen", addr))) => (listen, listen_given) = (addr.to_owned(), true),
-            ("--stdio", _) => stdio = true,
-            ("--fixtures", _) | (_, Some(("--fixtures", _))) => {
-                let value = match arg.split_once('=') {
-                    Some((_, v)) => Some(v.to_owned()),
-                    None => args.next(),
-                };
-                match value.as_deref() {
-                    Some("demo") => fixtures = Fixtures::Demo,
-                    Some(conformance::NAME) => fixtures = Fixtures::Conformance,
-                    _ => {
-                        eprintln!("--fixtures takes demo or conformance\n{USAGE}");
-                        return ExitCode::from(2);
-                    }
-                }
-            }
-            ("--tick-ms", _) | (_, Some(("--tick-ms", _))) => {
-                let value = match arg.split_once('=') {
-                    Some((_, v)) => Some(v.to_owned()),
-                    None => args.next(),
-                };
-                match value
-                    .and_then(|v| v.parse::<u64>().ok())
-                    .filter(|&ms| ms > 0)
-                {
-                    Some(ms) => tick = Duration::from_millis(ms),
-                    None => {
-                        eprintln!("--tick-ms needs a positive number of milliseconds\n{USAGE}");
-                        return ExitCode::from(2);
-                    }
-                }
-            }
-            ("-h" | "--help", _) => {
-                println!("{USAGE}");
-                return ExitCode::SUCCESS;
-            }
-            _ if ServeOptions::takes(&arg) => {
-                if let Err(e) = opts.take(&arg, &mut args) {
-                    eprintln!("{e}\n{USAGE}");
-                    return ExitCode::from(2);
-                }
-            }
-            _ => {
-                eprintln!("unknown argument {arg}\n{USAGE}");
-                return ExitCode::from(2);
-            }
-        }
-    }
-    if stdio && (listen_given || opts.is_set()) {
-        eprintln!("--stdio takes no --listen, token, TLS or HTTP option\n{USAGE}");
-        return ExitCode::from(2);
-    }
+}
+
+/// `mcpwire serve`.
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "The conformance fixtures seal their requestState with the key in \
+    MCPWIRE_STATE_KEY (a random key per process when unset)."
+)]
+struct ServeArgs {
+    /// The address gRPC and Streamable HTTP are served on
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:50051")]
+    listen: SocketAddr,
+    /// Serve on stdin and stdout instead: one JSON-RPC message a line (MCP
+    /// stdio); exits 0 at the end of stdin
+    #[arg(long, conflicts_with_all = ["listen", "ServeOptions"])]
+    stdio: bool,
+    #[command(flatten)]
+    options: ServeOptions,
+    /// The demo's listen source announces tools/list_changed every MS
+    /// milliseconds
+    #[arg(long = "tick-ms", value_name = "MS", default_value = "5000", value_parser = positive_ms)]
+    tick: Duration,
+    /// What is served: the demo, or every tool, resource and prompt the
+    /// official MCP conformance suite calls by name
+    #[arg(long, value_enum, value_name = "SET", default_value_t = Fixtures::Demo)]
+    fixtures: Fixtures,
+}
+
+fn serve_main(args: ServeArgs) -> ExitCode {
     // One connection over stdio: a single thread runs it and its handlers
     // (no wake-ups across threads); a network server spreads connections
     // over the cores.
-    let mut builder = if stdio {
+    let mut builder = if args.stdio {
         tokio::runtime::Builder::new_current_thread()
     } else {
         tokio::runtime::Builder::new_multi_thread()
@@ -157,7 +121,8 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let served = if stdio {
+    let (fixtures, tick) = (args.fixtures, args.tick);
+    let served = if args.stdio {
         // The runtime serves nothing else: an idle server waits for its
         // next line in one blocking read.
         let config = mcpwire_tokio::StdioConfig {
@@ -166,7 +131,7 @@ fn main() -> ExitCode {
         };
         runtime.block_on(async { fixtures.app(tick)?.serve_stdio_with(config).await })
     } else {
-        runtime.block_on(serve(&listen, opts, fixtures, tick))
+        runtime.block_on(serve(args.listen, args.options, fixtures, tick))
     };
     // Reading stdin takes a blocking thread, which may still wait for
     // input after an error: do not wait for it.
@@ -181,7 +146,7 @@ fn main() -> ExitCode {
 }
 
 /// What `serve` serves.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, ValueEnum)]
 enum Fixtures {
     Demo,
     Conformance,
@@ -205,8 +170,22 @@ impl Fixtures {
     }
 }
 
-/// The value of `--baud` (`call --serial`, `bridge --serial`): a positive
-/// line speed.
+/// A number of milliseconds (`--timeout-ms`).
+fn millis(v: &str) -> Result<Duration, String> {
+    v.parse()
+        .map(Duration::from_millis)
+        .map_err(|_| "a number of milliseconds".to_owned())
+}
+
+/// A positive number of milliseconds (`--tick-ms`).
+fn positive_ms(v: &str) -> Result<Duration, String> {
+    millis(v)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| "a positive number of milliseconds".to_owned())
+}
+
+/// The value of `--baud` (`bridge --serial`): a positive line speed.
 fn parse_baud(v: &str) -> Result<u32, String> {
     v.parse::<u32>()
         .ok()
@@ -214,39 +193,90 @@ fn parse_baud(v: &str) -> Result<u32, String> {
         .ok_or(format!("bad --baud {v}"))
 }
 
-/// The bearer tokens, TLS files and HTTP settings of `serve`.
-#[derive(Default)]
+/// A bearer token and the principal its calls run as (`token-N`, its
+/// place among the server's tokens, when none is named).
+#[derive(Debug, Clone)]
+struct Token {
+    token: String,
+    principal: Option<String>,
+}
+
+/// The value of `--token`: a token of its own.
+fn bearer(v: &str) -> Result<Token, String> {
+    if v.is_empty() {
+        return Err("a token is not empty".into());
+    }
+    Ok(Token {
+        token: v.to_owned(),
+        principal: None,
+    })
+}
+
+/// The tokens of a `--token-file`.
+#[derive(Debug, Clone)]
+struct TokenFile(Vec<Token>);
+
+/// Reads a `--token-file`: one token a line, optionally followed by a
+/// principal; blank lines and lines starting with `#` skipped.
+fn token_file(path: &str) -> Result<TokenFile, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
+    let tokens: Vec<Token> = text
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty() && !line.starts_with('#'))
+        .filter_map(|line| {
+            let mut words = line.split_whitespace();
+            Some(Token {
+                token: words.next()?.to_owned(),
+                principal: words.next().map(str::to_owned),
+            })
+        })
+        .collect();
+    if tokens.is_empty() {
+        return Err("no token in it".into());
+    }
+    Ok(TokenFile(tokens))
+}
+
+/// The value of `--http-path`.
+fn http_path(v: &str) -> Result<String, String> {
+    if !v.starts_with('/') {
+        return Err("a path starts with /".into());
+    }
+    Ok(v.to_owned())
+}
+
+/// The bearer tokens, TLS files and HTTP settings of a network server
+/// (`serve`, and the bridge's `--listen`).
+#[derive(Debug, Default, clap::Args)]
 struct ServeOptions {
-    /// (token, principal); principals of `--token` are `token-1`, ...
-    tokens: Vec<(String, String)>,
-    tls_cert: Option<String>,
-    tls_key: Option<String>,
-    /// `--allow-host`: names besides loopback; `*` for any.
+    /// Require this bearer token (repeatable); other users see it in the
+    /// process list: prefer --token-file
+    #[arg(long = "token", value_name = "TOKEN", value_parser = bearer)]
+    tokens: Vec<Token>,
+    /// Require one of the tokens of FILE: one a line, optionally followed
+    /// by a principal name (blank lines and lines starting with # skipped)
+    #[arg(long = "token-file", value_name = "FILE", value_parser = token_file)]
+    token_files: Vec<TokenFile>,
+    /// Serve TLS only (ALPN h2 or http/1.1): the certificate chain
+    #[arg(long, value_name = "PEM", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert
+    #[arg(long, value_name = "PEM", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// A Host (:authority) and Origin name accepted besides loopback
+    /// (repeatable; * for any), over HTTP/1.1 and HTTP/2 alike
+    #[arg(long = "allow-host", value_name = "NAME")]
     allowed_hosts: Vec<String>,
+    /// The Streamable HTTP endpoint, on the port of the gRPC services
+    #[arg(long, value_name = "PATH", value_parser = http_path, default_value = "/mcp")]
     http_path: Option<String>,
     /// How long a request may run (the server's default when `None`).
+    #[arg(skip)]
     request_timeout: Option<Duration>,
 }
 
 impl ServeOptions {
-    const FLAGS: [&str; 6] = [
-        "--token",
-        "--token-file",
-        "--tls-cert",
-        "--tls-key",
-        "--allow-host",
-        "--http-path",
-    ];
-
-    /// Whether a network-only option was given.
-    fn is_set(&self) -> bool {
-        !self.tokens.is_empty()
-            || self.tls_cert.is_some()
-            || self.tls_key.is_some()
-            || !self.allowed_hosts.is_empty()
-            || self.http_path.is_some()
-    }
-
     /// The server settings these options name.
     fn config(&self) -> mcpwire_tokio::ServerConfig {
         use mcpwire_tokio::AllowedHosts;
@@ -266,55 +296,56 @@ impl ServeOptions {
         }
     }
 
+    /// Every token with its principal.
+    fn bearer_tokens(&self) -> Vec<(String, String)> {
+        let files = self.token_files.iter().flat_map(|f| &f.0);
+        let tokens = self.tokens.iter().chain(files).enumerate();
+        tokens
+            .map(|(i, t)| {
+                let principal = t.principal.clone();
+                let principal = principal.unwrap_or_else(|| format!("token-{}", i + 1));
+                (t.token.clone(), principal)
+            })
+            .collect()
+    }
+}
+
+/// The bridge's words for these options, until it parses them with clap
+/// too.
+impl ServeOptions {
+    const FLAGS: [&str; 6] = [
+        "--token",
+        "--token-file",
+        "--tls-cert",
+        "--tls-key",
+        "--allow-host",
+        "--http-path",
+    ];
+
     fn takes(arg: &str) -> bool {
         Self::FLAGS.contains(&arg.split_once('=').map_or(arg, |(flag, _)| flag))
+    }
+
+    /// Whether a network-only option was given.
+    fn is_set(&self) -> bool {
+        let tls = self.tls_cert.is_some() || self.tls_key.is_some();
+        !self.tokens.is_empty() || tls || !self.allowed_hosts.is_empty() || self.http_path.is_some()
     }
 
     /// Takes `arg` (`--flag VALUE` or `--flag=VALUE`).
     fn take(&mut self, arg: &str, args: &mut impl Iterator<Item = String>) -> Result<(), String> {
         let (flag, value) = match arg.split_once('=') {
             Some((flag, value)) => (flag, value.to_owned()),
-            None => (
-                arg,
-                args.next().ok_or_else(|| format!("{arg} needs a value"))?,
-            ),
+            None => (arg, args.next().ok_or(format!("{arg} needs a value"))?),
         };
+        let bad = |e: String| format!("{flag} {value}: {e}");
         match flag {
-            "--token" => {
-                if value.is_empty() {
-                    return Err("--token needs a non-empty token".into());
-                }
-                let principal = format!("token-{}", self.tokens.len() + 1);
-                self.tokens.push((value, principal));
-            }
-            "--token-file" => {
-                let text = std::fs::read_to_string(&value)
-                    .map_err(|e| format!("--token-file {value}: {e}"))?;
-                let before = self.tokens.len();
-                for line in text.lines().map(str::trim) {
-                    if line.is_empty() || line.starts_with('#') {
-                        continue;
-                    }
-                    let mut words = line.split_whitespace();
-                    let token = words.next().unwrap_or_default().to_owned();
-                    let principal = words
-                        .next()
-                        .map_or_else(|| format!("token-{}", self.tokens.len() + 1), str::to_owned);
-                    self.tokens.push((token, principal));
-                }
-                if self.tokens.len() == before {
-                    return Err(format!("--token-file {value}: no token"));
-                }
-            }
-            "--tls-cert" => self.tls_cert = Some(value),
+            "--token" => self.tokens.push(bearer(&value).map_err(bad)?),
+            "--token-file" => self.tokens.extend(token_file(&value).map_err(bad)?.0),
+            "--tls-cert" => self.tls_cert = Some(value.into()),
+            "--tls-key" => self.tls_key = Some(value.into()),
             "--allow-host" => self.allowed_hosts.push(value),
-            "--http-path" => {
-                if !value.starts_with('/') {
-                    return Err(format!("--http-path {value}: a path starts with /"));
-                }
-                self.http_path = Some(value);
-            }
-            _ => self.tls_key = Some(value),
+            _ => self.http_path = Some(http_path(&value).map_err(bad)?),
         }
         Ok(())
     }
@@ -322,7 +353,10 @@ impl ServeOptions {
 
 /// The server the options name, bound to `listen`, and a sentence of
 /// what it serves (address, path, TLS, how many tokens; never a token).
-async fn bind(listen: &str, opts: ServeOptions) -> std::io::Result<(Server, String)> {
+async fn bind(
+    listen: impl tokio::net::ToSocketAddrs,
+    opts: ServeOptions,
+) -> std::io::Result<(Server, String)> {
     use std::io::{Error, ErrorKind};
     let mut server = match (&opts.tls_cert, &opts.tls_key) {
         (None, None) => Server::bind(listen).await?,
@@ -349,9 +383,10 @@ async fn bind(listen: &str, opts: ServeOptions) -> std::io::Result<(Server, Stri
     let config = opts.config();
     let path = config.http_path.clone();
     server = server.with_config(config);
-    let tokens = opts.tokens.len();
-    if tokens > 0 {
-        server = server.with_auth(mcpwire_tokio::BearerTokens::new(opts.tokens));
+    let tokens = opts.bearer_tokens();
+    let count = tokens.len();
+    if count > 0 {
+        server = server.with_auth(mcpwire_tokio::BearerTokens::new(tokens));
     }
     // The tokens themselves are never printed.
     let sentence = format!(
@@ -362,8 +397,8 @@ async fn bind(listen: &str, opts: ServeOptions) -> std::io::Result<(Server, Stri
         } else {
             "cleartext HTTP/2 and HTTP/1.1"
         },
-        if tokens > 0 {
-            format!("{tokens} bearer token(s)")
+        if count > 0 {
+            format!("{count} bearer token(s)")
         } else {
             "no authentication".to_owned()
         },
@@ -372,7 +407,7 @@ async fn bind(listen: &str, opts: ServeOptions) -> std::io::Result<(Server, Stri
 }
 
 async fn serve(
-    listen: &str,
+    listen: SocketAddr,
     opts: ServeOptions,
     fixtures: Fixtures,
     tick: Duration,

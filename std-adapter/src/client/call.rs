@@ -8,6 +8,11 @@
 //! [`Diagnostics::retry_elsewhere`](mcpwire_core::mcp::client::Diagnostics::retry_elsewhere))
 //! is handed to the engine once more: it goes on the engine's next
 //! connection.
+//!
+//! A call started with `answers_input` ([`EngineCall::next_event`]) also
+//! gives the server's requests for input ([`Event::InputRequired`]); its
+//! answers go back with [`EngineCall::answer_input`], and the engine sends
+//! the next round (the core's loop).
 
 use std::sync::Arc;
 
@@ -20,6 +25,14 @@ use tokio::sync::oneshot;
 use super::dispatch::{CallMsg, Command, Handle, Refusal};
 use super::error::{CallError, RawMessage, RawResponse, StreamMessage};
 use super::mailbox;
+
+/// The next thing a call gives.
+#[derive(Debug)]
+pub(crate) enum Event {
+    Message(RawMessage),
+    /// The server asks for input: the `inputRequests` (JSON text).
+    InputRequired(Vec<u8>),
+}
 
 /// The running attempt of a call: its key on the engine's task.
 #[derive(Debug)]
@@ -167,6 +180,51 @@ impl EngineCall {
     }
 
     async fn next_inner(&mut self) -> Result<Option<RawMessage>, CallError> {
+        match self.next_event_inner().await? {
+            Some(Event::Message(m)) => Ok(Some(m)),
+            Some(Event::InputRequired(_)) => {
+                self.cancel();
+                Err(CallError::new(
+                    Code::Internal,
+                    "the server asks for input, and this call answers none",
+                ))
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// [`EngineCall::next_raw`], and the server's requests for input of a
+    /// call started with `answers_input`.
+    pub(crate) async fn next_event(&mut self) -> Result<Option<Event>, CallError> {
+        let r = self.next_event_inner().await;
+        if r.is_err() {
+            self.finished = true;
+        }
+        r
+    }
+
+    /// Answers the call's [`Event::InputRequired`] with `responses` (a
+    /// JSON object keyed as the requests): the engine sends its next round.
+    pub(crate) async fn answer_input(&mut self, responses: Vec<u8>) -> Result<(), CallError> {
+        let Some(attempt) = self.attempt.as_ref().filter(|a| !a.done) else {
+            return Err(CallError::new(Code::Internal, "the call is over"));
+        };
+        let (reply, answered) = oneshot::channel();
+        let sent = self.handle.send(Command::AnswerInput {
+            key: attempt.key,
+            responses,
+            reply,
+        });
+        if !sent {
+            return Err(CallError::new(Code::Unavailable, "the client is closed"));
+        }
+        answered
+            .await
+            .unwrap_or(Err(Refusal::Gone))
+            .map_err(refusal_error)
+    }
+
+    async fn next_event_inner(&mut self) -> Result<Option<Event>, CallError> {
         loop {
             if self.finished {
                 return Ok(None);
@@ -191,14 +249,17 @@ impl EngineCall {
             match msg {
                 CallMsg::Notification(json) => {
                     self.check_size(&json)?;
-                    return Ok(Some(RawMessage::Notification(json)));
+                    return Ok(Some(Event::Message(RawMessage::Notification(json))));
+                }
+                CallMsg::InputRequired(requests) => {
+                    return Ok(Some(Event::InputRequired(requests)));
                 }
                 CallMsg::Response(json, result) => {
                     attempt.done = true;
                     self.check_size(&json)?;
                     self.finished = true;
-                    return Ok(Some(RawMessage::Response(RawResponse::located(
-                        json, result,
+                    return Ok(Some(Event::Message(RawMessage::Response(
+                        RawResponse::located(json, result),
                     ))));
                 }
                 CallMsg::Diagnostics(d) => self.diagnostics = Some((d, None)),
@@ -214,8 +275,8 @@ impl EngineCall {
                         // The server's JSON-RPC error: the response.
                         self.check_size(&response)?;
                         self.finished = true;
-                        return Ok(Some(RawMessage::Response(RawResponse::located(
-                            response, None,
+                        return Ok(Some(Event::Message(RawMessage::Response(
+                            RawResponse::located(response, None),
                         ))));
                     }
                     if diagnostics.retry_elsewhere() && !self.resent {

@@ -11,12 +11,12 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::typed::{
-    array, call_tool_result, named_params, progress, prompt, required, resource, result_of, string,
-    tool,
+    PageWalk, array, call_tool_result, named_params, progress, prompt, required, resource,
+    result_of, string, tool,
 };
 use super::{
-    CallError, CallToolResult, GetPromptResult, MAX_LIST_PAGES, Progress, Prompt, Resource,
-    ResourceContents, StreamMessage, Tool,
+    CallError, CallToolResult, GetPromptResult, Progress, Prompt, Resource, ResourceContents,
+    StreamMessage, Tool,
 };
 
 /// A transport as the typed helpers use it.
@@ -170,23 +170,16 @@ pub(crate) async fn list_all<C: Calls + Sync>(
     key: &str,
 ) -> Result<Vec<Value>, CallError> {
     let mut items = Vec::new();
-    let mut cursor: Option<String> = None;
-    for _ in 0..MAX_LIST_PAGES {
-        let params = match cursor.take() {
-            Some(c) => json!({"cursor": c}),
-            None => json!({}),
-        };
-        let result = result_of(c.request(method, params).await?)?;
+    let mut walk = PageWalk::default();
+    let mut params = json!({});
+    loop {
+        let result = result_of(c.request(method, params.clone()).await?)?;
         items.extend(array(&result, key)?.iter().cloned());
-        match result.get("nextCursor") {
-            Some(Value::String(c)) => cursor = Some(c.clone()),
-            _ => return Ok(items),
+        match walk.next(method, &params, &result)? {
+            Some(next) => params = next,
+            None => return Ok(items),
         }
     }
-    Err(CallError::new(
-        Code::Internal,
-        format!("{method}: more than {MAX_LIST_PAGES} pages"),
-    ))
 }
 
 /// The public typed methods of a transport `$ty` (whose calls are `$call`),

@@ -70,6 +70,13 @@ pub(crate) enum Command {
     },
     /// Stop the call, or drop it if it waits.
     Cancel { key: u64 },
+    /// Answer the call's input requests (after its
+    /// [`CallMsg::InputRequired`]): the engine sends its next round.
+    AnswerInput {
+        key: u64,
+        responses: Vec<u8>,
+        reply: oneshot::Sender<Result<(), Refusal>>,
+    },
     /// The engine's learned input schema of a tool (raw JSON string of
     /// its name).
     CachedSchema {
@@ -123,6 +130,9 @@ pub(crate) enum Refusal {
 #[derive(Debug)]
 pub(crate) enum CallMsg {
     Notification(Vec<u8>),
+    /// The server asks for input: its `inputRequests` (a call started with
+    /// `answers_input`); the call waits for [`Command::AnswerInput`].
+    InputRequired(Vec<u8>),
     /// The response, with a `result` (where it lies in the text, as the
     /// engine found it).
     Response(Vec<u8>, Option<Range<usize>>),
@@ -460,6 +470,26 @@ impl<E: ClientEngine, C: Connector> Dispatcher<E, C> {
                     self.waiting.retain(|w| w.key != key);
                 }
             }
+            Command::AnswerInput {
+                key,
+                responses,
+                reply,
+            } => {
+                let answered = match self.keys.get(&key) {
+                    Some(&call) => self
+                        .engine
+                        .answer_input(call, &responses, now())
+                        .map_err(|e| match e {
+                            StartError::Invalid(e) => Refusal::Invalid {
+                                code: e.code,
+                                message: e.message,
+                            },
+                            _ => Refusal::Gone,
+                        }),
+                    None => Err(Refusal::Gone),
+                };
+                let _ = reply.send(answered);
+            }
             Command::CachedSchema { tool, reply } => {
                 let _ = reply.send(self.engine.cached_schema(&tool).map(<[u8]>::to_vec));
             }
@@ -629,6 +659,10 @@ impl<E: ClientEngine, C: Connector> Dispatcher<E, C> {
                 ClientEvent::ConnectionClosed { .. } => {
                     self.tell_ready(|| Err(Refusal::Gone));
                     continue;
+                }
+                ClientEvent::InputRequired { call } => {
+                    let requests = engine.input_requests(call).unwrap_or_default();
+                    (call, CallMsg::InputRequired(requests.to_vec()))
                 }
             };
             if matches!(msg, CallMsg::Ended) {

@@ -36,6 +36,7 @@ pub mod grpc;
 pub mod http;
 mod link;
 mod mailbox;
+mod rounds;
 pub mod stdio;
 pub(crate) mod typed;
 
@@ -63,14 +64,15 @@ pub use error::{CallDiagnostics, CallError, RawMessage, RawResponse, StreamMessa
 use error::{complete_id, complete_request};
 pub use http::HttpFacts;
 pub use stdio::Stopped;
+use typed::named_params;
 pub use typed::{
     CallToolResult, GetPromptResult, JsonRpcError, MAX_LIST_PAGES, Progress, Prompt,
     PromptArgument, Resource, ResourceContents, Tool,
 };
-use typed::{call_tool_result, named_params, result_of};
 
-/// Rounds of a multi round-trip call before giving up.
-pub const MAX_INPUT_ROUNDS: usize = 16;
+/// Rounds of a multi round-trip call before giving up (the core engines'
+/// limit).
+pub const MAX_INPUT_ROUNDS: usize = mcpwire_core::mcp::client::MAX_INPUT_ROUNDS as usize;
 
 /// An MCP client over any transport. Cheap to clone: clones share the
 /// connections (or the child).
@@ -369,6 +371,9 @@ impl Client {
     /// as the requests) go back as `inputResponses` with the result's
     /// `requestState`, until the tool completes; at most
     /// [`MAX_INPUT_ROUNDS`] rounds. An error of `on_input` ends the call.
+    /// The rounds are the core engine's (one request timeout for the whole
+    /// call; each round's request has its own id, the first's with `#1`,
+    /// `#2`... appended).
     pub async fn call_tool_with_input(
         &self,
         name: &str,
@@ -378,35 +383,9 @@ impl Client {
     ) -> Result<CallToolResult, CallError> {
         let mut params = named_params(name, arguments)?;
         params["_meta"] = json!({ "io.modelcontextprotocol/clientCapabilities": capabilities });
-        for _ in 0..MAX_INPUT_ROUNDS {
-            let mut result = result_of(self.request("tools/call", params.clone()).await?)?;
-            if result.get("resultType").and_then(Value::as_str) != Some("input_required") {
-                return call_tool_result(&result);
-            }
-            let requests = match result.get_mut("inputRequests").map(Value::take) {
-                Some(Value::Object(requests)) => requests,
-                None => Map::new(),
-                Some(_) => {
-                    return Err(CallError::new(
-                        Code::Internal,
-                        "an input_required result whose inputRequests is not an object",
-                    ));
-                }
-            };
-            params["inputResponses"] = Value::Object(on_input(&requests)?);
-            match result.get_mut("requestState").map(Value::take) {
-                Some(state) => params["requestState"] = state,
-                None => {
-                    if let Some(p) = params.as_object_mut() {
-                        p.remove("requestState");
-                    }
-                }
-            }
-        }
-        Err(CallError::new(
-            Code::Internal,
-            format!("{name}: still asking for input after {MAX_INPUT_ROUNDS} rounds"),
-        ))
+        self.engine
+            .call_tool_with_input(params, &mut on_input)
+            .await
     }
 
     /// The server's `server/discover` result (a JSON-RPC error is an
@@ -493,23 +472,28 @@ impl Client {
 }
 
 impl Engine {
+    /// Completes `request` as every transport sends it (its id; the
+    /// protocol version, the client capabilities and info in `_meta`,
+    /// where the engine does not merge its own); its method.
+    fn complete(&self, request: &mut Value) -> Result<String, CallError> {
+        let Some(capabilities) = &self.capabilities else {
+            return complete_id(request, &self.next_id);
+        };
+        let (method, meta) = complete_request(request, &self.next_id, capabilities)?;
+        if let Some(info) = &self.client_info {
+            meta.entry(String::from_utf8_lossy(KEY_CLIENT_INFO))
+                .or_insert_with(|| info.clone());
+        }
+        Ok(method)
+    }
+
     /// Starts a call of `request`, completed as every transport sends it.
     async fn call(
         &self,
         mut request: Value,
         timeout: Option<Duration>,
     ) -> Result<EngineCall, CallError> {
-        let method = match &self.capabilities {
-            Some(capabilities) => {
-                let (method, meta) = complete_request(&mut request, &self.next_id, capabilities)?;
-                if let Some(info) = &self.client_info {
-                    meta.entry(String::from_utf8_lossy(KEY_CLIENT_INFO))
-                        .or_insert_with(|| info.clone());
-                }
-                method
-            }
-            None => complete_id(&mut request, &self.next_id)?,
-        };
+        let method = self.complete(&mut request)?;
         let body =
             serde_json::to_vec(&request).map_err(|e| CallError::invalid_request(&e.to_string()))?;
         let id = request.get("id").cloned().unwrap_or(Value::Null);
@@ -566,6 +550,7 @@ impl Engine {
         let options = CallOptions {
             timeout,
             binding: self.grpc.unwrap_or_default().binding(),
+            ..CallOptions::default()
         };
         EngineCall::start(
             self.handle.clone(),

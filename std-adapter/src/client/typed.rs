@@ -10,7 +10,9 @@
 //! an ordinary [`CallToolResult`].
 
 use mcpwire_core::grpc::Code;
+use mcpwire_core::mcp::client::pages::{PageError, Pages, write_page_params};
 use mcpwire_core::mcp::error::grpc_code;
+use mcpwire_core::mcp::writer::JsonWriter;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
@@ -18,8 +20,57 @@ use serde_json::{Map, Value, json};
 use super::CallError;
 
 /// Pages a list method reads at most: a server whose cursors never end
-/// fails the call instead of looping.
-pub const MAX_LIST_PAGES: usize = 1024;
+/// fails the call instead of looping (the core's limit).
+pub use mcpwire_core::mcp::client::MAX_LIST_PAGES;
+
+/// A walk over the pages of one list by the core's rule
+/// ([`Pages`]): each page's `nextCursor` read, the next page's `params`
+/// built from the first page's; the walker only gathers the items.
+#[derive(Debug, Default)]
+pub(crate) struct PageWalk {
+    pages: Pages,
+}
+
+impl PageWalk {
+    /// The `params` of the page after `result` (a page of `method`, asked
+    /// with `params`), or `None` after the last; an error for a
+    /// `nextCursor` that is not a cursor and past [`MAX_LIST_PAGES`].
+    pub(crate) fn next(
+        &mut self,
+        method: &str,
+        params: &Value,
+        result: &Value,
+    ) -> Result<Option<Value>, CallError> {
+        let next = result.get("nextCursor").map(Value::to_string);
+        let cursor = match self.pages.next_cursor(next.as_deref().map(str::as_bytes)) {
+            Ok(Some(cursor)) => cursor,
+            Ok(None) => return Ok(None),
+            Err(PageError::TooManyPages { max }) => {
+                return Err(CallError::new(
+                    Code::Internal,
+                    format!("{method}: more than {max} pages"),
+                ));
+            }
+            Err(e) => {
+                return Err(CallError::new(
+                    Code::Internal,
+                    format!("{method}: {}", e.reason()),
+                ));
+            }
+        };
+        let params = params.to_string();
+        let mut out = vec![0; params.len() + cursor.len() + 16];
+        let mut w = JsonWriter::new(&mut out);
+        write_page_params(&mut w, params.as_bytes(), cursor);
+        w.finish()
+            .ok()
+            .and_then(|text| serde_json::from_slice(text).ok())
+            .map(Some)
+            .ok_or_else(|| {
+                CallError::new(Code::Internal, format!("{method}: the next page's params"))
+            })
+    }
+}
 
 /// The JSON-RPC error a server answered a request with.
 #[derive(Debug, Clone, PartialEq)]

@@ -7,7 +7,7 @@
 //! [`write_relist`]): the tunnel's and Streamable HTTP's.
 
 use super::calls::{Mode, Slot, bytes, bytes_mut, ensure, reopen};
-use super::config::MAX_PAGES;
+use super::pages::{PageError, Pages};
 use super::request::frame_into;
 use crate::mcp::error::{HEADER_MISMATCH, RpcError};
 use crate::mcp::json;
@@ -190,7 +190,7 @@ pub(super) enum Relist<'c> {
     /// The answer is the call's: hand it out.
     Deliver,
     /// Read `tools/list` (page `page`, after `cursor`, a raw JSON string).
-    Page { page: u8, cursor: Option<&'c [u8]> },
+    Page { page: u16, cursor: Option<&'c [u8]> },
     /// The re-list is over: send the application's call once more.
     Retry,
     /// The re-list failed: the application gets this error, with its own
@@ -201,9 +201,10 @@ pub(super) enum Relist<'c> {
 /// The re-list rule (§5.5.4) on the answer `message` (a JSON-RPC response)
 /// to the request of a call in `mode`: a `tools/call` (`tool_call`) refused
 /// with -32020 reads every page of `tools/list` again (at most
-/// [`MAX_PAGES`]), learning each into `cache` (`warnings` for the tools
-/// left out), then is sent once more. `cursor` holds the next page's
-/// cursor.
+/// `max_pages`, walked by [`Pages`]), learning each into `cache`
+/// (`warnings` for the tools left out), then is sent once more. `cursor`
+/// holds the next page's cursor. A page whose `nextCursor` is not a
+/// cursor, or one past `max_pages`, fails the call.
 pub(super) fn after_answer<'c, const N: usize>(
     mode: Mode,
     tool_call: bool,
@@ -211,6 +212,7 @@ pub(super) fn after_answer<'c, const N: usize>(
     cache: &mut Cache<N>,
     warnings: &mut Warnings,
     cursor: &'c mut [u8; 256],
+    max_pages: usize,
 ) -> Relist<'c> {
     let error = json::get(message, b"error");
     let code = error
@@ -223,18 +225,32 @@ pub(super) fn after_answer<'c, const N: usize>(
         },
         Mode::Relist(page) if error.is_none() => {
             let result = json::get(message, b"result").unwrap_or(b"{}");
-            let next = json::get(result, b"nextCursor")
-                .filter(|c| json::kind(c) == Some(json::Kind::String))
-                .map(json::trim)
-                .and_then(|c| {
-                    let dst = cursor.get_mut(..c.len())?;
-                    dst.copy_from_slice(c);
-                    Some(c.len())
-                });
+            let next = Pages::resumed(usize::from(page), max_pages).next(result);
             learn(cache, result, page == 0, None, warnings);
-            match next {
-                Some(n) if page + 1 < MAX_PAGES => Relist::Page {
-                    page: page + 1,
+            let next = match next {
+                Ok(next) => next,
+                Err(PageError::BadCursor) => {
+                    return Relist::Failed(RpcError::new(
+                        HEADER_MISMATCH,
+                        "tools/list, read again after -32020: its nextCursor is neither a string nor null",
+                    ));
+                }
+                Err(PageError::TooManyPages { .. }) => {
+                    return Relist::Failed(RpcError::new(
+                        HEADER_MISMATCH,
+                        "tools/list, read again after -32020, has more pages than the client reads",
+                    ));
+                }
+            };
+            // A cursor longer than the room ends the re-list: the call goes
+            // again with what was learned.
+            let kept = next.and_then(|c| {
+                cursor.get_mut(..c.len())?.copy_from_slice(c);
+                Some(c.len())
+            });
+            match (kept, page.checked_add(1)) {
+                (Some(n), Some(page)) => Relist::Page {
+                    page,
                     cursor: cursor.get(..n),
                 },
                 _ => Relist::Retry,
@@ -282,7 +298,7 @@ pub(super) fn start_relist<S: CallStore>(
     store: &mut S,
     slot: &mut Slot<S::Buf>,
     cursor: Option<&[u8]>,
-    page: u8,
+    page: u16,
     max_message: usize,
 ) -> bool {
     let Some(a) = slot.active.as_mut() else {
@@ -327,4 +343,61 @@ pub(super) fn start_relist<S: CallStore>(
     a.frame = (at, span.1);
     a.json = span;
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn page(
+        result: &str,
+        page: u16,
+        max: usize,
+    ) -> (Option<(u16, Option<std::string::String>)>, bool) {
+        let mut cache = Cache::<512>::new();
+        let mut warnings = Warnings::new();
+        let mut cursor = [0u8; 256];
+        let message = std::format!(r#"{{"jsonrpc":"2.0","id":"r","result":{result}}}"#);
+        match after_answer(
+            Mode::Relist(page),
+            true,
+            message.as_bytes(),
+            &mut cache,
+            &mut warnings,
+            &mut cursor,
+            max,
+        ) {
+            Relist::Page { page, cursor } => (
+                Some((
+                    page,
+                    cursor.map(|c| std::string::String::from_utf8_lossy(c).into_owned()),
+                )),
+                false,
+            ),
+            Relist::Retry => (None, false),
+            Relist::Failed(_) => (None, true),
+            Relist::Deliver => panic!("a re-list page is never the call's answer"),
+        }
+    }
+
+    /// The re-list after -32020 walks the pages by the one rule: a string
+    /// cursor reads the next page, none ends the walk (the call goes
+    /// again), any other cursor or a page past the limit fails the call.
+    #[test]
+    fn the_relist_walks_pages_by_the_page_rule() {
+        assert_eq!(
+            page(r#"{"tools":[],"nextCursor":"c1"}"#, 0, 4),
+            (Some((1, Some("\"c1\"".into()))), false)
+        );
+        assert_eq!(
+            page(r#"{"tools":[],"nextCursor":null}"#, 2, 4),
+            (None, false)
+        );
+        assert_eq!(page(r#"{"tools":[]}"#, 0, 4), (None, false));
+        assert_eq!(page(r#"{"tools":[],"nextCursor":5}"#, 0, 4), (None, true));
+        assert_eq!(
+            page(r#"{"tools":[],"nextCursor":"c4"}"#, 3, 4),
+            (None, true)
+        );
+    }
 }

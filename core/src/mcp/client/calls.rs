@@ -28,7 +28,7 @@ pub(super) enum Mode {
     /// The application's request.
     Call,
     /// The client's own `tools/list` after a -32020, page `n`.
-    Relist(u8),
+    Relist(u16),
     /// The application's `tools/call`, sent once more.
     Retry,
 }
@@ -50,6 +50,9 @@ pub(super) enum Kind {
     Failed,
     /// A notification's call: nothing but `Ended`.
     Nothing,
+    /// An `input_required` result: handed out, then the call waits for
+    /// the application's answers (it does not end).
+    InputRequired,
 }
 
 /// A call's outcome: its text (in `req` or `rx`, at `at`), waiting to be
@@ -101,8 +104,13 @@ pub(super) struct Active {
     pub(super) stale: Option<StreamRef>,
     pub(super) terminal: Option<Terminal>,
     /// The server refused a stream of this call unprocessed and the call
-    /// went out again: a call is re-sent once.
+    /// went out again: a request is re-sent once.
     pub(super) resent: bool,
+    /// The application answers `input_required` results
+    /// ([`CallOptions::answers_input`](super::CallOptions::answers_input)).
+    pub(super) answers_input: bool,
+    /// `input_required` results handed out so far.
+    pub(super) rounds: u8,
 }
 
 /// A call's place in the client.
@@ -133,6 +141,18 @@ pub(super) fn release<S: CallStore>(store: &mut S, slot: &mut Slot<S::Buf>) {
     for buf in [slot.req.take(), slot.rx.take()].into_iter().flatten() {
         store.put(buf);
     }
+}
+
+/// Whether the call's outcome is an `input_required` result the
+/// application has yet to answer (its deadline runs on).
+pub(super) fn waits_for_input(a: &Active) -> bool {
+    a.terminal.is_some_and(|t| t.kind == Kind::InputRequired)
+}
+
+/// Whether the call is still running on its own: no outcome yet, or one
+/// that waits for input (its deadline counts).
+pub(super) fn running(a: &Active) -> bool {
+    a.terminal.is_none() || waits_for_input(a)
 }
 
 /// Sends the application's request again on a new stream.
@@ -276,7 +296,27 @@ pub(super) fn abort<S: CallStore>(
 
 /// Ends call `slot` with a JSON-RPC error found by this end.
 pub(super) fn fail_rpc<S: CallStore>(store: &mut S, slot: &mut Slot<S::Buf>, e: RpcError) {
-    let (in_req, at) = write_failure(store, slot, e.code, e.message.as_bytes());
+    fail_rpc_text(store, slot, e.code, e.message.as_bytes());
+}
+
+/// Fails call `slot`, whose server asks for input once more after `max`
+/// rounds, saying so (its text built here, off the path of every answer).
+#[cold]
+#[inline(never)]
+pub(super) fn fail_too_many_rounds<S: CallStore>(store: &mut S, slot: &mut Slot<S::Buf>, max: u8) {
+    let mut text = [0u8; super::input::TOO_MANY_ROOM];
+    let why = super::input::too_many_rounds(max, &mut text);
+    fail_rpc_text(store, slot, INTERNAL_ERROR, why);
+}
+
+/// [`fail_rpc`] with a message written at run time.
+pub(super) fn fail_rpc_text<S: CallStore>(
+    store: &mut S,
+    slot: &mut Slot<S::Buf>,
+    code: i32,
+    message: &[u8],
+) {
+    let (in_req, at) = write_failure(store, slot, code, message);
     let Some(a) = slot.active.as_mut() else {
         return;
     };
@@ -384,6 +424,35 @@ pub(super) fn ensure<S: CallStore>(store: &mut S, buf: &mut Option<S::Buf>, len:
         Some(b) => store.grow(b, len),
         None => store.take(len).map(|b| *buf = Some(b)).is_some(),
     }
+}
+
+/// Copies `from[range]` (a call's buffer) into `to` (another of the same
+/// store) at `at`, through the stack, a small piece at a time; `false`
+/// when the range is not in `from` or `to` is too short.
+pub(super) fn copy_across<S: CallStore>(
+    store: &mut S,
+    from: &Option<S::Buf>,
+    range: (usize, usize),
+    to: &mut Option<S::Buf>,
+    at: usize,
+) -> bool {
+    let mut chunk = [0u8; 64];
+    let mut done = 0;
+    let len = range.1.saturating_sub(range.0);
+    while done < len {
+        let n = (len - done).min(chunk.len());
+        let from_at = range.0 + done;
+        let Some(src) = bytes(store, from).get(from_at..from_at + n) else {
+            return false;
+        };
+        chunk[..n].copy_from_slice(src);
+        let Some(dst) = bytes_mut(store, to).get_mut(at + done..at + done + n) else {
+            return false;
+        };
+        dst.copy_from_slice(&chunk[..n]);
+        done += n;
+    }
+    true
 }
 
 /// Where `inner` (a subslice of `outer`) lies, shifted by `base`.

@@ -22,7 +22,8 @@
 //! until input or [`ClientEngine::poll_timeout`]. `recv` may consume less
 //! than it was given: drain the events, then feed the rest. The texts an
 //! event stands for ([`ClientEngine::message`], [`ClientEngine::failure`])
-//! are read before the next `&mut` call.
+//! are read before the next `&mut` call (so is what
+//! [`ClientEngine::input_requests`] gives: some engines keep it longer).
 
 use core::time::Duration;
 
@@ -65,6 +66,15 @@ pub struct CallOptions {
     /// that have one (see [`Binding`](super::Binding)).
     #[cfg(feature = "typed")]
     pub binding: super::Binding,
+    /// The application answers the server's requests for input (MCP
+    /// 2026-07-28 §9, for `tools/call`, `resources/read`, `prompts/get`):
+    /// a result with `resultType: "input_required"` is
+    /// [`ClientEvent::InputRequired`] and the call stays open for
+    /// [`ClientEngine::answer_input`], at most the engine's
+    /// `max_input_rounds` times. Without it (the default) such a result is
+    /// the call's `Response`, as for a proxy that hands it on to its own
+    /// client.
+    pub answers_input: bool,
 }
 
 impl CallOptions {
@@ -72,8 +82,15 @@ impl CallOptions {
     pub fn with_timeout(timeout: Duration) -> Self {
         Self {
             timeout: Some(timeout),
-            #[cfg(feature = "typed")]
-            binding: super::Binding::default(),
+            ..Self::default()
+        }
+    }
+
+    /// A call whose application answers the server's requests for input.
+    pub fn answering_input() -> Self {
+        Self {
+            answers_input: true,
+            ..Self::default()
         }
     }
 }
@@ -111,6 +128,33 @@ pub trait ClientEngine {
 
     /// The JSON-RPC error of `call`, after its `Failed`.
     fn failure(&self, call: CallId) -> Option<Failure<'_>>;
+
+    /// What the server asks of `call` after its
+    /// [`ClientEvent::InputRequired`]: the result's `inputRequests` object
+    /// (key → `{method, params}`), `{}` when the result carried only a
+    /// `requestState` (answer `{}` at once). The whole result is
+    /// [`result`](ClientEngine::result). Read before the next `&mut` call,
+    /// as every event's text.
+    fn input_requests(&self, call: CallId) -> Option<&[u8]>;
+
+    /// Answers `call`'s [`ClientEvent::InputRequired`] with `responses`
+    /// (one JSON object, keyed as the `inputRequests`): the engine sends
+    /// the request again — same method and `params` (its `_meta` too), a
+    /// new JSON-RPC id (the application's with `#1`, `#2`... appended, as a
+    /// string), `params.inputResponses` = `responses` and the result's
+    /// `params.requestState` exactly (none when it had none) — and the
+    /// call goes on under the same [`CallId`]. A round that cannot go (its
+    /// request does not fit the call store or the message limit, the link
+    /// is gone) fails the call: its `Failed` says why. An `Err`
+    /// ([`StartError::Invalid`]) leaves the call waiting: it does not wait
+    /// for input (over, or not started with
+    /// [`CallOptions::answers_input`]), or `responses` is not a JSON object.
+    fn answer_input(
+        &mut self,
+        call: CallId,
+        responses: &[u8],
+        now: Instant,
+    ) -> Result<(), StartError>;
 
     /// The tool a [`ClientEvent::Warning`] just handed out names.
     fn warning_tool(&self, call: CallId) -> Option<&[u8]>;

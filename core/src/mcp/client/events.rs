@@ -134,6 +134,17 @@ pub enum ClientEvent {
     /// [`Client::failure`](super::Client::failure) (and the error response
     /// as [`Client::message`](super::Client::message)), until `Ended`.
     Failed { call: CallId },
+    /// The call's server asks for input (MCP 2026-07-28 §9: a result
+    /// with `resultType: "input_required"`, to a call started with
+    /// [`CallOptions::answers_input`](super::CallOptions::answers_input)):
+    /// what it asks is [`ClientEngine::input_requests`](super::ClientEngine::input_requests)
+    /// (the whole result [`Client::result`](super::Client::result)); the
+    /// call stays open until the application answers
+    /// ([`ClientEngine::answer_input`](super::ClientEngine::answer_input)),
+    /// then goes on: more notifications, another `InputRequired`, its
+    /// `Response` or `Failed` on the same call. Its deadline keeps running
+    /// meanwhile.
+    InputRequired { call: CallId },
     /// The call is over: the last event of every call.
     Ended { call: CallId },
     /// A tool left out of a `tools/list` result (invalid `x-mcp-header`
@@ -261,6 +272,14 @@ impl<S: CallStore, R: Records<Slot<S::Buf>>, const CACHE: usize> State<S, R, CAC
             else {
                 continue;
             };
+            if t.kind == Kind::InputRequired {
+                // The call waits for its answers: it does not end.
+                if t.delivered {
+                    continue;
+                }
+                t.delivered = true;
+                return Some(ClientEvent::InputRequired { call });
+            }
             if t.delivered || t.kind == Kind::Nothing {
                 release(&mut self.store, &mut self.slots[i]);
                 return Some(ClientEvent::Ended { call });
@@ -268,7 +287,9 @@ impl<S: CallStore, R: Records<Slot<S::Buf>>, const CACHE: usize> State<S, R, CAC
             t.delivered = true;
             return Some(match t.kind {
                 Kind::Failed => ClientEvent::Failed { call },
-                Kind::Response | Kind::Nothing => ClientEvent::Response { call },
+                Kind::Response | Kind::Nothing | Kind::InputRequired => {
+                    ClientEvent::Response { call }
+                }
             });
         }
         if let Some(error) = self.closed
@@ -297,8 +318,9 @@ impl<S: CallStore, R: Records<Slot<S::Buf>>, const CACHE: usize> State<S, R, CAC
         outcome_bytes(&self.store, slot, t.in_req).get(t.at.0..t.at.1)
     }
 
-    /// The `result` member of `call`'s response, once its `Response` was
-    /// handed out (a tunnel call's as its arrival found it).
+    /// The `result` member of `call`'s response, once its `Response` (or
+    /// its `InputRequired`) was handed out (a tunnel call's as its arrival
+    /// found it).
     pub(super) fn result(&self, call: CallId) -> Option<&[u8]> {
         let i = self.slot_of(call)?;
         let slot = &self.slots[i];
@@ -307,11 +329,25 @@ impl<S: CallStore, R: Records<Slot<S::Buf>>, const CACHE: usize> State<S, R, CAC
         }
         let a = slot.active.as_ref()?;
         let t = a.terminal.as_ref()?;
-        if !t.delivered || t.kind != Kind::Response {
+        if !t.delivered || !matches!(t.kind, Kind::Response | Kind::InputRequired) {
             return None;
         }
         let text = outcome_bytes(&self.store, slot, t.in_req);
         outcome_member(a, text, t.in_req, t.at, a.response_result, b"result")
+    }
+
+    /// The `inputRequests` of `call`'s `input_required` result, once its
+    /// `InputRequired` was handed out and until it is answered.
+    pub(super) fn input_requests(&self, call: CallId) -> Option<&[u8]> {
+        let i = self.slot_of(call)?;
+        if !self.slots[i]
+            .active
+            .as_ref()
+            .is_some_and(super::calls::waits_for_input)
+        {
+            return None;
+        }
+        super::input::requests_of(self.result(call)?)
     }
 
     /// The failure of `call`, once its `Failed` was handed out.

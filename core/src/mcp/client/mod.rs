@@ -26,12 +26,23 @@
 //!
 //! A notification (a body without `id`) gets only `Ended` (or `Failed`).
 //!
+//! A call started with [`CallOptions::answers_input`]
+//! ([`Client::call_with`]) whose server asks for input (MCP 2026-07-28 §9:
+//! a result with `resultType: "input_required"`) gets
+//! [`ClientEvent::InputRequired`] instead of its `Response`
+//! ([`Client::input_requests`] says what is asked) and stays open: the
+//! application's answers ([`Client::answer_input`]) go in the next
+//! round's request, on a new stream, and its events follow on the same
+//! call; at most [`ClientConfig::max_input_rounds`] rounds, within the
+//! call's one deadline.
+//!
 //! Binding rules applied here: an annotated integer outside ±(2^53−1) is
 //! refused by `call` with -32600 before a byte goes out; a tool whose
 //! annotations are invalid is dropped from the `tools/list` result handed to
 //! the application ([`ClientEvent::Warning`] says which); after -32020 on a
 //! `tools/call` the client reads `tools/list` again (every page, at most
-//! [`MAX_PAGES`]) and sends the call once more; a call whose stream the
+//! [`ClientConfig::max_list_pages`], walked by [`pages`]) and sends the
+//! call once more; a call whose stream the
 //! server refused unprocessed (RST_STREAM REFUSED_STREAM before a response,
 //! which a stream above a GOAWAY's last stream id also gets) is sent once
 //! more on a new stream, a second refusal fails it ([`Diagnostics`] says
@@ -100,10 +111,13 @@ pub mod engine;
 pub mod era;
 pub mod events;
 pub mod http;
+mod input;
 mod keepalive;
 pub mod metadata;
+pub mod pages;
 mod request;
 mod response;
+mod round;
 pub mod stdio;
 mod tunnel;
 #[cfg(feature = "typed")]
@@ -111,7 +125,7 @@ mod typed;
 
 use core::time::Duration;
 
-pub use config::{ClientConfig, MAX_PAGES, RECV_CHUNK, REMEMBERED_RESETS};
+pub use config::{ClientConfig, MAX_INPUT_ROUNDS, MAX_LIST_PAGES, RECV_CHUNK, REMEMBERED_RESETS};
 
 /// The client of a microcontroller: 4 concurrent calls, a 4 KiB HPACK
 /// table, 2 KiB frame buffers, everything inline.
@@ -131,7 +145,7 @@ pub use typed::Binding;
 
 use cache::Cache;
 use calls::{
-    Active, MAX_AUTH, Mode, Slot, Wire, abort, bytes, fail_rpc, fail_transport, mark_refused,
+    Active, Kind, MAX_AUTH, Mode, Slot, Wire, abort, bytes, fail_rpc, fail_transport, mark_refused,
     release,
 };
 use events::{Queue, Queued};
@@ -139,7 +153,7 @@ use keepalive::{Due, KEEPALIVE_FAILURE, Pinger};
 use metadata::Mirrored;
 use request::{FRAME_ROOM, Framed, Head, OwnedMeta, build_head, frame_into};
 
-use super::error::{INVALID_REQUEST, RpcError};
+use super::error::{INTERNAL_ERROR, INVALID_REQUEST, RpcError};
 use super::json;
 use super::store::CallStore;
 use crate::grpc::{Code, MessageDecoder, PREFIX_LEN};
@@ -185,6 +199,10 @@ struct State<S: CallStore, R, const CACHE: usize> {
     slots: R,
     store: S,
     max_message: usize,
+    /// Pages of `tools/list` a re-list reads at most.
+    max_pages: usize,
+    /// Rounds of input a call answers at most.
+    max_rounds: u8,
     cache: Cache<CACHE>,
     queue: Queue,
     /// The notification or warning last handed out (its text is read
@@ -277,6 +295,8 @@ impl<
                 slots: Default::default(),
                 store,
                 max_message: config.max_message_bytes,
+                max_pages: config.max_list_pages,
+                max_rounds: config.max_input_rounds,
                 cache: Cache::new(),
                 queue: Queue::new(),
                 lent: None,
@@ -422,7 +442,30 @@ impl<
         timeout: Option<Duration>,
         now: Instant,
     ) -> Result<CallId, StartError> {
-        self.start(body, timeout, now, None)
+        self.start(body, timeout, now, None, false)
+    }
+
+    /// [`Client::call`] with all of a call's [`CallOptions`]: its timeout,
+    /// its binding (with the `typed` feature, as [`Client::call_on`]), and
+    /// whether the application answers the server's requests for input
+    /// ([`CallOptions::answers_input`]: see [`Client::answer_input`]).
+    pub fn call_with(
+        &mut self,
+        body: &[u8],
+        options: CallOptions,
+        now: Instant,
+    ) -> Result<CallId, StartError> {
+        #[cfg(feature = "typed")]
+        let rpc = match options.binding {
+            Binding::Tunnel => None,
+            binding => {
+                let method = json::get(body, b"method").unwrap_or(b"");
+                binding.rpc_for(method).map_err(StartError::Invalid)?
+            }
+        };
+        #[cfg(not(feature = "typed"))]
+        let rpc = None;
+        self.start(body, options.timeout, now, rpc, options.answers_input)
     }
 
     /// [`Client::call`] over `binding`: with the typed binding, a request
@@ -442,16 +485,12 @@ impl<
         timeout: Option<Duration>,
         now: Instant,
     ) -> Result<CallId, StartError> {
-        // The tunnel has no use for the method here: `start` finds it in
-        // the walk that checks the body.
-        let rpc = match binding {
-            Binding::Tunnel => None,
-            _ => {
-                let method = json::get(body, b"method").unwrap_or(b"");
-                binding.rpc_for(method).map_err(StartError::Invalid)?
-            }
+        let options = CallOptions {
+            timeout,
+            binding,
+            ..CallOptions::default()
         };
-        self.start(body, timeout, now, rpc)
+        self.call_with(body, options, now)
     }
 
     fn start(
@@ -460,6 +499,7 @@ impl<
         timeout: Option<Duration>,
         now: Instant,
         rpc: Option<Rpc>,
+        answers_input: bool,
     ) -> Result<CallId, StartError> {
         self.now = now;
         if !self.accepts_calls() {
@@ -555,6 +595,8 @@ impl<
             stale: None,
             terminal: None,
             resent: false,
+            answers_input,
+            rounds: 0,
         });
         let call = self.st.call_id(index);
         self.pump();
@@ -607,10 +649,86 @@ impl<
         true
     }
 
-    /// Starts a graceful close: GOAWAY(NO_ERROR).
+    /// Starts a graceful close: GOAWAY(NO_ERROR). A call waiting for input
+    /// fails (UNAVAILABLE): its next round would need a new stream here.
     pub fn go_away(&mut self) {
+        for slot in self.st.slots.iter_mut() {
+            if slot.active.as_ref().is_some_and(calls::waits_for_input) {
+                fail_transport(
+                    &mut self.st.store,
+                    slot,
+                    Code::Unavailable,
+                    b"the client closed the connection while the call waited for input",
+                    None,
+                );
+            }
+        }
         self.conn.go_away(ErrorCode::NO_ERROR);
         self.drain();
+    }
+
+    /// What the server asks of `call` after its
+    /// [`ClientEvent::InputRequired`]: the result's `inputRequests` (`{}`
+    /// when it carried only a `requestState`), until the call is answered.
+    pub fn input_requests(&self, call: CallId) -> Option<&[u8]> {
+        self.st.input_requests(call)
+    }
+
+    /// Answers `call`'s [`ClientEvent::InputRequired`] with `responses`
+    /// (one JSON object keyed as the `inputRequests`): the call's request
+    /// goes again on a new stream with a new id, `inputResponses` and the
+    /// result's `requestState` ([`ClientEngine::answer_input`] says it
+    /// all), and the call goes on under the same id. The call's request
+    /// buffer holds the round's request (written after the last one, then
+    /// moved to its start): a round that does not fit it (the store cannot
+    /// grow it, or it is over the message limit) fails the call, as does a
+    /// connection that takes no more streams (refused: a driver may start
+    /// the call anew elsewhere). `Err` when the call waits for no input or
+    /// `responses` is not a JSON object: nothing changed.
+    pub fn answer_input(
+        &mut self,
+        call: CallId,
+        responses: &[u8],
+        now: Instant,
+    ) -> Result<(), StartError> {
+        self.now = now;
+        input::check_responses(responses).map_err(StartError::Invalid)?;
+        let i = self
+            .st
+            .slot_of(call)
+            .ok_or(StartError::Invalid(input::NOT_WAITING))?;
+        let accepts = self.accepts_calls();
+        let slot = &mut self.st.slots[i];
+        let (at, round) = match slot.active.as_ref() {
+            Some(a) => match a.terminal {
+                Some(t) if t.kind == Kind::InputRequired && t.delivered && !t.in_req => {
+                    (t.at, a.rounds)
+                }
+                _ => return Err(StartError::Invalid(input::NOT_WAITING)),
+            },
+            None => return Err(StartError::Invalid(input::NOT_WAITING)),
+        };
+        if !accepts {
+            fail_transport(
+                &mut self.st.store,
+                slot,
+                Code::Unavailable,
+                b"the connection went away while the call waited for input",
+                None,
+            );
+            mark_refused(slot);
+        } else if let Err(why) = round::start_round(
+            &mut self.st.store,
+            slot,
+            at,
+            responses,
+            round,
+            self.st.max_message,
+        ) {
+            fail_rpc(&mut self.st.store, slot, RpcError::new(INTERNAL_ERROR, why));
+        }
+        self.pump();
+        Ok(())
     }
 
     /// Feeds received octets; returns how many were consumed (at most
@@ -646,7 +764,7 @@ impl<
             .slots
             .iter()
             .filter_map(|s| s.active.as_ref())
-            .filter(|a| a.terminal.is_none())
+            .filter(|a| calls::running(a))
             .filter_map(|a| a.deadline)
             .min();
         let ping = self.st.pinger.deadline().filter(|_| !self.conn.is_closed());
@@ -656,12 +774,12 @@ impl<
             .min()
     }
 
-    /// Lets time pass: a call past its deadline is reset and fails with
-    /// DEADLINE_EXCEEDED; with [`ClientConfig::keepalive`], a PING goes out
-    /// after the interval without input, and when it stays unanswered past
-    /// the timeout the connection ends (GOAWAY, then closed) and every open
-    /// call fails with UNAVAILABLE, "keepalive timeout: the peer stopped
-    /// answering pings".
+    /// Lets time pass: a call past its deadline (one waiting for input
+    /// too) is reset and fails with DEADLINE_EXCEEDED; with
+    /// [`ClientConfig::keepalive`], a PING goes out after the interval
+    /// without input, and when it stays unanswered past the timeout the
+    /// connection ends (GOAWAY, then closed) and every open call fails with
+    /// UNAVAILABLE, "keepalive timeout: the peer stopped answering pings".
     pub fn handle_timeout(&mut self, now: Instant) {
         self.now = now;
         self.conn.handle_timeout(now);
@@ -670,7 +788,7 @@ impl<
             let Some(a) = slot.active.as_mut() else {
                 continue;
             };
-            if a.terminal.is_none() && a.deadline.is_some_and(|d| now >= d) {
+            if calls::running(a) && a.deadline.is_some_and(|d| now >= d) {
                 abort(
                     &mut self.st.store,
                     slot,

@@ -9,10 +9,11 @@ use super::State;
 use super::cache::{Relist, Warnings, after_answer, learn, start_relist};
 use super::calls::{
     ERROR_ROOM, Kind, Mode, Slot, Terminal, Wire, abort, bytes, bytes_mut, copy_id, ensure,
-    fail_rpc, fail_transport, mark_refused, offset_in, outcome_bytes, outcome_member, reopen,
-    restart, status_for_reset,
+    fail_rpc, fail_too_many_rounds, fail_transport, mark_refused, offset_in, outcome_bytes,
+    outcome_member, reopen, restart, status_for_reset,
 };
 use super::events::{CallId, Queued};
+use super::input;
 use super::metadata::{CallOutcome, error_from_trailers};
 use crate::grpc::Code;
 use crate::h2::{ConnectionError, ErrorCode, HeaderList, HeadersKind, StreamRef};
@@ -387,19 +388,29 @@ impl<S: CallStore, R: Records<Slot<S::Buf>>, const CACHE: usize> State<S, R, CAC
     /// of call `i`: hand it out, or relist and retry.
     fn outcome(&mut self, i: usize, in_req: bool, at: (usize, usize)) {
         let call = self.call_id(i);
-        let (is_error, mode, tool_call, tools_list, diagnostics) = {
+        let (is_error, mode, tool_call, tools_list, diagnostics, asks) = {
             let slot = &self.slots[i];
             let Some(a) = slot.active.as_ref() else {
                 return;
             };
             let text = outcome_bytes(&self.store, slot, in_req);
             let error = outcome_member(a, text, in_req, at, a.response_error, b"error");
+            // An `input_required` result of a call whose application
+            // answers: checked, and how many rounds it took.
+            let asks =
+                match a.answers_input && error.is_none() && !matches!(a.mode, Mode::Relist(_)) {
+                    true => outcome_member(a, text, in_req, at, a.response_result, b"result")
+                        .filter(|r| input::asks_for_input(r))
+                        .map(|r| input::InputRequired::read(r).map(|_| a.rounds)),
+                    false => None,
+                };
             (
                 error.is_some(),
                 a.mode,
                 a.tool_call,
                 a.tools_list,
                 a.diagnostics,
+                asks,
             )
         };
         let mut warnings = Warnings::new();
@@ -415,6 +426,7 @@ impl<S: CallStore, R: Records<Slot<S::Buf>>, const CACHE: usize> State<S, R, CAC
                 &mut self.cache,
                 &mut warnings,
                 &mut cursor,
+                self.max_pages,
             )
         };
         self.push_warnings(call, &warnings);
@@ -440,6 +452,31 @@ impl<S: CallStore, R: Records<Slot<S::Buf>>, const CACHE: usize> State<S, R, CAC
             }
             Relist::Failed(e) => {
                 fail_rpc(&mut self.store, slot, e);
+                return;
+            }
+        }
+        match asks {
+            None => {}
+            Some(Err(e)) => {
+                fail_rpc(&mut self.store, slot, e);
+                return;
+            }
+            Some(Ok(rounds)) if rounds >= self.max_rounds => {
+                fail_too_many_rounds(&mut self.store, slot, self.max_rounds);
+                return;
+            }
+            Some(Ok(_)) => {
+                // The call waits for the application's answers.
+                if let Some(a) = slot.active.as_mut() {
+                    a.rounds = a.rounds.saturating_add(1);
+                    a.terminal = Some(Terminal {
+                        kind: Kind::InputRequired,
+                        in_req,
+                        at,
+                        diagnostics,
+                        delivered: false,
+                    });
+                }
                 return;
             }
         }

@@ -225,6 +225,7 @@ fn tagged(event: ClientEvent, link: LinkId) -> ClientEvent {
         ClientEvent::Response { call } => ClientEvent::Response { call: tag(call) },
         ClientEvent::Failed { call } => ClientEvent::Failed { call: tag(call) },
         ClientEvent::Ended { call } => ClientEvent::Ended { call: tag(call) },
+        ClientEvent::InputRequired { call } => ClientEvent::InputRequired { call: tag(call) },
         ClientEvent::Warning { call, reason } => ClientEvent::Warning {
             call: tag(call),
             reason,
@@ -266,12 +267,7 @@ impl<
             return Err(StartError::Busy);
         }
         let conn = self.ensure_connection(now);
-        #[cfg(feature = "typed")]
-        let started = conn
-            .client
-            .call_on(options.binding, message, options.timeout, now);
-        #[cfg(not(feature = "typed"))]
-        let started = conn.client.call(message, options.timeout, now);
+        let started = conn.client.call_with(message, options, now);
         let link = conn.link;
         started.map(|mut call| {
             call.link = link_tag(link);
@@ -334,6 +330,29 @@ impl<
 
     fn warning_tool(&self, call: CallId) -> Option<&[u8]> {
         self.conn_of(call)?.warning_tool(untagged(call))
+    }
+
+    fn input_requests(&self, call: CallId) -> Option<&[u8]> {
+        self.conn_of(call)?.input_requests(untagged(call))
+    }
+
+    /// The next round goes on the call's connection: one that went away
+    /// meanwhile fails the call as refused (a driver may start it anew,
+    /// on the next connection).
+    fn answer_input(
+        &mut self,
+        call: CallId,
+        responses: &[u8],
+        now: Instant,
+    ) -> Result<(), StartError> {
+        let found = [self.current.as_mut(), self.draining.as_mut()]
+            .into_iter()
+            .flatten()
+            .find(|c| link_tag(c.link) == call.link);
+        match found {
+            Some(c) => c.client.answer_input(untagged(call), responses, now),
+            None => Err(StartError::Invalid(super::input::NOT_WAITING)),
+        }
     }
 
     fn link_up(&mut self, link: LinkId, negotiated: Negotiated, _now: Instant) {

@@ -115,6 +115,42 @@ pub(super) fn frame_request<S: CallStore>(
     })
 }
 
+/// Writes the request of a call's next round (MCP 2026-07-28 §9): its JSON
+/// (as `write` writes it) at the start of `out`, then its `params`
+/// transcoded into `rpc`'s framed request message after it; where the
+/// frame and the JSON lie.
+pub(super) fn frame_round(
+    rpc: Rpc,
+    out: &mut [u8],
+    write: impl Fn(&mut JsonWriter<'_>),
+) -> Result<super::round::Spans, super::round::Unwritten> {
+    use super::round::Unwritten;
+    let mut w = JsonWriter::new(out);
+    write(&mut w);
+    let len = w
+        .finish()
+        .map_err(|o| Unwritten::Room(o.needed + PREFIX_LEN + o.needed + 64))?
+        .len();
+    let (json_text, rest) = out.split_at_mut(len);
+    let params = json::get(json_text, b"params").unwrap_or(b"{}");
+    let Some(dst) = rest.get_mut(PREFIX_LEN..) else {
+        return Err(Unwritten::Room(len + PREFIX_LEN + len + 64));
+    };
+    match typed::request_to_proto(rpc, params, dst) {
+        Ok(n) => {
+            let prefix = u32::try_from(n)
+                .map(write_prefix)
+                .map_err(|_| Unwritten::Refused("the next round's message is too large"))?;
+            rest[..PREFIX_LEN].copy_from_slice(&prefix);
+            Ok(((len, len + PREFIX_LEN + n), (0, len)))
+        }
+        Err(TypedError::BufferTooSmall { needed }) => {
+            Err(Unwritten::Room(len + PREFIX_LEN + needed))
+        }
+        Err(e) => Err(Unwritten::Refused(typed::refusal_reason(&e))),
+    }
+}
+
 /// The JSON-RPC response for the response message at `msg` in the `rx`
 /// of call `slot`, written after it (with the application's id); where it
 /// lies, or why it could not be written.

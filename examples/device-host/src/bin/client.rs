@@ -122,6 +122,8 @@ async fn run_call(
                 .notifications
                 .push(String::from_utf8_lossy(j).into_owned()),
             Step::Response(j) => seen.response = Some(String::from_utf8_lossy(j).into_owned()),
+            // No call here answers input (`CallOptions::answers_input`).
+            Step::InputRequired(_) => {}
             Step::Failed {
                 code,
                 response,

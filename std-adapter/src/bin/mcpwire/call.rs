@@ -1,306 +1,262 @@
-//! `mcpwire call [--server ADDR] [--tls | --tls-ca PEM] [--tls-server-name
-//! NAME] discover | list | tool NAME [JSON-ARGS] [--progress] [--timeout-ms
-//! N]`: one request over the tunnel binding (cleartext HTTP/2, or TLS with
-//! ALPN `h2` trusting the platform's roots or those of a PEM file); the
-//! result JSON goes to stdout, progress (with `--progress`) to stderr.
-//! `--typed` sends `list` and `tool` as RPCs of the typed binding
-//! (`model_context_protocol.Mcp`) and `discover` over the tunnel
-//! ([`mcpwire_tokio::client::grpc::Mode::Typed`]).
-//! With `--stdio [-v] ... -- /abs/server [ARGS...]` the request goes to a
-//! stdio server launched as a child (the words after `--`); `-v` prints
-//! the era, the versions and whether a fallback happened to stderr.
-//! With an `http://HOST:PORT/PATH` or `https://...` URL instead of
-//! `--server`, the request goes to that Streamable HTTP endpoint
-//! ([`Client::http`](mcpwire_tokio::Client::http); `https://` trusts the
-//! platform's roots, or those of `--tls-ca`, and verifies
-//! `--tls-server-name` when given); `-v` prints the era, the versions and
-//! the HTTP facts to stderr. `https://` speaks HTTP/2 when the server
-//! selects ALPN `h2`; `--http2` speaks HTTP/2 always (`h2c` with prior
-//! knowledge over `http://`), `--http1` never.
+//! `mcpwire call [OPTIONS] [URL] discover | list | tool NAME [JSON-ARGS]`:
+//! one request; the result JSON goes to stdout, progress (with
+//! `--progress`) and diagnostics (with `-v`) to stderr.
+//!
+//! The server is a gRPC tunnel server (`grpc://HOST:PORT` or `--server`,
+//! `127.0.0.1:50051` by default; cleartext HTTP/2, or TLS with ALPN `h2`
+//! trusting the platform's roots or those of a PEM file; `--typed` sends
+//! `list` and `tool` as RPCs of the typed binding,
+//! [`grpc::Mode::Typed`]), a Streamable HTTP endpoint (`http://` or
+//! `https://`: its era probed, or chosen with `--era`; `https://` speaks
+//! HTTP/2 when the server selects ALPN `h2`, `--http2` always, `--http1`
+//! never), a stdio server launched as a child (`--stdio ... --
+//! /ABS/SERVER [ARGS...]`) or a serial device (`--serial`).
 
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
+use clap::builder::TypedValueParser;
+use clap::error::ErrorKind;
+use clap::{ArgGroup, Subcommand};
 use mcpwire_core::mcp::client::stdio::EraChoice;
 use mcpwire_tokio::client::grpc;
-use mcpwire_tokio::{Call, Client, StreamMessage};
+use mcpwire_tokio::{Call, Client, StreamMessage, grpc_authority, redact_url};
 use serde_json::{Value, json};
 
-pub const USAGE: &str = "usage: mcpwire call [--server ADDR | grpc://ADDR] [--typed] [--tls | --tls-ca PEM] [--tls-server-name NAME] discover | list | tool NAME [JSON-ARGS] [--progress] [--timeout-ms N]   (default 127.0.0.1:50051, cleartext;
-         --typed: the typed gRPC binding, with the tunnel for discover)
-       mcpwire call --stdio [-v] [--era probe|modern|legacy] [--pass-env NAME]... [--inherit-env] [--cwd DIR]
-         discover | list | tool NAME [JSON-ARGS] [--progress] [--timeout-ms N] -- /ABS/SERVER [ARGS...]
-         (the child gets an empty environment but the --pass-env names; MCPWIRE_TOKEN goes to it as MCPWIRE_TOKEN)
-       mcpwire call --serial DEVICE [--baud N] [-v] [--era probe|modern|legacy]
-         discover | list | tool NAME [JSON-ARGS] [--progress] [--timeout-ms N]
-         (a serial device that speaks the stdio binding, a board's UART: opened raw, 8N1, at N baud, default 115200)
-       mcpwire call http[s]://HOST:PORT/PATH [--tls-ca PEM] [--tls-server-name NAME] [--http1 | --http2] [-v] [--era probe|modern|legacy]
-         discover | list | tool NAME [JSON-ARGS] [--progress] [--timeout-ms N]
-         (Streamable HTTP: the era probed with server/discover, falling back to a 2025-11-25 session or
-         2024-11-05 HTTP+SSE; -v prints the era, the versions and the fallback; MCPWIRE_TOKEN, if set,
-         is sent as a bearer token)";
-
-/// How the call connects.
-#[derive(Debug, Default)]
-struct Tls {
-    /// `--tls` or `--tls-ca`: TLS with ALPN h2.
-    on: bool,
-    /// `--tls-ca`: trust these roots instead of the platform's.
-    ca: Option<String>,
-    server_name: Option<String>,
-}
-
-/// `--stdio`: the server to launch and how.
-#[derive(Default)]
-struct StdioArgs {
-    command: Vec<String>,
-    /// `--serial DEVICE [--baud N]` instead of a command.
-    serial: Option<mcpwire_tokio::SerialDevice>,
-    verbose: bool,
-    era: EraChoice,
-    pass_env: Vec<String>,
-    inherit_env: bool,
-    cwd: Option<String>,
-}
-
-struct Args {
-    server: String,
-    method: String,
-    params: Value,
-    progress: bool,
-    timeout: Option<Duration>,
-    tls: Tls,
-    stdio: Option<StdioArgs>,
-    /// An `http://` URL: the modern Streamable HTTP endpoint to call.
-    http: Option<String>,
-    /// `--era` before an `http://` URL: probe (default), modern or legacy.
-    http_era: EraChoice,
-    /// `-v` (HTTP): the diagnostics line on stderr.
-    verbose: bool,
-    /// `--http1` / `--http2` (HTTP).
-    http2: mcpwire_tokio::client::http::Http2Mode,
-    /// `--typed` (gRPC): the typed binding, the tunnel as its fallback.
+/// `mcpwire call`. The options of one transport conflict with those of
+/// another (the groups); those of a URL's scheme are checked after.
+#[derive(Debug, clap::Args)]
+#[command(
+    subcommand_required = true,
+    group = ArgGroup::new("grpc").args(["server", "typed"]).multiple(true),
+    group = ArgGroup::new("secure").args(["tls", "tls_ca", "tls_server_name"]).multiple(true),
+    group = ArgGroup::new("http").args(["http1", "http2"]).multiple(true)
+        .conflicts_with_all(["grpc", "child", "device"]),
+    group = ArgGroup::new("child").args(["stdio", "pass_env", "inherit_env", "cwd"]).multiple(true)
+        .conflicts_with_all(["url", "grpc", "secure", "device"]),
+    group = ArgGroup::new("device").args(["serial", "baud"]).multiple(true)
+        .conflicts_with_all(["url", "grpc", "secure"]),
+    group = ArgGroup::new("eras").args(["url", "stdio", "serial"]).multiple(true),
+    after_help = "MCPWIRE_TOKEN, if set, is sent as a bearer token over gRPC and HTTP, and \
+        passed to a stdio server as MCPWIRE_TOKEN."
+)]
+pub struct CallArgs {
+    /// The server: http[s]://HOST:PORT/PATH (Streamable HTTP) or
+    /// grpc://HOST:PORT (the gRPC tunnel)
+    #[arg(value_name = "URL", value_parser = TargetParser, conflicts_with = "server")]
+    url: Option<Target>,
+    /// A gRPC tunnel server's HOST:PORT [default: 127.0.0.1:50051]
+    #[arg(long, value_name = "HOST:PORT", value_parser = host_port)]
+    server: Option<String>,
+    /// gRPC: the typed binding (model_context_protocol.Mcp), the tunnel
+    /// for discover
+    #[arg(long)]
     typed: bool,
+    /// gRPC: TLS (ALPN h2) trusting the platform's roots
+    #[arg(long)]
+    tls: bool,
+    /// TLS trusting the roots of this PEM file instead
+    #[arg(long, value_name = "PEM")]
+    tls_ca: Option<PathBuf>,
+    /// The name the server's certificate must carry (default: the host)
+    #[arg(long, value_name = "NAME")]
+    tls_server_name: Option<String>,
+    /// Launch the stdio server named after `--` (an empty environment but
+    /// --pass-env), and stop it after the request
+    #[arg(long)]
+    stdio: bool,
+    /// A serial device that speaks the stdio binding (a board's UART),
+    /// opened raw, 8N1
+    #[arg(long, value_name = "DEVICE")]
+    serial: Option<PathBuf>,
+    /// The serial device's speed [default: 115200]
+    #[arg(long, value_name = "N", requires = "serial", value_parser = clap::value_parser!(u32).range(1..))]
+    baud: Option<u32>,
+    /// Pass this variable of the environment to the stdio server
+    /// (repeatable)
+    #[arg(long, value_name = "NAME", requires = "stdio")]
+    pass_env: Vec<String>,
+    /// The stdio server inherits the whole environment
+    #[arg(long, requires = "stdio")]
+    inherit_env: bool,
+    /// The stdio server's working directory
+    #[arg(long, value_name = "DIR", requires = "stdio")]
+    cwd: Option<PathBuf>,
+    /// HTTP and stdio: probe with server/discover, falling back to a
+    /// 2025-11-25 session or 2024-11-05 HTTP+SSE (stdio: to initialize);
+    /// modern: 2026-07-28 only; legacy: initialize first [default: probe]
+    #[arg(long, requires = "eras", value_parser = era())]
+    era: Option<EraChoice>,
+    /// HTTP: HTTP/1.1 only
+    #[arg(long, conflicts_with = "http2", requires = "url")]
+    http1: bool,
+    /// HTTP: HTTP/2 always (h2c with prior knowledge over http://)
+    #[arg(long, requires = "url")]
+    http2: bool,
+    /// Print the era, the versions, the transport and (HTTP) the URL,
+    /// status and content type to stderr
+    #[arg(short, long)]
+    verbose: bool,
+    /// Print the request's progress notifications to stderr
+    #[arg(long, global = true)]
+    progress: bool,
+    /// Give up on the request after MS milliseconds
+    #[arg(long = "timeout-ms", value_name = "MS", global = true, value_parser = super::millis)]
+    timeout: Option<Duration>,
+    #[command(subcommand)]
+    request: Request,
 }
 
-fn era_choice(v: &str) -> Result<EraChoice, String> {
-    Ok(match v {
-        "probe" => EraChoice::Probe,
+#[derive(Debug, Subcommand)]
+enum Request {
+    /// server/discover: what the server is, speaks and offers
+    Discover(Child),
+    /// tools/list
+    List(Child),
+    /// tools/call: the tool NAME with JSON-ARGS
+    Tool {
+        /// The tool's name
+        name: String,
+        /// Its arguments
+        #[arg(value_name = "JSON-ARGS", value_parser = |v: &str| serde_json::from_str::<Value>(v), default_value = "{}")]
+        arguments: Value,
+        #[command(flatten)]
+        child: Child,
+    },
+}
+
+/// The server `--stdio` launches.
+#[derive(Debug, clap::Args)]
+struct Child {
+    /// With --stdio: the server's executable (an absolute path) and its
+    /// arguments
+    #[arg(last = true, value_name = "SERVER")]
+    command: Vec<String>,
+}
+
+/// The server a URL names.
+#[derive(Debug, Clone)]
+enum Target {
+    Http(url::Url),
+    /// The `HOST:PORT` of `grpc://HOST:PORT`.
+    Grpc(String),
+}
+
+/// Parses `[URL]`; its errors show no credentials (clap's own would echo
+/// the value).
+#[derive(Clone)]
+struct TargetParser;
+
+impl TypedValueParser for TargetParser {
+    type Value = Target;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        _: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<Target, clap::Error> {
+        let text = value.to_string_lossy();
+        let why = match url::Url::parse(&text) {
+            Ok(url) if matches!(url.scheme(), "http" | "https") => return Ok(Target::Http(url)),
+            Ok(url) if url.scheme() == "grpc" => match grpc_authority(&text) {
+                Ok(Some(authority)) => return Ok(Target::Grpc(authority)),
+                _ => "a gRPC address is grpc://HOST:PORT, without credentials or a path".into(),
+            },
+            Ok(_) => "a URL is http://, https:// or grpc://HOST:PORT".into(),
+            Err(e) => e.to_string(),
+        };
+        let message = format!("invalid URL {}: {why}", redact_url(&text));
+        Err(cmd.clone().error(ErrorKind::ValueValidation, message))
+    }
+}
+
+/// The value of `--server`: `HOST:PORT`, as in `grpc://HOST:PORT`.
+fn host_port(v: &str) -> Result<String, String> {
+    match grpc_authority(&format!("grpc://{v}")) {
+        Ok(Some(authority)) => Ok(authority),
+        _ => Err("a gRPC server is HOST:PORT".into()),
+    }
+}
+
+/// The value of `--era`.
+fn era() -> impl TypedValueParser<Value = EraChoice> {
+    let eras = clap::builder::PossibleValuesParser::new(["probe", "modern", "legacy"]);
+    eras.map(|era| match era.as_str() {
         "modern" => EraChoice::Modern,
         "legacy" => EraChoice::Legacy,
-        other => return Err(format!("--era probe|modern|legacy, not {other}")),
+        _ => EraChoice::Probe,
     })
 }
 
-fn parse(args: impl Iterator<Item = String>) -> Result<Args, String> {
-    let mut server = String::from("127.0.0.1:50051");
-    let mut progress = false;
-    let mut timeout = None;
-    let mut tls = Tls::default();
-    let mut words = Vec::new();
-    let mut stdio: Option<StdioArgs> = None;
-    let mut http = None;
-    let mut http_era = None;
-    let mut verbose = false;
-    let mut http2 = None;
-    let mut typed = false;
-    let mut args = args.peekable();
-    while let Some(arg) = args.next() {
-        if let Some(s) = stdio.as_mut() {
-            let mut value = |name: &str| args.next().ok_or(format!("{name} needs a value"));
-            match arg.as_str() {
-                "--" => {
-                    s.command = args.by_ref().collect();
-                    break;
-                }
-                "-v" => {
-                    s.verbose = true;
-                    continue;
-                }
-                "--inherit-env" => {
-                    s.inherit_env = true;
-                    continue;
-                }
-                "--pass-env" => {
-                    s.pass_env.push(value("--pass-env")?);
-                    continue;
-                }
-                "--cwd" => {
-                    s.cwd = Some(value("--cwd")?);
-                    continue;
-                }
-                "--era" => {
-                    s.era = era_choice(&value("--era")?)?;
-                    continue;
-                }
-                "--baud" if s.serial.is_some() => {
-                    let baud = super::parse_baud(&value("--baud")?)?;
-                    s.serial = s.serial.take().map(|d| d.baud(baud));
-                    continue;
-                }
-                _ => {}
-            }
-        }
-        if arg == "--stdio" || arg == "--serial" {
-            if stdio.is_some() {
-                return Err("one of --stdio and --serial".into());
-            }
-            let serial = match arg.as_str() {
-                "--serial" => Some(mcpwire_tokio::SerialDevice::new(
-                    args.next().ok_or("--serial needs a device")?,
-                )),
-                _ => None,
-            };
-            stdio = Some(StdioArgs {
-                serial,
-                ..StdioArgs::default()
-            });
-            continue;
-        }
-        let (flag, inline) = match arg.split_once('=') {
-            Some((f, v)) if f.starts_with("--") => (f.to_owned(), Some(v.to_owned())),
-            _ => (arg.clone(), None),
+impl CallArgs {
+    /// The rules clap cannot declare: `--stdio` and the command after the
+    /// request's `--`, and those that hang on a URL's scheme.
+    fn check(&self) -> Result<(), clap::Error> {
+        let error = |kind, message: &str| {
+            let cmd = clap::Command::new("mcpwire call");
+            <Self as clap::Args>::augment_args(cmd).error(kind, message)
         };
-        match flag.as_str() {
-            "--server" => {
-                server = inline
-                    .or_else(|| args.next())
-                    .ok_or("--server needs an address")?;
+        match (self.stdio, self.request_command().first()) {
+            (true, None) => Err(error(
+                ErrorKind::MissingRequiredArgument,
+                "--stdio needs `-- /ABS/SERVER [ARGS...]` after the request",
+            )),
+            (true, Some(p)) if !Path::new(p).is_absolute() => Err(error(
+                ErrorKind::ValueValidation,
+                &format!("the server's executable must be an absolute path, not {p}"),
+            )),
+            (false, Some(_)) => Err(error(
+                ErrorKind::ArgumentConflict,
+                "`-- /ABS/SERVER` goes with --stdio",
+            )),
+            _ => Ok(()),
+        }?;
+        let tls = self.tls || self.tls_ca.is_some();
+        let rule = match &self.url {
+            Some(Target::Http(_)) if self.typed => "--typed goes with a gRPC server",
+            Some(Target::Http(url))
+                if url.scheme() == "http" && (tls || self.tls_server_name.is_some()) =>
+            {
+                "--tls, --tls-ca and --tls-server-name go with an https:// URL"
             }
-            "--timeout-ms" => {
-                let v = inline
-                    .or_else(|| args.next())
-                    .ok_or("--timeout-ms needs a number")?;
-                let ms: u64 = v.parse().map_err(|_| format!("bad --timeout-ms {v}"))?;
-                timeout = Some(Duration::from_millis(ms));
+            Some(Target::Grpc(_)) if self.era.is_some() || self.http1 || self.http2 => {
+                "--era, --http1 and --http2 go with an http(s):// URL"
             }
-            "--progress" => progress = true,
-            "--typed" => typed = true,
-            "-v" => verbose = true,
-            "--era" => {
-                let v = inline
-                    .or_else(|| args.next())
-                    .ok_or("--era needs a value")?;
-                http_era = Some(era_choice(&v)?);
+            Some(Target::Grpc(_)) | None if self.tls_server_name.is_some() && !tls => {
+                "--tls-server-name goes with --tls, --tls-ca or an https:// URL"
             }
-            "--http1" | "--http2" if http2.is_some() => {
-                return Err("one of --http1 and --http2".into());
-            }
-            "--http1" => http2 = Some(mcpwire_tokio::client::http::Http2Mode::Never),
-            "--http2" => http2 = Some(mcpwire_tokio::client::http::Http2Mode::Always),
-            // The gRPC tunnel by URL, as `Client::connect` takes it.
-            _ if flag.starts_with("grpc://") => {
-                server = flag["grpc://".len()..].trim_end_matches('/').to_owned();
-            }
-            _ if flag.starts_with("http://") || flag.starts_with("https://") => {
-                if http.replace(arg).is_some() {
-                    return Err("one URL only".into());
-                }
-            }
-            "--tls" => tls.on = true,
-            "--tls-ca" => {
-                tls.ca = Some(
-                    inline
-                        .or_else(|| args.next())
-                        .ok_or("--tls-ca needs a file")?,
-                );
-                tls.on = true;
-            }
-            "--tls-server-name" => {
-                tls.server_name = Some(
-                    inline
-                        .or_else(|| args.next())
-                        .ok_or("--tls-server-name needs a name")?,
-                );
-            }
-            _ if flag.starts_with("--") => return Err(format!("unknown argument {arg}")),
-            _ => words.push(arg),
+            _ => return Ok(()),
+        };
+        Err(error(ErrorKind::ArgumentConflict, rule))
+    }
+
+    /// The JSON-RPC method and params of the request.
+    fn request(&self) -> (&'static str, Value) {
+        match &self.request {
+            Request::Discover(_) => ("server/discover", json!({})),
+            Request::List(_) => ("tools/list", json!({})),
+            Request::Tool {
+                name, arguments, ..
+            } => ("tools/call", json!({"name": name, "arguments": arguments})),
         }
     }
-    let mut words = words.into_iter();
-    let (method, params) = match words.next().as_deref() {
-        Some("discover") => ("server/discover", json!({})),
-        Some("list") => ("tools/list", json!({})),
-        Some("tool") => {
-            let name = words.next().ok_or("tool needs a NAME")?;
-            let arguments = match words.next() {
-                Some(text) => {
-                    serde_json::from_str::<Value>(&text).map_err(|e| format!("JSON-ARGS: {e}"))?
-                }
-                None => json!({}),
-            };
-            ("tools/call", json!({"name": name, "arguments": arguments}))
-        }
-        Some(other) => return Err(format!("unknown command {other}")),
-        None => return Err("a command is needed".into()),
-    };
-    if let Some(extra) = words.next() {
-        return Err(format!("unexpected argument {extra}"));
-    }
-    if let Some(s) = stdio.as_ref().filter(|s| s.serial.is_some()) {
-        if !s.command.is_empty() || !s.pass_env.is_empty() || s.inherit_env || s.cwd.is_some() {
-            return Err(
-                "--serial takes no server command, --pass-env, --inherit-env or --cwd".into(),
-            );
-        }
-    } else if let Some(s) = &stdio {
-        match s.command.first() {
-            None => return Err("--stdio needs `-- /ABS/SERVER [ARGS...]`".into()),
-            Some(p) if !std::path::Path::new(p).is_absolute() => {
-                return Err(format!(
-                    "the server's executable must be an absolute path, not {p}"
-                ));
-            }
-            Some(_) => {}
+
+    /// The words after the request's `--`.
+    fn request_command(&self) -> &[String] {
+        match &self.request {
+            Request::Discover(c) | Request::List(c) | Request::Tool { child: c, .. } => &c.command,
         }
     }
-    if let Some(url) = &http {
-        if stdio.is_some() {
-            return Err("a URL goes without --stdio".into());
-        }
-        let https = url.starts_with("https://");
-        if !https && (tls.on || tls.server_name.is_some()) {
-            return Err("--tls, --tls-ca and --tls-server-name go with an https:// URL".into());
-        }
-        tls.on = https;
-    }
-    if typed && (http.is_some() || stdio.is_some()) {
-        return Err("--typed goes with a gRPC server".into());
-    }
-    if http2.is_some() && http.is_none() {
-        return Err("--http1 and --http2 go with a URL".into());
-    }
-    if verbose && http.is_none() {
-        return Err("-v goes with --stdio or an http:// URL".into());
-    }
-    if http_era.is_some() && http.is_none() {
-        return Err("--era goes with --stdio or an http:// URL".into());
-    }
-    Ok(Args {
-        http,
-        http_era: http_era.unwrap_or_default(),
-        verbose,
-        http2: http2.unwrap_or_default(),
-        typed,
-        stdio,
-        server,
-        method: method.to_owned(),
-        params,
-        progress,
-        timeout,
-        tls,
-    })
 }
 
-/// Runs the subcommand with the arguments after `call`.
-pub fn main(args: impl Iterator<Item = String>) -> ExitCode {
-    let args = match parse(args) {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!("{e}\n{USAGE}");
-            return ExitCode::from(2);
-        }
-    };
+/// Runs `mcpwire call`.
+pub fn main(args: CallArgs) -> ExitCode {
+    if let Err(e) = args.check() {
+        let _ = e.print();
+        return ExitCode::from(2);
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -311,154 +267,148 @@ pub fn main(args: impl Iterator<Item = String>) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    if args.stdio.is_some() {
-        return runtime.block_on(run_stdio(args));
-    }
-    if args.http.is_some() {
-        return runtime.block_on(run_http(args));
-    }
     runtime.block_on(run(args))
 }
 
-/// `--stdio`: launches the server, runs the request, shuts the server down.
-async fn run_stdio(mut args: Args) -> ExitCode {
-    use mcpwire_tokio::ServerCommand;
-    use mcpwire_tokio::client::stdio;
-    let Some(s) = args.stdio.take() else {
-        return ExitCode::from(2);
-    };
-    let mut config = match s.serial {
-        Some(device) => stdio::Config::serial(device),
-        None => {
-            let mut words = s.command.into_iter();
-            let mut command = ServerCommand::new(words.next().unwrap_or_default())
-                .args(words)
-                .inherit_env(s.inherit_env);
-            for name in s.pass_env {
-                command = command.pass_env(name);
-            }
-            if let Ok(token) = std::env::var("MCPWIRE_TOKEN") {
-                command = command.env("MCPWIRE_TOKEN", token);
-            }
-            if let Some(dir) = s.cwd {
-                command = command.current_dir(dir);
-            }
-            stdio::Config::new(command)
-        }
-    };
-    config.era = s.era;
-    let client = match Client::stdio(config).await {
+/// Connects, sends the request, prints what comes back, closes.
+async fn run(args: CallArgs) -> ExitCode {
+    let client = match connect(&args).await {
         Ok(c) => c,
-        Err(e) => {
-            eprintln!("mcpwire: {e}");
-            return ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
-    if s.verbose
-        && let Some(era) = client.era()
-    {
-        eprintln!("mcpwire: {era}");
-    }
-    let (code, _) = request_and_print(&client, args).await;
-    if let Some(stopped) = client.close().await
-        && s.verbose
-    {
-        eprintln!("mcpwire: the server stopped: {stopped:?}");
-    }
-    code
-}
-
-/// An `http://` URL: one request to a Streamable HTTP endpoint, its era
-/// probed first (or chosen with `--era`).
-async fn run_http(args: Args) -> ExitCode {
-    let mut config =
-        match mcpwire_tokio::client::http::Config::new(args.http.as_deref().unwrap_or_default()) {
-            Ok(c) => c,
-            Err(e) => {
-                eprintln!("mcpwire: {e}\n{USAGE}");
-                return ExitCode::from(2);
-            }
-        };
-    config.bearer = std::env::var("MCPWIRE_TOKEN").ok();
-    config.http2 = args.http2;
-    config.era = args.http_era;
-    if let Some(t) = args.timeout {
-        config.request_timeout = t;
-    }
-    #[cfg(feature = "tls")]
-    match client_tls(&args.tls) {
-        Ok(tls) => config.tls = tls,
-        Err(e) => {
-            eprintln!("mcpwire: {e}");
-            return ExitCode::FAILURE;
-        }
-    }
-    // A tool's x-mcp-header annotations come from tools/list, which the
-    // channel reads when the server refuses the call's headers (-32020).
-    let client = match Client::http(config).await {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("mcpwire: {e}");
-            if let Some(w) = &e.diagnostics.www_authenticate {
-                eprintln!("mcpwire: WWW-Authenticate: {w}");
-            }
-            return ExitCode::from(if e.status == mcpwire_core::grpc::Code::InvalidArgument {
-                2
-            } else {
-                1
-            });
-        }
-    };
-    let verbose = args.verbose;
-    if verbose {
+    if args.verbose {
         if let Some(era) = client.era() {
             eprintln!("mcpwire: {era}");
         }
         eprintln!("mcpwire: transport {}", client.transport_name());
     }
-    let (code, call) = request_and_print(&client, args).await;
-    if verbose && let Some(facts) = call.as_ref().and_then(Call::http_facts) {
+    let (code, call) = request_and_print(&client, &args).await;
+    if args.verbose
+        && let Some(facts) = call.as_ref().and_then(Call::http_facts)
+    {
         eprintln!("mcpwire: {facts}");
     }
-    // A 2025 session is deleted.
+    // A stdio server is stopped, a 2025 session deleted.
     if let Some(stopped) = client.close().await
-        && verbose
+        && args.verbose
     {
-        eprintln!("mcpwire: the session ended: {stopped:?}");
+        let what = match args.url {
+            Some(_) => "the session ended",
+            None => "the server stopped",
+        };
+        eprintln!("mcpwire: {what}: {stopped:?}");
     }
     code
 }
 
-/// The gRPC tunnel (or the typed binding): one request.
-async fn run(args: Args) -> ExitCode {
-    let mut config = grpc::Config::new(args.server.clone());
-    if args.typed {
-        config.mode = grpc::Mode::Typed;
-    }
-    config.bearer = std::env::var("MCPWIRE_TOKEN").ok();
-    if let Err(e) = secure(&mut config, &args.tls) {
-        eprintln!("mcpwire: {e}");
-        return ExitCode::FAILURE;
-    }
-    let client = match Client::grpc(config).await {
-        Ok(client) => client,
-        Err(e) => {
-            eprintln!("mcpwire: {e}");
-            return ExitCode::FAILURE;
+/// The client of the server the arguments name, or (said on stderr) why
+/// not: exit 2 for a URL the HTTP client refuses, 1 for anything else.
+async fn connect(args: &CallArgs) -> Result<Client, ExitCode> {
+    use mcpwire_tokio::ServerCommand;
+    use mcpwire_tokio::client::{http, stdio};
+    let token = std::env::var("MCPWIRE_TOKEN").ok();
+    let era = args.era.unwrap_or_default();
+    let started = match &args.url {
+        Some(Target::Http(url)) => {
+            let mut config = match http::Config::new(url.as_str()) {
+                Ok(config) => config,
+                Err(e) => {
+                    eprintln!("mcpwire: {e}");
+                    return Err(ExitCode::from(2));
+                }
+            };
+            config.bearer = token;
+            config.era = era;
+            config.http2 = match (args.http1, args.http2) {
+                (true, _) => http::Http2Mode::Never,
+                (_, true) => http::Http2Mode::Always,
+                _ => http::Http2Mode::default(),
+            };
+            if let Some(t) = args.timeout {
+                config.request_timeout = t;
+            }
+            #[cfg(feature = "tls")]
+            match client_tls(args, url.scheme() == "https") {
+                Ok(tls) => config.tls = tls,
+                Err(e) => return Err(failed(e)),
+            }
+            // A tool's x-mcp-header annotations come from tools/list,
+            // which the client reads when the server refuses the call's
+            // headers.
+            Client::http(config).await
+        }
+        _ if args.stdio || args.serial.is_some() => {
+            let mut config = match &args.serial {
+                Some(device) => {
+                    let device = mcpwire_tokio::SerialDevice::new(device);
+                    stdio::Config::serial(match args.baud {
+                        Some(baud) => device.baud(baud),
+                        None => device,
+                    })
+                }
+                None => {
+                    let mut words = args.request_command().iter();
+                    let program = words.next().cloned().unwrap_or_default();
+                    let mut command = ServerCommand::new(program)
+                        .args(words)
+                        .inherit_env(args.inherit_env);
+                    for name in &args.pass_env {
+                        command = command.pass_env(name);
+                    }
+                    if let Some(token) = token {
+                        command = command.env("MCPWIRE_TOKEN", token);
+                    }
+                    if let Some(dir) = &args.cwd {
+                        command = command.current_dir(dir);
+                    }
+                    stdio::Config::new(command)
+                }
+            };
+            config.era = era;
+            Client::stdio(config).await
+        }
+        target => {
+            let server = match target {
+                Some(Target::Grpc(authority)) => authority.clone(),
+                _ => args.server.clone().unwrap_or("127.0.0.1:50051".into()),
+            };
+            let mut config = grpc::Config::new(server);
+            if args.typed {
+                config.mode = grpc::Mode::Typed;
+            }
+            config.bearer = token;
+            if let Err(e) = secure(&mut config, args) {
+                return Err(failed(e));
+            }
+            Client::grpc(config).await
         }
     };
-    request_and_print(&client, args).await.0
+    started.map_err(|e| {
+        let refused = matches!(args.url, Some(Target::Http(_)))
+            && e.status == mcpwire_core::grpc::Code::InvalidArgument;
+        eprintln!("mcpwire: {e}");
+        if let Some(w) = &e.diagnostics.www_authenticate {
+            eprintln!("mcpwire: WWW-Authenticate: {w}");
+        }
+        ExitCode::from(if refused { 2 } else { 1 })
+    })
+}
+
+/// Says why the client was not set up; exit 1.
+fn failed(why: String) -> ExitCode {
+    eprintln!("mcpwire: {why}");
+    ExitCode::FAILURE
 }
 
 /// Sends the command's request on `client`: its progress (with
 /// `--progress`) and errors go to stderr, its result to stdout. The call,
 /// when it started, comes back for its facts.
-async fn request_and_print(client: &Client, args: Args) -> (ExitCode, Option<Call>) {
-    let mut params = args.params;
+async fn request_and_print(client: &Client, args: &CallArgs) -> (ExitCode, Option<Call>) {
+    let (method, mut params) = args.request();
     if args.progress {
         params["_meta"] = json!({"progressToken": "mcpwire-cli"});
     }
-    let request = json!({"jsonrpc": "2.0", "method": args.method, "params": params});
+    let request = json!({"jsonrpc": "2.0", "method": method, "params": params});
     let mut call = match client.call_with_timeout(request, args.timeout).await {
         Ok(c) => c,
         Err(e) => {
@@ -517,35 +467,35 @@ fn print_response(r: &Value) -> ExitCode {
 }
 
 #[cfg(feature = "tls")]
-fn secure(config: &mut grpc::Config, tls: &Tls) -> Result<(), String> {
-    config.tls = client_tls(tls)?;
+fn secure(config: &mut grpc::Config, args: &CallArgs) -> Result<(), String> {
+    config.tls = client_tls(args, false)?;
     Ok(())
 }
 
 /// The client TLS of `--tls`, `--tls-ca` and `--tls-server-name` (or of an
-/// `https://` URL); `None` for cleartext.
+/// `https://` URL, `https`); `None` for cleartext.
 #[cfg(feature = "tls")]
-fn client_tls(tls: &Tls) -> Result<Option<mcpwire_tokio::ClientTlsConfig>, String> {
-    if !tls.on {
-        return match tls.server_name {
-            Some(_) => Err("--tls-server-name needs --tls or --tls-ca".into()),
-            None => Ok(None),
-        };
+fn client_tls(
+    args: &CallArgs,
+    https: bool,
+) -> Result<Option<mcpwire_tokio::ClientTlsConfig>, String> {
+    if !(https || args.tls || args.tls_ca.is_some()) {
+        return Ok(None);
     }
-    let mut client = match &tls.ca {
+    let mut client = match &args.tls_ca {
         Some(path) => mcpwire_tokio::ClientTlsConfig::with_pem_roots_file(path),
         None => mcpwire_tokio::ClientTlsConfig::with_platform_roots(),
     }
     .map_err(|e| e.to_string())?;
-    if let Some(name) = &tls.server_name {
+    if let Some(name) = &args.tls_server_name {
         client = client.server_name(name.clone());
     }
     Ok(Some(client))
 }
 
 #[cfg(not(feature = "tls"))]
-fn secure(_config: &mut grpc::Config, tls: &Tls) -> Result<(), String> {
-    if tls.on || tls.server_name.is_some() {
+fn secure(_config: &mut grpc::Config, args: &CallArgs) -> Result<(), String> {
+    if args.tls || args.tls_ca.is_some() || args.tls_server_name.is_some() {
         return Err("this mcpwire is built without the `tls` feature".into());
     }
     Ok(())

@@ -33,9 +33,6 @@ pub const PNG: [u8; 70] = [
     0x4e, 0x44, 0xae, 0x42, 0x60, 0x82,
 ];
 
-/// The name `serve --fixtures` knows this set by.
-pub const NAME: &str = "conformance";
-
 /// The fixture set; `seal` signs its `requestState` values. Call it
 /// inside a tokio runtime or not: it spawns nothing.
 pub fn app(seal: StateSeal) -> App {
@@ -176,15 +173,7 @@ fn behaviour_tools(app: App, events: &broadcast::Sender<ListenEvent>) -> App {
         "test_streaming_elicitation",
         "Asks for a name by elicitation (an InputRequiredResult, never a request), then greets.",
         NO_ARGUMENTS,
-        |call: ToolCall| async move {
-            require(&call, &["elicitation"])?;
-            Ok(
-                match elicited(call.input_responses(), "user_name", "name") {
-                    Some(name) => ToolResult::text(format!("Hello, {name}!")),
-                    None => ask(&[("user_name", name_request("What is your name?"))], None),
-                },
-            )
-        },
+        |call: ToolCall| async move { greet(&call) },
     )
     .tool(
         "test_logging_tool",
@@ -235,16 +224,7 @@ fn mrtr_tools(app: App, seal: &StateSeal) -> App {
         "test_input_required_result_elicitation",
         "Round 1 asks for a name (elicitation); round 2 greets.",
         NO_ARGUMENTS,
-        |call: ToolCall| async move {
-            require(&call, &["elicitation"])?;
-            // A missing, misnamed or malformed answer asks again (§9.2).
-            Ok(
-                match elicited(call.input_responses(), "user_name", "name") {
-                    Some(name) => ToolResult::text(format!("Hello, {name}!")),
-                    None => ask(&[("user_name", name_request("What is your name?"))], None),
-                },
-            )
-        },
+        |call: ToolCall| async move { greet(&call) },
     )
     .tool(
         "test_input_required_result_sampling",
@@ -464,6 +444,18 @@ fn prompts(app: App) -> App {
                     },
                 },
             )
+        },
+    )
+}
+
+/// Round 1 asks for a name (elicitation); round 2 greets. A missing,
+/// misnamed or malformed answer asks again (§9.2).
+fn greet(call: &ToolCall) -> Result<ToolResult, ToolError> {
+    require(call, &["elicitation"])?;
+    Ok(
+        match elicited(call.input_responses(), "user_name", "name") {
+            Some(name) => ToolResult::text(format!("Hello, {name}!")),
+            None => ask(&[("user_name", name_request("What is your name?"))], None),
         },
     )
 }

@@ -28,26 +28,43 @@ use mcpwire_core::mcp::meta::PROTOCOL_VERSION;
 use mcpwire_tokio::{CallError, Client, client::http};
 use serde_json::{Map, Value, json};
 
-pub const NAME: &str = "conformance-client";
-
 /// No step between rounds.
 type Nothing = fn() -> std::future::Ready<Result<(), String>>;
 
 /// Rounds of a multi round-trip call before the driver gives up.
 const MAX_ROUNDS: usize = 8;
 
-/// Runs the subcommand with the arguments after `conformance-client`.
-pub fn main(args: impl Iterator<Item = String>) -> ExitCode {
-    let Some(url) = args.last() else {
-        eprintln!(
-            "usage: mcpwire conformance-client URL   (MCP_CONFORMANCE_SCENARIO names the scenario)"
-        );
-        return ExitCode::from(2);
-    };
-    let scenario = std::env::var("MCP_CONFORMANCE_SCENARIO").unwrap_or_default();
-    let context = std::env::var("MCP_CONFORMANCE_CONTEXT")
-        .ok()
-        .and_then(|c| serde_json::from_str::<Value>(&c).ok())
+/// `mcpwire conformance-client`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The suite's mock server, an http:// or https:// URL
+    #[arg(value_name = "URL", value_parser = http_url)]
+    url: url::Url,
+    /// The client scenario to run
+    #[arg(
+        long,
+        env = "MCP_CONFORMANCE_SCENARIO",
+        default_value = "",
+        hide_default_value = true
+    )]
+    scenario: String,
+    /// The scenario's data, a JSON object (anything else is none)
+    #[arg(long, env = "MCP_CONFORMANCE_CONTEXT", hide_env_values = true)]
+    context: Option<String>,
+}
+
+fn http_url(v: &str) -> Result<url::Url, String> {
+    match url::Url::parse(v) {
+        Ok(url) if matches!(url.scheme(), "http" | "https") => Ok(url),
+        Ok(_) => Err("an http:// or https:// URL".into()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Runs `mcpwire conformance-client`.
+pub fn main(args: Args) -> ExitCode {
+    let context = (args.context.as_deref())
+        .and_then(|c| serde_json::from_str::<Value>(c).ok())
         .unwrap_or(Value::Null);
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -59,7 +76,8 @@ pub fn main(args: impl Iterator<Item = String>) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(&url, &scenario, &context)) {
+    let scenario = args.scenario;
+    match runtime.block_on(run(args.url.as_str(), &scenario, &context)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("mcpwire conformance-client ({scenario}): {e}");

@@ -16,8 +16,12 @@
 //! the message limit.
 
 use super::super::cache::{self, Cache, Relist, Warnings};
-use super::super::calls::{ERROR_ROOM, Kind, MAX_AUTH, Mode, Terminal, bytes, copy_id, ensure};
+use super::super::calls::{
+    ERROR_ROOM, Kind, MAX_AUTH, Mode, Terminal, bytes, bytes_mut, copy_across, copy_id, ensure,
+    offset_in,
+};
 use super::super::events::{CallId, Diagnostics, Failure, Queue, Queued};
+use super::super::input;
 use super::response::{HttpFailure, Judgement, ResponseReader};
 use crate::grpc::Code;
 use crate::h2::StreamRef;
@@ -118,6 +122,25 @@ pub(super) struct Call {
     /// A call that sends nothing: it waits for the era's handshake
     /// ([`ClientEngine::start_handshake`](crate::mcp::client::ClientEngine::start_handshake)).
     pub(super) handshake: bool,
+    /// The application answers `input_required` results
+    /// ([`CallOptions::answers_input`](crate::mcp::client::CallOptions::answers_input)).
+    pub(super) answers_input: bool,
+    /// `input_required` results handed out so far.
+    pub(super) rounds: u8,
+}
+
+impl Call {
+    /// Whether the call's outcome is an `input_required` result the
+    /// application has yet to answer.
+    pub(super) fn waits_for_input(&self) -> bool {
+        self.terminal.is_some_and(|t| t.kind == Kind::InputRequired)
+    }
+
+    /// Whether the call runs on its own: no outcome yet, or one that
+    /// waits for input (its deadline counts).
+    pub(super) fn running(&self) -> bool {
+        self.terminal.is_none() || self.waits_for_input()
+    }
 }
 
 /// A call's place in the engine.
@@ -171,6 +194,10 @@ pub(super) struct Calls<S: CallStore, const CALLS: usize, const CACHE: usize> {
     pub(super) note: Option<Note>,
     /// The largest message (the configuration's, capped by the store).
     pub(super) max_message: usize,
+    /// Pages of `tools/list` a re-list reads at most.
+    pub(super) max_pages: usize,
+    /// Rounds of input a call answers at most.
+    pub(super) max_rounds: u8,
     pub(super) next_seq: u32,
 }
 
@@ -221,8 +248,8 @@ impl Text {
 }
 
 impl<S: CallStore, const CALLS: usize, const CACHE: usize> Calls<S, CALLS, CACHE> {
-    pub(super) fn new(store: S, max_message: usize) -> Self {
-        let max_message = max_message.min(store.max_len());
+    pub(super) fn new(store: S, config: &super::config::HttpClientConfig) -> Self {
+        let max_message = config.max_message_bytes.min(store.max_len());
         Self {
             slots: core::array::from_fn(|_| Slot::default()),
             store,
@@ -231,6 +258,8 @@ impl<S: CallStore, const CALLS: usize, const CACHE: usize> Calls<S, CALLS, CACHE
             lent_warning: None,
             note: None,
             max_message,
+            max_pages: config.max_list_pages,
+            max_rounds: config.max_input_rounds,
             next_seq: 0,
         }
     }
@@ -324,6 +353,8 @@ impl<S: CallStore, const CALLS: usize, const CACHE: usize> Calls<S, CALLS, CACHE
             terminal: None,
             own_judgement: None,
             handshake: false,
+            answers_input: false,
+            rounds: 0,
         });
         Some(i)
     }
@@ -576,6 +607,7 @@ impl<S: CallStore, const CALLS: usize, const CACHE: usize> Calls<S, CALLS, CACHE
                     &mut self.cache,
                     &mut warnings,
                     &mut cursor,
+                    self.max_pages,
                 )
             } else {
                 Relist::Deliver
@@ -610,6 +642,37 @@ impl<S: CallStore, const CALLS: usize, const CACHE: usize> Calls<S, CALLS, CACHE
         let Some(c) = slot.call.as_mut() else {
             return;
         };
+        if !is_error && c.answers_input && c.own.is_none() && !matches!(c.mode, Mode::Relist(_)) {
+            // An `input_required` result: checked, then the call waits for
+            // the application's answers.
+            let asks = bytes(&self.store, &slot.rx)
+                .get(..len)
+                .and_then(|text| json::get(text, b"result"))
+                .filter(|r| input::asks_for_input(r))
+                .map(|r| input::InputRequired::read(r).map(drop));
+            match asks {
+                None => {}
+                Some(Err(e)) => {
+                    self.fail_rpc(i, e);
+                    return;
+                }
+                Some(Ok(())) if c.rounds >= self.max_rounds => {
+                    self.fail_too_many_rounds(i);
+                    return;
+                }
+                Some(Ok(())) => {
+                    c.rounds = c.rounds.saturating_add(1);
+                    c.terminal = Some(Terminal {
+                        kind: Kind::InputRequired,
+                        in_req: false,
+                        at: (0, len),
+                        diagnostics: c.diagnostics,
+                        delivered: false,
+                    });
+                    return;
+                }
+            }
+        }
         let kind = if is_error {
             Kind::Failed
         } else {
@@ -661,7 +724,7 @@ impl<S: CallStore, const CALLS: usize, const CACHE: usize> Calls<S, CALLS, CACHE
     /// Points call `i` at a `tools/list` request (page `page`, after
     /// `cursor`) written after the application's message, and queues it.
     /// `false` when it does not fit.
-    fn relist(&mut self, i: usize, page: u8, cursor: Option<&[u8]>) -> bool {
+    fn relist(&mut self, i: usize, page: u16, cursor: Option<&[u8]>) -> bool {
         let Some(slot) = self.slots.get_mut(i) else {
             return false;
         };
@@ -764,7 +827,8 @@ impl<S: CallStore, const CALLS: usize, const CACHE: usize> Calls<S, CALLS, CACHE
         let Some(c) = self.call_mut(i) else {
             return;
         };
-        if c.terminal.is_some() {
+        // An outcome stands, but a call waiting for input can still fail.
+        if c.terminal.is_some() && !c.waits_for_input() {
             return;
         }
         c.place = Place::Done;
@@ -782,12 +846,25 @@ impl<S: CallStore, const CALLS: usize, const CACHE: usize> Calls<S, CALLS, CACHE
         self.write_outcome(i, code, message, diagnostics);
     }
 
+    /// Fails call `i`, whose server asks for input once more after the
+    /// round limit, saying so (off the path of every answer).
+    #[cold]
+    #[inline(never)]
+    fn fail_too_many_rounds(&mut self, i: usize) {
+        let Some(diagnostics) = self.call(i).map(|c| c.diagnostics) else {
+            return;
+        };
+        let mut text = [0u8; input::TOO_MANY_ROOM];
+        let why = input::too_many_rounds(self.max_rounds, &mut text);
+        self.write_outcome(i, INTERNAL_ERROR, why, diagnostics);
+    }
+
     /// Ends call `i` with a JSON-RPC error found by this end.
     pub(super) fn fail_rpc(&mut self, i: usize, e: RpcError) {
         let Some(c) = self.call_mut(i) else {
             return;
         };
-        if c.terminal.is_some() {
+        if c.terminal.is_some() && !c.waits_for_input() {
             return;
         }
         c.place = Place::Done;
@@ -954,6 +1031,14 @@ impl<S: CallStore, const CALLS: usize, const CACHE: usize> Calls<S, CALLS, CACHE
             let Some(t) = c.terminal.as_mut() else {
                 continue;
             };
+            if t.kind == Kind::InputRequired {
+                // The call waits for its answers: it does not end.
+                if t.delivered {
+                    continue;
+                }
+                t.delivered = true;
+                return Some(ClientEvent::InputRequired { call });
+            }
             if t.delivered || t.kind == Kind::Nothing {
                 self.release(i);
                 return Some(ClientEvent::Ended { call });
@@ -961,7 +1046,9 @@ impl<S: CallStore, const CALLS: usize, const CACHE: usize> Calls<S, CALLS, CACHE
             t.delivered = true;
             return Some(match t.kind {
                 Kind::Failed => ClientEvent::Failed { call },
-                Kind::Response | Kind::Nothing => ClientEvent::Response { call },
+                Kind::Response | Kind::Nothing | Kind::InputRequired => {
+                    ClientEvent::Response { call }
+                }
             });
         }
         None
@@ -992,10 +1079,108 @@ impl<S: CallStore, const CALLS: usize, const CACHE: usize> Calls<S, CALLS, CACHE
         }
         let i = self.slot_of(call)?;
         let t = self.slots[i].call.as_ref()?.terminal.as_ref()?;
-        if !t.delivered || t.kind != Kind::Response {
+        if !t.delivered || !matches!(t.kind, Kind::Response | Kind::InputRequired) {
             return None;
         }
         json::get(self.message(call)?, b"result")
+    }
+
+    /// The `inputRequests` of `call`'s `input_required` result, once its
+    /// `InputRequired` was handed out and until it is answered.
+    pub(super) fn input_requests(&self, call: CallId) -> Option<&[u8]> {
+        let i = self.slot_of(call)?;
+        if !self.slots[i].call.as_ref()?.waits_for_input() {
+            return None;
+        }
+        input::requests_of(self.result(call)?)
+    }
+
+    /// Points call `i` (waiting for input: its `input_required` response
+    /// at the start of `rx`) at the request of its next round, answering
+    /// with `responses`: written after the application's message (from
+    /// it, the result's `requestState` copied there first, and the
+    /// answers), moved into its place, and queued. The error says why the
+    /// round cannot go (the call fails with it).
+    pub(super) fn start_round(&mut self, i: usize, responses: &[u8]) -> Result<(), &'static str> {
+        const NO_ROOM: &str = "the request of the next round does not fit the call store";
+        let Some(slot) = self.slots.get_mut(i) else {
+            return Err("the call is over");
+        };
+        let Some(c) = slot.call.as_ref() else {
+            return Err("the call is over");
+        };
+        let Some(t) = c.terminal.filter(|t| t.kind == Kind::InputRequired) else {
+            return Err("the call does not wait for input");
+        };
+        let (orig, round) = (c.orig, c.rounds);
+        // After the application's message everything is scratch (a
+        // re-list's page, a legacy body, the last exchange's head).
+        let end = orig.1;
+        let state = {
+            let rx = bytes(&self.store, &slot.rx);
+            let message = rx.get(t.at.0..t.at.1).unwrap_or_default();
+            json::get(message, b"result")
+                .and_then(|r| input::InputRequired::read(r).ok()?.state)
+                .map(|s| offset_in(message, s, t.at.0))
+        };
+        let mut id = [0u8; input::MAX_ROUND_ID];
+        let id_len = {
+            let request = bytes(&self.store, &slot.req)
+                .get(orig.0..orig.1)
+                .unwrap_or_default();
+            input::round_id(json::get(request, b"id").unwrap_or(b"null"), round, &mut id)
+                .ok_or("the id of the next round's request would be over 128 octets")?
+        };
+        let id = &id[..id_len];
+        let slen = state.map_or(0, |s| s.1 - s.0);
+        let base = end + slen;
+        if !ensure(&mut self.store, &mut slot.req, base) {
+            return Err(NO_ROOM);
+        }
+        if let Some(s) = state
+            && !copy_across(&mut self.store, &slot.rx, s, &mut slot.req, end)
+        {
+            return Err(NO_ROOM);
+        }
+        let mut len = None;
+        for _ in 0..2 {
+            let buf = bytes_mut(&mut self.store, &mut slot.req);
+            if buf.len() < base {
+                return Err(NO_ROOM);
+            }
+            let (before, after) = buf.split_at_mut(base);
+            let request = before.get(orig.0..orig.1).unwrap_or_default();
+            let state = (slen > 0).then(|| before.get(end..base)).flatten();
+            let mut w = JsonWriter::new(after);
+            input::write_round(&mut w, request, id, responses, state);
+            let needed = match w.finish() {
+                Ok(text) => {
+                    len = Some(text.len());
+                    break;
+                }
+                Err(o) => o.needed,
+            };
+            if needed > self.max_message || !ensure(&mut self.store, &mut slot.req, base + needed) {
+                return Err(NO_ROOM);
+            }
+        }
+        let Some(len) = len else {
+            return Err(NO_ROOM);
+        };
+        if len > self.max_message {
+            return Err("the request of the next round is over the message limit");
+        }
+        // The round's request is the call's from now on.
+        bytes_mut(&mut self.store, &mut slot.req).copy_within(base..base + len, orig.0);
+        let Some(c) = slot.call.as_mut() else {
+            return Err("the call is over");
+        };
+        c.orig = (orig.0, orig.0 + len);
+        c.cur = c.orig;
+        c.terminal = None;
+        c.resent = false;
+        self.requeue(i, Mode::Call, false);
+        Ok(())
     }
 
     /// The JSON-RPC error of `call`, once its `Failed` was handed out.

@@ -6,6 +6,7 @@
 use core::time::Duration;
 
 use crate::h2;
+use crate::mcp::client::config::{MAX_INPUT_ROUNDS, MAX_LIST_PAGES};
 use crate::mcp::client::era::EraChoice;
 
 /// Connections (links) of the HTTP/1.1 pool when none is set.
@@ -71,6 +72,12 @@ pub struct HttpClientConfig {
     pub bearer: Option<&'static str>,
     /// The HTTP/2 connection's settings.
     pub h2: h2::Config,
+    /// Pages of `tools/list` read again after a -32020 at most. Default
+    /// [`MAX_LIST_PAGES`].
+    pub max_list_pages: usize,
+    /// Rounds of input a call answers at most. Default
+    /// [`MAX_INPUT_ROUNDS`].
+    pub max_input_rounds: u8,
 }
 
 impl Default for HttpClientConfig {
@@ -90,6 +97,8 @@ impl Default for HttpClientConfig {
             client_version: env!("CARGO_PKG_VERSION"),
             bearer: None,
             h2: h2::Config::default(),
+            max_list_pages: MAX_LIST_PAGES,
+            max_input_rounds: MAX_INPUT_ROUNDS,
         }
     }
 }

@@ -36,7 +36,11 @@
 //! refused with -32020 reads `tools/list` again and goes once more (the
 //! tunnel's rule, [`cache`](super::super::cache)). 401 and 403 fail with
 //! their `WWW-Authenticate` ([`Failure::www_authenticate`]). A call's
-//! deadline is the request timeout, none for `subscriptions/listen`.
+//! deadline is the request timeout, none for `subscriptions/listen`. A
+//! call that answers input requests ([`CallOptions::answers_input`]) goes
+//! through its rounds as [`ClientEngine::answer_input`] says: each round a
+//! new `POST` (with the same mirrored fields), queued for a link as a new
+//! call is; a call waiting for input holds no link.
 //!
 //! # The era
 //!
@@ -67,10 +71,12 @@ use super::send::{self, Shape};
 use crate::grpc::Code;
 use crate::h2::{InlineStorage, Storage};
 use crate::http1::{ClientConnection, SseParser};
+use crate::mcp::client::calls::Kind;
 use crate::mcp::client::engine::{CallOptions, ClientEngine, LinkId, Negotiated};
 use crate::mcp::client::era::EraDiagnostics;
 use crate::mcp::client::events::{CallId, ClientEvent, Diagnostics, Failure, StartError};
-use crate::mcp::error::{INVALID_REQUEST, RpcError};
+use crate::mcp::client::input;
+use crate::mcp::error::{INTERNAL_ERROR, INVALID_REQUEST, RpcError};
 use crate::mcp::json;
 use crate::mcp::store::CallStore;
 use crate::time::Instant;
@@ -153,7 +159,7 @@ impl<
     pub fn new(config: HttpClientConfig, store: S, now: Instant) -> Self {
         let mut client = Self {
             config,
-            calls: Calls::new(store, config.max_message_bytes),
+            calls: Calls::new(store, &config),
             pool: core::array::from_fn(|_| Link::new()),
             h2: H2Link::new(config.h2, now),
             era: EraState::new(config.era),
@@ -605,6 +611,9 @@ impl<
             .calls
             .admit(message, token, token_len, reader, deadline, None)
             .ok_or(StartError::Busy)?;
+        if let Some(c) = self.calls.call_mut(i) {
+            c.answers_input = options.answers_input;
+        }
         let call = self.calls.call_id(i);
         self.advance();
         Ok(call)
@@ -699,6 +708,37 @@ impl<
 
     fn warning_tool(&self, call: CallId) -> Option<&[u8]> {
         self.calls.warning_tool(call)
+    }
+
+    fn input_requests(&self, call: CallId) -> Option<&[u8]> {
+        self.calls.input_requests(call)
+    }
+
+    /// The next round waits for a link as a new call would (behind the
+    /// calls started before it): it needs none of the last round's.
+    fn answer_input(
+        &mut self,
+        call: CallId,
+        responses: &[u8],
+        now: Instant,
+    ) -> Result<(), StartError> {
+        self.now = now;
+        input::check_responses(responses).map_err(StartError::Invalid)?;
+        let i = self
+            .calls
+            .slot_of(call)
+            .filter(|&i| {
+                self.calls
+                    .call(i)
+                    .and_then(|c| c.terminal)
+                    .is_some_and(|t| t.kind == Kind::InputRequired && t.delivered)
+            })
+            .ok_or(StartError::Invalid(input::NOT_WAITING))?;
+        if let Err(why) = self.calls.start_round(i, responses) {
+            self.calls.fail_rpc(i, RpcError::new(INTERNAL_ERROR, why));
+        }
+        self.advance();
+        Ok(())
     }
 
     fn link_up(&mut self, link: LinkId, negotiated: Negotiated, now: Instant) {
@@ -801,7 +841,7 @@ impl<
             .slots
             .iter()
             .filter_map(|s| s.call.as_ref())
-            .filter(|c| c.terminal.is_none())
+            .filter(|c| c.running())
             .filter_map(|c| c.deadline);
         let links = self.pool.iter().filter_map(|l| match l.state {
             LinkState::Draining { until } => Some(until),
@@ -816,7 +856,7 @@ impl<
             let due = self
                 .calls
                 .call(i)
-                .is_some_and(|c| c.terminal.is_none() && c.deadline.is_some_and(|d| now >= d));
+                .is_some_and(|c| c.running() && c.deadline.is_some_and(|d| now >= d));
             if due {
                 self.give_up(i, "the request timed out");
                 self.calls
@@ -857,17 +897,30 @@ impl<
         // Listen streams, which a server never ends, would hold their
         // links open for ever: they end here; the other calls run on.
         for i in 0..CALLS {
-            if self
-                .calls
-                .call(i)
-                .is_some_and(|c| c.own.is_none() && c.deadline.is_none() && !c.handshake)
-            {
+            if self.calls.call(i).is_some_and(|c| {
+                c.own.is_none() && c.deadline.is_none() && !c.handshake && c.terminal.is_none()
+            }) {
                 self.abandon(i);
                 self.calls
                     .fail_transport(i, Code::Unavailable, b"the client closed", None);
             }
         }
         self.fail_queued(b"the client closed before the call was sent");
+        // A call waiting for input has no next round now.
+        for i in 0..CALLS {
+            if self
+                .calls
+                .call(i)
+                .is_some_and(super::call::Call::waits_for_input)
+            {
+                self.calls.fail_transport(
+                    i,
+                    Code::Unavailable,
+                    b"the client closed while the call waited for input",
+                    None,
+                );
+            }
+        }
         if self.era.has_session() {
             // The 2025 session ends with DELETE (§13.2), before the links go.
             self.send_delete();

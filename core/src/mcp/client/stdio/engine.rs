@@ -25,6 +25,13 @@
 //! saying so. Listen streams outlive a restart: their lines go again to
 //! the new server once it is ready. Each restart and pause is a
 //! [`ClientEvent::Note`] for the operator.
+//!
+//! The line of a call that answers input requests
+//! ([`CallOptions::answers_input`]) is kept once sent, in its buffer,
+//! until the call ends: an `input_required` result's `requestState` is
+//! copied after it as the result arrives (the result's text lives only
+//! until the next `recv`), and the application's answers make the next
+//! round's line there, which then takes the line's place and goes out.
 
 use core::time::Duration;
 
@@ -36,6 +43,7 @@ use crate::grpc::Code;
 use crate::mcp::client::engine::{CallOptions, ClientEngine, LinkId, Negotiated};
 use crate::mcp::client::era::EraDiagnostics;
 use crate::mcp::client::events::{CallId, ClientEvent, Diagnostics, Failure, Skipped, StartError};
+use crate::mcp::client::input;
 use crate::mcp::json;
 use crate::mcp::store::CallStore;
 use crate::time::Instant;
@@ -73,8 +81,21 @@ struct Line<B> {
     /// The call was cancelled: the rest of its line still goes (a half
     /// line would garble the next), unless none of it went.
     cancelled: bool,
-    /// A listen stream's: kept once sent, to go again to the next server.
+    /// A listen stream's: stays queued once sent, to go again to the next
+    /// server.
+    listen: bool,
+    /// Kept once sent ([`Kept`]): the call answers input requests.
     keep: bool,
+}
+
+/// The line of a call that answers input requests, kept once sent (see
+/// the module documentation): `len` octets of line, then the
+/// `requestState` of the result that waits for an answer, when it had one.
+struct Kept<B> {
+    call: CallId,
+    buf: B,
+    len: usize,
+    state: Option<(usize, usize)>,
 }
 
 /// The engine's link.
@@ -120,6 +141,8 @@ pub struct StdioEngine<B, S: CallStore, const CALLS: usize> {
     /// What the last `Skipped` was, for its text.
     skipped: Option<Skipped>,
     lines: [Option<Line<S::Buf>>; CALLS],
+    /// The lines kept, by call slot.
+    kept: [Option<Kept<S::Buf>>; CALLS],
     /// The client's own line on its way out: `own[sent..len]`.
     own: ([u8; OWN], usize, usize),
     /// The order of `lines` (indices, oldest first).
@@ -165,6 +188,7 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, S: CallStore, const CALLS: usize> StdioEngine
             was_ready: false,
             skipped: None,
             lines: [const { None }; CALLS],
+            kept: [const { None }; CALLS],
             own: ([0; OWN], 0, 0),
             order: [0; CALLS],
             queued: 0,
@@ -223,20 +247,78 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, S: CallStore, const CALLS: usize> StdioEngine
         if let Some(link) = self.link.take() {
             self.owe(ClientEvent::Disconnect { link: link.id });
         }
-        let mut kept = 0;
+        let mut held = 0;
         for i in 0..self.queued {
             let at = self.order[i];
-            let keep = self.lines[usize::from(at)]
+            let listen = self.lines[usize::from(at)]
                 .as_mut()
-                .is_some_and(|l| l.keep && !l.cancelled);
-            if keep {
-                self.order[kept] = at;
-                kept += 1;
+                .is_some_and(|l| l.listen && !l.cancelled);
+            if listen {
+                self.order[held] = at;
+                held += 1;
             } else if let Some(line) = self.lines[usize::from(at)].take() {
                 self.store.put(line.buf);
             }
         }
-        self.queued = kept;
+        self.queued = held;
+        for kept in self.kept.iter_mut() {
+            if let Some(k) = kept.take() {
+                self.store.put(k.buf);
+            }
+        }
+    }
+
+    /// Lets go of `call`'s kept line.
+    fn unkeep(&mut self, call: CallId) {
+        let at = usize::from(call.index);
+        if self
+            .kept
+            .get(at)
+            .is_some_and(|k| k.as_ref().is_some_and(|k| k.call == call))
+            && let Some(k) = self.kept[at].take()
+        {
+            self.store.put(k.buf);
+        }
+    }
+
+    /// `call`'s server asks for input: the result's `requestState` is
+    /// copied after the call's kept line (the result's text is gone at
+    /// the next `recv`). `false`: it could not be (the call failed).
+    fn keep_state(&mut self, call: CallId) -> bool {
+        let at = usize::from(call.index);
+        let Some(k) = self
+            .kept
+            .get_mut(at)
+            .and_then(Option::as_mut)
+            .filter(|k| k.call == call)
+        else {
+            self.client
+                .fail_input(call, "the server answered before the request was written");
+            return false;
+        };
+        let state = self
+            .client
+            .message(call)
+            .and_then(|m| json::get(m, b"result"))
+            .and_then(|r| input::InputRequired::read(r).ok()?.state);
+        k.state = None;
+        let Some(state) = state else {
+            return true;
+        };
+        let (from, to) = (k.len, k.len + state.len());
+        if !self.store.grow(&mut k.buf, to) {
+            self.client.fail_input(
+                call,
+                "no room for the result's requestState in the call store",
+            );
+            return false;
+        }
+        match self.store.bytes_mut(&mut k.buf).get_mut(from..to) {
+            Some(dst) => dst.copy_from_slice(state),
+            None => return false,
+        }
+        k.state = Some((from, to));
+        true
     }
 
     /// The server stopped (`at_once`: the probe left it unusable, start
@@ -398,13 +480,23 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, S: CallStore, const CALLS: usize> StdioEngine
             let at = self.order[i];
             let done = match &self.lines[usize::from(at)] {
                 Some(l) => {
-                    (l.sent >= l.len && (!l.keep || l.cancelled)) || (l.cancelled && l.sent == 0)
+                    (l.sent >= l.len && (!l.listen || l.cancelled)) || (l.cancelled && l.sent == 0)
                 }
                 None => true,
             };
             if done {
                 if let Some(line) = self.lines[usize::from(at)].take() {
-                    self.store.put(line.buf);
+                    let slot = usize::from(line.call.index);
+                    if line.keep && !line.cancelled && slot < CALLS && self.kept[slot].is_none() {
+                        self.kept[slot] = Some(Kept {
+                            call: line.call,
+                            buf: line.buf,
+                            len: line.len,
+                            state: None,
+                        });
+                    } else {
+                        self.store.put(line.buf);
+                    }
                 }
             } else {
                 self.order[kept] = at;
@@ -432,7 +524,7 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, S: CallStore, const CALLS: usize> StdioEngine
         for i in 0..self.queued {
             let at = usize::from(self.order[i]);
             if let Some(line) = self.lines[at].as_mut()
-                && line.keep
+                && line.listen
             {
                 line.sent = 0;
             }
@@ -477,13 +569,15 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, S: CallStore, const CALLS: usize> ClientEngin
             ));
         }
         let (call, buf, len) = self.write_line(message, options.timeout, now)?;
+        let keep = options.answers_input && self.client.expect_input(call);
         let line = Line {
             call,
             buf,
             len,
             sent: 0,
             cancelled: false,
-            keep: listen && self.config.restart.max_restarts > 0,
+            listen: listen && self.config.restart.max_restarts > 0,
+            keep,
         };
         if let Err(line) = self.queue(line) {
             // Every line slot holds a call's line: the call slots are full.
@@ -497,6 +591,7 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, S: CallStore, const CALLS: usize> ClientEngin
     fn cancel(&mut self, call: CallId, now: Instant) -> bool {
         self.now = now;
         self.line_ended(call);
+        self.unkeep(call);
         self.client.cancel(call)
     }
 
@@ -506,10 +601,19 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, S: CallStore, const CALLS: usize> ClientEngin
         }
         let event = match self.client.poll_event()? {
             StdioEvent::Notification { call } => ClientEvent::Notification { call },
+            StdioEvent::InputRequired { call } => {
+                if !self.keep_state(call) {
+                    // Failed instead: its event comes next.
+                    self.unkeep(call);
+                    return self.poll_event();
+                }
+                ClientEvent::InputRequired { call }
+            }
             StdioEvent::Response { call } => ClientEvent::Response { call },
             StdioEvent::Failed { call } => ClientEvent::Failed { call },
             StdioEvent::Ended { call } => {
                 self.line_ended(call);
+                self.unkeep(call);
                 ClientEvent::Ended { call }
             }
             StdioEvent::Ready => {
@@ -581,8 +685,8 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, S: CallStore, const CALLS: usize> ClientEngin
             data: f.data,
             response: f.response,
             diagnostics: Diagnostics {
-                transport: f.local,
-                grpc_status: f.local.then_some(status),
+                transport: f.transport,
+                grpc_status: f.transport.then_some(status),
                 ..Diagnostics::default()
             },
             www_authenticate: None,
@@ -591,6 +695,104 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, S: CallStore, const CALLS: usize> ClientEngin
 
     fn warning_tool(&self, _call: CallId) -> Option<&[u8]> {
         None
+    }
+
+    fn input_requests(&self, call: CallId) -> Option<&[u8]> {
+        if !self.client.waits_for_input(call) {
+            return None;
+        }
+        input::requests_of(self.result(call)?)
+    }
+
+    /// The next round's line is written after the call's kept line (and
+    /// the result's `requestState`), then takes the line's place and goes
+    /// out after the lines before it.
+    fn answer_input(
+        &mut self,
+        call: CallId,
+        responses: &[u8],
+        now: Instant,
+    ) -> Result<(), StartError> {
+        self.now = now;
+        input::check_responses(responses).map_err(StartError::Invalid)?;
+        let at = usize::from(call.index);
+        let waiting = self.client.waits_for_input(call)
+            && self
+                .kept
+                .get(at)
+                .is_some_and(|k| k.as_ref().is_some_and(|k| k.call == call));
+        if !waiting {
+            return Err(StartError::Invalid(input::NOT_WAITING));
+        }
+        let Some(mut k) = self.kept[at].take() else {
+            return Err(StartError::Invalid(input::NOT_WAITING));
+        };
+        let base = k.state.map_or(k.len, |s| s.1);
+        let mut written = None;
+        for _ in 0..2 {
+            let buf = self.store.bytes_mut(&mut k.buf);
+            let Some((before, after)) = (base <= buf.len()).then(|| buf.split_at_mut(base)) else {
+                break;
+            };
+            // The line without its newline.
+            let line = before.get(..k.len).unwrap_or_default();
+            let request = line.strip_suffix(b"\n").unwrap_or(line);
+            let state = k.state.and_then(|s| before.get(s.0..s.1));
+            match self.client.answer(call, request, state, responses, after) {
+                Ok(n) => {
+                    written = Some(n);
+                    break;
+                }
+                Err(StdioStartError::TooLarge { needed })
+                    if base.saturating_add(needed) <= self.store.max_len()
+                        && self.store.grow(&mut k.buf, base.saturating_add(needed)) => {}
+                Err(StdioStartError::TooLarge { .. }) => break,
+                Err(e) => {
+                    self.kept[at] = Some(k);
+                    return Err(match e {
+                        StdioStartError::Invalid(e) => StartError::Invalid(e),
+                        _ => StartError::Closed,
+                    });
+                }
+            }
+        }
+        let n = match written {
+            // The id of the round is another call's: the call failed.
+            Some(0) => {
+                self.store.put(k.buf);
+                return Ok(());
+            }
+            Some(n) => n,
+            None => {
+                self.client.fail_input(
+                    call,
+                    "the request of the next round does not fit the call store",
+                );
+                self.store.put(k.buf);
+                return Ok(());
+            }
+        };
+        // The round's line takes the line's place.
+        self.store
+            .bytes_mut(&mut k.buf)
+            .copy_within(base..base + n, 0);
+        let line = Line {
+            call,
+            buf: k.buf,
+            len: n,
+            sent: 0,
+            cancelled: false,
+            listen: false,
+            keep: true,
+        };
+        if let Err(line) = self.queue(line) {
+            // Every line slot holds a call's line (one a call at most: not
+            // to be).
+            self.store.put(line.buf);
+            self.client
+                .fail_input(call, "no room for the next round's line");
+        }
+        Ok(())
     }
 
     fn link_up(&mut self, link: LinkId, _negotiated: Negotiated, now: Instant) {

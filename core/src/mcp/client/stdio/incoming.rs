@@ -5,6 +5,7 @@
 //! line, which may name the call it answers.
 
 use super::super::era::{self, Era, Verdict};
+use super::super::input;
 use super::{BAD_LINE_PREFIX, INIT_ID, Outcome, PROBE_ID, Phase, State, StdioClient, StdioEvent};
 use crate::mcp::envelope::Message;
 use crate::mcp::json;
@@ -70,14 +71,21 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, const CALLS: usize> StdioClient<B, CALLS> {
                     .position(|s| s.state != State::Free && s.id.is(id))
                 {
                     hit = Some(i);
+                    let max_rounds = self.config.max_input_rounds;
                     let s = &mut self.slots[i];
                     if s.state == State::Live {
+                        let outcome = match message {
+                            Message::Response { result, .. } if s.answers_input => {
+                                asked(result, s.id.get(), s.rounds, max_rounds)
+                            }
+                            Message::Response { .. } => Outcome::Response,
+                            _ => Outcome::Error,
+                        };
+                        if outcome == Outcome::InputRequired {
+                            s.rounds = s.rounds.saturating_add(1);
+                        }
                         s.state = State::Done {
-                            outcome: if matches!(message, Message::Response { .. }) {
-                                Outcome::Response
-                            } else {
-                                Outcome::Error
-                            },
+                            outcome,
                             told: false,
                         };
                     }
@@ -178,6 +186,32 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, const CALLS: usize> StdioClient<B, CALLS> {
             Err(why) => self.fail_handshake(why),
         }
     }
+}
+
+/// What the result of a call whose application answers input requests
+/// means: an `input_required` result it can answer (the call's id `id`,
+/// after `rounds` rounds of at most `max`), one it cannot (a local
+/// failure), or the call's response.
+fn asked(result: &[u8], id: &[u8], rounds: u8, max: u8) -> Outcome {
+    if !input::asks_for_input(result) {
+        return Outcome::Response;
+    }
+    if let Err(e) = input::InputRequired::read(result) {
+        return Outcome::Refused { message: e.message };
+    }
+    if rounds >= max {
+        return Outcome::TooManyRounds;
+    }
+    // The next round's id must be one a call can have.
+    let mut next = [0u8; input::MAX_ROUND_ID];
+    let fits = input::round_id(id, rounds.saturating_add(1), &mut next)
+        .is_some_and(|n| n <= super::MAX_ID);
+    if !fits {
+        return Outcome::Refused {
+            message: "the id of the next round's request would be over 64 octets",
+        };
+    }
+    Outcome::InputRequired
 }
 
 /// Octets of an over-long line searched for its `"id"`.

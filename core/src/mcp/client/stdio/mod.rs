@@ -102,6 +102,9 @@ pub struct StdioClientConfig {
     pub client_capabilities: &'static str,
     pub client_name: &'static str,
     pub client_version: &'static str,
+    /// Rounds of input a call answers at most ([`StdioClient::expect_input`]).
+    /// Default [`MAX_INPUT_ROUNDS`](super::MAX_INPUT_ROUNDS).
+    pub max_input_rounds: u8,
 }
 
 impl Default for StdioClientConfig {
@@ -114,6 +117,7 @@ impl Default for StdioClientConfig {
             client_capabilities: "{}",
             client_name: "mcpwire",
             client_version: env!("CARGO_PKG_VERSION"),
+            max_input_rounds: super::config::MAX_INPUT_ROUNDS,
         }
     }
 }
@@ -141,6 +145,10 @@ pub enum StdioEvent {
     /// A notification for the call (progress, listen event, the server's
     /// `notifications/cancelled` ending a listen): [`StdioClient::message`].
     Notification { call: CallId },
+    /// The server asks for input (a call of [`StdioClient::expect_input`]):
+    /// its `input_required` response is [`StdioClient::message`] until the
+    /// next `recv`; the call waits for [`StdioClient::answer`].
+    InputRequired { call: CallId },
     /// The call's result: [`StdioClient::message`], until `Ended`.
     Response { call: CallId },
     /// The call failed: [`StdioClient::failure`], until `Ended`.
@@ -173,9 +181,13 @@ pub struct StdioFailure<'a> {
     pub data: Option<&'a [u8]>,
     /// The whole error response.
     pub response: &'a [u8],
-    /// Found by this client (a timeout, the end of the server's stdout),
-    /// not answered by the server.
+    /// Found by this client (a timeout, the end of the server's stdout,
+    /// an answer it cannot take), not answered by the server.
     pub local: bool,
+    /// A failure of the transport (a timeout, the end of the server's
+    /// stdout, a line over the limit), not a rule of this client on the
+    /// server's answer (an `input_required` result it cannot answer).
+    pub transport: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -217,6 +229,17 @@ enum Outcome {
     },
     /// The server ended a listen with `notifications/cancelled`.
     ServerClosed,
+    /// An `input_required` result: handed out, then the call waits for
+    /// the application's answers ([`StdioClient::answer`]).
+    InputRequired,
+    /// One `input_required` result more than the client answers.
+    TooManyRounds,
+    /// A rule of this client on the server's answer failed the call (an
+    /// `input_required` result it cannot answer, a round that cannot go):
+    /// -32603 with `message`, not a failure of the transport.
+    Refused {
+        message: &'static str,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -241,6 +264,31 @@ struct Slot {
     deadline: Option<Instant>,
     notified: bool,
     cancel_owed: bool,
+    /// The application answers `input_required` results
+    /// ([`StdioClient::expect_input`]).
+    answers_input: bool,
+    /// `input_required` results handed out so far.
+    rounds: u8,
+}
+
+impl Slot {
+    /// The call waits for the application's answers to its server's
+    /// requests for input.
+    fn waits_for_input(&self) -> bool {
+        matches!(
+            self.state,
+            State::Done {
+                outcome: Outcome::InputRequired,
+                ..
+            }
+        )
+    }
+
+    /// The call runs on its own: in flight, or waiting for input (its
+    /// deadline counts).
+    fn running(&self) -> bool {
+        self.state == State::Live || self.waits_for_input()
+    }
 }
 
 const FREE: Slot = Slot {
@@ -252,6 +300,8 @@ const FREE: Slot = Slot {
     deadline: None,
     notified: false,
     cancel_owed: false,
+    answers_input: false,
+    rounds: 0,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -552,8 +602,96 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, const CALLS: usize> StdioClient<B, CALLS> {
             deadline,
             notified: false,
             cancel_owed: false,
+            answers_input: false,
+            rounds: 0,
         };
         Ok((call_id(index, slot.generation), n))
+    }
+
+    /// The application of `call` (just started) answers its server's
+    /// requests for input (MCP 2026-07-28 §9): a result with `resultType:
+    /// "input_required"` is [`StdioEvent::InputRequired`] and the call
+    /// waits for [`StdioClient::answer`], at most
+    /// [`StdioClientConfig::max_input_rounds`] times (the next such result
+    /// fails it). `false` for a call that is not in flight.
+    pub fn expect_input(&mut self, call: CallId) -> bool {
+        let Some(i) = self.slot_of(call) else {
+            return false;
+        };
+        let s = &mut self.slots[i];
+        s.answers_input = s.state == State::Live;
+        s.answers_input
+    }
+
+    /// Whether `call` waits for the application's answers.
+    pub fn waits_for_input(&self, call: CallId) -> bool {
+        self.slot_of(call)
+            .is_some_and(|i| self.slots[i].waits_for_input())
+    }
+
+    /// Writes the line of `call`'s next round into `out`: `request` (the
+    /// call's last request, one JSON-RPC request) with a new id (the
+    /// application's with `#1`, `#2`... appended), `params.inputResponses`
+    /// = `responses` (compacted onto the line) and `params.requestState` =
+    /// `state` (the result's, a raw JSON string; none when `None`); the
+    /// call is in flight again under its new id, its deadline unchanged.
+    /// Its length, with the newline. `Err`, nothing changed: the call does
+    /// not wait for input, `responses` is not a JSON object
+    /// ([`StdioStartError::Invalid`]), `out` is too small
+    /// ([`StdioStartError::TooLarge`]). `Ok(0)`: the round cannot go (its
+    /// id is another call's): the call failed.
+    pub fn answer(
+        &mut self,
+        call: CallId,
+        request: &[u8],
+        state: Option<&[u8]>,
+        responses: &[u8],
+        out: &mut [u8],
+    ) -> Result<usize, StdioStartError> {
+        super::input::check_responses(responses).map_err(StdioStartError::Invalid)?;
+        let i = self
+            .slot_of(call)
+            .filter(|&i| self.slots[i].waits_for_input())
+            .ok_or(StdioStartError::Invalid(super::input::NOT_WAITING))?;
+        let s = self.slots[i];
+        let mut id = [0u8; super::input::MAX_ROUND_ID];
+        let new_id =
+            super::input::round_id(s.id.get(), s.rounds, &mut id).and_then(|n| Raw::of(&id[..n]));
+        let taken = new_id.is_some_and(|new| {
+            self.slots
+                .iter()
+                .any(|o| o.state != State::Free && o.id == new)
+        });
+        let Some(new_id) = new_id.filter(|_| !taken) else {
+            self.fail_input(call, "the id of the next round's request is another call's");
+            return Ok(0);
+        };
+        let mut w = JsonWriter::new(out);
+        super::input::write_round(&mut w, request, new_id.get(), responses, state);
+        w.raw(b"\n");
+        let n = w
+            .finish()
+            .map_err(|e| StdioStartError::TooLarge { needed: e.needed })?
+            .len();
+        let s = &mut self.slots[i];
+        s.id = new_id;
+        s.state = State::Live;
+        s.notified = false;
+        s.cancel_owed = false;
+        Ok(n)
+    }
+
+    /// Fails `call`, waiting for input (or in flight again, its round's
+    /// line not yet out), with `message`: its next round cannot go.
+    pub fn fail_input(&mut self, call: CallId, message: &'static str) {
+        if let Some(i) = self.slot_of(call)
+            && self.slots[i].running()
+        {
+            self.slots[i].state = State::Done {
+                outcome: Outcome::Refused { message },
+                told: false,
+            };
+        }
     }
 
     /// Stops a call: `notifications/cancelled` goes out with the next
@@ -662,7 +800,7 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, const CALLS: usize> StdioClient<B, CALLS> {
         };
         self.slots
             .iter()
-            .filter(|s| s.state == State::Live)
+            .filter(|s| s.running())
             .filter_map(|s| s.deadline)
             .chain(handshake)
             .min()
@@ -687,15 +825,21 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, const CALLS: usize> StdioClient<B, CALLS> {
         }
         let eof = self.eof;
         for s in self.slots.iter_mut() {
-            if s.state == State::Live && s.deadline.is_some_and(|d| now >= d) {
+            if s.running() && s.deadline.is_some_and(|d| now >= d) {
+                // A call waiting for input has no request at the server.
+                let waiting = s.waits_for_input();
                 s.state = State::Done {
                     outcome: Outcome::Local {
                         code: LOCAL_TIMEOUT,
-                        message: "request timed out (the client sent notifications/cancelled)",
+                        message: if waiting {
+                            "request timed out while the client's answers were awaited"
+                        } else {
+                            "request timed out (the client sent notifications/cancelled)"
+                        },
                     },
                     told: false,
                 };
-                s.cancel_owed = !eof;
+                s.cancel_owed = !eof && !waiting;
             }
         }
     }
@@ -803,6 +947,18 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, const CALLS: usize> StdioClient<B, CALLS> {
             let State::Done { outcome, told } = s.state else {
                 continue;
             };
+            if outcome == Outcome::InputRequired {
+                // The call waits for its answers: it does not end.
+                if told {
+                    continue;
+                }
+                s.state = State::Done {
+                    outcome,
+                    told: true,
+                };
+                self.lent = (Some(call), Lent::Line);
+                return Some(StdioEvent::InputRequired { call });
+            }
             if told {
                 s.state = if s.cancel_owed {
                     State::Cancelling
@@ -829,7 +985,21 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, const CALLS: usize> StdioClient<B, CALLS> {
                     self.lent = (Some(call), Lent::Line);
                     StdioEvent::Notification { call }
                 }
-                Outcome::Local { code, message } => {
+                Outcome::InputRequired => StdioEvent::InputRequired { call },
+                Outcome::TooManyRounds => {
+                    let id = s.id;
+                    let n = self.write_too_many_rounds(id);
+                    self.lent = (Some(call), Lent::Scratch(n));
+                    StdioEvent::Failed { call }
+                }
+                Outcome::Local { .. } | Outcome::Refused { .. } => {
+                    let (code, message) = match outcome {
+                        Outcome::Local { code, message } => (code, message),
+                        Outcome::Refused { message } => {
+                            (crate::mcp::error::INTERNAL_ERROR, message)
+                        }
+                        _ => (crate::mcp::error::INTERNAL_ERROR, ""),
+                    };
                     let id = s.id;
                     let mut w = JsonWriter::new(&mut self.scratch);
                     crate::mcp::envelope::write_error(
@@ -861,13 +1031,17 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, const CALLS: usize> StdioClient<B, CALLS> {
     /// The error of `call`, after its `Failed` and until its `Ended`.
     pub fn failure(&self, call: CallId) -> Option<StdioFailure<'_>> {
         let i = self.slot_of(call)?;
-        let local = matches!(
-            self.slots[i].state,
+        let (local, transport) = match self.slots[i].state {
             State::Done {
                 outcome: Outcome::Local { .. },
                 ..
-            }
-        );
+            } => (true, true),
+            State::Done {
+                outcome: Outcome::TooManyRounds | Outcome::Refused { .. },
+                ..
+            } => (true, false),
+            _ => (false, false),
+        };
         let response = self.message(call)?;
         let Ok(Message::Error { error, .. }) = Message::parse(response, json::DEFAULT_MAX_DEPTH)
         else {
@@ -881,6 +1055,7 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, const CALLS: usize> StdioClient<B, CALLS> {
             data: json::get(error, b"data"),
             response,
             local,
+            transport,
         })
     }
 
@@ -903,6 +1078,25 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, const CALLS: usize> StdioClient<B, CALLS> {
     /// `recv`.
     pub fn unmatched(&self) -> &[u8] {
         self.buf.as_ref().get(..self.line).unwrap_or(b"")
+    }
+
+    /// Writes the failure of a call (its id `id`) whose server asks for
+    /// input once more after the round limit into the scratch buffer; its
+    /// length (off the path of every event).
+    #[cold]
+    #[inline(never)]
+    fn write_too_many_rounds(&mut self, id: Raw) -> usize {
+        let mut text = [0u8; super::input::TOO_MANY_ROOM];
+        let message = super::input::too_many_rounds(self.config.max_input_rounds, &mut text);
+        let mut w = JsonWriter::new(&mut self.scratch);
+        crate::mcp::envelope::write_error(
+            &mut w,
+            id.get(),
+            crate::mcp::error::INTERNAL_ERROR,
+            message,
+            None,
+        );
+        w.finish().map_or(0, <[u8]>::len)
     }
 
     fn slot_of(&self, call: CallId) -> Option<usize> {
@@ -955,7 +1149,8 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, const CALLS: usize> StdioClient<B, CALLS> {
     fn fail_all(&mut self, code: i32, message: &'static str) {
         let keep = self.keep_listens;
         for s in self.slots.iter_mut() {
-            if s.state == State::Live && !(keep && s.listen) {
+            // A call waiting for input has no server for its next round.
+            if s.running() && !(keep && s.listen) {
                 s.state = State::Done {
                     outcome: Outcome::Local { code, message },
                     told: false,
