@@ -8,7 +8,7 @@
 //!
 //! Each runs its binding's core engine ([`TunnelClient`], [`HttpClient`],
 //! [`StdioEngine`]) on the one tokio driver of every client engine
-//! ([`dispatch`]): every MCP rule of a call is the core's; the driver
+//! (its `dispatch` module): every MCP rule of a call is the core's; the driver
 //! opens the links the engine asks for (a connection, a child) and moves
 //! octets.
 //!
