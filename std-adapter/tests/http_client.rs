@@ -254,6 +254,45 @@ async fn a_bearer_token_is_sent_and_a_refusal_carries_www_authenticate() {
     server.stop().await;
 }
 
+/// `Client::close` with a listen stream open (which a server never ends)
+/// and a call in progress, over HTTP/1.1 and h2c: the listen stream ends
+/// with UNAVAILABLE "the client closed", the call gets its answer, close
+/// returns (no session: `None`), and a later call is refused.
+#[tokio::test]
+async fn close_ends_a_listen_stream_and_lets_a_call_finish() {
+    let server = start().await;
+    for http2 in [http::Http2Mode::Never, http::Http2Mode::Always] {
+        let mut config = modern(url(server.addr));
+        config.http2 = http2;
+        let ch = Client::http(config).await.unwrap();
+        let mut listen = ch
+            .listen(json!({"notifications": {"toolsListChanged": true}}))
+            .await
+            .unwrap();
+        let ack = listen.next().await.unwrap();
+        assert!(
+            matches!(&ack, Some(StreamMessage::Notification(n))
+                if n["method"] == "notifications/subscriptions/acknowledged"),
+            "{http2:?} {ack:?}"
+        );
+        let request = json!({"method": "tools/call", "params": {"name": "counted_sleep",
+            "arguments": {"ms": 300}}});
+        let slow = ch.call(request).await.unwrap();
+        let slow = tokio::spawn(slow.response());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let closed = tokio::time::timeout(Duration::from_secs(10), ch.close()).await;
+        assert_eq!(closed, Ok(None), "{http2:?}: close returns");
+        let e = listen.next().await.unwrap_err();
+        assert_eq!(e.status, Code::Unavailable, "{http2:?} {e}");
+        assert!(e.message.contains("the client closed"), "{e}");
+        let answer = slow.await.unwrap().unwrap();
+        assert!(answer.get("result").is_some(), "{http2:?} {answer}");
+        let e = ch.list_tools().await.unwrap_err();
+        assert_eq!(e.status, Code::Unavailable, "{http2:?} {e}");
+    }
+    server.stop().await;
+}
+
 // ----------------------------------------------------------------------
 // Scripted peers
 // ----------------------------------------------------------------------
