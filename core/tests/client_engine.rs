@@ -581,6 +581,7 @@ fn http_answers_come_as_json_as_an_event_stream_and_as_202() {
                 net.link_events
             );
             assert!(seen.notifications.is_empty() && seen.ended);
+            assert_eq!(seen.diagnostics.map(|d| d.event_stream), Some(false));
             let with_progress = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"streamed"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"progressToken":"p2"}}}"#;
             let sse = net.call(with_progress).unwrap();
             let seen = net.seen(sse);
@@ -591,6 +592,7 @@ fn http_answers_come_as_json_as_an_event_stream_and_as_202() {
             );
             assert!(seen.notifications[0].contains(r#""progressToken":"p2""#));
             assert!(seen.response.unwrap().contains("streamed"));
+            assert_eq!(seen.diagnostics.map(|d| d.event_stream), Some(true));
             let note = net
                 .call(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":9}}"#)
                 .unwrap();

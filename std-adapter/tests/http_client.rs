@@ -96,11 +96,23 @@ async fn the_diagnostics_name_the_url_the_status_and_the_era() {
     assert_eq!(facts.url, url(server.addr));
     assert_eq!(facts.status, Some(200));
     assert_eq!(facts.http_version, Some("HTTP/1.1"));
+    assert!(facts.event_stream, "{facts:?}");
     let line = facts.to_string();
     assert!(
         line.starts_with("era modern, version 2026-07-28, requested 2026-07-28"),
         "{line}"
     );
+    assert!(line.ends_with("content type text/event-stream"), "{line}");
+    // A call without progress is answered with a JSON body.
+    let mut call = ch
+        .call(json!({"method": "tools/call", "params": {"name": "echo",
+            "arguments": {"text": "j"}}}))
+        .await
+        .unwrap();
+    while call.next().await.unwrap().is_some() {}
+    let facts = call.http_facts().unwrap();
+    assert_eq!(facts.status, Some(200));
+    assert!(!facts.event_stream, "{facts:?}");
     server.stop().await;
 }
 

@@ -336,6 +336,7 @@ impl Context {
             http_version: d
                 .http_status
                 .map(|_| if d.http2 { "HTTP/2" } else { "HTTP/1.1" }),
+            event_stream: d.event_stream,
             requested_version: era.map(|e| e.requested.clone()).unwrap_or_default(),
             version: era.map(|e| e.version.clone()).unwrap_or_default(),
             www_authenticate: auth.map(str::to_owned),
@@ -358,6 +359,8 @@ pub struct HttpFacts {
     /// `"HTTP/1.1"` or `"HTTP/2"`: the version of the exchange, once an
     /// answer came.
     pub http_version: Option<&'static str>,
+    /// The answer came as an event stream (`text/event-stream`).
+    pub event_stream: bool,
     /// The modern version the client asked for.
     pub requested_version: String,
     /// The version in use.
@@ -381,6 +384,9 @@ impl fmt::Display for HttpFacts {
         }
         if let Some(v) = self.http_version {
             write!(f, " over {v}")?;
+        }
+        if self.event_stream {
+            write!(f, ", content type text/event-stream")?;
         }
         if self.retried_after_32020 {
             write!(f, ", sent again after -32020")?;

@@ -93,6 +93,9 @@ pub struct Diagnostics {
     /// A `tools/call` refused with -32020 for its headers: `tools/list`
     /// was read again and the call sent once more.
     pub relisted: bool,
+    /// Streamable HTTP: the answer of the call's last exchange is an
+    /// event stream (`text/event-stream`), else a JSON body or none.
+    pub event_stream: bool,
 }
 
 impl Diagnostics {

@@ -491,7 +491,9 @@ impl<S: CallStore, const CALLS: usize, const CACHE: usize> Calls<S, CALLS, CACHE
             c.media.1 = n as u8;
         }
         c.fed = 0;
-        c.reader.on_head(status, MediaType::of(content_type))
+        let media = MediaType::of(content_type);
+        c.diagnostics.event_stream = media == MediaType::EventStream;
+        c.reader.on_head(status, media)
     }
 
     /// Body octets of call `i`'s answer: judged as they come. Stops after
