@@ -229,7 +229,7 @@ step_conformance() {
         note "server log:"
         sed 's/^/      /' "$work/fixtures.log" | tail -n 20
     fi
-    # Client mode: `mcpwire conformance-client` (the HttpChannel) in every
+    # Client mode: `mcpwire conformance-client` (`Client::http`) in every
     # scored client scenario; the OAuth ones are baselined
     # (tests/conformance/client-baseline.yml).
     bounded 900 ./scripts/conformance.sh --client "$root/target/release/mcpwire conformance-client" || rc=$?

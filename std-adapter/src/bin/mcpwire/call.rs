@@ -95,7 +95,7 @@ pub struct CallArgs {
     #[arg(long, requires = "url")]
     http2: bool,
     /// Print the era, the versions, the transport and (HTTP) the URL,
-    /// status and content type to stderr
+    /// status and HTTP version to stderr
     #[arg(short, long)]
     verbose: bool,
     /// Print the request's progress notifications to stderr
