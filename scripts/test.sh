@@ -195,7 +195,7 @@ step_http() {
         --quiet || rc=1
     MCPWIRE_NO_BUILD=1 bounded 900 ./scripts/interop-http-client.sh || rc=1
     # The 2025 session and 2024 HTTP+SSE shapes of mcp 1.26 (its venv was
-    # made by the script above) through the stdio engine's HTTP link.
+    # made by the script above) through the core's HTTP client engine.
     MCPWIRE_MCP1_PYTHON="$PWD/.peers/venv-mcp1/bin/python" bounded 900 \
         cargo test -p mcpwire-tokio --test legacy_http -- --ignored || rc=1
     # The bridge matrix: the Python and TypeScript SDK clients (stdio and

@@ -1123,6 +1123,31 @@ fn http_a_legacy_call_given_up_is_cancelled_with_a_notification() {
     }
 }
 
+/// A URL that answers every request 404 is no server of any era: the
+/// probe falls back to `initialize`, its refusal to the 2024 shape's
+/// `GET`, and when that is refused too the call fails saying so, with
+/// the status.
+#[test]
+fn http_a_url_of_neither_era_fails_the_call_saying_so() {
+    each_split(|| {
+        let (mut net, server) = legacy_net(legacy::Shape::Nothing, EraChoice::Probe);
+        let call = net.call(&tool_call(1, "echo", r#"{"text":"x"}"#)).unwrap();
+        let seen = net.seen(call);
+        let (_, message, diagnostics) = seen.failed.expect("failed");
+        assert!(
+            message.contains("neither era") && message.contains("(HTTP 404)"),
+            "{message}"
+        );
+        assert_eq!(diagnostics.grpc_status, Some(Code::Unavailable));
+        let requests = server.borrow().requests.clone();
+        let methods: Vec<&str> = requests
+            .iter()
+            .map(|r| r.split(' ').next().unwrap_or(""))
+            .collect();
+        assert_eq!(methods, ["POST", "POST", "GET"], "{requests:?}");
+    });
+}
+
 /// The server ends the 2025 session (it expired): the next call is
 /// answered 404, fails saying so (UNAVAILABLE, no result invented), and
 /// the call after it goes in a new session, `initialize` first (no

@@ -31,6 +31,8 @@ use super::net::Served;
 pub enum Shape {
     Session,
     HttpSse,
+    /// No MCP server: every request is answered 404.
+    Nothing,
 }
 
 /// What every link of the server shares.
@@ -164,6 +166,7 @@ impl LegacyLink {
         match shape {
             Shape::Session => self.session_request(method, &rpc, session, &message),
             Shape::HttpSse => self.http_sse_request(method, target, &rpc, &message),
+            Shape::Nothing => self.respond("404 Not Found", &[], "no such page"),
         }
     }
 

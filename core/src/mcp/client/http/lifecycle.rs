@@ -387,13 +387,17 @@ impl<
                     }
                 }
                 Own::Delete | Own::Cancelled => {}
+                Own::Events if self.era.phase == Phase::Streaming && timed_out => {
+                    self.handshake_failed(
+                        Some(i),
+                        b"no endpoint event on the 2024 event stream within the probe timeout",
+                    );
+                }
                 Own::Events if self.era.phase == Phase::Streaming => {
-                    let why: &[u8] = if timed_out {
-                        b"no endpoint event on the 2024 event stream within the probe timeout"
-                    } else {
-                        b"the 2024 HTTP+SSE event stream could not be opened"
-                    };
-                    self.handshake_failed(Some(i), why);
+                    // `initialize` was refused already: no era is left.
+                    let mut text = [0u8; 160];
+                    let why = neither_era(&mut text, status);
+                    self.handshake_failed(None, why);
                 }
                 Own::Events => {
                     if matches!(self.era.phase, Phase::Initializing | Phase::Initialized) {
@@ -556,4 +560,33 @@ impl<
         self.calls
             .admit(message, token, token_len, reader, deadline, Some(own))
     }
+}
+
+/// Why a URL is no MCP server of any era (§13): `initialize` was refused,
+/// and the `GET` of the 2024 event stream answered `status`; in `buf`.
+fn neither_era(buf: &mut [u8; 160], status: u16) -> &[u8] {
+    const WHY: &[u8] = b"the URL answers neither era of MCP: initialize was refused, and \
+the GET of the 2024 HTTP+SSE event stream too";
+    let mut digits = [0u8; 5];
+    let mut at = digits.len();
+    let mut n = status;
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 || at == 0 {
+            break;
+        }
+    }
+    let mut len = 0;
+    let parts: [&[u8]; 4] = [WHY, b" (HTTP ", &digits[at..], b")"];
+    let parts = if status == 0 { &parts[..1] } else { &parts[..] };
+    for part in parts {
+        let Some(dst) = buf.get_mut(len..len + part.len()) else {
+            break;
+        };
+        dst.copy_from_slice(part);
+        len += part.len();
+    }
+    &buf[..len]
 }
