@@ -8,9 +8,9 @@
 //! a call failed.
 //!
 //! - `tools_call`: list the tools, call the first with `{a: 2, b: 3}`;
-//! - `request-metadata`: `server/discover` (a -32022 is answered by one
-//!   retry with a version from `data.supported` that this client speaks),
-//!   then `tools/list`;
+//! - `request-metadata`: the engine's era probe (a -32022 naming a
+//!   version this client speaks is answered by one retry with it), then
+//!   `server/discover` (a -32022 likewise) and `tools/list`;
 //! - `sep-2322-client-request-state`: multi round-trip tool calls (input
 //!   requests answered, `requestState` echoed unchanged, a new id each
 //!   round), an unrelated call between two rounds;

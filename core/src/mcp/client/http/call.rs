@@ -59,8 +59,9 @@ pub(super) enum Place {
 /// §13), whose outcome the engine reads instead of the application.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Own {
-    /// `server/discover`, asking for this version.
-    Probe(&'static str),
+    /// `server/discover` (the version it asks for is the era's:
+    /// `renegotiated`, else `requested`).
+    Probe,
     /// The legacy `initialize`.
     Initialize,
     /// `notifications/initialized`.

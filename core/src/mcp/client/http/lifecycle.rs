@@ -253,10 +253,7 @@ impl<
         };
         let reader = ResponseReader::new(message).unwrap_or_else(|_| ResponseReader::accepted());
         self.era.phase = Phase::Probing;
-        if self
-            .start_own(message, Own::Probe(version), reader)
-            .is_none()
-        {
+        if self.start_own(message, Own::Probe, reader).is_none() {
             self.handshake_failed(None, b"no call slot or buffer for the era probe");
         }
     }
@@ -372,7 +369,7 @@ impl<
                 excerpt: 0,
             }));
             match own {
-                Own::Probe(version) => self.on_probe(i, judgement, status, version, timed_out),
+                Own::Probe => self.on_probe(i, judgement, status, timed_out),
                 Own::Initialize => self.on_initialize(i, judgement, status, timed_out),
                 Own::Initialized => {
                     if matches!(judgement, Judgement::Accepted) {
@@ -411,14 +408,7 @@ impl<
     }
 
     /// The probe's answer.
-    fn on_probe(
-        &mut self,
-        i: usize,
-        judgement: Judgement,
-        status: u16,
-        version: &'static str,
-        timed_out: bool,
-    ) {
+    fn on_probe(&mut self, i: usize, judgement: Judgement, status: u16, timed_out: bool) {
         let rx = self
             .calls
             .slots
@@ -431,7 +421,7 @@ impl<
         {
             self.era.diagnostics.note(&message);
         }
-        match era::probe(&judgement, status, rx, version) {
+        match era::probe(&judgement, status, rx) {
             ProbeVerdict::Modern(v) => {
                 self.era.diagnostics.set_modern(v);
                 self.era.ready(Era::Modern);
