@@ -14,7 +14,9 @@ use std::time::Duration;
 
 use mcpwire_core::mcp::client::http::{ToolSchema, judge_schema};
 use mcpwire_core::mcp::error::RpcError;
+use mcpwire_core::mcp::json;
 use mcpwire_core::mcp::meta::PROTOCOL_VERSION;
+use mcpwire_core::mcp::proxy::pages;
 use mcpwire_core::mcp::registry::{ForwardedSchema, ForwardedTools};
 use serde_json::{Value, json};
 use tokio::sync::watch;
@@ -95,6 +97,23 @@ impl LearntTools {
             self.learn_list(tools);
         } else {
             self.learn_page(tools);
+        }
+    }
+
+    /// [`learn_answer`](Self::learn_answer) of the JSON texts of a
+    /// request's `params` and its result (only the `tools` array is
+    /// parsed).
+    pub fn learn_answer_raw(&self, params: &[u8], result: &[u8]) {
+        let Some(Ok(tools)) = json::get(result, b"tools").map(serde_json::from_slice::<Vec<Value>>)
+        else {
+            return;
+        };
+        let last = json::get(result, b"nextCursor")
+            .is_none_or(|c| json::kind(c) == Some(json::Kind::Null));
+        if pages::first_page(params) && last {
+            self.learn_list(&tools);
+        } else {
+            self.learn_page(&tools);
         }
     }
 
