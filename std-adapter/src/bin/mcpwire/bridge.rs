@@ -92,8 +92,8 @@ pub struct BridgeArgs {
     /// The Streamable HTTP endpoint (default /mcp).
     #[arg(long, value_name = "PATH", conflicts_with = "stdio_host", value_parser = http_path)]
     http_path: Option<String>,
-    /// The server: http[s]://HOST:PORT/PATH (Streamable HTTP, its era
-    /// probed) or grpc://HOST:PORT (the gRPC tunnel).
+    /// The server: http://HOST:PORT/PATH or https://... (Streamable HTTP,
+    /// its era probed), or grpc://HOST:PORT (the gRPC tunnel).
     #[arg(long, value_name = "URL", value_parser = server_url)]
     to: Option<Url>,
     /// A serial device that speaks the stdio binding (a board's UART,
