@@ -14,7 +14,8 @@
 //! - [`era`]: an older-era server served as the current era: its results
 //!   completed and its `server/discover` answered by the proxy (§8.3);
 //! - here: the downstream call's timeout, the JSON-RPC code of a failed
-//!   downstream call, and a server's refusal of the proxy.
+//!   downstream call, a server's refusal of the proxy, and the proxy's own
+//!   listen for changes of the tool list ([`ToolsListen`]).
 //!
 //! Nothing here moves bytes: a driver (`mcpwire_tokio::bridge`) reads and
 //! writes the connections and calls these functions between.
@@ -27,6 +28,7 @@ use core::time::Duration;
 
 use crate::grpc::Code;
 use crate::mcp::error::{INTERNAL_ERROR, UNSUPPORTED_PROTOCOL_VERSION, code_for_status};
+use crate::mcp::json;
 
 /// A list method (§7): the array its result carries, and the capability
 /// a server that answers it has.
@@ -191,6 +193,45 @@ impl Refusal {
     }
 }
 
+/// The `params` of the proxy's own `subscriptions/listen` for changes of the
+/// server's tool list (its schemas learnt again at each), with
+/// [`era::OWN_PARAMS`]' `_meta`.
+pub const TOOLS_LISTEN_PARAMS: &str = concat!(
+    r#"{"notifications":{"toolsListChanged":true},"_meta":{"io.modelcontextprotocol/protocolVersion":""#,
+    "2026-07-28",
+    r#"","io.modelcontextprotocol/clientCapabilities":{}}}"#
+);
+
+/// What a notification of that listen stream says (§10).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolsListen {
+    /// The acknowledgement: whether the server honours `toolsListChanged`.
+    Acknowledged { honoured: bool },
+    /// `notifications/tools/list_changed`: read the list again.
+    Changed,
+    /// Anything else.
+    Other,
+}
+
+impl ToolsListen {
+    /// The notification `text` (a JSON-RPC message).
+    pub fn of(text: &[u8]) -> Self {
+        let [method, params] = json::get_all(text, [b"method", b"params"]);
+        let method = method.unwrap_or_default();
+        if json::str_eq(method, b"notifications/subscriptions/acknowledged") {
+            let honoured = params
+                .and_then(|p| json::get(p, b"notifications"))
+                .and_then(|n| json::get(n, b"toolsListChanged"))
+                .is_some_and(|v| json::trim(v) == b"true");
+            Self::Acknowledged { honoured }
+        } else if json::str_eq(method, b"notifications/tools/list_changed") {
+            Self::Changed
+        } else {
+            Self::Other
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -244,6 +285,28 @@ mod tests {
         assert_eq!(downstream_code(None, Code::Unimplemented), METHOD_NOT_FOUND);
         assert_eq!(downstream_code(None, Code::InvalidArgument), INVALID_PARAMS);
         assert_eq!(downstream_code(None, Code::Unavailable), INTERNAL_ERROR);
+    }
+
+    #[test]
+    fn the_proxys_own_listen_for_tool_changes() {
+        let params = TOOLS_LISTEN_PARAMS.as_bytes();
+        let meta = json::get(params, b"_meta").unwrap();
+        assert_eq!(
+            meta,
+            json::get(era::OWN_PARAMS.as_bytes(), b"_meta").unwrap()
+        );
+        let ack = |v: &str| {
+            let text = std::format!(
+                r#"{{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{{"notifications":{{"toolsListChanged":{v}}}}}}}"#
+            );
+            ToolsListen::of(text.as_bytes())
+        };
+        assert_eq!(ack("true"), ToolsListen::Acknowledged { honoured: true });
+        assert_eq!(ack("false"), ToolsListen::Acknowledged { honoured: false });
+        let changed = br#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#;
+        assert_eq!(ToolsListen::of(changed), ToolsListen::Changed);
+        let other = br#"{"jsonrpc":"2.0","method":"notifications/message","params":{}}"#;
+        assert_eq!(ToolsListen::of(other), ToolsListen::Other);
     }
 
     #[test]
