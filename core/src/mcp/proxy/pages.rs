@@ -81,9 +81,9 @@ pub enum MergeError {
 /// Room enough for [`merge`] of these pages: the texts' lengths and a
 /// little punctuation.
 pub fn merged_len_bound<P: AsRef<[u8]>>(first: &[u8], pages: &[P]) -> usize {
-    pages
-        .iter()
-        .fold(first.len() + 2, |n, p| n + p.as_ref().len() + 1)
+    pages.iter().fold(first.len().saturating_add(2), |n, p| {
+        n.saturating_add(p.as_ref().len()).saturating_add(1)
+    })
 }
 
 /// The list's elements' text (without its brackets), or `None` when `v`
