@@ -23,6 +23,7 @@
 
 mod app;
 pub mod auth;
+pub mod bridge;
 pub mod client;
 mod clock;
 pub mod http_channel;
