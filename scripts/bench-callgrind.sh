@@ -20,7 +20,14 @@
 #   MCPWIRE_CALLGRIND_CHECKS     request checks of that run (default 20000)
 #   MCPWIRE_CALLGRIND_KEEP       a directory to keep the callgrind.out files
 #                                in (for callgrind_annotate)
-#   MCPWIRE_BENCH_ONLY           "mcpwire" to measure our server alone
+#   MCPWIRE_CALLGRIND_BRIDGE     forwarded calls of the bridge run (default
+#                                20000; 0 leaves it out): `mcpwire bridge
+#                                --listen` (a gRPC host, echo with 16 in
+#                                flight) under callgrind before `mcpwire
+#                                serve` (not measured), less a run that
+#                                starts and stops the bridge
+#   MCPWIRE_BENCH_ONLY           "mcpwire" to measure our server alone,
+#                                "bridge" the bridge alone
 #   MCPWIRE_CALLGRIND_MCPWIRE    another `mcpwire` binary to measure (a
 #                                build of an earlier commit: before/after)
 set -euo pipefail
@@ -40,7 +47,7 @@ if ! command -v valgrind >/dev/null 2>&1; then
 fi
 
 with_tonic=false
-if [[ $only != mcpwire ]] &&
+if [[ -z $only ]] &&
     cargo metadata --no-deps --format-version 1 2>/dev/null | grep -q '"name":"mcpwire-tonic-peer"'; then
     with_tonic=true
 fi
@@ -92,6 +99,7 @@ instructions() {
 }
 
 servers=(mcpwire)
+[[ $only == bridge ]] && servers=()
 if $with_tonic; then
     servers+=(tonic)
 fi
@@ -137,12 +145,31 @@ for s in "${servers[@]}"; do
     done
 done
 
+# The bridge: its instructions per forwarded call (the server it forwards
+# to runs outside callgrind).
+bridge_calls=${MCPWIRE_CALLGRIND_BRIDGE:-20000}
+bridge_scenario=echo:16:1
+if ((bridge_calls > 0)); then
+    port=$(free_port)
+    background /dev/null "$work/bridge-server.err" "$bin/mcpwire" serve --listen "127.0.0.1:$port"
+    bridge_server=$bg_pid
+    server_addr=$(wait_listening "$bridge_server" "$work/bridge-server.err" 60)
+    bridge_cmd=("${MCPWIRE_CALLGRIND_MCPWIRE:-$bin/mcpwire}" bridge --no-auth --to "grpc://$server_addr")
+    base=$(instructions bridge none 0 "${bridge_cmd[@]}")
+    log "bridge: start and stop: $base instructions"
+    total=$(instructions bridge "$bridge_scenario" "$bridge_calls" "${bridge_cmd[@]}")
+    per_call[bridge,$bridge_scenario]=$(((total - base) / bridge_calls))
+    log "bridge: $bridge_scenario, $bridge_calls calls: $total instructions, ${per_call[bridge,$bridge_scenario]} per call"
+    stop_pids 10 "$bridge_server"
+fi
+
 printf '| scenario | mcpwire instructions/call |'
 $with_tonic && printf ' tonic instructions/call | ratio |'
 printf '\n|---|---|'
 $with_tonic && printf -- '---|---|'
 printf '\n'
 for entry in "${scenarios[@]}"; do
+    [[ $only == bridge ]] && break
     scenario=${entry%=*}
     ours=${per_call[mcpwire,$scenario]}
     printf '| %s | %s |' "$scenario" "$ours"
@@ -152,10 +179,16 @@ for entry in "${scenarios[@]}"; do
     fi
     printf '\n'
 done
+if ((bridge_calls > 0)); then
+    printf '| bridge, forwarded %s (gRPC host, gRPC server) | %s |\n' "$bridge_scenario" "${per_call[bridge,$bridge_scenario]}"
+fi
 printf '\nRequest check (core, %s-byte tools/call): %s instructions, %s per byte\n' \
     "$request_bytes" "$check_per_request" "$(python3 -c "print(f'{$check_per_request / $request_bytes:.1f}')")"
 printf 'CALLGRIND request_check instructions_per_request=%s instructions_per_byte=%s\n' \
     "$check_per_request" "$(python3 -c "print(f'{$check_per_request / $request_bytes:.1f}')")"
+if ((bridge_calls > 0)); then
+    printf 'CALLGRIND bridge %s instructions_per_forwarded_call=%s\n' "$bridge_scenario" "${per_call[bridge,$bridge_scenario]}"
+fi
 for entry in "${scenarios[@]}"; do
     scenario=${entry%=*}
     for s in "${servers[@]}"; do

@@ -24,6 +24,7 @@
 
 mod app;
 pub mod auth;
+pub mod bridge;
 pub mod client;
 mod clock;
 mod outbox;

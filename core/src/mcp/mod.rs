@@ -7,7 +7,9 @@
 //!   per-request `_meta` ([`meta`]), mirrored headers ([`mirror`]), error
 //!   codes ([`error`]), bearer tokens ([`auth`]), the [`registry`] of what a
 //!   server offers, portable [`tool`]s, call buffers ([`store`]) and the
-//!   JSON scanner and writer ([`json`], [`writer`]).
+//!   JSON scanner and writer ([`json`], [`writer`]);
+//! - [`proxy`] (feature `forward`): the forwarding rules of a bridge or a
+//!   gateway between a host and a server.
 
 pub mod auth;
 pub mod client;
@@ -16,6 +18,9 @@ pub mod error;
 pub mod json;
 pub mod meta;
 pub mod mirror;
+#[cfg(feature = "forward")]
+#[cfg_attr(docsrs, doc(cfg(feature = "forward")))]
+pub mod proxy;
 pub mod registry;
 pub mod server;
 pub mod store;

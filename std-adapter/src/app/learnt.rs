@@ -14,14 +14,15 @@ use std::time::Duration;
 
 use mcpwire_core::mcp::client::http::{ToolSchema, judge_schema};
 use mcpwire_core::mcp::error::RpcError;
-use mcpwire_core::mcp::meta::PROTOCOL_VERSION;
+use mcpwire_core::mcp::json;
+use mcpwire_core::mcp::proxy::{List, TOOLS_LISTEN_PARAMS, ToolsListen, era, pages};
 use mcpwire_core::mcp::registry::{ForwardedSchema, ForwardedTools};
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::watch;
 
 #[cfg(doc)]
 use crate::client::MAX_LIST_PAGES;
-use crate::client::StreamMessage;
+use crate::client::RawMessage;
 use crate::client::typed::PageWalk;
 use crate::{CallError, Client};
 
@@ -89,7 +90,7 @@ impl LearntTools {
     /// `result` the result. A first page without a next cursor is the
     /// whole list; any other page adds what it names.
     pub fn learn_answer(&self, params: &Value, result: &Value) {
-        let Some(tools) = result.get("tools").and_then(Value::as_array) else {
+        let Some(tools) = result.get(List::Tools.key()).and_then(Value::as_array) else {
             return;
         };
         let first = params.get("cursor").is_none_or(Value::is_null);
@@ -101,6 +102,24 @@ impl LearntTools {
         }
     }
 
+    /// [`learn_answer`](Self::learn_answer) of the JSON texts of a
+    /// request's `params` and its result (only the `tools` array is
+    /// parsed).
+    pub fn learn_answer_raw(&self, params: &[u8], result: &[u8]) {
+        let Some(Ok(tools)) = json::get(result, List::Tools.key().as_bytes())
+            .map(serde_json::from_slice::<Vec<Value>>)
+        else {
+            return;
+        };
+        let last = json::get(result, b"nextCursor")
+            .is_none_or(|c| json::kind(c) == Some(json::Kind::Null));
+        if pages::first_page(params) && last {
+            self.learn_list(&tools);
+        } else {
+            self.learn_page(&tools);
+        }
+    }
+
     /// Reads every page of the server's `tools/list` and learns it whole;
     /// the tools it names. A list of more than
     /// [`MAX_LIST_PAGES`](crate::client::MAX_LIST_PAGES) pages (or
@@ -109,11 +128,11 @@ impl LearntTools {
     pub async fn read(&self, client: &Client) -> Result<usize, CallError> {
         let mut tools = Vec::new();
         let mut walk = PageWalk::default();
-        let mut params = json!({"_meta": meta()});
+        let mut params: Value = serde_json::from_str(era::OWN_PARAMS).unwrap_or_default();
         loop {
-            let answer = client.request("tools/list", params.clone()).await?;
+            let answer = client.request(List::Tools.method(), params.clone()).await?;
             let mut result = crate::client::typed::result_of(answer)?;
-            match result.get_mut("tools").map(Value::take) {
+            match result.get_mut(List::Tools.key()).map(Value::take) {
                 Some(Value::Array(page)) => tools.extend(page),
                 _ => {
                     return Err(CallError::new(
@@ -173,36 +192,30 @@ impl LearntTools {
     /// One listen stream, until it ends: `false` when the server does not
     /// offer the subscription (no point in asking again).
     async fn listen(&self, client: &Client) -> bool {
-        let params = json!({"notifications": {"toolsListChanged": true}, "_meta": meta()});
+        let params: Value = serde_json::from_str(TOOLS_LISTEN_PARAMS).unwrap_or_default();
         let Ok(mut stream) = client.listen(params).await else {
             return true;
         };
         let mut acknowledged = false;
         loop {
-            let message = match stream.next().await {
-                Ok(Some(StreamMessage::Notification(n))) => n,
+            let message = match stream.next_raw().await {
+                Ok(Some(RawMessage::Notification(n))) => n,
                 // A response before the acknowledgement refuses the
                 // subscription; after it, it ends the stream.
-                Ok(Some(StreamMessage::Response(_))) => return acknowledged,
+                Ok(Some(RawMessage::Response(_))) => return acknowledged,
                 Ok(None) | Err(_) => return true,
             };
-            match message.get("method").and_then(Value::as_str) {
-                Some("notifications/subscriptions/acknowledged") => {
-                    let honoured = message
-                        .pointer("/params/notifications/toolsListChanged")
-                        .and_then(Value::as_bool)
-                        == Some(true);
-                    if !honoured {
-                        return false;
-                    }
+            match ToolsListen::of(&message) {
+                ToolsListen::Acknowledged { honoured: false } => return false,
+                ToolsListen::Acknowledged { honoured: true } => {
                     // The first acknowledgement follows the first read.
                     if acknowledged {
                         self.refresh(client).await;
                     }
                     acknowledged = true;
                 }
-                Some("notifications/tools/list_changed") => self.refresh(client).await,
-                _ => {}
+                ToolsListen::Changed => self.refresh(client).await,
+                ToolsListen::Other => {}
             }
         }
     }
@@ -216,15 +229,6 @@ impl LearntTools {
             );
         }
     }
-}
-
-/// The `_meta` of the requests of [`LearntTools`]: the version and no
-/// capabilities.
-fn meta() -> Value {
-    json!({
-        "io.modelcontextprotocol/protocolVersion": PROTOCOL_VERSION,
-        "io.modelcontextprotocol/clientCapabilities": {},
-    })
 }
 
 /// A tool of a list as learnt: its name, and its schema when it is valid
@@ -269,6 +273,8 @@ impl ForwardedTools for LearntTools {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     /// What `with_schema` hands the check for `name` (raw JSON).

@@ -12,7 +12,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use mcpwire_core::grpc::Code;
-use mcpwire_core::mcp::error::{INTERNAL_ERROR, UNSUPPORTED_PROTOCOL_VERSION};
+use mcpwire_core::mcp::proxy::List;
+use mcpwire_core::mcp::proxy::era::{Discover, write_discover};
 use serde_json::json;
 
 use super::{BoxFuture, ToolError};
@@ -121,23 +122,16 @@ impl<T: Send + Sync + 'static> Reconnect<T> {
 /// protocol versions (-32022) is the server's error as it came, its
 /// `data.supported` naming the versions the server speaks.
 pub fn server_refusal(e: &CallError) -> Option<ToolError> {
-    let version = e
-        .rpc
-        .as_deref()
-        .filter(|r| r.code == i64::from(UNSUPPORTED_PROTOCOL_VERSION));
-    if let Some(rpc) = version {
-        let mut out = ToolError::new(UNSUPPORTED_PROTOCOL_VERSION, rpc.message.clone());
+    let refusal = crate::bridge::refusal_of(e)?;
+    let Some(status) = refusal.status() else {
+        // The server's versions: its error as it came.
+        let rpc = e.rpc.as_deref()?;
+        let mut out = ToolError::new(refusal.code(), rpc.message.clone());
         out.data = rpc.data.clone();
         return Some(out);
-    }
-    // gRPC's UNAUTHENTICATED and PERMISSION_DENIED are HTTP's 401 and 403.
-    let status = match (e.diagnostics.http_status, e.status) {
-        (Some(401), _) | (_, Code::Unauthenticated) => "401 Unauthorized",
-        (Some(403), _) | (_, Code::PermissionDenied) => "403 Forbidden",
-        _ => return None,
     };
     let mut out = ToolError::new(
-        INTERNAL_ERROR,
+        refusal.code(),
         format!(
             "the server refused the bridge's credentials ({status}): {}",
             e.message
@@ -175,23 +169,25 @@ pub fn refused_discover(
     if !matches!(status, "Unauthenticated" | "PermissionDenied") {
         return None;
     }
-    Some(json!({
-        "resultType": "complete",
-        "supportedVersions": [mcpwire_core::mcp::meta::PROTOCOL_VERSION],
-        "capabilities": {"tools": {}},
-        "instructions": format!(
-            "{}. Every request is refused until the server accepts the bridge.",
-            refusal.message
-        ),
-        "ttlMs": 0,
-        "cacheScope": "private",
-        "_meta": {"io.modelcontextprotocol/serverInfo": {"name": name, "version": version}},
-    }))
+    let instructions = format!(
+        "{}. Every request is refused until the server accepts the bridge.",
+        refusal.message
+    );
+    let discover = Discover {
+        capabilities: &[List::Tools.capability()],
+        instructions: Some(&instructions),
+        name,
+        version,
+    };
+    let text = crate::bridge::written(512, |out| write_discover(&discover, out));
+    serde_json::from_slice(&text).ok()
 }
 
 #[cfg(test)]
 mod tests {
     use std::sync::atomic::AtomicUsize;
+
+    use mcpwire_core::mcp::error::INTERNAL_ERROR;
 
     use super::*;
     use crate::JsonRpcError;

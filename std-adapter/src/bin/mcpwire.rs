@@ -49,16 +49,9 @@ enum Command {
     /// stdio server or a serial device; its result to stdout
     Call(call::CallArgs),
     /// Join a host (stdio or the network) to a server over any transport
-    /// (`mcpwire bridge --help` for its options)
-    #[command(disable_help_flag = true)]
-    Bridge {
-        #[arg(
-            trailing_var_arg = true,
-            allow_hyphen_values = true,
-            value_name = "ARGS"
-        )]
-        args: Vec<String>,
-    },
+    /// (`mcpwire bridge --help` for every flag)
+    #[command(long_about = bridge::BridgeArgs::ABOUT)]
+    Bridge(bridge::BridgeArgs),
     /// The driver the MCP conformance suite runs for each client scenario
     ConformanceClient(conformance_client::Args),
 }
@@ -67,14 +60,7 @@ fn main() -> ExitCode {
     match Cli::parse().command {
         Command::Serve(args) => serve_main(args),
         Command::Call(args) => call::main(args),
-        Command::Bridge { mut args } => {
-            // clap takes a leading `--` as its own; to the bridge it
-            // starts the server's command.
-            if std::env::args_os().nth(2).is_some_and(|a| a == "--") {
-                args.insert(0, "--".into());
-            }
-            bridge::main(args.into_iter())
-        }
+        Command::Bridge(args) => bridge::run(args),
         Command::ConformanceClient(args) => conformance_client::main(args),
     }
 }
@@ -307,47 +293,6 @@ impl ServeOptions {
                 (t.token.clone(), principal)
             })
             .collect()
-    }
-}
-
-/// The bridge's words for these options, until it parses them with clap
-/// too.
-impl ServeOptions {
-    const FLAGS: [&str; 6] = [
-        "--token",
-        "--token-file",
-        "--tls-cert",
-        "--tls-key",
-        "--allow-host",
-        "--http-path",
-    ];
-
-    fn takes(arg: &str) -> bool {
-        Self::FLAGS.contains(&arg.split_once('=').map_or(arg, |(flag, _)| flag))
-    }
-
-    /// Whether a network-only option was given.
-    fn is_set(&self) -> bool {
-        let tls = self.tls_cert.is_some() || self.tls_key.is_some();
-        !self.tokens.is_empty() || tls || !self.allowed_hosts.is_empty() || self.http_path.is_some()
-    }
-
-    /// Takes `arg` (`--flag VALUE` or `--flag=VALUE`).
-    fn take(&mut self, arg: &str, args: &mut impl Iterator<Item = String>) -> Result<(), String> {
-        let (flag, value) = match arg.split_once('=') {
-            Some((flag, value)) => (flag, value.to_owned()),
-            None => (arg, args.next().ok_or(format!("{arg} needs a value"))?),
-        };
-        let bad = |e: String| format!("{flag} {value}: {e}");
-        match flag {
-            "--token" => self.tokens.push(bearer(&value).map_err(bad)?),
-            "--token-file" => self.tokens.extend(token_file(&value).map_err(bad)?.0),
-            "--tls-cert" => self.tls_cert = Some(value.into()),
-            "--tls-key" => self.tls_key = Some(value.into()),
-            "--allow-host" => self.allowed_hosts.push(value),
-            _ => self.http_path = Some(http_path(&value).map_err(bad)?),
-        }
-        Ok(())
     }
 }
 
