@@ -1148,6 +1148,30 @@ fn http_a_url_of_neither_era_fails_the_call_saying_so() {
     });
 }
 
+/// A modern server that speaks none of this client's versions refuses
+/// the probe with -32022: no fallback (§8.3), and the waiting call fails
+/// with the server's error, its `data.supported` included (what an
+/// application, or a bridge's host, needs to see).
+#[test]
+fn http_a_probe_refused_with_32022_fails_the_call_with_the_servers_versions() {
+    each_split(|| {
+        let (mut net, server) = legacy_net(legacy::Shape::OtherVersion, EraChoice::Probe);
+        let call = net.call(&tool_call(1, "echo", r#"{"text":"x"}"#)).unwrap();
+        let seen = net.seen(call);
+        let (code, _, _) = seen.failed.clone().expect("failed");
+        assert_eq!(code, -32022, "{seen:?}");
+        let response: serde_json::Value =
+            serde_json::from_str(seen.error_response.as_deref().unwrap_or("")).unwrap();
+        assert_eq!(response["id"], 1, "{response}");
+        assert_eq!(
+            response["error"]["data"]["supported"],
+            serde_json::json!(["2027-01-01"]),
+            "{response}"
+        );
+        assert_eq!(server.borrow().requests.len(), 1, "no initialize");
+    });
+}
+
 /// The server ends the 2025 session (it expired): the next call is
 /// answered 404, fails saying so (UNAVAILABLE, no result invented), and
 /// the call after it goes in a new session, `initialize` first (no

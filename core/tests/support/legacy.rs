@@ -33,6 +33,9 @@ pub enum Shape {
     HttpSse,
     /// No MCP server: every request is answered 404.
     Nothing,
+    /// A modern server of another version: every request is answered
+    /// 400 with -32022 naming only `2027-01-01`.
+    OtherVersion,
 }
 
 /// What every link of the server shares.
@@ -167,6 +170,12 @@ impl LegacyLink {
             Shape::Session => self.session_request(method, &rpc, session, &message),
             Shape::HttpSse => self.http_sse_request(method, target, &rpc, &message),
             Shape::Nothing => self.respond("404 Not Found", &[], "no such page"),
+            Shape::OtherVersion => {
+                let error = json!({"jsonrpc":"2.0","id":message["id"],"error":{"code":-32022,
+                    "message":"Unsupported protocol version",
+                    "data":{"supported":["2027-01-01"],"requested":"2026-07-28"}}});
+                self.json("400 Bad Request", &[], &error);
+            }
         }
     }
 

@@ -31,6 +31,8 @@ pub struct Seen {
     pub failed: Option<(i32, String, Diagnostics)>,
     /// The failure's `WWW-Authenticate`.
     pub www_authenticate: Option<String>,
+    /// The failure's whole JSON-RPC error response.
+    pub error_response: Option<String>,
     /// What the engine reported of the exchange with its outcome.
     pub diagnostics: Option<Diagnostics>,
     /// At each `InputRequired`: what the server asks (`input_requests`)
@@ -447,10 +449,12 @@ impl<E: ClientEngine> Net<E> {
                 ClientEvent::Failed { call } => {
                     let f = self.client.failure(call).expect("a failure");
                     let failed = (f.code, s(f.message), f.diagnostics);
+                    let error_response = s(f.response);
                     let auth = f.www_authenticate.map(s);
                     let diagnostics = self.client.diagnostics(call);
                     let seen = self.seen.entry(call).or_default();
                     seen.failed = Some(failed);
+                    seen.error_response = Some(error_response);
                     seen.www_authenticate = auth;
                     seen.diagnostics = diagnostics;
                 }

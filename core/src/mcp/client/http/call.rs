@@ -38,6 +38,9 @@ const MEDIA_ROOM: usize = 64;
 const RX_MIN: usize = 256;
 /// Room for a failure's text.
 const TEXT_ROOM: usize = 256;
+/// Room for the `data` of a handshake's error handed to the calls that
+/// waited for it (a -32022's `supported` versions).
+const DATA_ROOM: usize = 512;
 
 /// Where a call's current request stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -884,6 +887,18 @@ impl<S: CallStore, const CALLS: usize, const CACHE: usize> Calls<S, CALLS, CACHE
         message: &[u8],
         diagnostics: Diagnostics,
     ) {
+        self.write_outcome_with(i, code, message, None, diagnostics);
+    }
+
+    /// [`Calls::write_outcome`] with the error's `data` (raw JSON).
+    pub(super) fn write_outcome_with(
+        &mut self,
+        i: usize,
+        code: i32,
+        message: &[u8],
+        data: Option<&[u8]>,
+        diagnostics: Diagnostics,
+    ) {
         let Some(slot) = self.slots.get_mut(i) else {
             return;
         };
@@ -895,14 +910,14 @@ impl<S: CallStore, const CALLS: usize, const CACHE: usize> Calls<S, CALLS, CACHE
                 .get(c.orig.0..c.orig.1)
                 .unwrap_or(b""),
         );
-        let room = ERROR_ROOM + 6 * message.len();
+        let room = ERROR_ROOM + 6 * message.len() + data.map_or(0, <[u8]>::len);
         let _ = ensure(&mut self.store, &mut slot.rx, room);
         let rx = match slot.rx.as_mut() {
             Some(b) => self.store.bytes_mut(b),
             None => &mut [],
         };
         let mut w = JsonWriter::new(rx);
-        crate::mcp::envelope::write_error(&mut w, id.as_slice(), code, message, None);
+        crate::mcp::envelope::write_error(&mut w, id.as_slice(), code, message, data);
         let at = w.finish().map_or((0, 0), |t| (0, t.len()));
         c.terminal = Some(Terminal {
             kind: Kind::Failed,
@@ -993,6 +1008,14 @@ impl<S: CallStore, const CALLS: usize, const CACHE: usize> Calls<S, CALLS, CACHE
         let mut message_copy = [0u8; TEXT_ROOM];
         let n = message.len().min(TEXT_ROOM);
         message_copy[..n].copy_from_slice(&message[..n]);
+        // The server's `data` (a -32022's `supported`) goes with it, when
+        // it fits.
+        let mut data_copy = [0u8; DATA_ROOM];
+        let data = json::get(error, b"data").and_then(|d| {
+            let dst = data_copy.get_mut(..d.len())?;
+            dst.copy_from_slice(d);
+            Some(d.len())
+        });
         let Some(c) = self.call_mut(i) else {
             return false;
         };
@@ -1001,7 +1024,8 @@ impl<S: CallStore, const CALLS: usize, const CACHE: usize> Calls<S, CALLS, CACHE
         }
         c.place = Place::Done;
         c.auth = auth;
-        self.write_outcome(i, code, &message_copy[..n], t.diagnostics);
+        let data = data.and_then(|n| data_copy.get(..n));
+        self.write_outcome_with(i, code, &message_copy[..n], data, t.diagnostics);
         true
     }
 
