@@ -60,11 +60,12 @@ pub struct Refusal {
 }
 
 /// The token of an `authorization` value: `Bearer <token>` (the scheme in
-/// any case, RFC 7235 §2.1), else `None`.
+/// any case, RFC 7235 §2.1), else `None`. The whitespace around it is
+/// HTTP's (ASCII: spaces and tabs), never Unicode's.
 pub fn bearer_token(authorization: Option<&[u8]>) -> Option<&str> {
-    let value = core::str::from_utf8(authorization?).ok()?.trim();
+    let value = core::str::from_utf8(authorization?).ok()?.trim_ascii();
     let (scheme, token) = value.split_once(' ')?;
-    let token = token.trim_start();
+    let token = token.trim_ascii_start();
     (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
 }
 
@@ -154,6 +155,13 @@ mod tests {
     fn bearer_values() {
         assert_eq!(bearer_token(Some(b"Bearer abc")), Some("abc"));
         assert_eq!(bearer_token(Some(b"bearer  abc ")), Some("abc"));
+        assert_eq!(bearer_token(Some(b"Bearer\tabc\t")), None);
+        assert_eq!(bearer_token(Some(b" Bearer \tabc\t")), Some("abc"));
+        // HTTP's whitespace only: a no-break space is part of the token.
+        assert_eq!(
+            bearer_token(Some("Bearer abc\u{a0}".as_bytes())),
+            Some("abc\u{a0}")
+        );
         assert_eq!(bearer_token(Some(b"Basic abc")), None);
         assert_eq!(bearer_token(Some(b"Bearer")), None);
         assert_eq!(bearer_token(Some(b"Bearer ")), None);
