@@ -241,8 +241,8 @@ call_failed() {
     grep -m 1 '^mcpwire: [A-Z_]*:' "$work/$1.err"
 }
 
-# The checks of mcpwire's HTTP client (`mcpwire call URL -v`, the modern
-# HttpChannel) against PEER at URL: on the modern SDK servers, the result
+# The checks of mcpwire's HTTP client (`mcpwire call URL -v`,
+# `Client::http`) against PEER at URL: on the modern SDK servers, the result
 # text of their tools, progress on SSE, the era line; on each bad peer,
 # the error the call ends with, in bounded time; the older-era peers
 # through the era fallback, which the era line names with its reason.

@@ -195,7 +195,7 @@ step_http() {
         --quiet || rc=1
     MCPWIRE_NO_BUILD=1 bounded 900 ./scripts/interop-http-client.sh || rc=1
     # The 2025 session and 2024 HTTP+SSE shapes of mcp 1.26 (its venv was
-    # made by the script above) through the stdio engine's HTTP link.
+    # made by the script above) through the core's HTTP client engine.
     MCPWIRE_MCP1_PYTHON="$PWD/.peers/venv-mcp1/bin/python" bounded 900 \
         cargo test -p mcpwire-tokio --test legacy_http -- --ignored || rc=1
     # The bridge matrix: the Python and TypeScript SDK clients (stdio and
@@ -229,7 +229,7 @@ step_conformance() {
         note "server log:"
         sed 's/^/      /' "$work/fixtures.log" | tail -n 20
     fi
-    # Client mode: `mcpwire conformance-client` (the HttpChannel) in every
+    # Client mode: `mcpwire conformance-client` (`Client::http`) in every
     # scored client scenario; the OAuth ones are baselined
     # (tests/conformance/client-baseline.yml).
     bounded 900 ./scripts/conformance.sh --client "$root/target/release/mcpwire conformance-client" || rc=$?

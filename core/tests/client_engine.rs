@@ -13,6 +13,7 @@ use std::rc::Rc;
 use mcpwire_core::grpc::Code;
 use mcpwire_core::mcp::SlabStore;
 use mcpwire_core::mcp::client::era::{Era, EraChoice};
+use mcpwire_core::mcp::client::http::DRAIN_WAIT;
 use mcpwire_core::mcp::client::stdio::{RestartPolicy, StdioEngine, StdioEngineConfig};
 use mcpwire_core::mcp::client::{
     CallId, CallOptions, ClientConfig, ClientEngine, Http2Mode, HttpClient, HttpClientConfig,
@@ -580,6 +581,7 @@ fn http_answers_come_as_json_as_an_event_stream_and_as_202() {
                 net.link_events
             );
             assert!(seen.notifications.is_empty() && seen.ended);
+            assert_eq!(seen.diagnostics.map(|d| d.event_stream), Some(false));
             let with_progress = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"streamed"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"progressToken":"p2"}}}"#;
             let sse = net.call(with_progress).unwrap();
             let seen = net.seen(sse);
@@ -590,6 +592,7 @@ fn http_answers_come_as_json_as_an_event_stream_and_as_202() {
             );
             assert!(seen.notifications[0].contains(r#""progressToken":"p2""#));
             assert!(seen.response.unwrap().contains("streamed"));
+            assert_eq!(seen.diagnostics.map(|d| d.event_stream), Some(true));
             let note = net
                 .call(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":9}}"#)
                 .unwrap();
@@ -717,7 +720,14 @@ fn http_a_header_mismatch_relists_the_tools_and_retries_once() {
                 "{wire:?} {seen:?}"
             );
             assert!(net.client.cached_schema(br#""lookup""#).is_some());
+            // The same through the contract a driver holds.
+            let engine: &dyn ClientEngine = &net.client;
+            assert!(engine.cached_schema(br#""lookup""#).is_some());
             assert_eq!(net.server(0).requests(), ["tools/call lookup"]);
+            let diagnostics = seen.diagnostics.expect("diagnostics with the response");
+            assert!(diagnostics.relisted, "{wire:?} {diagnostics:?}");
+            assert_eq!(diagnostics.http2, wire == Wire::Http2);
+            assert_eq!(diagnostics.http_status, Some(200));
         });
     }
 }
@@ -822,6 +832,44 @@ fn http_a_call_has_a_deadline_and_a_listen_has_none() {
     }
 }
 
+/// Closing the engine ends a listen stream (which a server keeps open
+/// for ever) with UNAVAILABLE "the client closed", lets a call in
+/// progress reach its answer, and then closes every link.
+#[test]
+fn http_close_ends_listen_streams_and_lets_calls_finish() {
+    for wire in WIRES {
+        each_split(|| {
+            let mut net = http_net(wire, http_config(wire), None);
+            let held = net.call(&tool_call(1, "hold", "{}")).unwrap();
+            let listen = net.call(&listen(2)).unwrap();
+            net.run();
+            let now = net.now;
+            net.client.close(now);
+            net.run();
+            let seen = net.seen(listen);
+            let (_, message, diagnostics) = seen.failed.clone().expect("failed");
+            assert!(message.contains("the client closed"), "{wire:?} {message}");
+            assert_eq!(diagnostics.grpc_status, Some(Code::Unavailable));
+            assert!(seen.ended, "{wire:?} {seen:?}");
+            assert!(
+                !net.client.is_closed(),
+                "{wire:?}: a call is still in progress"
+            );
+            net.server(0).answer_held();
+            net.run();
+            let seen = net.seen(held);
+            assert!(
+                seen.response
+                    .as_deref()
+                    .is_some_and(|r| r.contains("content")),
+                "{wire:?} {seen:?}"
+            );
+            assert!(net.client.is_closed(), "{wire:?} {:?}", net.link_events);
+            assert!(net.open_links().is_empty(), "{wire:?}");
+        });
+    }
+}
+
 // ---------------------------------------------------------------------
 // The era (MCP 2026-07-28 §8.3): the probe, and the fallback to the
 // older shapes against a scripted legacy server.
@@ -885,6 +933,77 @@ fn http_a_probe_answered_401_fails_the_calls_and_never_falls_back() {
     }
 }
 
+/// A server that says GOAWAY while a call's answer is still to come, then
+/// answers it: the response arrives (the stream's last DATA closes the
+/// draining connection in the same read), and the next call goes on a new
+/// link.
+#[test]
+fn http2_an_answer_after_the_servers_goaway_arrives_and_the_next_call_relinks() {
+    each_split(|| {
+        let mut net = http_net(Wire::Http2, http_config(Wire::Http2), None);
+        let held = net.call(&tool_call(1, "hold", "{}")).unwrap();
+        net.server(0).go_away();
+        net.server(0).answer_held();
+        net.run();
+        let seen = net.seen(held);
+        assert!(
+            seen.response
+                .as_deref()
+                .is_some_and(|r| r.contains("content")),
+            "{seen:?}"
+        );
+        let next = net.call(&tool_call(2, "echo", r#"{"text":"n"}"#)).unwrap();
+        assert!(net.seen(next).response.unwrap().contains("\"n\""));
+        assert_eq!(connects(&net), 2);
+    });
+}
+
+/// A call of `start_handshake` sends nothing of its own: it waits while
+/// the probe finds the server modern and ends with no message; with the
+/// modern era chosen it ends at once, before any link.
+#[test]
+fn http_a_handshake_call_waits_for_the_probe_and_sends_nothing() {
+    for wire in WIRES {
+        each_split(|| {
+            let mut net = http_net(wire, probing(wire), None);
+            let now = net.now;
+            let waiter = net.client.start_handshake(now).unwrap();
+            net.run();
+            let seen = net.seen(waiter);
+            assert!(seen.ended, "{wire:?} {seen:?}");
+            assert!(seen.response.is_none() && seen.failed.is_none(), "{seen:?}");
+            assert_eq!(net.link_events, [("connect", 0), ("ready", 0)], "{wire:?}");
+            assert_eq!(net.client.era().era, Some(Era::Modern));
+            assert!(net.server(0).requests().is_empty(), "only the probe went");
+            let call = net.call(&tool_call(1, "echo", r#"{"text":"m"}"#)).unwrap();
+            assert!(net.seen(call).response.unwrap().contains("\"m\""));
+        });
+        let mut net = http_net(wire, http_config(wire), None);
+        let now = net.now;
+        let waiter = net.client.start_handshake(now).unwrap();
+        net.run();
+        assert!(net.seen(waiter).ended, "{wire:?}");
+        assert_eq!(net.link_events, [("ready", 0)], "no link");
+    }
+}
+
+/// A handshake call fails as the probe did: 401 with its challenge.
+#[test]
+fn http_a_handshake_call_fails_with_the_probes_401() {
+    for wire in WIRES {
+        let mut net = http_net(wire, probing(wire), Some("sesame"));
+        let now = net.now;
+        let waiter = net.client.start_handshake(now).unwrap();
+        net.run();
+        let seen = net.seen(waiter);
+        let (_, message, diagnostics) = seen.failed.clone().expect("failed");
+        assert_eq!(diagnostics.http_status, Some(401), "{wire:?} {message}");
+        assert_eq!(diagnostics.grpc_status, Some(Code::Unauthenticated));
+        assert!(seen.www_authenticate.unwrap().starts_with("Bearer"));
+        assert!(seen.ended);
+    }
+}
+
 /// A net of the engine and a scripted legacy server of `shape`.
 fn legacy_net(shape: legacy::Shape, era: EraChoice) -> (Net<Http>, Rc<RefCell<legacy::Legacy>>) {
     let shared = legacy::Legacy::new(shape);
@@ -936,6 +1055,159 @@ fn http_the_probe_falls_back_to_the_2025_session() {
         assert!(net.client.is_closed());
         assert_eq!(net.link_events.last(), Some(&("closed", 0)));
         assert!(net.open_links().is_empty());
+    });
+}
+
+/// In a legacy era a disconnect is no cancellation (2025-11-25): a call
+/// given up, cancelled or past its deadline, is named in a `POST
+/// notifications/cancelled`; over a 2025 session its own exchange closes
+/// only after DRAIN_WAIT, once the server has the cancellation; on the
+/// 2024 shape (answers on the event stream) the notification is all.
+#[test]
+fn http_a_legacy_call_given_up_is_cancelled_with_a_notification() {
+    for shape in [legacy::Shape::Session, legacy::Shape::HttpSse] {
+        each_split(|| {
+            let (mut net, server) = legacy_net(shape, EraChoice::Legacy);
+            let held = net.call(&tool_call(1, "hold", "{}")).unwrap();
+            let cancels = |server: &Rc<RefCell<legacy::Legacy>>, id: &str| {
+                let tag = "notifications/cancelled ";
+                server
+                    .borrow()
+                    .requests
+                    .iter()
+                    .filter(|r| r.contains(tag) && r.ends_with(&format!("cancels={id}")))
+                    .count()
+            };
+            assert_eq!(cancels(&server, "1"), 0);
+            let disconnects = |net: &Net<Http>| {
+                net.link_events
+                    .iter()
+                    .filter(|e| e.0 == "disconnect")
+                    .count()
+            };
+            let before = disconnects(&net);
+            let now = net.now;
+            assert!(net.client.cancel(held, now));
+            net.run();
+            assert_eq!(
+                cancels(&server, "1"),
+                1,
+                "{shape:?} {:?}",
+                server.borrow().requests
+            );
+            assert_eq!(
+                disconnects(&net),
+                before,
+                "{shape:?}: closed before DRAIN_WAIT"
+            );
+            net.advance(DRAIN_WAIT + Duration::from_millis(1));
+            let closed = disconnects(&net) - before;
+            assert_eq!(
+                closed,
+                usize::from(shape == legacy::Shape::Session),
+                "{shape:?}"
+            );
+
+            let options = CallOptions::with_timeout(Duration::from_secs(5));
+            let timed = net.call_with(&tool_call(2, "hold", "{}"), options).unwrap();
+            net.advance(Duration::from_secs(6));
+            let (code, _, _) = net.seen(timed).failed.expect("failed");
+            assert_eq!(code, -32001, "{shape:?}");
+            assert_eq!(
+                cancels(&server, "2"),
+                1,
+                "{shape:?} {:?}",
+                server.borrow().requests
+            );
+        });
+    }
+}
+
+/// A URL that answers every request 404 is no server of any era: the
+/// probe falls back to `initialize`, its refusal to the 2024 shape's
+/// `GET`, and when that is refused too the call fails saying so, with
+/// the status.
+#[test]
+fn http_a_url_of_neither_era_fails_the_call_saying_so() {
+    each_split(|| {
+        let (mut net, server) = legacy_net(legacy::Shape::Nothing, EraChoice::Probe);
+        let call = net.call(&tool_call(1, "echo", r#"{"text":"x"}"#)).unwrap();
+        let seen = net.seen(call);
+        let (_, message, diagnostics) = seen.failed.expect("failed");
+        assert!(
+            message.contains("neither era") && message.contains("(HTTP 404)"),
+            "{message}"
+        );
+        assert_eq!(diagnostics.grpc_status, Some(Code::Unavailable));
+        let requests = server.borrow().requests.clone();
+        let methods: Vec<&str> = requests
+            .iter()
+            .map(|r| r.split(' ').next().unwrap_or(""))
+            .collect();
+        assert_eq!(methods, ["POST", "POST", "GET"], "{requests:?}");
+    });
+}
+
+/// A modern server that speaks none of this client's versions refuses
+/// the probe with -32022: no fallback (§8.3), and the waiting call fails
+/// with the server's error, its `data.supported` included (what an
+/// application, or a bridge's host, needs to see).
+#[test]
+fn http_a_probe_refused_with_32022_fails_the_call_with_the_servers_versions() {
+    each_split(|| {
+        let (mut net, server) = legacy_net(legacy::Shape::OtherVersion, EraChoice::Probe);
+        let call = net.call(&tool_call(1, "echo", r#"{"text":"x"}"#)).unwrap();
+        let seen = net.seen(call);
+        let (code, _, _) = seen.failed.clone().expect("failed");
+        assert_eq!(code, -32022, "{seen:?}");
+        let response: serde_json::Value =
+            serde_json::from_str(seen.error_response.as_deref().unwrap_or("")).unwrap();
+        assert_eq!(response["id"], 1, "{response}");
+        assert_eq!(
+            response["error"]["data"]["supported"],
+            serde_json::json!(["2027-01-01"]),
+            "{response}"
+        );
+        assert_eq!(server.borrow().requests.len(), 1, "no initialize");
+    });
+}
+
+/// The server ends the 2025 session (it expired): the next call is
+/// answered 404, fails saying so (UNAVAILABLE, no result invented), and
+/// the call after it goes in a new session, `initialize` first (no
+/// probe: the era is known).
+#[test]
+fn http_a_2025_session_the_server_ended_is_initialized_again() {
+    each_split(|| {
+        let (mut net, server) = legacy_net(legacy::Shape::Session, EraChoice::Probe);
+        let first = net.call(&tool_call(1, "echo", r#"{"text":"a"}"#)).unwrap();
+        assert!(net.seen(first).response.unwrap().contains("\"a\""));
+        server.borrow_mut().end_session();
+        let lost = net.call(&tool_call(2, "echo", r#"{"text":"b"}"#)).unwrap();
+        let seen = net.seen(lost);
+        let (_, message, diagnostics) = seen.failed.expect("failed");
+        assert_eq!(diagnostics.http_status, Some(404), "{message}");
+        assert_eq!(diagnostics.grpc_status, Some(Code::Unavailable));
+        assert!(message.contains("ended the 2025 session"), "{message}");
+        let again = net.call(&tool_call(3, "echo", r#"{"text":"c"}"#)).unwrap();
+        assert!(
+            net.seen(again)
+                .response
+                .as_deref()
+                .is_some_and(|r| r.contains("\"c\"")),
+            "{:?}",
+            server.borrow().requests
+        );
+        assert_eq!(net.client.era().era, Some(Era::Legacy));
+        assert_eq!(
+            server.borrow().requests[4..],
+            [
+                "POST /mcp tools/call session=s-1 version=2025-11-25",
+                "POST /mcp initialize session=- version=-",
+                "POST /mcp notifications/initialized session=s-2 version=2025-11-25",
+                "POST /mcp tools/call session=s-2 version=2025-11-25",
+            ]
+        );
     });
 }
 

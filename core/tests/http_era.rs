@@ -83,7 +83,7 @@ fn response(status: &str, fields: &str, body: &str) -> Vec<u8> {
 
 fn probe_of(response: &[u8]) -> ProbeVerdict {
     let a = answer(PROBE, response);
-    probe(&a.judgement, a.status, &a.buf, "2026-07-28")
+    probe(&a.judgement, a.status, &a.buf)
 }
 
 #[test]
@@ -159,7 +159,16 @@ fn modern_errors_in_a_400_are_read_before_any_fallback() {
         ),
     );
     assert_eq!(
-        probe(&a.judgement, a.status, &a.buf, "2027-01-01"),
+        probe(&a.judgement, a.status, &a.buf),
+        ProbeVerdict::Retry("2026-07-28")
+    );
+    // The version it asked for, refused once: a modern server (no
+    // fallback), asked once more with it.
+    assert_eq!(
+        probe_of(&error(
+            -32022,
+            r#","data":{"supported":["2026-07-28"],"requested":"2026-07-28"}"#
+        )),
         ProbeVerdict::Retry("2026-07-28")
     );
     assert!(matches!(

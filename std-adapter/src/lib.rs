@@ -13,9 +13,10 @@
 //! Each handler runs as a tokio task and is aborted when the client resets
 //! the call or its deadline (`grpc-timeout`) passes.
 //!
-//! On the client side: [`Channel`] (the tunnel binding over gRPC),
-//! [`HttpChannel`] (modern Streamable HTTP) and [`StdioChannel`] (a stdio
-//! child, or an older-era HTTP server), with the same typed calls.
+//! On the client side: [`Client`] over gRPC ([`client::grpc`]), Streamable
+//! HTTP ([`client::http`]: the modern shape, or a 2025 session or the 2024
+//! HTTP+SSE shape found by the era probe) and stdio ([`client::stdio`]: a
+//! child or a serial device), with the same typed calls.
 //!
 //! The same app serves the stdio binding (one JSON-RPC message a line on
 //! stdin and stdout): [`App::serve_stdio`], or [`stdio::serve`] over any
@@ -26,12 +27,9 @@ pub mod auth;
 pub mod bridge;
 pub mod client;
 mod clock;
-pub mod http_channel;
 mod outbox;
 pub mod portable;
-pub(crate) mod pump;
 mod server;
-pub mod stdio_client;
 mod storage;
 mod store;
 #[cfg(feature = "tls")]
@@ -47,18 +45,14 @@ pub use app::{
 pub use app::{IntoToolResult, Structured};
 pub use auth::{Auth, AuthDecision, BearerTokens};
 pub use client::grpc::Keepalive;
+#[cfg(unix)]
+pub use client::stdio::{DEFAULT_BAUD, SerialDevice};
+pub use client::stdio::{ServerCommand, Stopped};
 pub use client::{
-    Call, CallDiagnostics, CallError, CallToolResult, Client, JsonRpcError, RawMessage,
-    RawResponse, StreamMessage, Tool, grpc_authority, redact_url,
+    Call, CallDiagnostics, CallError, CallToolResult, Client, EraInfo, HttpFacts, JsonRpcError,
+    RawMessage, RawResponse, StreamMessage, Tool, grpc_authority, redact_url,
 };
-pub use http_channel::{Http2Mode, HttpCall, HttpChannel, HttpChannelConfig, HttpFacts};
 pub use server::stdio::{self, StdioConfig};
 pub use server::{AllowedHosts, Server, ServerConfig};
-#[cfg(unix)]
-pub use stdio_client::{DEFAULT_BAUD, SerialDevice};
-pub use stdio_client::{
-    EraInfo, HttpLinkConfig, LineServer, ServerCommand, StdioCall, StdioChannel,
-    StdioChannelConfig, Stopped,
-};
 #[cfg(feature = "tls")]
 pub use tls::{ClientTlsConfig, TlsConfig, crypto_provider};

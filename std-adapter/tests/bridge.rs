@@ -20,10 +20,9 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use common::{Harness, VERSION};
-use mcpwire_core::mcp::client::stdio::EraChoice;
 use mcpwire_core::mcp::json;
 use mcpwire_tokio::{
-    CallError, Client, HttpChannelConfig, RawMessage, StreamMessage, client::grpc,
+    CallError, Client, RawMessage, StreamMessage, client::grpc, client::http as http_client,
 };
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
@@ -1260,9 +1259,9 @@ impl Listening {
     async fn host(&self, transport: Transport, token: Option<&str>) -> Result<Client, CallError> {
         match transport {
             Transport::Http => {
-                let mut config = HttpChannelConfig::new(format!("http://{}/mcp", self.addr));
+                let mut config = http_client::Config::new(&format!("http://{}/mcp", self.addr))?;
                 config.bearer = token.map(str::to_owned);
-                Client::http(config, EraChoice::Probe).await
+                Client::http(config).await
             }
             Transport::Grpc => {
                 let mut config = grpc::Config::new(self.addr.clone());
@@ -1978,10 +1977,10 @@ async fn the_network_host_side_speaks_tls() {
     )
     .await;
     assert!(bridge.sentence().contains("TLS"), "{}", bridge.sentence());
-    let mut config = HttpChannelConfig::new(format!("https://{}/mcp", bridge.addr));
+    let mut config = http_client::Config::new(&format!("https://{}/mcp", bridge.addr)).unwrap();
     config.bearer = Some(HOST_TOKEN.to_owned());
     config.tls = Some(mcpwire_tokio::ClientTlsConfig::with_pem_roots(ca.as_bytes()).unwrap());
-    let client = Client::http(config, EraChoice::Probe).await.unwrap();
+    let client = Client::http(config).await.unwrap();
     let echoed = client
         .request(
             "tools/call",

@@ -14,10 +14,10 @@ use std::time::Duration;
 
 use common::Counters;
 use mcpwire_core::grpc::Code;
-use mcpwire_core::mcp::client::stdio::{Era, EraChoice};
+use mcpwire_core::mcp::client::stdio::Era;
 use mcpwire_tokio::{
-    BearerTokens, Client, HttpChannelConfig, Server, ServerCommand, StreamMessage,
-    client::{grpc, stdio},
+    BearerTokens, Client, Server, ServerCommand, StreamMessage,
+    client::{grpc, http, stdio},
 };
 use serde_json::json;
 
@@ -171,9 +171,9 @@ async fn a_refused_probe_is_the_error_never_a_fallback() {
             .unwrap()
             .starts_with("Bearer")
     );
-    let mut config = HttpChannelConfig::new(url);
+    let mut config = http::Config::new(&url).unwrap();
     config.bearer = Some("right-token".into());
-    let client = Client::http(config, EraChoice::Probe).await.unwrap();
+    let client = Client::http(config).await.unwrap();
     assert_eq!(client.era().unwrap().era, Era::Modern);
     assert_eq!(
         client

@@ -1,7 +1,8 @@
-//! The modern Streamable HTTP client ([`HttpChannel`]) against `mcpwire
-//! serve`'s app in-process over HTTP/1.1 (lists, calls with progress,
-//! resources, prompts, the -32020 re-list and retry, a bounded pool under
-//! many calls at once, cancellation by drop, bearer tokens), and against
+//! The Streamable HTTP client ([`Client::http`], the modern era chosen)
+//! against `mcpwire serve`'s app in-process over HTTP/1.1 (lists, calls
+//! with progress, resources, prompts, the -32020 re-list and retry, a
+//! bounded pool under many calls at once, cancellation by drop, bearer
+//! tokens, one replaced on a running client), and against
 //! scripted bad peers: an HTML answer, an event stream that breaks off, an
 //! event over the limit, a server that never answers, a JSON-RPC request
 //! on a response stream, a pooled connection the server closed, tools with
@@ -17,9 +18,8 @@ use std::time::{Duration, Instant};
 
 use common::{Counters, Harness, eventually_every};
 use mcpwire_core::grpc::Code;
-use mcpwire_tokio::{
-    BearerTokens, Client, HttpChannel, HttpChannelConfig, Server, StreamMessage, client::grpc,
-};
+use mcpwire_tokio::client::http::{self, EraChoice};
+use mcpwire_tokio::{BearerTokens, Client, Server, StreamMessage, client::grpc};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -33,14 +33,22 @@ fn url(addr: SocketAddr) -> String {
     format!("http://{addr}/mcp")
 }
 
-fn channel(addr: SocketAddr) -> HttpChannel {
-    HttpChannel::new(url(addr)).unwrap()
+async fn channel(addr: SocketAddr) -> Client {
+    Client::http(modern(url(addr))).await.unwrap()
+}
+
+/// The settings of a client of `url` that speaks the modern era without a
+/// probe (the scripted peers answer only what a call sends).
+fn modern(url: impl AsRef<str>) -> http::Config {
+    let mut config = http::Config::new(url.as_ref()).unwrap();
+    config.era = EraChoice::Modern;
+    config
 }
 
 #[tokio::test]
 async fn lists_calls_reads_and_gets_over_http() {
     let server = start().await;
-    let ch = channel(server.addr);
+    let ch = channel(server.addr).await;
     let discovered = ch.discover().await.unwrap();
     assert_eq!(discovered["supportedVersions"], json!(["2026-07-28"]));
     let tools = ch.list_tools().await.unwrap();
@@ -75,7 +83,7 @@ async fn lists_calls_reads_and_gets_over_http() {
 #[tokio::test]
 async fn the_diagnostics_name_the_url_the_status_and_the_era() {
     let server = start().await;
-    let ch = channel(server.addr);
+    let ch = channel(server.addr).await;
     let request = json!({"method": "tools/call", "params": {"name": "progress",
         "arguments": {"steps": 1, "delay_ms": 0}, "_meta": {"progressToken": "t"}}});
     let mut call = ch.call(request).await.unwrap();
@@ -84,15 +92,27 @@ async fn the_diagnostics_name_the_url_the_status_and_the_era() {
             assert!(r.get("result").is_some(), "{r}");
         }
     }
-    let facts = call.facts();
+    let facts = call.http_facts().unwrap();
     assert_eq!(facts.url, url(server.addr));
     assert_eq!(facts.status, Some(200));
-    assert_eq!(facts.content_type.as_deref(), Some("text/event-stream"));
+    assert_eq!(facts.http_version, Some("HTTP/1.1"));
+    assert!(facts.event_stream, "{facts:?}");
     let line = facts.to_string();
     assert!(
         line.starts_with("era modern, version 2026-07-28, requested 2026-07-28"),
         "{line}"
     );
+    assert!(line.ends_with("content type text/event-stream"), "{line}");
+    // A call without progress is answered with a JSON body.
+    let mut call = ch
+        .call(json!({"method": "tools/call", "params": {"name": "echo",
+            "arguments": {"text": "j"}}}))
+        .await
+        .unwrap();
+    while call.next().await.unwrap().is_some() {}
+    let facts = call.http_facts().unwrap();
+    assert_eq!(facts.status, Some(200));
+    assert!(!facts.event_stream, "{facts:?}");
     server.stop().await;
 }
 
@@ -100,6 +120,7 @@ async fn the_diagnostics_name_the_url_the_status_and_the_era() {
 async fn a_json_rpc_error_is_the_one_the_grpc_channel_gets() {
     let server = start().await;
     let over_http = channel(server.addr)
+        .await
         .call_tool("no_such_tool", json!({}))
         .await
         .unwrap_err();
@@ -118,10 +139,10 @@ async fn a_json_rpc_error_is_the_one_the_grpc_channel_gets() {
 #[tokio::test]
 async fn a_call_refused_for_its_headers_is_relisted_and_sent_once_more() {
     let server = start().await;
-    let ch = channel(server.addr);
+    let ch = channel(server.addr).await;
     // No tools/list yet: the annotated region and limit go unmirrored, the
     // server answers -32020, the channel lists and sends again.
-    assert_eq!(ch.cached_schema("lookup"), None);
+    assert_eq!(ch.cached_schema("lookup").await, None);
     let request = json!({"method": "tools/call",
         "params": {"name": "lookup", "arguments": {"region": "eu-north1", "limit": 5}}});
     let mut call = ch.call(request).await.unwrap();
@@ -132,8 +153,8 @@ async fn a_call_refused_for_its_headers_is_relisted_and_sent_once_more() {
         r["result"]["structuredContent"],
         json!({"region": "eu-north1", "limit": 5})
     );
-    assert!(call.facts().retried_after_32020);
-    assert!(ch.cached_schema("lookup").is_some());
+    assert!(call.http_facts().unwrap().retried_after_32020);
+    assert!(ch.cached_schema("lookup").await.is_some());
     // Now mirrored from the start.
     let mut again = ch
         .call(json!({"method": "tools/call",
@@ -144,16 +165,21 @@ async fn a_call_refused_for_its_headers_is_relisted_and_sent_once_more() {
         again.next().await.unwrap(),
         Some(StreamMessage::Response(_))
     ));
-    assert!(!again.facts().retried_after_32020);
+    assert!(!again.http_facts().unwrap().retried_after_32020);
     server.stop().await;
 }
 
 #[tokio::test]
 async fn many_calls_at_once_share_a_bounded_pool() {
-    let server = start().await;
-    let mut config = HttpChannelConfig::new(url(server.addr));
+    let p = peer(|seen| {
+        let text = seen.body["params"]["arguments"]["text"].clone();
+        let answer = result(seen, json!({"content": [{"type": "text", "text": text}]}));
+        (json_answer(&answer), Then::Next)
+    })
+    .await;
+    let mut config = modern(url(p.addr));
     config.pool_size = 3;
-    let ch = HttpChannel::with_config(config).unwrap();
+    let ch = Client::http(config).await.unwrap();
     let calls: Vec<_> = (0..24)
         .map(|i| {
             let ch = ch.clone();
@@ -165,15 +191,14 @@ async fn many_calls_at_once_share_a_bounded_pool() {
     for (i, call) in calls.into_iter().enumerate() {
         assert_eq!(call.await.unwrap().unwrap().text(), format!("n{i}"));
     }
-    let idle = ch.idle_connections();
-    assert!((1..=3).contains(&idle), "{idle} idle connections");
-    server.stop().await;
+    let opened = p.connections.load(Ordering::SeqCst);
+    assert!((1..=3).contains(&opened), "{opened} connections");
 }
 
 #[tokio::test]
 async fn dropping_a_call_closes_its_connection_and_the_server_stops_the_work() {
     let server = start().await;
-    let ch = channel(server.addr);
+    let ch = channel(server.addr).await;
     let request = json!({"method": "tools/call", "params": {"name": "counted_sleep",
         "arguments": {"ms": 10_000}}});
     let call = ch.call(request).await.unwrap();
@@ -207,9 +232,10 @@ async fn a_bearer_token_is_sent_and_a_refusal_carries_www_authenticate() {
     let app = common::app(&counters, Duration::from_secs(3600));
     let server = common::serve(server, app, counters);
     for bearer in [None, Some("wrong-token")] {
-        let mut config = HttpChannelConfig::new(url(server.addr));
+        let mut config = modern(url(server.addr));
         config.bearer = bearer.map(str::to_owned);
-        let e = HttpChannel::with_config(config)
+        let e = Client::http(config)
+            .await
             .unwrap()
             .list_tools()
             .await
@@ -219,9 +245,9 @@ async fn a_bearer_token_is_sent_and_a_refusal_carries_www_authenticate() {
         let challenge = e.diagnostics.www_authenticate.unwrap();
         assert!(challenge.starts_with("Bearer"), "{challenge}");
     }
-    let mut config = HttpChannelConfig::new(url(server.addr));
+    let mut config = modern(url(server.addr));
     config.bearer = Some("right-token".into());
-    let ch = HttpChannel::with_config(config).unwrap();
+    let ch = Client::http(config).await.unwrap();
     assert_eq!(
         ch.call_tool("echo", json!({"text": "in"}))
             .await
@@ -229,6 +255,53 @@ async fn a_bearer_token_is_sent_and_a_refusal_carries_www_authenticate() {
             .text(),
         "in"
     );
+    // A token replaced on the running client goes with the next call.
+    ch.set_bearer(Some("wrong-token")).await.unwrap();
+    let e = ch.list_tools().await.unwrap_err();
+    assert_eq!(e.diagnostics.http_status, Some(401), "{e}");
+    ch.set_bearer(Some("right-token")).await.unwrap();
+    assert!(ch.list_tools().await.is_ok());
+    let e = ch.set_bearer(Some("not a token")).await.unwrap_err();
+    assert_eq!(e.status, Code::InvalidArgument, "{e}");
+    server.stop().await;
+}
+
+/// `Client::close` with a listen stream open (which a server never ends)
+/// and a call in progress, over HTTP/1.1 and h2c: the listen stream ends
+/// with UNAVAILABLE "the client closed", the call gets its answer, close
+/// returns (no session: `None`), and a later call is refused.
+#[tokio::test]
+async fn close_ends_a_listen_stream_and_lets_a_call_finish() {
+    let server = start().await;
+    for http2 in [http::Http2Mode::Never, http::Http2Mode::Always] {
+        let mut config = modern(url(server.addr));
+        config.http2 = http2;
+        let ch = Client::http(config).await.unwrap();
+        let mut listen = ch
+            .listen(json!({"notifications": {"toolsListChanged": true}}))
+            .await
+            .unwrap();
+        let ack = listen.next().await.unwrap();
+        assert!(
+            matches!(&ack, Some(StreamMessage::Notification(n))
+                if n["method"] == "notifications/subscriptions/acknowledged"),
+            "{http2:?} {ack:?}"
+        );
+        let request = json!({"method": "tools/call", "params": {"name": "counted_sleep",
+            "arguments": {"ms": 300}}});
+        let slow = ch.call(request).await.unwrap();
+        let slow = tokio::spawn(slow.response());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let closed = tokio::time::timeout(Duration::from_secs(10), ch.close()).await;
+        assert_eq!(closed, Ok(None), "{http2:?}: close returns");
+        let e = listen.next().await.unwrap_err();
+        assert_eq!(e.status, Code::Unavailable, "{http2:?} {e}");
+        assert!(e.message.contains("the client closed"), "{e}");
+        let answer = slow.await.unwrap().unwrap();
+        assert!(answer.get("result").is_some(), "{http2:?} {answer}");
+        let e = ch.list_tools().await.unwrap_err();
+        assert_eq!(e.status, Code::Unavailable, "{http2:?} {e}");
+    }
     server.stop().await;
 }
 
@@ -364,10 +437,10 @@ fn result(seen: &Seen, result: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": seen.body["id"], "result": result})
 }
 
-fn peer_channel(addr: SocketAddr) -> HttpChannel {
-    let mut config = HttpChannelConfig::new(url(addr));
-    config.timeout = Duration::from_secs(5);
-    HttpChannel::with_config(config).unwrap()
+async fn peer_channel(addr: SocketAddr) -> Client {
+    let mut config = modern(url(addr));
+    config.request_timeout = Duration::from_secs(5);
+    Client::http(config).await.unwrap()
 }
 
 #[tokio::test]
@@ -381,7 +454,7 @@ async fn an_html_answer_is_an_error_that_shows_it() {
         ((head + page).into_bytes(), Then::Next)
     })
     .await;
-    let e = peer_channel(p.addr).list_tools().await.unwrap_err();
+    let e = peer_channel(p.addr).await.list_tools().await.unwrap_err();
     assert_eq!(e.status, Code::Internal, "{e}");
     assert!(e.message.contains("text/html"), "{e}");
     assert!(e.message.contains("<!doctype html>"), "{e}");
@@ -400,7 +473,7 @@ async fn a_stream_that_breaks_off_before_the_response_fails_the_call() {
         )
     })
     .await;
-    let ch = peer_channel(p.addr);
+    let ch = peer_channel(p.addr).await;
     let request = json!({"method": "tools/call", "params": {"name": "x", "arguments": {},
         "_meta": {"progressToken": "t"}}});
     let mut call = ch.call(request).await.unwrap();
@@ -426,9 +499,10 @@ async fn an_event_over_the_limit_fails_the_call() {
         )
     })
     .await;
-    let mut config = HttpChannelConfig::new(url(p.addr));
+    let mut config = modern(url(p.addr));
     config.max_message_bytes = 1024;
-    let e = HttpChannel::with_config(config)
+    let e = Client::http(config)
+        .await
         .unwrap()
         .call_tool("x", json!({}))
         .await
@@ -439,9 +513,10 @@ async fn an_event_over_the_limit_fails_the_call() {
 #[tokio::test]
 async fn a_request_over_the_limit_is_refused_before_it_goes_out() {
     let p = peer(|seen| (json_answer(&result(seen, json!({}))), Then::Next)).await;
-    let mut config = HttpChannelConfig::new(url(p.addr));
+    let mut config = modern(url(p.addr));
     config.max_message_bytes = 1024;
-    let e = HttpChannel::with_config(config)
+    let e = Client::http(config)
+        .await
         .unwrap()
         .call_tool("x", json!({"text": "y".repeat(2048)}))
         .await
@@ -453,10 +528,11 @@ async fn a_request_over_the_limit_is_refused_before_it_goes_out() {
 #[tokio::test]
 async fn a_server_that_never_answers_times_out() {
     let p = peer(|_| (Vec::new(), Then::Hang)).await;
-    let mut config = HttpChannelConfig::new(url(p.addr));
-    config.timeout = Duration::from_millis(300);
+    let mut config = modern(url(p.addr));
+    config.request_timeout = Duration::from_millis(300);
     let started = Instant::now();
-    let e = HttpChannel::with_config(config)
+    let e = Client::http(config)
+        .await
         .unwrap()
         .list_tools()
         .await
@@ -478,6 +554,7 @@ async fn a_request_on_a_response_stream_fails_the_call() {
     })
     .await;
     let e = peer_channel(p.addr)
+        .await
         .call_tool("x", json!({}))
         .await
         .unwrap_err();
@@ -495,9 +572,8 @@ async fn a_pooled_connection_the_server_closed_is_replaced_once() {
         )
     })
     .await;
-    let ch = peer_channel(p.addr);
+    let ch = peer_channel(p.addr).await;
     ch.list_tools().await.unwrap();
-    assert_eq!(ch.idle_connections(), 1);
     // Let the close arrive, then use the dead pooled connection.
     tokio::time::sleep(Duration::from_millis(50)).await;
     ch.list_tools().await.unwrap();
@@ -507,7 +583,7 @@ async fn a_pooled_connection_the_server_closed_is_replaced_once() {
 #[tokio::test]
 async fn keep_alive_carries_one_call_after_another_on_one_connection() {
     let p = peer(|seen| (json_answer(&result(seen, json!({"tools": []}))), Then::Next)).await;
-    let ch = peer_channel(p.addr);
+    let ch = peer_channel(p.addr).await;
     for _ in 0..5 {
         ch.list_tools().await.unwrap();
     }
@@ -533,7 +609,7 @@ async fn tools_with_invalid_annotations_are_left_out_and_the_valid_are_mirrored(
         (json_answer(&answer), Then::Next)
     })
     .await;
-    let ch = peer_channel(p.addr);
+    let ch = peer_channel(p.addr).await;
     let names: Vec<String> = ch
         .list_tools()
         .await

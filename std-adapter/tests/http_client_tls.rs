@@ -1,4 +1,4 @@
-//! [`HttpChannel`] over `https://` against `mcpwire serve`'s app in-process
+//! [`Client::http`] over `https://` (the era probed) against `mcpwire serve`'s app in-process
 //! with TLS (a throwaway CA), over HTTP/1.1 (ALPN `http/1.1`) and over
 //! HTTP/2 (ALPN `h2`, the default when the server selects it): lists,
 //! calls with progress, cancellation by drop, many calls at once; the CA
@@ -18,7 +18,8 @@ use std::time::Duration;
 
 use common::{Counters, Harness, eventually_every};
 use mcpwire_core::grpc::Code;
-use mcpwire_tokio::{ClientTlsConfig, Http2Mode, HttpChannel, HttpChannelConfig, Server};
+use mcpwire_tokio::client::http::{Config as HttpConfig, Http2Mode};
+use mcpwire_tokio::{Client, ClientTlsConfig, Server};
 use serde_json::json;
 
 use common::certificates;
@@ -36,8 +37,8 @@ async fn tls_server() -> (Harness, String) {
 }
 
 /// HTTP/1.1 over TLS.
-fn config(url: String, ca: &str) -> HttpChannelConfig {
-    let mut config = HttpChannelConfig::new(url);
+fn config(url: String, ca: &str) -> HttpConfig {
+    let mut config = HttpConfig::new(&url).unwrap();
     config.http2 = Http2Mode::Never;
     config.tls = Some(ClientTlsConfig::with_pem_roots(ca.as_bytes()).unwrap());
     config
@@ -47,13 +48,13 @@ fn https(addr: SocketAddr) -> String {
     format!("https://{addr}/mcp")
 }
 
-async fn lists_and_calls_with_progress(ch: &HttpChannel, version: &str) {
+async fn lists_and_calls_with_progress(ch: &Client, version: &str) {
     let mut call = ch
         .call(json!({"method": "tools/list", "params": {}}))
         .await
         .unwrap();
     while call.next().await.unwrap().is_some() {}
-    assert_eq!(call.facts().http_version, Some(version));
+    assert_eq!(call.http_facts().unwrap().http_version, Some(version));
     let tools = ch.list_tools().await.unwrap();
     assert!(tools.iter().any(|t| t.name == "echo"), "{tools:?}");
     let echoed = ch.call_tool("echo", json!({"text": "hi"})).await.unwrap();
@@ -72,14 +73,12 @@ async fn lists_and_calls_with_progress(ch: &HttpChannel, version: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lists_and_calls_over_https_by_ip_and_by_name() {
     let (server, ca) = tls_server().await;
-    let ch = HttpChannel::with_config(config(https(server.addr), &ca)).unwrap();
+    let ch = Client::http(config(https(server.addr), &ca)).await.unwrap();
     lists_and_calls_with_progress(&ch, "HTTP/1.1").await;
-    // One keep-alive TLS connection carried them all.
-    assert_eq!(ch.idle_connections(), 1);
     // localhost, as the name to verify, for an address by IP.
     let mut by_name = config(https(server.addr), &ca);
     by_name.tls = by_name.tls.map(|t| t.server_name("localhost"));
-    let ch = HttpChannel::with_config(by_name).unwrap();
+    let ch = Client::http(by_name).await.unwrap();
     assert_eq!(
         ch.call_tool("echo", json!({"text": "n"}))
             .await
@@ -93,14 +92,12 @@ async fn lists_and_calls_over_https_by_ip_and_by_name() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_server_selecting_h2_makes_every_call_a_stream_of_one_connection() {
     let (server, ca) = tls_server().await;
-    let mut cfg = HttpChannelConfig::new(https(server.addr));
+    let mut cfg = HttpConfig::new(&https(server.addr)).unwrap();
     cfg.tls = Some(ClientTlsConfig::with_pem_roots(ca.as_bytes()).unwrap());
     assert_eq!(cfg.http2, Http2Mode::Alpn);
     cfg.pool_size = 1;
-    let ch = HttpChannel::with_config(cfg).unwrap();
+    let ch = Client::http(cfg).await.unwrap();
     lists_and_calls_with_progress(&ch, "HTTP/2").await;
-    // No HTTP/1.1 connection sits in the pool.
-    assert_eq!(ch.idle_connections(), 0);
     // With a pool of one, 24 calls of 300 ms run at once: over HTTP/1.1
     // they would take 7 s.
     let started = std::time::Instant::now();
@@ -127,9 +124,8 @@ async fn the_server_selecting_h2_makes_every_call_a_stream_of_one_connection() {
 async fn an_unknown_ca_or_a_wrong_name_fails_the_handshake() {
     let (server, _ca) = tls_server().await;
     let (other_ca, _, _) = certificates();
-    let ch = HttpChannel::with_config(config(https(server.addr), &other_ca)).unwrap();
-    let e = ch
-        .call_tool("echo", json!({"text": "x"}))
+    // The probe is the first exchange: its failure is the client's.
+    let e = Client::http(config(https(server.addr), &other_ca))
         .await
         .unwrap_err();
     assert_eq!(e.status, Code::Unavailable, "{e}");
@@ -137,11 +133,7 @@ async fn an_unknown_ca_or_a_wrong_name_fails_the_handshake() {
     let (server2, ca) = tls_server().await;
     let mut wrong = config(https(server2.addr), &ca);
     wrong.tls = wrong.tls.map(|t| t.server_name("example.com"));
-    let e = HttpChannel::with_config(wrong)
-        .unwrap()
-        .call_tool("echo", json!({"text": "x"}))
-        .await
-        .unwrap_err();
+    let e = Client::http(wrong).await.unwrap_err();
     assert_eq!(e.status, Code::Unavailable, "{e}");
     assert!(e.message.contains("TLS"), "{e}");
     server.stop().await;
@@ -154,14 +146,14 @@ async fn dropping_a_call_over_https_stops_the_work() {
     for mode in [Http2Mode::Never, Http2Mode::Alpn] {
         let mut cfg = config(https(server.addr), &ca);
         cfg.http2 = mode;
-        drop_a_call_and_see_the_work_stop(&server, &HttpChannel::with_config(cfg).unwrap()).await;
+        drop_a_call_and_see_the_work_stop(&server, &Client::http(cfg).await.unwrap()).await;
     }
     server.stop().await;
 }
 
 /// Starts a 10 s `counted_sleep`, drops it once started, sees the handler
 /// dropped (not finished), and the channel still answers.
-async fn drop_a_call_and_see_the_work_stop(server: &Harness, ch: &HttpChannel) {
+async fn drop_a_call_and_see_the_work_stop(server: &Harness, ch: &Client) {
     let before = server.counters.started.load(Ordering::SeqCst);
     let dropped = server.counters.dropped.load(Ordering::SeqCst);
     let request = json!({"method": "tools/call", "params": {"name": "counted_sleep",
@@ -198,7 +190,7 @@ async fn many_calls_at_once_over_https_http1() {
     let (server, ca) = tls_server().await;
     let mut cfg = config(https(server.addr), &ca);
     cfg.pool_size = 4;
-    let ch = HttpChannel::with_config(cfg).unwrap();
+    let ch = Client::http(cfg).await.unwrap();
     let calls: Vec<_> = (0..32)
         .map(|i| {
             let ch = ch.clone();

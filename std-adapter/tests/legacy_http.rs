@@ -1,5 +1,5 @@
-//! The older HTTP shapes (MCP 2026-07-28 §13) through `StdioChannel`'s
-//! HTTP link, against the Python SDK `mcp` 1.26.0 (a server nobody here
+//! The older HTTP shapes (MCP 2026-07-28 §13) through [`Client::http`]
+//! (the core's engine, the 2025 `initialize` chosen), against the Python SDK `mcp` 1.26.0 (a server nobody here
 //! wrote: tests/peers/legacy_server.py) in its 2025 Streamable HTTP shape
 //! with sessions and in its 2024-11-05 HTTP+SSE shape.
 //!
@@ -20,7 +20,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use mcpwire_core::mcp::client::stdio::Era;
-use mcpwire_tokio::{HttpLinkConfig, StdioChannel, StdioChannelConfig, Stopped};
+use mcpwire_tokio::client::http::{self, EraChoice};
+use mcpwire_tokio::{Client, Stopped};
 use serde_json::json;
 
 /// The peer, started on a free loopback port; killed on drop.
@@ -89,14 +90,15 @@ fn peer(transport: &str) -> Peer {
     Peer { child, addr, log }
 }
 
-fn config(url: String) -> StdioChannelConfig {
-    let mut c = StdioChannelConfig::legacy_http(HttpLinkConfig { url, bearer: None });
+fn config(url: String) -> http::Config {
+    let mut c = http::Config::new(&url).unwrap();
+    c.era = EraChoice::Legacy;
     c.probe_timeout = Duration::from_secs(10);
     c.request_timeout = Duration::from_secs(20);
     c
 }
 
-async fn the_demo_answers(channel: &StdioChannel) {
+async fn the_demo_answers(channel: &Client) {
     let tools = channel.list_tools().await.unwrap();
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
     for want in ["echo", "add", "progress"] {
@@ -124,14 +126,14 @@ async fn the_demo_answers(channel: &StdioChannel) {
 #[ignore = "needs the mcp 1.26 peer: run by scripts/test.sh http"]
 async fn a_2025_session_server_is_reached_through_initialize_and_its_session_is_deleted() {
     let peer = peer("streamable-http");
-    let channel = StdioChannel::connect(config(format!("http://{}/mcp", peer.addr)))
+    let channel = Client::http(config(format!("http://{}/mcp", peer.addr)))
         .await
         .unwrap();
     let era = channel.era().unwrap();
     assert_eq!(era.era, Era::Legacy, "{era}");
     assert_eq!(era.version, "2025-11-25");
     the_demo_answers(&channel).await;
-    assert_eq!(channel.shutdown().await, Stopped::SessionClosed);
+    assert_eq!(channel.close().await, Some(Stopped::SessionClosed));
     let session = session_of(&peer);
     let deleted = format!("request DELETE /mcp session={session} ->");
     let lines = peer.lines_once(|lines| lines.iter().any(|l| l.starts_with(&deleted)));
@@ -142,13 +144,13 @@ async fn a_2025_session_server_is_reached_through_initialize_and_its_session_is_
 #[ignore = "needs the mcp 1.26 peer: run by scripts/test.sh http"]
 async fn a_2024_http_sse_server_is_reached_after_initialize_is_refused() {
     let peer = peer("sse");
-    let channel = StdioChannel::connect(config(format!("http://{}/sse", peer.addr)))
+    let channel = Client::http(config(format!("http://{}/sse", peer.addr)))
         .await
         .unwrap();
     let era = channel.era().unwrap();
     assert_eq!(era.era, Era::HttpSse, "{era}");
     the_demo_answers(&channel).await;
-    channel.shutdown().await;
+    channel.close().await;
 }
 
 #[tokio::test]
@@ -157,8 +159,7 @@ async fn a_url_that_is_no_mcp_server_fails_the_connect_with_the_reason() {
     let peer = peer("streamable-http");
     // The 2025 server's port, a path it does not serve: 404 to initialize,
     // then 404 to the GET of the 2024 shape.
-    let Err(err) = StdioChannel::connect(config(format!("http://{}/nothing", peer.addr))).await
-    else {
+    let Err(err) = Client::http(config(format!("http://{}/nothing", peer.addr))).await else {
         panic!("a URL of neither era connected");
     };
     assert!(err.to_string().contains("neither era"), "{err}");
@@ -185,7 +186,7 @@ fn session_of(peer: &Peer) -> String {
 #[ignore = "needs the mcp 1.26 peer: run by scripts/test.sh http"]
 async fn a_session_the_server_ended_is_initialised_again() {
     let peer = peer("streamable-http");
-    let channel = StdioChannel::connect(config(format!("http://{}/mcp", peer.addr)))
+    let channel = Client::http(config(format!("http://{}/mcp", peer.addr)))
         .await
         .unwrap();
     let add = json!({"a": 1, "b": 2});
@@ -218,7 +219,6 @@ async fn a_session_the_server_ended_is_initialised_again() {
     };
     let lines = peer.lines_once(|lines| inits(lines) >= 2);
     assert_eq!(inits(&lines), 2, "{lines:#?}");
-    assert_eq!(channel.restarts(), 1);
 }
 
 /// `Client::connect` on an `http://` URL probes, and reaches each older
@@ -381,7 +381,7 @@ fn slow_call() -> serde_json::Value {
 #[tokio::test]
 async fn a_2025_session_progress_arrives_before_the_result_is_sent() {
     let server = scripted_2025().await;
-    let channel = StdioChannel::connect(config(format!("http://{}/mcp", server.addr)))
+    let channel = Client::http(config(format!("http://{}/mcp", server.addr)))
         .await
         .unwrap();
     assert_eq!(channel.era().unwrap().version, "2025-11-25");
@@ -402,7 +402,7 @@ async fn a_2025_session_progress_arrives_before_the_result_is_sent() {
         panic!("no response");
     };
     assert_eq!(r["result"]["content"][0]["text"], "done", "{r}");
-    channel.shutdown().await;
+    channel.close().await;
 }
 
 /// A call dropped after its first progress is cancelled: in the 2025
@@ -413,7 +413,7 @@ async fn a_2025_session_progress_arrives_before_the_result_is_sent() {
 /// notification: `progress` says which), drops the call and waits until
 /// the server `seen` gets `notifications/cancelled` for its id; gives the id.
 async fn cancel_after_progress(
-    channel: &StdioChannel,
+    channel: &Client,
     seen: &mut tokio::sync::mpsc::UnboundedReceiver<serde_json::Value>,
     progress: &str,
 ) -> serde_json::Value {
@@ -445,7 +445,7 @@ async fn cancel_after_progress(
 #[tokio::test]
 async fn a_2025_session_call_dropped_after_its_progress_is_cancelled() {
     let mut server = scripted_2025().await;
-    let channel = StdioChannel::connect(config(format!("http://{}/mcp", server.addr)))
+    let channel = Client::http(config(format!("http://{}/mcp", server.addr)))
         .await
         .unwrap();
     let id = cancel_after_progress(
@@ -460,7 +460,7 @@ async fn a_2025_session_call_dropped_after_its_progress_is_cancelled() {
         .unwrap();
     assert_eq!(closed, json!({"closed": id}));
     server.release.notify_one();
-    channel.shutdown().await;
+    channel.close().await;
 }
 
 /// One request off `s`: its head (lower case) and its body.
@@ -591,7 +591,7 @@ async fn scripted_2024() -> Scripted {
 #[tokio::test]
 async fn a_2024_http_sse_progress_arrives_before_the_result_and_a_drop_cancels() {
     let mut server = scripted_2024().await;
-    let channel = StdioChannel::connect(config(format!("http://{}/sse", server.addr)))
+    let channel = Client::http(config(format!("http://{}/sse", server.addr)))
         .await
         .unwrap();
     assert_eq!(channel.era().unwrap().era, Era::HttpSse);
@@ -617,5 +617,5 @@ async fn a_2024_http_sse_progress_arrives_before_the_result_and_a_drop_cancels()
     )
     .await;
     server.release.notify_one();
-    channel.shutdown().await;
+    channel.close().await;
 }

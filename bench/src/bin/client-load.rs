@@ -22,9 +22,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use mcpwire_core::mcp::client::stdio::EraChoice;
-use mcpwire_tokio::client::stdio;
-use mcpwire_tokio::{Client, HttpChannelConfig, ServerCommand};
+use mcpwire_tokio::client::{http, stdio};
+use mcpwire_tokio::{Client, ServerCommand};
 use serde_json::json;
 
 const USAGE: &str = "usage: mcpwire-client-load --calls N [--concurrency C] [--text-bytes B] \
@@ -114,10 +113,10 @@ async fn run(o: Options) -> Result<String, String> {
             Client::stdio(stdio::Config::new(server)).await
         }
         Target::Http(url) => {
-            let mut config = HttpChannelConfig::new(url.as_str());
+            let mut config = http::Config::new(url).map_err(|e| format!("{url}: {e}"))?;
             // One connection per call in flight, as reqwest's pool gives rmcp.
             config.pool_size = o.concurrency;
-            Client::http(config, EraChoice::Probe).await
+            Client::http(config).await
         }
     }
     .map_err(|e| format!("connect: {e}"))?;

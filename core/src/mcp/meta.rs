@@ -15,6 +15,8 @@ pub const SUPPORTED_VERSIONS: &[&str] = &[PROTOCOL_VERSION];
 
 pub const KEY_PROTOCOL_VERSION: &[u8] = b"io.modelcontextprotocol/protocolVersion";
 pub const KEY_CLIENT_CAPABILITIES: &[u8] = b"io.modelcontextprotocol/clientCapabilities";
+/// The `_meta` key of the client's name and version (a SHOULD of §3.2).
+pub const KEY_CLIENT_INFO: &[u8] = b"io.modelcontextprotocol/clientInfo";
 /// The `_meta` key of the log level a request asks for (§11).
 pub const KEY_LOG_LEVEL: &[u8] = b"io.modelcontextprotocol/logLevel";
 pub const KEY_SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";

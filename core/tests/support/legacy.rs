@@ -7,11 +7,15 @@
 //! - [`Shape::Session`] (2025-11-25): a request before `initialize` is
 //!   answered 400 with -32000 and no id (as the TypeScript SDK's server
 //!   does); `initialize` gives `Mcp-Session-Id`; every later request must
-//!   carry it (400 otherwise); `DELETE` ends the session.
+//!   carry it (400 otherwise; 404 for a session the server ended,
+//!   [`Legacy::end_session`]); `DELETE` ends the session.
 //! - [`Shape::HttpSse`] (2024-11-05): `POST` to the endpoint is 405; `GET`
 //!   opens the event stream whose first event is `endpoint`, naming
 //!   `/messages?sessionId=abc`; messages `POST`ed there are answered 202,
 //!   their responses go on the stream.
+//!
+//! A `tools/call` of `hold` is never answered; a
+//! `notifications/cancelled` is logged with the id it cancels.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -27,6 +31,11 @@ use super::net::Served;
 pub enum Shape {
     Session,
     HttpSse,
+    /// No MCP server: every request is answered 404.
+    Nothing,
+    /// A modern server of another version: every request is answered
+    /// 400 with -32022 naming only `2027-01-01`.
+    OtherVersion,
 }
 
 /// What every link of the server shares.
@@ -34,10 +43,13 @@ pub enum Shape {
 pub struct Legacy {
     pub shape: Shape,
     /// Each request as `METHOD target jsonrpc-method session=.. version=..`,
-    /// with `modern-meta` when its body carried a modern `_meta` key.
+    /// with `modern-meta` when its body carried a modern `_meta` key, and
+    /// `cancels=ID` for a `notifications/cancelled`.
     pub requests: Vec<String>,
     /// Events owed on the 2024 stream.
     stream_out: Vec<u8>,
+    /// Sessions opened so far: the current one is `s-{sessions}`.
+    sessions: u32,
 }
 
 impl Legacy {
@@ -46,7 +58,14 @@ impl Legacy {
             shape,
             requests: Vec::new(),
             stream_out: Vec::new(),
+            sessions: 0,
         }))
+    }
+
+    /// The server forgets the current session (it expired): a request
+    /// that carries its id is answered 404 (§13.2).
+    pub fn end_session(&mut self) {
+        self.sessions += 1;
     }
 }
 
@@ -131,6 +150,17 @@ impl LegacyLink {
         if String::from_utf8_lossy(body).contains("io.modelcontextprotocol/") {
             seen.push_str(" modern-meta");
         }
+        if rpc == "notifications/cancelled" {
+            seen.push_str(&format!(" cancels={}", message["params"]["requestId"]));
+        }
+        if message["params"]["name"] == "hold" {
+            // Never answered (on the 2024 shape: accepted, no event).
+            self.shared.borrow_mut().requests.push(seen);
+            if self.shared.borrow().shape == Shape::HttpSse {
+                self.respond("202 Accepted", &[], "Accepted");
+            }
+            return;
+        }
         let shape = {
             let mut shared = self.shared.borrow_mut();
             shared.requests.push(seen);
@@ -139,6 +169,13 @@ impl LegacyLink {
         match shape {
             Shape::Session => self.session_request(method, &rpc, session, &message),
             Shape::HttpSse => self.http_sse_request(method, target, &rpc, &message),
+            Shape::Nothing => self.respond("404 Not Found", &[], "no such page"),
+            Shape::OtherVersion => {
+                let error = json!({"jsonrpc":"2.0","id":message["id"],"error":{"code":-32022,
+                    "message":"Unsupported protocol version",
+                    "data":{"supported":["2027-01-01"],"requested":"2026-07-28"}}});
+                self.json("400 Bad Request", &[], &error);
+            }
         }
     }
 
@@ -149,13 +186,26 @@ impl LegacyLink {
         session: Option<String>,
         message: &Value,
     ) {
+        let current = {
+            let n = self.shared.borrow().sessions;
+            match n {
+                0 => SESSION.to_owned(),
+                n => format!("s-{}", n + 1),
+            }
+        };
         if rpc == "initialize" {
             let result = json!({"jsonrpc":"2.0","id":message["id"],"result":{
                 "protocolVersion":"2025-11-25","capabilities":{"tools":{}},
                 "serverInfo":{"name":"legacy","version":"1"}}});
-            return self.json("200 OK", &[("Mcp-Session-Id", SESSION)], &result);
+            return self.json("200 OK", &[("Mcp-Session-Id", &current)], &result);
         }
-        if session.as_deref() != Some(SESSION) {
+        if let Some(old) = session.as_deref()
+            && old != current
+            && old.starts_with("s-")
+        {
+            return self.respond("404 Not Found", &[], "");
+        }
+        if session.as_deref() != Some(current.as_str()) {
             let error = json!({"jsonrpc":"2.0","id":null,"error":{"code":-32000,
                 "message":"Bad Request: Server not initialized"}});
             return self.json("400 Bad Request", &[], &error);

@@ -31,6 +31,10 @@ pub struct Seen {
     pub failed: Option<(i32, String, Diagnostics)>,
     /// The failure's `WWW-Authenticate`.
     pub www_authenticate: Option<String>,
+    /// The failure's whole JSON-RPC error response.
+    pub error_response: Option<String>,
+    /// What the engine reported of the exchange with its outcome.
+    pub diagnostics: Option<Diagnostics>,
     /// At each `InputRequired`: what the server asks (`input_requests`)
     /// and the whole result (`result`).
     pub inputs: Vec<(String, String)>,
@@ -46,6 +50,8 @@ pub trait Served: Endpoint {
     fn serve(&mut self);
     /// The server goes away (GOAWAY, the end of its input...).
     fn go_away(&mut self);
+    /// Answers every held call with an empty result.
+    fn answer_held(&mut self) {}
     /// The server is over: once its output is read, the client's link
     /// ends (end of file).
     fn finished(&self) -> bool {
@@ -310,6 +316,12 @@ impl<E: ServerLink> Served for Server<E> {
         self.engine.link_go_away();
         self.serve();
     }
+    fn answer_held(&mut self) {
+        for call in std::mem::take(&mut self.held) {
+            let _ = self.engine.respond(call, br#"{"content":[]}"#);
+        }
+        self.serve();
+    }
     fn finished(&self) -> bool {
         self.engine.link_finished()
     }
@@ -429,15 +441,22 @@ impl<E: ClientEngine> Net<E> {
                 }
                 ClientEvent::Response { call } => {
                     let text = s(self.client.message(call).unwrap_or_default());
-                    self.seen.entry(call).or_default().response = Some(text);
+                    let diagnostics = self.client.diagnostics(call);
+                    let seen = self.seen.entry(call).or_default();
+                    seen.response = Some(text);
+                    seen.diagnostics = diagnostics;
                 }
                 ClientEvent::Failed { call } => {
                     let f = self.client.failure(call).expect("a failure");
                     let failed = (f.code, s(f.message), f.diagnostics);
+                    let error_response = s(f.response);
                     let auth = f.www_authenticate.map(s);
+                    let diagnostics = self.client.diagnostics(call);
                     let seen = self.seen.entry(call).or_default();
                     seen.failed = Some(failed);
+                    seen.error_response = Some(error_response);
                     seen.www_authenticate = auth;
+                    seen.diagnostics = diagnostics;
                 }
                 ClientEvent::InputRequired { call } => {
                     let requests = s(self.client.input_requests(call).unwrap_or_default());

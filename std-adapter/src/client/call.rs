@@ -17,7 +17,7 @@
 use std::sync::Arc;
 
 use mcpwire_core::grpc::Code;
-use mcpwire_core::mcp::client::CallOptions;
+use mcpwire_core::mcp::client::{CallOptions, Diagnostics};
 use serde_json::Value;
 
 use tokio::sync::oneshot;
@@ -57,6 +57,9 @@ pub(crate) struct EngineCall {
     resent: bool,
     attempt: Option<Attempt>,
     finished: bool,
+    /// What the engine reported of the exchange, and the failure's
+    /// `WWW-Authenticate`.
+    diagnostics: Option<(Diagnostics, Option<String>)>,
 }
 
 impl EngineCall {
@@ -83,6 +86,7 @@ impl EngineCall {
             resent: false,
             attempt: None,
             finished: false,
+            diagnostics: None,
         };
         call.send(confirm).await?;
         Ok(call)
@@ -91,6 +95,13 @@ impl EngineCall {
     /// The request's id.
     pub(crate) fn id(&self) -> &Value {
         &self.id
+    }
+
+    /// What the engine reported of the call's exchange with its outcome
+    /// (status, HTTP version...), and a failure's `WWW-Authenticate`.
+    pub(crate) fn diagnostics(&self) -> Option<(&Diagnostics, Option<&str>)> {
+        let (d, auth) = self.diagnostics.as_ref()?;
+        Some((d, auth.as_deref()))
     }
 
     /// Hands the call to the engine's task; with `confirm` its refusal is
@@ -251,6 +262,7 @@ impl EngineCall {
                         RawResponse::located(json, result),
                     ))));
                 }
+                CallMsg::Diagnostics(d) => self.diagnostics = Some((d, None)),
                 CallMsg::Failed {
                     response,
                     message,
@@ -258,6 +270,7 @@ impl EngineCall {
                     www_authenticate,
                 } => {
                     attempt.done = true;
+                    self.diagnostics = Some((diagnostics, www_authenticate.clone()));
                     if !diagnostics.transport {
                         // The server's JSON-RPC error: the response.
                         self.check_size(&response)?;

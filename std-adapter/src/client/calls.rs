@@ -1,9 +1,7 @@
 //! The typed helpers, written once for every transport: what they need of
 //! one is [`Calls`] (a request and its response, or a call's stream of
-//! messages), which [`Channel`](crate::Channel),
-//! [`HttpChannel`](crate::HttpChannel),
-//! [`StdioChannel`](crate::StdioChannel) and [`Client`](crate::Client)
-//! implement; their public typed methods call these.
+//! messages), which [`Client`](crate::Client) implements; its public typed
+//! methods call these.
 
 use std::future::Future;
 

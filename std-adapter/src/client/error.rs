@@ -56,9 +56,9 @@ pub struct CallDiagnostics {
     /// (-32600 for an unsafe annotated integer).
     pub rpc_code: Option<i32>,
     /// The HTTP facts of a call over Streamable HTTP
-    /// ([`HttpChannel`](crate::HttpChannel)): URL, status, content type,
-    /// era and versions.
-    pub http: Option<Box<crate::http_channel::HttpFacts>>,
+    /// ([`Call::http_facts`](super::Call::http_facts)): URL, status,
+    /// HTTP version, era and versions.
+    pub http: Option<Box<super::HttpFacts>>,
 }
 
 impl CallError {

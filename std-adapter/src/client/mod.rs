@@ -1,34 +1,39 @@
 //! One MCP client for every transport: [`Client`] speaks the gRPC
 //! tunnel or typed binding ([`grpc::Config`], [`Client::grpc`]), Streamable
-//! HTTP ([`Client::http`]) or a line link ([`Client::stdio`]: a stdio
-//! child, or an HTTP server of an older era), and gives the same calls
-//! ([`Call`]), the same typed methods and the same JSON-RPC errors over
-//! each. [`Client::connect`] takes an address (`grpc://`, `http://`,
-//! `https://`).
+//! HTTP ([`http::Config`], [`Client::http`]) or stdio ([`stdio::Config`],
+//! [`Client::stdio`]: a child process or a serial device), and gives the
+//! same calls ([`Call`]), the same typed methods and the same JSON-RPC
+//! errors over each. [`Client::connect`] takes an address (`grpc://`,
+//! `http://`, `https://`).
 //!
-//! The gRPC client runs the core's [`TunnelClient`] engine on the one
-//! tokio driver of every client engine ([`dispatch`]): every MCP rule of
-//! a call is the core's; the driver opens the links the engine asks for
-//! and moves octets.
+//! Each runs its binding's core engine ([`TunnelClient`], [`HttpClient`],
+//! [`StdioEngine`]) on the one tokio driver of every client engine
+//! (its `dispatch` module): every MCP rule of a call is the core's; the driver
+//! opens the links the engine asks for (a connection, a child) and moves
+//! octets.
 //!
-//! Over HTTP the era is chosen deliberately (MCP 2026-07-28 §8.3):
-//! [`Client::http`] probes with `server/discover` and reads the answer by
-//! the core's rules ([`mcpwire_core::mcp::client::http::era::probe`]): a
-//! modern answer keeps the modern channel; 401, 403, a 5xx or no answer is
-//! the error the application gets, never a reason to fall back; a refusal
-//! of a modern server (-32021, -32020) is reported; anything else (a
-//! method the server does not know, a 4xx without a modern error) falls
-//! back to the 2025-11-25 Streamable HTTP session, and from there, when
-//! `initialize` is refused too, to the 2024-11-05 HTTP+SSE shape. Which
-//! era was taken, and why, is in [`Client::era`].
+//! Over HTTP and stdio the era is chosen deliberately (MCP 2026-07-28
+//! §8.3), by the core's engine: [`Client::http`] and [`Client::stdio`]
+//! wait while it probes with `server/discover`; a modern answer keeps the
+//! modern shape; 401, 403, a 5xx or no answer is the error the
+//! application gets, never a reason to fall back; a refusal of a modern
+//! server (-32021, -32020) is reported; anything else (a method the
+//! server does not know, a 4xx without a modern error) falls back to the
+//! 2025-11-25 lifecycle (over HTTP a session), and over HTTP from there,
+//! when `initialize` is refused too, to the 2024-11-05 HTTP+SSE shape.
+//! Which era was taken, and why, is in [`Client::era`].
 //!
 //! [`TunnelClient`]: mcpwire_core::mcp::client::TunnelClient
+//! [`HttpClient`]: mcpwire_core::mcp::client::HttpClient
+//! [`StdioEngine`]: mcpwire_core::mcp::client::stdio::StdioEngine
 
 mod call;
 pub(crate) mod calls;
 mod dispatch;
+pub mod era;
 pub(crate) mod error;
 pub mod grpc;
+pub mod http;
 mod link;
 mod mailbox;
 mod rounds;
@@ -38,15 +43,13 @@ pub(crate) mod typed;
 use std::time::Duration;
 
 use mcpwire_core::grpc::Code;
-use mcpwire_core::http1::MediaType;
 use mcpwire_core::mcp::client::CallOptions;
-use mcpwire_core::mcp::client::http::era::{self, ProbeVerdict};
-use mcpwire_core::mcp::client::http::{HttpFailure, Judgement};
-use mcpwire_core::mcp::client::stdio::{Era, EraChoice};
+use mcpwire_core::mcp::meta::KEY_CLIENT_INFO;
 /// The MCP revision every request declares in `params._meta`.
 pub use mcpwire_core::mcp::meta::PROTOCOL_VERSION;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
+use url::Url;
 
 use std::io::Write as _;
 use std::sync::Arc;
@@ -55,17 +58,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use call::EngineCall;
 use calls::typed_helpers;
 use dispatch::{Command, Handle};
+use era::Era;
+pub use era::EraInfo;
 pub use error::{CallDiagnostics, CallError, RawMessage, RawResponse, StreamMessage};
 use error::{complete_id, complete_request};
+pub use http::HttpFacts;
+pub use stdio::Stopped;
+use typed::named_params;
 pub use typed::{
     CallToolResult, GetPromptResult, JsonRpcError, MAX_LIST_PAGES, Progress, Prompt,
     PromptArgument, Resource, ResourceContents, Tool,
-};
-use typed::{call_tool_result, named_params, result_of};
-
-use crate::{
-    EraInfo, HttpCall, HttpChannel, HttpChannelConfig, HttpLinkConfig, StdioCall, StdioChannel,
-    StdioChannelConfig, Stopped,
 };
 
 /// Rounds of a multi round-trip call before giving up (the core engines'
@@ -76,7 +78,7 @@ pub const MAX_INPUT_ROUNDS: usize = mcpwire_core::mcp::client::MAX_INPUT_ROUNDS 
 /// connections (or the child).
 #[derive(Clone)]
 pub struct Client {
-    transport: Transport,
+    engine: Arc<Engine>,
     era: Option<EraInfo>,
 }
 
@@ -86,23 +88,20 @@ struct Engine {
     handle: Handle,
     /// The gRPC binding, for a gRPC client.
     grpc: Option<grpc::Mode>,
+    /// What the calls of a Streamable HTTP client share.
+    http: Option<Arc<http::Context>>,
     next_id: AtomicU64,
     /// The client capabilities this side adds to a request's `_meta`
     /// (with the protocol version); `None` where the engine merges its
     /// own `_meta` (stdio: as the era says).
     capabilities: Option<Value>,
+    /// `io.modelcontextprotocol/clientInfo` added to requests that lack
+    /// it (Streamable HTTP).
+    client_info: Option<Value>,
     request_timeout: Duration,
     max_message: usize,
     /// How the stdio servers ended, for a stdio client.
     stops: Option<stdio::Stops>,
-}
-
-#[derive(Clone)]
-enum Transport {
-    Engine(Arc<Engine>),
-    Http(HttpChannel),
-    /// An HTTP server of an older era, spoken to as a line link.
-    LegacyHttp(StdioChannel),
 }
 
 impl std::fmt::Debug for Client {
@@ -118,59 +117,49 @@ impl std::fmt::Debug for Client {
 /// its response. Dropping it before the end cancels it (an HTTP stream
 /// closed, a gRPC stream reset, `notifications/cancelled` on stdio).
 #[derive(Debug)]
-pub struct Call(CallKind);
-
-#[derive(Debug)]
-enum CallKind {
-    Engine(EngineCall),
-    Http(HttpCall),
-    Line(StdioCall),
+pub struct Call {
+    call: EngineCall,
+    /// Over Streamable HTTP, what its facts are made of.
+    http: Option<Arc<http::Context>>,
 }
 
 impl Call {
-    /// What is known of the call's HTTP exchange, over Streamable HTTP.
-    pub fn http_facts(&self) -> Option<crate::HttpFacts> {
-        match &self.0 {
-            CallKind::Http(c) => Some(c.facts()),
-            _ => None,
-        }
+    /// What is known of the call's HTTP exchange, over Streamable HTTP:
+    /// the URL, the era, and once an answer came its status, its HTTP
+    /// version, the `WWW-Authenticate` of a 401 or 403, whether it was
+    /// sent again after -32020.
+    pub fn http_facts(&self) -> Option<HttpFacts> {
+        let context = self.http.as_ref()?;
+        Some(context.facts(self.call.diagnostics()))
     }
 
     /// The request's id (`null` for a notification).
     pub fn id(&self) -> &Value {
-        match &self.0 {
-            CallKind::Engine(c) => c.id(),
-            CallKind::Http(c) => c.id(),
-            CallKind::Line(c) => c.id(),
-        }
+        self.call.id()
     }
 
     /// The next message: notifications as they arrive, then the response
     /// (a result or the server's JSON-RPC error); `Ok(None)` after it.
+    /// Over Streamable HTTP an error carries the call's
+    /// [`HttpFacts`] in [`CallDiagnostics::http`].
     pub async fn next(&mut self) -> Result<Option<StreamMessage>, CallError> {
-        match &mut self.0 {
-            CallKind::Engine(c) => c.next().await,
-            CallKind::Http(c) => c.next().await,
-            CallKind::Line(c) => c.next().await,
-        }
+        let r = self.call.next().await;
+        r.map_err(|e| self.with_facts(e))
     }
 
-    /// [`Call::next`] as JSON text: over gRPC each message as the
-    /// client engine validated it, not parsed here; over the other
-    /// transports the message written back as text.
+    /// [`Call::next`] as JSON text: each message as the client engine
+    /// validated it, not parsed here.
     pub async fn next_raw(&mut self) -> Result<Option<RawMessage>, CallError> {
-        // The other transports' futures are boxed: a forwarding handler's
-        // state stays as small as the gRPC call's.
-        let message = match &mut self.0 {
-            CallKind::Engine(c) => return c.next_raw().await,
-            CallKind::Http(c) => Box::pin(c.next()).await?,
-            CallKind::Line(c) => Box::pin(c.next()).await?,
-        };
-        let text = |v: &Value| serde_json::to_vec(v).unwrap_or_default();
-        Ok(message.map(|m| match m {
-            StreamMessage::Notification(n) => RawMessage::Notification(text(&n)),
-            StreamMessage::Response(r) => RawMessage::Response(RawResponse::new(text(&r))),
-        }))
+        let r = self.call.next_raw().await;
+        r.map_err(|e| self.with_facts(e))
+    }
+
+    /// `e` with the call's HTTP facts, over Streamable HTTP.
+    fn with_facts(&self, mut e: CallError) -> CallError {
+        if let Some(facts) = self.http_facts() {
+            e.diagnostics.http = Some(Box::new(facts));
+        }
+        e
     }
 
     /// Waits for the response, skipping notifications.
@@ -201,15 +190,17 @@ impl Client {
             .spawn()
             .map_err(|e| CallError::new(Code::InvalidArgument, e))?;
         Ok(Self {
-            transport: Transport::Engine(Arc::new(Engine {
+            engine: Arc::new(Engine {
                 handle,
                 grpc: Some(config.mode),
+                http: None,
                 next_id: AtomicU64::new(1),
                 capabilities: Some(config.client_capabilities),
+                client_info: None,
                 request_timeout: config.request_timeout,
                 max_message: config.max_message_bytes,
                 stops: None,
-            })),
+            }),
             era: None,
         })
     }
@@ -237,136 +228,44 @@ impl Client {
         }
         Ok(Self {
             era: era.as_ref().map(stdio::era_info),
-            transport: Transport::Engine(Arc::new(Engine {
+            engine: Arc::new(Engine {
                 handle,
                 grpc: None,
+                http: None,
                 next_id: AtomicU64::new(1),
                 capabilities: None,
+                client_info: None,
                 request_timeout: config.request_timeout,
                 max_message: config.max_line_bytes,
                 stops: Some(stops),
-            })),
+            }),
         })
     }
 
-    /// A client of the HTTP server of `config`, its era chosen by `choice`:
-    /// `Probe` (the default of [`Client::connect`]) asks `server/discover`
-    /// and falls back as the module documentation says; `Modern` keeps the
-    /// 2026-07-28 channel whatever the answer; `Legacy` starts with the
-    /// 2025-11-25 session.
-    pub async fn http(config: HttpChannelConfig, choice: EraChoice) -> Result<Self, CallError> {
-        let link = HttpLinkConfig {
-            url: config.url.clone(),
-            bearer: config.bearer.clone(),
-        };
-        let channel = HttpChannel::with_config(config)?;
-        let modern = |version: String, server_versions: Option<String>| EraInfo {
-            era: Era::Modern,
-            version,
-            requested: PROTOCOL_VERSION.to_owned(),
-            server_versions,
-            fallback: None,
-            probe_error: None,
-            restarted_for_fallback: false,
-        };
-        match choice {
-            EraChoice::Modern => {
-                return Ok(Self {
-                    transport: Transport::Http(channel),
-                    era: Some(modern(PROTOCOL_VERSION.to_owned(), None)),
-                });
-            }
-            EraChoice::Legacy => return Self::legacy_http(link, None, None).await,
-            EraChoice::Probe => {}
-        }
-        let mut call = channel
-            .call(json!({"jsonrpc": "2.0", "method": "server/discover", "params": {}}))
-            .await?;
-        let answer = loop {
-            match call.next().await {
-                Ok(Some(StreamMessage::Response(r))) => break Ok(r),
-                Ok(Some(StreamMessage::Notification(_))) => {}
-                Ok(None) => {
-                    break Err(CallError::new(
-                        Code::Internal,
-                        "server/discover ended without a response",
-                    ));
-                }
-                Err(e) => break Err(e),
-            }
-        };
-        let facts = call.facts();
-        let status = facts.status.unwrap_or(0);
-        let (judgement, message) = match &answer {
-            Ok(response) => {
-                let bytes = serde_json::to_vec(response).unwrap_or_default();
-                let error = response.pointer("/error/code").and_then(Value::as_i64);
-                let len = bytes.len();
-                (Judgement::Response { len, error }, bytes)
-            }
-            Err(e) => {
-                let failure = HttpFailure {
-                    reason: "the probe failed",
-                    status: e.diagnostics.http_status.unwrap_or(status),
-                    media: MediaType::Other,
-                    excerpt: 0,
-                };
-                (Judgement::Failed(failure), Vec::new())
-            }
-        };
-        let status = match &judgement {
-            Judgement::Failed(f) => f.status,
-            _ => status,
-        };
-        match era::probe(&judgement, status, &message, PROTOCOL_VERSION) {
-            ProbeVerdict::Modern(version) => {
-                let server_versions = answer
-                    .as_ref()
-                    .ok()
-                    .and_then(|r| r.pointer("/result/supportedVersions"))
-                    .map(Value::to_string);
-                Ok(Self {
-                    transport: Transport::Http(channel),
-                    era: Some(modern(version.to_owned(), server_versions)),
-                })
-            }
-            ProbeVerdict::Legacy(why) => {
-                let code = answer
-                    .as_ref()
-                    .ok()
-                    .and_then(|r| r.pointer("/error/code"))
-                    .and_then(Value::as_i64);
-                Self::legacy_http(link, Some(why), code).await
-            }
-            // The channel already sent the request again with a version
-            // the server named (-32022): a second one is not an era.
-            ProbeVerdict::Retry(version) => Err(CallError::new(
-                Code::FailedPrecondition,
-                format!("server/discover: the server asks for version {version} again"),
-            )),
-            ProbeVerdict::Refused { .. } | ProbeVerdict::Failed(_) => Err(match answer {
-                Ok(response) => result_of(response).err().unwrap_or_else(|| {
-                    CallError::new(Code::Internal, "server/discover was refused")
-                }),
-                Err(e) => e,
-            }),
-        }
-    }
-
-    /// The older HTTP shapes, reached by a fallback for `why` (or chosen).
-    async fn legacy_http(
-        link: HttpLinkConfig,
-        why: Option<&str>,
-        probe_error: Option<i64>,
-    ) -> Result<Self, CallError> {
-        let channel = StdioChannel::connect(StdioChannelConfig::legacy_http(link)).await?;
-        let mut era = channel.era();
-        if let Some(info) = era.as_mut() {
-            info.fallback = why.map(|w| format!("server/discover: {w}"));
-            info.probe_error = probe_error;
-        }
+    /// A client of the Streamable HTTP endpoint of `config`, which runs
+    /// the era's handshake (MCP 2026-07-28 §8.3) before it returns:
+    /// [`EraChoice::Probe`](era::EraChoice::Probe) (the default) asks
+    /// `server/discover` and falls back as the module documentation says;
+    /// `Modern` speaks the 2026-07-28 shape without a request; `Legacy`
+    /// starts with the 2025-11-25 session. The handshake's failure is the
+    /// error: 401 or 403 (with its `WWW-Authenticate`), a modern server's
+    /// refusal, no answer. Needs a tokio runtime (the engine runs in a
+    /// task).
+    pub async fn http(config: http::Config) -> Result<Self, CallError> {
+        let handle = config.spawn()?;
+        let era = http::handshake(&handle, config.era, config.max_message_bytes).await?;
         Ok(Self {
-            transport: Transport::LegacyHttp(channel),
+            engine: Arc::new(Engine {
+                handle,
+                grpc: None,
+                http: Some(Arc::new(http::Context::new(&config, era.clone()))),
+                next_id: AtomicU64::new(1),
+                capabilities: Some(config.client_capabilities),
+                client_info: config.client_info,
+                request_timeout: config.request_timeout,
+                max_message: config.max_message_bytes,
+                stops: None,
+            }),
             era,
         })
     }
@@ -376,11 +275,12 @@ impl Client {
     /// A stdio server is [`Client::stdio`]; TLS for gRPC is
     /// [`Client::grpc`] with a [`grpc::Config`].
     pub async fn connect(address: &str) -> Result<Self, CallError> {
-        if address.starts_with("http://") || address.starts_with("https://") {
-            return Self::http(HttpChannelConfig::new(address), EraChoice::Probe).await;
-        }
         if let Some(authority) = grpc_authority(address)? {
             return Self::grpc(grpc::Config::new(authority)).await;
+        }
+        let scheme = Url::parse(address).map(|u| u.scheme().to_owned());
+        if let Ok("http" | "https") = scheme.as_deref() {
+            return Self::http(http::Config::new(address)?).await;
         }
         Err(CallError::new(
             Code::InvalidArgument,
@@ -393,22 +293,18 @@ impl Client {
 
     /// The transport, in words.
     pub fn transport_name(&self) -> &'static str {
-        match &self.transport {
-            Transport::Engine(e) => match e.grpc {
-                Some(grpc::Mode::Typed) => "gRPC typed binding (tunnel fallback)",
-                Some(grpc::Mode::Tunnel) => "gRPC tunnel",
-                None => "stdio",
-            },
-            Transport::Http(_) => "Streamable HTTP",
-            Transport::LegacyHttp(_) => match self.era.as_ref().map(|e| e.era) {
-                Some(Era::HttpSse) => "HTTP+SSE (2024-11-05)",
-                _ => "Streamable HTTP with a session (2025-11-25)",
-            },
+        let e = &self.engine;
+        match e.grpc {
+            Some(grpc::Mode::Typed) => "gRPC typed binding (tunnel fallback)",
+            Some(grpc::Mode::Tunnel) => "gRPC tunnel",
+            None if e.http.is_some() => http::transport_name(self.era.as_ref().map(|e| e.era)),
+            None => "stdio",
         }
     }
 
-    /// The era spoken, the versions and whether a fallback occurred (for
-    /// gRPC, where there is one era, `None`).
+    /// The era spoken, the versions and whether a fallback occurred, as
+    /// the handshake found them (for gRPC, where there is one era,
+    /// `None`).
     pub fn era(&self) -> Option<&EraInfo> {
         self.era.as_ref()
     }
@@ -420,20 +316,18 @@ impl Client {
         request: Value,
         timeout: Option<Duration>,
     ) -> Result<Call, CallError> {
-        Ok(Call(match &self.transport {
-            Transport::Engine(e) => CallKind::Engine(e.call(request, timeout).await?),
-            Transport::Http(c) => CallKind::Http(c.call_with_timeout(request, timeout).await?),
-            Transport::LegacyHttp(c) => {
-                CallKind::Line(c.call_with_timeout(request, timeout).await?)
-            }
-        }))
+        let e = &self.engine;
+        Ok(Call {
+            call: e.call(request, timeout).await?,
+            http: e.http.clone(),
+        })
     }
 
     /// Starts a call of `method` with `params` as JSON text (a JSON
     /// object); `meta_complete` says that its `_meta` has the protocol
     /// version and the client capabilities (as a request a server engine
-    /// admitted has). Over gRPC the text is sent as it is; the other
-    /// transports parse it. Read the answer with [`Call::next_raw`] (or
+    /// admitted has): then it is sent as it is, else it is parsed and
+    /// completed. Read the answer with [`Call::next_raw`] (or
     /// [`Call::next`]).
     pub async fn call_raw(
         &self,
@@ -442,10 +336,12 @@ impl Client {
         meta_complete: bool,
         timeout: Option<Duration>,
     ) -> Result<Call, CallError> {
-        if let Transport::Engine(e) = &self.transport
-            && let Some(call) = e.call_raw(method, params, meta_complete, timeout).await?
-        {
-            return Ok(Call(CallKind::Engine(call)));
+        let e = &self.engine;
+        if let Some(call) = e.call_raw(method, params, meta_complete, timeout).await? {
+            return Ok(Call {
+                call,
+                http: e.http.clone(),
+            });
         }
         let params: Value = serde_json::from_slice(params)
             .map_err(|_| CallError::invalid_request("params is not JSON"))?;
@@ -475,9 +371,9 @@ impl Client {
     /// as the requests) go back as `inputResponses` with the result's
     /// `requestState`, until the tool completes; at most
     /// [`MAX_INPUT_ROUNDS`] rounds. An error of `on_input` ends the call.
-    /// Over gRPC and stdio the rounds are the core engine's (one request timeout for
-    /// the whole call; each round's request has its own id, the first's
-    /// with `#1`, `#2`... appended).
+    /// The rounds are the core engine's (one request timeout for the whole
+    /// call; each round's request has its own id, the first's with `#1`,
+    /// `#2`... appended).
     pub async fn call_tool_with_input(
         &self,
         name: &str,
@@ -487,39 +383,21 @@ impl Client {
     ) -> Result<CallToolResult, CallError> {
         let mut params = named_params(name, arguments)?;
         params["_meta"] = json!({ "io.modelcontextprotocol/clientCapabilities": capabilities });
-        if let Transport::Engine(e) = &self.transport {
-            return e.call_tool_with_input(params, &mut on_input).await;
-        }
-        // The rounds here, until HTTP moves onto the dispatcher.
-        for _ in 0..MAX_INPUT_ROUNDS {
-            let mut result = result_of(self.request("tools/call", params.clone()).await?)?;
-            if result.get("resultType").and_then(Value::as_str) != Some("input_required") {
-                return call_tool_result(&result);
-            }
-            let requests = match result.get_mut("inputRequests").map(Value::take) {
-                Some(Value::Object(requests)) => requests,
-                None => Map::new(),
-                Some(_) => {
-                    return Err(CallError::new(
-                        Code::Internal,
-                        "an input_required result whose inputRequests is not an object",
-                    ));
-                }
-            };
-            params["inputResponses"] = Value::Object(on_input(&requests)?);
-            match result.get_mut("requestState").map(Value::take) {
-                Some(state) => params["requestState"] = state,
-                None => {
-                    if let Some(p) = params.as_object_mut() {
-                        p.remove("requestState");
-                    }
-                }
-            }
-        }
-        Err(CallError::new(
-            Code::Internal,
-            format!("{name}: still asking for input after {MAX_INPUT_ROUNDS} rounds"),
-        ))
+        self.engine
+            .call_tool_with_input(params, &mut on_input)
+            .await
+    }
+
+    /// The server's `server/discover` result (a JSON-RPC error is an
+    /// `Err` whose [`CallError::rpc`] holds it).
+    pub async fn discover(&self) -> Result<Value, CallError> {
+        calls::discover(self).await
+    }
+
+    /// The items under `key` of every page of a list method (raw JSON),
+    /// at most [`MAX_LIST_PAGES`] pages.
+    pub async fn list_all(&self, method: &str, key: &str) -> Result<Vec<Value>, CallError> {
+        calls::list_all(self, method, key).await
     }
 
     /// Opens a `subscriptions/listen` stream with `params` (its filter):
@@ -531,74 +409,91 @@ impl Client {
             .await
     }
 
-    /// Ends the client: a stdio child is stopped (stdin closed, then
-    /// SIGTERM, then SIGKILL) and a 2025 HTTP session deleted; network
-    /// connections close as the last clone goes. How a child or a session
-    /// ended, when there was one.
+    /// Ends the client: listen streams end, the calls in progress run to
+    /// their answer, then a stdio child is stopped (stdin closed, then
+    /// SIGTERM, then SIGKILL) or the session of an older-era HTTP server
+    /// ended (a 2025 session deleted, the 2024 event stream closed), and
+    /// the connections close; every clone's later calls are refused. How
+    /// a child or a session ended, when there was one.
     pub async fn close(&self) -> Option<Stopped> {
-        match &self.transport {
-            Transport::LegacyHttp(c) => Some(c.shutdown().await),
-            Transport::Engine(e) => {
-                let (done, closed) = tokio::sync::oneshot::channel();
-                if e.handle.send(Command::Close { done }) {
-                    let _ = closed.await;
-                }
-                match &e.stops {
-                    Some(stops) => Some(stops.last().await),
-                    None => None,
-                }
-            }
-            Transport::Http(_) => None,
+        let e = &self.engine;
+        let (done, closed) = tokio::sync::oneshot::channel();
+        if e.handle.send(Command::Close { done }) {
+            let _ = closed.await;
         }
+        if let Some(stops) = &e.stops {
+            return Some(stops.last().await);
+        }
+        let older = self.era.as_ref().is_some_and(|era| era.era != Era::Modern);
+        (e.http.is_some() && older).then_some(Stopped::SessionClosed)
+    }
+
+    /// Replaces the bearer token sent with every later request (`None`:
+    /// none), on a running client: a token refreshed by an OAuth flow,
+    /// or the one a 401's challenge asked for. Streamable HTTP only; an
+    /// error when the token is not a `token68` (RFC 9110 §11.2), and over
+    /// the other transports.
+    pub async fn set_bearer(&self, token: Option<&str>) -> Result<(), CallError> {
+        let e = &self.engine;
+        if e.http.is_none() {
+            return Err(CallError::new(
+                Code::FailedPrecondition,
+                "only a Streamable HTTP client's token can change: make a new client",
+            ));
+        }
+        http::set_bearer(&e.handle, token.map(str::to_owned)).await
     }
 
     /// How many times the client opened a new link after its first: a
     /// stdio server started again, a new connection after one went away.
     pub async fn reconnects(&self) -> u64 {
-        match &self.transport {
-            Transport::Engine(e) => dispatch::status(&e.handle)
-                .await
-                .map_or(0, |s| s.links.saturating_sub(1)),
-            _ => 0,
-        }
+        dispatch::status(&self.engine.handle)
+            .await
+            .map_or(0, |s| s.links.saturating_sub(1))
     }
 
     /// The input schema of `tool` the client mirrors `x-mcp-header`
     /// arguments from (learned from a `tools/list`), when the transport
     /// mirrors them (gRPC, HTTP) and the tool has annotations.
     pub async fn cached_schema(&self, tool: &str) -> Option<Value> {
-        match &self.transport {
-            Transport::Engine(e) => {
-                let (reply, answer) = tokio::sync::oneshot::channel();
-                let tool = serde_json::to_vec(tool).ok()?;
-                e.handle.send(Command::CachedSchema { tool, reply });
-                serde_json::from_slice(&answer.await.ok()??).ok()
-            }
-            Transport::Http(c) => c.cached_schema(tool),
-            Transport::LegacyHttp(_) => None,
-        }
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let tool = serde_json::to_vec(tool).ok()?;
+        self.engine
+            .handle
+            .send(Command::CachedSchema { tool, reply });
+        serde_json::from_slice(&answer.await.ok()??).ok()
     }
 
     /// Forgets the learned schemas: a tool's arguments are mirrored again
     /// after the next `tools/list`.
     pub fn clear_schemas(&self) {
-        if let Transport::Engine(e) = &self.transport {
-            e.handle.send(Command::ClearSchemas);
-        }
+        self.engine.handle.send(Command::ClearSchemas);
     }
 }
 
 impl Engine {
+    /// Completes `request` as every transport sends it (its id; the
+    /// protocol version, the client capabilities and info in `_meta`,
+    /// where the engine does not merge its own); its method.
+    fn complete(&self, request: &mut Value) -> Result<String, CallError> {
+        let Some(capabilities) = &self.capabilities else {
+            return complete_id(request, &self.next_id);
+        };
+        let (method, meta) = complete_request(request, &self.next_id, capabilities)?;
+        if let Some(info) = &self.client_info {
+            meta.entry(String::from_utf8_lossy(KEY_CLIENT_INFO))
+                .or_insert_with(|| info.clone());
+        }
+        Ok(method)
+    }
+
     /// Starts a call of `request`, completed as every transport sends it.
     async fn call(
         &self,
         mut request: Value,
         timeout: Option<Duration>,
     ) -> Result<EngineCall, CallError> {
-        let method = match &self.capabilities {
-            Some(capabilities) => complete_request(&mut request, &self.next_id, capabilities)?.0,
-            None => complete_id(&mut request, &self.next_id)?,
-        };
+        let method = self.complete(&mut request)?;
         let body =
             serde_json::to_vec(&request).map_err(|e| CallError::invalid_request(&e.to_string()))?;
         let id = request.get("id").cloned().unwrap_or(Value::Null);

@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 
 use super::Engine;
 use super::call::{EngineCall, Event};
-use super::error::{CallError, RawMessage, complete_id, complete_request};
+use super::error::{CallError, RawMessage};
 use super::typed::{CallToolResult, call_tool_result, result_of};
 
 /// The application's answer to one round: its input requests in, the
@@ -31,15 +31,7 @@ impl Engine {
     ) -> Result<CallToolResult, CallError> {
         let mut request =
             serde_json::json!({"jsonrpc": "2.0", "method": "tools/call", "params": params});
-        match &self.capabilities {
-            Some(capabilities) => {
-                complete_request(&mut request, &self.next_id, capabilities)?;
-            }
-            // The engine completes `_meta` (stdio).
-            None => {
-                complete_id(&mut request, &self.next_id)?;
-            }
-        }
+        self.complete(&mut request)?;
         let body =
             serde_json::to_vec(&request).map_err(|e| CallError::invalid_request(&e.to_string()))?;
         let id = request.get("id").cloned().unwrap_or(Value::Null);

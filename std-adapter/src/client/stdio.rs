@@ -36,14 +36,16 @@ use tokio::task::JoinHandle;
 
 pub use mcpwire_core::mcp::client::stdio::{MAX_RESTARTS, RestartPolicy};
 
+mod command;
 #[cfg(unix)]
 pub(crate) mod serial;
 pub(crate) mod stderr;
 
 use super::dispatch::{self, Handle};
+pub use super::era::EraInfo;
 use super::link::{BoxIo, Connector, Opening};
-pub use crate::stdio_client::{EraInfo, ServerCommand, Stopped};
 use crate::store::HeapStore;
+pub use command::ServerCommand;
 #[cfg(unix)]
 pub use serial::{DEFAULT_BAUD, SerialDevice};
 
@@ -186,6 +188,25 @@ pub(crate) fn era_info(d: &EraDiagnostics) -> EraInfo {
         probe_error: d.probe_error,
         restarted_for_fallback: d.restarted,
     }
+}
+
+/// How a stdio server ended at [`Client::close`](super::Client::close)
+/// (or an older-era HTTP server's session).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stopped {
+    /// It exited after its stdin closed.
+    Exited(Option<i32>),
+    /// It needed SIGTERM.
+    Terminated,
+    /// It needed SIGKILL.
+    Killed,
+    /// No child was running.
+    NotRunning,
+    /// The HTTP session was closed (`DELETE` for a 2025 session, the
+    /// event stream of the 2024 shape).
+    SessionClosed,
+    /// The serial device was closed.
+    DeviceClosed,
 }
 
 /// How the last server ended, once it did: the task that stops it.

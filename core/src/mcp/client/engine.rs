@@ -27,7 +27,8 @@
 
 use core::time::Duration;
 
-use super::events::{CallId, ClientEvent, Failure, StartError};
+use super::events::{CallId, ClientEvent, Diagnostics, Failure, StartError};
+use crate::mcp::error::{INVALID_REQUEST, RpcError};
 use crate::time::Instant;
 
 /// A byte stream of a client engine, named by it.
@@ -205,6 +206,30 @@ pub trait ClientEngine {
     /// after the next `tools/list`.
     fn clear_schemas(&mut self) {}
 
+    /// Starts what the first call would (a link, the era's handshake)
+    /// with a call that sends nothing and waits for it: the call ends
+    /// ([`ClientEvent::Ended`] alone) once calls go out, or fails
+    /// ([`ClientEvent::Failed`]) as the handshake failed (its status, its
+    /// challenge, the server's refusal). A driver that must know the
+    /// server's era before the application's first call uses it. An
+    /// engine without a handshake refuses it (-32600).
+    fn start_handshake(&mut self, now: Instant) -> Result<CallId, StartError> {
+        let _ = now;
+        Err(StartError::Invalid(RpcError::new(
+            INVALID_REQUEST,
+            "this client engine has no handshake to wait for",
+        )))
+    }
+
+    /// What is known of `call`'s exchange (its HTTP status, its HTTP
+    /// version, whether it was sent again), after its `Response` or
+    /// `Failed` and until its `Ended`; `None` from an engine that reports
+    /// only a failure's.
+    fn diagnostics(&self, call: CallId) -> Option<Diagnostics> {
+        let _ = call;
+        None
+    }
+
     /// Why [`StartError::Down`]: the engine cannot reach its server now.
     fn down_reason(&self) -> Option<&[u8]> {
         None
@@ -232,5 +257,14 @@ pub trait ClientEngine {
     /// than one era: Streamable HTTP, stdio).
     fn era(&self) -> Option<&super::era::EraDiagnostics> {
         None
+    }
+
+    /// Replaces the bearer token of every later request (`None`: no
+    /// `Authorization`), for bindings that send one. `false`, and nothing
+    /// changed, when the engine sends none or refuses this one (not a
+    /// `token68`, RFC 9110 §11.2; no room for it).
+    fn set_bearer(&mut self, token: Option<&str>) -> bool {
+        let _ = token;
+        false
     }
 }

@@ -112,8 +112,11 @@ fn names_only_foreign_versions(list: &[u8]) -> bool {
     any && foreign && json::kind(list) == Some(json::Kind::Array)
 }
 
-/// Reads the answer to a probe that asked for `requested`.
-pub(crate) fn classify(message: &Message<'_>, requested: &str) -> Verdict {
+/// Reads the answer to a probe. A -32022 naming a modern version this
+/// client speaks is a modern server's refusal (§8.3: no fallback): the
+/// probe goes once more with that version, even the one it asked for (a
+/// server may refuse a first request it could serve).
+pub(crate) fn classify(message: &Message<'_>) -> Verdict {
     match *message {
         Message::Response { result, .. } => match mutual(json::get(result, b"supportedVersions")) {
             Some(v) => Verdict::Modern(v),
@@ -127,11 +130,11 @@ pub(crate) fn classify(message: &Message<'_>, requested: &str) -> Verdict {
             if code == Some(i64::from(UNSUPPORTED_PROTOCOL_VERSION)) {
                 let supported = json::get(error, b"data").and_then(|d| json::get(d, b"supported"));
                 return match mutual(supported) {
-                    Some(v) if v != requested => Verdict::Retry(v),
+                    Some(v) => Verdict::Retry(v),
                     None if supported.is_some_and(names_only_foreign_versions) => {
                         Verdict::Unsupported
                     }
-                    _ => Verdict::Legacy("-32022 names no other modern version this client speaks"),
+                    None => Verdict::Legacy("-32022 names no modern version this client speaks"),
                 };
             }
             if code == Some(i64::from(crate::mcp::error::METHOD_NOT_FOUND)) {

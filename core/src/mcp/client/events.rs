@@ -87,6 +87,15 @@ pub struct Diagnostics {
     /// the retry (it is going away); a driver may send the call once on a
     /// new connection.
     pub retried: bool,
+    /// Streamable HTTP: the call's last exchange went over HTTP/2 (else
+    /// HTTP/1.1, once `http_status` is known).
+    pub http2: bool,
+    /// A `tools/call` refused with -32020 for its headers: `tools/list`
+    /// was read again and the call sent once more.
+    pub relisted: bool,
+    /// Streamable HTTP: the answer of the call's last exchange is an
+    /// event stream (`text/event-stream`), else a JSON body or none.
+    pub event_stream: bool,
 }
 
 impl Diagnostics {

@@ -21,12 +21,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{ArgGroup, Args};
-use mcpwire_core::mcp::client::stdio::EraChoice;
 use mcpwire_core::mcp::meta::PROTOCOL_VERSION;
 use mcpwire_tokio::bridge::{self, Bridge};
 use mcpwire_tokio::{
-    CallError, Client, HttpChannelConfig, Keepalive, SerialDevice, ServerCommand, ToolError,
-    client::{grpc, stdio},
+    CallError, Client, Keepalive, SerialDevice, ServerCommand, ToolError,
+    client::{grpc, http, stdio},
 };
 use url::Url;
 
@@ -230,9 +229,9 @@ impl BridgeArgs {
         let token = std::env::var("MCPWIRE_TOKEN").ok();
         if let Some(url) = &self.to {
             if url.scheme() != "grpc" {
-                let mut config = HttpChannelConfig::new(url.as_str());
+                let mut config = http::Config::new(url.as_str())?;
                 config.bearer = token;
-                return Client::http(config, EraChoice::Probe).await;
+                return Client::http(config).await;
             }
             let host = url.host_str().unwrap_or_default();
             let port = url.port().unwrap_or_default();

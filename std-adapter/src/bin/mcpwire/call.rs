@@ -95,7 +95,7 @@ pub struct CallArgs {
     #[arg(long, requires = "url")]
     http2: bool,
     /// Print the era, the versions, the transport and (HTTP) the URL,
-    /// status and content type to stderr
+    /// status and HTTP version to stderr
     #[arg(short, long)]
     verbose: bool,
     /// Print the request's progress notifications to stderr
@@ -304,21 +304,28 @@ async fn run(args: CallArgs) -> ExitCode {
 /// The client of the server the arguments name, or (said on stderr) why
 /// not: exit 2 for a URL the HTTP client refuses, 1 for anything else.
 async fn connect(args: &CallArgs) -> Result<Client, ExitCode> {
-    use mcpwire_tokio::client::stdio;
-    use mcpwire_tokio::{HttpChannelConfig, ServerCommand};
+    use mcpwire_tokio::ServerCommand;
+    use mcpwire_tokio::client::{http, stdio};
     let token = std::env::var("MCPWIRE_TOKEN").ok();
     let era = args.era.unwrap_or_default();
     let started = match &args.url {
         Some(Target::Http(url)) => {
-            let mut config = HttpChannelConfig::new(url.as_str());
+            let mut config = match http::Config::new(url.as_str()) {
+                Ok(config) => config,
+                Err(e) => {
+                    eprintln!("mcpwire: {e}");
+                    return Err(ExitCode::from(2));
+                }
+            };
             config.bearer = token;
+            config.era = era;
             config.http2 = match (args.http1, args.http2) {
-                (true, _) => mcpwire_tokio::Http2Mode::Never,
-                (_, true) => mcpwire_tokio::Http2Mode::PriorKnowledge,
-                _ => mcpwire_tokio::Http2Mode::default(),
+                (true, _) => http::Http2Mode::Never,
+                (_, true) => http::Http2Mode::Always,
+                _ => http::Http2Mode::default(),
             };
             if let Some(t) = args.timeout {
-                config.timeout = t;
+                config.request_timeout = t;
             }
             #[cfg(feature = "tls")]
             match client_tls(args, url.scheme() == "https") {
@@ -328,7 +335,7 @@ async fn connect(args: &CallArgs) -> Result<Client, ExitCode> {
             // A tool's x-mcp-header annotations come from tools/list,
             // which the client reads when the server refuses the call's
             // headers.
-            Client::http(config, era).await
+            Client::http(config).await
         }
         _ if args.stdio || args.serial.is_some() => {
             let mut config = match &args.serial {

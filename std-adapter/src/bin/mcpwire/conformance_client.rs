@@ -2,14 +2,15 @@
 //! conformance suite launches for each of its client scenarios (the suite
 //! appends the mock server's URL and names the scenario in
 //! `MCP_CONFORMANCE_SCENARIO`, its data in `MCP_CONFORMANCE_CONTEXT`). Each
-//! scenario is what an application would do with an [`HttpChannel`]; the
+//! scenario is what an application would do with a [`Client`] over
+//! Streamable HTTP ([`Client::http`], the era probed); the
 //! suite checks the requests it sees. Exit 0 when the scenario ran, 1 when
 //! a call failed.
 //!
 //! - `tools_call`: list the tools, call the first with `{a: 2, b: 3}`;
-//! - `request-metadata`: `server/discover` (a -32022 is answered by one
-//!   retry with a version from `data.supported` that this client speaks),
-//!   then `tools/list`;
+//! - `request-metadata`: the engine's era probe (a -32022 naming a
+//!   version this client speaks is answered by one retry with it), then
+//!   `server/discover` (a -32022 likewise) and `tools/list`;
 //! - `sep-2322-client-request-state`: multi round-trip tool calls (input
 //!   requests answered, `requestState` echoed unchanged, a new id each
 //!   round), an unrelated call between two rounds;
@@ -24,7 +25,7 @@
 use std::process::ExitCode;
 
 use mcpwire_core::mcp::meta::PROTOCOL_VERSION;
-use mcpwire_tokio::{CallError, HttpChannel, HttpChannelConfig};
+use mcpwire_tokio::{CallError, Client, client::http};
 use serde_json::{Map, Value, json};
 
 /// No step between rounds.
@@ -86,9 +87,9 @@ pub fn main(args: Args) -> ExitCode {
 }
 
 async fn run(url: &str, scenario: &str, context: &Value) -> Result<(), String> {
-    let mut config = HttpChannelConfig::new(url);
+    let mut config = http::Config::new(url).map_err(|e| e.to_string())?;
     config.client_capabilities = json!({"elicitation": {}, "sampling": {}, "roots": {}});
-    let channel = HttpChannel::with_config(config).map_err(|e| e.to_string())?;
+    let channel = Client::http(config).await.map_err(|e| e.to_string())?;
     let channel = &channel;
     let err = |e: CallError| e.to_string();
     match scenario {
@@ -179,7 +180,7 @@ async fn run(url: &str, scenario: &str, context: &Value) -> Result<(), String> {
 
 /// `server/discover`; on -32022, once more with a version of
 /// `data.supported` that this client speaks.
-async fn discover(channel: &HttpChannel) -> Result<Value, String> {
+async fn discover(channel: &Client) -> Result<Value, String> {
     let response = channel
         .request("server/discover", json!({}))
         .await
@@ -214,7 +215,7 @@ async fn discover(channel: &HttpChannel) -> Result<Value, String> {
 /// given (none when none was given). `between` runs after the first
 /// round.
 async fn call_rounds<F, Fut>(
-    channel: &HttpChannel,
+    channel: &Client,
     name: &str,
     between: Option<&F>,
 ) -> Result<Value, String>

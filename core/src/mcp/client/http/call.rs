@@ -38,6 +38,9 @@ const MEDIA_ROOM: usize = 64;
 const RX_MIN: usize = 256;
 /// Room for a failure's text.
 const TEXT_ROOM: usize = 256;
+/// Room for the `data` of a handshake's error handed to the calls that
+/// waited for it (a -32022's `supported` versions).
+const DATA_ROOM: usize = 512;
 
 /// Where a call's current request stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,14 +62,18 @@ pub(super) enum Place {
 /// §13), whose outcome the engine reads instead of the application.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Own {
-    /// `server/discover`, asking for this version.
-    Probe(&'static str),
+    /// `server/discover` (the version it asks for is the era's:
+    /// `renegotiated`, else `requested`).
+    Probe,
     /// The legacy `initialize`.
     Initialize,
     /// `notifications/initialized`.
     Initialized,
     /// The `DELETE` that ends a 2025 session.
     Delete,
+    /// `notifications/cancelled` for a call given up in a legacy era,
+    /// where a disconnect is no cancellation.
+    Cancelled,
     /// The `GET` of the 2024 shape's event stream, which stays open.
     Events,
 }
@@ -116,6 +123,9 @@ pub(super) struct Call {
     /// The last judgement of the engine's own request (what the era's
     /// rules read).
     pub(super) own_judgement: Option<Judgement>,
+    /// A call that sends nothing: it waits for the era's handshake
+    /// ([`ClientEngine::start_handshake`](crate::mcp::client::ClientEngine::start_handshake)).
+    pub(super) handshake: bool,
     /// The application answers `input_required` results
     /// ([`CallOptions::answers_input`](crate::mcp::client::CallOptions::answers_input)).
     pub(super) answers_input: bool,
@@ -346,6 +356,7 @@ impl<S: CallStore, const CALLS: usize, const CACHE: usize> Calls<S, CALLS, CACHE
             auth: ([0; MAX_AUTH], None),
             terminal: None,
             own_judgement: None,
+            handshake: false,
             answers_input: false,
             rounds: 0,
         });
@@ -385,10 +396,12 @@ impl<S: CallStore, const CALLS: usize, const CACHE: usize> Calls<S, CALLS, CACHE
         if mode == Mode::Retry {
             c.cur = c.orig;
         }
-        // Whether a stale link or a refused stream was retried stays known.
+        // Whether a stale link or a refused stream was retried, and
+        // whether the call was re-listed, stays known.
         c.diagnostics = Diagnostics {
             retried: c.diagnostics.retried,
             refused: c.diagnostics.refused,
+            relisted: c.diagnostics.relisted || mode != Mode::Call,
             ..Diagnostics::default()
         };
         self.reset_reader(i);
@@ -407,7 +420,9 @@ impl<S: CallStore, const CALLS: usize, const CACHE: usize> Calls<S, CALLS, CACHE
             .unwrap_or(b"");
         c.reader = match c.own {
             _ if c.posted => ResponseReader::accepted(),
-            Some(Own::Initialized | Own::Delete | Own::Events) => ResponseReader::accepted(),
+            Some(Own::Initialized | Own::Delete | Own::Events | Own::Cancelled) => {
+                ResponseReader::accepted()
+            }
             _ => ResponseReader::new(body).unwrap_or_else(|_| ResponseReader::accepted()),
         };
     }
@@ -421,6 +436,32 @@ impl<S: CallStore, const CALLS: usize, const CACHE: usize> Calls<S, CALLS, CACHE
             .filter(|(_, c)| c.place == Place::Queued && c.terminal.is_none() && eligible(c))
             .min_by_key(|(_, c)| c.seq)
             .map(|(i, _)| i)
+    }
+
+    /// The era is known: the calls that waited only for the handshake
+    /// end (no message).
+    pub(super) fn handshake_over(&mut self) {
+        for slot in self.slots.iter_mut() {
+            let Some(c) = slot.call.as_mut() else {
+                continue;
+            };
+            if c.handshake && c.place == Place::Queued && c.terminal.is_none() {
+                c.place = Place::Done;
+                c.terminal = Some(Terminal {
+                    kind: Kind::Nothing,
+                    in_req: false,
+                    at: (0, 0),
+                    diagnostics: c.diagnostics,
+                    delivered: false,
+                });
+            }
+        }
+    }
+
+    /// What is known of `call`'s exchange, once it has an outcome.
+    pub(super) fn diagnostics(&self, call: CallId) -> Option<Diagnostics> {
+        let i = self.slot_of(call)?;
+        Some(self.slots[i].call.as_ref()?.terminal.as_ref()?.diagnostics)
     }
 
     /// The call whose exchange is HTTP/1.1 link `link`'s, or HTTP/2
@@ -454,7 +495,9 @@ impl<S: CallStore, const CALLS: usize, const CACHE: usize> Calls<S, CALLS, CACHE
             c.media.1 = n as u8;
         }
         c.fed = 0;
-        c.reader.on_head(status, MediaType::of(content_type))
+        let media = MediaType::of(content_type);
+        c.diagnostics.event_stream = media == MediaType::EventStream;
+        c.reader.on_head(status, media)
     }
 
     /// Body octets of call `i`'s answer: judged as they come. Stops after
@@ -844,6 +887,18 @@ impl<S: CallStore, const CALLS: usize, const CACHE: usize> Calls<S, CALLS, CACHE
         message: &[u8],
         diagnostics: Diagnostics,
     ) {
+        self.write_outcome_with(i, code, message, None, diagnostics);
+    }
+
+    /// [`Calls::write_outcome`] with the error's `data` (raw JSON).
+    pub(super) fn write_outcome_with(
+        &mut self,
+        i: usize,
+        code: i32,
+        message: &[u8],
+        data: Option<&[u8]>,
+        diagnostics: Diagnostics,
+    ) {
         let Some(slot) = self.slots.get_mut(i) else {
             return;
         };
@@ -855,14 +910,14 @@ impl<S: CallStore, const CALLS: usize, const CACHE: usize> Calls<S, CALLS, CACHE
                 .get(c.orig.0..c.orig.1)
                 .unwrap_or(b""),
         );
-        let room = ERROR_ROOM + 6 * message.len();
+        let room = ERROR_ROOM + 6 * message.len() + data.map_or(0, <[u8]>::len);
         let _ = ensure(&mut self.store, &mut slot.rx, room);
         let rx = match slot.rx.as_mut() {
             Some(b) => self.store.bytes_mut(b),
             None => &mut [],
         };
         let mut w = JsonWriter::new(rx);
-        crate::mcp::envelope::write_error(&mut w, id.as_slice(), code, message, None);
+        crate::mcp::envelope::write_error(&mut w, id.as_slice(), code, message, data);
         let at = w.finish().map_or((0, 0), |t| (0, t.len()));
         c.terminal = Some(Terminal {
             kind: Kind::Failed,
@@ -953,6 +1008,14 @@ impl<S: CallStore, const CALLS: usize, const CACHE: usize> Calls<S, CALLS, CACHE
         let mut message_copy = [0u8; TEXT_ROOM];
         let n = message.len().min(TEXT_ROOM);
         message_copy[..n].copy_from_slice(&message[..n]);
+        // The server's `data` (a -32022's `supported`) goes with it, when
+        // it fits.
+        let mut data_copy = [0u8; DATA_ROOM];
+        let data = json::get(error, b"data").and_then(|d| {
+            let dst = data_copy.get_mut(..d.len())?;
+            dst.copy_from_slice(d);
+            Some(d.len())
+        });
         let Some(c) = self.call_mut(i) else {
             return false;
         };
@@ -961,7 +1024,8 @@ impl<S: CallStore, const CALLS: usize, const CACHE: usize> Calls<S, CALLS, CACHE
         }
         c.place = Place::Done;
         c.auth = auth;
-        self.write_outcome(i, code, &message_copy[..n], t.diagnostics);
+        let data = data.and_then(|n| data_copy.get(..n));
+        self.write_outcome_with(i, code, &message_copy[..n], data, t.diagnostics);
         true
     }
 

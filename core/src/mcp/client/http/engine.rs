@@ -74,7 +74,7 @@ use crate::http1::{ClientConnection, SseParser};
 use crate::mcp::client::calls::Kind;
 use crate::mcp::client::engine::{CallOptions, ClientEngine, LinkId, Negotiated};
 use crate::mcp::client::era::EraDiagnostics;
-use crate::mcp::client::events::{CallId, ClientEvent, Failure, StartError};
+use crate::mcp::client::events::{CallId, ClientEvent, Diagnostics, Failure, StartError};
 use crate::mcp::client::input;
 use crate::mcp::error::{INTERNAL_ERROR, INVALID_REQUEST, RpcError};
 use crate::mcp::json;
@@ -275,6 +275,9 @@ impl<
     /// asked for, requests written.
     pub(super) fn pump(&mut self) {
         self.begin_handshake();
+        if self.era.is_ready() {
+            self.calls.handshake_over();
+        }
         match self.version {
             Some(Version::Http2) => self.pump_h2(),
             _ => self.pump_pool(),
@@ -423,6 +426,27 @@ impl<
         });
     }
 
+    /// The last judgement of call `i`'s exchange. In the 2025 session
+    /// shape a 404 says the server ended the session (§13.2): the call
+    /// fails saying so, and the next call initializes a new session.
+    pub(super) fn judge(&mut self, i: usize, j: super::response::Judgement) {
+        if let super::response::Judgement::Failed(f) = &j
+            && f.status == 404
+            && self.era.has_session()
+            && self.calls.call(i).is_some_and(|c| c.own.is_none())
+        {
+            self.era.session_ended();
+            self.calls.fail_transport(
+                i,
+                Code::Unavailable,
+                b"the server ended the 2025 session (404 to its Mcp-Session-Id): the next call starts a new one",
+                Some(404),
+            );
+            return;
+        }
+        self.calls.judged(i, j);
+    }
+
     /// Fails call `i` whose request could not be written.
     pub(super) fn fail_request(&mut self, i: usize, e: RequestError) {
         match e {
@@ -461,6 +485,26 @@ impl<
             if let Some(t) = self.calls.call_mut(i).and_then(|c| c.terminal.as_mut()) {
                 t.diagnostics.refused = true;
             }
+        }
+    }
+
+    /// Gives up call `i` (cancelled, or past its deadline) for `reason`.
+    /// In a legacy era the server is told with `notifications/cancelled`
+    /// (a disconnect is no cancellation there), and the call's exchange is
+    /// only let go: read for [`DRAIN_WAIT`], then closed, so that the
+    /// server has the cancellation first. Otherwise its wire is abandoned.
+    pub(super) fn give_up(&mut self, i: usize, reason: &str) {
+        if !self.send_cancelled(i, reason) {
+            self.abandon(i);
+            return;
+        }
+        let Some(c) = self.calls.call_mut(i) else {
+            return;
+        };
+        // An HTTP/1.1 link whose call left drains (`settle_links`).
+        if let Place::Stream(s) = core::mem::replace(&mut c.place, Place::Done) {
+            let until = self.now.saturating_add(DRAIN_WAIT);
+            self.h2.linger(s, until);
         }
     }
 
@@ -575,12 +619,50 @@ impl<
         Ok(call)
     }
 
+    fn start_handshake(&mut self, now: Instant) -> Result<CallId, StartError> {
+        self.now = now;
+        if self.closing {
+            return Err(StartError::Closed);
+        }
+        let deadline = Some(now.saturating_add(self.config.request_timeout));
+        let i = self
+            .calls
+            .admit(b"", None, 0, ResponseReader::accepted(), deadline, None)
+            .ok_or(StartError::Busy)?;
+        if let Some(c) = self.calls.call_mut(i) {
+            c.handshake = true;
+        }
+        let call = self.calls.call_id(i);
+        self.advance();
+        Ok(call)
+    }
+
+    fn diagnostics(&self, call: CallId) -> Option<Diagnostics> {
+        self.calls.diagnostics(call)
+    }
+
+    fn era(&self) -> Option<&EraDiagnostics> {
+        Some(&self.era.diagnostics)
+    }
+
+    fn set_bearer(&mut self, token: Option<&str>) -> bool {
+        HttpClient::set_bearer(self, token)
+    }
+
+    fn cached_schema(&self, tool: &[u8]) -> Option<&[u8]> {
+        self.calls.cache.get(tool)
+    }
+
+    fn clear_schemas(&mut self) {
+        self.calls.cache.clear();
+    }
+
     fn cancel(&mut self, call: CallId, now: Instant) -> bool {
         self.now = now;
         let Some(i) = self.calls.slot_of(call) else {
             return false;
         };
-        self.abandon(i);
+        self.give_up(i, "the client cancelled the request");
         self.calls.release(i);
         self.advance();
         true
@@ -599,6 +681,10 @@ impl<
             return Some(e);
         }
         if let Some(e) = self.calls.poll_event() {
+            if self.closing && matches!(e, ClientEvent::Ended { .. }) {
+                // The last call gone lets the links go.
+                self.pump();
+            }
             return Some(e);
         }
         if self.closing && !self.closed_told && self.all_links_gone() {
@@ -772,7 +858,7 @@ impl<
                 .call(i)
                 .is_some_and(|c| c.running() && c.deadline.is_some_and(|d| now >= d));
             if due {
-                self.abandon(i);
+                self.give_up(i, "the request timed out");
                 self.calls
                     .fail_transport(i, Code::DeadlineExceeded, b"deadline exceeded", None);
             }
@@ -806,6 +892,17 @@ impl<
             {
                 self.abandon(i);
                 self.calls.release(i);
+            }
+        }
+        // Listen streams, which a server never ends, would hold their
+        // links open for ever: they end here; the other calls run on.
+        for i in 0..CALLS {
+            if self.calls.call(i).is_some_and(|c| {
+                c.own.is_none() && c.deadline.is_none() && !c.handshake && c.terminal.is_none()
+            }) {
+                self.abandon(i);
+                self.calls
+                    .fail_transport(i, Code::Unavailable, b"the client closed", None);
             }
         }
         self.fail_queued(b"the client closed before the call was sent");

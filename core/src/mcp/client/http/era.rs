@@ -67,9 +67,8 @@ fn not_evidence(status: u16) -> Option<&'static str> {
 }
 
 /// Reads the last judgement of the probe's exchange, answered with
-/// `status` (its message in `buf[..len]` when it is a response), sent with
-/// version `requested`.
-pub fn probe(judgement: &Judgement, status: u16, buf: &[u8], requested: &str) -> ProbeVerdict {
+/// `status` (its message in `buf[..len]` when it is a response).
+pub fn probe(judgement: &Judgement, status: u16, buf: &[u8]) -> ProbeVerdict {
     if let Some(why) = not_evidence(status) {
         return ProbeVerdict::Failed(why);
     }
@@ -91,7 +90,7 @@ pub fn probe(judgement: &Judgement, status: u16, buf: &[u8], requested: &str) ->
             };
             // Any other error means legacy, whatever its code (§8.3: legacy
             // servers answer a request before `initialize` as they like).
-            match era::classify(&message, requested) {
+            match era::classify(&message) {
                 Verdict::Modern(v) => ProbeVerdict::Modern(v),
                 Verdict::Retry(v) => ProbeVerdict::Retry(v),
                 Verdict::Legacy(why) => ProbeVerdict::Legacy(why),

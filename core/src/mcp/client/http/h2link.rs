@@ -51,6 +51,12 @@ pub(super) struct H2Link<const CALLS: usize, const TABLE: usize, const BUF: usiz
     /// GOAWAY came or went: no new stream here.
     pub(super) going_away: bool,
     pub(super) replay: Option<Replay>,
+    /// The connection's end was read: the calls still on its streams fail
+    /// (or go again) once the DATA of the same `recv` is fed (a stream's
+    /// last DATA can close a draining connection).
+    ended: bool,
+    /// A `recv`'s events and DATA are being handed out.
+    feeding: bool,
     linger: [Option<(StreamRef, Instant)>; LINGER],
 }
 
@@ -63,6 +69,8 @@ impl<const CALLS: usize, const TABLE: usize, const BUF: usize, B: Storage<BUF> +
             state: H2State::Free,
             conn: Connection::new(Role::Client, config, now),
             going_away: false,
+            ended: false,
+            feeding: false,
             replay: None,
             linger: [None; LINGER],
         }
@@ -74,6 +82,8 @@ impl<const CALLS: usize, const TABLE: usize, const BUF: usize, B: Storage<BUF> +
         self.state = H2State::Up;
         self.conn = Connection::new(Role::Client, config, now);
         self.going_away = false;
+        self.ended = false;
+        self.feeding = false;
         self.replay = None;
         self.linger = [None; LINGER];
     }
@@ -215,6 +225,7 @@ impl<
                     c.place = Place::Stream(stream);
                     c.head_sent = false;
                     c.sent = 0;
+                    c.diagnostics.http2 = true;
                 }
             }
         }
@@ -229,7 +240,9 @@ impl<
             .any(|c| matches!(c.place, Place::Stream(_)));
         let over =
             self.h2.conn.is_closed() || (self.h2.going_away && !busy && !self.h2.lingering());
-        if over && !self.h2.conn.wants_transmit() {
+        // A DATA still to be fed (after a notification) goes first.
+        if over && !self.h2.conn.wants_transmit() && self.h2.replay.is_none() {
+            self.settle_ended();
             self.h2.state = H2State::Disconnect;
         }
     }
@@ -346,8 +359,11 @@ impl<
         }
         while pos < input.len() {
             let res = self.h2.conn.recv(&input[pos..], self.now);
-            // The head of a stream comes before its DATA.
+            // The head of a stream comes before its DATA, the connection's
+            // end after it.
+            self.h2.feeding = true;
             self.drain_h2();
+            self.h2.feeding = false;
             if let Some(d) = res.data {
                 self.h2.conn.release_data(d.stream, d.bytes.len());
                 if let Some(i) = self.calls.on_place(Place::Stream(d.stream))
@@ -366,6 +382,7 @@ impl<
                     return pos + res.consumed - (d.bytes.len() - used);
                 }
             }
+            self.settle_ended();
             pos += res.consumed;
             match res.stop {
                 Stop::Closed => return input.len(),
@@ -389,7 +406,7 @@ impl<
         };
         let (fed, judgement) = self.calls.on_body(i, data);
         if let Some(j) = judgement {
-            self.calls.judged(i, j);
+            self.judge(i, j);
         }
         if let Fed::Note(n) = fed {
             return Some(n);
@@ -401,7 +418,7 @@ impl<
                 .is_some_and(|c| c.place == Place::Stream(stream))
             && let Some(j) = self.calls.on_end(i)
         {
-            self.calls.judged(i, j);
+            self.judge(i, j);
         }
         if !end
             && self
@@ -443,7 +460,7 @@ impl<
                             fields.get(b"www-authenticate"),
                         );
                         if let Some(j) = judgement {
-                            self.calls.judged(i, j);
+                            self.judge(i, j);
                         }
                     }
                     let on_stream = |c: &super::call::Call| c.place == Place::Stream(stream);
@@ -451,7 +468,7 @@ impl<
                         && self.calls.call(i).is_some_and(on_stream)
                         && let Some(j) = self.calls.on_end(i)
                     {
-                        self.calls.judged(i, j);
+                        self.judge(i, j);
                     }
                     if !end_stream && !self.calls.call(i).is_some_and(on_stream) {
                         let until = self.now.saturating_add(DRAIN_WAIT);
@@ -476,12 +493,10 @@ impl<
                         continue;
                     }
                     let http = c.diagnostics.http_status;
-                    self.calls.fail_transport(
-                        i,
-                        status_for_reset(code),
-                        b"the server reset the HTTP/2 stream before the response",
-                        http,
-                    );
+                    let mut text = [0u8; 96];
+                    let message = reset_text(&mut text, code);
+                    self.calls
+                        .fail_transport(i, status_for_reset(code), message, http);
                     if code == ErrorCode::REFUSED_STREAM
                         && unanswered
                         && let Some(t) = self.calls.call_mut(i).and_then(|c| c.terminal.as_mut())
@@ -496,29 +511,41 @@ impl<
                 Event::ConnectionClosed { .. } => {
                     self.h2.going_away = true;
                     self.h2.linger = [None; LINGER];
-                    for i in 0..CALLS {
-                        let Some(c) = self.calls.call(i) else {
-                            continue;
-                        };
-                        if !matches!(c.place, Place::Stream(_)) {
-                            continue;
-                        }
-                        if !c.head_sent {
-                            // Never seen by the server: the next link.
-                            let mode = c.mode;
-                            self.calls.requeue(i, mode, false);
-                        } else {
-                            let http = c.diagnostics.http_status;
-                            self.calls.fail_transport(
-                                i,
-                                Code::Unavailable,
-                                b"the HTTP/2 connection ended before the response",
-                                http,
-                            );
-                        }
+                    self.h2.ended = true;
+                    if !self.h2.feeding {
+                        self.settle_ended();
                     }
                 }
                 Event::SendReady { .. } | Event::StreamsAvailable | Event::PingAck { .. } => {}
+            }
+        }
+    }
+
+    /// After the connection's end: the calls still on its streams go on
+    /// the next link (never seen by the server) or fail.
+    fn settle_ended(&mut self) {
+        if !self.h2.ended {
+            return;
+        }
+        for i in 0..CALLS {
+            let Some(c) = self.calls.call(i) else {
+                continue;
+            };
+            if !matches!(c.place, Place::Stream(_)) {
+                continue;
+            }
+            if !c.head_sent {
+                // Never seen by the server: the next link.
+                let mode = c.mode;
+                self.calls.requeue(i, mode, false);
+            } else {
+                let http = c.diagnostics.http_status;
+                self.calls.fail_transport(
+                    i,
+                    Code::Unavailable,
+                    b"the HTTP/2 connection ended before the response",
+                    http,
+                );
             }
         }
     }
@@ -531,6 +558,22 @@ impl<
         self.advance();
         n
     }
+}
+
+/// `the server reset the HTTP/2 stream before the response (CODE)`, in
+/// `buf`.
+fn reset_text(buf: &mut [u8; 96], code: ErrorCode) -> &[u8] {
+    const TEXT: &[u8] = b"the server reset the HTTP/2 stream before the response";
+    let name = code.name().unwrap_or("an unknown code").as_bytes();
+    let mut n = 0;
+    for part in [TEXT, b" (", name, b")"] {
+        let Some(dst) = buf.get_mut(n..n + part.len()) else {
+            return &buf[..n];
+        };
+        dst.copy_from_slice(part);
+        n += part.len();
+    }
+    &buf[..n]
 }
 
 /// The mode of call `i`'s current request.

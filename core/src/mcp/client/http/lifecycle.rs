@@ -16,6 +16,8 @@
 //!   on every later request, `notifications/initialized` first, and
 //!   [`close`](crate::mcp::client::ClientEngine::close) ends the session
 //!   with `DELETE`.
+//! - A 404 to a request of the 2025 session: the server ended it; that
+//!   call fails saying so, and the next one starts with `initialize`.
 //! - `initialize` refused with 400, 404 or 405 and no modern error → the
 //!   2024 HTTP+SSE shape (§13.1, over HTTP/1.1): the engine's `GET` opens
 //!   the event stream ([`events`](super::events)); its `endpoint` event
@@ -35,8 +37,8 @@ use super::send::Shape;
 use crate::grpc::Code;
 use crate::h2::Storage;
 use crate::http1::MediaType;
-use crate::mcp::client::calls::Kind;
 use crate::mcp::client::calls::bytes;
+use crate::mcp::client::calls::{Kind, Mode};
 use crate::mcp::client::era::{Era, EraChoice, EraDiagnostics, INITIALIZED, write_initialize};
 use crate::mcp::client::stdio::line::{ModernMeta, write_request};
 use crate::mcp::envelope::Message;
@@ -82,6 +84,9 @@ pub(super) struct EraState {
     session: ([u8; MAX_SESSION_ID], usize),
     /// The 2024 HTTP+SSE shape is spoken (or being set up).
     sse: bool,
+    /// The server ended the 2025 session: the handshake starts again with
+    /// `initialize`, the era being known.
+    reinitialize: bool,
     /// Where the 2024 shape's messages go (the `endpoint` event's target).
     post_target: ([u8; POST_TARGET], usize),
 }
@@ -98,6 +103,7 @@ impl EraState {
             ready_owed: false,
             session: ([0; MAX_SESSION_ID], 0),
             sse: false,
+            reinitialize: false,
             post_target: ([0; POST_TARGET], 0),
         };
         if choice == EraChoice::Modern {
@@ -150,6 +156,14 @@ impl EraState {
         self.phase = Phase::Unknown;
         self.sse = false;
         self.post_target.1 = 0;
+    }
+
+    /// The server answered 404 to the 2025 session's id (§13.2): the era
+    /// is unknown again and the next handshake is `initialize`.
+    pub(super) fn session_ended(&mut self) {
+        self.phase = Phase::Unknown;
+        self.session.1 = 0;
+        self.reinitialize = true;
     }
 
     /// The shape of the requests that go now.
@@ -214,6 +228,7 @@ impl<
         }
         match self.era.choice {
             EraChoice::Legacy => self.send_initialize(),
+            _ if self.era.reinitialize => self.send_initialize(),
             _ => self.send_probe(self.era.diagnostics.requested),
         }
     }
@@ -238,10 +253,7 @@ impl<
         };
         let reader = ResponseReader::new(message).unwrap_or_else(|_| ResponseReader::accepted());
         self.era.phase = Phase::Probing;
-        if self
-            .start_own(message, Own::Probe(version), reader)
-            .is_none()
-        {
+        if self.start_own(message, Own::Probe, reader).is_none() {
             self.handshake_failed(None, b"no call slot or buffer for the era probe");
         }
     }
@@ -282,6 +294,56 @@ impl<
         }
     }
 
+    /// Tells the server of a legacy era that call `i` is given up
+    /// (2025-11-25: a disconnect is no cancellation): `POST
+    /// notifications/cancelled` naming its id. `false` when none went (a
+    /// modern era, a request the server never got, a notification, no
+    /// room): the caller closes the call's exchange instead.
+    pub(super) fn send_cancelled(&mut self, i: usize, reason: &str) -> bool {
+        if !self.era.is_ready() || !self.era.shape().legacy() {
+            return false;
+        }
+        let Some(slot) = self.calls.slots.get(i) else {
+            return false;
+        };
+        let Some(c) = slot.call.as_ref() else {
+            return false;
+        };
+        let seen = match c.place {
+            Place::Link(_) => c.sent > 0 || c.got,
+            Place::Stream(_) => c.head_sent,
+            Place::Posted => true,
+            Place::Queued | Place::Done => false,
+        };
+        if !seen || c.own.is_some() || c.mode != Mode::Call {
+            return false;
+        }
+        let body = bytes(&self.calls.store, &slot.req)
+            .get(c.orig.0..c.orig.1)
+            .unwrap_or(b"");
+        let Some(id) = json::get(body, b"id").map(json::trim) else {
+            return false;
+        };
+        let mut room = [0u8; OWN_ROOM];
+        let mut at = 0;
+        for part in [
+            &b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":"[..],
+            id,
+            b",\"reason\":\"",
+            reason.as_bytes(),
+            b"\"}}",
+        ] {
+            let Some(dst) = room.get_mut(at..at + part.len()) else {
+                return false;
+            };
+            dst.copy_from_slice(part);
+            at += part.len();
+        }
+        let message = &room[..at];
+        self.start_own(message, Own::Cancelled, ResponseReader::accepted())
+            .is_some()
+    }
+
     /// Ends the 2025 session: `DELETE` with its id (the engine closes).
     pub(super) fn send_delete(&mut self) {
         let _ = self.start_own(b"", Own::Delete, ResponseReader::accepted());
@@ -307,7 +369,7 @@ impl<
                 excerpt: 0,
             }));
             match own {
-                Own::Probe(version) => self.on_probe(i, judgement, status, version, timed_out),
+                Own::Probe => self.on_probe(i, judgement, status, timed_out),
                 Own::Initialize => self.on_initialize(i, judgement, status, timed_out),
                 Own::Initialized => {
                     if matches!(judgement, Judgement::Accepted) {
@@ -321,14 +383,18 @@ impl<
                         self.handshake_failed(Some(i), b"notifications/initialized was refused");
                     }
                 }
-                Own::Delete => {}
+                Own::Delete | Own::Cancelled => {}
+                Own::Events if self.era.phase == Phase::Streaming && timed_out => {
+                    self.handshake_failed(
+                        Some(i),
+                        b"no endpoint event on the 2024 event stream within the probe timeout",
+                    );
+                }
                 Own::Events if self.era.phase == Phase::Streaming => {
-                    let why: &[u8] = if timed_out {
-                        b"no endpoint event on the 2024 event stream within the probe timeout"
-                    } else {
-                        b"the 2024 HTTP+SSE event stream could not be opened"
-                    };
-                    self.handshake_failed(Some(i), why);
+                    // `initialize` was refused already: no era is left.
+                    let mut text = [0u8; 160];
+                    let why = neither_era(&mut text, status);
+                    self.handshake_failed(None, why);
                 }
                 Own::Events => {
                     if matches!(self.era.phase, Phase::Initializing | Phase::Initialized) {
@@ -342,14 +408,7 @@ impl<
     }
 
     /// The probe's answer.
-    fn on_probe(
-        &mut self,
-        i: usize,
-        judgement: Judgement,
-        status: u16,
-        version: &'static str,
-        timed_out: bool,
-    ) {
+    fn on_probe(&mut self, i: usize, judgement: Judgement, status: u16, timed_out: bool) {
         let rx = self
             .calls
             .slots
@@ -362,7 +421,7 @@ impl<
         {
             self.era.diagnostics.note(&message);
         }
-        match era::probe(&judgement, status, rx, version) {
+        match era::probe(&judgement, status, rx) {
             ProbeVerdict::Modern(v) => {
                 self.era.diagnostics.set_modern(v);
                 self.era.ready(Era::Modern);
@@ -491,4 +550,33 @@ impl<
         self.calls
             .admit(message, token, token_len, reader, deadline, Some(own))
     }
+}
+
+/// Why a URL is no MCP server of any era (§13): `initialize` was refused,
+/// and the `GET` of the 2024 event stream answered `status`; in `buf`.
+fn neither_era(buf: &mut [u8; 160], status: u16) -> &[u8] {
+    const WHY: &[u8] = b"the URL answers neither era of MCP: initialize was refused, and \
+the GET of the 2024 HTTP+SSE event stream too";
+    let mut digits = [0u8; 5];
+    let mut at = digits.len();
+    let mut n = status;
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 || at == 0 {
+            break;
+        }
+    }
+    let mut len = 0;
+    let parts: [&[u8]; 4] = [WHY, b" (HTTP ", &digits[at..], b")"];
+    let parts = if status == 0 { &parts[..1] } else { &parts[..] };
+    for part in parts {
+        let Some(dst) = buf.get_mut(len..len + part.len()) else {
+            break;
+        };
+        dst.copy_from_slice(part);
+        len += part.len();
+    }
+    &buf[..len]
 }

@@ -209,7 +209,7 @@ impl<
                         if own == Some(Own::Events) {
                             self.events_head(i, status, MediaType::of(media));
                         } else if let Some(j) = self.calls.on_head(i, status, media, auth) {
-                            self.calls.judged(i, j);
+                            self.judge(i, j);
                         }
                     }
                 }
@@ -242,7 +242,7 @@ impl<
                     } else if let Some(i) = call
                         && let Some(j) = self.calls.on_end(i)
                     {
-                        self.calls.judged(i, j);
+                        self.judge(i, j);
                     }
                     self.exchange_over(li, keep_alive);
                 }
@@ -266,7 +266,7 @@ impl<
         }
         let (fed, judgement) = self.calls.on_body(i, data);
         if let Some(j) = judgement {
-            self.calls.judged(i, j);
+            self.judge(i, j);
         }
         fed
     }
@@ -313,7 +313,7 @@ impl<
             match ended {
                 Some(ResponseEvent::End { .. }) => {
                     if let Some(j) = self.calls.on_end(i) {
-                        self.calls.judged(i, j);
+                        self.judge(i, j);
                     }
                 }
                 _ => self.broken(

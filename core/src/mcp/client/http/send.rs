@@ -34,7 +34,8 @@ pub(super) enum Shape<'a> {
 }
 
 impl Shape<'_> {
-    fn legacy(&self) -> bool {
+    /// A shape of an older era (§13).
+    pub(super) fn legacy(&self) -> bool {
         !matches!(self, Self::Modern)
     }
 }

@@ -140,14 +140,14 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, const CALLS: usize> StdioClient<B, CALLS> {
     }
 
     pub(super) fn on_probe_answer(&mut self, n: usize) {
-        let Phase::Probing { version, .. } = self.phase else {
+        let Phase::Probing { .. } = self.phase else {
             return;
         };
         let Ok(message) = Message::parse(&self.buf.as_ref()[..n], json::DEFAULT_MAX_DEPTH) else {
             return;
         };
         self.era.note(&message);
-        match era::classify(&message, version) {
+        match era::classify(&message) {
             Verdict::Modern(v) => {
                 self.era.set_modern(v);
                 self.ready();
