@@ -31,6 +31,15 @@ use super::events::{CallId, ClientEvent, Diagnostics, Failure, StartError};
 use crate::mcp::error::{INVALID_REQUEST, RpcError};
 use crate::time::Instant;
 
+/// Whether a request of `method` (its raw JSON string, quotes included,
+/// as it stands in the request) opens a listen stream: one that lasts
+/// until it is cancelled or the server ends it, so it gets no deadline
+/// unless its caller sets one ([`CallOptions::timeout`]). Every engine
+/// asks this, and so does a driver that times the calls it holds.
+pub fn is_listen(method: &[u8]) -> bool {
+    crate::mcp::json::str_eq(method, b"subscriptions/listen")
+}
+
 /// A byte stream of a client engine, named by it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct LinkId(pub(crate) u32);

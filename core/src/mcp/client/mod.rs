@@ -134,7 +134,7 @@ pub type DeviceClient<S> = Client<S, 4, 4096, 2048>;
 /// The client of a host: 32 concurrent calls, a 4 KiB HPACK table, 16 KiB
 /// frame buffers in the storage `B` (on the heap in the tokio driver).
 pub type HostClient<S, B> = Client<S, 32, 4096, 16384, B>;
-pub use engine::{CallOptions, ClientEngine, LinkId, Negotiated};
+pub use engine::{CallOptions, ClientEngine, LinkId, Negotiated, is_listen};
 pub use events::{CallId, ClientEvent, Diagnostics, Failure, Skipped, StartError};
 pub use http::{Http2Mode, HttpClient, HttpClientConfig};
 pub use keepalive::Keepalive;
@@ -538,7 +538,7 @@ impl<
                 "JSON-RPC id longer than 128 octets",
             )));
         }
-        let listen = json::str_eq(method, b"subscriptions/listen");
+        let listen = engine::is_listen(method);
         let slots = self.st.slots.len();
         let index = self
             .st

@@ -598,7 +598,7 @@ impl<
         if message.len() > self.calls.max_message || needed > self.calls.store.max_len() {
             return Err(StartError::TooLarge { needed });
         }
-        let listen = json::str_eq(method, b"subscriptions/listen");
+        let listen = crate::mcp::client::engine::is_listen(method);
         let deadline = match (options.timeout, listen) {
             (None, true) => None,
             (t, _) => Some(now.saturating_add(t.unwrap_or(self.config.request_timeout))),

@@ -562,7 +562,7 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, S: CallStore, const CALLS: usize> ClientEngin
             return Err(StartError::Busy);
         }
         let listen =
-            json::get(message, b"method").is_some_and(|m| json::str_eq(m, b"subscriptions/listen"));
+            json::get(message, b"method").is_some_and(crate::mcp::client::engine::is_listen);
         if listen && self.client.listens() >= CALLS / 2 {
             return Err(StartError::Exhausted(
                 "half of the client's calls are listen streams: no more (they would leave calls no turn)",

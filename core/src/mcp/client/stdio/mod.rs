@@ -587,7 +587,7 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, const CALLS: usize> StdioClient<B, CALLS> {
             .finish()
             .map_err(|e| StdioStartError::TooLarge { needed: e.needed })?
             .len();
-        let listen = json::str_eq(method, b"subscriptions/listen");
+        let listen = crate::mcp::client::engine::is_listen(method);
         let deadline = match (timeout, listen) {
             (None, true) => None,
             (t, _) => Some(now.saturating_add(t.unwrap_or(self.config.request_timeout))),
