@@ -43,7 +43,7 @@ pub(crate) mod typed;
 use std::time::Duration;
 
 use mcpwire_core::grpc::Code;
-use mcpwire_core::mcp::client::CallOptions;
+use mcpwire_core::mcp::client::{CallOptions, is_listen};
 use mcpwire_core::mcp::meta::KEY_CLIENT_INFO;
 /// The MCP revision every request declares in `params._meta`.
 pub use mcpwire_core::mcp::meta::PROTOCOL_VERSION;
@@ -56,7 +56,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use call::EngineCall;
-use calls::typed_helpers;
 use dispatch::{Command, Handle};
 use era::Era;
 pub use era::EraInfo;
@@ -388,18 +387,6 @@ impl Client {
             .await
     }
 
-    /// The server's `server/discover` result (a JSON-RPC error is an
-    /// `Err` whose [`CallError::rpc`] holds it).
-    pub async fn discover(&self) -> Result<Value, CallError> {
-        calls::discover(self).await
-    }
-
-    /// The items under `key` of every page of a list method (raw JSON),
-    /// at most [`MAX_LIST_PAGES`] pages.
-    pub async fn list_all(&self, method: &str, key: &str) -> Result<Vec<Value>, CallError> {
-        calls::list_all(self, method, key).await
-    }
-
     /// Opens a `subscriptions/listen` stream with `params` (its filter):
     /// the acknowledgement and the change notifications arrive on the
     /// returned call, without a timeout, until it is dropped (which ends
@@ -545,7 +532,8 @@ impl Engine {
     ) -> Result<EngineCall, CallError> {
         // A listen stream lasts until it is cancelled or the server ends
         // it (the engine gives it no deadline either).
-        let deadline = (method != "subscriptions/listen")
+        let listen = serde_json::to_vec(method).is_ok_and(|m| is_listen(&m));
+        let deadline = (!listen)
             .then(|| tokio::time::Instant::now() + timeout.unwrap_or(self.request_timeout));
         let options = CallOptions {
             timeout,
@@ -564,8 +552,6 @@ impl Engine {
         .await
     }
 }
-
-typed_helpers!(Client, Call, "");
 
 /// The `HOST:PORT` of a `grpc://HOST:PORT` address; `None` for another
 /// scheme; an error for no port, a path, or user information (a bearer
