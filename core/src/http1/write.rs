@@ -172,8 +172,9 @@ pub fn sse_one_line(json: &mut [u8]) {
     }
 }
 
-/// `v` in decimal, in `digits`.
-fn decimal(mut v: u64, digits: &mut [u8; 20]) -> &[u8] {
+/// `v` in decimal, in `digits` (the crate's one decimal writer: heads,
+/// and the texts the client engines write).
+pub(crate) fn decimal(mut v: u64, digits: &mut [u8; 20]) -> &[u8] {
     let mut i = digits.len();
     loop {
         i -= 1;

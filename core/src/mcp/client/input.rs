@@ -14,6 +14,7 @@
 //! least), the answers (an object), the round's id; and the request of
 //! the next round is written.
 
+use crate::http1::write::decimal;
 use crate::mcp::error::{INTERNAL_ERROR, INVALID_REQUEST, RpcError};
 use crate::mcp::json;
 use crate::mcp::writer::JsonWriter;
@@ -104,11 +105,11 @@ pub(super) const TOO_MANY_ROOM: usize = 64;
 /// `max` rounds, written into `out`.
 pub(super) fn too_many_rounds(max: u8, out: &mut [u8; TOO_MANY_ROOM]) -> &[u8] {
     const HEAD: &[u8] = b"the server still asks for input after ";
-    let mut digits = [0u8; 4];
-    let n = decimal(max, &mut digits);
+    let mut digits = [0u8; 20];
+    let digits = decimal(u64::from(max), &mut digits);
     let tail: &[u8] = if max == 1 { b" round" } else { b" rounds" };
     let mut len = 0;
-    for part in [HEAD, &digits[..n], tail] {
+    for part in [HEAD, digits, tail] {
         out[len..len + part.len()].copy_from_slice(part);
         len += part.len();
     }
@@ -127,43 +128,25 @@ pub(super) fn round_id(id: &[u8], round: u8, out: &mut [u8; MAX_ROUND_ID]) -> Op
     };
     // The last round's suffix gives way to this one's.
     if let Some(last) = round.checked_sub(1).filter(|&r| r > 0) {
-        let mut digits = [0u8; 4];
-        let n = decimal(last, &mut digits);
-        let suffix_len = n + 1;
-        if let Some(cut) = inner.len().checked_sub(suffix_len)
+        let mut digits = [0u8; 20];
+        let digits = decimal(u64::from(last), &mut digits);
+        if let Some(cut) = inner.len().checked_sub(digits.len() + 1)
             && inner.get(cut) == Some(&b'#')
-            && inner.get(cut + 1..) == digits.get(..n)
+            && inner.get(cut + 1..) == Some(digits)
         {
             inner = &inner[..cut];
         }
     }
-    let mut digits = [0u8; 4];
-    let n = decimal(round, &mut digits);
-    let len = inner.len() + n + 3;
+    let mut digits = [0u8; 20];
+    let digits = decimal(u64::from(round), &mut digits);
+    let len = inner.len() + digits.len() + 3;
     let dst = out.get_mut(..len)?;
     dst[0] = b'"';
     dst[1..=inner.len()].copy_from_slice(inner);
     dst[inner.len() + 1] = b'#';
-    dst[inner.len() + 2..len - 1].copy_from_slice(&digits[..n]);
+    dst[inner.len() + 2..len - 1].copy_from_slice(digits);
     dst[len - 1] = b'"';
     Some(len)
-}
-
-/// `n` in decimal at the start of `out`; its length.
-fn decimal(mut n: u8, out: &mut [u8; 4]) -> usize {
-    let mut tmp = [0u8; 3];
-    let mut at = tmp.len();
-    loop {
-        at -= 1;
-        tmp[at] = b'0' + n % 10;
-        n /= 10;
-        if n == 0 || at == 0 {
-            break;
-        }
-    }
-    let len = tmp.len() - at;
-    out[..len].copy_from_slice(&tmp[at..]);
-    len
 }
 
 /// Writes the request of the next round: `request` (a JSON-RPC request,

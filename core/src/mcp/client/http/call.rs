@@ -232,18 +232,8 @@ impl Text {
     }
 
     fn number(&mut self, n: u16) -> &mut Self {
-        let mut digits = [0u8; 5];
-        let mut at = digits.len();
-        let mut n = n;
-        loop {
-            at -= 1;
-            digits[at] = b'0' + (n % 10) as u8;
-            n /= 10;
-            if n == 0 || at == 0 {
-                break;
-            }
-        }
-        self.push(&digits[at..])
+        let mut digits = [0u8; 20];
+        self.push(crate::http1::write::decimal(u64::from(n), &mut digits))
     }
 
     fn as_bytes(&self) -> &[u8] {

@@ -557,19 +557,10 @@ impl<
 fn neither_era(buf: &mut [u8; 160], status: u16) -> &[u8] {
     const WHY: &[u8] = b"the URL answers neither era of MCP: initialize was refused, and \
 the GET of the 2024 HTTP+SSE event stream too";
-    let mut digits = [0u8; 5];
-    let mut at = digits.len();
-    let mut n = status;
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 || at == 0 {
-            break;
-        }
-    }
+    let mut digits = [0u8; 20];
+    let digits = crate::http1::write::decimal(u64::from(status), &mut digits);
     let mut len = 0;
-    let parts: [&[u8]; 4] = [WHY, b" (HTTP ", &digits[at..], b")"];
+    let parts: [&[u8]; 4] = [WHY, b" (HTTP ", digits, b")"];
     let parts = if status == 0 { &parts[..1] } else { &parts[..] };
     for part in parts {
         let Some(dst) = buf.get_mut(len..len + part.len()) else {
