@@ -43,7 +43,7 @@ pub(crate) mod typed;
 use std::time::Duration;
 
 use mcpwire_core::grpc::Code;
-use mcpwire_core::mcp::client::{CallOptions, is_listen};
+use mcpwire_core::mcp::client::{CallOptions, LISTEN_METHOD};
 use mcpwire_core::mcp::meta::KEY_CLIENT_INFO;
 /// The MCP revision every request declares in `params._meta`.
 pub use mcpwire_core::mcp::meta::PROTOCOL_VERSION;
@@ -392,7 +392,7 @@ impl Client {
     /// returned call, without a timeout, until it is dropped (which ends
     /// the subscription) or the server ends it.
     pub async fn listen(&self, params: Value) -> Result<Call, CallError> {
-        self.call(json!({"jsonrpc": "2.0", "method": "subscriptions/listen", "params": params}))
+        self.call(json!({"jsonrpc": "2.0", "method": LISTEN_METHOD, "params": params}))
             .await
     }
 
@@ -532,8 +532,7 @@ impl Engine {
     ) -> Result<EngineCall, CallError> {
         // A listen stream lasts until it is cancelled or the server ends
         // it (the engine gives it no deadline either).
-        let listen = serde_json::to_vec(method).is_ok_and(|m| is_listen(&m));
-        let deadline = (!listen)
+        let deadline = (method != LISTEN_METHOD)
             .then(|| tokio::time::Instant::now() + timeout.unwrap_or(self.request_timeout));
         let options = CallOptions {
             timeout,

@@ -31,13 +31,16 @@ use super::events::{CallId, ClientEvent, Diagnostics, Failure, StartError};
 use crate::mcp::error::{INVALID_REQUEST, RpcError};
 use crate::time::Instant;
 
+/// The method of a listen stream: one that lasts until it is cancelled or
+/// the server ends it, so it gets no deadline unless its caller sets one
+/// ([`CallOptions::timeout`]). Every engine asks [`is_listen`], and so
+/// does a driver that times the calls it holds (by the name, unquoted).
+pub const LISTEN_METHOD: &str = "subscriptions/listen";
+
 /// Whether a request of `method` (its raw JSON string, quotes included,
-/// as it stands in the request) opens a listen stream: one that lasts
-/// until it is cancelled or the server ends it, so it gets no deadline
-/// unless its caller sets one ([`CallOptions::timeout`]). Every engine
-/// asks this, and so does a driver that times the calls it holds.
+/// as it stands in the request) opens a listen stream ([`LISTEN_METHOD`]).
 pub fn is_listen(method: &[u8]) -> bool {
-    crate::mcp::json::str_eq(method, b"subscriptions/listen")
+    crate::mcp::json::str_eq(method, LISTEN_METHOD.as_bytes())
 }
 
 /// A byte stream of a client engine, named by it.

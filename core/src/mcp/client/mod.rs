@@ -134,7 +134,7 @@ pub type DeviceClient<S> = Client<S, 4, 4096, 2048>;
 /// The client of a host: 32 concurrent calls, a 4 KiB HPACK table, 16 KiB
 /// frame buffers in the storage `B` (on the heap in the tokio driver).
 pub type HostClient<S, B> = Client<S, 32, 4096, 16384, B>;
-pub use engine::{CallOptions, ClientEngine, LinkId, Negotiated, is_listen};
+pub use engine::{CallOptions, ClientEngine, LISTEN_METHOD, LinkId, Negotiated, is_listen};
 pub use events::{CallId, ClientEvent, Diagnostics, Failure, Skipped, StartError};
 pub use http::{Http2Mode, HttpClient, HttpClientConfig};
 pub use keepalive::Keepalive;
